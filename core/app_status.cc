@@ -1,0 +1,269 @@
+#include "core/app_status.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <ctime>
+
+#include "core/json_reader.h"
+
+namespace torchxd::core {
+namespace {
+
+using nlohmann::json;
+
+json OptionalJson(const std::optional<int>& v) { return v ? json(*v) : json(nullptr); }
+json OptionalTime(const std::optional<int64_t>& ms) {
+  return ms ? json(FormatRfc3339Utc(*ms)) : json(nullptr);
+}
+
+std::optional<int64_t> TimeField(JsonReader& r, std::string_view key) {
+  auto text = r.OptionalString(key);
+  if (!text) return std::nullopt;
+  auto ms = ParseRfc3339(*text);
+  if (!ms) r.SetError(r.PathOf(key), "must be an RFC 3339 time, got \"" + *text + "\"");
+  return ms;
+}
+
+// TorchX's _format_error_message: wrap at `width` on spaces, header on line 1.
+std::string WrapErrorMessage(const std::string& msg, std::string header, size_t width = 80) {
+  std::vector<std::string> lines;
+  size_t length = 0;
+  for (size_t i = 0; i <= msg.size(); ++i) {
+    if (i == msg.size() || (msg[i] == ' ' && length >= width)) {
+      lines.push_back(header + msg.substr(i - length, length));
+      header = std::string(header.size(), ' ');
+      length = 0;
+    }
+    ++length;
+  }
+  std::string out;
+  for (size_t i = 0; i < lines.size(); ++i) out += (i ? "\n" : "") + lines[i];
+  return out;
+}
+
+std::string LocalTime(int64_t seconds) {
+  auto t = static_cast<std::time_t>(seconds);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S", &tm);
+  return buf;
+}
+
+// The part of TorchX's _format_replica_status that renders a reply file.
+std::optional<std::string> FormatReplyFile(const ReplicaStatus& r) {
+  json data = json::parse(r.structured_error_msg, nullptr, false);
+  if (data.is_discarded()) return r.structured_error_msg;
+  const json* error = data.is_object() && data.contains("message") ? &data["message"] : nullptr;
+  std::string msg;
+  json timestamp, exitcode;
+  if (error != nullptr && error->is_object() && error->contains("message") &&
+      (*error)["message"].is_string()) {
+    msg = (*error)["message"].get<std::string>();
+    if (error->contains("extraInfo") && (*error)["extraInfo"].is_object()) {
+      timestamp = (*error)["extraInfo"].value("timestamp", json(nullptr));
+    }
+    exitcode = error->value("errorCode", json(nullptr));
+  } else if (error != nullptr && error->is_string()) {
+    msg = error->get<std::string>();
+    timestamp = data.value("timestamp", json(nullptr));
+    exitcode = data.value("errorCode", json(nullptr));
+  } else {
+    return r.structured_error_msg;
+  }
+  std::string timestamp_str = "<N/A>";
+  if (timestamp.is_number()) timestamp_str = LocalTime(timestamp.get<int64_t>());
+  if (timestamp.is_string()) {
+    try {
+      timestamp_str = LocalTime(std::stoll(timestamp.get<std::string>()));
+    } catch (...) {
+    }
+  }
+  bool falsy = exitcode.is_null() || (exitcode.is_number() && exitcode.get<double>() == 0) ||
+               (exitcode.is_string() && exitcode.get<std::string>().empty());
+  std::string exitcode_str =
+      falsy ? "<N/A>" : (exitcode.is_string() ? exitcode.get<std::string>() : exitcode.dump());
+  return std::string(AppStateName(r.state)) + " (exitcode: " + exitcode_str +
+         ")\n        timestamp: " + timestamp_str + "\n        hostname: " + r.hostname +
+         "\n    " + WrapErrorMessage(msg, "    error_msg: ");
+}
+
+std::string FormatReplica(const ReplicaStatus& r) {
+  std::string data;
+  if (r.structured_error_msg != kNone) {
+    data = *FormatReplyFile(r);
+  } else {
+    data = std::string(AppStateName(r.state));
+    if (r.state == ReplicaState::kCancelled || r.state == ReplicaState::kFailed) {
+      data += r.error_message.empty() ? " (no reply file)" : " (" + r.error_message + ")";
+    }
+  }
+  std::string extra;
+  if (r.pid) extra += " pid=" + std::to_string(*r.pid);
+  if (r.exit_code) extra += " exitcode=" + std::to_string(*r.exit_code);
+  if (r.signal) extra += " signal=" + std::to_string(*r.signal);
+  if (r.pid || r.exit_code || r.attempt > 0) extra += " attempt=" + std::to_string(r.attempt);
+  // The torchxd fields go on the state line, before any reply-file details.
+  size_t eol = data.find('\n');
+  data.insert(eol == std::string::npos ? data.size() : eol, extra);
+  return "\n " + std::string(r.id == 0 ? "*" : " ") + r.role + "[" + std::to_string(r.id) +
+         "]:" + data;
+}
+
+}  // namespace
+
+std::string FormatRfc3339Utc(int64_t unix_ms) {
+  auto seconds = static_cast<std::time_t>(unix_ms / 1000);
+  std::tm tm{};
+  gmtime_r(&seconds, &tm);
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                static_cast<int>(unix_ms % 1000));
+  return buf;
+}
+
+std::optional<int64_t> ParseRfc3339(const std::string& text) {
+  int y, mo, d, h, mi, s;
+  int consumed = 0;
+  if (std::sscanf(text.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &s,
+                  &consumed) != 6) {
+    return std::nullopt;
+  }
+  size_t pos = static_cast<size_t>(consumed);
+  int64_t ms = 0;
+  if (pos < text.size() && text[pos] == '.') {
+    int digits = 0;
+    ++pos;
+    while (pos < text.size() && std::isdigit(static_cast<unsigned char>(text[pos]))) {
+      if (digits < 3) ms = ms * 10 + (text[pos] - '0');
+      ++digits;
+      ++pos;
+    }
+    if (digits == 0) return std::nullopt;
+    for (int i = digits; i < 3; ++i) ms *= 10;
+  }
+  int offset_minutes = 0;
+  if (pos < text.size() && (text[pos] == 'Z' || text[pos] == 'z')) {
+    ++pos;
+  } else if (pos < text.size() && (text[pos] == '+' || text[pos] == '-')) {
+    int oh, om;
+    if (std::sscanf(text.c_str() + pos + 1, "%2d:%2d", &oh, &om) != 2) return std::nullopt;
+    offset_minutes = (oh * 60 + om) * (text[pos] == '-' ? -1 : 1);
+    pos += 6;
+  } else {
+    return std::nullopt;
+  }
+  if (pos != text.size()) return std::nullopt;
+  std::tm tm{};
+  tm.tm_year = y - 1900;
+  tm.tm_mon = mo - 1;
+  tm.tm_mday = d;
+  tm.tm_hour = h;
+  tm.tm_min = mi;
+  tm.tm_sec = s;
+  int64_t seconds = timegm(&tm) - offset_minutes * 60;
+  return seconds * 1000 + ms;
+}
+
+json AppStatusToJson(const AppStatus& status) {
+  json roles = json::array();
+  for (const auto& role : status.roles) {
+    json replicas = json::array();
+    for (const auto& r : role.replicas) {
+      replicas.push_back(json{{"id", r.id},
+                              {"state", static_cast<int>(r.state)},
+                              {"state_name", AppStateName(r.state)},
+                              {"role", r.role},
+                              {"hostname", r.hostname},
+                              {"hostaddr", r.hostname},
+                              {"structured_error_msg", r.structured_error_msg},
+                              {"pid", OptionalJson(r.pid)},
+                              {"exit_code", OptionalJson(r.exit_code)},
+                              {"signal", OptionalJson(r.signal)},
+                              {"attempt", r.attempt},
+                              {"start_time", OptionalTime(r.start_time_ms)},
+                              {"end_time", OptionalTime(r.end_time_ms)},
+                              {"error_message", r.error_message}});
+    }
+    roles.push_back(json{{"role", role.role}, {"replicas", replicas}});
+  }
+  return json{{"state", AppStateName(status.state)},
+              {"num_restarts", status.num_restarts},
+              {"roles", roles},
+              {"msg", status.msg},
+              {"structured_error_msg", status.structured_error_msg},
+              {"url", status.ui_url ? json(*status.ui_url) : json(nullptr)},
+              {"app_handle", status.app_handle}};
+}
+
+Result<AppStatus> AppStatusFromJson(const json& node) {
+  JsonReader r(node, "", {"state", "num_restarts", "roles", "msg", "structured_error_msg", "url",
+                          "app_handle"});
+  AppStatus status;
+  auto state_name = r.String("state", "UNKNOWN");
+  if (auto state = AppStateFromName(state_name)) {
+    status.state = *state;
+  } else {
+    r.SetError("state", "unknown app state \"" + state_name + "\"");
+  }
+  status.num_restarts = r.Int("num_restarts", 0);
+  status.msg = r.String("msg", "");
+  status.structured_error_msg = r.String("structured_error_msg", kNone);
+  status.ui_url = r.OptionalString("url");
+  status.app_handle = r.String("app_handle", "");
+  const json* roles = r.Field("roles");
+  if (auto done = r.Finish(); !done) return Fail(done.error());
+  if (roles == nullptr || !roles->is_array()) return status;
+  for (size_t i = 0; i < roles->size(); ++i) {
+    std::string role_path = JsonPathIndex("roles", i);
+    JsonReader rr((*roles)[i], role_path, {"role", "replicas"});
+    RoleStatus role{rr.String("role", ""), {}};
+    const json* replicas = rr.Field("replicas");
+    if (auto done = rr.Finish(); !done) return Fail(done.error());
+    for (size_t k = 0; replicas != nullptr && replicas->is_array() && k < replicas->size(); ++k) {
+      JsonReader x((*replicas)[k], JsonPathIndex(role_path + ".replicas", k),
+                   {"id", "state", "state_name", "role", "hostname", "hostaddr",
+                    "structured_error_msg", "pid", "exit_code", "signal", "attempt", "start_time",
+                    "end_time", "error_message"});
+      ReplicaStatus rep;
+      rep.id = x.Int("id", 0);
+      auto state = AppStateFromInt(x.Int("state", 7));
+      rep.state = state ? *state : ReplicaState::kUnknown;
+      rep.role = x.String("role", role.role);
+      rep.hostname = x.String("hostname", "");
+      rep.structured_error_msg = x.String("structured_error_msg", kNone);
+      rep.pid = x.OptionalInt("pid");
+      rep.exit_code = x.OptionalInt("exit_code");
+      rep.signal = x.OptionalInt("signal");
+      rep.attempt = x.Int("attempt", 0);
+      rep.start_time_ms = TimeField(x, "start_time");
+      rep.end_time_ms = TimeField(x, "end_time");
+      rep.error_message = x.String("error_message", "");
+      if (auto done = x.Finish(); !done) return Fail(done.error());
+      role.replicas.push_back(std::move(rep));
+    }
+    status.roles.push_back(std::move(role));
+  }
+  return status;
+}
+
+std::string FormatAppStatus(const AppStatus& status, const std::vector<std::string>& filter_roles) {
+  std::string roles;
+  for (const auto& role : status.roles) {
+    if (!filter_roles.empty() &&
+        std::find(filter_roles.begin(), filter_roles.end(), role.role) == filter_roles.end()) {
+      continue;
+    }
+    auto replicas = role.replicas;
+    std::sort(replicas.begin(), replicas.end(),
+              [](const auto& a, const auto& b) { return a.id < b.id; });
+    for (const auto& r : replicas) roles += FormatReplica(r);
+  }
+  return "AppStatus:\n    State: " + std::string(AppStateName(status.state)) +
+         "\n    Num Restarts: " + std::to_string(status.num_restarts) + "\n    Roles: " + roles +
+         "\n    Msg: " + status.msg + "\n    Structured Error Msg: " + status.structured_error_msg +
+         "\n    UI URL: " + (status.ui_url ? *status.ui_url : "None");
+}
+
+}  // namespace torchxd::core

@@ -1,0 +1,75 @@
+// AppStatus / RoleStatus / ReplicaStatus, TorchX's status types, plus what
+// torchxd adds per replica (pid, exit code or signal, attempt, start and end
+// time, error message) and per app (its handle).
+//
+// AppStatusToJson is TorchX's AppStatus.to_json shape (app "state" a name,
+// each replica's "state" the int) with the added fields; FormatAppStatus is
+// TorchX's AppStatus.format() text with pid/exitcode/attempt on each replica
+// line. Times are unix milliseconds here and RFC 3339 UTC in JSON.
+//
+// Thread contract: plain values and pure functions; safe from any thread.
+#ifndef TORCHXD_CORE_APP_STATUS_H_
+#define TORCHXD_CORE_APP_STATUS_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/app_def.h"
+#include "core/result.h"
+
+namespace torchxd::core {
+
+struct ReplicaStatus {
+  int id = 0;
+  ReplicaState state = ReplicaState::kUnknown;
+  std::string role;
+  std::string hostname;
+  std::string structured_error_msg = std::string(kNone);
+  // torchxd additions.
+  std::optional<int> pid;
+  std::optional<int> exit_code;
+  std::optional<int> signal;
+  int attempt = 0;
+  std::optional<int64_t> start_time_ms;
+  std::optional<int64_t> end_time_ms;
+  std::string error_message;
+
+  bool operator==(const ReplicaStatus&) const = default;
+};
+
+struct RoleStatus {
+  std::string role;
+  std::vector<ReplicaStatus> replicas;
+  bool operator==(const RoleStatus&) const = default;
+};
+
+struct AppStatus {
+  AppState state = AppState::kUnknown;
+  int num_restarts = 0;
+  std::string msg;
+  std::string structured_error_msg = std::string(kNone);
+  std::optional<std::string> ui_url;
+  std::vector<RoleStatus> roles;
+  std::string app_handle;  // torchxd addition
+
+  bool IsTerminal() const { return core::IsTerminal(state); }
+  bool operator==(const AppStatus&) const = default;
+};
+
+// "2026-11-22T11:48:52.123Z"; and back (accepts a zone offset too).
+std::string FormatRfc3339Utc(int64_t unix_ms);
+std::optional<int64_t> ParseRfc3339(const std::string& text);
+
+nlohmann::json AppStatusToJson(const AppStatus& status);
+[[nodiscard]] Result<AppStatus> AppStatusFromJson(const nlohmann::json& json);
+
+// TorchX's AppStatus.format(); `filter_roles` empty = all roles.
+std::string FormatAppStatus(const AppStatus& status, const std::vector<std::string>& filter_roles = {});
+
+}  // namespace torchxd::core
+
+#endif  // TORCHXD_CORE_APP_STATUS_H_

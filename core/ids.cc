@@ -1,0 +1,40 @@
+#include "core/ids.h"
+
+#include <cctype>
+#include <random>
+
+namespace torchxd::core {
+
+std::string IdFromUint64(uint64_t value) {
+  std::string out;
+  while (value > 0) {
+    std::string_view chars = out.empty() ? kIdStartChars : kIdEndChars;
+    out += chars[value % chars.size()];
+    value /= chars.size();
+  }
+  return out;
+}
+
+std::string RandomId() {
+  // std::random_device reads the kernel's entropy (getrandom/urandom) on Linux.
+  std::random_device device;
+  uint64_t value = 0;
+  while (value == 0) {
+    value = (static_cast<uint64_t>(device()) << 32) | device();
+  }
+  return IdFromUint64(value);
+}
+
+std::string MakeUnique(std::string_view name) { return std::string(name) + "-" + RandomId(); }
+
+std::string NormalizeStr(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    char l = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    bool keep = (l >= 'a' && l <= 'z') || (l >= '0' && l <= '9') || l == '-';
+    if (keep && !(l == '-' && out.empty())) out += l;
+  }
+  return out;
+}
+
+}  // namespace torchxd::core

@@ -1,0 +1,189 @@
+#include "core/json_reader.h"
+
+#include <limits>
+
+#include "core/text.h"
+
+namespace torchxd::core {
+
+std::string JsonPathIndex(std::string_view path, size_t index) {
+  return std::string(path) + "[" + std::to_string(index) + "]";
+}
+
+std::string JsonPathKey(std::string_view path, std::string_view key) {
+  if (path.empty()) return std::string(key);
+  return std::string(path) + "." + std::string(key);
+}
+
+std::string JsonTypeName(const nlohmann::json& value) {
+  switch (value.type()) {
+    case nlohmann::json::value_t::string:
+      return "string";
+    case nlohmann::json::value_t::boolean:
+      return "boolean";
+    case nlohmann::json::value_t::number_integer:
+    case nlohmann::json::value_t::number_unsigned:
+    case nlohmann::json::value_t::number_float:
+      return "number";
+    case nlohmann::json::value_t::array:
+      return "array";
+    case nlohmann::json::value_t::object:
+      return "object";
+    default:
+      return "null";
+  }
+}
+
+JsonReader::JsonReader(const nlohmann::json& node, std::string path,
+                       std::vector<std::string> known_keys)
+    : node_(node), path_(std::move(path)), known_keys_(std::move(known_keys)) {
+  if (!node_.is_object()) {
+    SetError(path_.empty() ? "(document)" : path_,
+             "must be an object, got " + JsonTypeName(node_));
+  }
+}
+
+void JsonReader::SetError(std::string_view path, std::string_view rule) {
+  if (!error_) error_ = Error::InvalidArgument(std::string(path) + ": " + std::string(rule));
+}
+
+bool JsonReader::Has(std::string_view key) const {
+  return node_.is_object() && node_.contains(key);
+}
+
+const nlohmann::json* JsonReader::Field(std::string_view key) {
+  if (!ok() || !Has(key)) return nullptr;
+  read_.emplace(key);
+  return &node_.find(key).value();
+}
+
+std::optional<int> JsonReader::ToInt(const nlohmann::json& value, std::string_view path) {
+  if (!value.is_number_integer()) {
+    SetError(path, "must be an integer, got " +
+                       (value.is_number() ? value.dump() : JsonTypeName(value)));
+    return std::nullopt;
+  }
+  auto v = value.get<int64_t>();
+  if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max()) {
+    SetError(path, "out of range, got " + value.dump());
+    return std::nullopt;
+  }
+  return static_cast<int>(v);
+}
+
+std::string JsonReader::String(std::string_view key, std::string_view fallback) {
+  auto v = OptionalString(key);
+  return v ? *v : std::string(fallback);
+}
+
+std::optional<std::string> JsonReader::OptionalString(std::string_view key) {
+  const auto* v = Field(key);
+  if (v == nullptr || v->is_null()) return std::nullopt;
+  if (!v->is_string()) {
+    SetError(PathOf(key), "must be a string, got " + JsonTypeName(*v));
+    return std::nullopt;
+  }
+  return v->get<std::string>();
+}
+
+int JsonReader::Int(std::string_view key, int fallback) {
+  auto v = OptionalInt(key);
+  return v ? *v : fallback;
+}
+
+std::optional<int> JsonReader::OptionalInt(std::string_view key) {
+  const auto* v = Field(key);
+  if (v == nullptr || v->is_null()) return std::nullopt;
+  return ToInt(*v, PathOf(key));
+}
+
+bool JsonReader::Bool(std::string_view key, bool fallback) {
+  const auto* v = Field(key);
+  if (v == nullptr || v->is_null()) return fallback;
+  if (!v->is_boolean()) {
+    SetError(PathOf(key), "must be true or false, got " + JsonTypeName(*v));
+    return fallback;
+  }
+  return v->get<bool>();
+}
+
+std::vector<std::string> JsonReader::StringList(std::string_view key) {
+  std::vector<std::string> out;
+  const auto* v = Field(key);
+  if (v == nullptr || v->is_null()) return out;
+  if (!v->is_array()) {
+    SetError(PathOf(key), "must be an array of strings, got " + JsonTypeName(*v));
+    return out;
+  }
+  for (size_t i = 0; i < v->size(); ++i) {
+    const auto& item = (*v)[i];
+    if (!item.is_string()) {
+      SetError(JsonPathIndex(PathOf(key), i), "must be a string, got " + JsonTypeName(item));
+      return {};
+    }
+    out.push_back(item.get<std::string>());
+  }
+  return out;
+}
+
+std::map<std::string, std::string> JsonReader::StringMap(std::string_view key) {
+  std::map<std::string, std::string> out;
+  const auto* v = Field(key);
+  if (v == nullptr || v->is_null()) return out;
+  if (!v->is_object()) {
+    SetError(PathOf(key), "must be an object of strings, got " + JsonTypeName(*v));
+    return out;
+  }
+  for (const auto& [k, item] : v->items()) {
+    if (!item.is_string()) {
+      SetError(JsonPathKey(PathOf(key), k), "must be a string, got " + JsonTypeName(item));
+      return {};
+    }
+    out[k] = item.get<std::string>();
+  }
+  return out;
+}
+
+std::map<std::string, int> JsonReader::IntMap(std::string_view key) {
+  std::map<std::string, int> out;
+  const auto* v = Field(key);
+  if (v == nullptr || v->is_null()) return out;
+  if (!v->is_object()) {
+    SetError(PathOf(key), "must be an object of integers, got " + JsonTypeName(*v));
+    return out;
+  }
+  for (const auto& [k, item] : v->items()) {
+    auto n = ToInt(item, JsonPathKey(PathOf(key), k));
+    if (!n) return {};
+    out[k] = *n;
+  }
+  return out;
+}
+
+nlohmann::json JsonReader::Object(std::string_view key) {
+  const auto* v = Field(key);
+  if (v == nullptr || v->is_null()) return nlohmann::json::object();
+  if (!v->is_object()) {
+    SetError(PathOf(key), "must be an object, got " + JsonTypeName(*v));
+    return nlohmann::json::object();
+  }
+  return *v;
+}
+
+Result<void> JsonReader::Finish() {
+  if (ok() && node_.is_object()) {
+    for (const auto& [key, value] : node_.items()) {
+      if (read_.count(key) > 0) continue;
+      bool known = false;
+      for (const auto& k : known_keys_) known = known || k == key;
+      if (!known) {
+        SetError(PathOf(key), "unknown field." + DidYouMean(key, known_keys_));
+        break;
+      }
+    }
+  }
+  if (error_) return Fail(*error_);
+  return {};
+}
+
+}  // namespace torchxd::core

@@ -1,0 +1,85 @@
+#include "core/replica_request.h"
+
+#include "core/app_handle.h"
+#include "core/macros.h"
+
+namespace torchxd::core {
+namespace {
+
+std::string StripColons(const std::string& s) {
+  size_t b = s.find_first_not_of(':');
+  if (b == std::string::npos) return "";
+  size_t e = s.find_last_not_of(':');
+  return s.substr(b, e - b + 1);
+}
+
+std::string Lookup(const std::map<std::string, std::string>& env, const std::string& key) {
+  auto it = env.find(key);
+  return it == env.end() ? "" : it->second;
+}
+
+}  // namespace
+
+std::string JoinPath(const std::vector<std::string>& parts) {
+  std::string out;
+  bool first = true;
+  for (const auto& p : parts) {
+    if (p.empty()) continue;
+    if (!first) out += ':';
+    out += StripColons(p);
+    first = false;
+  }
+  return out;
+}
+
+std::vector<ReplicaRequest> BuildReplicaRequests(const AppDef& app, const LocalAppContext& ctx) {
+  std::vector<ReplicaRequest> out;
+  for (size_t r = 0; r < app.roles.size(); ++r) {
+    Role role = app.roles[r];
+    const RoleLocation& where = ctx.roles.at(r);
+    role.env["TORCHX_JOB_ID"] =
+        MakeAppHandle(ctx.scheduler, ctx.session, std::string(kMacroAppId));
+    std::string role_path = Lookup(role.env, "PATH");
+    std::string path = ctx.prepend_cwd ? JoinPath({where.cwd, role_path})
+                                       : JoinPath({role_path, where.cwd});
+    for (int i = 0; i < role.num_replicas; ++i) {
+      MacroValues values{where.img_root, ctx.app_id, std::to_string(i), "TORCHX_RANK0_HOST"};
+      Role applied = values.Apply(role);
+      ReplicaRequest req;
+      req.role = role.name;
+      req.replica_id = i;
+      req.entrypoint = role.entrypoint;
+      req.args = applied.args;
+      req.cwd = where.cwd;
+      req.log_dir = ctx.app_log_dir + "/" + role.name + "/" + std::to_string(i);
+      req.env = ctx.client_env;
+      for (const auto& [k, v] : applied.env) req.env[k] = v;
+      req.env["TORCHX_RANK0_HOST"] = "localhost";
+      req.env["TORCHX_INTERNAL_SESSION_ID"] = ctx.session_id;
+      req.env.emplace("TORCHELASTIC_ERROR_FILE", req.log_dir + "/error.json");
+      req.env.emplace("PET_LOG_DIR", ctx.app_log_dir + "/torchelastic/" + role.name);
+      req.env.emplace("PYTHONUNBUFFERED", "x");
+      req.env["PATH"] = JoinPath({values.Substitute(path), Lookup(ctx.client_env, "PATH")});
+      out.push_back(std::move(req));
+    }
+  }
+  return out;
+}
+
+nlohmann::json ReplicaRequestToJson(const ReplicaRequest& request,
+                                    const std::map<std::string, std::string>& client_env) {
+  nlohmann::json env = nlohmann::json::object();
+  for (const auto& [k, v] : request.env) {
+    auto it = client_env.find(k);
+    if (k == "PATH" || it == client_env.end() || it->second != v) env[k] = v;
+  }
+  return nlohmann::json{{"role", request.role},
+                        {"replica_id", request.replica_id},
+                        {"entrypoint", request.entrypoint},
+                        {"args", request.args},
+                        {"cwd", request.cwd},
+                        {"log_dir", request.log_dir},
+                        {"env", env}};
+}
+
+}  // namespace torchxd::core

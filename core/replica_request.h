@@ -1,0 +1,63 @@
+// What each replica of a local app will run: the role with macros applied for
+// that replica, and its environment composed as TorchX's local scheduler does
+// (schedulers/local_scheduler.py _to_popen_request + _popen):
+//   1. the submitting client's environment,
+//   2. the role env (with TORCHX_JOB_ID) after macros,
+//   3. TORCHX_RANK0_HOST=localhost, TORCHX_INTERNAL_SESSION_ID (overwrite),
+//   4. TORCHELASTIC_ERROR_FILE, PET_LOG_DIR, PYTHONUNBUFFERED=x only where unset,
+//   5. PATH = join([cwd if prepend_cwd], role PATH, [cwd if not], client PATH),
+//      empty parts and edge colons dropped.
+// Pure: image providers resolve img_root and cwd beforehand.
+//
+// Thread contract: pure functions, safe from any thread.
+#ifndef TORCHXD_CORE_REPLICA_REQUEST_H_
+#define TORCHXD_CORE_REPLICA_REQUEST_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/app_def.h"
+
+namespace torchxd::core {
+
+struct RoleLocation {
+  std::string img_root;  // ${img_root}
+  std::string cwd;       // the replica's working directory
+};
+
+struct LocalAppContext {
+  std::string scheduler;  // "local_cwd"
+  std::string session;    // "torchx"
+  std::string app_id;
+  std::string session_id;  // TORCHX_INTERNAL_SESSION_ID
+  std::string app_log_dir;  // {log_dir}/{session}/{app_id}
+  bool prepend_cwd = false;
+  std::map<std::string, std::string> client_env;
+  std::vector<RoleLocation> roles;  // one per AppDef role
+};
+
+struct ReplicaRequest {
+  std::string role;
+  int replica_id = 0;
+  std::string entrypoint;
+  std::vector<std::string> args;
+  std::map<std::string, std::string> env;  // the complete environment
+  std::string cwd;
+  std::string log_dir;  // {app_log_dir}/{role}/{replica_id}
+};
+
+// TorchX's _join_PATH: ":".join(p.strip(":") for p in parts if p).
+std::string JoinPath(const std::vector<std::string>& parts);
+
+std::vector<ReplicaRequest> BuildReplicaRequests(const AppDef& app, const LocalAppContext& ctx);
+
+// The request without the inherited client environment (for --dryrun output).
+nlohmann::json ReplicaRequestToJson(const ReplicaRequest& request,
+                                    const std::map<std::string, std::string>& client_env);
+
+}  // namespace torchxd::core
+
+#endif  // TORCHXD_CORE_REPLICA_REQUEST_H_

@@ -1,0 +1,79 @@
+#include "core/replica_request.h"
+
+#include <gtest/gtest.h>
+
+namespace torchxd::core {
+namespace {
+
+AppDef TwoRoleApp() {
+  Role a;
+  a.name = "trainer";
+  a.entrypoint = "train";
+  a.args = {"--rank", "${replica_id}", "--root", "${img_root}", "--host", "$${rank0_env}"};
+  a.env = {{"OUT", "${app_id}/${replica_id}"}, {"PATH", "${img_root}/bin"},
+           {"PYTHONUNBUFFERED", "0"}, {"TORCHX_RANK0_HOST", "user-set"}};
+  a.num_replicas = 2;
+  Role b;
+  b.name = "ps";
+  b.entrypoint = "ps";
+  return AppDef{"app", {a, b}, {}};
+}
+
+LocalAppContext Context(bool prepend_cwd) {
+  LocalAppContext ctx;
+  ctx.scheduler = "local_cwd";
+  ctx.session = "torchx";
+  ctx.app_id = "app-x1";
+  ctx.session_id = "sid";
+  ctx.app_log_dir = "/logs/torchx/app-x1";
+  ctx.prepend_cwd = prepend_cwd;
+  ctx.client_env = {{"HOME", "/home/u"}, {"PATH", ":/usr/bin:/bin:"}, {"OUT", "client"}};
+  ctx.roles = {{"/work", "/work"}, {"/img", "/img"}};
+  return ctx;
+}
+
+TEST(ReplicaRequestTest, ComposesEnvLikeTorchxLocalScheduler) {
+  auto reqs = BuildReplicaRequests(TwoRoleApp(), Context(false));
+  ASSERT_EQ(reqs.size(), 3u);
+  const auto& r1 = reqs[1];
+  EXPECT_EQ(r1.role, "trainer");
+  EXPECT_EQ(r1.replica_id, 1);
+  EXPECT_EQ(r1.args, (std::vector<std::string>{"--rank", "1", "--root", "/work", "--host",
+                                               "${rank0_env}"}));
+  EXPECT_EQ(r1.cwd, "/work");
+  EXPECT_EQ(r1.log_dir, "/logs/torchx/app-x1/trainer/1");
+  EXPECT_EQ(r1.env.at("HOME"), "/home/u");           // client env inherited
+  EXPECT_EQ(r1.env.at("OUT"), "app-x1/1");           // role env beats client env
+  EXPECT_EQ(r1.env.at("TORCHX_RANK0_HOST"), "localhost");  // overwritten
+  EXPECT_EQ(r1.env.at("TORCHX_JOB_ID"), "local_cwd://torchx/app-x1");
+  EXPECT_EQ(r1.env.at("TORCHX_INTERNAL_SESSION_ID"), "sid");
+  EXPECT_EQ(r1.env.at("TORCHELASTIC_ERROR_FILE"), "/logs/torchx/app-x1/trainer/1/error.json");
+  EXPECT_EQ(r1.env.at("PET_LOG_DIR"), "/logs/torchx/app-x1/torchelastic/trainer");
+  EXPECT_EQ(r1.env.at("PYTHONUNBUFFERED"), "0");     // only set where unset
+  EXPECT_EQ(r1.env.at("PATH"), "/work/bin:/work:/usr/bin:/bin");
+  EXPECT_EQ(reqs[2].env.at("PYTHONUNBUFFERED"), "x");
+  EXPECT_EQ(reqs[2].env.at("PATH"), "/img:/usr/bin:/bin");
+  EXPECT_EQ(reqs[2].cwd, "/img");
+}
+
+TEST(ReplicaRequestTest, PrependCwdPutsTheCwdFirst) {
+  auto reqs = BuildReplicaRequests(TwoRoleApp(), Context(true));
+  EXPECT_EQ(reqs[0].env.at("PATH"), "/work:/work/bin:/usr/bin:/bin");
+}
+
+TEST(ReplicaRequestTest, JoinPathDropsEmptyPartsAndEdgeColons) {
+  EXPECT_EQ(JoinPath({"", ":/a:", "/b", ""}), "/a:/b");
+  EXPECT_EQ(JoinPath({}), "");
+}
+
+TEST(ReplicaRequestTest, DryrunJsonOmitsUnchangedClientEnv) {
+  auto ctx = Context(false);
+  auto reqs = BuildReplicaRequests(TwoRoleApp(), ctx);
+  auto j = ReplicaRequestToJson(reqs[0], ctx.client_env);
+  EXPECT_FALSE(j["env"].contains("HOME"));
+  EXPECT_TRUE(j["env"].contains("PATH"));
+  EXPECT_EQ(j["env"]["OUT"], "app-x1/0");
+}
+
+}  // namespace
+}  // namespace torchxd::core

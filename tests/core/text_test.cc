@@ -1,0 +1,36 @@
+#include "core/text.h"
+
+#include <gtest/gtest.h>
+
+namespace torchxd::core {
+namespace {
+
+TEST(TextTest, ShellQuoteMatchesShlex) {
+  EXPECT_EQ(ShellQuote(""), "''");
+  EXPECT_EQ(ShellQuote("main.py"), "main.py");
+  EXPECT_EQ(ShellQuote("a=b,c:d/e@f%g+h-i"), "a=b,c:d/e@f%g+h-i");
+  EXPECT_EQ(ShellQuote("${app_id}"), "'${app_id}'");
+  EXPECT_EQ(ShellQuote("hello world"), "'hello world'");
+  EXPECT_EQ(ShellQuote("it's"), "'it'\"'\"'s'");
+}
+
+TEST(TextTest, CamelToSnake) {
+  EXPECT_EQ(CamelToSnake("clusterName"), "cluster_name");
+  EXPECT_EQ(CamelToSnake("logDir"), "log_dir");
+  EXPECT_EQ(CamelToSnake("log_dir"), "log_dir");
+  EXPECT_EQ(CamelToSnake("autoSetCudaVisibleDevices"), "auto_set_cuda_visible_devices");
+}
+
+TEST(TextTest, DidYouMeanSuggestsTheClosestName) {
+  std::vector<std::string> names = {"log_dir", "prepend_cwd", "auto_set_cuda_visible_devices"};
+  EXPECT_EQ(DidYouMean("logdir", names), " Did you mean `log_dir`?");
+  EXPECT_EQ(DidYouMean("zzz", names), "");
+}
+
+TEST(TextTest, PyRepr) {
+  EXPECT_EQ(PyRepr("foo"), "'foo'");
+  EXPECT_EQ(PyRepr("it's"), "\"it's\"");
+}
+
+}  // namespace
+}  // namespace torchxd::core
