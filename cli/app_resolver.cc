@@ -1,0 +1,92 @@
+#include "cli/app_resolver.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/app_json.h"
+#include "core/components.h"
+#include "core/named_resources.h"
+#include "core/scheduler_opts.h"
+#include "core/text.h"
+#include "core/torchx_config.h"
+
+namespace torchxd::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool IsJsonFile(const std::string& component, const CliContext& ctx) {
+  if (core::EndsWith(component, ".json")) return true;
+  std::error_code ec;
+  fs::path p = fs::path(component).is_absolute() ? fs::path(component) : fs::path(ctx.cwd) / component;
+  return component.find('/') != std::string::npos && fs::is_regular_file(p, ec);
+}
+
+Result<ResolvedApp> FromJsonFile(const std::string& path, const std::vector<std::string>& args,
+                                 const core::NamedResources& resources, const CliContext& ctx) {
+  if (!args.empty()) {
+    return Fail(Error::InvalidArgument("an AppDef JSON file takes no arguments, got `" +
+                                       core::Join(args, " ") + "`"));
+  }
+  fs::path p = fs::path(path).is_absolute() ? fs::path(path) : fs::path(ctx.cwd) / path;
+  std::ifstream in(p, std::ios::binary);
+  if (!in) {
+    return Fail(Error::InvalidArgument("cannot read AppDef file " + path +
+                                       ": no such file (pass a builtin such as utils.echo, or a "
+                                       "path to an AppDef JSON file)"));
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  core::AppDefDecodeOptions options;
+  options.lookup = [&](std::string_view name) { return resources.Get(name); };
+  options.home = ctx.home;
+  auto app = core::ParseAppDefJson(text.str(), options);
+  if (!app) return Fail(app.error().WithContext(path));
+  return ResolvedApp{false, "", std::move(*app)};
+}
+
+}  // namespace
+
+Result<ResolvedApp> ResolveApp(const std::string& component, const std::vector<std::string>& args,
+                               const CliContext& ctx) {
+  auto resources = core::NamedResources::Load(ctx.env);
+  if (!resources) return Fail(resources.error());
+  if (IsJsonFile(component, ctx)) return FromJsonFile(component, args, *resources, ctx);
+
+  auto builtin = core::FindBuiltin(component);
+  if (!builtin) return Fail(Error::InvalidArgument(builtin.error().message));
+  auto config = core::TorchxConfig::Load(ctx.env, ctx.cwd);
+  if (!config) return Fail(config.error());
+  auto parsed = core::ParseComponentArgs((*builtin)->spec, args,
+                                         config->ComponentDefaults(component));
+  if (!parsed) {
+    return Fail(Error::InvalidArgument(component + ": " + parsed.error().message +
+                                       " (see `torchx run " + component + " --help`)"));
+  }
+  if (parsed->help_requested) return ResolvedApp{true, core::ComponentHelp((*builtin)->spec), {}};
+  core::ComponentContext context{ctx.env, &*resources, ctx.home};
+  auto app = core::BuildComponent(**builtin, *parsed, context);
+  if (!app) return Fail(Error::InvalidArgument(app.error().message));
+  return ResolvedApp{false, "", std::move(*app)};
+}
+
+Result<core::Cfg> ResolveCfg(const std::string& scheduler, const std::string& cfg_str,
+                             const CliContext& ctx) {
+  auto opts = core::SchedulerRunOpts(scheduler);
+  if (!opts) return Fail(Error::InvalidArgument(opts.error().message));
+  std::vector<std::string> warnings;
+  auto cfg = (*opts)->CfgFromString(cfg_str, warnings);
+  if (!cfg) return Fail(Error::InvalidArgument("-cfg: " + cfg.error().message));
+  auto config = core::TorchxConfig::Load(ctx.env, ctx.cwd);
+  if (!config) return Fail(config.error());
+  if (auto ok = config->ApplySchedulerDefaults(scheduler, **opts, *cfg, warnings); !ok) {
+    return Fail(Error::InvalidArgument(ok.error().message));
+  }
+  for (const auto& w : warnings) *ctx.err << "torchx: warning: " << w << "\n";
+  auto resolved = (*opts)->Resolve(*cfg);
+  if (!resolved) return Fail(Error::InvalidArgument(resolved.error().message));
+  return resolved;
+}
+
+}  // namespace torchxd::cli

@@ -1,0 +1,38 @@
+// Client-side resolution, as the calling user: turns `COMPONENT [ARGS...]`
+// (a builtin or a path to an AppDef JSON file) into a validated AppDef, and
+// `-s SCHEDULER -cfg k=v,...` plus .torchxconfig into a resolved cfg. The
+// daemon only ever receives the complete AppDef and cfg.
+//
+// Thread contract: single-threaded (the CLI).
+#ifndef TORCHXD_CLI_APP_RESOLVER_H_
+#define TORCHXD_CLI_APP_RESOLVER_H_
+
+#include <string>
+#include <vector>
+
+#include "cli/cli_context.h"
+#include "core/app_def.h"
+#include "core/result.h"
+#include "core/runopts.h"
+
+namespace torchxd::cli {
+
+struct ResolvedApp {
+  bool help_requested = false;
+  std::string help;  // the component's --help text
+  core::AppDef app;
+};
+
+// A component is a path to a JSON file when it names an existing file or ends in ".json".
+[[nodiscard]] Result<ResolvedApp> ResolveApp(const std::string& component,
+                                             const std::vector<std::string>& args,
+                                             const CliContext& ctx);
+
+// Checks the scheduler, parses -cfg, applies .torchxconfig, resolves defaults.
+// Warnings (unknown keys) go to ctx.err.
+[[nodiscard]] Result<core::Cfg> ResolveCfg(const std::string& scheduler,
+                                           const std::string& cfg_str, const CliContext& ctx);
+
+}  // namespace torchxd::cli
+
+#endif  // TORCHXD_CLI_APP_RESOLVER_H_

@@ -1,0 +1,97 @@
+// `torchx run`: resolve the component and cfg on the client, then (for now)
+// print the dry run. Submitting to the daemon arrives with torchxd.
+#include <filesystem>
+
+#include "cli/app_resolver.h"
+#include "cli/commands.h"
+#include "core/app_handle.h"
+#include "core/app_json.h"
+#include "core/ids.h"
+#include "core/replica_request.h"
+
+namespace torchxd::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Where each role runs for the local schedulers: local_cwd ignores the image
+// and uses the client's cwd; local_dir uses the image directory.
+Result<std::vector<core::RoleLocation>> LocalRoleLocations(const std::string& scheduler,
+                                                           const core::AppDef& app,
+                                                           const CliContext& ctx) {
+  std::vector<core::RoleLocation> out;
+  for (const auto& role : app.roles) {
+    if (scheduler == "local_cwd") {
+      out.push_back({ctx.cwd, ctx.cwd});
+      continue;
+    }
+    fs::path dir = fs::path(role.image).is_absolute() ? fs::path(role.image)
+                                                       : fs::path(ctx.cwd) / role.image;
+    std::error_code ec;
+    if (role.image.empty() || !fs::is_directory(dir, ec)) {
+      return Fail(Error::InvalidArgument("Invalid image name: " + role.image +
+                                         ", does not exist or is not a directory"));
+    }
+    out.push_back({dir.lexically_normal().string(), dir.lexically_normal().string()});
+  }
+  return out;
+}
+
+int PrintDryrun(const RunArgs& args, const core::AppDef& app, const core::Cfg& cfg,
+                const CliContext& ctx) {
+  auto locations = LocalRoleLocations(args.scheduler, app, ctx);
+  if (!locations) return ReportError(ctx, locations.error().message, kExitUsage);
+  core::LocalAppContext local;
+  local.scheduler = args.scheduler;
+  local.session = std::string(core::kDefaultSession);
+  local.app_id = core::MakeUnique(app.name);
+  local.session_id = "<assigned at submit>";
+  auto log_dir = cfg.find("log_dir");
+  std::string base = log_dir != cfg.end() && std::holds_alternative<std::string>(log_dir->second)
+                         ? std::get<std::string>(log_dir->second)
+                         : "<torchxd --log-dir>";
+  local.app_log_dir = base + "/" + local.session + "/" + local.app_id;
+  auto prepend = cfg.find("prepend_cwd");
+  local.prepend_cwd = prepend != cfg.end() && std::holds_alternative<bool>(prepend->second) &&
+                      std::get<bool>(prepend->second);
+  local.client_env = ctx.environ;
+  local.roles = *locations;
+  nlohmann::json replicas = nlohmann::json::array();
+  for (const auto& req : core::BuildReplicaRequests(app, local)) {
+    replicas.push_back(core::ReplicaRequestToJson(req, ctx.environ));
+  }
+  nlohmann::json request = {
+      {"app_handle", core::MakeAppHandle(args.scheduler, local.session, local.app_id)},
+      {"cfg", core::CfgToJson(cfg)},
+      {"replicas", replicas}};
+  *ctx.out << "=== APPLICATION ===\n"
+           << core::AppDefToJson(app).dump(2) << "\n=== SCHEDULER REQUEST ===\n"
+           << request.dump(2) << "\n";
+  return kExitOk;
+}
+
+}  // namespace
+
+int CmdRun(const RunArgs& args, const CliContext& ctx) {
+  if (args.component.empty()) {
+    return ReportError(ctx,
+                       "missing COMPONENT: pass a builtin (see `torchx builtins`) or a path to "
+                       "an AppDef JSON file",
+                       kExitUsage);
+  }
+  auto cfg = ResolveCfg(args.scheduler, args.scheduler_args, ctx);
+  if (!cfg) return ReportError(ctx, cfg.error().message, kExitUsage);
+  auto resolved = ResolveApp(args.component, args.component_args, ctx);
+  if (!resolved) return ReportError(ctx, resolved.error().message, kExitUsage);
+  if (resolved->help_requested) {
+    *ctx.out << resolved->help;
+    return kExitOk;
+  }
+  if (args.dryrun) return PrintDryrun(args, resolved->app, *cfg, ctx);
+  return ReportError(ctx,
+                     "submitting needs the torchxd daemon, which this build does not include "
+                     "yet; use `torchx run --dryrun ...` to see what would run",
+                     kExitNoDaemon);
+}
+
+}  // namespace torchxd::cli

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs what torchxd needs on Debian 12 (only the missing packages; quiet
+# when everything is there) and builds it into ./build.
+#   scripts/setup.sh            # RelWithDebInfo build
+#   BUILD_TYPE=Release scripts/setup.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES=(
+  g++ cmake ninja-build pkg-config
+  libuv1-dev nlohmann-json3-dev libsqlite3-dev libcurl4-openssl-dev libspdlog-dev
+  libcli11-dev libgtest-dev libgmock-dev libexpected-dev
+  ${EXTRA_PACKAGES:-}
+)
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  sudo=""
+  [[ $(id -u) -eq 0 ]] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+build_type=${BUILD_TYPE:-RelWithDebInfo}
+build_dir=${BUILD_DIR:-build}
+cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE="$build_type" -DTORCHXD_WERROR=ON >/dev/null
+cmake --build "$build_dir" -j"$(nproc)"
