@@ -94,6 +94,7 @@ struct Role {
   nlohmann::json metadata = nlohmann::json::object();
   std::vector<Mount> mounts;
 
+  int gpu_count() const { return resource.gpu > 0 ? resource.gpu : 0; }
   bool operator==(const Role&) const = default;
 };
 

@@ -66,6 +66,31 @@ std::vector<ReplicaRequest> BuildReplicaRequests(const AppDef& app, const LocalA
   return out;
 }
 
+std::string AssignCudaVisibleDevices(const AppDef& app, std::vector<ReplicaRequest>& requests,
+                                     int device_count) {
+  int total = 0;
+  for (const auto& role : app.roles) total += role.gpu_count() * role.num_replicas;
+  if (total <= 0) return "";
+  if (total > device_count) {
+    return "Cannot auto-set `CUDA_VISIBLE_DEVICES` Available GPUs: " +
+           std::to_string(device_count) + " is less than the number of requested GPUs: " +
+           std::to_string(total);
+  }
+  int next = 0;
+  for (const auto& role : app.roles) {
+    int gpus = role.gpu_count();
+    if (gpus <= 0) continue;
+    for (auto& req : requests) {
+      if (req.role != role.name) continue;
+      std::string devices;
+      for (int g = 0; g < gpus; ++g) devices += (g ? "," : "") + std::to_string(next + g);
+      req.env["CUDA_VISIBLE_DEVICES"] = devices;
+      next += gpus;
+    }
+  }
+  return "";
+}
+
 nlohmann::json ReplicaRequestToJson(const ReplicaRequest& request,
                                     const std::map<std::string, std::string>& client_env) {
   nlohmann::json env = nlohmann::json::object();

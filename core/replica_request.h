@@ -54,6 +54,13 @@ std::string JoinPath(const std::vector<std::string>& parts);
 
 std::vector<ReplicaRequest> BuildReplicaRequests(const AppDef& app, const LocalAppContext& ctx);
 
+// TorchX's auto_set_cuda_visible_devices: gives each replica of a role with
+// gpu > 0 a contiguous slice of the `device_count` GPUs, in role then replica
+// order, overwriting CUDA_VISIBLE_DEVICES. All or nothing: when the app asks
+// for more GPUs than exist nothing is set and the warning is returned.
+std::string AssignCudaVisibleDevices(const AppDef& app, std::vector<ReplicaRequest>& requests,
+                                     int device_count);
+
 // The request without the inherited client environment (for --dryrun output).
 nlohmann::json ReplicaRequestToJson(const ReplicaRequest& request,
                                     const std::map<std::string, std::string>& client_env);

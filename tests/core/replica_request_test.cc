@@ -75,5 +75,30 @@ TEST(ReplicaRequestTest, DryrunJsonOmitsUnchangedClientEnv) {
   EXPECT_EQ(j["env"]["OUT"], "app-x1/0");
 }
 
+TEST(ReplicaRequestTest, CudaVisibleDevicesAreContiguousSlicesAllOrNothing) {
+  // TorchX's example: a(2x1), b(1x0), c(3x2) on 8 GPUs.
+  AppDef app;
+  for (auto [name, n, gpu] : {std::tuple{"a", 2, 1}, {"b", 1, 0}, {"c", 3, 2}}) {
+    Role r;
+    r.name = name;
+    r.entrypoint = "x";
+    r.num_replicas = n;
+    r.resource.gpu = gpu;
+    app.roles.push_back(r);
+  }
+  LocalAppContext ctx = Context(false);
+  ctx.roles = {{"/w", "/w"}, {"/w", "/w"}, {"/w", "/w"}};
+  auto reqs = BuildReplicaRequests(app, ctx);
+  EXPECT_EQ(AssignCudaVisibleDevices(app, reqs, 8), "");
+  std::vector<std::string> got;
+  for (const auto& r : reqs) got.push_back(r.env.count("CUDA_VISIBLE_DEVICES") ? r.env.at("CUDA_VISIBLE_DEVICES") : "-");
+  EXPECT_EQ(got, (std::vector<std::string>{"0", "1", "-", "2,3", "4,5", "6,7"}));
+  auto fresh = BuildReplicaRequests(app, ctx);
+  EXPECT_EQ(AssignCudaVisibleDevices(app, fresh, 4),
+            "Cannot auto-set `CUDA_VISIBLE_DEVICES` Available GPUs: 4 is less than the number of "
+            "requested GPUs: 8");
+  for (const auto& r : fresh) EXPECT_EQ(r.env.count("CUDA_VISIBLE_DEVICES"), 0u);
+}
+
 }  // namespace
 }  // namespace torchxd::core

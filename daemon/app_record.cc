@@ -1,0 +1,134 @@
+#include "daemon/app_record.h"
+
+#include "core/app_handle.h"
+#include "core/app_json.h"
+
+namespace torchxd::daemon {
+namespace {
+
+using nlohmann::json;
+
+template <class T>
+json Opt(const std::optional<T>& v) {
+  return v ? json(*v) : json(nullptr);
+}
+
+template <class T>
+std::optional<T> GetOpt(const json& j, const char* key) {
+  if (!j.contains(key) || j[key].is_null()) return std::nullopt;
+  return j[key].get<T>();
+}
+
+}  // namespace
+
+json ReplicaInfoToJson(const supervisor::ReplicaInfo& r) {
+  return json{{"role", r.role},         {"role_index", r.role_index},
+              {"replica_id", r.replica_id}, {"state", static_cast<int>(r.state)},
+              {"attempt", r.attempt},   {"pid", Opt(r.pid)},
+              {"exit_code", Opt(r.exit_code)}, {"signal", Opt(r.signal)},
+              {"start_ms", Opt(r.start_ms)}, {"end_ms", Opt(r.end_ms)},
+              {"error_message", r.error_message}, {"log_dir", r.log_dir}};
+}
+
+supervisor::ReplicaInfo ReplicaInfoFromJson(const json& j) {
+  supervisor::ReplicaInfo r;
+  r.role = j.value("role", "");
+  r.role_index = j.value("role_index", 0);
+  r.replica_id = j.value("replica_id", 0);
+  r.state = core::AppStateFromInt(j.value("state", 7)).value_or(core::AppState::kUnknown);
+  r.attempt = j.value("attempt", 0);
+  r.pid = GetOpt<int>(j, "pid");
+  r.exit_code = GetOpt<int>(j, "exit_code");
+  r.signal = GetOpt<int>(j, "signal");
+  r.start_ms = GetOpt<int64_t>(j, "start_ms");
+  r.end_ms = GetOpt<int64_t>(j, "end_ms");
+  r.error_message = j.value("error_message", "");
+  r.log_dir = j.value("log_dir", "");
+  return r;
+}
+
+std::string AppRecord::Handle() const { return core::MakeAppHandle(scheduler, session, app_id); }
+
+core::AppStatus AppRecord::Status() const {
+  core::AppStatus s;
+  s.state = state;
+  s.num_restarts = num_restarts;
+  s.msg = msg;
+  s.structured_error_msg = structured_error_msg;
+  if (!app_log_dir.empty()) s.ui_url = "file://" + app_log_dir;
+  s.app_handle = Handle();
+  for (const auto& role : app.roles) {
+    core::RoleStatus rs{role.name, {}};
+    for (const auto& r : replicas) {
+      if (r.role != role.name) continue;
+      core::ReplicaStatus x;
+      x.id = r.replica_id;
+      x.state = r.state;
+      x.role = r.role;
+      x.hostname = "localhost";
+      x.pid = r.pid;
+      x.exit_code = r.exit_code;
+      x.signal = r.signal;
+      x.attempt = r.attempt;
+      x.start_time_ms = r.start_ms;
+      x.end_time_ms = r.end_ms;
+      x.error_message = r.error_message;
+      rs.replicas.push_back(std::move(x));
+    }
+    s.roles.push_back(std::move(rs));
+  }
+  return s;
+}
+
+json AppRecord::ToJson() const {
+  json reps = json::array();
+  for (const auto& r : replicas) reps.push_back(ReplicaInfoToJson(r));
+  return json{{"scheduler", scheduler},
+              {"session", session},
+              {"app_id", app_id},
+              {"app", core::AppDefToJson(app)},
+              {"cfg", cfg},
+              {"cwd", cwd},
+              {"client_env", client_env},
+              {"state", static_cast<int>(state)},
+              {"msg", msg},
+              {"num_restarts", num_restarts},
+              {"structured_error_msg", structured_error_msg},
+              {"created_ms", created_ms},
+              {"ended_ms", Opt(ended_ms)},
+              {"app_log_dir", app_log_dir},
+              {"user_log_dir", user_log_dir},
+              {"owner_uid", owner_uid},
+              {"replicas", reps}};
+}
+
+Result<AppRecord> AppRecord::FromJson(const json& j) {
+  if (!j.is_object()) return Fail(Error::Internal("stored app record is not an object"));
+  try {
+    AppRecord r;
+    r.scheduler = j.at("scheduler").get<std::string>();
+    r.session = j.at("session").get<std::string>();
+    r.app_id = j.at("app_id").get<std::string>();
+    auto app = core::AppDefFromJson(j.at("app"));
+    if (!app) return Fail(app.error());
+    r.app = std::move(*app);
+    r.cfg = j.value("cfg", json::object());
+    r.cwd = j.value("cwd", "");
+    r.client_env = j.value("client_env", std::map<std::string, std::string>{});
+    r.state = core::AppStateFromInt(j.value("state", 7)).value_or(core::AppState::kUnknown);
+    r.msg = j.value("msg", "");
+    r.num_restarts = j.value("num_restarts", 0);
+    r.structured_error_msg = j.value("structured_error_msg", std::string(core::kNone));
+    r.created_ms = j.value("created_ms", int64_t{0});
+    r.ended_ms = GetOpt<int64_t>(j, "ended_ms");
+    r.app_log_dir = j.value("app_log_dir", "");
+    r.user_log_dir = j.value("user_log_dir", false);
+    r.owner_uid = j.value("owner_uid", 0u);
+    for (const auto& rj : j.value("replicas", json::array())) r.replicas.push_back(ReplicaInfoFromJson(rj));
+    return r;
+  } catch (const json::exception& e) {
+    return Fail(Error::Internal(std::string("stored app record: ") + e.what()));
+  }
+}
+
+}  // namespace torchxd::daemon

@@ -1,0 +1,60 @@
+// AppRecord: everything the daemon knows about one app. Kept in memory for
+// every app in the cache and written through to the Store as JSON.
+//
+// Thread contract: loop thread only.
+#ifndef TORCHXD_DAEMON_APP_RECORD_H_
+#define TORCHXD_DAEMON_APP_RECORD_H_
+
+#include <sys/types.h>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/app_def.h"
+#include "core/app_status.h"
+#include "core/result.h"
+#include "daemon/log_writer.h"
+#include "supervisor/app_runner.h"
+
+namespace torchxd::daemon {
+
+struct AppRecord {
+  std::string scheduler;
+  std::string session;
+  std::string app_id;
+  core::AppDef app;
+  nlohmann::json cfg = nlohmann::json::object();
+  std::string cwd;
+  std::map<std::string, std::string> client_env;  // never shown back
+  core::AppState state = core::AppState::kSubmitted;
+  std::string msg;
+  int num_restarts = 0;
+  std::string structured_error_msg = std::string(core::kNone);
+  int64_t created_ms = 0;
+  std::optional<int64_t> ended_ms;
+  std::string app_log_dir;
+  bool user_log_dir = false;  // a user-chosen log_dir is never deleted
+  uid_t owner_uid = 0;
+  std::vector<supervisor::ReplicaInfo> replicas;
+
+  // Live parts (not persisted).
+  std::unique_ptr<supervisor::AppRunner> runner;
+  std::map<std::string, ReplicaLogWriter> logs;  // "role/replica"
+
+  std::string Handle() const;
+  core::AppStatus Status() const;
+  nlohmann::json ToJson() const;
+  [[nodiscard]] static Result<AppRecord> FromJson(const nlohmann::json& json);
+};
+
+nlohmann::json ReplicaInfoToJson(const supervisor::ReplicaInfo& info);
+supervisor::ReplicaInfo ReplicaInfoFromJson(const nlohmann::json& json);
+
+}  // namespace torchxd::daemon
+
+#endif  // TORCHXD_DAEMON_APP_RECORD_H_

@@ -1,0 +1,133 @@
+#include "daemon/config.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+
+namespace torchxd::daemon {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string SelfDir() {
+  std::error_code ec;
+  auto exe = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string(".") : exe.parent_path().string();
+}
+
+std::string DefaultShim() {
+  std::string dir = SelfDir();
+  for (const std::string& candidate :
+       {dir + "/torchxd-shim", dir + "/../libexec/torchxd/torchxd-shim"}) {
+    if (::access(candidate.c_str(), X_OK) == 0) return fs::path(candidate).lexically_normal().string();
+  }
+  return dir + "/torchxd-shim";
+}
+
+}  // namespace
+
+Result<uint64_t> ParseByteSize(const std::string& text) {
+  if (text.empty()) return Fail(Error::InvalidArgument("empty byte size"));
+  size_t pos = 0;
+  unsigned long long value = 0;
+  try {
+    value = std::stoull(text, &pos);
+  } catch (const std::exception&) {
+    return Fail(Error::InvalidArgument("byte size `" + text + "`: expected a number with an optional K/M/G suffix"));
+  }
+  std::string suffix = text.substr(pos);
+  uint64_t mult = 1;
+  if (suffix == "K" || suffix == "k" || suffix == "KiB") mult = 1ull << 10;
+  else if (suffix == "M" || suffix == "m" || suffix == "MiB") mult = 1ull << 20;
+  else if (suffix == "G" || suffix == "g" || suffix == "GiB") mult = 1ull << 30;
+  else if (!suffix.empty()) return Fail(Error::InvalidArgument("byte size `" + text + "`: unknown suffix `" + suffix + "` (use K, M or G)"));
+  return value * mult;
+}
+
+Result<void> PrepareDirectory(const std::string& dir, bool private_dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return Fail(Error::Io("mkdir " + dir + ": " + ec.message()));
+  struct stat st;
+  if (::lstat(dir.c_str(), &st) != 0) return Fail(Error::Io("stat " + dir + ": " + strerror(errno)));
+  if (!S_ISDIR(st.st_mode)) return Fail(Error::InvalidArgument(dir + " is not a directory"));
+  if (private_dir) {
+    if (st.st_uid != ::getuid()) {
+      return Fail(Error::PermissionDenied("directory " + dir + " is owned by uid " +
+                                          std::to_string(st.st_uid) + ", not by you (uid " +
+                                          std::to_string(::getuid()) + "); refusing to use it"));
+    }
+    if ((st.st_mode & 0777) != 0700 && ::chmod(dir.c_str(), 0700) != 0) {
+      return Fail(Error::Io("chmod 0700 " + dir + ": " + strerror(errno)));
+    }
+  }
+  return {};
+}
+
+ParsedArgs ParseDaemonArgs(int argc, char** argv, const core::EnvLookup& env) {
+  DaemonConfig c;
+  CLI::App app{"torchxd: the torchx daemon (runs in the foreground)", "torchxd"};
+  app.set_version_flag("--version", "torchxd " TORCHXD_VERSION);
+  app.set_config("--config", "", "INI file of `key = value` lines using the long flag names");
+  app.config_formatter(std::make_shared<CLI::ConfigINI>());
+  app.add_flag("--system", c.system, "system mode (/run/torchxd, /var/lib/torchxd)");
+  app.add_option("--socket", c.socket, "Unix socket to listen on");
+  app.add_option("--state-dir", c.state_dir, "where the database and default logs live");
+  app.add_option("--log-dir", c.log_dir, "replica logs (default: $state_dir/logs)");
+  app.add_option("--log-level", c.log_level, "trace, debug, info, warn, error")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+  app.add_option("--cache-size", c.cache_size, "max local apps kept, running and finished (default 100)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--grace-period", c.grace_period, "seconds between SIGTERM and SIGKILL (default 10)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--log-max-bytes", c.log_max_bytes, "per-stream log budget, e.g. 128M (0 = unbounded)");
+  app.add_option("--idle-timeout", c.idle_timeout, "seconds before an idle client is dropped (default 300)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--max-connections", c.max_connections, "concurrent clients (default 256)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--shim", c.shim, "path to torchxd-shim");
+  app.footer("Exit codes: 0 stopped cleanly; 1 failed at run time; 2 bad configuration.");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);
+    return {std::nullopt, code == 0 ? 0 : 2};
+  }
+  if (auto bytes = ParseByteSize(c.log_max_bytes); !bytes) {
+    std::cerr << "torchxd: --log-max-bytes: " << bytes.error().message << "\n";
+    return {std::nullopt, 2};
+  }
+  std::string uid = std::to_string(::getuid());
+  std::string home = env("HOME").value_or("/");
+  if (c.socket.empty()) {
+    if (c.system) {
+      c.socket = "/run/torchxd/torchxd.sock";
+    } else if (auto xdg = env("XDG_RUNTIME_DIR"); xdg && !xdg->empty()) {
+      c.socket = *xdg + "/torchxd/torchxd.sock";
+    } else {
+      c.socket = "/tmp/torchxd-" + uid + "/torchxd.sock";
+    }
+  }
+  if (c.state_dir.empty()) {
+    if (c.system) {
+      c.state_dir = "/var/lib/torchxd";
+    } else if (auto xdg = env("XDG_STATE_HOME"); xdg && !xdg->empty()) {
+      c.state_dir = *xdg + "/torchxd";
+    } else {
+      c.state_dir = home + "/.local/state/torchxd";
+    }
+  }
+  if (c.log_dir.empty()) c.log_dir = c.state_dir + "/logs";
+  if (c.shim.empty()) c.shim = DefaultShim();
+  for (std::string* p : {&c.socket, &c.state_dir, &c.log_dir, &c.shim}) {
+    *p = fs::absolute(*p).lexically_normal().string();
+  }
+  return {c, 0};
+}
+
+}  // namespace torchxd::daemon

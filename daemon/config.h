@@ -1,0 +1,51 @@
+// DaemonConfig: torchxd's settings from flags and an INI config file
+// (`--config FILE`, `key = value` with the long flag names; flags beat the
+// file), and the mode's default paths:
+//   user mode (default, every uid): socket $XDG_RUNTIME_DIR/torchxd/torchxd.sock,
+//     else /tmp/torchxd-$UID/torchxd.sock; state $XDG_STATE_HOME/torchxd, else
+//     ~/.local/state/torchxd;
+//   system mode (--system): /run/torchxd/torchxd.sock and /var/lib/torchxd.
+//
+// Thread contract: plain values; ParseDaemonArgs reads the environment.
+#ifndef TORCHXD_DAEMON_CONFIG_H_
+#define TORCHXD_DAEMON_CONFIG_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "core/environment.h"
+#include "core/result.h"
+
+namespace torchxd::daemon {
+
+struct DaemonConfig {
+  bool system = false;
+  std::string socket;
+  std::string state_dir;
+  std::string log_dir;  // default $state_dir/logs
+  std::string log_level = "info";
+  size_t cache_size = 100;
+  double grace_period = 10.0;
+  std::string log_max_bytes = "128M";
+  double idle_timeout = 300.0;
+  size_t max_connections = 256;
+  std::string shim;  // torchxd-shim; default: next to torchxd or in ../libexec/torchxd
+};
+
+// Returns the config, or an exit code to leave with right away (--help: 0; bad input: 2).
+struct ParsedArgs {
+  std::optional<DaemonConfig> config;
+  int exit_code = 0;
+};
+ParsedArgs ParseDaemonArgs(int argc, char** argv, const core::EnvLookup& env);
+
+// Parses "128M", "4096", "1G", "0" (= unbounded) into bytes.
+[[nodiscard]] Result<uint64_t> ParseByteSize(const std::string& text);
+
+// The socket's directory: created 0700; refused unless owned by us.
+[[nodiscard]] Result<void> PrepareDirectory(const std::string& dir, bool private_dir);
+
+}  // namespace torchxd::daemon
+
+#endif  // TORCHXD_DAEMON_CONFIG_H_

@@ -1,0 +1,145 @@
+#include "daemon/daemon.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+namespace torchxd::daemon {
+namespace {
+
+namespace fs = std::filesystem;
+
+}  // namespace
+
+Daemon::Daemon(DaemonConfig config) : config_(std::move(config)) { uv_loop_init(&loop_); }
+
+Daemon::~Daemon() {
+  server_.reset();
+  local_.reset();
+  sigterm_.reset();
+  sigint_.reset();
+  uv_run(&loop_, UV_RUN_DEFAULT);  // let close callbacks free their handles
+  if (uv_loop_close(&loop_) != 0) {
+    uv_walk(&loop_, [](uv_handle_t* h, void*) {
+      spdlog::error("handle left open at exit type={}", uv_handle_type_name(h->type));
+    }, nullptr);
+  }
+}
+
+Result<void> Daemon::TakeLock() {
+  std::string path = config_.state_dir + "/torchxd.lock";
+  lock_fd_.reset(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+  if (!lock_fd_.valid()) return Fail(Error::Io("open " + path + ": " + strerror(errno)));
+  if (::flock(lock_fd_.get(), LOCK_EX | LOCK_NB) != 0) {
+    char pid[32] = {0};
+    ssize_t n = ::pread(lock_fd_.get(), pid, sizeof(pid) - 1, 0);
+    std::string who = n > 0 ? " (pid " + std::string(pid, static_cast<size_t>(n)) + ")" : "";
+    return Fail(Error::AlreadyExists("another torchxd" + who + " is running on state dir " +
+                                     config_.state_dir + "; stop it first (`torchx daemon stop`)"));
+  }
+  std::string me = std::to_string(::getpid());
+  if (::ftruncate(lock_fd_.get(), 0) != 0 || ::pwrite(lock_fd_.get(), me.data(), me.size(), 0) < 0) {
+    spdlog::warn("cannot record pid in {}", path);
+  }
+  return {};
+}
+
+Result<void> Daemon::ClearStaleSocket() {
+  struct stat st;
+  if (::lstat(config_.socket.c_str(), &st) != 0) return {};
+  if (!S_ISSOCK(st.st_mode)) {
+    return Fail(Error::AlreadyExists(config_.socket + " exists and is not a socket; remove it or pick another --socket"));
+  }
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, config_.socket.c_str(), sizeof(addr.sun_path) - 1);
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    return Fail(Error::AlreadyExists("another torchxd is already listening on " + config_.socket));
+  }
+  spdlog::info("replacing stale socket socket={}", config_.socket);
+  ::unlink(config_.socket.c_str());
+  return {};
+}
+
+Result<void> Daemon::Prepare() {
+  bool private_dirs = !config_.system;
+  if (auto ok = PrepareDirectory(config_.state_dir, private_dirs); !ok) return ok;
+  if (auto ok = PrepareDirectory(config_.log_dir, false); !ok) return ok;
+  if (auto ok = PrepareDirectory(fs::path(config_.socket).parent_path().string(), private_dirs); !ok) {
+    return ok;
+  }
+  if (auto ok = TakeLock(); !ok) return ok;
+  if (auto ok = ClearStaleSocket(); !ok) return ok;
+  std::string warning;
+  auto store = Store::Open(config_.state_dir + "/torchxd.db", &warning);
+  if (!store) return Fail(store.error());
+  if (!warning.empty()) spdlog::warn("{}", warning);
+  store_ = std::move(*store);
+  LocalSchedulerOptions opts;
+  opts.log_dir = config_.log_dir;
+  opts.cache_size = config_.cache_size;
+  opts.grace_seconds = config_.grace_period;
+  opts.shim_path = config_.shim;
+  if (::access(opts.shim_path.c_str(), X_OK) != 0) {
+    return Fail(Error::NotFound("torchxd-shim not found at " + opts.shim_path + " (pass --shim)"));
+  }
+  local_ = std::make_unique<LocalScheduler>(&loop_, store_.get(), opts);
+  if (auto ok = local_->Load(); !ok) return ok;
+  service_ = std::make_unique<Service>(local_.get());
+  ServerLimits limits;
+  limits.idle_timeout_seconds = config_.idle_timeout;
+  limits.max_connections = config_.max_connections;
+  std::optional<uid_t> only_uid;
+  if (!config_.system) only_uid = ::getuid();
+  server_ = std::make_unique<Server>(&loop_, service_.get(), limits, only_uid);
+  if (auto ok = server_->Listen(config_.socket); !ok) return ok;
+  listening_ = true;
+  return {};
+}
+
+void Daemon::OnSignal(int signum) {
+  if (stopping_) return;
+  stopping_ = true;
+  spdlog::info("stopping signal={} running_apps={}", strsignal(signum), local_->running_apps());
+  service_->set_shutting_down();
+  server_->Close();
+  local_->Shutdown([this] { Finish(); });
+}
+
+void Daemon::Finish() {
+  spdlog::info("all replicas stopped; exiting");
+  sigterm_.reset();
+  sigint_.reset();
+}
+
+int Daemon::Run() {
+  ::signal(SIGPIPE, SIG_IGN);
+  if (auto ok = Prepare(); !ok) {
+    spdlog::error("{}", ok.error().message);
+    return ok.error().code == ErrorCode::kIo ? 1 : 2;
+  }
+  auto on_signal = [](uv_signal_t* h, int signum) {
+    if (auto* self = static_cast<Daemon*>(h->data)) self->OnSignal(signum);
+  };
+  sigterm_ = NewUvHandle<uv_signal_t>(this);
+  uv_signal_init(&loop_, sigterm_.get());
+  uv_signal_start(sigterm_.get(), on_signal, SIGTERM);
+  sigint_ = NewUvHandle<uv_signal_t>(this);
+  uv_signal_init(&loop_, sigint_.get());
+  uv_signal_start(sigint_.get(), on_signal, SIGINT);
+  spdlog::info("torchxd ready socket={} state_dir={} pid={}", config_.socket, config_.state_dir, ::getpid());
+  uv_run(&loop_, UV_RUN_DEFAULT);
+  if (listening_) ::unlink(config_.socket.c_str());
+  return 0;
+}
+
+}  // namespace torchxd::daemon

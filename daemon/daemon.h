@@ -1,0 +1,56 @@
+// Daemon: wires torchxd together on one libuv loop: the store, the local
+// scheduler, the socket server and the signal handlers.
+//
+// Lifecycle: Run() takes the state-dir lock (a second daemon refuses to
+// start), replaces a stale socket left by a dead daemon, reconciles the
+// store, listens, and serves until SIGTERM/SIGINT; then it stops accepting
+// work, stops every replica (SIGTERM, grace, SIGKILL), records final states,
+// closes every handle and returns 0.
+//
+// Thread contract: Run() on the main thread, which becomes the loop thread.
+#ifndef TORCHXD_DAEMON_DAEMON_H_
+#define TORCHXD_DAEMON_DAEMON_H_
+
+#include <uv.h>
+
+#include <memory>
+
+#include "core/unique_fd.h"
+#include "core/uv_handle.h"
+#include "daemon/config.h"
+#include "daemon/local_scheduler.h"
+#include "daemon/server.h"
+#include "daemon/service.h"
+#include "daemon/store.h"
+
+namespace torchxd::daemon {
+
+class Daemon {
+ public:
+  explicit Daemon(DaemonConfig config);
+  ~Daemon();
+  int Run();  // exit code
+
+ private:
+  [[nodiscard]] Result<void> Prepare();
+  [[nodiscard]] Result<void> TakeLock();
+  [[nodiscard]] Result<void> ClearStaleSocket();
+  void OnSignal(int signum);
+  void Finish();
+
+  DaemonConfig config_;
+  uv_loop_t loop_;
+  UniqueFd lock_fd_;
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<LocalScheduler> local_;
+  std::unique_ptr<Service> service_;
+  std::unique_ptr<Server> server_;
+  UvHandle<uv_signal_t> sigterm_;
+  UvHandle<uv_signal_t> sigint_;
+  bool stopping_ = false;
+  bool listening_ = false;
+};
+
+}  // namespace torchxd::daemon
+
+#endif  // TORCHXD_DAEMON_DAEMON_H_

@@ -1,0 +1,408 @@
+#include "daemon/local_scheduler.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <tuple>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "core/app_handle.h"
+#include "core/ids.h"
+#include "core/replica_request.h"
+#include "imageproviders/image_provider.h"
+
+namespace torchxd::daemon {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string ReplicaKey(const std::string& role, int replica_id) {
+  return role + "/" + std::to_string(replica_id);
+}
+
+template <class T>
+std::optional<T> CfgGet(const core::Cfg& cfg, const std::string& key) {
+  auto it = cfg.find(key);
+  if (it == cfg.end()) return std::nullopt;
+  if (const auto* v = std::get_if<T>(&it->second)) return *v;
+  return std::nullopt;
+}
+
+std::string SessionId() {
+  std::random_device rd;
+  char buf[40];
+  std::snprintf(buf, sizeof(buf), "%08x-%04x-%04x-%04x-%08x%04x", rd(), rd() & 0xffff,
+                (rd() & 0x0fff) | 0x4000, (rd() & 0x3fff) | 0x8000, rd(), rd() & 0xffff);
+  return buf;
+}
+
+// TorchX reads the GPU count from `nvidia-smi -L`; absent -> 0. Off the loop.
+int CountGpus() {
+  FILE* p = ::popen("nvidia-smi -L 2>/dev/null", "r");
+  if (p == nullptr) return 0;
+  int count = 0;
+  char line[512];
+  while (std::fgets(line, sizeof(line), p) != nullptr) {
+    if (line[0] != '\n' && line[0] != '\0') ++count;
+  }
+  ::pclose(p);
+  return count;
+}
+
+std::string ToLowerState(core::AppState state) {
+  std::string s(core::AppStateName(state));
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+}  // namespace
+
+LocalScheduler::LocalScheduler(uv_loop_t* loop, Store* store, LocalSchedulerOptions options)
+    : loop_(loop), store_(store), options_(std::move(options)) {}
+
+LocalScheduler::~LocalScheduler() = default;
+
+Result<void> LocalScheduler::Load() {
+  auto stored = store_->LoadApps();
+  if (!stored) return Fail(stored.error());
+  for (auto& s : *stored) {
+    auto rec = AppRecord::FromJson(s.record);
+    if (!rec) {
+      spdlog::warn("skipping unreadable stored app app={} error={}", s.app_id, rec.error().message);
+      continue;
+    }
+    rec->replicas.clear();
+    for (const auto& rj : s.replicas) rec->replicas.push_back(ReplicaInfoFromJson(rj));
+    std::sort(rec->replicas.begin(), rec->replicas.end(), [](const auto& a, const auto& b) {
+      return std::tie(a.role_index, a.replica_id) < std::tie(b.role_index, b.replica_id);
+    });
+    if (!core::IsTerminal(rec->state)) {
+      // Its replicas died with the daemon (torchxd-shim kills them): say so.
+      rec->state = core::AppState::kFailed;
+      rec->msg = "torchxd stopped unexpectedly";
+      rec->ended_ms = NowMs();
+      for (auto& r : rec->replicas) {
+        if (core::IsTerminal(r.state)) continue;
+        r.state = core::ReplicaState::kFailed;
+        r.error_message = "torchxd stopped unexpectedly";
+        r.end_ms = rec->ended_ms;
+        (void)store_->PutReplica(rec->scheduler, rec->app_id, r.role, r.replica_id, r.attempt,
+                                 static_cast<int>(r.state), ReplicaInfoToJson(r));
+      }
+      Persist(*rec);
+      Event(*rec, "reconciled", static_cast<int>(rec->state), rec->msg);
+      spdlog::warn("app left running by a previous torchxd marked failed app={}", rec->app_id);
+    }
+    Key key{rec->scheduler, rec->app_id};
+    apps_[key] = std::make_unique<AppRecord>(std::move(*rec));
+  }
+  std::thread([this] { gpu_count_ = CountGpus(); }).detach();
+  return {};
+}
+
+void LocalScheduler::Persist(const AppRecord& app) {
+  if (auto ok = store_->PutApp(app.scheduler, app.app_id, static_cast<int>(app.state),
+                               app.created_ms, app.ToJson());
+      !ok) {
+    spdlog::error("store write failed app={} error={}", app.app_id, ok.error().message);
+  }
+}
+
+void LocalScheduler::Event(const AppRecord& app, const std::string& what, int state,
+                           const std::string& msg) {
+  if (auto ok = store_->AddEvent(app.scheduler, app.app_id, NowMs(), what, state, msg); !ok) {
+    spdlog::error("store write failed app={} error={}", app.app_id, ok.error().message);
+  }
+}
+
+Result<void> LocalScheduler::MakeRoom() {
+  while (apps_.size() >= options_.cache_size) {
+    AppRecord* oldest = nullptr;
+    for (auto& [key, rec] : apps_) {
+      if (!core::IsTerminal(rec->state) || rec->runner) continue;
+      if (oldest == nullptr || rec->ended_ms.value_or(0) < oldest->ended_ms.value_or(0)) {
+        oldest = rec.get();
+      }
+    }
+    if (oldest == nullptr) {
+      return Fail(Error::Unavailable("App cache size (" + std::to_string(options_.cache_size) +
+                                     ") exceeded. Increase the cache size (torchxd --cache-size)"));
+    }
+    Evict(*oldest);
+  }
+  return {};
+}
+
+void LocalScheduler::Evict(AppRecord& app) {
+  spdlog::info("evicting app app={} ended_ms={}", app.app_id, app.ended_ms.value_or(0));
+  (void)store_->DeleteApp(app.scheduler, app.app_id);
+  if (!app.user_log_dir && !app.app_log_dir.empty()) {
+    // Rename now (instant), delete in the background: never a big rm on the loop.
+    std::error_code ec;
+    std::string doomed = app.app_log_dir + ".evicted";
+    fs::rename(app.app_log_dir, doomed, ec);
+    if (!ec) std::thread([doomed] { std::error_code e; fs::remove_all(doomed, e); }).detach();
+  }
+  apps_.erase(Key{app.scheduler, app.app_id});
+}
+
+Result<const AppRecord*> LocalScheduler::Submit(SubmitRequest request) {
+  auto locations = imageproviders::FetchRoles(request.scheduler, request.app, request.cwd);
+  if (!locations) return Fail(locations.error());
+  if (auto room = MakeRoom(); !room) return Fail(room.error());
+
+  auto rec = std::make_unique<AppRecord>();
+  rec->scheduler = request.scheduler;
+  rec->session = request.session;
+  rec->app_id = core::MakeUnique(request.app.name);
+  rec->app = std::move(request.app);
+  rec->cfg = core::CfgToJson(request.cfg);
+  rec->cwd = request.cwd;
+  rec->client_env = request.env;
+  rec->owner_uid = request.uid;
+  rec->created_ms = NowMs();
+  auto user_log_dir = CfgGet<std::string>(request.cfg, "log_dir");
+  rec->user_log_dir = user_log_dir.has_value();
+  std::string base = user_log_dir ? *user_log_dir : options_.log_dir;
+  if (!base.empty() && base[0] != '/') base = request.cwd + "/" + base;
+  rec->app_log_dir = base + "/" + rec->session + "/" + rec->app_id;
+  std::error_code ec;
+  fs::create_directories(rec->app_log_dir, ec);
+  if (ec) return Fail(Error::Io("log_dir " + rec->app_log_dir + ": " + ec.message()));
+
+  core::LocalAppContext ctx;
+  ctx.scheduler = rec->scheduler;
+  ctx.session = rec->session;
+  ctx.app_id = rec->app_id;
+  ctx.session_id = SessionId();
+  ctx.app_log_dir = rec->app_log_dir;
+  ctx.prepend_cwd = CfgGet<bool>(request.cfg, "prepend_cwd").value_or(false);
+  ctx.client_env = request.env;
+  ctx.roles = *locations;
+  auto requests = core::BuildReplicaRequests(rec->app, ctx);
+  if (CfgGet<bool>(request.cfg, "auto_set_cuda_visible_devices").value_or(false)) {
+    std::string warning = core::AssignCudaVisibleDevices(rec->app, requests, std::max(0, gpu_count_.load()));
+    if (!warning.empty()) spdlog::warn("{} app={}", warning, rec->app_id);
+  }
+  for (const auto& req : requests) {
+    supervisor::ReplicaInfo info;
+    info.role = req.role;
+    info.replica_id = req.replica_id;
+    info.log_dir = req.log_dir;
+    for (size_t r = 0; r < rec->app.roles.size(); ++r) {
+      if (rec->app.roles[r].name == req.role) info.role_index = static_cast<int>(r);
+    }
+    rec->replicas.push_back(info);
+  }
+  rec->state = core::AppState::kSubmitted;
+  Persist(*rec);  // stored before it is acknowledged
+  Event(*rec, "submitted", static_cast<int>(rec->state), "");
+
+  supervisor::AppOptions opts;
+  opts.grace_seconds = options_.grace_seconds;
+  opts.backoff_initial_seconds = CfgGet<double>(request.cfg, "restart_backoff").value_or(1.0);
+  opts.backoff_max_seconds = CfgGet<double>(request.cfg, "restart_backoff_max").value_or(30.0);
+  opts.stop_on_failure = CfgGet<bool>(request.cfg, "stop_on_failure").value_or(true);
+  opts.shim_path = options_.shim_path;
+  AppRecord* raw = rec.get();
+  rec->runner = std::make_unique<supervisor::AppRunner>(loop_, rec->Handle(), rec->app,
+                                                        std::move(requests), opts, this);
+  by_runner_[rec->runner.get()] = raw;
+  apps_[Key{raw->scheduler, raw->app_id}] = std::move(rec);
+  spdlog::info("app submitted app={} scheduler={} replicas={}", raw->app_id, raw->scheduler,
+               raw->replicas.size());
+  raw->runner->Start();
+  return raw;
+}
+
+AppRecord* LocalScheduler::Find(const std::string& scheduler, const std::string& app_id) {
+  auto it = apps_.find(Key{scheduler, app_id});
+  return it == apps_.end() ? nullptr : it->second.get();
+}
+
+std::vector<const AppRecord*> LocalScheduler::List() const {
+  std::vector<const AppRecord*> out;
+  for (const auto& [key, rec] : apps_) out.push_back(rec.get());
+  return out;
+}
+
+size_t LocalScheduler::running_apps() const {
+  size_t n = 0;
+  for (const auto& [key, rec] : apps_) n += rec->runner ? 1 : 0;
+  return n;
+}
+
+void LocalScheduler::Cancel(AppRecord& app, std::optional<double> grace_seconds,
+                            std::function<void(const AppRecord&, bool)> done) {
+  if (!app.runner) return done(app, true);
+  std::string scheduler = app.scheduler, app_id = app.app_id;
+  app.runner->OnTerminal([this, scheduler, app_id, done] {
+    if (AppRecord* rec = Find(scheduler, app_id)) done(*rec, false);
+  });
+  app.runner->Cancel(grace_seconds.value_or(options_.grace_seconds), "cancelled by user");
+}
+
+void LocalScheduler::Wait(AppRecord& app, std::function<void(const AppRecord&)> done) {
+  if (!app.runner) return done(app);
+  std::string scheduler = app.scheduler, app_id = app.app_id;
+  app.runner->OnTerminal([this, scheduler, app_id, done] {
+    if (AppRecord* rec = Find(scheduler, app_id)) done(*rec);
+  });
+}
+
+void LocalScheduler::Shutdown(std::function<void()> done) {
+  auto remaining = std::make_shared<size_t>(0);
+  auto finish_one = [remaining, done] {
+    if (--*remaining == 0) done();
+  };
+  for (auto& [key, rec] : apps_) {
+    if (!rec->runner) continue;
+    ++*remaining;
+    rec->runner->OnTerminal(finish_one);
+  }
+  if (*remaining == 0) return done();
+  for (auto& [key, rec] : apps_) {
+    if (rec->runner) rec->runner->Cancel(options_.grace_seconds, "torchxd was stopped");
+  }
+}
+
+AppRecord* LocalScheduler::RecordOf(supervisor::AppRunner& runner) {
+  auto it = by_runner_.find(&runner);
+  return it == by_runner_.end() ? nullptr : it->second;
+}
+
+void LocalScheduler::OnAttemptStarting(supervisor::AppRunner& runner,
+                                       const supervisor::ReplicaInfo& r) {
+  AppRecord* app = RecordOf(runner);
+  if (app == nullptr) return;
+  std::string key = ReplicaKey(r.role, r.replica_id);
+  if (app->logs.count(key) == 0) {
+    auto writer = ReplicaLogWriter::Open(r.log_dir);
+    if (!writer) {
+      spdlog::error("cannot open replica logs app={} replica={} error={}", app->app_id, key,
+                    writer.error().message);
+      return;
+    }
+    app->logs.emplace(key, std::move(*writer));
+  }
+}
+
+void LocalScheduler::OnReplicaChanged(supervisor::AppRunner& runner,
+                                      const supervisor::ReplicaInfo& r) {
+  AppRecord* app = RecordOf(runner);
+  if (app == nullptr) return;
+  for (auto& mine : app->replicas) {
+    if (mine.role != r.role || mine.replica_id != r.replica_id) continue;
+    mine = r;
+    if (r.state == core::ReplicaState::kFailed) ReadErrorFile(*app, mine);
+    (void)store_->PutReplica(app->scheduler, app->app_id, r.role, r.replica_id, r.attempt,
+                             static_cast<int>(r.state), ReplicaInfoToJson(mine));
+    Event(*app, "replica " + ReplicaKey(r.role, r.replica_id) + " attempt " + std::to_string(r.attempt),
+          static_cast<int>(r.state), mine.error_message);
+    spdlog::info("replica {} app={} role={} replica={} attempt={} pid={} code={}",
+                 ToLowerState(r.state), app->app_id, r.role, r.replica_id, r.attempt,
+                 r.pid.value_or(0), r.exit_code ? std::to_string(*r.exit_code) : "-");
+  }
+}
+
+void LocalScheduler::OnOutput(supervisor::AppRunner& runner, const supervisor::ReplicaInfo& r,
+                              supervisor::OutputStream stream, std::string_view bytes) {
+  AppRecord* app = RecordOf(runner);
+  if (app == nullptr) return;
+  auto it = app->logs.find(ReplicaKey(r.role, r.replica_id));
+  if (it != app->logs.end()) it->second.Write(stream, bytes);
+}
+
+void LocalScheduler::OnReplicaStreamsClosed(supervisor::AppRunner& runner,
+                                            const supervisor::ReplicaInfo& r) {
+  AppRecord* app = RecordOf(runner);
+  if (app == nullptr) return;
+  auto it = app->logs.find(ReplicaKey(r.role, r.replica_id));
+  if (it != app->logs.end()) it->second.CloseStreams();
+}
+
+void LocalScheduler::ReadErrorFile(AppRecord& app, supervisor::ReplicaInfo& replica) {
+  std::ifstream in(replica.log_dir + "/error.json");
+  if (!in) return;
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  if (text.size() > 64 * 1024) text.resize(64 * 1024);
+  auto j = json::parse(text, nullptr, false);
+  if (j.is_discarded()) return;
+  const json* m = j.contains("message") ? &j["message"] : nullptr;
+  if (m && m->is_object() && m->contains("message") && (*m)["message"].is_string()) {
+    replica.error_message = (*m)["message"].get<std::string>();
+  } else if (m && m->is_string()) {
+    replica.error_message = m->get<std::string>();
+  }
+  if (app.structured_error_msg == core::kNone) app.structured_error_msg = j.dump();
+}
+
+void LocalScheduler::OnAppChanged(supervisor::AppRunner& runner) {
+  AppRecord* app = RecordOf(runner);
+  if (app == nullptr) return;
+  bool was_terminal = core::IsTerminal(app->state);
+  app->state = runner.state();
+  app->msg = runner.msg();
+  app->num_restarts = runner.num_restarts();
+  if (core::IsTerminal(app->state) && !was_terminal) {
+    app->ended_ms = NowMs();
+    WriteSuccessFile(*app);
+    app->logs.clear();
+    spdlog::info("app {} app={} msg={}", ToLowerState(app->state), app->app_id, app->msg);
+  }
+  Persist(*app);
+  Event(*app, "app", static_cast<int>(app->state), app->msg);
+  if (core::IsTerminal(app->state) && !was_terminal) {
+    // Free the runner once its callbacks have unwound.
+    auto* timer = new uv_timer_t;
+    timer->data = new std::pair<LocalScheduler*, Key>(this, Key{app->scheduler, app->app_id});
+    uv_timer_init(loop_, timer);
+    uv_timer_start(
+        timer,
+        [](uv_timer_t* t) {
+          auto* ctx = static_cast<std::pair<LocalScheduler*, Key>*>(t->data);
+          if (AppRecord* rec = ctx->first->Find(ctx->second.first, ctx->second.second)) {
+            ctx->first->by_runner_.erase(rec->runner.get());
+            rec->runner.reset();
+          }
+          delete ctx;
+          uv_close(reinterpret_cast<uv_handle_t*>(t), [](uv_handle_t* h) { delete reinterpret_cast<uv_timer_t*>(h); });
+        },
+        0, 0);
+  }
+}
+
+void LocalScheduler::WriteSuccessFile(const AppRecord& app) {
+  json roles = json::object();
+  for (const auto& r : app.replicas) {
+    roles[r.role].push_back(json{{"replica_id", r.replica_id},
+                                 {"pid", r.pid ? json(*r.pid) : json(nullptr)},
+                                 {"exitcode", r.exit_code ? json(*r.exit_code)
+                                                          : r.signal ? json(-*r.signal) : json(nullptr)},
+                                 {"stdout", r.log_dir + "/stdout.log"},
+                                 {"stderr", r.log_dir + "/stderr.log"},
+                                 {"error_file", r.log_dir + "/error.json"}});
+  }
+  json success = {{"app_id", app.app_id},
+                  {"log_dir", app.app_log_dir},
+                  {"final_state", core::AppStateName(app.state)},
+                  {"last_updated", static_cast<double>(app.ended_ms.value_or(NowMs())) / 1000.0},
+                  {"roles", roles}};
+  std::ofstream(app.app_log_dir + "/SUCCESS") << success.dump();
+}
+
+}  // namespace torchxd::daemon

@@ -1,0 +1,92 @@
+// LocalScheduler: the local_cwd and local_dir schedulers. It owns the apps of
+// both (the app cache), runs each through a supervisor::AppRunner, writes
+// every change to the Store before it is acknowledged, and hands replica
+// output to each replica's log writer.
+//
+// Thread contract: loop thread only.
+#ifndef TORCHXD_DAEMON_LOCAL_SCHEDULER_H_
+#define TORCHXD_DAEMON_LOCAL_SCHEDULER_H_
+
+#include <sys/types.h>
+#include <uv.h>
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/runopts.h"
+#include "daemon/app_record.h"
+#include "daemon/store.h"
+#include "supervisor/app_runner.h"
+
+namespace torchxd::daemon {
+
+struct LocalSchedulerOptions {
+  std::string log_dir;       // the daemon's --log-dir
+  size_t cache_size = 100;   // TorchX's cache_size: all local apps, running and finished
+  double grace_seconds = 10.0;
+  std::string shim_path;
+};
+
+struct SubmitRequest {
+  std::string scheduler;  // local_cwd | local_dir
+  std::string session = "torchx";
+  core::AppDef app;
+  core::Cfg cfg;  // resolved
+  std::string cwd;
+  std::map<std::string, std::string> env;
+  uid_t uid = 0;
+};
+
+class LocalScheduler : public supervisor::AppRunnerObserver {
+ public:
+  LocalScheduler(uv_loop_t* loop, Store* store, LocalSchedulerOptions options);
+  ~LocalScheduler() override;
+
+  // Loads the store; apps left non-terminal by a daemon that died are FAILED.
+  [[nodiscard]] Result<void> Load();
+  [[nodiscard]] Result<const AppRecord*> Submit(SubmitRequest request);
+  AppRecord* Find(const std::string& scheduler, const std::string& app_id);
+  std::vector<const AppRecord*> List() const;
+
+  // `done` runs when no process of the app is left; already_terminal = nothing was running.
+  void Cancel(AppRecord& app, std::optional<double> grace_seconds,
+              std::function<void(const AppRecord&, bool already_terminal)> done);
+  void Wait(AppRecord& app, std::function<void(const AppRecord&)> done);
+  // Stops every app (daemon SIGTERM); `done` when no replica is left.
+  void Shutdown(std::function<void()> done);
+  size_t running_apps() const;
+
+  // AppRunnerObserver
+  void OnAttemptStarting(supervisor::AppRunner& app, const supervisor::ReplicaInfo& r) override;
+  void OnReplicaChanged(supervisor::AppRunner& app, const supervisor::ReplicaInfo& r) override;
+  void OnOutput(supervisor::AppRunner& app, const supervisor::ReplicaInfo& r,
+                supervisor::OutputStream stream, std::string_view bytes) override;
+  void OnReplicaStreamsClosed(supervisor::AppRunner& app, const supervisor::ReplicaInfo& r) override;
+  void OnAppChanged(supervisor::AppRunner& app) override;
+
+ private:
+  using Key = std::pair<std::string, std::string>;  // scheduler, app_id
+  AppRecord* RecordOf(supervisor::AppRunner& runner);
+  [[nodiscard]] Result<void> MakeRoom();
+  void Evict(AppRecord& app);
+  void Persist(const AppRecord& app);
+  void Event(const AppRecord& app, const std::string& what, int state, const std::string& msg);
+  void WriteSuccessFile(const AppRecord& app);
+  void ReadErrorFile(AppRecord& app, supervisor::ReplicaInfo& replica);
+
+  uv_loop_t* loop_;
+  Store* store_;
+  LocalSchedulerOptions options_;
+  std::map<Key, std::unique_ptr<AppRecord>> apps_;
+  std::map<const supervisor::AppRunner*, AppRecord*> by_runner_;
+  std::atomic<int> gpu_count_{-1};
+};
+
+}  // namespace torchxd::daemon
+
+#endif  // TORCHXD_DAEMON_LOCAL_SCHEDULER_H_

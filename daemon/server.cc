@@ -1,0 +1,249 @@
+#include "daemon/server.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include <functional>
+
+namespace torchxd::daemon {
+
+// One client connection. Owned by the Server (shared_ptr, so Responders can
+// hold weak references); its uv handle is closed when it is removed.
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  explicit Connection(Server* server) : server_(server) {}
+
+  bool Init(uv_stream_t* listener) {
+    pipe_ = NewUvHandle<uv_pipe_t>(this);
+    uv_pipe_init(server_->loop_, pipe_.get(), 0);
+    pipe_->data = this;
+    if (uv_accept(listener, Stream()) != 0) return false;
+    idle_ = NewUvHandle<uv_timer_t>(this);
+    uv_timer_init(server_->loop_, idle_.get());
+    uv_os_fd_t fd;
+    ucred cred{};
+    socklen_t len = sizeof(cred);
+    if (uv_fileno(reinterpret_cast<uv_handle_t*>(pipe_.get()), &fd) == 0 &&
+        ::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
+      peer_ = PeerInfo{cred.uid, cred.gid, cred.pid};
+    }
+    return true;
+  }
+
+  const PeerInfo& peer() const { return peer_; }
+
+  void Start() {
+    uv_read_start(Stream(), OnAlloc, OnRead);
+    ArmIdle();
+  }
+
+  void Send(std::string frame) {
+    if (closed_) return;
+    auto* req = new WriteReq{{}, std::move(frame)};
+    uv_buf_t buf = uv_buf_init(req->data.data(), static_cast<unsigned>(req->data.size()));
+    if (uv_write(&req->req, Stream(), &buf, 1, [](uv_write_t* r, int) { delete reinterpret_cast<WriteReq*>(r); }) != 0) {
+      delete req;
+      CloseSoon();
+    }
+  }
+
+  // The final answer of the request in flight: the next one may start.
+  void Finished() {
+    in_flight_ = false;
+    gone_callbacks_.clear();
+    ProcessNext();
+  }
+
+  // Reject and hang up once the reply is written.
+  void RejectAndClose(const Error& error) {
+    Send(protocol::EncodeError(0, error));
+    uv_read_stop(Stream());
+    auto* req = new uv_shutdown_t;
+    req->data = new std::weak_ptr<Connection>(weak_from_this());
+    auto done = [](uv_shutdown_t* r, int) {
+      auto* weak = static_cast<std::weak_ptr<Connection>*>(r->data);
+      if (auto c = weak->lock(); c && !c->closed_) c->CloseSoon();
+      delete weak;
+      delete r;
+    };
+    if (uv_shutdown(req, Stream(), done) != 0) {
+      delete static_cast<std::weak_ptr<Connection>*>(req->data);
+      delete req;
+      CloseSoon();
+    }
+  }
+
+  void CloseSoon() {
+    if (closed_) return;
+    closed_ = true;
+    auto callbacks = std::move(gone_callbacks_);
+    for (auto& cb : callbacks) cb();
+    server_->Remove(this);  // destroys this: nothing after
+  }
+
+  void AddGoneCallback(std::function<void()> cb) { gone_callbacks_.push_back(std::move(cb)); }
+  bool closed() const { return closed_; }
+
+ private:
+  struct WriteReq {
+    uv_write_t req;
+    std::string data;
+  };
+
+  uv_stream_t* Stream() { return reinterpret_cast<uv_stream_t*>(pipe_.get()); }
+
+  void ArmIdle() {
+    if (server_->limits_.idle_timeout_seconds <= 0) return;
+    uv_timer_start(
+        idle_.get(),
+        [](uv_timer_t* t) {
+          auto* self = static_cast<Connection*>(t->data);
+          if (self == nullptr || self->in_flight_) return;
+          auto keep = self->shared_from_this();
+          self->CloseSoon();
+        },
+        static_cast<uint64_t>(server_->limits_.idle_timeout_seconds * 1000), 0);
+  }
+
+  static void OnAlloc(uv_handle_t*, size_t, uv_buf_t* buf) {
+    static char buffer[64 * 1024];
+    *buf = uv_buf_init(buffer, sizeof(buffer));
+  }
+
+  static void OnRead(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
+    auto* self = static_cast<Connection*>(stream->data);
+    if (self == nullptr) return;
+    auto keep = self->shared_from_this();  // a close below must not free us mid-call
+    if (nread < 0) return self->CloseSoon();
+    self->buffer_.append(buf->base, static_cast<size_t>(nread));
+    self->Frames();
+  }
+
+  void Frames() {
+    size_t start = 0;
+    for (size_t nl; (nl = buffer_.find('\n', start)) != std::string::npos; start = nl + 1) {
+      if (nl - start > server_->limits_.max_frame_bytes) return TooLarge();
+      if (nl > start) pending_.push_back(buffer_.substr(start, nl - start));
+    }
+    buffer_.erase(0, start);
+    if (buffer_.size() > server_->limits_.max_frame_bytes) return TooLarge();
+    ProcessNext();
+  }
+
+  void TooLarge() {
+    RejectAndClose(Error::InvalidArgument("frame larger than " +
+                                          std::to_string(server_->limits_.max_frame_bytes) +
+                                          " bytes (the protocol limit)"));
+  }
+
+  void ProcessNext() {
+    if (closed_ || in_flight_) return;
+    if (pending_.empty()) return ArmIdle();
+    std::string frame = std::move(pending_.front());
+    pending_.pop_front();
+    uv_timer_stop(idle_.get());
+    auto request = protocol::DecodeRequest(frame);
+    if (!request) {
+      Send(protocol::EncodeError(0, request.error()));
+      return ProcessNext();
+    }
+    in_flight_ = true;
+    auto responder = std::make_shared<Responder>(weak_from_this(), request->id);
+    auto self = shared_from_this();  // keep alive through the handler
+    server_->handler_->Handle(*request, peer_, responder);
+  }
+
+  Server* server_;
+  PeerInfo peer_;
+  UvHandle<uv_pipe_t> pipe_;
+  UvHandle<uv_timer_t> idle_;
+  std::string buffer_;
+  std::deque<std::string> pending_;
+  bool in_flight_ = false;
+  bool closed_ = false;
+  std::vector<std::function<void()>> gone_callbacks_;
+};
+
+void Responder::Event(const nlohmann::json& event) {
+  if (auto c = connection_.lock(); c && !done_) c->Send(protocol::EncodeEvent(id_, event));
+}
+
+void Responder::Result(const nlohmann::json& result) {
+  if (done_) return;
+  done_ = true;
+  if (auto c = connection_.lock()) {
+    c->Send(protocol::EncodeResult(id_, result));
+    c->Finished();
+  }
+}
+
+void Responder::Error(const torchxd::Error& error) {
+  if (done_) return;
+  done_ = true;
+  if (auto c = connection_.lock()) {
+    c->Send(protocol::EncodeError(id_, error));
+    c->Finished();
+  }
+}
+
+bool Responder::alive() const {
+  auto c = connection_.lock();
+  return c && !c->closed() && !done_;
+}
+
+void Responder::OnGone(std::function<void()> callback) {
+  if (auto c = connection_.lock()) c->AddGoneCallback(std::move(callback));
+}
+
+Server::Server(uv_loop_t* loop, RequestHandler* handler, ServerLimits limits,
+               std::optional<uid_t> only_uid)
+    : loop_(loop), handler_(handler), limits_(limits), only_uid_(only_uid) {}
+
+Server::~Server() { Close(); }
+
+Result<void> Server::Listen(const std::string& path) {
+  listener_ = NewUvHandle<uv_pipe_t>(this);
+  uv_pipe_init(loop_, listener_.get(), 0);
+  listener_->data = this;
+  mode_t old = ::umask(0177);  // the socket is created 0600
+  int rc = uv_pipe_bind(listener_.get(), path.c_str());
+  ::umask(old);
+  if (rc != 0) return Fail(Error::Io(UvError(("bind " + path).c_str(), rc)));
+  rc = uv_listen(reinterpret_cast<uv_stream_t*>(listener_.get()), 128, [](uv_stream_t* s, int status) {
+    auto* self = static_cast<Server*>(s->data);
+    if (self != nullptr && status == 0) self->OnConnection();
+  });
+  if (rc != 0) return Fail(Error::Io(UvError(("listen " + path).c_str(), rc)));
+  return {};
+}
+
+void Server::Close() {
+  listener_.reset();
+  auto connections = std::move(connections_);
+  connections_.clear();
+  // Handles close as the shared_ptrs go (unless a Responder holds one: it is inert).
+}
+
+void Server::OnConnection() {
+  auto connection = std::make_shared<Connection>(this);
+  if (!connection->Init(reinterpret_cast<uv_stream_t*>(listener_.get()))) return;
+  Connection* raw = connection.get();
+  connections_[raw] = std::move(connection);
+  if (connections_.size() > limits_.max_connections) {
+    spdlog::warn("connection refused: limit reached limit={}", limits_.max_connections);
+    return raw->RejectAndClose(Error::Unavailable(
+        "torchxd is serving its maximum of " + std::to_string(limits_.max_connections) +
+        " connections; try again"));
+  }
+  if (only_uid_ && raw->peer().uid != *only_uid_) {
+    return raw->RejectAndClose(Error::PermissionDenied(
+        "this torchxd belongs to uid " + std::to_string(*only_uid_) + "; uid " +
+        std::to_string(raw->peer().uid) + " must use its own daemon"));
+  }
+  raw->Start();
+}
+
+void Server::Remove(Connection* connection) { connections_.erase(connection); }
+
+}  // namespace torchxd::daemon

@@ -1,0 +1,95 @@
+// Server: the daemon's Unix-socket front door (docs/protocol.md).
+//
+// Newline-delimited JSON frames; one request in flight per connection (later
+// frames wait their turn); limits: frame size, concurrent connections, and an
+// idle timeout that applies only while no request is in progress (a --wait or
+// a log follow may last hours). A malformed, oversized or unknown request gets
+// an error reply; nothing a client sends can take the daemon down.
+//
+// Thread contract: loop thread only.
+#ifndef TORCHXD_DAEMON_SERVER_H_
+#define TORCHXD_DAEMON_SERVER_H_
+
+#include <sys/types.h>
+#include <uv.h>
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/protocol.h"
+#include "core/result.h"
+#include "core/uv_handle.h"
+
+namespace torchxd::daemon {
+
+struct PeerInfo {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  pid_t pid = 0;
+};
+
+class Connection;
+
+// How a request handler answers. Safe to keep after the client went away:
+// everything becomes a no-op then (alive() says so).
+class Responder {
+ public:
+  explicit Responder(std::weak_ptr<Connection> connection, int64_t id)
+      : connection_(std::move(connection)), id_(id) {}
+  void Event(const nlohmann::json& event);
+  void Result(const nlohmann::json& result);
+  void Error(const torchxd::Error& error);
+  bool alive() const;
+  // Called when the client disconnects (for streaming requests).
+  void OnGone(std::function<void()> callback);
+
+ private:
+  std::weak_ptr<Connection> connection_;
+  int64_t id_;
+  bool done_ = false;
+};
+
+class RequestHandler {
+ public:
+  virtual ~RequestHandler() = default;
+  virtual void Handle(const protocol::Request& request, const PeerInfo& peer,
+                      std::shared_ptr<Responder> responder) = 0;
+};
+
+struct ServerLimits {
+  size_t max_frame_bytes = protocol::kMaxFrameBytes;
+  size_t max_connections = 256;
+  double idle_timeout_seconds = 300;
+};
+
+class Server {
+ public:
+  Server(uv_loop_t* loop, RequestHandler* handler, ServerLimits limits,
+         std::optional<uid_t> only_uid);
+  ~Server();
+
+  [[nodiscard]] Result<void> Listen(const std::string& path);
+  void Close();  // stop accepting and drop every connection
+  size_t connections() const { return connections_.size(); }
+
+ private:
+  friend class Connection;
+  void OnConnection();
+  void Remove(Connection* connection);
+
+  uv_loop_t* loop_;
+  RequestHandler* handler_;
+  ServerLimits limits_;
+  std::optional<uid_t> only_uid_;
+  UvHandle<uv_pipe_t> listener_;
+  std::map<Connection*, std::shared_ptr<Connection>> connections_;
+};
+
+}  // namespace torchxd::daemon
+
+#endif  // TORCHXD_DAEMON_SERVER_H_

@@ -1,0 +1,182 @@
+#include "daemon/service.h"
+
+#include <algorithm>
+
+#include "core/app_handle.h"
+#include "core/app_json.h"
+#include "core/app_status.h"
+#include "core/json_reader.h"
+#include "core/scheduler_opts.h"
+#include "core/text.h"
+
+namespace torchxd::daemon {
+namespace {
+
+using nlohmann::json;
+
+bool IsLocal(const std::string& scheduler) {
+  return scheduler == "local_cwd" || scheduler == "local_dir";
+}
+
+json Summary(const AppRecord& app) {
+  json out = {{"app_handle", app.Handle()},
+              {"app_id", app.app_id},
+              {"name", app.app.name},
+              {"scheduler", app.scheduler},
+              {"state", core::AppStateName(app.state)},
+              {"created", core::FormatRfc3339Utc(app.created_ms)},
+              {"ended", app.ended_ms ? json(core::FormatRfc3339Utc(*app.ended_ms)) : json(nullptr)}};
+  return out;
+}
+
+}  // namespace
+
+void Service::Handle(const protocol::Request& request, const PeerInfo& peer,
+                     std::shared_ptr<Responder> responder) {
+  // A client's mistake (e.g. a number where a string belongs) must never
+  // escape into the event loop.
+  try {
+    Dispatch(request, peer, responder);
+  } catch (const std::exception& e) {
+    responder->Error(Error::InvalidArgument("request " + request.method + ": " + e.what()));
+  }
+}
+
+void Service::Dispatch(const protocol::Request& request, const PeerInfo& peer,
+                       const std::shared_ptr<Responder>& responder) {
+  const auto& m = request.method;
+  const auto& p = request.params;
+  if (m == "version") {
+    return responder->Result({{"version", TORCHXD_VERSION}, {"protocol", protocol::kVersion}});
+  }
+  if (m == "run") return Run(p, peer, responder);
+  if (m == "status") return Status(p, responder);
+  if (m == "describe") return Describe(p, responder);
+  if (m == "list") return List(p, responder);
+  if (m == "cancel") return Cancel(p, responder);
+  if (m == "wait") return Wait(p, responder);
+  if (m == "runopts") return Runopts(p, responder);
+  responder->Error(Error::InvalidArgument(
+      "unknown method \"" + m + "\"." +
+      core::DidYouMean(m, {"version", "run", "status", "describe", "list", "cancel", "wait",
+                           "runopts"})));
+}
+
+void Service::Run(const json& params, const PeerInfo& peer, const Reply& reply) {
+  if (shutting_down_) return reply->Error(Error::Unavailable("torchxd is shutting down"));
+  core::JsonReader r(params, "params", {"app", "scheduler", "cfg", "cwd", "env", "session"});
+  SubmitRequest req;
+  req.scheduler = r.String("scheduler", core::kDefaultScheduler);
+  req.session = r.String("session", core::kDefaultSession);
+  req.cwd = r.String("cwd", "");
+  req.env = r.StringMap("env");
+  const json* app = r.Field("app");
+  json cfg_json = r.Object("cfg");
+  if (auto ok = r.Finish(); !ok) return reply->Error(ok.error());
+  if (app == nullptr) return reply->Error(Error::InvalidArgument("params.app: required (an AppDef)"));
+  if (req.cwd.empty() || req.cwd[0] != '/') {
+    return reply->Error(Error::InvalidArgument("params.cwd: must be an absolute path, got \"" + req.cwd + "\""));
+  }
+  if (req.session.empty() || req.session.find('/') != std::string::npos) {
+    return reply->Error(Error::InvalidArgument("params.session: must be non-empty without '/'"));
+  }
+  auto decoded = core::AppDefFromJson(*app);
+  if (!decoded) return reply->Error(decoded.error().WithContext("params.app"));
+  req.app = std::move(*decoded);
+  auto opts = core::SchedulerRunOpts(req.scheduler);
+  if (!opts) return reply->Error(Error::InvalidArgument(opts.error().message));
+  if (!IsLocal(req.scheduler)) {
+    return reply->Error(Error::InvalidArgument("scheduler " + req.scheduler + " is not supported by this torchxd yet"));
+  }
+  auto cfg = (*opts)->CfgFromJson(cfg_json);
+  if (!cfg) return reply->Error(cfg.error());
+  auto resolved = (*opts)->Resolve(*cfg);
+  if (!resolved) return reply->Error(resolved.error());
+  req.cfg = std::move(*resolved);
+  req.uid = peer.uid;
+  auto submitted = local_->Submit(std::move(req));
+  if (!submitted) return reply->Error(submitted.error());
+  reply->Result({{"app_handle", (*submitted)->Handle()}, {"app_id", (*submitted)->app_id}});
+}
+
+Result<AppRecord*> Service::FindApp(const json& params) {
+  if (!params.contains("app_handle") || !params["app_handle"].is_string()) {
+    return Fail(Error::InvalidArgument("params.app_handle: required, e.g. local_cwd://torchx/echo-x7"));
+  }
+  auto handle = core::ParseAppHandle(params["app_handle"].get<std::string>());
+  if (!handle) return Fail(handle.error());
+  AppRecord* app = IsLocal(handle->scheduler) ? local_->Find(handle->scheduler, handle->app_id) : nullptr;
+  if (app == nullptr) {
+    return Fail(Error::NotFound("AppDef `" + handle->app_id +
+                                "` does not exist or has been removed from `" + handle->scheduler +
+                                "`'s data plane"));
+  }
+  return app;
+}
+
+void Service::Status(const json& params, const Reply& reply) {
+  auto app = FindApp(params);
+  if (!app) return reply->Error(app.error());
+  reply->Result(core::AppStatusToJson((*app)->Status()));
+}
+
+void Service::Describe(const json& params, const Reply& reply) {
+  auto app = FindApp(params);
+  if (!app) return reply->Error(app.error());
+  const AppRecord& a = **app;
+  reply->Result({{"app_handle", a.Handle()},
+                 {"app_id", a.app_id},
+                 {"scheduler", a.scheduler},
+                 {"session", a.session},
+                 {"state", core::AppStateName(a.state)},
+                 {"cfg", a.cfg},
+                 {"app", core::AppDefToJson(a.app)}});
+}
+
+void Service::List(const json& params, const Reply& reply) {
+  std::string only = params.value("scheduler", "");
+  std::vector<const AppRecord*> apps = local_->List();
+  std::sort(apps.begin(), apps.end(),
+            [](const auto* a, const auto* b) { return a->created_ms > b->created_ms; });
+  json out = json::array();
+  for (const auto* a : apps) {
+    if (only.empty() || a->scheduler == only) out.push_back(Summary(*a));
+  }
+  reply->Result({{"apps", out}});
+}
+
+void Service::Cancel(const json& params, const Reply& reply) {
+  auto app = FindApp(params);
+  if (!app) return reply->Error(app.error());
+  std::optional<double> grace;
+  if (params.contains("grace_period")) {
+    if (!params["grace_period"].is_number() || params["grace_period"].get<double>() < 0) {
+      return reply->Error(Error::InvalidArgument("params.grace_period: must be a number of seconds >= 0"));
+    }
+    grace = params["grace_period"].get<double>();
+  }
+  local_->Cancel(**app, grace, [reply](const AppRecord& a, bool already) {
+    reply->Result({{"app_handle", a.Handle()},
+                   {"state", core::AppStateName(a.state)},
+                   {"already_terminal", already}});
+  });
+}
+
+void Service::Wait(const json& params, const Reply& reply) {
+  auto app = FindApp(params);
+  if (!app) return reply->Error(app.error());
+  local_->Wait(**app, [reply](const AppRecord& a) { reply->Result(core::AppStatusToJson(a.Status())); });
+}
+
+void Service::Runopts(const json& params, const Reply& reply) {
+  std::string only = params.value("scheduler", "");
+  json out = json::object();
+  for (const auto& name : core::SchedulerNames()) {
+    if (!only.empty() && name != only) continue;
+    out[name] = (*core::SchedulerRunOpts(name))->Usage();
+  }
+  if (out.empty()) return reply->Error(core::SchedulerRunOpts(only).error());
+  reply->Result(out);
+}
+
+}  // namespace torchxd::daemon

@@ -1,0 +1,43 @@
+// Service: the daemon's request handlers (docs/protocol.md): version, run,
+// status, describe, list, cancel, wait, runopts. Apps are found by scheduler
+// and app id; the session part of a handle is echoed, not matched.
+//
+// Thread contract: loop thread only.
+#ifndef TORCHXD_DAEMON_SERVICE_H_
+#define TORCHXD_DAEMON_SERVICE_H_
+
+#include <functional>
+
+#include "daemon/local_scheduler.h"
+#include "daemon/server.h"
+
+namespace torchxd::daemon {
+
+class Service : public RequestHandler {
+ public:
+  explicit Service(LocalScheduler* local) : local_(local) {}
+
+  void Handle(const protocol::Request& request, const PeerInfo& peer,
+              std::shared_ptr<Responder> responder) override;
+  // While shutting down, new runs are refused.
+  void set_shutting_down() { shutting_down_ = true; }
+
+ private:
+  using Reply = std::shared_ptr<Responder>;
+  void Dispatch(const protocol::Request& request, const PeerInfo& peer, const Reply& responder);
+  void Run(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
+  void Status(const nlohmann::json& params, const Reply& reply);
+  void Describe(const nlohmann::json& params, const Reply& reply);
+  void List(const nlohmann::json& params, const Reply& reply);
+  void Cancel(const nlohmann::json& params, const Reply& reply);
+  void Wait(const nlohmann::json& params, const Reply& reply);
+  void Runopts(const nlohmann::json& params, const Reply& reply);
+  [[nodiscard]] Result<AppRecord*> FindApp(const nlohmann::json& params);
+
+  LocalScheduler* local_;
+  bool shutting_down_ = false;
+};
+
+}  // namespace torchxd::daemon
+
+#endif  // TORCHXD_DAEMON_SERVICE_H_

@@ -1,0 +1,237 @@
+#include "daemon/store.h"
+
+#include <ctime>
+#include <filesystem>
+#include <map>
+
+namespace torchxd::daemon {
+namespace {
+
+// Migration N brings the schema from version N to N+1.
+const char* const kMigrations[] = {
+    R"sql(
+    CREATE TABLE apps(
+      scheduler TEXT NOT NULL, app_id TEXT NOT NULL, state INTEGER NOT NULL,
+      created_ms INTEGER NOT NULL, record TEXT NOT NULL,
+      PRIMARY KEY(scheduler, app_id));
+    CREATE INDEX apps_by_created ON apps(created_ms);
+    CREATE TABLE replicas(
+      scheduler TEXT NOT NULL, app_id TEXT NOT NULL, role TEXT NOT NULL,
+      replica_id INTEGER NOT NULL, attempt INTEGER NOT NULL, state INTEGER NOT NULL,
+      record TEXT NOT NULL,
+      PRIMARY KEY(scheduler, app_id, role, replica_id, attempt));
+    CREATE TABLE events(
+      seq INTEGER PRIMARY KEY AUTOINCREMENT, scheduler TEXT NOT NULL, app_id TEXT NOT NULL,
+      time_ms INTEGER NOT NULL, what TEXT NOT NULL, state INTEGER NOT NULL, msg TEXT NOT NULL);
+    CREATE INDEX events_by_app ON events(scheduler, app_id);
+    )sql",
+};
+
+struct Stmt {
+  sqlite3_stmt* s;
+  ~Stmt() { sqlite3_reset(s); sqlite3_clear_bindings(s); }
+};
+
+void BindText(sqlite3_stmt* s, int i, const std::string& v) {
+  sqlite3_bind_text(s, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Store>> Store::Open(const std::string& path, std::string* warning) {
+  for (int round = 0; round < 2; ++round) {
+    sqlite3* db = nullptr;
+    int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+                                                    SQLITE_OPEN_NOMUTEX, nullptr);
+    if (rc != SQLITE_OK) {
+      std::string msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+      sqlite3_close(db);
+      return Fail(Error::Io("open " + path + ": " + msg));
+    }
+    std::unique_ptr<Store> store(new Store(db));
+    sqlite3_busy_timeout(db, 5000);
+    auto check = store->Exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
+    bool ok = check.has_value();
+    if (ok) {
+      sqlite3_stmt* q = nullptr;
+      ok = sqlite3_prepare_v2(db, "PRAGMA quick_check", -1, &q, nullptr) == SQLITE_OK &&
+           sqlite3_step(q) == SQLITE_ROW &&
+           std::string(reinterpret_cast<const char*>(sqlite3_column_text(q, 0))) == "ok";
+      sqlite3_finalize(q);
+    }
+    if (ok) {
+      if (auto migrated = store->Migrate(); !migrated) return Fail(migrated.error());
+      return store;
+    }
+    store.reset();
+    if (round == 1) return Fail(Error::Io("cannot create a usable database at " + path));
+    std::string aside = path + ".corrupt-" + std::to_string(std::time(nullptr));
+    std::error_code ec;
+    std::filesystem::rename(path, aside, ec);
+    std::filesystem::remove(path + "-wal", ec);
+    std::filesystem::remove(path + "-shm", ec);
+    if (warning) *warning = "database " + path + " was corrupt; moved it to " + aside + " and started a new one";
+  }
+  return Fail(Error::Internal("unreachable"));
+}
+
+Store::~Store() {
+  for (auto* s : statements_) sqlite3_finalize(s);
+  sqlite3_close(db_);
+}
+
+Error Store::SqlError(const std::string& what) const {
+  return Error::Io("sqlite " + what + ": " + sqlite3_errmsg(db_));
+}
+
+Result<void> Store::Exec(const std::string& sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err ? err : "unknown error";
+    sqlite3_free(err);
+    return Fail(Error::Io("sqlite: " + msg));
+  }
+  return {};
+}
+
+Result<void> Store::Migrate() {
+  if (auto ok = Exec("CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)");
+      !ok) {
+    return ok;
+  }
+  int version = 0;
+  sqlite3_stmt* q = nullptr;
+  sqlite3_prepare_v2(db_, "SELECT value FROM meta WHERE key='schema_version'", -1, &q, nullptr);
+  if (sqlite3_step(q) == SQLITE_ROW) version = std::atoi(reinterpret_cast<const char*>(sqlite3_column_text(q, 0)));
+  sqlite3_finalize(q);
+  if (version > kSchemaVersion) {
+    return Fail(Error::InvalidArgument("the database has schema version " + std::to_string(version) +
+                                       ", newer than this torchxd (" +
+                                       std::to_string(kSchemaVersion) + "); use a newer torchxd"));
+  }
+  for (; version < kSchemaVersion; ++version) {
+    std::string sql = std::string("BEGIN;") + kMigrations[version] +
+                      "INSERT OR REPLACE INTO meta VALUES('schema_version','" +
+                      std::to_string(version + 1) + "'); COMMIT;";
+    if (auto ok = Exec(sql); !ok) {
+      (void)Exec("ROLLBACK");
+      return ok;
+    }
+  }
+  return {};
+}
+
+Result<sqlite3_stmt*> Store::Prepare(const char* sql) {
+  sqlite3_stmt* s = nullptr;
+  if (sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT, &s, nullptr) != SQLITE_OK) {
+    return Fail(SqlError("prepare"));
+  }
+  statements_.push_back(s);
+  return s;
+}
+
+Result<void> Store::PutApp(const std::string& scheduler, const std::string& app_id, int state,
+                           int64_t created_ms, const nlohmann::json& record) {
+  if (put_app_ == nullptr) {
+    auto s = Prepare("INSERT OR REPLACE INTO apps VALUES(?,?,?,?,?)");
+    if (!s) return Fail(s.error());
+    put_app_ = *s;
+  }
+  sqlite3_stmt* stmt = put_app_;
+  Stmt guard{stmt};
+  BindText(stmt, 1, scheduler);
+  BindText(stmt, 2, app_id);
+  sqlite3_bind_int(stmt, 3, state);
+  sqlite3_bind_int64(stmt, 4, created_ms);
+  BindText(stmt, 5, record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  if (sqlite3_step(stmt) != SQLITE_DONE) return Fail(SqlError("write app " + app_id));
+  return {};
+}
+
+Result<void> Store::PutReplica(const std::string& scheduler, const std::string& app_id,
+                               const std::string& role, int replica_id, int attempt, int state,
+                               const nlohmann::json& record) {
+  if (put_replica_ == nullptr) {
+    auto s = Prepare("INSERT OR REPLACE INTO replicas VALUES(?,?,?,?,?,?,?)");
+    if (!s) return Fail(s.error());
+    put_replica_ = *s;
+  }
+  sqlite3_stmt* stmt = put_replica_;
+  Stmt guard{stmt};
+  BindText(stmt, 1, scheduler);
+  BindText(stmt, 2, app_id);
+  BindText(stmt, 3, role);
+  sqlite3_bind_int(stmt, 4, replica_id);
+  sqlite3_bind_int(stmt, 5, attempt);
+  sqlite3_bind_int(stmt, 6, state);
+  BindText(stmt, 7, record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  if (sqlite3_step(stmt) != SQLITE_DONE) return Fail(SqlError("write replica of " + app_id));
+  return {};
+}
+
+Result<void> Store::AddEvent(const std::string& scheduler, const std::string& app_id,
+                             int64_t time_ms, const std::string& what, int state,
+                             const std::string& msg) {
+  if (add_event_ == nullptr) {
+    auto s = Prepare("INSERT INTO events(scheduler,app_id,time_ms,what,state,msg) VALUES(?,?,?,?,?,?)");
+    if (!s) return Fail(s.error());
+    add_event_ = *s;
+  }
+  sqlite3_stmt* stmt = add_event_;
+  Stmt guard{stmt};
+  BindText(stmt, 1, scheduler);
+  BindText(stmt, 2, app_id);
+  sqlite3_bind_int64(stmt, 3, time_ms);
+  BindText(stmt, 4, what);
+  sqlite3_bind_int(stmt, 5, state);
+  BindText(stmt, 6, msg);
+  if (sqlite3_step(stmt) != SQLITE_DONE) return Fail(SqlError("write event of " + app_id));
+  return {};
+}
+
+Result<void> Store::DeleteApp(const std::string& scheduler, const std::string& app_id) {
+  for (const char* table : {"apps", "replicas", "events"}) {
+    std::string sql = std::string("DELETE FROM ") + table + " WHERE scheduler=? AND app_id=?";
+    sqlite3_stmt* s = nullptr;
+    sqlite3_prepare_v2(db_, sql.c_str(), -1, &s, nullptr);
+    BindText(s, 1, scheduler);
+    BindText(s, 2, app_id);
+    int rc = sqlite3_step(s);
+    sqlite3_finalize(s);
+    if (rc != SQLITE_DONE) return Fail(SqlError("delete " + app_id));
+  }
+  return {};
+}
+
+Result<std::vector<StoredApp>> Store::LoadApps() {
+  std::vector<StoredApp> apps;
+  std::map<std::pair<std::string, std::string>, size_t> index;
+  sqlite3_stmt* s = nullptr;
+  sqlite3_prepare_v2(db_, "SELECT scheduler, app_id, record FROM apps ORDER BY created_ms", -1, &s, nullptr);
+  while (sqlite3_step(s) == SQLITE_ROW) {
+    StoredApp app;
+    app.scheduler = reinterpret_cast<const char*>(sqlite3_column_text(s, 0));
+    app.app_id = reinterpret_cast<const char*>(sqlite3_column_text(s, 1));
+    app.record = nlohmann::json::parse(reinterpret_cast<const char*>(sqlite3_column_text(s, 2)), nullptr, false);
+    index[{app.scheduler, app.app_id}] = apps.size();
+    apps.push_back(std::move(app));
+  }
+  sqlite3_finalize(s);
+  // The latest attempt of each replica.
+  sqlite3_prepare_v2(db_,
+                     "SELECT scheduler, app_id, record FROM replicas r WHERE attempt = (SELECT "
+                     "MAX(attempt) FROM replicas x WHERE x.scheduler=r.scheduler AND "
+                     "x.app_id=r.app_id AND x.role=r.role AND x.replica_id=r.replica_id)",
+                     -1, &s, nullptr);
+  while (sqlite3_step(s) == SQLITE_ROW) {
+    auto it = index.find({reinterpret_cast<const char*>(sqlite3_column_text(s, 0)),
+                          reinterpret_cast<const char*>(sqlite3_column_text(s, 1))});
+    if (it == index.end()) continue;
+    apps[it->second].replicas.push_back(
+        nlohmann::json::parse(reinterpret_cast<const char*>(sqlite3_column_text(s, 2)), nullptr, false));
+  }
+  sqlite3_finalize(s);
+  return apps;
+}
+
+}  // namespace torchxd::daemon

@@ -1,0 +1,70 @@
+// Store: torchxd's sqlite3 database (WAL) in the state dir. It keeps every
+// app (its AppDef, cfg, request and status), every replica attempt, and every
+// state change (the events table). The daemon writes before it acknowledges.
+//
+// Writes are tiny single-row statements in WAL mode with synchronous=NORMAL
+// (no fsync per commit), so they run on the loop thread; bench/ measures them.
+// Schema changes are numbered migrations (schema_version in `meta`). A
+// corrupt file is moved aside (torchxd.db.corrupt-<time>) and a new one made.
+//
+// Thread contract: loop thread only.
+#ifndef TORCHXD_DAEMON_STORE_H_
+#define TORCHXD_DAEMON_STORE_H_
+
+#include <sqlite3.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/result.h"
+
+namespace torchxd::daemon {
+
+struct StoredApp {
+  std::string scheduler;
+  std::string app_id;
+  nlohmann::json record;  // the daemon's AppRecord as JSON
+  std::vector<nlohmann::json> replicas;  // latest attempt of each replica
+};
+
+class Store {
+ public:
+  [[nodiscard]] static Result<std::unique_ptr<Store>> Open(const std::string& path,
+                                                           std::string* warning);
+  ~Store();
+
+  [[nodiscard]] Result<void> PutApp(const std::string& scheduler, const std::string& app_id,
+                                    int state, int64_t created_ms, const nlohmann::json& record);
+  [[nodiscard]] Result<void> PutReplica(const std::string& scheduler, const std::string& app_id,
+                                        const std::string& role, int replica_id, int attempt,
+                                        int state, const nlohmann::json& record);
+  [[nodiscard]] Result<void> AddEvent(const std::string& scheduler, const std::string& app_id,
+                                      int64_t time_ms, const std::string& what, int state,
+                                      const std::string& msg);
+  [[nodiscard]] Result<void> DeleteApp(const std::string& scheduler, const std::string& app_id);
+  [[nodiscard]] Result<std::vector<StoredApp>> LoadApps();
+
+  static constexpr int kSchemaVersion = 1;
+
+ private:
+  explicit Store(sqlite3* db) : db_(db) {}
+  [[nodiscard]] Result<void> Exec(const std::string& sql);
+  [[nodiscard]] Result<void> Migrate();
+  [[nodiscard]] Result<sqlite3_stmt*> Prepare(const char* sql);
+  Error SqlError(const std::string& what) const;
+
+  sqlite3* db_;
+  std::vector<sqlite3_stmt*> statements_;
+  sqlite3_stmt* put_app_ = nullptr;
+  sqlite3_stmt* put_replica_ = nullptr;
+  sqlite3_stmt* add_event_ = nullptr;
+};
+
+}  // namespace torchxd::daemon
+
+#endif  // TORCHXD_DAEMON_STORE_H_

@@ -1,0 +1,317 @@
+#include "supervisor/app_runner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <random>
+
+namespace torchxd::supervisor {
+
+using core::ReplicaState;
+
+struct AppRunner::Slot {
+  ReplicaInfo info;
+  core::ReplicaRequest request;
+  std::unique_ptr<ReplicaProcess> process;
+  UvHandle<uv_timer_t> restart_timer;
+  UvHandle<uv_timer_t> kill_timer;
+  StopReason stopping = StopReason::kNone;
+  int retries_used = 0;  // REPLICA budget
+  size_t index = 0;
+  AppRunner* owner = nullptr;
+};
+
+double RestartDelaySeconds(int restart_number, double initial, double max, double jitter01) {
+  double base = initial * std::pow(2.0, std::max(0, restart_number - 1));
+  return std::min(base, max) * (1.0 + 0.1 * jitter01);
+}
+
+AppRunner::AppRunner(uv_loop_t* loop, std::string key, core::AppDef app,
+                     std::vector<core::ReplicaRequest> requests, AppOptions options,
+                     AppRunnerObserver* observer)
+    : loop_(loop),
+      key_(std::move(key)),
+      app_(std::move(app)),
+      options_(std::move(options)),
+      observer_(observer),
+      role_retries_(app_.roles.size(), 0) {
+  for (auto& req : requests) {
+    auto slot = std::make_unique<Slot>();
+    slot->index = slots_.size();
+    slot->owner = this;
+    slot->info.role = req.role;
+    slot->info.replica_id = req.replica_id;
+    slot->info.log_dir = req.log_dir;
+    for (size_t r = 0; r < app_.roles.size(); ++r) {
+      if (app_.roles[r].name == req.role) slot->info.role_index = static_cast<int>(r);
+    }
+    slot->request = std::move(req);
+    slots_.push_back(std::move(slot));
+  }
+}
+
+AppRunner::~AppRunner() = default;
+
+const std::vector<ReplicaInfo>& AppRunner::replicas() const {
+  infos_.clear();
+  for (const auto& s : slots_) infos_.push_back(s->info);
+  return infos_;
+}
+
+int64_t AppRunner::NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+void AppRunner::Start() {
+  state_ = core::AppState::kRunning;
+  observer_->OnAppChanged(*this);
+  for (size_t i = 0; i < slots_.size(); ++i) StartSlot(i);
+}
+
+void AppRunner::Changed(size_t index) { observer_->OnReplicaChanged(*this, slots_[index]->info); }
+
+void AppRunner::StartSlot(size_t index) {
+  Slot& s = *slots_[index];
+  s.stopping = StopReason::kNone;
+  s.info.attempt += 1;
+  s.info.state = ReplicaState::kPending;
+  s.info.pid.reset();
+  s.info.exit_code.reset();
+  s.info.signal.reset();
+  s.info.end_ms.reset();
+  s.info.start_ms = NowMs();
+  s.info.error_message.clear();
+  observer_->OnAttemptStarting(*this, s.info);
+  Changed(index);
+  ShimSpec spec;
+  spec.cwd = s.request.cwd;
+  spec.argv.push_back(s.request.entrypoint);
+  spec.argv.insert(spec.argv.end(), s.request.args.begin(), s.request.args.end());
+  for (const auto& [k, v] : s.request.env) spec.env.push_back(k + "=" + v);
+  ReplicaProcess::Callbacks cb;
+  cb.on_started = [this, index](int pid) { OnSlotStarted(index, pid); };
+  cb.on_output = [this, index](OutputStream stream, std::string_view bytes) {
+    observer_->OnOutput(*this, slots_[index]->info, stream, bytes);
+  };
+  cb.on_exit = [this, index](const ReplicaExit& exit) { OnSlotExit(index, exit); };
+  s.process = ReplicaProcess::Start(loop_, options_.shim_path, spec, std::move(cb));
+}
+
+void AppRunner::OnSlotStarted(size_t index, int pid) {
+  Slot& s = *slots_[index];
+  s.info.pid = pid;
+  s.info.start_ms = NowMs();
+  s.info.state = ReplicaState::kRunning;
+  Changed(index);
+  // A stop requested before the pid was known still has to reach the replica.
+  if (s.stopping != StopReason::kNone) s.process->Terminate();
+}
+
+void AppRunner::OnSlotExit(size_t index, const ReplicaExit& exit) {
+  Slot& s = *slots_[index];
+  std::unique_ptr<ReplicaProcess> finished = std::move(s.process);  // freed at return
+  s.kill_timer.reset();
+  observer_->OnReplicaStreamsClosed(*this, s.info);
+  s.info.end_ms = NowMs();
+  s.info.exit_code = exit.exit_code;
+  s.info.signal = exit.signal;
+  if (exit.spawn_failed) {
+    s.info.error_message = exit.message;
+  } else if (exit.signal) {
+    s.info.error_message = "killed by signal " + std::to_string(*exit.signal);
+  } else if (exit.exit_code && *exit.exit_code != 0) {
+    s.info.error_message = "exited with code " + std::to_string(*exit.exit_code);
+  } else if (!exit.message.empty()) {
+    s.info.error_message = exit.message;
+  }
+  StopReason reason = s.stopping;
+  s.stopping = StopReason::kNone;
+  if (reason == StopReason::kCancel) {
+    s.info.state = ReplicaState::kCancelled;
+    Changed(index);
+  } else if (reason == StopReason::kSiblingFailed) {
+    s.info.state = ReplicaState::kCancelled;
+    s.info.error_message = "stopped: " + msg_;
+    Changed(index);
+  } else if (reason == StopReason::kRestart) {
+    s.info.state = ReplicaState::kPending;
+    Changed(index);
+    RestartGroupWhenStopped();
+    return;
+  } else if (exit.Succeeded()) {
+    s.info.state = ReplicaState::kSucceeded;
+    s.info.error_message.clear();
+    Changed(index);
+  } else {
+    OnFailure(index);
+  }
+  CheckDone();
+}
+
+void AppRunner::OnFailure(size_t index) {
+  Slot& s = *slots_[index];
+  const core::Role& role = app_.roles[static_cast<size_t>(s.info.role_index)];
+  auto fail = [&] {
+    s.info.state = ReplicaState::kFailed;
+    Changed(index);
+    if (!failed_) {
+      failed_ = true;
+      msg_ = s.info.role + "/" + std::to_string(s.info.replica_id) + " failed: " + s.info.error_message;
+      observer_->OnAppChanged(*this);
+    }
+    if (options_.stop_on_failure) {
+      for (size_t i = 0; i < slots_.size(); ++i) {
+        if (i != index) StopSlot(i, StopReason::kSiblingFailed, options_.grace_seconds);
+      }
+    }
+  };
+  if (cancelling_ || failed_) return fail();
+  switch (role.retry_policy) {
+    case core::RetryPolicy::kReplica:
+      if (s.retries_used >= role.max_retries) return fail();
+      s.retries_used += 1;
+      num_restarts_ += 1;
+      s.info.state = ReplicaState::kPending;
+      Changed(index);
+      observer_->OnAppChanged(*this);
+      ScheduleRestart(index, s.retries_used);
+      return;
+    case core::RetryPolicy::kRole: {
+      int& used = role_retries_[static_cast<size_t>(s.info.role_index)];
+      if (used >= role.max_retries) return fail();
+      used += 1;
+      restart_group_number_ = used;
+      break;
+    }
+    case core::RetryPolicy::kApplication: {
+      int budget = role.max_retries;
+      for (const auto& r : app_.roles) budget = std::min(budget, r.max_retries);
+      if (app_retries_ >= budget) return fail();
+      app_retries_ += 1;
+      restart_group_number_ = app_retries_;
+      break;
+    }
+  }
+  num_restarts_ += 1;
+  restart_group_.clear();
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    bool same_role = slots_[i]->info.role_index == s.info.role_index;
+    if (role.retry_policy == core::RetryPolicy::kApplication || same_role) restart_group_.push_back(i);
+  }
+  s.info.state = ReplicaState::kPending;
+  Changed(index);
+  observer_->OnAppChanged(*this);
+  for (size_t i : restart_group_) {
+    if (i != index) StopSlot(i, StopReason::kRestart, options_.grace_seconds);
+  }
+  RestartGroupWhenStopped();
+}
+
+void AppRunner::RestartGroupWhenStopped() {
+  if (restart_group_.empty() || cancelling_) return CheckDone();
+  for (size_t i : restart_group_) {
+    if (slots_[i]->process) return;  // still stopping
+  }
+  auto group = std::move(restart_group_);
+  restart_group_.clear();
+  for (size_t i : group) {
+    slots_[i]->info.state = ReplicaState::kPending;
+    Changed(i);
+    ScheduleRestart(i, restart_group_number_);
+  }
+}
+
+void AppRunner::ScheduleRestart(size_t index, int restart_number) {
+  static std::mt19937 rng(std::random_device{}());
+  double jitter = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+  double delay = RestartDelaySeconds(restart_number, options_.backoff_initial_seconds,
+                                     options_.backoff_max_seconds, jitter);
+  Slot& s = *slots_[index];
+  s.restart_timer = NewUvHandle<uv_timer_t>(&s);
+  uv_timer_init(loop_, s.restart_timer.get());
+  uv_timer_start(
+      s.restart_timer.get(),
+      [](uv_timer_t* t) {
+        auto* slot = static_cast<Slot*>(t->data);
+        if (slot == nullptr) return;
+        auto timer = std::move(slot->restart_timer);  // closed at return
+        slot->owner->StartSlot(slot->index);
+      },
+      static_cast<uint64_t>(delay * 1000.0), 0);
+}
+
+void AppRunner::StopSlot(size_t index, StopReason reason, double grace_seconds) {
+  Slot& s = *slots_[index];
+  if (s.restart_timer) {  // waiting to restart: nothing runs, it just ends here
+    s.restart_timer.reset();
+    if (reason != StopReason::kRestart) {
+      s.info.state = ReplicaState::kCancelled;
+      if (reason == StopReason::kSiblingFailed) s.info.error_message = "stopped: " + msg_;
+      Changed(index);
+    }
+    return;
+  }
+  if (!s.process) {
+    // Exited, or PENDING as part of a restart group: a cancel ends it here.
+    if (s.info.state == ReplicaState::kPending && reason != StopReason::kRestart) {
+      s.info.state = ReplicaState::kCancelled;
+      Changed(index);
+    }
+    return;
+  }
+  if (s.stopping == StopReason::kCancel) return;  // already stopping for good
+  if (s.stopping == StopReason::kNone || reason == StopReason::kCancel) s.stopping = reason;
+  s.process->Terminate();
+  s.kill_timer = NewUvHandle<uv_timer_t>(&s);
+  uv_timer_init(loop_, s.kill_timer.get());
+  uv_timer_start(
+      s.kill_timer.get(),
+      [](uv_timer_t* t) {
+        auto* slot = static_cast<Slot*>(t->data);
+        if (slot != nullptr && slot->process) slot->process->Kill();
+      },
+      static_cast<uint64_t>(std::max(0.0, grace_seconds) * 1000.0), 0);
+}
+
+void AppRunner::Cancel(double grace_seconds, const std::string& msg) {
+  if (terminal() || cancelling_) return;
+  cancelling_ = true;
+  msg_ = msg;
+  restart_group_.clear();
+  for (size_t i = 0; i < slots_.size(); ++i) StopSlot(i, StopReason::kCancel, grace_seconds);
+  observer_->OnAppChanged(*this);
+  CheckDone();
+}
+
+void AppRunner::OnTerminal(std::function<void()> callback) {
+  if (terminal()) {
+    callback();
+  } else {
+    terminal_listeners_.push_back(std::move(callback));
+  }
+}
+
+void AppRunner::CheckDone() {
+  if (terminal() || !restart_group_.empty()) return;
+  bool any_failed = false, any_cancelled = false;
+  for (const auto& s : slots_) {
+    if (s->process || s->restart_timer) return;  // something still runs or will
+    if (!core::IsTerminal(s->info.state)) return;
+    any_failed = any_failed || s->info.state == ReplicaState::kFailed;
+    any_cancelled = any_cancelled || s->info.state == ReplicaState::kCancelled;
+  }
+  if (cancelling_) {
+    state_ = core::AppState::kCancelled;
+  } else if (any_failed || any_cancelled) {
+    state_ = core::AppState::kFailed;
+  } else {
+    state_ = core::AppState::kSucceeded;
+  }
+  observer_->OnAppChanged(*this);
+  auto listeners = std::move(terminal_listeners_);
+  for (auto& listener : listeners) listener();
+}
+
+}  // namespace torchxd::supervisor

@@ -1,0 +1,134 @@
+// AppRunner: supervises every replica of one local app on the event loop.
+//
+// Lifecycle (docs/ARCHITECTURE.md "Supervision"): each replica attempt runs
+// through torchxd-shim (ReplicaProcess). On a failure with retries left the
+// role's retry_policy decides what restarts:
+//   REPLICA      that replica only (budget per replica),
+//   ROLE         every replica of its role (budget per role),
+//   APPLICATION  every replica, succeeded ones too (budget = min max_retries).
+// Restarts wait a capped exponential backoff with jitter; a replica waiting
+// to restart is PENDING while the app stays RUNNING. A failure with no retry
+// left fails the app and (stop_on_failure) stops the other replicas, which
+// end CANCELLED naming the failed one. Stopping = SIGTERM+SIGCONT to the
+// group, the grace period, then SIGKILL to the whole tree. The app becomes
+// terminal only when no process of it is left.
+//
+// Thread contract: loop thread only.
+#ifndef TORCHXD_SUPERVISOR_APP_RUNNER_H_
+#define TORCHXD_SUPERVISOR_APP_RUNNER_H_
+
+#include <uv.h>
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/app_def.h"
+#include "core/replica_request.h"
+#include "core/uv_handle.h"
+#include "supervisor/replica_process.h"
+
+namespace torchxd::supervisor {
+
+struct AppOptions {
+  double grace_seconds = 10.0;
+  double backoff_initial_seconds = 1.0;
+  double backoff_max_seconds = 30.0;
+  bool stop_on_failure = true;
+  std::string shim_path;
+};
+
+struct ReplicaInfo {
+  std::string role;
+  int role_index = 0;
+  int replica_id = 0;
+  core::ReplicaState state = core::ReplicaState::kPending;
+  int attempt = 0;  // 1 for the first start
+  std::optional<int> pid;
+  std::optional<int> exit_code;
+  std::optional<int> signal;
+  std::optional<int64_t> start_ms;  // wall clock, for display
+  std::optional<int64_t> end_ms;
+  std::string error_message;
+  std::string log_dir;
+};
+
+class AppRunner;
+
+// What the daemon learns from a runner: state changes to persist and output
+// to store. Called synchronously on the loop thread.
+class AppRunnerObserver {
+ public:
+  virtual ~AppRunnerObserver() = default;
+  virtual void OnAttemptStarting(AppRunner& app, const ReplicaInfo& replica) = 0;
+  virtual void OnReplicaChanged(AppRunner& app, const ReplicaInfo& replica) = 0;
+  virtual void OnOutput(AppRunner& app, const ReplicaInfo& replica, OutputStream stream,
+                        std::string_view bytes) = 0;
+  virtual void OnReplicaStreamsClosed(AppRunner& app, const ReplicaInfo& replica) = 0;
+  virtual void OnAppChanged(AppRunner& app) = 0;  // state, msg or num_restarts changed
+};
+
+// Capped exponential backoff: initial * 2^(n-1), at most max, plus up to 10% jitter.
+double RestartDelaySeconds(int restart_number, double initial, double max, double jitter01);
+
+class AppRunner {
+ public:
+  AppRunner(uv_loop_t* loop, std::string key, core::AppDef app,
+            std::vector<core::ReplicaRequest> requests, AppOptions options,
+            AppRunnerObserver* observer);
+  ~AppRunner();
+
+  void Start();
+  // Stops everything (idempotent); replicas end CANCELLED, the app CANCELLED
+  // with `msg`. Terminal listeners fire when no process is left.
+  void Cancel(double grace_seconds, const std::string& msg);
+  void OnTerminal(std::function<void()> callback);  // fires at once if already terminal
+
+  const std::string& key() const { return key_; }
+  const core::AppDef& app() const { return app_; }
+  core::AppState state() const { return state_; }
+  const std::string& msg() const { return msg_; }
+  int num_restarts() const { return num_restarts_; }
+  const std::vector<ReplicaInfo>& replicas() const;
+  bool terminal() const { return core::IsTerminal(state_); }
+
+ private:
+  enum class StopReason { kNone, kCancel, kSiblingFailed, kRestart };
+  struct Slot;
+
+  void StartSlot(size_t index);
+  void OnSlotStarted(size_t index, int pid);
+  void OnSlotExit(size_t index, const ReplicaExit& exit);
+  void OnFailure(size_t index);
+  void StopSlot(size_t index, StopReason reason, double grace_seconds);
+  void ScheduleRestart(size_t index, int restart_number);
+  void RestartGroupWhenStopped();
+  void CheckDone();
+  void Changed(size_t index);
+  static int64_t NowMs();
+
+  uv_loop_t* loop_;
+  std::string key_;
+  core::AppDef app_;
+  AppOptions options_;
+  AppRunnerObserver* observer_;
+  std::vector<std::unique_ptr<Slot>> slots_;
+  mutable std::vector<ReplicaInfo> infos_;
+  std::vector<int> role_retries_;
+  int app_retries_ = 0;
+  int num_restarts_ = 0;
+  core::AppState state_ = core::AppState::kPending;
+  std::string msg_;
+  bool cancelling_ = false;
+  bool failed_ = false;
+  std::vector<size_t> restart_group_;  // slots to restart once all of them stopped
+  int restart_group_number_ = 0;
+  std::vector<std::function<void()>> terminal_listeners_;
+};
+
+}  // namespace torchxd::supervisor
+
+#endif  // TORCHXD_SUPERVISOR_APP_RUNNER_H_

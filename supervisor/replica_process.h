@@ -1,0 +1,90 @@
+// ReplicaProcess: one attempt of one replica, run through torchxd-shim.
+//
+// It spawns the shim (its own session, clean environment, /dev/null stdin,
+// stdout/stderr pipes, a control socketpair on fd 3), hands it the replica
+// spec, reports the replica's pid, its output bytes as they arrive, and one
+// final Exit once the shim is gone and both output pipes reached EOF (the
+// shim kills the replica's whole tree before it exits, so that is prompt).
+//
+// Rules:
+//  - OnExit is the last callback; the owner may destroy the object in it.
+//  - Terminate()/Kill() signal the shim, which is our own unreaped child, so
+//    the signal can never reach a recycled pid.
+//
+// Thread contract: loop thread only.
+#ifndef TORCHXD_SUPERVISOR_REPLICA_PROCESS_H_
+#define TORCHXD_SUPERVISOR_REPLICA_PROCESS_H_
+
+#include <uv.h>
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "core/uv_handle.h"
+#include "supervisor/shim_protocol.h"
+
+namespace torchxd::supervisor {
+
+enum class OutputStream { kStdout, kStderr };
+
+struct ReplicaExit {
+  bool spawn_failed = false;      // the program never started
+  std::string message;            // why, for humans (spawn failures, shim loss)
+  std::optional<int> exit_code;   // exited normally
+  std::optional<int> signal;      // killed by a signal
+  bool Succeeded() const { return !spawn_failed && exit_code == 0; }
+};
+
+class ReplicaProcess {
+ public:
+  struct Callbacks {
+    std::function<void(int pid)> on_started;
+    std::function<void(OutputStream stream, std::string_view bytes)> on_output;
+    std::function<void(const ReplicaExit& exit)> on_exit;
+  };
+
+  // Never returns null: a failure to start the shim is reported through
+  // on_exit (spawn_failed) on a later loop iteration.
+  static std::unique_ptr<ReplicaProcess> Start(uv_loop_t* loop, const std::string& shim_path,
+                                               const ShimSpec& spec, Callbacks callbacks);
+  ~ReplicaProcess();
+
+  void Terminate();  // SIGTERM + SIGCONT to the replica's process group
+  void Kill();       // SIGKILL to the replica's whole tree
+
+ private:
+  ReplicaProcess(uv_loop_t* loop, Callbacks callbacks);
+  void Spawn(const std::string& shim_path, const ShimSpec& spec);
+  void OnControl(std::string_view bytes);
+  void OnControlLine(const std::string& line);
+  void OnShimExit(int64_t status, int signal);
+  void MaybeFinish();
+  void FailLater(std::string message);
+
+  static void OnRead(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf);
+  static void OnAlloc(uv_handle_t* handle, size_t suggested, uv_buf_t* buf);
+
+  uv_loop_t* loop_;
+  Callbacks callbacks_;
+  UvHandle<uv_process_t> process_;
+  UvHandle<uv_pipe_t> stdout_;
+  UvHandle<uv_pipe_t> stderr_;
+  UvHandle<uv_pipe_t> control_;
+  UvHandle<uv_timer_t> defer_;
+  std::string spec_bytes_;
+  std::string control_buffer_;
+  bool shim_exited_ = false;
+  int open_streams_ = 0;
+  bool finished_ = false;
+  ReplicaExit exit_;
+  bool have_status_ = false;
+  int64_t shim_status_ = 0;
+  int shim_signal_ = 0;
+};
+
+}  // namespace torchxd::supervisor
+
+#endif  // TORCHXD_SUPERVISOR_REPLICA_PROCESS_H_
