@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 
 #include <functional>
 
@@ -203,6 +204,13 @@ Server::Server(uv_loop_t* loop, RequestHandler* handler, ServerLimits limits,
 Server::~Server() { Close(); }
 
 Result<void> Server::Listen(const std::string& path) {
+  // libuv 1.44 silently truncates a path longer than sun_path; refuse it instead.
+  if (path.size() >= sizeof(sockaddr_un{}.sun_path)) {
+    return Fail(Error::InvalidArgument("socket path " + path + " is " + std::to_string(path.size()) +
+                                       " bytes; Unix sockets allow at most " +
+                                       std::to_string(sizeof(sockaddr_un{}.sun_path) - 1) +
+                                       " (pick a shorter --socket)"));
+  }
   listener_ = NewUvHandle<uv_pipe_t>(this);
   uv_pipe_init(loop_, listener_.get(), 0);
   listener_->data = this;

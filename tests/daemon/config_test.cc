@@ -1,0 +1,65 @@
+#include "daemon/config.h"
+
+#include <unistd.h>
+
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+namespace torchxd::daemon {
+namespace {
+
+ParsedArgs Parse(std::vector<std::string> args, std::map<std::string, std::string> env) {
+  args.insert(args.begin(), "torchxd");
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  return ParseDaemonArgs(static_cast<int>(argv.size()), argv.data(), core::MapEnv(std::move(env)));
+}
+
+TEST(DaemonConfigTest, UserModeDefaultsFollowXdg) {
+  auto p = Parse({}, {{"XDG_RUNTIME_DIR", "/run/user/7"}, {"XDG_STATE_HOME", "/s"}, {"HOME", "/h"}});
+  ASSERT_TRUE(p.config.has_value());
+  EXPECT_EQ(p.config->socket, "/run/user/7/torchxd/torchxd.sock");
+  EXPECT_EQ(p.config->state_dir, "/s/torchxd");
+  EXPECT_EQ(p.config->log_dir, "/s/torchxd/logs");
+  auto bare = Parse({}, {{"HOME", "/h"}});
+  EXPECT_EQ(bare.config->socket, "/tmp/torchxd-" + std::to_string(::getuid()) + "/torchxd.sock");
+  EXPECT_EQ(bare.config->state_dir, "/h/.local/state/torchxd");
+}
+
+TEST(DaemonConfigTest, SystemModePaths) {
+  auto p = Parse({"--system"}, {{"XDG_RUNTIME_DIR", "/run/user/7"}});
+  EXPECT_EQ(p.config->socket, "/run/torchxd/torchxd.sock");
+  EXPECT_EQ(p.config->state_dir, "/var/lib/torchxd");
+}
+
+TEST(DaemonConfigTest, ConfigFileIsReadAndFlagsBeatIt) {
+  std::string file = "/tmp/torchxd_config_test_" + std::to_string(::getpid()) + ".ini";
+  std::ofstream(file) << "grace-period = 2.5\ncache-size = 7\nlog-level = debug\n";
+  auto p = Parse({"--config", file, "--cache-size", "9"}, {{"HOME", "/h"}});
+  std::remove(file.c_str());
+  ASSERT_TRUE(p.config.has_value());
+  EXPECT_DOUBLE_EQ(p.config->grace_period, 2.5);
+  EXPECT_EQ(p.config->cache_size, 9u);
+  EXPECT_EQ(p.config->log_level, "debug");
+}
+
+TEST(DaemonConfigTest, BadFlagsExitTwo) {
+  EXPECT_EQ(Parse({"--cache-size", "0"}, {}).exit_code, 2);
+  EXPECT_EQ(Parse({"--grace-period", "soon"}, {}).exit_code, 2);
+  EXPECT_EQ(Parse({"--log-max-bytes", "12Q"}, {}).exit_code, 2);
+  EXPECT_EQ(Parse({"--log-level", "loud"}, {}).exit_code, 2);
+}
+
+TEST(ByteSizeTest, ParsesSuffixes) {
+  EXPECT_EQ(*ParseByteSize("0"), 0u);
+  EXPECT_EQ(*ParseByteSize("4096"), 4096u);
+  EXPECT_EQ(*ParseByteSize("64K"), 65536u);
+  EXPECT_EQ(*ParseByteSize("128M"), 128u << 20);
+  EXPECT_EQ(*ParseByteSize("1G"), 1ull << 30);
+  EXPECT_FALSE(ParseByteSize("M").has_value());
+  EXPECT_FALSE(ParseByteSize("5T").has_value());
+}
+
+}  // namespace
+}  // namespace torchxd::daemon

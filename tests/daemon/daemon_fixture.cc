@@ -1,0 +1,166 @@
+#include "tests/daemon/daemon_fixture.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+extern char** environ;
+
+namespace torchxd::testing {
+
+void DaemonFixture::SetUp() {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  // Short: a Unix socket path must fit in 108 bytes.
+  static int counter = 0;
+  dir_ = fs::temp_directory_path() / ("txd_" + std::to_string(::getpid()) + "_" + std::to_string(++counter));
+  (void)info;
+  fs::remove_all(dir_);
+  fs::create_directories(dir_);
+  socket_ = (dir_ / "run" / "torchxd.sock").string();
+  state_dir_ = (dir_ / "state").string();
+  daemon_log_ = (dir_ / "daemon.log").string();
+}
+
+void DaemonFixture::TearDown() {
+  if (daemon_pid_ > 0) StopDaemon(SIGTERM);
+  if (HasFailure()) {
+    std::cerr << "---- torchxd log ----\n" << ReadFile(daemon_log_) << "---------------------\n";
+  }
+  std::error_code ec;
+  fs::remove_all(dir_, ec);
+}
+
+void DaemonFixture::StartDaemon(const std::vector<std::string>& extra_args) {
+  std::vector<std::string> args = {TORCHXD_BIN, "--socket", socket_, "--state-dir", state_dir_,
+                                   "--grace-period", "0.5", "--log-level", "debug"};
+  args.insert(args.end(), extra_args.begin(), extra_args.end());
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    int fd = ::open(daemon_log_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  daemon_pid_ = pid;
+  bool up = WaitUntil([&] {
+    int status;
+    if (::waitpid(daemon_pid_, &status, WNOHANG) == daemon_pid_) {
+      daemon_pid_ = -1;
+      return true;
+    }
+    return DaemonClient::Connect(socket_).has_value();
+  });
+  ASSERT_TRUE(up && daemon_pid_ > 0) << "torchxd did not come up:\n" << ReadFile(daemon_log_);
+}
+
+int DaemonFixture::StopDaemon(int sig) {
+  if (daemon_pid_ <= 0) return -1;
+  ::kill(daemon_pid_, sig);
+  int status = 0;
+  ::waitpid(daemon_pid_, &status, 0);
+  daemon_pid_ = -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+Result<json> DaemonFixture::Call(const std::string& method, const json& params) {
+  auto client = DaemonClient::Connect(socket_);
+  if (!client) return Fail(client.error());
+  return client->Call(method, params);
+}
+
+json DaemonFixture::CallOk(const std::string& method, const json& params) {
+  auto r = Call(method, params);
+  EXPECT_TRUE(r.has_value()) << method << ": " << (r ? "" : r.error().message);
+  return r ? *r : json();
+}
+
+std::string DaemonFixture::Run(const json& app, const json& cfg, const std::string& scheduler,
+                               const std::string& cwd) {
+  json env = json::object();
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string kv(*e);
+    size_t eq = kv.find('=');
+    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  json result = CallOk("run", {{"app", app},
+                               {"cfg", cfg},
+                               {"scheduler", scheduler},
+                               {"cwd", cwd.empty() ? dir_.string() : cwd},
+                               {"env", env}});
+  return result.value("app_handle", "");
+}
+
+json DaemonFixture::Wait(const std::string& handle) { return CallOk("wait", {{"app_handle", handle}}); }
+json DaemonFixture::Status(const std::string& handle) { return CallOk("status", {{"app_handle", handle}}); }
+
+json DaemonFixture::FakeRole(const std::string& name, const std::vector<std::string>& args,
+                             int num_replicas) {
+  return {{"name", name}, {"entrypoint", FAKE_JOB}, {"args", args}, {"num_replicas", num_replicas}};
+}
+
+json DaemonFixture::App(const std::string& name, const std::vector<json>& roles) {
+  return {{"name", name}, {"roles", roles}};
+}
+
+std::string DaemonFixture::LogDirOf(const std::string& handle) {
+  return state_dir_ + "/logs/torchx/" + handle.substr(handle.rfind('/') + 1);
+}
+
+std::string DaemonFixture::ReadLog(const std::string& handle, const std::string& role, int replica,
+                                   const std::string& stream) {
+  return ReadFile(LogDirOf(handle) + "/" + role + "/" + std::to_string(replica) + "/" + stream + ".log");
+}
+
+std::string DaemonFixture::ReadFile(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::vector<pid_t> DaemonFixture::ReadPids(const fs::path& path) {
+  std::vector<pid_t> pids;
+  std::ifstream in(path);
+  for (pid_t p; in >> p;) pids.push_back(p);
+  return pids;
+}
+
+bool DaemonFixture::ProcessGone(pid_t pid) {
+  if (::kill(pid, 0) != 0) return true;
+  std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
+  size_t close = stat.rfind(')');
+  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'Z';
+}
+
+bool DaemonFixture::WaitUntil(const std::function<bool()>& condition, double timeout_seconds) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_seconds);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return condition();
+}
+
+const json& DaemonFixture::Replica(const json& status, const std::string& role, int id) {
+  for (const auto& r : status["roles"]) {
+    if (r["role"] != role) continue;
+    for (const auto& rep : r["replicas"]) {
+      if (rep["id"] == id) return rep;
+    }
+  }
+  static const json kNull;
+  ADD_FAILURE() << "no replica " << role << "/" << id << " in " << status.dump();
+  return kNull;
+}
+
+}  // namespace torchxd::testing

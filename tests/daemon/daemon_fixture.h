@@ -1,0 +1,64 @@
+// DaemonFixture: starts the real torchxd in a private temp dir and talks to it
+// over its socket with the core client. Replicas are the fake_job helper.
+#ifndef TORCHXD_TESTS_DAEMON_DAEMON_FIXTURE_H_
+#define TORCHXD_TESTS_DAEMON_DAEMON_FIXTURE_H_
+
+#include <sys/types.h>
+
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "core/client.h"
+
+namespace torchxd::testing {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+class DaemonFixture : public ::testing::Test {
+ protected:
+  void SetUp() override;
+  void TearDown() override;
+
+  // Starts torchxd (fixture defaults: --grace-period 0.5) and waits until it answers.
+  void StartDaemon(const std::vector<std::string>& extra_args = {});
+  // Sends `sig` and reaps the daemon; returns its exit code (or 128+signal).
+  int StopDaemon(int sig = SIGTERM);
+
+  Result<json> Call(const std::string& method, const json& params);
+  json CallOk(const std::string& method, const json& params);
+  // Submits `app` from `cwd` (default: the temp dir) with this process's env.
+  std::string Run(const json& app, const json& cfg = json::object(),
+                  const std::string& scheduler = "local_cwd", const std::string& cwd = "");
+  json Wait(const std::string& handle);
+  json Status(const std::string& handle);
+
+  // A role running fake_job with `args`.
+  static json FakeRole(const std::string& name, const std::vector<std::string>& args,
+                       int num_replicas = 1);
+  static json App(const std::string& name, const std::vector<json>& roles);
+
+  std::string LogDirOf(const std::string& handle);  // {log_dir}/torchx/{app_id}
+  std::string ReadLog(const std::string& handle, const std::string& role, int replica,
+                      const std::string& stream = "stdout");
+  static std::string ReadFile(const fs::path& path);
+  static std::vector<pid_t> ReadPids(const fs::path& path);
+  static bool ProcessGone(pid_t pid);  // gone or a zombie
+  static bool WaitUntil(const std::function<bool()>& condition, double timeout_seconds = 15);
+  static const json& Replica(const json& status, const std::string& role, int id);
+
+  fs::path dir_;
+  std::string socket_;
+  std::string state_dir_;
+  pid_t daemon_pid_ = -1;
+  std::string daemon_log_;
+};
+
+}  // namespace torchxd::testing
+
+#endif  // TORCHXD_TESTS_DAEMON_DAEMON_FIXTURE_H_

@@ -1,0 +1,152 @@
+// The daemon's lifecycle: shutdown, crash, restart, lock, stale socket, app cache.
+#include <sys/stat.h>
+
+#include <gmock/gmock.h>
+
+#include "tests/daemon/daemon_fixture.h"
+
+namespace torchxd::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+class LifecycleTest : public DaemonFixture {
+ protected:
+  // An app whose replicas ignore SIGTERM and each leave a setsid'd grandchild.
+  std::string RunStubborn(int replicas = 2) {
+    json role = FakeRole("w", {"--pidfile", (dir_ / "pids").string(), "--grandchild",
+                               (dir_ / "grandchildren").string(), "--ignore-term", "--sleep", "60"},
+                         replicas);
+    std::string h = Run(App("stubborn", {role}));
+    EXPECT_TRUE(WaitUntil([&] {
+      return ReadPids(dir_ / "pids").size() == static_cast<size_t>(replicas) &&
+             ReadPids(dir_ / "grandchildren").size() == static_cast<size_t>(replicas);
+    }));
+    return h;
+  }
+  void ExpectNoProcessLeft() {
+    for (const char* file : {"pids", "grandchildren"}) {
+      for (pid_t p : ReadPids(dir_ / file)) {
+        EXPECT_TRUE(WaitUntil([&] { return ProcessGone(p); }, 5)) << file << " pid " << p;
+      }
+    }
+  }
+};
+
+TEST_F(LifecycleTest, SigtermStopsEveryReplicaRecordsStatesAndExitsZero) {
+  StartDaemon();
+  std::string h = RunStubborn();
+  EXPECT_EQ(StopDaemon(SIGTERM), 0);
+  ExpectNoProcessLeft();  // grandchildren in their own sessions included
+  StartDaemon();
+  json st = Status(h);
+  EXPECT_EQ(st["state"], "CANCELLED");
+  EXPECT_EQ(st["msg"], "torchxd was stopped");
+  EXPECT_EQ(Replica(st, "w", 1)["state_name"], "CANCELLED");
+}
+
+TEST_F(LifecycleTest, SigintBehavesLikeSigterm) {
+  StartDaemon();
+  RunStubborn(1);
+  EXPECT_EQ(StopDaemon(SIGINT), 0);
+  ExpectNoProcessLeft();
+}
+
+TEST_F(LifecycleTest, SigkillLeavesNoProcessAndTheRestartReconciles) {
+  StartDaemon();
+  std::string h = RunStubborn();
+  StopDaemon(SIGKILL);
+  ExpectNoProcessLeft();
+  StartDaemon();  // replaces the stale socket the killed daemon left
+  json st = Status(h);
+  EXPECT_EQ(st["state"], "FAILED");
+  EXPECT_EQ(st["msg"], "torchxd stopped unexpectedly");
+  EXPECT_EQ(Replica(st, "w", 0)["state_name"], "FAILED");
+  EXPECT_EQ(Replica(st, "w", 0)["error_message"], "torchxd stopped unexpectedly");
+}
+
+TEST_F(LifecycleTest, FinishedAppsSurviveARestart) {
+  StartDaemon();
+  std::string h = Run(App("keep", {FakeRole("r", {"--stdout", "kept", "--exit", "2"}, 2)}));
+  json before = Wait(h);
+  EXPECT_EQ(StopDaemon(), 0);
+  StartDaemon();
+  json after = Status(h);
+  EXPECT_EQ(after, before);
+  json desc = CallOk("describe", {{"app_handle", h}});
+  EXPECT_EQ(desc["app"]["roles"][0]["args"], json({"--stdout", "kept", "--exit", "2"}));
+  EXPECT_FALSE(desc.contains("env"));  // the client environment is never shown back
+  EXPECT_EQ(desc.dump().find("TORCHXD_TEST"), std::string::npos);
+}
+
+TEST_F(LifecycleTest, TheSessionOfAHandleIsEchoedNotMatched) {
+  StartDaemon();
+  std::string h = Run(App("s", {FakeRole("r", {})}));
+  Wait(h);
+  std::string other = "local_cwd://another/" + h.substr(h.rfind('/') + 1);
+  EXPECT_EQ(Status(other)["state"], "SUCCEEDED");
+}
+
+TEST_F(LifecycleTest, ASecondDaemonOnTheSameStateDirRefuses) {
+  StartDaemon();
+  std::string out = (dir_ / "second.log").string();
+  std::string cmd = std::string(TORCHXD_BIN) + " --socket " + (dir_ / "other.sock").string() +
+                    " --state-dir " + state_dir_ + " > " + out + " 2>&1";
+  int rc = std::system(cmd.c_str());
+  EXPECT_EQ(WEXITSTATUS(rc), 2);
+  EXPECT_THAT(ReadFile(out), HasSubstr("another torchxd (pid " + std::to_string(daemon_pid_) +
+                                       ") is running on state dir"));
+  EXPECT_TRUE(Call("version", json::object()).has_value());  // the first one is undisturbed
+}
+
+TEST_F(LifecycleTest, SocketIsPrivateAndItsDirectoryMustBeOurs) {
+  StartDaemon();
+  struct stat st;
+  ASSERT_EQ(::stat(socket_.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  ASSERT_EQ(::stat((dir_ / "run").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  EXPECT_EQ(StopDaemon(), 0);
+  EXPECT_FALSE(fs::exists(socket_));  // removed on a clean exit
+}
+
+TEST_F(LifecycleTest, CacheEvictsTheOldestFinishedAppWithItsLogs) {
+  StartDaemon({"--cache-size", "2"});
+  std::string first = Run(App("a", {FakeRole("r", {})}));
+  Wait(first);
+  std::string second = Run(App("b", {FakeRole("r", {})}));
+  Wait(second);
+  ASSERT_TRUE(fs::exists(LogDirOf(first)));
+  std::string third = Run(App("c", {FakeRole("r", {})}));
+  Wait(third);
+  auto gone = Call("status", {{"app_handle", first}});
+  ASSERT_FALSE(gone.has_value());
+  EXPECT_EQ(gone.error().code, ErrorCode::kNotFound);
+  EXPECT_THAT(gone.error().message,
+              HasSubstr("does not exist or has been removed from `local_cwd`'s data plane"));
+  EXPECT_TRUE(WaitUntil([&] { return !fs::exists(LogDirOf(first)); }));
+  EXPECT_EQ(Status(second)["state"], "SUCCEEDED");
+}
+
+TEST_F(LifecycleTest, CacheFullOfRunningAppsRefusesNewRuns) {
+  StartDaemon({"--cache-size", "1"});
+  std::string running = Run(App("a", {FakeRole("r", {"--sleep", "60"})}));
+  auto refused = Call("run", {{"app", App("b", {FakeRole("r", {})})}, {"cwd", dir_.string()}});
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().message, "App cache size (1) exceeded. Increase the cache size (torchxd --cache-size)");
+  CallOk("cancel", {{"app_handle", running}, {"grace_period", 0}});
+}
+
+TEST_F(LifecycleTest, UserLogDirIsNeverDeletedOnEviction) {
+  StartDaemon({"--cache-size", "1"});
+  std::string user_logs = (dir_ / "mylogs").string();
+  std::string first = Run(App("a", {FakeRole("r", {"--stdout", "mine"})}), {{"log_dir", user_logs}});
+  Wait(first);
+  Wait(Run(App("b", {FakeRole("r", {})})));
+  EXPECT_FALSE(Call("status", {{"app_handle", first}}).has_value());
+  std::string app_id = first.substr(first.rfind('/') + 1);
+  EXPECT_EQ(ReadFile(user_logs + "/torchx/" + app_id + "/r/0/stdout.log"), "mine\n");
+}
+
+}  // namespace
+}  // namespace torchxd::testing

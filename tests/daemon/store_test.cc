@@ -1,0 +1,75 @@
+#include "daemon/store.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+namespace torchxd::daemon {
+namespace {
+
+namespace fs = std::filesystem;
+
+class StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("store_test_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string Path() { return (dir_ / "torchxd.db").string(); }
+  fs::path dir_;
+};
+
+TEST_F(StoreTest, AppsAndLatestReplicaAttemptsRoundTrip) {
+  {
+    auto store = Store::Open(Path(), nullptr);
+    ASSERT_TRUE(store.has_value()) << store.error().message;
+    ASSERT_TRUE((*store)->PutApp("local_cwd", "a-1", 3, 100, {{"k", "v"}}).has_value());
+    ASSERT_TRUE((*store)->PutApp("local_cwd", "a-1", 4, 100, {{"k", "v2"}}).has_value());
+    ASSERT_TRUE((*store)->PutReplica("local_cwd", "a-1", "r", 0, 1, 5, {{"attempt", 1}}).has_value());
+    ASSERT_TRUE((*store)->PutReplica("local_cwd", "a-1", "r", 0, 2, 4, {{"attempt", 2}}).has_value());
+    ASSERT_TRUE((*store)->AddEvent("local_cwd", "a-1", 1, "app", 4, "").has_value());
+  }
+  auto store = Store::Open(Path(), nullptr);
+  auto apps = (*store)->LoadApps();
+  ASSERT_TRUE(apps.has_value());
+  ASSERT_EQ(apps->size(), 1u);
+  EXPECT_EQ((*apps)[0].record["k"], "v2");
+  ASSERT_EQ((*apps)[0].replicas.size(), 1u);
+  EXPECT_EQ((*apps)[0].replicas[0]["attempt"], 2);
+  ASSERT_TRUE((*store)->DeleteApp("local_cwd", "a-1").has_value());
+  EXPECT_TRUE((*store)->LoadApps()->empty());
+}
+
+TEST_F(StoreTest, ACorruptDatabaseIsMovedAsideAndReplaced) {
+  std::ofstream(Path()) << std::string(4096, 'g');
+  std::string warning;
+  auto store = Store::Open(Path(), &warning);
+  ASSERT_TRUE(store.has_value()) << store.error().message;
+  EXPECT_NE(warning.find("was corrupt; moved it to"), std::string::npos) << warning;
+  bool aside = false;
+  for (const auto& e : fs::directory_iterator(dir_)) {
+    aside = aside || e.path().filename().string().find("torchxd.db.corrupt-") == 0;
+  }
+  EXPECT_TRUE(aside);
+  EXPECT_TRUE((*store)->PutApp("local_cwd", "b", 1, 1, {}).has_value());
+}
+
+TEST_F(StoreTest, ANewerSchemaIsRefused) {
+  {
+    auto store = Store::Open(Path(), nullptr);
+    ASSERT_TRUE(store.has_value());
+  }
+  std::string cmd = "sqlite3 " + Path() + " \"UPDATE meta SET value='99' WHERE key='schema_version'\" 2>/dev/null";
+  if (std::system(cmd.c_str()) != 0) GTEST_SKIP() << "sqlite3 command-line tool not installed";
+  auto store = Store::Open(Path(), nullptr);
+  ASSERT_FALSE(store.has_value());
+  EXPECT_NE(store.error().message.find("newer than this torchxd"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace torchxd::daemon
