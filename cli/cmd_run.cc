@@ -4,6 +4,8 @@
 
 #include "cli/app_resolver.h"
 #include "cli/commands.h"
+#include "cli/daemon_connection.h"
+#include "core/app_status.h"
 #include "core/app_handle.h"
 #include "core/app_json.h"
 #include "core/ids.h"
@@ -72,7 +74,7 @@ int PrintDryrun(const RunArgs& args, const core::AppDef& app, const core::Cfg& c
 
 }  // namespace
 
-int CmdRun(const RunArgs& args, const CliContext& ctx) {
+int CmdRun(const GlobalArgs& global, const RunArgs& args, const CliContext& ctx) {
   if (args.component.empty()) {
     return ReportError(ctx,
                        "missing COMPONENT: pass a builtin (see `torchx builtins`) or a path to "
@@ -88,10 +90,27 @@ int CmdRun(const RunArgs& args, const CliContext& ctx) {
     return kExitOk;
   }
   if (args.dryrun) return PrintDryrun(args, resolved->app, *cfg, ctx);
-  return ReportError(ctx,
-                     "submitting needs the torchxd daemon, which this build does not include "
-                     "yet; use `torchx run --dryrun ...` to see what would run",
-                     kExitNoDaemon);
+  auto client = ConnectToDaemon({global.socket, true}, ctx);
+  if (!client) return ReportError(ctx, client.error().message, kExitNoDaemon);
+  nlohmann::json params = {{"app", core::AppDefToJson(resolved->app)},
+                           {"scheduler", args.scheduler},
+                           {"cfg", core::CfgToJson(*cfg)},
+                           {"cwd", ctx.cwd},
+                           {"env", ctx.environ}};
+  auto submitted = client->Call("run", params);
+  if (!submitted) return ReportCallError(ctx, submitted.error());
+  std::string handle = (*submitted)["app_handle"];
+  *ctx.out << handle << std::endl;
+  if (!args.wait && !args.log) return kExitOk;
+  if (args.log) {
+    if (int rc = StreamLogs(global, handle, ctx); rc != kExitOk) return rc;
+  }
+  auto final_status = client->Call("wait", {{"app_handle", handle}});
+  if (!final_status) return ReportCallError(ctx, final_status.error());
+  if ((*final_status)["state"] == "SUCCEEDED") return kExitOk;
+  auto status = core::AppStatusFromJson(*final_status);
+  *ctx.err << (status ? core::FormatAppStatus(*status) : final_status->dump(2)) << "\n";
+  return kExitFailed;
 }
 
 }  // namespace torchxd::cli

@@ -5,12 +5,19 @@
 #ifndef TORCHXD_CLI_COMMANDS_H_
 #define TORCHXD_CLI_COMMANDS_H_
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cli/cli_context.h"
+#include "core/result.h"
 
 namespace torchxd::cli {
+
+struct GlobalArgs {
+  std::string socket;  // --socket
+};
 
 struct RunArgs {
   std::string scheduler = "local_cwd";
@@ -22,9 +29,48 @@ struct RunArgs {
   std::vector<std::string> component_args;
 };
 
+struct LogArgs {
+  std::string selector;  // HANDLE[/ROLE[/IDS]]
+  std::string streams = "combined";
+  std::string regex;
+  std::string since, until;
+  bool tail = false;  // -t/--tail: follow
+  std::optional<int> lines;
+  std::optional<int> attempt;
+  bool timestamps = false;
+  bool json = false;
+};
+
+struct LogSelector {
+  std::string handle;
+  std::optional<std::string> role;
+  std::vector<int> replicas;
+};
+// TorchX's `SCHEDULER://[SESSION]/APP_ID[/ROLE[/1,2]]` (an empty session is "default").
+[[nodiscard]] Result<LogSelector> ParseLogSelector(const std::string& selector);
+// RFC 3339, a zone-less local time, or relative (30s, 10m, 2h, 1d) before now.
+[[nodiscard]] Result<int64_t> ParseLogTime(const std::string& text, int64_t now_ms);
+
 int CmdBuiltins(const CliContext& ctx);
+int CmdLog(const GlobalArgs& global, const LogArgs& args, const CliContext& ctx);
+// Follows every replica's combined log to stderr with the `role/replica ` prefix.
+int StreamLogs(const GlobalArgs& global, const std::string& handle, const CliContext& ctx);
 int CmdRunopts(const std::string& scheduler, const CliContext& ctx);
-int CmdRun(const RunArgs& args, const CliContext& ctx);
+int CmdRun(const GlobalArgs& global, const RunArgs& args, const CliContext& ctx);
+int CmdStatus(const GlobalArgs& global, const std::string& handle, bool as_json,
+              const std::vector<std::string>& roles, const CliContext& ctx);
+int CmdDescribe(const GlobalArgs& global, const std::string& handle, bool as_json,
+                const CliContext& ctx);
+int CmdList(const GlobalArgs& global, const std::string& scheduler, bool as_json,
+            const CliContext& ctx);
+int CmdCancel(const GlobalArgs& global, const std::string& handle, std::optional<double> grace,
+              const CliContext& ctx);
+int CmdDelete(const GlobalArgs& global, const std::string& handle, const CliContext& ctx);
+int CmdDaemon(const GlobalArgs& global, const std::string& action, const CliContext& ctx);
+
+// Maps a daemon error to an exit code: 2 invalid input, 3 connection lost, else 1.
+int ExitCodeFor(const Error& error);
+int ReportCallError(const CliContext& ctx, const Error& error);
 
 // "torchx: error: <message>" on stderr; returns `exit_code`.
 int ReportError(const CliContext& ctx, const std::string& message, int exit_code);

@@ -1,8 +1,8 @@
 // torchx: the command line (TorchX-compatible), built on CLI11.
 //
 // Debian's CLI11 2.1.2 cannot declare a `-cfg` option, so `-cfg` is mapped to
-// `--scheduler_args` before parsing, and everything from COMPONENT on is
-// passed to the component untouched.
+// `--scheduler_args` before parsing (argv.h), and everything from COMPONENT on
+// is passed to the component untouched.
 #include <CLI/CLI.hpp>
 
 #include "cli/argv.h"
@@ -23,34 +23,83 @@ int NotSupported(const CliContext& ctx, const std::string& what) {
 }
 
 int Main(int argc, char** argv) {
+  namespace cli = torchxd::cli;
   CliContext ctx = CliContext::FromProcess();
-  std::vector<std::string> args = torchxd::cli::NormalizeArgv(argc, argv);
+  std::vector<std::string> args = cli::NormalizeArgv(argc, argv);
 
-  CLI::App app{"torchx: launch TorchX jobs through the torchxd daemon", "torchx"};
+  CLI::App app{"torchx: launch and manage TorchX jobs through the torchxd daemon", "torchx"};
   app.footer(kFooter);
   app.set_version_flag("--version", "torchx (torchxd) " TORCHXD_VERSION);
   app.require_subcommand(1);
+  cli::GlobalArgs global;  // global flags come before the subcommand: torchx --socket S status H
+  app.add_option("--socket", global.socket, "torchxd socket (default: $TORCHXD_SOCKET, then the user daemon)");
+  std::string log_level;
+  app.add_option("--log_level", log_level, "accepted for TorchX compatibility");
 
-  torchxd::cli::RunArgs run_args;
-  auto* run = app.add_subcommand("run", "Run a component (builtin or AppDef JSON file)");
+  cli::RunArgs run_args;
+  auto* run = app.add_subcommand("run", "Run a component (a builtin or an AppDef JSON file)");
   run->add_option("-s,--scheduler", run_args.scheduler, "scheduler (default: local_cwd)");
   run->add_option("--scheduler_args", run_args.scheduler_args,
                   "-cfg k1=v1,k2=v2: scheduler run options (see `torchx runopts`)");
   run->add_flag("--dryrun", run_args.dryrun, "print the AppDef and scheduler request, run nothing");
-  run->add_flag("--wait", run_args.wait, "wait until the app is terminal");
-  run->add_flag("--log", run_args.log, "stream the app's logs (implies --wait)");
+  run->add_flag("--wait", run_args.wait, "wait until the app is terminal; exit 1 unless it SUCCEEDED");
+  run->add_flag("--log", run_args.log, "stream every replica's log to stderr (implies --wait)");
   std::string unsupported;
-  for (const char* flag : {"--workspace", "--buck-target", "--parent_run_id", "--stdin",
-                           "--tee_logs"}) {
+  for (const char* flag : {"--workspace", "--buck-target", "--parent_run_id", "--stdin", "--tee_logs"}) {
     run->add_option_function<std::string>(
         flag, [&unsupported, flag](const std::string&) { unsupported = flag; }, "not supported yet");
   }
   run->prefix_command();  // COMPONENT and everything after it stay untouched
 
+  std::string handle;
+  bool as_json = false;
+  std::vector<std::string> roles;
+  auto* status = app.add_subcommand("status", "Show an app's status");
+  status->add_option("app_handle", handle, "scheduler://session/app_id")->required();
+  status->add_flag("--json", as_json, "TorchX's AppStatus.to_json, with torchxd's fields");
+  status->add_option("--roles", roles, "only these roles (comma separated)")->delimiter(',');
+
+  auto* describe = app.add_subcommand("describe", "Show an app's AppDef (accepted back by `torchx run`)");
+  describe->add_option("app_handle", handle, "scheduler://session/app_id")->required();
+  describe->add_flag("--json", as_json, "the full description: handle, state, cfg and AppDef");
+
+  std::string list_scheduler;
+  auto* list = app.add_subcommand("list", "List apps, newest first");
+  list->add_option("-s,--scheduler", list_scheduler, "only this scheduler");
+  list->add_flag("--json", as_json, "an array of objects");
+
+  std::optional<double> grace;
+  auto* cancel = app.add_subcommand("cancel", "Stop an app: SIGTERM, the grace period, then SIGKILL");
+  cancel->add_option("app_handle", handle, "scheduler://session/app_id")->required();
+  cancel->add_option("--grace-period", grace, "seconds between SIGTERM and SIGKILL (default: the daemon's)")
+      ->check(CLI::NonNegativeNumber);
+
+  auto* del = app.add_subcommand("delete", "Purge an app's record and logs (stopping it first)");
+  del->add_option("app_handle", handle, "scheduler://session/app_id")->required();
+
+  cli::LogArgs log_args;
+  auto* log = app.add_subcommand("log", "Print replica logs: HANDLE[/ROLE[/REPLICA_IDS]]");
+  log->add_option("selector", log_args.selector, "e.g. local_cwd://torchx/echo-x7/echo/0,1")->required();
+  log->add_option("--streams", log_args.streams, "combined (default), stdout or stderr")
+      ->check(CLI::IsMember({"combined", "stdout", "stderr"}));
+  log->add_option("--regex", log_args.regex, "only lines where this pattern occurs");
+  log->add_flag("-t,--tail", log_args.tail, "follow until the app is terminal");
+  log->add_option("--since", log_args.since, "from this time (RFC 3339, local time, or 30s/10m/2h/1d ago)");
+  log->add_option("--until", log_args.until, "before this time (same forms)");
+  log->add_option("-n,--lines", log_args.lines, "only the last N lines")->check(CLI::NonNegativeNumber);
+  log->add_option("--attempt", log_args.attempt, "only this attempt of a retried replica")->check(CLI::PositiveNumber);
+  log->add_flag("--timestamps", log_args.timestamps, "print each line's arrival time");
+  log->add_flag("--json", log_args.json, "one JSON object per line");
+
   auto* builtins = app.add_subcommand("builtins", "List the builtin components");
   std::string runopts_scheduler;
   auto* runopts = app.add_subcommand("runopts", "Show the run options of the schedulers");
   runopts->add_option("scheduler", runopts_scheduler, "only this scheduler");
+
+  std::string daemon_action;
+  auto* daemon = app.add_subcommand("daemon", "torchxd itself: status or stop");
+  daemon->add_option("action", daemon_action, "status | stop")->required()->check(CLI::IsMember({"status", "stop"}));
+
   for (const char* name : {"configure", "tracker"}) {
     app.add_subcommand(name, "not supported yet")->allow_extras()->prefix_command();
   }
@@ -65,8 +114,7 @@ int Main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    return torchxd::cli::ReportError(
-        ctx, std::string(e.what()) + " (see `torchx --help`)", torchxd::cli::kExitUsage);
+    return cli::ReportError(ctx, std::string(e.what()) + " (see `torchx --help`)", cli::kExitUsage);
   }
 
   if (*run) {
@@ -76,14 +124,19 @@ int Main(int argc, char** argv) {
       run_args.component = rest[0];
       run_args.component_args.assign(rest.begin() + 1, rest.end());
     }
-    return torchxd::cli::CmdRun(run_args, ctx);
+    return cli::CmdRun(global, run_args, ctx);
   }
-  if (*builtins) return torchxd::cli::CmdBuiltins(ctx);
-  if (*runopts) return torchxd::cli::CmdRunopts(runopts_scheduler, ctx);
-  for (const auto* sub : app.get_subcommands()) {
-    return NotSupported(ctx, "`torchx " + sub->get_name() + "`");
-  }
-  return torchxd::cli::kExitUsage;
+  if (*status) return cli::CmdStatus(global, handle, as_json, roles, ctx);
+  if (*describe) return cli::CmdDescribe(global, handle, as_json, ctx);
+  if (*list) return cli::CmdList(global, list_scheduler, as_json, ctx);
+  if (*cancel) return cli::CmdCancel(global, handle, grace, ctx);
+  if (*del) return cli::CmdDelete(global, handle, ctx);
+  if (*log) return cli::CmdLog(global, log_args, ctx);
+  if (*builtins) return cli::CmdBuiltins(ctx);
+  if (*runopts) return cli::CmdRunopts(runopts_scheduler, ctx);
+  if (*daemon) return cli::CmdDaemon(global, daemon_action, ctx);
+  for (const auto* sub : app.get_subcommands()) return NotSupported(ctx, "`torchx " + sub->get_name() + "`");
+  return cli::kExitUsage;
 }
 
 }  // namespace

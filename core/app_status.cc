@@ -184,7 +184,8 @@ json AppStatusToJson(const AppStatus& status) {
                               {"attempt", r.attempt},
                               {"start_time", OptionalTime(r.start_time_ms)},
                               {"end_time", OptionalTime(r.end_time_ms)},
-                              {"error_message", r.error_message}});
+                              {"error_message", r.error_message},
+                              {"log_bytes_lost", r.log_bytes_lost}});
     }
     roles.push_back(json{{"role", role.role}, {"replicas", replicas}});
   }
@@ -225,7 +226,7 @@ Result<AppStatus> AppStatusFromJson(const json& node) {
       JsonReader x((*replicas)[k], JsonPathIndex(role_path + ".replicas", k),
                    {"id", "state", "state_name", "role", "hostname", "hostaddr",
                     "structured_error_msg", "pid", "exit_code", "signal", "attempt", "start_time",
-                    "end_time", "error_message"});
+                    "end_time", "error_message", "log_bytes_lost"});
       ReplicaStatus rep;
       rep.id = x.Int("id", 0);
       auto state = AppStateFromInt(x.Int("state", 7));
@@ -240,6 +241,9 @@ Result<AppStatus> AppStatusFromJson(const json& node) {
       rep.start_time_ms = TimeField(x, "start_time");
       rep.end_time_ms = TimeField(x, "end_time");
       rep.error_message = x.String("error_message", "");
+      if (const auto* lost = x.Field("log_bytes_lost"); lost && lost->is_number_unsigned()) {
+        rep.log_bytes_lost = lost->get<uint64_t>();
+      }
       if (auto done = x.Finish(); !done) return Fail(done.error());
       role.replicas.push_back(std::move(rep));
     }

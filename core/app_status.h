@@ -37,6 +37,7 @@ struct ReplicaStatus {
   std::optional<int64_t> start_time_ms;
   std::optional<int64_t> end_time_ms;
   std::string error_message;
+  uint64_t log_bytes_lost = 0;  // output the daemon could not store (disk full)
 
   bool operator==(const ReplicaStatus&) const = default;
 };

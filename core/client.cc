@@ -38,8 +38,8 @@ Result<std::string> DaemonClient::ReadFrame() {
     char chunk[65536];
     ssize_t n = ::read(fd_.get(), chunk, sizeof(chunk));
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Fail(Error::Unavailable(std::string("read from torchxd: ") + strerror(errno)));
-    if (n == 0) return Fail(Error::Unavailable("torchxd closed the connection"));
+    if (n < 0) return Fail(Error::Io(std::string("read from torchxd: ") + strerror(errno)));
+    if (n == 0) return Fail(Error::Io("torchxd closed the connection"));
     buffer_.append(chunk, static_cast<size_t>(n));
   }
 }
@@ -51,7 +51,17 @@ Result<nlohmann::json> DaemonClient::Call(const std::string& method, const nlohm
   for (size_t off = 0; off < frame.size();) {
     ssize_t n = ::send(fd_.get(), frame.data() + off, frame.size() - off, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Fail(Error::Unavailable(std::string("write to torchxd: ") + strerror(errno)));
+    if (n < 0) {
+      // The daemon may have refused us before reading (connection limit,
+      // wrong uid): its reason is waiting to be read.
+      std::string write_error = std::string("write to torchxd: ") + strerror(errno);
+      auto pending = ReadFrame();
+      if (pending) {
+        auto reply = nlohmann::json::parse(*pending, nullptr, false);
+        if (reply.is_object() && reply.contains("error")) return Fail(protocol::ErrorFromJson(reply["error"]));
+      }
+      return Fail(Error::Io(write_error));
+    }
     off += static_cast<size_t>(n);
   }
   for (;;) {

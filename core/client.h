@@ -22,7 +22,7 @@ class DaemonClient {
 
   using EventCallback = std::function<void(const nlohmann::json& event)>;
   // Sends one request and waits for its result; events go to `on_event`.
-  // A daemon-side error comes back as that Error.
+  // A daemon-side error comes back as that Error; a broken connection is Io.
   [[nodiscard]] Result<nlohmann::json> Call(const std::string& method, const nlohmann::json& params,
                                             const EventCallback& on_event = nullptr);
 

@@ -73,6 +73,8 @@ core::AppStatus AppRecord::Status() const {
       x.start_time_ms = r.start_ms;
       x.end_time_ms = r.end_ms;
       x.error_message = r.error_message;
+      auto lost = log_bytes_lost.find(r.role + "/" + std::to_string(r.replica_id));
+      if (lost != log_bytes_lost.end()) x.log_bytes_lost = lost->second;
       rs.replicas.push_back(std::move(x));
     }
     s.roles.push_back(std::move(rs));
@@ -99,6 +101,8 @@ json AppRecord::ToJson() const {
               {"app_log_dir", app_log_dir},
               {"user_log_dir", user_log_dir},
               {"owner_uid", owner_uid},
+              {"log_max_bytes", log_max_bytes},
+              {"log_bytes_lost", log_bytes_lost},
               {"replicas", reps}};
 }
 
@@ -124,6 +128,8 @@ Result<AppRecord> AppRecord::FromJson(const json& j) {
     r.app_log_dir = j.value("app_log_dir", "");
     r.user_log_dir = j.value("user_log_dir", false);
     r.owner_uid = j.value("owner_uid", 0u);
+    r.log_max_bytes = j.value("log_max_bytes", uint64_t{0});
+    r.log_bytes_lost = j.value("log_bytes_lost", std::map<std::string, uint64_t>{});
     for (const auto& rj : j.value("replicas", json::array())) r.replicas.push_back(ReplicaInfoFromJson(rj));
     return r;
   } catch (const json::exception& e) {

@@ -1,5 +1,7 @@
 #include "daemon/config.h"
 
+#include "core/paths.h"
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -102,25 +104,11 @@ ParsedArgs ParseDaemonArgs(int argc, char** argv, const core::EnvLookup& env) {
     std::cerr << "torchxd: --log-max-bytes: " << bytes.error().message << "\n";
     return {std::nullopt, 2};
   }
-  std::string uid = std::to_string(::getuid());
-  std::string home = env("HOME").value_or("/");
   if (c.socket.empty()) {
-    if (c.system) {
-      c.socket = "/run/torchxd/torchxd.sock";
-    } else if (auto xdg = env("XDG_RUNTIME_DIR"); xdg && !xdg->empty()) {
-      c.socket = *xdg + "/torchxd/torchxd.sock";
-    } else {
-      c.socket = "/tmp/torchxd-" + uid + "/torchxd.sock";
-    }
+    c.socket = c.system ? std::string(core::kSystemSocket) : core::UserSocketPath(env, ::getuid());
   }
   if (c.state_dir.empty()) {
-    if (c.system) {
-      c.state_dir = "/var/lib/torchxd";
-    } else if (auto xdg = env("XDG_STATE_HOME"); xdg && !xdg->empty()) {
-      c.state_dir = *xdg + "/torchxd";
-    } else {
-      c.state_dir = home + "/.local/state/torchxd";
-    }
+    c.state_dir = c.system ? std::string(core::kSystemStateDir) : core::UserStateDir(env);
   }
   if (c.log_dir.empty()) c.log_dir = c.state_dir + "/logs";
   if (c.shim.empty()) c.shim = DefaultShim();

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 
@@ -89,12 +90,19 @@ Result<void> Daemon::Prepare() {
   opts.cache_size = config_.cache_size;
   opts.grace_seconds = config_.grace_period;
   opts.shim_path = config_.shim;
+  opts.log_max_bytes = *ParseByteSize(config_.log_max_bytes);
   if (::access(opts.shim_path.c_str(), X_OK) != 0) {
     return Fail(Error::NotFound("torchxd-shim not found at " + opts.shim_path + " (pass --shim)"));
   }
   local_ = std::make_unique<LocalScheduler>(&loop_, store_.get(), opts);
   if (auto ok = local_->Load(); !ok) return ok;
-  service_ = std::make_unique<Service>(local_.get());
+  Service::DaemonInfo info;
+  info.socket = config_.socket;
+  info.state_dir = config_.state_dir;
+  info.started_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        std::chrono::system_clock::now().time_since_epoch()).count();
+  info.request_shutdown = [this] { OnSignal(SIGTERM); };
+  service_ = std::make_unique<Service>(&loop_, local_.get(), info);
   ServerLimits limits;
   limits.idle_timeout_seconds = config_.idle_timeout;
   limits.max_connections = config_.max_connections;
@@ -109,7 +117,7 @@ Result<void> Daemon::Prepare() {
 void Daemon::OnSignal(int signum) {
   if (stopping_) return;
   stopping_ = true;
-  spdlog::info("stopping signal={} running_apps={}", strsignal(signum), local_->running_apps());
+  spdlog::info("stopping reason={} running_apps={}", strsignal(signum), local_->running_apps());
   service_->set_shutting_down();
   server_->Close();
   local_->Shutdown([this] { Finish(); });
@@ -117,6 +125,7 @@ void Daemon::OnSignal(int signum) {
 
 void Daemon::Finish() {
   spdlog::info("all replicas stopped; exiting");
+  server_->Close();  // connections still busy (e.g. a wait) have had their answers
   sigterm_.reset();
   sigint_.reset();
 }

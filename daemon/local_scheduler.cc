@@ -16,6 +16,7 @@
 #include "core/app_handle.h"
 #include "core/ids.h"
 #include "core/replica_request.h"
+#include "daemon/config.h"
 #include "imageproviders/image_provider.h"
 
 namespace torchxd::daemon {
@@ -208,6 +209,13 @@ Result<const AppRecord*> LocalScheduler::Submit(SubmitRequest request) {
     }
     rec->replicas.push_back(info);
   }
+  if (auto max = CfgGet<std::string>(request.cfg, "log_max_bytes")) {
+    auto bytes = ParseByteSize(*max);
+    if (!bytes) return Fail(Error::InvalidArgument("log_max_bytes: " + bytes.error().message));
+    rec->log_max_bytes = *bytes;
+  } else {
+    rec->log_max_bytes = options_.log_max_bytes;
+  }
   rec->state = core::AppState::kSubmitted;
   Persist(*rec);  // stored before it is acknowledged
   Event(*rec, "submitted", static_cast<int>(rec->state), "");
@@ -264,6 +272,30 @@ void LocalScheduler::Wait(AppRecord& app, std::function<void(const AppRecord&)> 
   });
 }
 
+void LocalScheduler::Delete(AppRecord& app, std::function<void(core::AppState)> done) {
+  Cancel(app, std::nullopt, [this, done](const AppRecord& a, bool) {
+    core::AppState last = a.state;
+    std::string scheduler = a.scheduler, app_id = a.app_id;
+    // The runner is freed on the next loop turn; purge after that.
+    auto* timer = new uv_timer_t;
+    timer->data = new std::function<void()>([this, scheduler, app_id, last, done] {
+      if (AppRecord* rec = Find(scheduler, app_id)) {
+        if (rec->runner) by_runner_.erase(rec->runner.get());
+        rec->runner.reset();
+        Evict(*rec);
+      }
+      done(last);
+    });
+    uv_timer_init(loop_, timer);
+    uv_timer_start(timer, [](uv_timer_t* t) {
+      auto* fn = static_cast<std::function<void()>*>(t->data);
+      (*fn)();
+      delete fn;
+      uv_close(reinterpret_cast<uv_handle_t*>(t), [](uv_handle_t* h) { delete reinterpret_cast<uv_timer_t*>(h); });
+    }, 1, 0);
+  });
+}
+
 void LocalScheduler::Shutdown(std::function<void()> done) {
   auto remaining = std::make_shared<size_t>(0);
   auto finish_one = [remaining, done] {
@@ -291,7 +323,7 @@ void LocalScheduler::OnAttemptStarting(supervisor::AppRunner& runner,
   if (app == nullptr) return;
   std::string key = ReplicaKey(r.role, r.replica_id);
   if (app->logs.count(key) == 0) {
-    auto writer = ReplicaLogWriter::Open(r.log_dir);
+    auto writer = ReplicaLogWriter::Open(r.log_dir, app->log_max_bytes);
     if (!writer) {
       spdlog::error("cannot open replica logs app={} replica={} error={}", app->app_id, key,
                     writer.error().message);
@@ -299,6 +331,7 @@ void LocalScheduler::OnAttemptStarting(supervisor::AppRunner& runner,
     }
     app->logs.emplace(key, std::move(*writer));
   }
+  app->logs.at(key).BeginAttempt(r.attempt, NowMs());
 }
 
 void LocalScheduler::OnReplicaChanged(supervisor::AppRunner& runner,
@@ -323,8 +356,12 @@ void LocalScheduler::OnOutput(supervisor::AppRunner& runner, const supervisor::R
                               supervisor::OutputStream stream, std::string_view bytes) {
   AppRecord* app = RecordOf(runner);
   if (app == nullptr) return;
-  auto it = app->logs.find(ReplicaKey(r.role, r.replica_id));
-  if (it != app->logs.end()) it->second.Write(stream, bytes);
+  std::string key = ReplicaKey(r.role, r.replica_id);
+  auto it = app->logs.find(key);
+  if (it == app->logs.end()) return;
+  it->second.Write(stream, bytes, NowMs());
+  app->log_bytes_lost[key] = it->second.bytes_lost();
+  hub_.Notify(AppKey(*app));
 }
 
 void LocalScheduler::OnReplicaStreamsClosed(supervisor::AppRunner& runner,
@@ -332,7 +369,8 @@ void LocalScheduler::OnReplicaStreamsClosed(supervisor::AppRunner& runner,
   AppRecord* app = RecordOf(runner);
   if (app == nullptr) return;
   auto it = app->logs.find(ReplicaKey(r.role, r.replica_id));
-  if (it != app->logs.end()) it->second.CloseStreams();
+  if (it != app->logs.end()) it->second.EndAttempt(NowMs());
+  hub_.Notify(AppKey(*app));
 }
 
 void LocalScheduler::ReadErrorFile(AppRecord& app, supervisor::ReplicaInfo& replica) {
@@ -366,6 +404,7 @@ void LocalScheduler::OnAppChanged(supervisor::AppRunner& runner) {
   }
   Persist(*app);
   Event(*app, "app", static_cast<int>(app->state), app->msg);
+  hub_.Notify(AppKey(*app));
   if (core::IsTerminal(app->state) && !was_terminal) {
     // Free the runner once its callbacks have unwound.
     auto* timer = new uv_timer_t;

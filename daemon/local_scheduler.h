@@ -20,6 +20,7 @@
 
 #include "core/runopts.h"
 #include "daemon/app_record.h"
+#include "daemon/log_hub.h"
 #include "daemon/store.h"
 #include "supervisor/app_runner.h"
 
@@ -30,6 +31,7 @@ struct LocalSchedulerOptions {
   size_t cache_size = 100;   // TorchX's cache_size: all local apps, running and finished
   double grace_seconds = 10.0;
   std::string shim_path;
+  uint64_t log_max_bytes = 128ull << 20;  // per stream; 0 = unbounded
 };
 
 struct SubmitRequest {
@@ -57,9 +59,15 @@ class LocalScheduler : public supervisor::AppRunnerObserver {
   void Cancel(AppRecord& app, std::optional<double> grace_seconds,
               std::function<void(const AppRecord&, bool already_terminal)> done);
   void Wait(AppRecord& app, std::function<void(const AppRecord&)> done);
+  // Stops the app if it runs, then forgets it and deletes its logs (a
+  // user-chosen log_dir is kept). `done` gets the app's last state.
+  void Delete(AppRecord& app, std::function<void(core::AppState last_state)> done);
   // Stops every app (daemon SIGTERM); `done` when no replica is left.
   void Shutdown(std::function<void()> done);
   size_t running_apps() const;
+  LogHub* hub() { return &hub_; }
+  // The key the hub knows an app by.
+  static std::string AppKey(const AppRecord& app) { return app.scheduler + "/" + app.app_id; }
 
   // AppRunnerObserver
   void OnAttemptStarting(supervisor::AppRunner& app, const supervisor::ReplicaInfo& r) override;
@@ -85,6 +93,7 @@ class LocalScheduler : public supervisor::AppRunnerObserver {
   std::map<Key, std::unique_ptr<AppRecord>> apps_;
   std::map<const supervisor::AppRunner*, AppRecord*> by_runner_;
   std::atomic<int> gpu_count_{-1};
+  LogHub hub_;
 };
 
 }  // namespace torchxd::daemon

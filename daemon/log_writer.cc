@@ -1,84 +1,80 @@
 #include "daemon/log_writer.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <string.h>
-#include <unistd.h>
-
 #include <filesystem>
 
 namespace torchxd::daemon {
-namespace {
 
-Result<UniqueFd> OpenAppend(const std::string& path) {
-  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0640));
-  if (!fd.valid()) return Fail(Error::Io("open " + path + ": " + strerror(errno)));
-  return fd;
-}
-
-}  // namespace
-
-Result<ReplicaLogWriter> ReplicaLogWriter::Open(const std::string& dir) {
+Result<ReplicaLogWriter> ReplicaLogWriter::Open(const std::string& dir, uint64_t budget_bytes) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return Fail(Error::Io("mkdir " + dir + ": " + ec.message()));
   ReplicaLogWriter w;
-  auto out = OpenAppend(dir + "/stdout.log");
+  auto out = LogStreamWriter::Open(dir, "stdout", budget_bytes);
   if (!out) return Fail(out.error());
-  auto err = OpenAppend(dir + "/stderr.log");
+  auto err = LogStreamWriter::Open(dir, "stderr", budget_bytes);
   if (!err) return Fail(err.error());
-  auto combined = OpenAppend(dir + "/combined.log");
+  auto combined = LogStreamWriter::Open(dir, "combined", budget_bytes);
   if (!combined) return Fail(combined.error());
-  w.out_.fd = std::move(*out);
-  w.err_.fd = std::move(*err);
-  w.combined_ = std::move(*combined);
+  w.out_.emplace(std::move(*out));
+  w.err_.emplace(std::move(*err));
+  w.combined_.emplace(std::move(*combined));
   return w;
 }
 
-void ReplicaLogWriter::WriteAll(int fd, std::string_view bytes) {
-  while (!bytes.empty()) {
-    ssize_t n = ::write(fd, bytes.data(), bytes.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {  // ENOSPC and friends: count the loss, keep the replica running
-      bytes_lost_ += bytes.size();
-      return;
-    }
-    bytes.remove_prefix(static_cast<size_t>(n));
+uint64_t ReplicaLogWriter::bytes_lost() const {
+  return out_->bytes_lost() + err_->bytes_lost() + combined_->bytes_lost();
+}
+
+void ReplicaLogWriter::BeginAttempt(int attempt, int64_t now_ms) {
+  for (auto* s : {&*out_, &*err_, &*combined_}) s->BeginAttempt(attempt, now_ms);
+}
+
+void ReplicaLogWriter::Combined(std::string_view text, bool add_newline, int64_t now_ms) {
+  if (!add_newline) {
+    combined_->Write(text, now_ms);
+    return;
   }
-}
-
-void ReplicaLogWriter::Combined(std::string_view line, bool add_newline) {
-  if (!add_newline) return WriteAll(combined_.get(), line);
-  std::string with_newline(line);
+  std::string with_newline(text);
   with_newline += '\n';
-  WriteAll(combined_.get(), with_newline);
+  combined_->Write(with_newline, now_ms);
 }
 
-void ReplicaLogWriter::Write(supervisor::OutputStream stream, std::string_view bytes) {
-  Stream& s = stream == supervisor::OutputStream::kStdout ? out_ : err_;
-  WriteAll(s.fd.get(), bytes);
+void ReplicaLogWriter::ReportLoss(int64_t now_ms) {
+  uint64_t lost = bytes_lost();
+  if (lost == loss_reported_) return;
+  std::string note = "[torchxd] " + std::to_string(lost - loss_reported_) +
+                     " bytes of output were lost: the log disk was full\n";
+  if (combined_->Write(note, now_ms)) loss_reported_ = lost;
+}
+
+void ReplicaLogWriter::Write(supervisor::OutputStream stream, std::string_view bytes, int64_t now_ms) {
+  bool is_out = stream == supervisor::OutputStream::kStdout;
+  LogStreamWriter& file = is_out ? *out_ : *err_;
+  std::string& partial = (is_out ? out_partial_ : err_partial_).bytes;
+  bool ok = file.Write(bytes, now_ms);
   // Whole lines go to combined.log at once; the tail waits for its newline.
   size_t last_nl = bytes.rfind('\n');
   if (last_nl == std::string_view::npos) {
-    s.partial.append(bytes);
-  } else if (s.partial.empty()) {
-    Combined(bytes.substr(0, last_nl + 1), false);
-    s.partial.assign(bytes.substr(last_nl + 1));
+    partial.append(bytes);
+  } else if (partial.empty()) {
+    Combined(bytes.substr(0, last_nl + 1), false, now_ms);
+    partial.assign(bytes.substr(last_nl + 1));
   } else {
-    s.partial.append(bytes.substr(0, last_nl + 1));
-    Combined(s.partial, false);
-    s.partial.assign(bytes.substr(last_nl + 1));
+    partial.append(bytes.substr(0, last_nl + 1));
+    Combined(partial, false, now_ms);
+    partial.assign(bytes.substr(last_nl + 1));
   }
-  while (s.partial.size() >= kMaxLineBytes) {
-    Combined(std::string_view(s.partial).substr(0, kMaxLineBytes), true);
-    s.partial.erase(0, kMaxLineBytes);
+  while (partial.size() >= kMaxLineBytes) {
+    Combined(std::string_view(partial).substr(0, kMaxLineBytes), true, now_ms);
+    partial.erase(0, kMaxLineBytes);
   }
+  if (ok) ReportLoss(now_ms);
 }
 
-void ReplicaLogWriter::CloseStreams() {
-  for (Stream* s : {&out_, &err_}) {
-    if (!s->partial.empty()) Combined(s->partial, true);
-    s->partial.clear();
+void ReplicaLogWriter::EndAttempt(int64_t now_ms) {
+  for (std::string* p : {&out_partial_.bytes, &err_partial_.bytes}) {
+    if (!p->empty()) Combined(*p, true, now_ms);
+    p->clear();
   }
 }
 

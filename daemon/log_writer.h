@@ -1,21 +1,25 @@
 // ReplicaLogWriter: writes one replica's output in TorchX's layout,
-// {app_log_dir}/{role}/{replica}/stdout.log, stderr.log, combined.log.
+// {app_log_dir}/{role}/{replica}/stdout.log, stderr.log, combined.log, each a
+// ring of segments with an index (log_stream.h).
 // stdout.log and stderr.log are byte-exact; combined.log is in arrival order
 // at line granularity: a line of one stream is never cut by the other. A
 // partial line is held until its newline, until it reaches kMaxLineBytes, or
-// until the stream ends; such a piece gets a newline in combined.log only.
-// Attempts of a retried replica append to the same files.
+// until the attempt ends; such a piece gets a newline in combined.log only.
+// Attempts of a retried replica append to the same files; the index marks
+// where each begins. On a full disk the replica keeps running, the loss is
+// counted, and once space returns combined.log gets a line saying how much.
 //
 // Thread contract: loop thread only.
 #ifndef TORCHXD_DAEMON_LOG_WRITER_H_
 #define TORCHXD_DAEMON_LOG_WRITER_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "core/result.h"
-#include "core/unique_fd.h"
+#include "daemon/log_stream.h"
 #include "supervisor/replica_process.h"
 
 namespace torchxd::daemon {
@@ -24,23 +28,23 @@ class ReplicaLogWriter {
  public:
   static constexpr size_t kMaxLineBytes = 1 << 20;
 
-  [[nodiscard]] static Result<ReplicaLogWriter> Open(const std::string& dir);
+  [[nodiscard]] static Result<ReplicaLogWriter> Open(const std::string& dir, uint64_t budget_bytes);
 
-  void Write(supervisor::OutputStream stream, std::string_view bytes);
-  void CloseStreams();  // end of an attempt: flush partial lines
-  uint64_t bytes_lost() const { return bytes_lost_; }
+  void BeginAttempt(int attempt, int64_t now_ms);
+  void Write(supervisor::OutputStream stream, std::string_view bytes, int64_t now_ms);
+  void EndAttempt(int64_t now_ms);  // flushes partial lines
+  uint64_t bytes_lost() const;
 
  private:
-  struct Stream {
-    UniqueFd fd;
-    std::string partial;
+  struct Partial {
+    std::string bytes;
   };
-  void WriteAll(int fd, std::string_view bytes);
-  void Combined(std::string_view line, bool add_newline);
+  void Combined(std::string_view text, bool add_newline, int64_t now_ms);
+  void ReportLoss(int64_t now_ms);
 
-  Stream out_, err_;
-  UniqueFd combined_;
-  uint64_t bytes_lost_ = 0;
+  std::optional<LogStreamWriter> out_, err_, combined_;
+  Partial out_partial_, err_partial_;
+  uint64_t loss_reported_ = 0;
 };
 
 }  // namespace torchxd::daemon

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 
+#include <algorithm>
 #include <functional>
 
 namespace torchxd::daemon {
@@ -41,24 +42,44 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void Send(std::string frame) {
     if (closed_) return;
-    auto* req = new WriteReq{{}, std::move(frame)};
+    queued_bytes_ += frame.size();
+    auto* req = new WriteReq{{}, std::move(frame), weak_from_this()};
     uv_buf_t buf = uv_buf_init(req->data.data(), static_cast<unsigned>(req->data.size()));
-    if (uv_write(&req->req, Stream(), &buf, 1, [](uv_write_t* r, int) { delete reinterpret_cast<WriteReq*>(r); }) != 0) {
+    int rc = uv_write(&req->req, Stream(), &buf, 1, [](uv_write_t* r, int) {
+      auto* w = reinterpret_cast<WriteReq*>(r);
+      if (auto c = w->owner.lock()) c->Written(w->data.size());
+      delete w;
+    });
+    if (rc != 0) {
       delete req;
       CloseSoon();
     }
+  }
+
+  size_t queued_bytes() const { return queued_bytes_; }
+  void WhenDrained(std::function<void()> cb) {
+    if (queued_bytes_ <= kDrainedBytes) return cb();
+    drained_callbacks_.push_back(std::move(cb));
   }
 
   // The final answer of the request in flight: the next one may start.
   void Finished() {
     in_flight_ = false;
     gone_callbacks_.clear();
+    if (server_->closing_) return Drain();
     ProcessNext();
   }
 
   // Reject and hang up once the reply is written.
   void RejectAndClose(const Error& error) {
     Send(protocol::EncodeError(0, error));
+    Drain();
+  }
+
+  // Stop reading, flush what is queued, then close.
+  void Drain() {
+    if (closed_ || draining_) return;
+    draining_ = true;
     uv_read_stop(Stream());
     auto* req = new uv_shutdown_t;
     req->data = new std::weak_ptr<Connection>(weak_from_this());
@@ -75,6 +96,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
   }
 
+  bool in_flight() const { return in_flight_; }
+
   void CloseSoon() {
     if (closed_) return;
     closed_ = true;
@@ -90,7 +113,17 @@ class Connection : public std::enable_shared_from_this<Connection> {
   struct WriteReq {
     uv_write_t req;
     std::string data;
+    std::weak_ptr<Connection> owner;
   };
+  static constexpr size_t kDrainedBytes = 1 << 20;
+
+  void Written(size_t bytes) {
+    queued_bytes_ -= std::min(bytes, queued_bytes_);
+    if (queued_bytes_ > kDrainedBytes || drained_callbacks_.empty()) return;
+    auto callbacks = std::move(drained_callbacks_);
+    drained_callbacks_.clear();
+    for (auto& cb : callbacks) cb();
+  }
 
   uv_stream_t* Stream() { return reinterpret_cast<uv_stream_t*>(pipe_.get()); }
 
@@ -163,6 +196,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::deque<std::string> pending_;
   bool in_flight_ = false;
   bool closed_ = false;
+  bool draining_ = false;
+  size_t queued_bytes_ = 0;
+  std::vector<std::function<void()>> drained_callbacks_;
   std::vector<std::function<void()>> gone_callbacks_;
 };
 
@@ -193,6 +229,15 @@ bool Responder::alive() const {
   return c && !c->closed() && !done_;
 }
 
+size_t Responder::QueuedBytes() const {
+  auto c = connection_.lock();
+  return c ? c->queued_bytes() : 0;
+}
+
+void Responder::WhenDrained(std::function<void()> callback) {
+  if (auto c = connection_.lock()) c->WhenDrained(std::move(callback));
+}
+
 void Responder::OnGone(std::function<void()> callback) {
   if (auto c = connection_.lock()) c->AddGoneCallback(std::move(callback));
 }
@@ -201,7 +246,7 @@ Server::Server(uv_loop_t* loop, RequestHandler* handler, ServerLimits limits,
                std::optional<uid_t> only_uid)
     : loop_(loop), handler_(handler), limits_(limits), only_uid_(only_uid) {}
 
-Server::~Server() { Close(); }
+Server::~Server() { DropAll(); }
 
 Result<void> Server::Listen(const std::string& path) {
   // libuv 1.44 silently truncates a path longer than sun_path; refuse it instead.
@@ -228,9 +273,18 @@ Result<void> Server::Listen(const std::string& path) {
 
 void Server::Close() {
   listener_.reset();
+  closing_ = true;
+  // Idle connections go now (after flushing); busy ones when their request ends.
+  std::vector<std::shared_ptr<Connection>> idle;
+  for (auto& [raw, c] : connections_) {
+    if (!c->in_flight()) idle.push_back(c);
+  }
+  for (auto& c : idle) c->Drain();
+}
+
+void Server::DropAll() {
   auto connections = std::move(connections_);
   connections_.clear();
-  // Handles close as the shared_ptrs go (unless a Responder holds one: it is inert).
 }
 
 void Server::OnConnection() {

@@ -47,6 +47,10 @@ class Responder {
   bool alive() const;
   // Called when the client disconnects (for streaming requests).
   void OnGone(std::function<void()> callback);
+  // Bytes written to the client but not yet taken by its socket.
+  size_t QueuedBytes() const;
+  // Called once the queue has drained (at once if it is small already).
+  void WhenDrained(std::function<void()> callback);
 
  private:
   std::weak_ptr<Connection> connection_;
@@ -74,7 +78,10 @@ class Server {
   ~Server();
 
   [[nodiscard]] Result<void> Listen(const std::string& path);
-  void Close();  // stop accepting and drop every connection
+  // Stops accepting; idle connections are closed once their replies are
+  // flushed, busy ones when their request ends.
+  void Close();
+  void DropAll();  // closes every connection now
   size_t connections() const { return connections_.size(); }
 
  private:
@@ -88,6 +95,7 @@ class Server {
   std::optional<uid_t> only_uid_;
   UvHandle<uv_pipe_t> listener_;
   std::map<Connection*, std::shared_ptr<Connection>> connections_;
+  bool closing_ = false;
 };
 
 }  // namespace torchxd::daemon

@@ -1,6 +1,9 @@
 #include "daemon/service.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
 
 #include "core/app_handle.h"
 #include "core/app_json.h"
@@ -46,8 +49,13 @@ void Service::Dispatch(const protocol::Request& request, const PeerInfo& peer,
                        const std::shared_ptr<Responder>& responder) {
   const auto& m = request.method;
   const auto& p = request.params;
-  if (m == "version") {
-    return responder->Result({{"version", TORCHXD_VERSION}, {"protocol", protocol::kVersion}});
+  if (m == "version") return Version(responder);
+  if (m == "delete") return Delete(p, responder);
+  if (m == "log") return Log(p, responder);
+  if (m == "shutdown") {
+    responder->Result({{"stopping", true}, {"pid", ::getpid()}});
+    if (info_.request_shutdown) info_.request_shutdown();
+    return;
   }
   if (m == "run") return Run(p, peer, responder);
   if (m == "status") return Status(p, responder);
@@ -59,7 +67,7 @@ void Service::Dispatch(const protocol::Request& request, const PeerInfo& peer,
   responder->Error(Error::InvalidArgument(
       "unknown method \"" + m + "\"." +
       core::DidYouMean(m, {"version", "run", "status", "describe", "list", "cancel", "wait",
-                           "runopts"})));
+                           "runopts", "delete", "shutdown", "log"})));
 }
 
 void Service::Run(const json& params, const PeerInfo& peer, const Reply& reply) {
@@ -166,6 +174,77 @@ void Service::Wait(const json& params, const Reply& reply) {
   auto app = FindApp(params);
   if (!app) return reply->Error(app.error());
   local_->Wait(**app, [reply](const AppRecord& a) { reply->Result(core::AppStatusToJson(a.Status())); });
+}
+
+void Service::Version(const Reply& reply) {
+  size_t apps = local_->List().size();
+  reply->Result({{"version", TORCHXD_VERSION},
+                 {"protocol", protocol::kVersion},
+                 {"pid", ::getpid()},
+                 {"socket", info_.socket},
+                 {"state_dir", info_.state_dir},
+                 {"started", core::FormatRfc3339Utc(info_.started_ms)},
+                 {"apps", apps},
+                 {"running_apps", local_->running_apps()}});
+}
+
+void Service::Delete(const json& params, const Reply& reply) {
+  auto app = FindApp(params);
+  if (!app) return reply->Error(app.error());
+  std::string handle = (*app)->Handle();
+  local_->Delete(**app, [reply, handle](core::AppState last) {
+    reply->Result({{"app_handle", handle}, {"deleted", true}, {"state", core::AppStateName(last)}});
+  });
+}
+
+void Service::Log(const json& params, const Reply& reply) {
+  auto found = FindApp(params);
+  if (!found) return reply->Error(found.error());
+  const AppRecord& app = **found;
+  auto query = ParseLogQuery(params);
+  if (!query) return reply->Error(query.error());
+  std::vector<std::string> roles;
+  for (const auto& r : app.app.roles) roles.push_back(r.name);
+  if (query->role && std::find(roles.begin(), roles.end(), *query->role) == roles.end()) {
+    return reply->Error(Error::NotFound("unknown role `" + *query->role + "` in " + app.Handle() +
+                                        "; valid roles: " + core::Join(roles, ", ")));
+  }
+  std::vector<LogTarget> targets;
+  for (const auto& r : app.replicas) {
+    if (query->role && r.role != *query->role) continue;
+    if (!query->replicas.empty() &&
+        std::find(query->replicas.begin(), query->replicas.end(), r.replica_id) == query->replicas.end()) {
+      continue;
+    }
+    targets.push_back({r.role, r.replica_id, r.log_dir});
+  }
+  for (int id : query->replicas) {
+    bool known = std::any_of(targets.begin(), targets.end(), [&](const auto& t) { return t.replica == id; });
+    if (!known) {
+      return reply->Error(Error::NotFound("no replica " + std::to_string(id) +
+                                          (query->role ? " in role " + *query->role : std::string()) +
+                                          " of " + app.Handle()));
+    }
+  }
+  std::error_code ec;
+  if (!std::filesystem::exists(app.app_log_dir, ec)) {
+    return reply->Error(Error::NotFound("the logs of " + app.Handle() + " were removed (" +
+                                        app.app_log_dir + " is gone)"));
+  }
+  std::string scheduler = app.scheduler, app_id = app.app_id;
+  auto live = [this, scheduler, app_id] {
+    const AppRecord* a = local_->Find(scheduler, app_id);
+    return a != nullptr && !core::IsTerminal(a->state);
+  };
+  auto request = std::make_unique<LogRequest>(
+      loop_, local_->hub(), LocalScheduler::AppKey(app), std::move(targets), std::move(*query), live,
+      reply, [this](LogRequest* done) { log_requests_.erase(done); });
+  LogRequest* raw = request.get();
+  log_requests_[raw] = std::move(request);
+  if (auto started = raw->Start(); !started) {
+    log_requests_.erase(raw);
+    reply->Error(started.error());
+  }
 }
 
 void Service::Runopts(const json& params, const Reply& reply) {

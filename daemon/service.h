@@ -7,15 +7,26 @@
 #define TORCHXD_DAEMON_SERVICE_H_
 
 #include <functional>
+#include <map>
+#include <memory>
+#include <string>
 
 #include "daemon/local_scheduler.h"
+#include "daemon/log_request.h"
 #include "daemon/server.h"
 
 namespace torchxd::daemon {
 
 class Service : public RequestHandler {
  public:
-  explicit Service(LocalScheduler* local) : local_(local) {}
+  struct DaemonInfo {
+    std::string socket;
+    std::string state_dir;
+    int64_t started_ms = 0;
+    std::function<void()> request_shutdown;  // `torchx daemon stop`
+  };
+  Service(uv_loop_t* loop, LocalScheduler* local, DaemonInfo info)
+      : loop_(loop), local_(local), info_(std::move(info)) {}
 
   void Handle(const protocol::Request& request, const PeerInfo& peer,
               std::shared_ptr<Responder> responder) override;
@@ -32,10 +43,16 @@ class Service : public RequestHandler {
   void Cancel(const nlohmann::json& params, const Reply& reply);
   void Wait(const nlohmann::json& params, const Reply& reply);
   void Runopts(const nlohmann::json& params, const Reply& reply);
+  void Delete(const nlohmann::json& params, const Reply& reply);
+  void Log(const nlohmann::json& params, const Reply& reply);
+  void Version(const Reply& reply);
   [[nodiscard]] Result<AppRecord*> FindApp(const nlohmann::json& params);
 
+  uv_loop_t* loop_;
   LocalScheduler* local_;
+  DaemonInfo info_;
   bool shutting_down_ = false;
+  std::map<LogRequest*, std::unique_ptr<LogRequest>> log_requests_;
 };
 
 }  // namespace torchxd::daemon

@@ -1,0 +1,203 @@
+// torchx status / describe / list / cancel / delete / daemon: ask the daemon.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <thread>
+
+#include "cli/commands.h"
+#include "cli/daemon_connection.h"
+#include "core/app_json.h"
+#include "core/app_status.h"
+#include "core/text.h"
+
+namespace torchxd::cli {
+namespace {
+
+using nlohmann::json;
+
+std::string LocalTime(int64_t ms) {
+  auto t = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S", &tm);
+  return buf;
+}
+
+std::string Duration(int64_t ms) {
+  char buf[32];
+  int64_t s = ms / 1000;
+  if (s < 60) {
+    std::snprintf(buf, sizeof(buf), "%.1fs", static_cast<double>(ms) / 1000.0);
+  } else if (s < 3600) {
+    std::snprintf(buf, sizeof(buf), "%lldm%02llds", static_cast<long long>(s / 60), static_cast<long long>(s % 60));
+  } else {
+    std::snprintf(buf, sizeof(buf), "%lldh%02lldm", static_cast<long long>(s / 3600), static_cast<long long>((s / 60) % 60));
+  }
+  return buf;
+}
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// TorchX's tabulate "simple" layout.
+void PrintTable(std::ostream& out, const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width(rows[0].size(), 0);
+  for (const auto& r : rows) {
+    for (size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], r[i].size());
+  }
+  auto line = [&](const std::vector<std::string>& r) {
+    std::string s;
+    for (size_t i = 0; i < r.size(); ++i) {
+      s += r[i];
+      if (i + 1 < r.size()) s += std::string(width[i] - r[i].size() + 2, ' ');
+    }
+    out << core::Trim(s) << "\n";
+  };
+  line(rows[0]);
+  std::vector<std::string> dashes;
+  for (size_t w : width) dashes.push_back(std::string(w, '-'));
+  line(dashes);
+  for (size_t i = 1; i < rows.size(); ++i) line(rows[i]);
+}
+
+}  // namespace
+
+int ExitCodeFor(const Error& error) {
+  switch (error.code) {
+    case ErrorCode::kInvalidArgument:
+      return kExitUsage;
+    case ErrorCode::kIo:  // the connection to the daemon broke
+      return kExitNoDaemon;
+    default:
+      return kExitFailed;
+  }
+}
+
+int ReportCallError(const CliContext& ctx, const Error& error) {
+  int code = error.code == ErrorCode::kUnavailable && core::StartsWith(error.message, "torchxd is not answering")
+                 ? kExitNoDaemon
+                 : ExitCodeFor(error);
+  return ReportError(ctx, error.message, code);
+}
+
+int CmdStatus(const GlobalArgs& global, const std::string& handle, bool as_json,
+              const std::vector<std::string>& roles, const CliContext& ctx) {
+  auto client = ConnectToDaemon({global.socket, true}, ctx);
+  if (!client) return ReportError(ctx, client.error().message, kExitNoDaemon);
+  auto reply = client->Call("status", {{"app_handle", handle}});
+  if (!reply) return ReportCallError(ctx, reply.error());
+  auto status = core::AppStatusFromJson(*reply);
+  if (!status) return ReportError(ctx, status.error().message, kExitFailed);
+  if (as_json) {
+    json out = *reply;
+    if (!roles.empty()) {
+      json kept = json::array();
+      for (const auto& r : out["roles"]) {
+        if (std::find(roles.begin(), roles.end(), r["role"].get<std::string>()) != roles.end()) kept.push_back(r);
+      }
+      out["roles"] = kept;
+    }
+    *ctx.out << out.dump(2) << "\n";
+  } else {
+    *ctx.out << core::FormatAppStatus(*status, roles) << "\n";
+  }
+  return kExitOk;
+}
+
+int CmdDescribe(const GlobalArgs& global, const std::string& handle, bool as_json,
+                const CliContext& ctx) {
+  auto client = ConnectToDaemon({global.socket, true}, ctx);
+  if (!client) return ReportError(ctx, client.error().message, kExitNoDaemon);
+  auto reply = client->Call("describe", {{"app_handle", handle}});
+  if (!reply) return ReportCallError(ctx, reply.error());
+  *ctx.out << (as_json ? *reply : (*reply)["app"]).dump(2) << "\n";
+  return kExitOk;
+}
+
+int CmdList(const GlobalArgs& global, const std::string& scheduler, bool as_json,
+            const CliContext& ctx) {
+  auto client = ConnectToDaemon({global.socket, true}, ctx);
+  if (!client) return ReportError(ctx, client.error().message, kExitNoDaemon);
+  json params = json::object();
+  if (!scheduler.empty()) params["scheduler"] = scheduler;
+  auto reply = client->Call("list", params);
+  if (!reply) return ReportCallError(ctx, reply.error());
+  const json& apps = (*reply)["apps"];
+  if (as_json) {
+    *ctx.out << apps.dump(2) << "\n";
+    return kExitOk;
+  }
+  std::vector<std::vector<std::string>> rows = {{"APP HANDLE", "APP NAME", "APP STATUS", "STARTED", "DURATION"}};
+  for (const auto& a : apps) {
+    int64_t created = core::ParseRfc3339(a.value("created", "")).value_or(0);
+    int64_t ended = a["ended"].is_string() ? core::ParseRfc3339(a["ended"].get<std::string>()).value_or(NowMs()) : NowMs();
+    rows.push_back({a.value("app_handle", ""), a.value("name", ""), a.value("state", ""),
+                    LocalTime(created), Duration(ended - created)});
+  }
+  PrintTable(*ctx.out, rows);
+  return kExitOk;
+}
+
+int CmdCancel(const GlobalArgs& global, const std::string& handle, std::optional<double> grace,
+              const CliContext& ctx) {
+  auto client = ConnectToDaemon({global.socket, true}, ctx);
+  if (!client) return ReportError(ctx, client.error().message, kExitNoDaemon);
+  json params = {{"app_handle", handle}};
+  if (grace) params["grace_period"] = *grace;
+  auto reply = client->Call("cancel", params);
+  if (!reply) return ReportCallError(ctx, reply.error());
+  if ((*reply)["already_terminal"] == true) {
+    *ctx.out << handle << " already " << (*reply)["state"].get<std::string>() << "\n";
+  } else {
+    *ctx.out << handle << " " << (*reply)["state"].get<std::string>() << "\n";
+  }
+  return kExitOk;
+}
+
+int CmdDelete(const GlobalArgs& global, const std::string& handle, const CliContext& ctx) {
+  auto client = ConnectToDaemon({global.socket, true}, ctx);
+  if (!client) return ReportError(ctx, client.error().message, kExitNoDaemon);
+  auto reply = client->Call("delete", {{"app_handle", handle}});
+  if (!reply) return ReportCallError(ctx, reply.error());
+  *ctx.out << handle << " deleted\n";
+  return kExitOk;
+}
+
+int CmdDaemon(const GlobalArgs& global, const std::string& action, const CliContext& ctx) {
+  auto client = ConnectToDaemon({global.socket, false}, ctx);
+  if (!client) {
+    if (action == "stop") {
+      *ctx.out << "torchxd is not running\n";
+      return kExitOk;
+    }
+    return ReportError(ctx, client.error().message, kExitNoDaemon);
+  }
+  auto info = client->Call("version", json::object());
+  if (!info) return ReportCallError(ctx, info.error());
+  if (action == "status") {
+    *ctx.out << "torchxd " << (*info)["version"].get<std::string>() << " running (pid "
+             << (*info)["pid"] << ")\n  socket:    " << (*info)["socket"].get<std::string>()
+             << "\n  state dir: " << (*info)["state_dir"].get<std::string>()
+             << "\n  started:   " << (*info)["started"].get<std::string>()
+             << "\n  apps:      " << (*info)["apps"] << " (" << (*info)["running_apps"] << " running)\n";
+    return kExitOk;
+  }
+  std::string socket = (*info)["socket"];
+  if (auto r = client->Call("shutdown", json::object()); !r) return ReportCallError(ctx, r.error());
+  // It stops its replicas first (SIGTERM, grace, SIGKILL); wait for the socket to go quiet.
+  for (int i = 0; i < 6000; ++i) {
+    if (!DaemonClient::Connect(socket)) {
+      *ctx.out << "torchxd (pid " << (*info)["pid"] << ") stopped\n";
+      return kExitOk;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return ReportError(ctx, "torchxd did not stop within 120 s", kExitFailed);
+}
+
+}  // namespace torchxd::cli

@@ -1,0 +1,151 @@
+// torchx log: reads replica logs through the daemon (docs/protocol.md `log`).
+#include <unistd.h>
+
+#include <chrono>
+#include <ctime>
+#include <regex>
+
+#include "cli/commands.h"
+#include "cli/daemon_connection.h"
+#include "core/app_status.h"
+#include "core/text.h"
+
+namespace torchxd::cli {
+namespace {
+
+using nlohmann::json;
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+struct Printer {
+  const CliContext& ctx;
+  std::ostream& out;
+  bool color;
+  bool timestamps;
+  bool as_json;
+
+  void Lines(const json& event) {
+    std::string prefix = event["role"].get<std::string>() + "/" + std::to_string(event["replica"].get<int>());
+    std::string shown = color ? "\033[32m" + prefix + "\033[0m" : prefix;
+    std::string stream = event.value("stream", "combined");
+    for (const auto& entry : event["lines"]) {
+      int64_t t = entry[0].get<int64_t>();
+      const std::string& line = entry[1].get_ref<const std::string&>();
+      if (as_json) {
+        out << json{{"role", event["role"]}, {"replica", event["replica"]}, {"stream", stream},
+                    {"time", core::FormatRfc3339Utc(t)}, {"line", line}}
+                   .dump(-1, ' ', false, json::error_handler_t::replace)
+            << "\n";
+      } else if (timestamps) {
+        out << shown << " " << core::FormatRfc3339Utc(t) << " " << line << "\n";
+      } else {
+        out << shown << " " << line << "\n";
+      }
+    }
+    out.flush();
+  }
+
+  void Event(const json& event) {
+    if (event.contains("lines")) return Lines(event);
+    std::string who = event.value("role", "") + "/" + std::to_string(event.value("replica", 0));
+    if (event.contains("attempt")) {
+      *ctx.err << who << " --- attempt " << event["attempt"] << " ---" << std::endl;
+    } else if (event.contains("dropped_bytes")) {
+      *ctx.err << "torchx: " << who << ": " << event["dropped_bytes"]
+               << " bytes before this were dropped by the log ring (log_max_bytes)" << std::endl;
+    } else if (event.contains("missed_bytes")) {
+      *ctx.err << "torchx: " << who << ": missed " << event["missed_bytes"]
+               << " bytes that log rotation removed before they could be read" << std::endl;
+    }
+  }
+};
+
+}  // namespace
+
+Result<int64_t> ParseLogTime(const std::string& text, int64_t now_ms) {
+  static const std::regex kRelative("^(\\d+)([smhd])$");
+  std::smatch m;
+  if (std::regex_match(text, m, kRelative)) {
+    int64_t n = std::stoll(m[1]);
+    int64_t unit = m[2] == "s" ? 1 : m[2] == "m" ? 60 : m[2] == "h" ? 3600 : 86400;
+    return now_ms - n * unit * 1000;
+  }
+  if (auto t = core::ParseRfc3339(text)) return *t;
+  // A zone-less time is local.
+  std::tm tm{};
+  const char* end = strptime(text.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
+  if (end == nullptr) end = strptime(text.c_str(), "%Y-%m-%d %H:%M:%S", &tm);
+  if (end != nullptr && *end == '\0') {
+    tm.tm_isdst = -1;
+    return static_cast<int64_t>(std::mktime(&tm)) * 1000;
+  }
+  return Fail(Error::InvalidArgument("`" + text + "` is not a time: use RFC 3339 (2026-11-22T10:00:00Z), "
+                                     "a local time (2026-11-22T10:00:00) or a relative one (30s, 10m, 2h, 1d)"));
+}
+
+Result<LogSelector> ParseLogSelector(const std::string& selector) {
+  static const std::regex kForm("^(\\w+)://([^/]*)/([^/]+)(/([^/]+)(/((\\d+,?)+))?)?$");
+  std::smatch m;
+  if (!std::regex_match(selector, m, kForm)) {
+    return Fail(Error::InvalidArgument(
+        "`" + selector + "` is not of the form SCHEDULER://[SESSION]/APP_ID[/ROLE[/REPLICA_IDS]], "
+        "e.g. local_cwd://torchx/echo-x7/echo/0,1"));
+  }
+  LogSelector s;
+  s.handle = m[1].str() + "://" + (m[2].str().empty() ? "default" : m[2].str()) + "/" + m[3].str();
+  if (m[5].matched) s.role = m[5].str();
+  if (m[7].matched) {
+    for (const auto& id : core::Split(m[7].str(), ',')) {
+      if (!id.empty()) s.replicas.push_back(std::stoi(id));
+    }
+  }
+  return s;
+}
+
+int CmdLog(const GlobalArgs& global, const LogArgs& args, const CliContext& ctx) {
+  auto selector = ParseLogSelector(args.selector);
+  if (!selector) return ReportError(ctx, selector.error().message, kExitUsage);
+  json params = {{"app_handle", selector->handle}, {"stream", args.streams}, {"follow", args.tail}};
+  if (selector->role) params["role"] = *selector->role;
+  if (!selector->replicas.empty()) params["replicas"] = selector->replicas;
+  if (!args.regex.empty()) {
+    try {
+      std::regex check(args.regex);
+    } catch (const std::regex_error& e) {
+      return ReportError(ctx, "--regex `" + args.regex + "`: " + e.what(), kExitUsage);
+    }
+    params["regex"] = args.regex;
+  }
+  int64_t now = NowMs();
+  for (auto [flag, value, key] : {std::tuple{"--since", args.since, "since_ms"},
+                                   std::tuple{"--until", args.until, "until_ms"}}) {
+    if (value.empty()) continue;
+    auto t = ParseLogTime(value, now);
+    if (!t) return ReportError(ctx, std::string(flag) + ": " + t.error().message, kExitUsage);
+    params[key] = *t;
+  }
+  if (args.lines) params["tail_lines"] = *args.lines;
+  if (args.attempt) params["attempt"] = *args.attempt;
+  auto client = ConnectToDaemon({global.socket, true}, ctx);
+  if (!client) return ReportError(ctx, client.error().message, kExitNoDaemon);
+  Printer printer{ctx, *ctx.out, ctx.color, args.timestamps, args.json};
+  auto done = client->Call("log", params, [&](const json& e) { printer.Event(e); });
+  if (!done) return ReportCallError(ctx, done.error());
+  return kExitOk;
+}
+
+int StreamLogs(const GlobalArgs& global, const std::string& handle, const CliContext& ctx) {
+  auto client = ConnectToDaemon({global.socket, true}, ctx);
+  if (!client) return ReportError(ctx, client.error().message, kExitNoDaemon);
+  bool err_tty = ::isatty(STDERR_FILENO) == 1;
+  Printer printer{ctx, *ctx.err, err_tty, false, false};
+  auto done = client->Call("log", {{"app_handle", handle}, {"follow", true}},
+                           [&](const json& e) { printer.Event(e); });
+  if (!done) return ReportCallError(ctx, done.error());
+  return kExitOk;
+}
+
+}  // namespace torchxd::cli

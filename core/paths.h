@@ -1,0 +1,29 @@
+// Where torchxd lives by default, shared by the daemon (where to listen) and
+// the CLI (where to find or autostart one):
+//   user mode: socket $XDG_RUNTIME_DIR/torchxd/torchxd.sock, else
+//     /tmp/torchxd-$UID/torchxd.sock; state $XDG_STATE_HOME/torchxd, else
+//     $HOME/.local/state/torchxd;
+//   system mode: /run/torchxd/torchxd.sock and /var/lib/torchxd.
+//
+// Thread contract: pure functions of their arguments.
+#ifndef TORCHXD_CORE_PATHS_H_
+#define TORCHXD_CORE_PATHS_H_
+
+#include <sys/types.h>
+
+#include <string>
+#include <string_view>
+
+#include "core/environment.h"
+
+namespace torchxd::core {
+
+inline constexpr std::string_view kSystemSocket = "/run/torchxd/torchxd.sock";
+inline constexpr std::string_view kSystemStateDir = "/var/lib/torchxd";
+
+std::string UserSocketPath(const EnvLookup& env, uid_t uid);
+std::string UserStateDir(const EnvLookup& env);
+
+}  // namespace torchxd::core
+
+#endif  // TORCHXD_CORE_PATHS_H_

@@ -1,0 +1,340 @@
+#include "daemon/log_request.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+
+#include "core/json_reader.h"
+#include "core/unique_fd.h"
+
+namespace torchxd::daemon {
+namespace {
+
+using nlohmann::json;
+
+constexpr size_t kSliceBytes = 1 << 20;        // read per loop turn
+constexpr size_t kBatchBytes = 64 * 1024;      // lines per event
+constexpr size_t kMaxQueuedBytes = 4 << 20;    // pause while the client lags this much
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// Start of the last `n` lines of the stream (a final newline does not start a line).
+uint64_t TailStart(const LogStreamLayout& layout, int n) {
+  if (n <= 0) return layout.end_offset;
+  int newlines = 0;
+  bool skipped_final = false;
+  char buf[65536];
+  for (auto seg = layout.segments.rbegin(); seg != layout.segments.rend(); ++seg) {
+    UniqueFd fd(::open(seg->path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd.valid()) continue;
+    uint64_t end = seg->size;
+    while (end > 0) {
+      uint64_t len = std::min<uint64_t>(sizeof(buf), end);
+      ssize_t got = ::pread(fd.get(), buf, len, static_cast<off_t>(end - len));
+      if (got <= 0) break;
+      for (ssize_t i = got - 1; i >= 0; --i) {
+        if (buf[i] != '\n') continue;
+        uint64_t at = seg->start + end - len + static_cast<uint64_t>(i);
+        if (!skipped_final && at + 1 == layout.end_offset) {
+          skipped_final = true;
+          continue;
+        }
+        if (++newlines == n) return at + 1;
+      }
+      end -= len;
+    }
+  }
+  return layout.first_offset;
+}
+
+}  // namespace
+
+Result<LogQuery> ParseLogQuery(const json& params) {
+  core::JsonReader r(params, "params", {"app_handle", "stream", "role", "replicas", "regex", "since_ms",
+                                        "until_ms", "follow", "tail_lines", "attempt"});
+  r.Field("app_handle");
+  LogQuery q;
+  q.stream = r.String("stream", "combined");
+  q.role = r.OptionalString("role");
+  if (const json* reps = r.Field("replicas"); reps != nullptr && !reps->is_null()) {
+    if (!reps->is_array()) {
+      r.SetError("params.replicas", "must be an array of replica ids");
+    } else {
+      for (const auto& id : *reps) {
+        if (!id.is_number_integer()) {
+          r.SetError("params.replicas", "must be an array of replica ids");
+          break;
+        }
+        q.replicas.push_back(id.get<int>());
+      }
+    }
+  }
+  q.regex = r.OptionalString("regex");
+  if (auto v = r.Field("since_ms"); v && v->is_number_integer()) q.since_ms = v->get<int64_t>();
+  if (auto v = r.Field("until_ms"); v && v->is_number_integer()) q.until_ms = v->get<int64_t>();
+  q.follow = r.Bool("follow", false);
+  q.tail_lines = r.OptionalInt("tail_lines");
+  q.attempt = r.OptionalInt("attempt");
+  if (auto ok = r.Finish(); !ok) return Fail(ok.error());
+  if (q.stream != "combined" && q.stream != "stdout" && q.stream != "stderr") {
+    return Fail(Error::InvalidArgument("params.stream: must be combined, stdout or stderr, got \"" + q.stream + "\""));
+  }
+  if (q.tail_lines && *q.tail_lines < 0) return Fail(Error::InvalidArgument("params.tail_lines: must be >= 0"));
+  return q;
+}
+
+struct LogRequest::Cursor {
+  LogTarget target;
+  LogStreamLayout layout;
+  uint64_t pos = 0;
+  uint64_t end = UINT64_MAX;  // stop before this offset
+  std::string partial;
+  uint64_t partial_start = 0;
+  size_t next_attempt = 0;
+  json batch = json::array();
+  size_t batch_bytes = 0;
+  uint64_t lines = 0;
+  bool finished = false;
+  UniqueFd fd;
+  uint64_t fd_start = 0;
+  uint64_t fd_end = UINT64_MAX;  // UINT64_MAX: the live segment
+  ino_t fd_inode = 0;
+};
+
+LogRequest::LogRequest(uv_loop_t* loop, LogHub* hub, std::string app_key,
+                       std::vector<LogTarget> targets, LogQuery query,
+                       std::function<bool()> app_live, std::shared_ptr<Responder> responder,
+                       std::function<void(LogRequest*)> on_done)
+    : loop_(loop),
+      hub_(hub),
+      app_key_(std::move(app_key)),
+      query_(std::move(query)),
+      app_live_(std::move(app_live)),
+      responder_(std::move(responder)),
+      on_done_(std::move(on_done)) {
+  for (auto& t : targets) {
+    auto c = std::make_unique<Cursor>();
+    c->target = std::move(t);
+    cursors_.push_back(std::move(c));
+  }
+}
+
+LogRequest::~LogRequest() {
+  if (subscription_ != 0) hub_->Unsubscribe(subscription_);
+}
+
+Result<void> LogRequest::Start() {
+  if (query_.regex) {
+    try {
+      regex_.emplace(*query_.regex);
+    } catch (const std::regex_error& e) {
+      return Fail(Error::InvalidArgument("invalid regex `" + *query_.regex + "`: " + e.what()));
+    }
+  }
+  for (auto& c : cursors_) {
+    auto layout = LoadLogStream(c->target.dir, query_.stream);
+    if (!layout) {
+      // Not written yet (a replica still starting): an empty stream.
+      layout = LogStreamLayout{};
+      layout->segments.push_back({c->target.dir + "/" + query_.stream + ".log", 0, 0});
+    }
+    c->layout = std::move(*layout);
+    c->pos = c->layout.first_offset;
+    if (query_.attempt) {
+      const auto& attempts = c->layout.attempts;
+      auto it = std::find_if(attempts.begin(), attempts.end(),
+                             [&](const LogAttempt& a) { return a.attempt == *query_.attempt; });
+      if (it == attempts.end()) {
+        return Fail(Error::InvalidArgument(c->target.role + "/" + std::to_string(c->target.replica) +
+                                           " has no attempt " + std::to_string(*query_.attempt) +
+                                           " (it has " + std::to_string(attempts.size()) + ")"));
+      }
+      c->pos = std::max(c->pos, it->offset);
+      if (std::next(it) != attempts.end()) c->end = std::next(it)->offset;
+    }
+    if (query_.since_ms) c->pos = std::max(c->pos, c->layout.OffsetAtTime(*query_.since_ms));
+    if (query_.tail_lines) c->pos = std::max(c->pos, TailStart(c->layout, *query_.tail_lines));
+    if (!query_.follow) c->end = std::min(c->end, c->layout.end_offset);
+    if (c->pos > c->layout.first_offset || c->layout.first_offset == 0) {
+      // Reading from later than the start: nothing to report about dropped bytes.
+    } else {
+      responder_->Event({{"role", c->target.role}, {"replica", c->target.replica},
+                         {"dropped_bytes", c->layout.first_offset}});
+    }
+    while (c->next_attempt < c->layout.attempts.size() &&
+           c->layout.attempts[c->next_attempt].offset <= c->pos) {
+      ++c->next_attempt;
+    }
+  }
+  idle_ = NewUvHandle<uv_idle_t>(this);
+  uv_idle_init(loop_, idle_.get());
+  if (query_.follow) subscription_ = hub_->Subscribe(app_key_, [this] { Schedule(); });
+  responder_->OnGone([this] {
+    done_ = true;
+    Schedule();  // finish on the loop, never inside the connection's callback
+  });
+  Schedule();
+  return {};
+}
+
+void LogRequest::Schedule() {
+  if (scheduled_ || !idle_) return;
+  scheduled_ = true;
+  uv_idle_start(idle_.get(), [](uv_idle_t* h) {
+    auto* self = static_cast<LogRequest*>(h->data);
+    if (self == nullptr) return;
+    uv_idle_stop(h);
+    self->scheduled_ = false;
+    self->Step();
+  });
+}
+
+void LogRequest::Step() {
+  if (done_ || !responder_->alive()) return Finish();
+  if (responder_->QueuedBytes() > kMaxQueuedBytes) {  // the client lags: wait for it
+    responder_->WhenDrained([this] { Schedule(); });
+    return;
+  }
+  size_t budget = kSliceBytes;
+  bool all_caught_up = true;
+  for (auto& c : cursors_) {
+    if (c->finished) continue;
+    bool caught_up = Pump(*c, budget);
+    all_caught_up = all_caught_up && caught_up;
+    if (budget == 0) break;
+  }
+  for (auto& c : cursors_) Flush(*c);
+  if (!all_caught_up || budget == 0) return Schedule();
+  if (query_.follow && app_live_()) return;  // the hub wakes us when more arrives
+  // Everything is read. On one loop thread no output can land between the
+  // last read and this check, and an app is terminal only after its pipes closed.
+  for (auto& c : cursors_) {
+    if (!c->partial.empty()) EmitLine(*c, c->partial, c->partial_start);
+    c->partial.clear();
+    Flush(*c);
+  }
+  json counts = json::array();
+  for (const auto& c : cursors_) {
+    counts.push_back({{"role", c->target.role}, {"replica", c->target.replica}, {"lines", c->lines}});
+  }
+  responder_->Result({{"replicas", counts}});
+  Finish();
+}
+
+bool LogRequest::Pump(Cursor& c, size_t& budget) {
+  char buf[65536];
+  while (budget > 0 && c.pos < c.end) {
+    if (c.pos < c.layout.first_offset) {
+      responder_->Event({{"role", c.target.role}, {"replica", c.target.replica},
+                         {"missed_bytes", c.layout.first_offset - c.pos}});
+      c.pos = c.layout.first_offset;
+      c.partial.clear();
+    }
+    if (!c.fd.valid() || c.pos < c.fd_start || c.pos >= c.fd_end) {
+      const LogSegment* seg = nullptr;
+      for (size_t i = 0; i < c.layout.segments.size(); ++i) {
+        const auto& s = c.layout.segments[i];
+        bool live = i + 1 == c.layout.segments.size();
+        if (c.pos >= s.start && (live || c.pos < s.start + s.size)) seg = &s;
+      }
+      if (seg == nullptr) {  // a segment vanished under us (rotation): look again
+        auto layout = LoadLogStream(c.target.dir, query_.stream);
+        if (!layout) return true;
+        c.layout = std::move(*layout);
+        if (c.pos < c.layout.first_offset) continue;
+        return true;
+      }
+      c.fd.reset(::open(seg->path.c_str(), O_RDONLY | O_CLOEXEC));
+      if (!c.fd.valid()) return true;
+      struct stat st;
+      ::fstat(c.fd.get(), &st);
+      c.fd_inode = st.st_ino;
+      c.fd_start = seg->start;
+      c.fd_end = seg == &c.layout.segments.back() ? UINT64_MAX : seg->start + seg->size;
+    }
+    uint64_t want = std::min<uint64_t>({sizeof(buf), budget, c.end - c.pos,
+                                        c.fd_end == UINT64_MAX ? UINT64_MAX : c.fd_end - c.pos});
+    ssize_t got = ::pread(c.fd.get(), buf, want, static_cast<off_t>(c.pos - c.fd_start));
+    if (got <= 0) {
+      // End of the live segment: was it rotated away since we opened it?
+      struct stat st;
+      std::string live = c.target.dir + "/" + query_.stream + ".log";
+      if (c.fd_end == UINT64_MAX && ::stat(live.c_str(), &st) == 0 && st.st_ino != c.fd_inode) {
+        auto layout = LoadLogStream(c.target.dir, query_.stream);
+        if (layout) c.layout = std::move(*layout);
+        c.fd.reset();
+        continue;
+      }
+      return true;
+    }
+    budget -= static_cast<size_t>(got);
+    std::string_view data(buf, static_cast<size_t>(got));
+    uint64_t data_start = c.pos;
+    c.pos += static_cast<uint64_t>(got);
+    size_t from = 0;
+    for (size_t nl; (nl = data.find('\n', from)) != std::string_view::npos; from = nl + 1) {
+      if (c.partial.empty()) {
+        EmitLine(c, data.substr(from, nl - from), data_start + from);
+      } else {
+        c.partial.append(data.substr(from, nl - from));
+        EmitLine(c, c.partial, c.partial_start);
+        c.partial.clear();
+      }
+    }
+    if (from < data.size()) {
+      if (c.partial.empty()) c.partial_start = data_start + from;
+      c.partial.append(data.substr(from));
+    }
+  }
+  return c.pos >= c.end || budget > 0;
+}
+
+void LogRequest::EmitLine(Cursor& c, std::string_view line, uint64_t line_start) {
+  while (c.next_attempt < c.layout.attempts.size() &&
+         c.layout.attempts[c.next_attempt].offset <= line_start) {
+    Flush(c);
+    int attempt = c.layout.attempts[c.next_attempt++].attempt;
+    if (attempt > 1) {
+      responder_->Event({{"role", c.target.role}, {"replica", c.target.replica}, {"attempt", attempt}});
+    }
+  }
+  int64_t t = line_start < c.layout.end_offset ? c.layout.TimeAt(line_start) : NowMs();
+  if (query_.since_ms && t < *query_.since_ms) return;
+  if (query_.until_ms && t >= *query_.until_ms) {
+    if (!query_.follow) c.end = c.pos;  // the index is ordered: nothing later qualifies
+    return;
+  }
+  if (regex_ && !std::regex_search(line.begin(), line.end(), *regex_)) return;
+  c.batch.push_back({t, std::string(line)});
+  c.batch_bytes += line.size() + 16;
+  ++c.lines;
+  if (c.batch_bytes >= kBatchBytes) Flush(c);
+}
+
+void LogRequest::Flush(Cursor& c) {
+  if (c.batch.empty()) return;
+  responder_->Event({{"role", c.target.role},
+                     {"replica", c.target.replica},
+                     {"stream", query_.stream},
+                     {"lines", std::move(c.batch)}});
+  c.batch = json::array();
+  c.batch_bytes = 0;
+}
+
+void LogRequest::Finish() {
+  if (!idle_) return;
+  idle_.reset();
+  if (subscription_ != 0) hub_->Unsubscribe(subscription_);
+  subscription_ = 0;
+  auto on_done = std::move(on_done_);
+  if (on_done) on_done(this);  // destroys this
+}
+
+}  // namespace torchxd::daemon

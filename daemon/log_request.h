@@ -1,0 +1,89 @@
+// LogRequest: one `log` call (docs/protocol.md) in progress.
+//
+// It reads the selected replicas' stream files from disk in slices on the
+// loop (never a large synchronous read), sends lines as events in batches,
+// and pauses while the client's socket is backed up, so a slow or stopped
+// follower costs bounded memory and never blocks a replica: it just resumes
+// from disk. Followers are woken by the LogHub, never by a timer; a follow
+// ends once the app is terminal and everything was sent. Bytes a follower
+// could not read because rotation removed them are reported, as are bytes
+// before the first available one when reading from the start.
+//
+// Thread contract: loop thread only.
+#ifndef TORCHXD_DAEMON_LOG_REQUEST_H_
+#define TORCHXD_DAEMON_LOG_REQUEST_H_
+
+#include <uv.h>
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/result.h"
+#include "core/uv_handle.h"
+#include "daemon/log_hub.h"
+#include "daemon/log_stream.h"
+#include "daemon/server.h"
+
+namespace torchxd::daemon {
+
+struct LogQuery {
+  std::string stream = "combined";  // combined | stdout | stderr
+  std::optional<std::string> role;
+  std::vector<int> replicas;  // empty: all
+  std::optional<std::string> regex;
+  std::optional<int64_t> since_ms;  // inclusive
+  std::optional<int64_t> until_ms;  // exclusive
+  bool follow = false;
+  std::optional<int> tail_lines;
+  std::optional<int> attempt;
+};
+[[nodiscard]] Result<LogQuery> ParseLogQuery(const nlohmann::json& params);
+
+struct LogTarget {
+  std::string role;
+  int replica = 0;
+  std::string dir;  // the replica's log dir
+};
+
+class LogRequest {
+ public:
+  // `app_live` says whether more output may still come (follow mode).
+  LogRequest(uv_loop_t* loop, LogHub* hub, std::string app_key, std::vector<LogTarget> targets,
+             LogQuery query, std::function<bool()> app_live, std::shared_ptr<Responder> responder,
+             std::function<void(LogRequest*)> on_done);
+  ~LogRequest();
+  [[nodiscard]] Result<void> Start();
+
+ private:
+  struct Cursor;
+  void Schedule();
+  void Step();
+  bool Pump(Cursor& c, size_t& budget);  // true when this cursor has nothing more for now
+  void EmitLine(Cursor& c, std::string_view line, uint64_t line_start);
+  void Flush(Cursor& c);
+  void Finish();
+
+  uv_loop_t* loop_;
+  LogHub* hub_;
+  std::string app_key_;
+  LogQuery query_;
+  std::optional<std::regex> regex_;
+  std::function<bool()> app_live_;
+  std::shared_ptr<Responder> responder_;
+  std::function<void(LogRequest*)> on_done_;
+  std::vector<std::unique_ptr<Cursor>> cursors_;
+  UvHandle<uv_idle_t> idle_;
+  uint64_t subscription_ = 0;
+  bool scheduled_ = false;
+  bool done_ = false;
+};
+
+}  // namespace torchxd::daemon
+
+#endif  // TORCHXD_DAEMON_LOG_REQUEST_H_

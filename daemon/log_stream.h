@@ -1,0 +1,94 @@
+// One output stream of one replica on disk (stdout, stderr or combined): a
+// ring of segment files within a byte budget, plus a small text index.
+//
+//   {dir}/{name}.log            the live segment (what `tail -F` follows)
+//   {dir}/{name}.log.<offset>   rotated segments, named by the logical offset
+//                               of their first byte
+//   {dir}/{name}.idx            one entry per line:
+//       T <offset> <time_ms>              bytes from <offset> arrived at <time_ms>
+//                                         (coalesced to kTimeGranularityMs)
+//       A <attempt> <offset> <time_ms>    attempt <attempt> starts at <offset>
+//       R <offset>                        the live segment starts at <offset>
+//       L <offset> <bytes> <time_ms>      <bytes> could not be written (disk full)
+//
+// Offsets are logical: bytes ever written to the stream, so readers can span
+// segments and tell how many bytes rotation dropped (the first available
+// offset). A budget of 0 means unbounded: no rotation.
+//
+// Thread contract: the writer is loop-thread only; Load() is a pure read.
+#ifndef TORCHXD_DAEMON_LOG_STREAM_H_
+#define TORCHXD_DAEMON_LOG_STREAM_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/result.h"
+#include "core/unique_fd.h"
+
+namespace torchxd::daemon {
+
+inline constexpr int64_t kTimeGranularityMs = 10;
+
+class LogStreamWriter {
+ public:
+  [[nodiscard]] static Result<LogStreamWriter> Open(const std::string& dir, const std::string& name,
+                                                    uint64_t budget_bytes);
+  LogStreamWriter(LogStreamWriter&&) = default;
+  LogStreamWriter& operator=(LogStreamWriter&&) = default;
+
+  void BeginAttempt(int attempt, int64_t now_ms);
+  // Appends; returns false when bytes were lost (counted in bytes_lost()).
+  bool Write(std::string_view bytes, int64_t now_ms);
+  uint64_t offset() const { return offset_; }
+  uint64_t bytes_lost() const { return bytes_lost_; }
+
+ private:
+  LogStreamWriter() = default;
+  void Index(const std::string& entry);
+  void MaybeRotate();
+  void Trim();
+
+  std::string dir_, name_;
+  uint64_t budget_ = 0;
+  uint64_t segment_bytes_ = 0;
+  UniqueFd fd_;
+  UniqueFd index_fd_;
+  uint64_t offset_ = 0;          // logical end
+  uint64_t segment_start_ = 0;   // logical start of the live segment
+  std::vector<std::pair<uint64_t, uint64_t>> rotated_;  // (start, size), oldest first
+  int64_t last_time_ = -1;
+  uint64_t bytes_lost_ = 0;
+  uint64_t unreported_loss_ = 0;
+};
+
+// The reading side: what is on disk for one stream.
+struct LogSegment {
+  std::string path;
+  uint64_t start = 0;
+  uint64_t size = 0;
+};
+struct LogAttempt {
+  int attempt = 0;
+  uint64_t offset = 0;
+  int64_t time_ms = 0;
+};
+struct LogStreamLayout {
+  std::vector<LogSegment> segments;  // oldest first
+  std::vector<std::pair<uint64_t, int64_t>> times;  // (offset, time_ms), ascending
+  std::vector<LogAttempt> attempts;
+  uint64_t first_offset = 0;  // bytes before it were dropped by rotation
+  uint64_t end_offset = 0;
+  uint64_t bytes_lost = 0;
+
+  int64_t TimeAt(uint64_t offset) const;            // arrival time of the byte at offset
+  uint64_t OffsetAtTime(int64_t time_ms) const;     // first offset that arrived at or after
+  int AttemptAt(uint64_t offset) const;             // 0 when unknown
+};
+
+[[nodiscard]] Result<LogStreamLayout> LoadLogStream(const std::string& dir, const std::string& name);
+
+}  // namespace torchxd::daemon
+
+#endif  // TORCHXD_DAEMON_LOG_STREAM_H_
