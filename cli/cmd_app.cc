@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <fstream>
 #include <thread>
 
 #include "cli/commands.h"
@@ -37,6 +38,14 @@ std::string Duration(int64_t ms) {
     std::snprintf(buf, sizeof(buf), "%lldh%02lldm", static_cast<long long>(s / 3600), static_cast<long long>((s / 60) % 60));
   }
   return buf;
+}
+
+// Gone, or a zombie nobody has reaped yet (its parent was the autostarting CLI).
+bool ProcessGone(int pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), {});
+  size_t close = text.rfind(')');
+  return text.empty() || (close != std::string::npos && close + 2 < text.size() && text[close + 2] == 'Z');
 }
 
 int64_t NowMs() {
@@ -187,17 +196,17 @@ int CmdDaemon(const GlobalArgs& global, const std::string& action, const CliCont
              << "\n  apps:      " << (*info)["apps"] << " (" << (*info)["running_apps"] << " running)\n";
     return kExitOk;
   }
-  std::string socket = (*info)["socket"];
+  int pid = (*info)["pid"].get<int>();
   if (auto r = client->Call("shutdown", json::object()); !r) return ReportCallError(ctx, r.error());
-  // It stops its replicas first (SIGTERM, grace, SIGKILL); wait for the socket to go quiet.
+  // It stops its replicas first (SIGTERM, grace, SIGKILL); wait until the process is gone.
   for (int i = 0; i < 6000; ++i) {
-    if (!DaemonClient::Connect(socket)) {
-      *ctx.out << "torchxd (pid " << (*info)["pid"] << ") stopped\n";
+    if (ProcessGone(pid)) {
+      *ctx.out << "torchxd (pid " << pid << ") stopped\n";
       return kExitOk;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  return ReportError(ctx, "torchxd did not stop within 120 s", kExitFailed);
+  return ReportError(ctx, "torchxd (pid " + std::to_string(pid) + ") did not stop within 120 s", kExitFailed);
 }
 
 }  // namespace torchxd::cli

@@ -54,6 +54,26 @@ uint64_t TailStart(const LogStreamLayout& layout, int n) {
   return layout.first_offset;
 }
 
+// The offset after the first newline at or after `from` (within the first MiB).
+uint64_t NextLineStart(const LogStreamLayout& layout, uint64_t from) {
+  char buf[65536];
+  for (const auto& seg : layout.segments) {
+    if (from >= seg.start + seg.size) continue;
+    UniqueFd fd(::open(seg.path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd.valid()) return from;
+    for (uint64_t at = from; at < seg.start + seg.size && at < from + (1 << 20);) {
+      ssize_t got = ::pread(fd.get(), buf, sizeof(buf), static_cast<off_t>(at - seg.start));
+      if (got <= 0) return from;
+      for (ssize_t i = 0; i < got; ++i) {
+        if (buf[i] == '\n') return at + static_cast<uint64_t>(i) + 1;
+      }
+      at += static_cast<uint64_t>(got);
+    }
+    return from;
+  }
+  return from;
+}
+
 }  // namespace
 
 Result<LogQuery> ParseLogQuery(const json& params) {
@@ -162,11 +182,12 @@ Result<void> LogRequest::Start() {
     if (query_.since_ms) c->pos = std::max(c->pos, c->layout.OffsetAtTime(*query_.since_ms));
     if (query_.tail_lines) c->pos = std::max(c->pos, TailStart(c->layout, *query_.tail_lines));
     if (!query_.follow) c->end = std::min(c->end, c->layout.end_offset);
-    if (c->pos > c->layout.first_offset || c->layout.first_offset == 0) {
-      // Reading from later than the start: nothing to report about dropped bytes.
-    } else {
+    if (c->pos == c->layout.first_offset && c->layout.first_offset > 0) {
+      // Rotation cut the oldest line: start at the next whole one and count the
+      // fragment as dropped too.
+      c->pos = NextLineStart(c->layout, c->pos);
       responder_->Event({{"role", c->target.role}, {"replica", c->target.replica},
-                         {"dropped_bytes", c->layout.first_offset}});
+                         {"dropped_bytes", c->pos}});
     }
     while (c->next_attempt < c->layout.attempts.size() &&
            c->layout.attempts[c->next_attempt].offset <= c->pos) {

@@ -10,6 +10,7 @@ PACKAGES=(
   g++ cmake ninja-build pkg-config
   libuv1-dev nlohmann-json3-dev libsqlite3-dev libcurl4-openssl-dev libspdlog-dev
   libcli11-dev libgtest-dev libgmock-dev libexpected-dev
+  python3-torch sqlite3 util-linux
   ${EXTRA_PACKAGES:-}
 )
 

@@ -13,6 +13,12 @@
 //   --error-file MSG      write a torchelastic error.json ($TORCHELASTIC_ERROR_FILE)
 //   --fail-until N F      exit 1 unless file F counts N earlier runs (increments it)
 //   --fail-first-if A B F exit 1 on the first run (file F absent) when A == B
+//   --interleave N        N rounds of "out <i>" on stdout and "err <i>" on stderr, each
+//                         line written in two pieces
+//   --no-newline TEXT     write TEXT to stdout without a newline
+//   --big-line BYTES      write BYTES 'a's to stdout in 64 KiB writes, no newline
+//   --binary BYTES        write BYTES bytes of 0..255 to stdout
+//   --spew-mb N           write N MiB of '.'-filled 64 KiB lines to stdout
 //   --sleep S             sleep S seconds (fractions allowed)
 //   --exit N              exit with N now
 //   --kill-self SIG       raise signal SIG
@@ -24,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <string>
 
@@ -119,6 +126,35 @@ int main(int argc, char** argv) {
         if (FILE* f = fopen(file, "w")) fclose(f);
         return 1;
       }
+    } else if (a == "--interleave") {
+      long n = atol(next());
+      for (long k = 0; k < n; ++k) {
+        std::string o = "out " + std::to_string(k), e = "err " + std::to_string(k);
+        (void)!write(1, o.data(), 3);
+        (void)!write(2, e.data(), 3);
+        (void)!write(1, o.data() + 3, o.size() - 3);
+        (void)!write(1, "\n", 1);
+        (void)!write(2, e.data() + 3, e.size() - 3);
+        (void)!write(2, "\n", 1);
+      }
+    } else if (a == "--no-newline") {
+      const char* t = next();
+      (void)!write(1, t, strlen(t));
+    } else if (a == "--big-line" || a == "--spew-mb") {
+      long total = atol(next()) * (a == "--spew-mb" ? 1048576L : 1L);
+      std::string chunk(65536, a == "--big-line" ? 'a' : '.');
+      if (a == "--spew-mb") chunk.back() = '\n';
+      for (long done = 0; done < total;) {
+        long n = std::min<long>(static_cast<long>(chunk.size()), total - done);
+        ssize_t w = write(1, chunk.data(), static_cast<size_t>(n));
+        if (w <= 0) return 9;
+        done += w;
+      }
+    } else if (a == "--binary") {
+      long n = atol(next());
+      std::string bytes;
+      for (long k = 0; k < n; ++k) bytes += static_cast<char>(k % 256);
+      (void)!write(1, bytes.data(), bytes.size());
     } else if (a == "--sleep") {
       Sleep(atof(next()));
     } else if (a == "--exit") {

@@ -1,0 +1,268 @@
+// The real torchx and torchxd, end to end, in a private XDG_RUNTIME_DIR and
+// state dir: autostart, every command, text and --json outputs, exit codes,
+// and the distributed example.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+struct Output {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string Quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+class CliE2eTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    static int n = 0;
+    dir_ = fs::temp_directory_path() / ("txc_" + std::to_string(::getpid()) + "_" + std::to_string(++n));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ / "xdg");
+    fs::create_directories(dir_ / "work");
+  }
+  void TearDown() override {
+    Torchx({"daemon", "stop"});
+    if (HasFailure()) {
+      std::ifstream log(dir_ / "state/torchxd/torchxd.out");
+      std::cerr << "---- torchxd.out ----\n" << log.rdbuf() << "\n";
+    }
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  Output Torchx(const std::vector<std::string>& args, const std::string& extra_env = "") {
+    std::string cmd = "cd " + Quote((dir_ / "work").string()) +
+                      " && env -u TORCHXCONFIG -u TORCHXD_SOCKET -u TORCHX_NO_AUTOSTART HOME=" + Quote(dir_.string()) +
+                      " XDG_RUNTIME_DIR=" + Quote((dir_ / "xdg").string()) +
+                      " XDG_STATE_HOME=" + Quote((dir_ / "state").string()) + " " + extra_env + " " + TORCHX_BIN;
+    for (const auto& a : args) cmd += " " + Quote(a);
+    cmd += " 2>" + Quote((dir_ / "stderr").string());
+    Output o;
+    FILE* p = ::popen(cmd.c_str(), "r");
+    std::array<char, 4096> buf;
+    size_t n;
+    while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) o.out.append(buf.data(), n);
+    int status = ::pclose(p);
+    o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    std::ifstream err(dir_ / "stderr");
+    o.err.assign(std::istreambuf_iterator<char>(err), {});
+    return o;
+  }
+  std::string Handle(const Output& o) { return o.out.substr(0, o.out.find('\n')); }
+  std::string Socket() { return (dir_ / "xdg/torchxd/torchxd.sock").string(); }
+
+  fs::path dir_;
+};
+
+TEST_F(CliE2eTest, RunAutostartsADetachedDaemonAndReturnsTheHandleAtOnce) {
+  auto run = Torchx({"run", "utils.echo", "--msg", "hello"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.out, ::testing::MatchesRegex("local_cwd://torchx/echo-[a-z0-9]+\n"));
+  EXPECT_TRUE(fs::exists(Socket()));
+  auto status = Torchx({"daemon", "status"});
+  EXPECT_EQ(status.exit_code, 0);
+  EXPECT_THAT(status.out, HasSubstr("torchxd 0.1.0 running (pid "));
+  // The daemon is detached: its own session, not our child, no terminal.
+  int pid = std::atoi(status.out.c_str() + status.out.find("pid ") + 4);
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string s((std::istreambuf_iterator<char>(stat)), {});
+  std::istringstream fields(s.substr(s.rfind(')') + 2));
+  std::string state;
+  int ppid, pgrp, session;
+  fields >> state >> ppid >> pgrp >> session;
+  EXPECT_NE(session, ::getsid(0));  // a new session: it holds no terminal of ours
+  EXPECT_NE(ppid, ::getpid());
+}
+
+TEST_F(CliE2eTest, TwoClisAutostartingAtOnceShareOneDaemon) {
+  Output a, b;
+  std::thread t([&] { a = Torchx({"run", "utils.echo"}); });
+  b = Torchx({"run", "utils.echo"});
+  t.join();
+  EXPECT_EQ(a.exit_code, 0) << a.err;
+  EXPECT_EQ(b.exit_code, 0) << b.err;
+  auto list = Torchx({"list", "--json"});
+  EXPECT_EQ(json::parse(list.out).size(), 2u);  // both apps in one daemon's store
+}
+
+TEST_F(CliE2eTest, WaitLogStatusDescribeListCancelDelete) {
+  auto ok = Torchx({"run", "--wait", "utils.echo", "--msg", "hi", "--num_replicas", "2"});
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  std::string h = Handle(ok);
+
+  auto status = Torchx({"status", h});
+  EXPECT_EQ(status.exit_code, 0);
+  EXPECT_THAT(status.out, HasSubstr("AppStatus:\n    State: SUCCEEDED\n    Num Restarts: 0\n    Roles: \n *echo[0]:SUCCEEDED pid="));
+  EXPECT_THAT(status.out, HasSubstr("\n  echo[1]:SUCCEEDED pid="));
+  auto sj = json::parse(Torchx({"status", "--json", h}).out);
+  EXPECT_EQ(sj["state"], "SUCCEEDED");
+  EXPECT_EQ(sj["app_handle"], h);
+  EXPECT_EQ(sj["roles"][0]["replicas"][1]["state"], 4);
+  EXPECT_EQ(sj["roles"][0]["replicas"][1]["state_name"], "SUCCEEDED");
+
+  auto log = Torchx({"log", h});
+  EXPECT_EQ(log.out, "echo/0 hi\necho/1 hi\n");
+  EXPECT_EQ(Torchx({"log", h + "/echo/1"}).out, "echo/1 hi\n");
+  auto lj = json::parse(Torchx({"log", "--json", h + "/echo/0"}).out);
+  EXPECT_EQ(lj["line"], "hi");
+  EXPECT_EQ(lj["role"], "echo");
+
+  // describe prints the AppDef as stored, which `torchx run` takes back.
+  auto desc = Torchx({"describe", h});
+  ASSERT_EQ(desc.exit_code, 0);
+  std::ofstream(dir_ / "work/again.json") << desc.out;
+  auto again = Torchx({"run", "--wait", "./again.json"});
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(Torchx({"log", Handle(again)}).out, "echo/0 hi\necho/1 hi\n");
+
+  auto list = Torchx({"list"});
+  EXPECT_THAT(list.out, HasSubstr("APP HANDLE"));
+  EXPECT_THAT(list.out, HasSubstr("APP NAME  APP STATUS  STARTED"));
+  EXPECT_THAT(list.out, HasSubstr("DURATION\n"));
+  auto lines = std::count(list.out.begin(), list.out.end(), '\n');
+  EXPECT_EQ(lines, 4);  // header, dashes, two apps
+  auto listj = json::parse(Torchx({"list", "--json"}).out);
+  EXPECT_EQ(listj[0]["app_handle"], Handle(again));  // newest first
+
+  auto already = Torchx({"cancel", h});
+  EXPECT_EQ(already.exit_code, 0);
+  EXPECT_EQ(already.out, h + " already SUCCEEDED\n");
+  auto del = Torchx({"delete", h});
+  EXPECT_EQ(del.exit_code, 0);
+  auto gone = Torchx({"status", h});
+  EXPECT_EQ(gone.exit_code, 1);
+  EXPECT_THAT(gone.err, HasSubstr("does not exist or has been removed from `local_cwd`'s data plane"));
+}
+
+TEST_F(CliE2eTest, CancelReturnsWhenTheAppIsGone) {
+  auto run = Torchx({"run", "utils.sh", "--", "sh", "-c", "trap '' TERM; sleep 60"});
+  ASSERT_EQ(run.exit_code, 0);
+  std::string h = Handle(run);
+  auto cancel = Torchx({"cancel", "--grace-period", "0.2", h});
+  EXPECT_EQ(cancel.exit_code, 0) << cancel.err;
+  EXPECT_EQ(cancel.out, h + " CANCELLED\n");
+  EXPECT_THAT(Torchx({"status", h}).out, HasSubstr("State: CANCELLED"));
+}
+
+TEST_F(CliE2eTest, WaitOnAFailingAppExitsOneWithTheStatusOnStderr) {
+  auto r = Torchx({"run", "--wait", "utils.sh", "--", "sh", "-c", "echo boom >&2; exit 3"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.out, HasSubstr("local_cwd://torchx/sh-"));
+  EXPECT_THAT(r.err, HasSubstr("State: FAILED"));
+  EXPECT_THAT(r.err, HasSubstr("sh[0]:FAILED (exited with code 3)"));
+}
+
+TEST_F(CliE2eTest, LogFlagStreamsEveryReplicaToStderrWithAPrefix) {
+  auto r = Torchx({"run", "--log", "utils.sh", "--num_replicas", "2", "--", "sh", "-c", "echo one; echo two"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  for (const char* line : {"sh/0 one\n", "sh/0 two\n", "sh/1 one\n", "sh/1 two\n"}) {
+    EXPECT_THAT(r.err, HasSubstr(line));
+  }
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1);  // only the handle on stdout
+}
+
+TEST_F(CliE2eTest, ExitCodesAndMessages) {
+  ASSERT_EQ(Torchx({"run", "utils.echo"}).exit_code, 0);  // a daemon is up
+  struct Case {
+    const char* name;
+    std::vector<std::string> args;
+    int code;
+    const char* message;
+  };
+  const Case cases[] = {
+      {"unknown app", {"status", "local_cwd://torchx/nope-123"}, 1, "AppDef `nope-123` does not exist"},
+      {"malformed handle", {"status", "nope"}, 2, "is not of the form: <scheduler_backend>://<session_name>/<app_id>"},
+      {"bad log selector", {"log", "local_cwd://torchx"}, 2, "is not of the form SCHEDULER://[SESSION]/APP_ID"},
+      {"bad since", {"log", "--since", "yesterday", "local_cwd://torchx/x"}, 2, "--since: `yesterday` is not a time"},
+      {"bad regex", {"log", "--regex", "(", "local_cwd://torchx/x"}, 2, "--regex `(`"},
+      {"unknown role", {"log", "local_cwd://torchx/nope-1/r"}, 1, "does not exist"},
+      {"bad grace", {"cancel", "--grace-period", "-1", "local_cwd://torchx/x"}, 2, "--grace-period"},
+      {"missing handle", {"status"}, 2, "app_handle is required"},
+      {"bad daemon action", {"daemon", "restart"}, 2, "restart not in {status,stop}"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto o = Torchx(c.args);
+    EXPECT_EQ(o.exit_code, c.code) << o.err;
+    EXPECT_THAT(o.err, HasSubstr(c.message));
+    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+  }
+}
+
+TEST_F(CliE2eTest, NoAutostartMeansExitThreeAndInfoCommandsNeedNoDaemon) {
+  const std::string no = "TORCHX_NO_AUTOSTART=1";
+  auto status = Torchx({"status", "local_cwd://torchx/x"}, no);
+  EXPECT_EQ(status.exit_code, 3);
+  EXPECT_THAT(status.err, HasSubstr("no torchxd is running"));
+  EXPECT_THAT(status.err, HasSubstr("TORCHX_NO_AUTOSTART=1 is set"));
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"builtins"}, {"runopts"}, {"--version"}, {"--help"}, {"run", "utils.echo", "--help"},
+           {"run", "--dryrun", "utils.echo"}}) {
+    EXPECT_EQ(Torchx(args, no).exit_code, 0) << args[0];
+  }
+  EXPECT_FALSE(fs::exists(Socket()));  // none of them started a daemon
+  auto stopped = Torchx({"daemon", "stop"}, no);
+  EXPECT_EQ(stopped.exit_code, 0);
+  EXPECT_EQ(stopped.out, "torchxd is not running\n");
+  EXPECT_EQ(Torchx({"daemon", "status"}, no).exit_code, 3);
+}
+
+TEST_F(CliE2eTest, ExplicitSocketThatDoesNotAnswerExitsThree) {
+  auto o = Torchx({"--socket", (dir_ / "nothing.sock").string(), "list"});
+  EXPECT_EQ(o.exit_code, 3);
+  EXPECT_THAT(o.err, HasSubstr("torchxd is not answering on"));
+  auto env = Torchx({"list"}, "TORCHXD_SOCKET=" + (dir_ / "nothing.sock").string());
+  EXPECT_EQ(env.exit_code, 3);
+}
+
+TEST_F(CliE2eTest, DaemonStopStopsItsAppsAndTheDaemon) {
+  auto run = Torchx({"run", "utils.sh", "--", "sleep", "60"});
+  ASSERT_EQ(run.exit_code, 0);
+  auto stop = Torchx({"daemon", "stop"});
+  EXPECT_EQ(stop.exit_code, 0);
+  EXPECT_THAT(stop.out, HasSubstr("stopped"));
+  EXPECT_FALSE(fs::exists(Socket()));
+  auto st = Torchx({"status", Handle(run)});  // autostarts a new daemon that remembers
+  EXPECT_THAT(st.out, HasSubstr("State: CANCELLED"));
+  EXPECT_THAT(st.out, HasSubstr("Msg: torchxd was stopped"));
+}
+
+TEST_F(CliE2eTest, DistributedExampleTrainsWithTwoReplicas) {
+  if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "python3-torch is not installed (/usr/bin/python3 -c 'import torch' failed)";
+  }
+  std::string port = std::to_string(20000 + (::getpid() % 20000));
+  auto r = Torchx({"run", "--wait", "dist.ddp", "-j", "2x1", "--tee", "1", "--env", "PET_REDIRECTS=1",
+                   "--rdzv_port", port, "--script", std::string(TORCHXD_SOURCE_DIR) + "/examples/train.py",
+                   "--", "--steps", "3"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string h = Handle(r);
+  auto log = Torchx({"log", "--regex", "in_sync=True", h});
+  EXPECT_THAT(log.out, HasSubstr("train/0 [0]:rank 0/2"));
+  EXPECT_THAT(log.out, HasSubstr("train/1 [0]:rank 1/2"));
+  EXPECT_THAT(Torchx({"log", "--regex", "step 2 loss", h + "/train/0"}).out, HasSubstr("world_size 2"));
+}
+
+}  // namespace
