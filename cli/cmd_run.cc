@@ -10,38 +10,14 @@
 #include "core/app_json.h"
 #include "core/ids.h"
 #include "core/replica_request.h"
+#include "imageproviders/image_provider.h"
 
 namespace torchxd::cli {
 namespace {
 
-namespace fs = std::filesystem;
-
-// Where each role runs for the local schedulers: local_cwd ignores the image
-// and uses the client's cwd; local_dir uses the image directory.
-Result<std::vector<core::RoleLocation>> LocalRoleLocations(const std::string& scheduler,
-                                                           const core::AppDef& app,
-                                                           const CliContext& ctx) {
-  std::vector<core::RoleLocation> out;
-  for (const auto& role : app.roles) {
-    if (scheduler == "local_cwd") {
-      out.push_back({ctx.cwd, ctx.cwd});
-      continue;
-    }
-    fs::path dir = fs::path(role.image).is_absolute() ? fs::path(role.image)
-                                                       : fs::path(ctx.cwd) / role.image;
-    std::error_code ec;
-    if (role.image.empty() || !fs::is_directory(dir, ec)) {
-      return Fail(Error::InvalidArgument("Invalid image name: " + role.image +
-                                         ", does not exist or is not a directory"));
-    }
-    out.push_back({dir.lexically_normal().string(), dir.lexically_normal().string()});
-  }
-  return out;
-}
-
 int PrintDryrun(const RunArgs& args, const core::AppDef& app, const core::Cfg& cfg,
                 const CliContext& ctx) {
-  auto locations = LocalRoleLocations(args.scheduler, app, ctx);
+  auto locations = imageproviders::FetchRoles(args.scheduler, app, ctx.cwd);
   if (!locations) return ReportError(ctx, locations.error().message, kExitUsage);
   core::LocalAppContext local;
   local.scheduler = args.scheduler;

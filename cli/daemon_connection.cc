@@ -17,12 +17,8 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string TorchxdBinary() {
-  std::error_code ec;
-  auto exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    auto beside = exe.parent_path() / "torchxd";
-    if (::access(beside.c_str(), X_OK) == 0) return beside.string();
-  }
+  std::string beside = core::SelfExecutableDir() + "/torchxd";
+  if (::access(beside.c_str(), X_OK) == 0) return beside;
   return "torchxd";  // from PATH
 }
 

@@ -72,7 +72,7 @@ int Main(int argc, char** argv) {
   auto* cancel = app.add_subcommand("cancel", "Stop an app: SIGTERM, the grace period, then SIGKILL");
   cancel->add_option("app_handle", handle, "scheduler://session/app_id")->required();
   cancel->add_option("--grace-period", grace, "seconds between SIGTERM and SIGKILL (default: the daemon's)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0.0, 86400.0));
 
   auto* del = app.add_subcommand("delete", "Purge an app's record and logs (stopping it first)");
   del->add_option("app_handle", handle, "scheduler://session/app_id")->required();
@@ -86,8 +86,8 @@ int Main(int argc, char** argv) {
   log->add_flag("-t,--tail", log_args.tail, "follow until the app is terminal");
   log->add_option("--since", log_args.since, "from this time (RFC 3339, local time, or 30s/10m/2h/1d ago)");
   log->add_option("--until", log_args.until, "before this time (same forms)");
-  log->add_option("-n,--lines", log_args.lines, "only the last N lines")->check(CLI::NonNegativeNumber);
-  log->add_option("--attempt", log_args.attempt, "only this attempt of a retried replica")->check(CLI::PositiveNumber);
+  log->add_option("-n,--lines", log_args.lines, "only the last N lines")->check(CLI::Range(0, 1 << 30));
+  log->add_option("--attempt", log_args.attempt, "only this attempt of a retried replica")->check(CLI::Range(1, 1 << 20));
   log->add_flag("--timestamps", log_args.timestamps, "print each line's arrival time");
   log->add_flag("--json", log_args.json, "one JSON object per line");
 

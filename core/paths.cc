@@ -1,5 +1,7 @@
 #include "core/paths.h"
 
+#include <filesystem>
+
 namespace torchxd::core {
 
 std::string UserSocketPath(const EnvLookup& env, uid_t uid) {
@@ -10,6 +12,12 @@ std::string UserSocketPath(const EnvLookup& env, uid_t uid) {
 std::string UserStateDir(const EnvLookup& env) {
   if (auto xdg = env("XDG_STATE_HOME"); xdg && !xdg->empty()) return *xdg + "/torchxd";
   return env("HOME").value_or("/") + "/.local/state/torchxd";
+}
+
+std::string SelfExecutableDir() {
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string(".") : exe.parent_path().string();
 }
 
 }  // namespace torchxd::core

@@ -24,6 +24,9 @@ inline constexpr std::string_view kSystemStateDir = "/var/lib/torchxd";
 std::string UserSocketPath(const EnvLookup& env, uid_t uid);
 std::string UserStateDir(const EnvLookup& env);
 
+// The directory of the running executable (sibling binaries live there), or ".".
+std::string SelfExecutableDir();
+
 }  // namespace torchxd::core
 
 #endif  // TORCHXD_CORE_PATHS_H_

@@ -16,14 +16,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string SelfDir() {
-  std::error_code ec;
-  auto exe = fs::read_symlink("/proc/self/exe", ec);
-  return ec ? std::string(".") : exe.parent_path().string();
-}
-
 std::string DefaultShim() {
-  std::string dir = SelfDir();
+  std::string dir = core::SelfExecutableDir();
   for (const std::string& candidate :
        {dir + "/torchxd-shim", dir + "/../libexec/torchxd/torchxd-shim"}) {
     if (::access(candidate.c_str(), X_OK) == 0) return fs::path(candidate).lexically_normal().string();
@@ -84,14 +78,14 @@ ParsedArgs ParseDaemonArgs(int argc, char** argv, const core::EnvLookup& env) {
   app.add_option("--log-level", c.log_level, "trace, debug, info, warn, error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
   app.add_option("--cache-size", c.cache_size, "max local apps kept, running and finished (default 100)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(size_t{1}, size_t{10000000}));
   app.add_option("--grace-period", c.grace_period, "seconds between SIGTERM and SIGKILL (default 10)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0.0, 86400.0));
   app.add_option("--log-max-bytes", c.log_max_bytes, "per-stream log budget, e.g. 128M (0 = unbounded)");
-  app.add_option("--idle-timeout", c.idle_timeout, "seconds before an idle client is dropped (default 300)")
-      ->check(CLI::NonNegativeNumber);
+  app.add_option("--idle-timeout", c.idle_timeout, "seconds before an idle client is dropped (default 300; 0 = never)")
+      ->check(CLI::Range(0.0, 86400.0 * 365));
   app.add_option("--max-connections", c.max_connections, "concurrent clients (default 256)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(size_t{1}, size_t{100000}));
   app.add_option("--shim", c.shim, "path to torchxd-shim");
   app.footer("Exit codes: 0 stopped cleanly; 1 failed at run time; 2 bad configuration.");
   try {

@@ -11,22 +11,16 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "tests/cli/shell.h"
+
 namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-struct Output {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string Quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
+using torchxd::testing::Output;
+using torchxd::testing::Quote;
+using torchxd::testing::RunShell;
 
 class TorchxBinaryTest : public ::testing::Test {
  protected:
@@ -43,17 +37,7 @@ class TorchxBinaryTest : public ::testing::Test {
     std::string cmd = "cd " + Quote(dir_.string()) + " && env -u TORCHXCONFIG -u TORCHX_NAMED_RESOURCES HOME=" +
                       Quote(dir_.string()) + " " + env + " " + TORCHX_BIN;
     for (const auto& a : args) cmd += " " + Quote(a);
-    cmd += " 2>" + Quote((dir_ / "stderr").string());
-    Output o;
-    FILE* p = ::popen(cmd.c_str(), "r");
-    std::array<char, 4096> buf;
-    size_t n;
-    while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) o.out.append(buf.data(), n);
-    int status = ::pclose(p);
-    o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    std::ifstream err(dir_ / "stderr");
-    o.err.assign(std::istreambuf_iterator<char>(err), {});
-    return o;
+    return RunShell(cmd, (dir_ / "stderr").string());
   }
 
   void Write(const std::string& name, const std::string& text) { std::ofstream(dir_ / name) << text; }
