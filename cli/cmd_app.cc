@@ -59,19 +59,22 @@ void PrintTable(std::ostream& out, const std::vector<std::vector<std::string>>& 
   for (const auto& r : rows) {
     for (size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], r[i].size());
   }
+  std::string text;
   auto line = [&](const std::vector<std::string>& r) {
-    std::string s;
+    size_t start = text.size();
     for (size_t i = 0; i < r.size(); ++i) {
-      s += r[i];
-      if (i + 1 < r.size()) s += std::string(width[i] - r[i].size() + 2, ' ');
+      text += r[i];
+      if (i + 1 < r.size()) text.append(width[i] - r[i].size() + 2, ' ');
     }
-    out << core::Trim(s) << "\n";
+    while (text.size() > start && text.back() == ' ') text.pop_back();
+    text += '\n';
   };
   line(rows[0]);
   std::vector<std::string> dashes;
   for (size_t w : width) dashes.push_back(std::string(w, '-'));
   line(dashes);
   for (size_t i = 1; i < rows.size(); ++i) line(rows[i]);
+  out << text;
 }
 
 }  // namespace
@@ -136,16 +139,25 @@ int CmdList(const GlobalArgs& global, const std::string& scheduler, bool as_json
   if (!scheduler.empty()) params["scheduler"] = scheduler;
   auto reply = client->Call("list", params);
   if (!reply) return ReportCallError(ctx, reply.error());
+  // Rows follow (*reply)["fields"]: handle, app id, name, scheduler, state, created_ms, ended_ms.
   const json& apps = (*reply)["apps"];
   if (as_json) {
-    *ctx.out << apps.dump(2) << "\n";
+    json out = json::array();
+    for (const auto& a : apps) {
+      out.push_back({{"app_handle", a[0]}, {"app_id", a[1]}, {"name", a[2]}, {"scheduler", a[3]},
+                     {"state", a[4]}, {"created", core::FormatRfc3339Utc(a[5].get<int64_t>())},
+                     {"ended", a[6].is_null() ? json(nullptr) : json(core::FormatRfc3339Utc(a[6].get<int64_t>()))}});
+    }
+    *ctx.out << out.dump(2) << "\n";
     return kExitOk;
   }
   std::vector<std::vector<std::string>> rows = {{"APP HANDLE", "APP NAME", "APP STATUS", "STARTED", "DURATION"}};
+  rows.reserve(apps.size() + 1);
+  int64_t now = NowMs();
   for (const auto& a : apps) {
-    int64_t created = core::ParseRfc3339(a.value("created", "")).value_or(0);
-    int64_t ended = a["ended"].is_string() ? core::ParseRfc3339(a["ended"].get<std::string>()).value_or(NowMs()) : NowMs();
-    rows.push_back({a.value("app_handle", ""), a.value("name", ""), a.value("state", ""),
+    int64_t created = a[5].get<int64_t>();
+    int64_t ended = a[6].is_null() ? now : a[6].get<int64_t>();
+    rows.push_back({a[0].get<std::string>(), a[2].get<std::string>(), a[4].get<std::string>(),
                     LocalTime(created), Duration(ended - created)});
   }
   PrintTable(*ctx.out, rows);

@@ -23,6 +23,8 @@ namespace fs = std::filesystem;
 Daemon::Daemon(DaemonConfig config) : config_(std::move(config)) { uv_loop_init(&loop_); }
 
 Daemon::~Daemon() {
+  CommitStore();
+  commit_.reset();
   server_.reset();
   local_.reset();
   sigterm_.reset();
@@ -102,6 +104,7 @@ Result<void> Daemon::Prepare() {
   info.started_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                         std::chrono::system_clock::now().time_since_epoch()).count();
   info.request_shutdown = [this] { OnSignal(SIGTERM); };
+  info.commit_store = [this] { CommitStore(); };
   service_ = std::make_unique<Service>(&loop_, local_.get(), info);
   ServerLimits limits;
   limits.idle_timeout_seconds = config_.idle_timeout;
@@ -112,6 +115,11 @@ Result<void> Daemon::Prepare() {
   if (auto ok = server_->Listen(config_.socket); !ok) return ok;
   listening_ = true;
   return {};
+}
+
+void Daemon::CommitStore() {
+  if (!store_) return;
+  if (auto ok = store_->Commit(); !ok) spdlog::error("store commit failed: {}", ok.error().message);
 }
 
 void Daemon::OnSignal(int signum) {
@@ -126,8 +134,10 @@ void Daemon::OnSignal(int signum) {
 void Daemon::Finish() {
   spdlog::info("all replicas stopped; exiting");
   server_->Close();  // connections still busy (e.g. a wait) have had their answers
+  CommitStore();
   sigterm_.reset();
   sigint_.reset();
+  commit_.reset();
 }
 
 int Daemon::Run() {
@@ -145,6 +155,12 @@ int Daemon::Run() {
   sigint_ = NewUvHandle<uv_signal_t>(this);
   uv_signal_init(&loop_, sigint_.get());
   uv_signal_start(sigint_.get(), on_signal, SIGINT);
+  commit_ = NewUvHandle<uv_check_t>(this);
+  uv_check_init(&loop_, commit_.get());
+  uv_check_start(commit_.get(), [](uv_check_t* h) {
+    if (auto* self = static_cast<Daemon*>(h->data)) self->CommitStore();
+  });
+  uv_unref(reinterpret_cast<uv_handle_t*>(commit_.get()));  // never keeps the loop alive
   spdlog::info("torchxd ready socket={} state_dir={} pid={}", config_.socket, config_.state_dir, ::getpid());
   uv_run(&loop_, UV_RUN_DEFAULT);
   if (listening_) ::unlink(config_.socket.c_str());

@@ -37,6 +37,7 @@ class Daemon {
   [[nodiscard]] Result<void> ClearStaleSocket();
   void OnSignal(int signum);
   void Finish();
+  void CommitStore();
 
   DaemonConfig config_;
   uv_loop_t loop_;
@@ -47,6 +48,7 @@ class Daemon {
   std::unique_ptr<Server> server_;
   UvHandle<uv_signal_t> sigterm_;
   UvHandle<uv_signal_t> sigint_;
+  UvHandle<uv_check_t> commit_;  // group commit at the end of each loop turn
   bool stopping_ = false;
   bool listening_ = false;
 };

@@ -25,14 +25,14 @@ UniqueFd OpenAppend(const std::string& path) {
 }  // namespace
 
 Result<LogStreamWriter> LogStreamWriter::Open(const std::string& dir, const std::string& name,
-                                              uint64_t budget_bytes) {
+                                              uint64_t budget_bytes, bool fresh) {
   LogStreamWriter w;
   w.dir_ = dir;
   w.name_ = name;
   w.budget_ = budget_bytes;
   w.segment_bytes_ = budget_bytes == 0 ? 0 : std::max(kMinSegmentBytes, budget_bytes / 4);
   // Continue an existing stream (a restarted replica appends to the same files).
-  auto layout = LoadLogStream(dir, name);
+  auto layout = fresh ? Result<LogStreamLayout>(Fail(Error::NotFound("new"))) : LoadLogStream(dir, name);
   if (layout) {
     w.offset_ = layout->end_offset;
     for (const auto& s : layout->segments) {
@@ -47,12 +47,14 @@ Result<LogStreamWriter> LogStreamWriter::Open(const std::string& dir, const std:
   std::string path = dir + "/" + name + ".log";
   w.fd_ = OpenAppend(path);
   if (!w.fd_.valid()) return Fail(Error::Io("open " + path + ": " + strerror(errno)));
-  w.index_fd_ = OpenAppend(dir + "/" + name + ".idx");
-  if (!w.index_fd_.valid()) return Fail(Error::Io("open " + dir + "/" + name + ".idx: " + strerror(errno)));
-  return w;
+  return w;  // the index is created with its first entry
 }
 
 void LogStreamWriter::Index(const std::string& entry) {
+  if (!index_fd_.valid()) {
+    index_fd_ = OpenAppend(dir_ + "/" + name_ + ".idx");
+    if (!index_fd_.valid()) return;
+  }
   std::string line = entry + "\n";
   if (::write(index_fd_.get(), line.data(), line.size()) < 0) {
     // The index is best effort on a full disk; the log bytes are what count.
@@ -60,12 +62,18 @@ void LogStreamWriter::Index(const std::string& entry) {
 }
 
 void LogStreamWriter::BeginAttempt(int attempt, int64_t now_ms) {
-  Index("A " + std::to_string(attempt) + " " + std::to_string(offset_) + " " + std::to_string(now_ms));
+  // Marked with the stream's first bytes of this attempt: a stream that never
+  // writes costs no file.
+  pending_attempt_ = "A " + std::to_string(attempt) + " " + std::to_string(offset_) + " " + std::to_string(now_ms);
   last_time_ = -1;
 }
 
 bool LogStreamWriter::Write(std::string_view bytes, int64_t now_ms) {
   if (bytes.empty()) return true;
+  if (!pending_attempt_.empty()) {
+    Index(pending_attempt_);
+    pending_attempt_.clear();
+  }
   int64_t bucket = now_ms - now_ms % kTimeGranularityMs;
   if (bucket != last_time_) {
     Index("T " + std::to_string(offset_) + " " + std::to_string(now_ms));

@@ -33,8 +33,9 @@ inline constexpr int64_t kTimeGranularityMs = 10;
 
 class LogStreamWriter {
  public:
+  // `fresh`: the directory was just created, so there is nothing to continue.
   [[nodiscard]] static Result<LogStreamWriter> Open(const std::string& dir, const std::string& name,
-                                                    uint64_t budget_bytes);
+                                                    uint64_t budget_bytes, bool fresh = false);
   LogStreamWriter(LogStreamWriter&&) = default;
   LogStreamWriter& operator=(LogStreamWriter&&) = default;
 
@@ -59,6 +60,7 @@ class LogStreamWriter {
   uint64_t segment_start_ = 0;   // logical start of the live segment
   std::vector<std::pair<uint64_t, uint64_t>> rotated_;  // (start, size), oldest first
   int64_t last_time_ = -1;
+  std::string pending_attempt_;
   uint64_t bytes_lost_ = 0;
   uint64_t unreported_loss_ = 0;
 };

@@ -6,14 +6,14 @@ namespace torchxd::daemon {
 
 Result<ReplicaLogWriter> ReplicaLogWriter::Open(const std::string& dir, uint64_t budget_bytes) {
   std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
+  bool fresh = std::filesystem::create_directories(dir, ec);
   if (ec) return Fail(Error::Io("mkdir " + dir + ": " + ec.message()));
   ReplicaLogWriter w;
-  auto out = LogStreamWriter::Open(dir, "stdout", budget_bytes);
+  auto out = LogStreamWriter::Open(dir, "stdout", budget_bytes, fresh);
   if (!out) return Fail(out.error());
-  auto err = LogStreamWriter::Open(dir, "stderr", budget_bytes);
+  auto err = LogStreamWriter::Open(dir, "stderr", budget_bytes, fresh);
   if (!err) return Fail(err.error());
-  auto combined = LogStreamWriter::Open(dir, "combined", budget_bytes);
+  auto combined = LogStreamWriter::Open(dir, "combined", budget_bytes, fresh);
   if (!combined) return Fail(combined.error());
   w.out_.emplace(std::move(*out));
   w.err_.emplace(std::move(*err));

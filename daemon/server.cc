@@ -215,6 +215,16 @@ void Responder::Result(const nlohmann::json& result) {
   }
 }
 
+void Responder::ResultText(const std::string& result_json) {
+  if (done_) return;
+  done_ = true;
+  if (auto c = connection_.lock()) {
+    c->Send("{\"v\":" + std::to_string(protocol::kVersion) + ",\"id\":" + std::to_string(id_) +
+            ",\"result\":" + result_json + "}\n");
+    c->Finished();
+  }
+}
+
 void Responder::Error(const torchxd::Error& error) {
   if (done_) return;
   done_ = true;

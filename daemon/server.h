@@ -43,6 +43,8 @@ class Responder {
       : connection_(std::move(connection)), id_(id) {}
   void Event(const nlohmann::json& event);
   void Result(const nlohmann::json& result);
+  // The result already serialized as JSON text (large replies built by hand).
+  void ResultText(const std::string& result_json);
   void Error(const torchxd::Error& error);
   bool alive() const;
   // Called when the client disconnects (for streaming requests).

@@ -21,17 +21,6 @@ bool IsLocal(const std::string& scheduler) {
   return scheduler == "local_cwd" || scheduler == "local_dir";
 }
 
-json Summary(const AppRecord& app) {
-  json out = {{"app_handle", app.Handle()},
-              {"app_id", app.app_id},
-              {"name", app.app.name},
-              {"scheduler", app.scheduler},
-              {"state", core::AppStateName(app.state)},
-              {"created", core::FormatRfc3339Utc(app.created_ms)},
-              {"ended", app.ended_ms ? json(core::FormatRfc3339Utc(*app.ended_ms)) : json(nullptr)}};
-  return out;
-}
-
 }  // namespace
 
 void Service::Handle(const protocol::Request& request, const PeerInfo& peer,
@@ -104,6 +93,7 @@ void Service::Run(const json& params, const PeerInfo& peer, const Reply& reply) 
   req.uid = peer.uid;
   auto submitted = local_->Submit(std::move(req));
   if (!submitted) return reply->Error(submitted.error());
+  if (info_.commit_store) info_.commit_store();  // stored before it is acknowledged
   reply->Result({{"app_handle", (*submitted)->Handle()}, {"app_id", (*submitted)->app_id}});
 }
 
@@ -146,11 +136,35 @@ void Service::List(const json& params, const Reply& reply) {
   std::vector<const AppRecord*> apps = local_->List();
   std::sort(apps.begin(), apps.end(),
             [](const auto* a, const auto* b) { return a->created_ms > b->created_ms; });
-  json out = json::array();
+  // Built by hand: with thousands of apps, a JSON DOM costs more than the rest
+  // of the request. Rows follow `fields` (docs/protocol.md).
+  std::string out = R"({"fields":["app_handle","app_id","name","scheduler","state","created_ms","ended_ms"],"apps":[)";
+  out.reserve(out.size() + apps.size() * 160);
+  bool first = true;
+  auto quoted = [&out](const std::string& s) {
+    out += json(s).dump(-1, ' ', false, json::error_handler_t::replace);
+  };
   for (const auto* a : apps) {
-    if (only.empty() || a->scheduler == only) out.push_back(Summary(*a));
+    if (!only.empty() && a->scheduler != only) continue;
+    out += first ? "[" : ",[";
+    first = false;
+    quoted(a->Handle());
+    out += ',';
+    quoted(a->app_id);
+    out += ',';
+    quoted(a->app.name);
+    out += ',';
+    quoted(a->scheduler);
+    out += ",\"";
+    out += core::AppStateName(a->state);
+    out += "\",";
+    out += std::to_string(a->created_ms);
+    out += ',';
+    out += a->ended_ms ? std::to_string(*a->ended_ms) : "null";
+    out += ']';
   }
-  reply->Result({{"apps", out}});
+  out += "]}";
+  reply->ResultText(out);
 }
 
 void Service::Cancel(const json& params, const Reply& reply) {
@@ -163,7 +177,8 @@ void Service::Cancel(const json& params, const Reply& reply) {
     }
     grace = params["grace_period"].get<double>();
   }
-  local_->Cancel(**app, grace, [reply](const AppRecord& a, bool already) {
+  local_->Cancel(**app, grace, [this, reply](const AppRecord& a, bool already) {
+    if (info_.commit_store) info_.commit_store();
     reply->Result({{"app_handle", a.Handle()},
                    {"state", core::AppStateName(a.state)},
                    {"already_terminal", already}});
@@ -173,7 +188,10 @@ void Service::Cancel(const json& params, const Reply& reply) {
 void Service::Wait(const json& params, const Reply& reply) {
   auto app = FindApp(params);
   if (!app) return reply->Error(app.error());
-  local_->Wait(**app, [reply](const AppRecord& a) { reply->Result(core::AppStatusToJson(a.Status())); });
+  local_->Wait(**app, [this, reply](const AppRecord& a) {
+    if (info_.commit_store) info_.commit_store();
+    reply->Result(core::AppStatusToJson(a.Status()));
+  });
 }
 
 void Service::Version(const Reply& reply) {
@@ -192,7 +210,8 @@ void Service::Delete(const json& params, const Reply& reply) {
   auto app = FindApp(params);
   if (!app) return reply->Error(app.error());
   std::string handle = (*app)->Handle();
-  local_->Delete(**app, [reply, handle](core::AppState last) {
+  local_->Delete(**app, [this, reply, handle](core::AppState last) {
+    if (info_.commit_store) info_.commit_store();
     reply->Result({{"app_handle", handle}, {"deleted", true}, {"state", core::AppStateName(last)}});
   });
 }

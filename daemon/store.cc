@@ -76,6 +76,7 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& path, std::string*
 }
 
 Store::~Store() {
+  (void)Commit();
   for (auto* s : statements_) sqlite3_finalize(s);
   sqlite3_close(db_);
 }
@@ -121,6 +122,19 @@ Result<void> Store::Migrate() {
   return {};
 }
 
+Result<void> Store::EnsureTransaction() {
+  if (in_transaction_) return {};
+  if (auto ok = Exec("BEGIN"); !ok) return ok;
+  in_transaction_ = true;
+  return {};
+}
+
+Result<void> Store::Commit() {
+  if (!in_transaction_) return {};
+  in_transaction_ = false;
+  return Exec("COMMIT");
+}
+
 Result<sqlite3_stmt*> Store::Prepare(const char* sql) {
   sqlite3_stmt* s = nullptr;
   if (sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT, &s, nullptr) != SQLITE_OK) {
@@ -132,6 +146,7 @@ Result<sqlite3_stmt*> Store::Prepare(const char* sql) {
 
 Result<void> Store::PutApp(const std::string& scheduler, const std::string& app_id, int state,
                            int64_t created_ms, const nlohmann::json& record) {
+  if (auto ok = EnsureTransaction(); !ok) return ok;
   if (put_app_ == nullptr) {
     auto s = Prepare("INSERT OR REPLACE INTO apps VALUES(?,?,?,?,?)");
     if (!s) return Fail(s.error());
@@ -151,6 +166,7 @@ Result<void> Store::PutApp(const std::string& scheduler, const std::string& app_
 Result<void> Store::PutReplica(const std::string& scheduler, const std::string& app_id,
                                const std::string& role, int replica_id, int attempt, int state,
                                const nlohmann::json& record) {
+  if (auto ok = EnsureTransaction(); !ok) return ok;
   if (put_replica_ == nullptr) {
     auto s = Prepare("INSERT OR REPLACE INTO replicas VALUES(?,?,?,?,?,?,?)");
     if (!s) return Fail(s.error());
@@ -172,6 +188,7 @@ Result<void> Store::PutReplica(const std::string& scheduler, const std::string& 
 Result<void> Store::AddEvent(const std::string& scheduler, const std::string& app_id,
                              int64_t time_ms, const std::string& what, int state,
                              const std::string& msg) {
+  if (auto ok = EnsureTransaction(); !ok) return ok;
   if (add_event_ == nullptr) {
     auto s = Prepare("INSERT INTO events(scheduler,app_id,time_ms,what,state,msg) VALUES(?,?,?,?,?,?)");
     if (!s) return Fail(s.error());
@@ -190,6 +207,7 @@ Result<void> Store::AddEvent(const std::string& scheduler, const std::string& ap
 }
 
 Result<void> Store::DeleteApp(const std::string& scheduler, const std::string& app_id) {
+  if (auto ok = EnsureTransaction(); !ok) return ok;
   for (const char* table : {"apps", "replicas", "events"}) {
     std::string sql = std::string("DELETE FROM ") + table + " WHERE scheduler=? AND app_id=?";
     sqlite3_stmt* s = nullptr;
@@ -204,6 +222,7 @@ Result<void> Store::DeleteApp(const std::string& scheduler, const std::string& a
 }
 
 Result<std::vector<StoredApp>> Store::LoadApps() {
+  if (auto ok = Commit(); !ok) return Fail(ok.error());
   std::vector<StoredApp> apps;
   std::map<std::pair<std::string, std::string>, size_t> index;
   sqlite3_stmt* s = nullptr;

@@ -4,6 +4,9 @@
 //
 // Writes are tiny single-row statements in WAL mode with synchronous=NORMAL
 // (no fsync per commit), so they run on the loop thread; bench/ measures them.
+// Group commit: the writes of one loop turn share a transaction, which the
+// daemon commits at the end of the turn, and always before it acknowledges a
+// request (Commit()).
 // Schema changes are numbered migrations (schema_version in `meta`). A
 // corrupt file is moved aside (torchxd.db.corrupt-<time>) and a new one made.
 //
@@ -48,12 +51,15 @@ class Store {
                                       const std::string& msg);
   [[nodiscard]] Result<void> DeleteApp(const std::string& scheduler, const std::string& app_id);
   [[nodiscard]] Result<std::vector<StoredApp>> LoadApps();
+  // Commits the open transaction, if any.
+  [[nodiscard]] Result<void> Commit();
 
   static constexpr int kSchemaVersion = 1;
 
  private:
   explicit Store(sqlite3* db) : db_(db) {}
   [[nodiscard]] Result<void> Exec(const std::string& sql);
+  [[nodiscard]] Result<void> EnsureTransaction();
   [[nodiscard]] Result<void> Migrate();
   [[nodiscard]] Result<sqlite3_stmt*> Prepare(const char* sql);
   Error SqlError(const std::string& what) const;
@@ -63,6 +69,7 @@ class Store {
   sqlite3_stmt* put_app_ = nullptr;
   sqlite3_stmt* put_replica_ = nullptr;
   sqlite3_stmt* add_event_ = nullptr;
+  bool in_transaction_ = false;
 };
 
 }  // namespace torchxd::daemon

@@ -1,6 +1,13 @@
 #include "supervisor/replica_process.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <spawn.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -21,7 +28,14 @@ char g_read_buffer[256 * 1024];
 ReplicaProcess::ReplicaProcess(uv_loop_t* loop, Callbacks callbacks)
     : loop_(loop), callbacks_(std::move(callbacks)) {}
 
-ReplicaProcess::~ReplicaProcess() = default;  // UvHandle closes every handle
+ReplicaProcess::~ReplicaProcess() {
+  // UvHandle closes every handle. A shim still running here (the daemon is
+  // going away) dies by its parent-death signal; its pidfd must not leak.
+  if (pidfd_ >= 0) {
+    exit_watch_.reset();
+    ::close(pidfd_);
+  }
+}
 
 std::unique_ptr<ReplicaProcess> ReplicaProcess::Start(uv_loop_t* loop, const std::string& shim_path,
                                                       const ShimSpec& spec, Callbacks callbacks) {
@@ -31,7 +45,6 @@ std::unique_ptr<ReplicaProcess> ReplicaProcess::Start(uv_loop_t* loop, const std
 }
 
 void ReplicaProcess::Spawn(const std::string& shim_path, const ShimSpec& spec) {
-  process_ = NewUvHandle<uv_process_t>(this);
   stdout_ = NewUvHandle<uv_pipe_t>(this);
   stderr_ = NewUvHandle<uv_pipe_t>(this);
   control_ = NewUvHandle<uv_pipe_t>(this);
@@ -39,35 +52,51 @@ void ReplicaProcess::Spawn(const std::string& shim_path, const ShimSpec& spec) {
     uv_pipe_init(loop_, p, 0);
     p->data = this;
   }
+  int out[2], err[2], ctl[2];
+  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0 ||
+      ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) != 0) {
+    shim_exited_ = true;
+    return FailLater(std::string("cannot create the replica's pipes: ") + strerror(errno));
+  }
   std::string daemon_pid = std::to_string(::getpid());
   std::string shim = shim_path;
   char* args[] = {shim.data(), daemon_pid.data(), nullptr};
   char path_env[] = "PATH=/usr/local/bin:/usr/bin:/bin";
   char* env[] = {path_env, nullptr};
-  uv_stdio_container_t stdio[4];
-  stdio[0].flags = UV_IGNORE;
-  stdio[1].flags = static_cast<uv_stdio_flags>(UV_CREATE_PIPE | UV_WRITABLE_PIPE);
-  stdio[1].data.stream = reinterpret_cast<uv_stream_t*>(stdout_.get());
-  stdio[2].flags = static_cast<uv_stdio_flags>(UV_CREATE_PIPE | UV_WRITABLE_PIPE);
-  stdio[2].data.stream = reinterpret_cast<uv_stream_t*>(stderr_.get());
-  stdio[3].flags = static_cast<uv_stdio_flags>(UV_CREATE_PIPE | UV_READABLE_PIPE | UV_WRITABLE_PIPE);
-  stdio[3].data.stream = reinterpret_cast<uv_stream_t*>(control_.get());
-  uv_process_options_t options{};
-  options.file = shim.c_str();
-  options.args = args;
-  options.env = env;
-  options.flags = UV_PROCESS_DETACHED;  // its own session: a terminal's ^C is the daemon's to handle
-  options.stdio_count = 4;
-  options.stdio = stdio;
-  options.exit_cb = [](uv_process_t* p, int64_t status, int sig) {
-    if (auto* self = static_cast<ReplicaProcess*>(p->data)) self->OnShimExit(status, sig);
-  };
-  int rc = uv_spawn(loop_, process_.get(), &options);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, err[1], 2);
+  posix_spawn_file_actions_adddup2(&actions, ctl[1], 3);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &all);
+  // Its own session: a terminal's ^C is the daemon's to handle.
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  pid_t pid = -1;
+  int rc = posix_spawn(&pid, shim.c_str(), &actions, &attr, args, env);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  for (int fd : {out[1], err[1], ctl[1]}) ::close(fd);
+  uv_pipe_open(stdout_.get(), out[0]);
+  uv_pipe_open(stderr_.get(), err[0]);
+  uv_pipe_open(control_.get(), ctl[0]);
   if (rc != 0) {
-    shim_exited_ = true;  // nothing to wait for; the handle is still closed by UvHandle
-    FailLater(UvError(("spawn " + shim_path).c_str(), rc));
-    return;
+    shim_exited_ = true;
+    return FailLater("spawn " + shim_path + ": " + strerror(rc));
   }
+  pid_ = pid;
+  pidfd_ = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  exit_watch_ = NewUvHandle<uv_poll_t>(this);
+  uv_poll_init(loop_, exit_watch_.get(), pidfd_);
+  uv_poll_start(exit_watch_.get(), UV_READABLE, [](uv_poll_t* h, int, int) {
+    if (auto* self = static_cast<ReplicaProcess*>(h->data)) self->OnPidfdReadable();
+  });
   open_streams_ = 3;
   for (uv_pipe_t* p : {stdout_.get(), stderr_.get(), control_.get()}) {
     uv_read_start(reinterpret_cast<uv_stream_t*>(p), OnAlloc, OnRead);
@@ -76,6 +105,20 @@ void ReplicaProcess::Spawn(const std::string& shim_path, const ShimSpec& spec) {
   uv_buf_t buf = uv_buf_init(w->data.data(), static_cast<unsigned>(w->data.size()));
   uv_write(&w->req, reinterpret_cast<uv_stream_t*>(control_.get()), &buf, 1,
            [](uv_write_t* req, int) { delete reinterpret_cast<WriteReq*>(req); });
+}
+
+void ReplicaProcess::OnPidfdReadable() {
+  siginfo_t info{};
+  // Our own child, by pidfd: never anyone else's status, never waitpid(-1).
+  if (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_), &info, WEXITED | WNOHANG) != 0 ||
+      info.si_pid == 0) {
+    return;
+  }
+  exit_watch_.reset();
+  ::close(pidfd_);
+  pidfd_ = -1;
+  bool signaled = info.si_code == CLD_KILLED || info.si_code == CLD_DUMPED;
+  OnShimExit(signaled ? 0 : info.si_status, signaled ? info.si_status : 0);  // may destroy this
 }
 
 void ReplicaProcess::FailLater(std::string message) {
@@ -168,11 +211,11 @@ void ReplicaProcess::MaybeFinish() {
 }
 
 void ReplicaProcess::Terminate() {
-  if (!shim_exited_ && process_) uv_process_kill(process_.get(), SIGTERM);
+  if (!shim_exited_ && pidfd_ >= 0) ::syscall(SYS_pidfd_send_signal, pidfd_, SIGTERM, nullptr, 0);
 }
 
 void ReplicaProcess::Kill() {
-  if (!shim_exited_ && process_) uv_process_kill(process_.get(), SIGUSR1);
+  if (!shim_exited_ && pidfd_ >= 0) ::syscall(SYS_pidfd_send_signal, pidfd_, SIGUSR1, nullptr, 0);
 }
 
 }  // namespace torchxd::supervisor

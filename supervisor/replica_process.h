@@ -8,8 +8,12 @@
 //
 // Rules:
 //  - OnExit is the last callback; the owner may destroy the object in it.
-//  - Terminate()/Kill() signal the shim, which is our own unreaped child, so
-//    the signal can never reach a recycled pid.
+//  - The shim is started with posix_spawn (vfork semantics: no page-table
+//    copy, unlike uv_spawn's fork) and its exit is watched through a pidfd on
+//    the loop; only that pid is ever waited for, never waitpid(-1), so libuv's
+//    own child reaping is untouched.
+//  - Terminate()/Kill() signal the shim through its pidfd, so the signal can
+//    never reach a recycled pid.
 //
 // Thread contract: loop thread only.
 #ifndef TORCHXD_SUPERVISOR_REPLICA_PROCESS_H_
@@ -61,6 +65,7 @@ class ReplicaProcess {
   void OnControl(std::string_view bytes);
   void OnControlLine(const std::string& line);
   void OnShimExit(int64_t status, int signal);
+  void OnPidfdReadable();
   void MaybeFinish();
   void FailLater(std::string message);
 
@@ -69,7 +74,9 @@ class ReplicaProcess {
 
   uv_loop_t* loop_;
   Callbacks callbacks_;
-  UvHandle<uv_process_t> process_;
+  UvHandle<uv_poll_t> exit_watch_;  // the shim's pidfd
+  int pid_ = -1;
+  int pidfd_ = -1;
   UvHandle<uv_pipe_t> stdout_;
   UvHandle<uv_pipe_t> stderr_;
   UvHandle<uv_pipe_t> control_;

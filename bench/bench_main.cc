@@ -1,0 +1,326 @@
+// torchxd_bench: measures torchxd against its targets, each beside a baseline
+// measured in the same run (bench/README.md). Usage: torchxd_bench BIN_DIR OUT.json
+#include <fcntl.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <spawn.h>
+
+#include <array>
+#include <cstdio>
+#include <optional>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/bench_util.h"
+#include "core/client.h"
+
+extern char** environ;
+
+namespace torchxd::bench {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+struct Row {
+  std::string scenario;
+  std::string metric;
+  Stats value;
+  std::string unit;
+  std::optional<Stats> baseline;
+  std::string target;
+  bool met = false;
+  std::string note;
+};
+
+class Daemon {
+ public:
+  Daemon(std::string bin, fs::path dir, std::vector<std::string> extra = {})
+      : dir_(std::move(dir)) {
+    fs::create_directories(dir_);
+    socket_ = (dir_ / "d.sock").string();
+    std::vector<std::string> argv = {bin + "/torchxd", "--socket", socket_, "--state-dir",
+                                     (dir_ / "state").string(), "--log-level", "warn", "--grace-period", "1"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    int log = ::open((dir_ / "daemon.log").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    pid_ = Spawn(argv, {}, log);
+    ::close(log);
+    for (int i = 0; i < 2000 && !DaemonClient::Connect(socket_); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ~Daemon() { Stop(); }
+  void Stop() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGTERM);
+    WaitExit(pid_);
+    pid_ = -1;
+  }
+  DaemonClient Client() { return std::move(*DaemonClient::Connect(socket_)); }
+  json RunAndWait(const json& app, const json& cfg = json::object()) {
+    auto c = Client();
+    auto r = c.Call("run", {{"app", app}, {"cfg", cfg}, {"cwd", dir_.string()},
+                            {"env", {{"PATH", "/usr/local/bin:/usr/bin:/bin"}}}});
+    if (!r) throw std::runtime_error("run: " + r.error().message);
+    auto w = c.Call("wait", {{"app_handle", (*r)["app_handle"]}});
+    if (!w) throw std::runtime_error("wait: " + w.error().message);
+    return *w;
+  }
+  pid_t pid() const { return pid_; }
+  const std::string& socket() const { return socket_; }
+  fs::path state() const { return dir_ / "state"; }
+
+ private:
+  fs::path dir_;
+  std::string socket_;
+  pid_t pid_ = -1;
+};
+
+json App(const std::string& name, const std::string& entrypoint, const std::vector<std::string>& args,
+         int replicas) {
+  return {{"name", name},
+          {"roles", {{{"name", "r"}, {"entrypoint", entrypoint}, {"args", args}, {"num_replicas", replicas}}}}};
+}
+
+// The baseline for scenario 1: posix_spawn N /bin/true, each in its own
+// session with stdout and stderr pipes, drain and reap them all.
+double SpawnBaseline(int n) {
+  auto start = Clock::now();
+  std::vector<std::pair<pid_t, std::array<int, 2>>> kids;
+  for (int i = 0; i < n; ++i) {
+    int out[2], err[2];
+    (void)!::pipe2(out, O_CLOEXEC);
+    (void)!::pipe2(err, O_CLOEXEC);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    posix_spawn_file_actions_adddup2(&fa, err[1], 2);
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID);
+    char arg0[] = "/bin/true";
+    char* argv[] = {arg0, nullptr};
+    pid_t pid;
+    posix_spawn(&pid, "/bin/true", &fa, &attr, argv, environ);
+    ::close(out[1]);
+    ::close(err[1]);
+    kids.push_back({pid, {out[0], err[0]}});
+  }
+  char buf[4096];
+  for (auto& [pid, fds] : kids) {
+    for (int fd : fds) {
+      while (::read(fd, buf, sizeof(buf)) > 0) {
+      }
+      ::close(fd);
+    }
+    WaitExit(pid);
+  }
+  return SecondsSince(start);
+}
+
+// The baseline for scenario 4: the same writer into a pipe, copied into one file.
+double CopyBaseline(const std::string& writer, const std::string& mode, long long n, const fs::path& file) {
+  auto start = Clock::now();
+  int p[2];
+  (void)!::pipe2(p, O_CLOEXEC);
+  pid_t pid = Spawn({writer, mode, std::to_string(n)}, {}, p[1]);
+  ::close(p[1]);
+  int out = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  std::vector<char> buf(65536);
+  for (ssize_t got; (got = ::read(p[0], buf.data(), buf.size())) > 0;) {
+    for (ssize_t off = 0; off < got;) off += ::write(out, buf.data() + off, static_cast<size_t>(got - off));
+  }
+  ::close(out);
+  ::close(p[0]);
+  WaitExit(pid);
+  double t = SecondsSince(start);
+  fs::remove(file);
+  return t;
+}
+
+void Print(const std::vector<Row>& rows) {
+  std::printf("%-10s %-34s %12s %12s %12s %14s  %-16s %s\n", "scenario", "metric", "median", "min", "max",
+              "baseline", "target", "met");
+  for (const auto& r : rows) {
+    std::string base = r.baseline ? std::to_string(r.baseline->median).substr(0, 8) : "-";
+    std::printf("%-10s %-34s %12.4g %12.4g %12.4g %14s  %-16s %s %s\n", r.scenario.c_str(), (r.metric + " (" + r.unit + ")").c_str(),
+                r.value.median, r.value.min, r.value.max, base.c_str(), r.target.c_str(), r.met ? "yes" : "NO",
+                r.note.c_str());
+  }
+}
+
+json ToJson(const std::vector<Row>& rows) {
+  json out = json::array();
+  for (const auto& r : rows) {
+    json j = {{"scenario", r.scenario}, {"metric", r.metric}, {"unit", r.unit},
+              {"median", r.value.median}, {"min", r.value.min}, {"max", r.value.max},
+              {"target", r.target}, {"met", r.met}, {"note", r.note}};
+    if (r.baseline) {
+      j["baseline"] = {{"median", r.baseline->median}, {"min", r.baseline->min}, {"max", r.baseline->max}};
+    }
+    out.push_back(j);
+  }
+  return out;
+}
+
+}  // namespace
+}  // namespace torchxd::bench
+
+int main(int argc, char** argv) {
+  using namespace torchxd::bench;
+  if (argc < 3) {
+    std::cerr << "usage: torchxd_bench BIN_DIR OUT.json\n";
+    return 2;
+  }
+  std::string bin = fs::absolute(argv[1]).lexically_normal().string();
+  if (bin.size() > 1 && bin.back() == '/') bin.pop_back();
+  fs::path work = fs::temp_directory_path() / ("torchxd_bench_" + std::to_string(::getpid()));
+  fs::create_directories(work);
+  std::vector<Row> rows;
+  auto add = [&](Row r) {
+    rows.push_back(r);
+    std::fprintf(stderr, "  %s / %s: median %.4g %s\n", r.scenario.c_str(), r.metric.c_str(), r.value.median, r.unit.c_str());
+  };
+  std::string sock_env;
+  try {
+    // 1. Spawn: one app of 200 /bin/true replicas, submit -> terminal.
+    {
+      std::fprintf(stderr, "spawn: 200 replicas of /bin/true\n");
+      Daemon d(bin, work / "spawn");
+      std::vector<double> ours, base;
+      for (int rep = 0; rep < 5; ++rep) {
+        auto start = Clock::now();
+        json st = d.RunAndWait(App("spawn", "/bin/true", {}, 200));
+        ours.push_back(SecondsSince(start));
+        if (st["state"] != "SUCCEEDED") throw std::runtime_error("spawn app did not succeed");
+        base.push_back(SpawnBaseline(200));
+      }
+      Row r{"spawn", "200 x /bin/true submit->terminal", Summarize(ours), "s", Summarize(base), "<= 1.5x baseline", false, ""};
+      r.met = r.value.median <= 1.5 * r.baseline->median;
+      r.note = "ratio " + std::to_string(r.value.median / r.baseline->median).substr(0, 5);
+      add(r);
+    }
+    // 2 + 3. End to end and round trip through the real torchx.
+    {
+      std::fprintf(stderr, "end to end: torchx run --wait utils.echo\n");
+      Daemon d(bin, work / "e2e");
+      std::vector<std::string> env = {"TORCHXD_SOCKET=" + d.socket()};
+      std::vector<double> ours, base;
+      for (int rep = 0; rep < 20; ++rep) {
+        ours.push_back(TimeCommand({bin + "/torchx", "run", "--wait", "utils.echo", "--msg", "hi"}, env));
+        base.push_back(TimeCommand({"/bin/echo", "hi"}));
+      }
+      Row e{"e2e", "torchx run --wait utils.echo", Summarize(ours), "s", Summarize(base), "<= 0.030 s", false, ""};
+      e.met = e.value.median <= 0.030;
+      add(e);
+      auto apps = d.Client().Call("list", json::object());
+      std::string handle = (*apps)["apps"][0][0];
+      std::vector<double> status;
+      for (int rep = 0; rep < 50; ++rep) status.push_back(TimeCommand({bin + "/torchx", "status", handle}, env));
+      Row s{"status", "torchx status HANDLE", Summarize(status), "s", std::nullopt, "<= 0.005 s", false, ""};
+      s.met = s.value.median <= 0.005;
+      add(s);
+    }
+    // 4. Log capture.
+    if (FreeBytes(work.string()) < (4ull << 30)) {
+      rows.push_back({"capture", "skipped", {}, "-", std::nullopt, ">= 0.5x baseline", false,
+                      "needs 4 GiB free in " + work.string()});
+    } else {
+      Daemon d(bin, work / "cap");
+      struct Load { std::string mode; long long n; long long bytes; std::string label; };
+      for (const Load& load : {Load{"bulk", 1ll << 30, 1ll << 30, "1 GiB in 64 KiB writes"},
+                               Load{"lines", 10000000, 1000000000, "10 M lines of 100 B"}}) {
+        std::fprintf(stderr, "capture: %s\n", load.label.c_str());
+        std::vector<double> ours, base;
+        std::string lost;
+        for (int rep = 0; rep < 3; ++rep) {
+          auto c = d.Client();
+          auto start = Clock::now();
+          auto r = c.Call("run", {{"app", App("cap", bin + "/bench_writer", {load.mode, std::to_string(load.n)}, 1)},
+                                  {"cfg", {{"log_max_bytes", "0"}}}, {"cwd", work.string()}, {"env", {{"PATH", "/usr/bin:/bin"}}}});
+          std::string h = (*r)["app_handle"];
+          auto done = c.Call("wait", {{"app_handle", h}});
+          if (!done || (*done)["state"] != "SUCCEEDED") throw std::runtime_error("capture app did not succeed");
+          double t = SecondsSince(start);
+          fs::path dir = d.state() / "logs/torchx" / h.substr(h.rfind('/') + 1) / "r/0";
+          auto out = fs::file_size(dir / "stdout.log"), comb = fs::file_size(dir / "combined.log");
+          if (out != static_cast<uintmax_t>(load.bytes) || comb != static_cast<uintmax_t>(load.bytes)) {
+            lost = "LOST BYTES: stdout " + std::to_string(out) + " combined " + std::to_string(comb);
+          }
+          (void)c.Call("delete", {{"app_handle", h}});
+          ours.push_back(static_cast<double>(load.bytes) / t / 1e6);
+          base.push_back(static_cast<double>(load.bytes) / CopyBaseline(bin + "/bench_writer", load.mode, load.n, work / "copy.out") / 1e6);
+        }
+        Row r{"capture", load.label, Summarize(ours), "MB/s", Summarize(base), ">= 0.5x baseline, 0 lost", false, ""};
+        r.met = lost.empty() && r.value.median >= 0.5 * r.baseline->median;
+        r.note = lost.empty() ? "0 bytes lost, ratio " + std::to_string(r.value.median / r.baseline->median).substr(0, 5) : lost;
+        add(r);
+      }
+    }
+    // 5. Idle cost and memory.
+    {
+      std::fprintf(stderr, "idle: 10 s with no apps\n");
+      Daemon d(bin, work / "idle");
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      long t0 = CpuTicks(d.pid());
+      std::this_thread::sleep_for(std::chrono::seconds(10));
+      long ticks = CpuTicks(d.pid()) - t0;
+      double rss = RssKiB(d.pid()) / 1024.0;
+      add({"idle", "CPU ticks over 10 s idle", {double(ticks), double(ticks), double(ticks)}, "ticks", std::nullopt, "0", ticks == 0, ""});
+      add({"idle", "RSS, no apps", {rss, rss, rss}, "MiB", std::nullopt, "<= 10 MiB", rss <= 10.0, ""});
+      std::fprintf(stderr, "idle: 100 apps x 8 replicas\n");
+      for (int i = 0; i < 100; ++i) d.RunAndWait(App("many", "/bin/true", {}, 8));
+      double rss100 = RssKiB(d.pid()) / 1024.0;
+      add({"idle", "RSS, 100 finished apps x 8", {rss100, rss100, rss100}, "MiB", std::nullopt, "(reported)", true, ""});
+    }
+    // 6. History: torchx list with 10,000 apps in the store.
+    {
+      std::fprintf(stderr, "history: 10,000 apps\n");
+      fs::path dir = work / "hist";
+      {
+        Daemon d(bin, dir, {"--cache-size", "10001"});
+        d.RunAndWait(App("hist", "/bin/true", {}, 1));
+      }
+      sqlite3* db = nullptr;
+      sqlite3_open((dir / "state/torchxd.db").c_str(), &db);
+      const char* sql =
+          "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i < 9999) "
+          "INSERT INTO apps SELECT a.scheduler, a.app_id || '-' || n.i, a.state, a.created_ms + n.i, "
+          "replace(a.record, a.app_id, a.app_id || '-' || n.i) FROM apps a, n;"
+          "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i < 9999) "
+          "INSERT INTO replicas SELECT r.scheduler, r.app_id || '-' || n.i, r.role, r.replica_id, r.attempt, "
+          "r.state, r.record FROM replicas r, n;";
+      char* err = nullptr;
+      if (sqlite3_exec(db, sql, nullptr, nullptr, &err) != SQLITE_OK) throw std::runtime_error(err ? err : "sqlite");
+      sqlite3_close(db);
+      auto start = Clock::now();
+      Daemon d(bin, dir, {"--cache-size", "10001"});
+      double startup = SecondsSince(start);
+      std::vector<std::string> env = {"TORCHXD_SOCKET=" + d.socket()};
+      auto count = d.Client().Call("list", json::object());
+      size_t n = (*count)["apps"].size();
+      std::vector<double> list;
+      for (int rep = 0; rep < 10; ++rep) list.push_back(TimeCommand({bin + "/torchx", "list"}, env));
+      Row r{"history", "torchx list, " + std::to_string(n) + " apps", Summarize(list), "s", std::nullopt, "<= 0.100 s", false, ""};
+      r.met = r.value.median <= 0.100 && n == 10000;
+      r.note = "daemon start with them: " + std::to_string(startup).substr(0, 5) + " s";
+      add(r);
+    }
+    rows.push_back({"k8s", "skipped", {}, "-", std::nullopt, "1 dry-run + 1 create", false,
+                    "the Kubernetes bridge is not built yet"});
+  } catch (const std::exception& e) {
+    std::cerr << "bench failed: " << e.what() << "\n";
+    fs::remove_all(work);
+    return 1;
+  }
+  fs::remove_all(work);
+  Print(rows);
+  std::ofstream(argv[2]) << ToJson(rows).dump(2) << "\n";
+  std::printf("\nfigures written to %s\n", argv[2]);
+  return 0;
+}

@@ -1,0 +1,34 @@
+// Helpers for torchxd's benchmarks: timing, spawning, /proc readings, stats.
+#ifndef TORCHXD_BENCH_BENCH_UTIL_H_
+#define TORCHXD_BENCH_BENCH_UTIL_H_
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace torchxd::bench {
+
+using Clock = std::chrono::steady_clock;
+double SecondsSince(Clock::time_point start);
+
+struct Stats {
+  double median = 0, min = 0, max = 0;
+};
+Stats Summarize(std::vector<double> samples);
+
+// posix_spawn argv with extra env entries; returns the pid.
+pid_t Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env = {},
+            int stdout_fd = -1);
+int WaitExit(pid_t pid);  // exit code, or 128+signal
+// Runs argv to completion, output discarded; returns its wall time in seconds.
+double TimeCommand(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env = {});
+
+long RssKiB(pid_t pid);
+long CpuTicks(pid_t pid);  // utime + stime
+unsigned long long FreeBytes(const std::string& path);
+
+}  // namespace torchxd::bench
+
+#endif  // TORCHXD_BENCH_BENCH_UTIL_H_

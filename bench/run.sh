@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Builds torchxd in Release and measures it against its targets (bench/README.md).
+# Prints a table; writes the figures to bench/results.json (or $1).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_TYPE=Release BUILD_DIR=build-release scripts/setup.sh >/dev/null
+out=${1:-bench/results.json}
+echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg)"
+build-release/bin/torchxd_bench build-release/bin "$out"
