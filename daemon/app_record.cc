@@ -103,6 +103,8 @@ json AppRecord::ToJson() const {
               {"owner_uid", owner_uid},
               {"log_max_bytes", log_max_bytes},
               {"log_bytes_lost", log_bytes_lost},
+              {"log_bytes", log_bytes},
+              {"logs_evicted", logs_evicted},
               {"replicas", reps}};
 }
 
@@ -130,6 +132,8 @@ Result<AppRecord> AppRecord::FromJson(const json& j) {
     r.owner_uid = j.value("owner_uid", 0u);
     r.log_max_bytes = j.value("log_max_bytes", uint64_t{0});
     r.log_bytes_lost = j.value("log_bytes_lost", std::map<std::string, uint64_t>{});
+    r.log_bytes = j.value("log_bytes", uint64_t{0});
+    r.logs_evicted = j.value("logs_evicted", false);
     for (const auto& rj : j.value("replicas", json::array())) r.replicas.push_back(ReplicaInfoFromJson(rj));
     return r;
   } catch (const json::exception& e) {

@@ -42,6 +42,8 @@ struct AppRecord {
   uid_t owner_uid = 0;
   uint64_t log_max_bytes = 0;
   std::map<std::string, uint64_t> log_bytes_lost;  // "role/replica" -> bytes
+  uint64_t log_bytes = 0;      // on disk, in the daemon's --log-dir
+  bool logs_evicted = false;   // removed to keep under --log-max-total
   std::vector<supervisor::ReplicaInfo> replicas;
 
   // Live parts (not persisted).

@@ -82,6 +82,8 @@ ParsedArgs ParseDaemonArgs(int argc, char** argv, const core::EnvLookup& env) {
   app.add_option("--grace-period", c.grace_period, "seconds between SIGTERM and SIGKILL (default 10)")
       ->check(CLI::Range(0.0, 86400.0));
   app.add_option("--log-max-bytes", c.log_max_bytes, "per-stream log budget, e.g. 128M (0 = unbounded)");
+  app.add_option("--log-max-total", c.log_max_total,
+                 "budget for all apps' logs in --log-dir, e.g. 20G (default: 10% of its filesystem; 0 = unbounded)");
   app.add_option("--idle-timeout", c.idle_timeout, "seconds before an idle client is dropped (default 300; 0 = never)")
       ->check(CLI::Range(0.0, 86400.0 * 365));
   app.add_option("--max-connections", c.max_connections, "concurrent clients (default 256)")
@@ -97,6 +99,12 @@ ParsedArgs ParseDaemonArgs(int argc, char** argv, const core::EnvLookup& env) {
   if (auto bytes = ParseByteSize(c.log_max_bytes); !bytes) {
     std::cerr << "torchxd: --log-max-bytes: " << bytes.error().message << "\n";
     return {std::nullopt, 2};
+  }
+  if (!c.log_max_total.empty()) {
+    if (auto bytes = ParseByteSize(c.log_max_total); !bytes) {
+      std::cerr << "torchxd: --log-max-total: " << bytes.error().message << "\n";
+      return {std::nullopt, 2};
+    }
   }
   if (c.socket.empty()) {
     c.socket = c.system ? std::string(core::kSystemSocket) : core::UserSocketPath(env, ::getuid());

@@ -28,6 +28,7 @@ struct DaemonConfig {
   size_t cache_size = 100;
   double grace_period = 10.0;
   std::string log_max_bytes = "128M";
+  std::string log_max_total;  // default: 10% of the log filesystem
   double idle_timeout = 300.0;
   size_t max_connections = 256;
   std::string shim;  // torchxd-shim; default: next to torchxd or in ../libexec/torchxd

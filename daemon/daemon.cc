@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/file.h>
 #include <sys/socket.h>
+#include <sys/statvfs.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -93,6 +94,14 @@ Result<void> Daemon::Prepare() {
   opts.grace_seconds = config_.grace_period;
   opts.shim_path = config_.shim;
   opts.log_max_bytes = *ParseByteSize(config_.log_max_bytes);
+  if (config_.log_max_total.empty()) {
+    struct statvfs fs_info;
+    if (::statvfs(config_.log_dir.c_str(), &fs_info) == 0) {
+      opts.log_max_total = static_cast<uint64_t>(fs_info.f_blocks) * fs_info.f_frsize / 10;
+    }
+  } else {
+    opts.log_max_total = *ParseByteSize(config_.log_max_total);
+  }
   if (::access(opts.shim_path.c_str(), X_OK) != 0) {
     return Fail(Error::NotFound("torchxd-shim not found at " + opts.shim_path + " (pass --shim)"));
   }

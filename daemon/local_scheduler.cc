@@ -108,9 +108,11 @@ Result<void> LocalScheduler::Load() {
       Event(*rec, "reconciled", static_cast<int>(rec->state), rec->msg);
       spdlog::warn("app left running by a previous torchxd marked failed app={}", rec->app_id);
     }
+    if (!rec->user_log_dir && !rec->logs_evicted) total_log_bytes_ += rec->log_bytes;
     Key key{rec->scheduler, rec->app_id};
     apps_[key] = std::make_unique<AppRecord>(std::move(*rec));
   }
+  EnforceLogBudget();  // the budget may have shrunk since the last run
   std::thread([this] { gpu_count_ = CountGpus(); }).detach();
   return {};
 }
@@ -151,14 +153,35 @@ Result<void> LocalScheduler::MakeRoom() {
 void LocalScheduler::Evict(AppRecord& app) {
   spdlog::info("evicting app app={} ended_ms={}", app.app_id, app.ended_ms.value_or(0));
   (void)store_->DeleteApp(app.scheduler, app.app_id);
-  if (!app.user_log_dir && !app.app_log_dir.empty()) {
-    // Rename now (instant), delete in the background: never a big rm on the loop.
-    std::error_code ec;
-    std::string doomed = app.app_log_dir + ".evicted";
-    fs::rename(app.app_log_dir, doomed, ec);
-    if (!ec) std::thread([doomed] { std::error_code e; fs::remove_all(doomed, e); }).detach();
-  }
+  RemoveLogDir(app);
   apps_.erase(Key{app.scheduler, app.app_id});
+}
+
+void LocalScheduler::RemoveLogDir(AppRecord& app) {
+  if (app.user_log_dir || app.logs_evicted || app.app_log_dir.empty()) return;
+  // Rename now (instant), delete in the background: never a big rm on the loop.
+  std::error_code ec;
+  std::string doomed = app.app_log_dir + ".evicted";
+  fs::rename(app.app_log_dir, doomed, ec);
+  if (!ec) std::thread([doomed] { std::error_code e; fs::remove_all(doomed, e); }).detach();
+  total_log_bytes_ -= std::min(total_log_bytes_, app.log_bytes);
+  app.log_bytes = 0;
+  app.logs_evicted = true;
+}
+
+void LocalScheduler::EnforceLogBudget() {
+  if (options_.log_max_total == 0) return;
+  while (total_log_bytes_ > options_.log_max_total) {
+    AppRecord* oldest = nullptr;
+    for (auto& [key, rec] : apps_) {
+      if (rec->runner || rec->user_log_dir || rec->logs_evicted || !core::IsTerminal(rec->state)) continue;
+      if (oldest == nullptr || rec->ended_ms.value_or(0) < oldest->ended_ms.value_or(0)) oldest = rec.get();
+    }
+    if (oldest == nullptr) return;  // only running apps left: their per-stream rings bound them
+    spdlog::info("evicting logs to stay under --log-max-total app={} bytes={}", oldest->app_id, oldest->log_bytes);
+    RemoveLogDir(*oldest);
+    Persist(*oldest);
+  }
 }
 
 Result<const AppRecord*> LocalScheduler::Submit(SubmitRequest request) {
@@ -359,8 +382,16 @@ void LocalScheduler::OnOutput(supervisor::AppRunner& runner, const supervisor::R
   std::string key = ReplicaKey(r.role, r.replica_id);
   auto it = app->logs.find(key);
   if (it == app->logs.end()) return;
+  uint64_t before = it->second.disk_bytes();
   it->second.Write(stream, bytes, NowMs());
-  app->log_bytes_lost[key] = it->second.bytes_lost();
+  uint64_t after = it->second.disk_bytes();
+  app->log_bytes += after - std::min(after, before);
+  app->log_bytes -= std::min(app->log_bytes, before - std::min(before, after));
+  if (!app->user_log_dir) {
+    total_log_bytes_ += after - std::min(after, before);
+    total_log_bytes_ -= std::min(total_log_bytes_, before - std::min(before, after));
+  }
+  if (app->log_bytes_lost[key] != it->second.bytes_lost()) app->log_bytes_lost[key] = it->second.bytes_lost();
   hub_.Notify(AppKey(*app));
 }
 
@@ -400,6 +431,7 @@ void LocalScheduler::OnAppChanged(supervisor::AppRunner& runner) {
     app->ended_ms = NowMs();
     WriteSuccessFile(*app);
     app->logs.clear();
+    EnforceLogBudget();
     spdlog::info("app {} app={} msg={}", ToLowerState(app->state), app->app_id, app->msg);
   }
   Persist(*app);

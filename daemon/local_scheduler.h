@@ -32,6 +32,7 @@ struct LocalSchedulerOptions {
   double grace_seconds = 10.0;
   std::string shim_path;
   uint64_t log_max_bytes = 128ull << 20;  // per stream; 0 = unbounded
+  uint64_t log_max_total = 0;             // all apps' logs in log_dir; 0 = unbounded
 };
 
 struct SubmitRequest {
@@ -85,6 +86,9 @@ class LocalScheduler : public supervisor::AppRunnerObserver {
   void Persist(const AppRecord& app);
   void Event(const AppRecord& app, const std::string& what, int state, const std::string& msg);
   void WriteSuccessFile(const AppRecord& app);
+  void RemoveLogDir(AppRecord& app);
+  // Evicts the logs of the oldest finished apps until the total fits --log-max-total.
+  void EnforceLogBudget();
   void ReadErrorFile(AppRecord& app, supervisor::ReplicaInfo& replica);
 
   uv_loop_t* loop_;
@@ -94,6 +98,7 @@ class LocalScheduler : public supervisor::AppRunnerObserver {
   std::map<const supervisor::AppRunner*, AppRecord*> by_runner_;
   std::atomic<int> gpu_count_{-1};
   LogHub hub_;
+  uint64_t total_log_bytes_ = 0;  // apps in the daemon's log_dir whose logs are kept
 };
 
 }  // namespace torchxd::daemon

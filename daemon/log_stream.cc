@@ -101,6 +101,12 @@ bool LogStreamWriter::Write(std::string_view bytes, int64_t now_ms) {
   return true;
 }
 
+uint64_t LogStreamWriter::disk_bytes() const {
+  uint64_t total = offset_ - segment_start_;
+  for (const auto& [start, size] : rotated_) total += size;
+  return total;
+}
+
 void LogStreamWriter::MaybeRotate() {
   if (segment_bytes_ == 0 || offset_ - segment_start_ < segment_bytes_) return;
   std::string live = dir_ + "/" + name_ + ".log";

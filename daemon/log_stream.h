@@ -43,6 +43,7 @@ class LogStreamWriter {
   // Appends; returns false when bytes were lost (counted in bytes_lost()).
   bool Write(std::string_view bytes, int64_t now_ms);
   uint64_t offset() const { return offset_; }
+  uint64_t disk_bytes() const;  // what the ring holds on disk now
   uint64_t bytes_lost() const { return bytes_lost_; }
 
  private:

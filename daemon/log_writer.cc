@@ -25,6 +25,10 @@ uint64_t ReplicaLogWriter::bytes_lost() const {
   return out_->bytes_lost() + err_->bytes_lost() + combined_->bytes_lost();
 }
 
+uint64_t ReplicaLogWriter::disk_bytes() const {
+  return out_->disk_bytes() + err_->disk_bytes() + combined_->disk_bytes();
+}
+
 void ReplicaLogWriter::BeginAttempt(int attempt, int64_t now_ms) {
   for (auto* s : {&*out_, &*err_, &*combined_}) s->BeginAttempt(attempt, now_ms);
 }

@@ -34,6 +34,7 @@ class ReplicaLogWriter {
   void Write(supervisor::OutputStream stream, std::string_view bytes, int64_t now_ms);
   void EndAttempt(int64_t now_ms);  // flushes partial lines
   uint64_t bytes_lost() const;
+  uint64_t disk_bytes() const;
 
  private:
   struct Partial {

@@ -245,6 +245,10 @@ void Service::Log(const json& params, const Reply& reply) {
                                           " of " + app.Handle()));
     }
   }
+  if (app.logs_evicted) {
+    return reply->Error(Error::NotFound("the logs of " + app.Handle() +
+                                        " were evicted to keep the log directory under --log-max-total"));
+  }
   std::error_code ec;
   if (!std::filesystem::exists(app.app_log_dir, ec)) {
     return reply->Error(Error::NotFound("the logs of " + app.Handle() + " were removed (" +

@@ -224,6 +224,27 @@ TEST_F(LogsTest, RingRotationKeepsTheBudgetAndReportsDroppedBytes) {
   EXPECT_EQ(r.lines.size(), static_cast<size_t>(200000 - first));
 }
 
+TEST_F(LogsTest, TheDaemonWideBudgetEvictsTheOldestFinishedAppsLogsFirst) {
+  StopDaemon();
+  StartDaemon({"--log-max-total", "300K"});
+  std::string user_logs = (dir_ / "mine").string();
+  std::string mine = Run(App("mine", {FakeRole("r", {"--lines", "10000"})}), {{"log_dir", user_logs}});
+  Wait(mine);
+  std::string a = Run(App("a", {FakeRole("r", {"--lines", "10000"})}));  // ~216 KB on disk
+  Wait(a);
+  EXPECT_TRUE(fs::exists(LogDirOf(a)));
+  std::string b = Run(App("b", {FakeRole("r", {"--lines", "10000"})}));  // now over 300 KB
+  Wait(b);
+  EXPECT_TRUE(WaitUntil([&] { return !fs::exists(LogDirOf(a)); }));
+  auto gone = Call("log", {{"app_handle", a}});
+  ASSERT_FALSE(gone.has_value());
+  EXPECT_THAT(gone.error().message, HasSubstr("were evicted to keep the log directory under --log-max-total"));
+  EXPECT_EQ(Status(a)["state"], "SUCCEEDED");  // the record stays
+  EXPECT_EQ(Log({{"app_handle", b}}).lines.size(), 10000u);
+  std::string mine_id = mine.substr(mine.rfind('/') + 1);
+  EXPECT_TRUE(fs::exists(user_logs + "/torchx/" + mine_id + "/r/0/stdout.log"));  // never counted, never deleted
+}
+
 TEST_F(LogsTest, AMillionLinesAsFastAsPossibleNoneLostOrTorn) {
   std::string h = Run(App("million", {FakeRole("r", {"--lines", "1000000"})}), {{"log_max_bytes", "0"}});
   Wait(h);
