@@ -207,12 +207,7 @@ void Responder::Event(const nlohmann::json& event) {
 }
 
 void Responder::Result(const nlohmann::json& result) {
-  if (done_) return;
-  done_ = true;
-  if (auto c = connection_.lock()) {
-    c->Send(protocol::EncodeResult(id_, result));
-    c->Finished();
-  }
+  ResultText(result.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
 void Responder::ResultText(const std::string& result_json) {

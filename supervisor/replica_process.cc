@@ -1,5 +1,7 @@
 #include "supervisor/replica_process.h"
 
+#include "supervisor/spawn_attr.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -70,14 +72,7 @@ void ReplicaProcess::Spawn(const std::string& shim_path, const ShimSpec& spec) {
   posix_spawn_file_actions_adddup2(&actions, err[1], 2);
   posix_spawn_file_actions_adddup2(&actions, ctl[1], 3);
   posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none, all;
-  sigemptyset(&none);
-  sigfillset(&all);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &all);
-  // Its own session: a terminal's ^C is the daemon's to handle.
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  InitChildSpawnAttr(&attr);  // its own session: a terminal's ^C is the daemon's to handle
   pid_t pid = -1;
   int rc = posix_spawn(&pid, shim.c_str(), &actions, &attr, args, env);
   posix_spawn_file_actions_destroy(&actions);

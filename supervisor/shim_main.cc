@@ -27,6 +27,8 @@
 #include <string>
 #include <vector>
 
+#include "supervisor/spawn_attr.h"
+
 namespace {
 
 constexpr int kControlFd = 3;
@@ -226,13 +228,7 @@ int main(int argc, char** argv) {
   cenv.push_back(nullptr);
 
   posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t empty, all;
-  sigemptyset(&empty);
-  sigfillset(&all);
-  posix_spawnattr_setsigmask(&attr, &empty);
-  posix_spawnattr_setsigdefault(&attr, &all);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  torchxd::supervisor::InitChildSpawnAttr(&attr);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addchdir_np(&actions, cwd.c_str());
