@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/file.h>
 #include <sys/socket.h>
+#include <grp.h>
 #include <sys/statvfs.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -26,6 +27,7 @@ Daemon::Daemon(DaemonConfig config) : config_(std::move(config)) { uv_loop_init(
 Daemon::~Daemon() {
   CommitStore();
   commit_.reset();
+  watchdog_.reset();
   server_.reset();
   local_.reset();
   sigterm_.reset();
@@ -78,11 +80,17 @@ Result<void> Daemon::Prepare() {
   bool private_dirs = !config_.system;
   if (auto ok = PrepareDirectory(config_.state_dir, private_dirs); !ok) return ok;
   if (auto ok = PrepareDirectory(config_.log_dir, false); !ok) return ok;
-  if (auto ok = PrepareDirectory(fs::path(config_.socket).parent_path().string(), private_dirs); !ok) {
-    return ok;
+  auto activation = TakeActivationSocket();
+  activated_ = activation.has_value();
+  if (!activated_) {
+    if (auto ok = PrepareDirectory(fs::path(config_.socket).parent_path().string(), private_dirs); !ok) {
+      return ok;
+    }
   }
   if (auto ok = TakeLock(); !ok) return ok;
-  if (auto ok = ClearStaleSocket(); !ok) return ok;
+  if (!activated_) {
+    if (auto ok = ClearStaleSocket(); !ok) return ok;
+  }
   std::string warning;
   auto store = Store::Open(config_.state_dir + "/torchxd.db", &warning);
   if (!store) return Fail(store.error());
@@ -114,6 +122,7 @@ Result<void> Daemon::Prepare() {
                         std::chrono::system_clock::now().time_since_epoch()).count();
   info.request_shutdown = [this] { OnSignal(SIGTERM); };
   info.commit_store = [this] { CommitStore(); };
+  info.system_mode = config_.system;
   service_ = std::make_unique<Service>(&loop_, local_.get(), info);
   ServerLimits limits;
   limits.idle_timeout_seconds = config_.idle_timeout;
@@ -121,12 +130,38 @@ Result<void> Daemon::Prepare() {
   std::optional<uid_t> only_uid;
   if (!config_.system) only_uid = ::getuid();
   server_ = std::make_unique<Server>(&loop_, service_.get(), limits, only_uid);
+  if (activated_) {
+    if (auto ok = server_->Adopt(*activation); !ok) return ok;
+    return {};
+  }
+  return Listen();
+}
+
+Result<void> Daemon::Listen() {
   if (auto ok = server_->Listen(config_.socket); !ok) return ok;
   listening_ = true;
+  if (config_.system) {
+    // The shared box: group torchx may connect, nobody else (never world-writable).
+    struct group* g = ::getgrnam("torchx");
+    if (g == nullptr || ::chown(config_.socket.c_str(), 0, g->gr_gid) != 0 ||
+        ::chmod(config_.socket.c_str(), 0660) != 0) {
+      spdlog::warn("system socket stays root-only (0600): group torchx missing or chown failed");
+    }
+  }
   return {};
 }
 
+void Daemon::UpdateStatus() {
+  if (!notifier_.enabled() || !local_) return;
+  std::string status = "STATUS=" + std::to_string(local_->running_apps()) + " running, " +
+                       std::to_string(local_->List().size()) + " apps";
+  if (status == last_status_) return;
+  last_status_ = status;
+  notifier_.Send(status);
+}
+
 void Daemon::CommitStore() {
+  UpdateStatus();
   if (!store_) return;
   if (auto ok = store_->Commit(); !ok) spdlog::error("store commit failed: {}", ok.error().message);
 }
@@ -134,6 +169,7 @@ void Daemon::CommitStore() {
 void Daemon::OnSignal(int signum) {
   if (stopping_) return;
   stopping_ = true;
+  notifier_.Send("STOPPING=1");
   spdlog::info("stopping reason={} running_apps={}", strsignal(signum), local_->running_apps());
   service_->set_shutting_down();
   server_->Close();
@@ -147,6 +183,7 @@ void Daemon::Finish() {
   sigterm_.reset();
   sigint_.reset();
   commit_.reset();
+  watchdog_.reset();
 }
 
 int Daemon::Run() {
@@ -170,7 +207,19 @@ int Daemon::Run() {
     if (auto* self = static_cast<Daemon*>(h->data)) self->CommitStore();
   });
   uv_unref(reinterpret_cast<uv_handle_t*>(commit_.get()));  // never keeps the loop alive
-  spdlog::info("torchxd ready socket={} state_dir={} pid={}", config_.socket, config_.state_dir, ::getpid());
+  if (auto period = notifier_.watchdog_period_ms()) {
+    // Fed from the loop, so a stuck loop starves it; absent without WATCHDOG_USEC.
+    watchdog_ = NewUvHandle<uv_timer_t>(this);
+    uv_timer_init(&loop_, watchdog_.get());
+    uv_timer_start(watchdog_.get(), [](uv_timer_t* t) {
+      if (auto* self = static_cast<Daemon*>(t->data)) self->notifier_.Send("WATCHDOG=1");
+    }, *period, *period);
+    uv_unref(reinterpret_cast<uv_handle_t*>(watchdog_.get()));
+  }
+  notifier_.Send("READY=1\nMAINPID=" + std::to_string(::getpid()));
+  UpdateStatus();
+  spdlog::info("torchxd ready socket={} state_dir={} pid={}{}", config_.socket, config_.state_dir, ::getpid(),
+               activated_ ? " (socket from systemd)" : "");
   uv_run(&loop_, UV_RUN_DEFAULT);
   if (listening_) ::unlink(config_.socket.c_str());
   return 0;

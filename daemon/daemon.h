@@ -22,6 +22,7 @@
 #include "daemon/server.h"
 #include "daemon/service.h"
 #include "daemon/store.h"
+#include "daemon/systemd_notify.h"
 
 namespace torchxd::daemon {
 
@@ -38,6 +39,8 @@ class Daemon {
   void OnSignal(int signum);
   void Finish();
   void CommitStore();
+  void UpdateStatus();
+  [[nodiscard]] Result<void> Listen();
 
   DaemonConfig config_;
   uv_loop_t loop_;
@@ -48,7 +51,11 @@ class Daemon {
   std::unique_ptr<Server> server_;
   UvHandle<uv_signal_t> sigterm_;
   UvHandle<uv_signal_t> sigint_;
-  UvHandle<uv_check_t> commit_;  // group commit at the end of each loop turn
+  UvHandle<uv_check_t> commit_;  // group commit (and STATUS) at the end of each loop turn
+  UvHandle<uv_timer_t> watchdog_;  // only when systemd asked for one
+  SystemdNotifier notifier_;
+  std::string last_status_;
+  bool activated_ = false;  // the socket came from systemd: never unlink it
   bool stopping_ = false;
   bool listening_ = false;
 };

@@ -276,6 +276,21 @@ Result<void> Server::Listen(const std::string& path) {
   return {};
 }
 
+Result<void> Server::Adopt(int fd) {
+  listener_ = NewUvHandle<uv_pipe_t>(this);
+  uv_pipe_init(loop_, listener_.get(), 0);
+  listener_->data = this;
+  if (int rc = uv_pipe_open(listener_.get(), fd); rc != 0) {
+    return Fail(Error::Io(UvError("adopt the activation socket (fd 3)", rc)));
+  }
+  int rc = uv_listen(reinterpret_cast<uv_stream_t*>(listener_.get()), 128, [](uv_stream_t* s, int status) {
+    auto* self = static_cast<Server*>(s->data);
+    if (self != nullptr && status == 0) self->OnConnection();
+  });
+  if (rc != 0) return Fail(Error::Io(UvError("listen on the activation socket", rc)));
+  return {};
+}
+
 void Server::Close() {
   listener_.reset();
   closing_ = true;

@@ -80,6 +80,8 @@ class Server {
   ~Server();
 
   [[nodiscard]] Result<void> Listen(const std::string& path);
+  // Serves a socket that is already listening (systemd socket activation).
+  [[nodiscard]] Result<void> Adopt(int fd);
   // Stops accepting; idle connections are closed once their replies are
   // flushed, busy ones when their request ends.
   void Close();

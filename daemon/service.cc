@@ -38,6 +38,14 @@ void Service::Dispatch(const protocol::Request& request, const PeerInfo& peer,
                        const std::shared_ptr<Responder>& responder) {
   const auto& m = request.method;
   const auto& p = request.params;
+  // System mode's per-user isolation (replicas run as their submitter, apps
+  // visible only to their owner) is not built yet: until it is, only root may
+  // use a system daemon, so no caller can ever get code run as root.
+  if (info_.system_mode && peer.uid != 0 && m != "version" && m != "runopts") {
+    return responder->Error(Error::PermissionDenied(
+        "this system torchxd serves root only until per-user isolation is built; uid " +
+        std::to_string(peer.uid) + " should use its own user daemon (unset TORCHXD_SOCKET, run torchx as usual)"));
+  }
   if (m == "version") return Version(responder);
   if (m == "delete") return Delete(p, responder);
   if (m == "log") return Log(p, responder);

@@ -25,6 +25,7 @@ class Service : public RequestHandler {
     int64_t started_ms = 0;
     std::function<void()> request_shutdown;  // `torchx daemon stop`
     std::function<void()> commit_store;      // before acknowledging a change
+    bool system_mode = false;
   };
   Service(uv_loop_t* loop, LocalScheduler* local, DaemonInfo info)
       : loop_(loop), local_(local), info_(std::move(info)) {}
