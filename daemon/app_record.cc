@@ -101,6 +101,7 @@ json AppRecord::ToJson() const {
               {"app_log_dir", app_log_dir},
               {"user_log_dir", user_log_dir},
               {"owner_uid", owner_uid},
+              {"owner_gid", owner_gid},
               {"log_max_bytes", log_max_bytes},
               {"log_bytes_lost", log_bytes_lost},
               {"log_bytes", log_bytes},
@@ -130,6 +131,7 @@ Result<AppRecord> AppRecord::FromJson(const json& j) {
     r.app_log_dir = j.value("app_log_dir", "");
     r.user_log_dir = j.value("user_log_dir", false);
     r.owner_uid = j.value("owner_uid", 0u);
+    r.owner_gid = j.value("owner_gid", 0u);
     r.log_max_bytes = j.value("log_max_bytes", uint64_t{0});
     r.log_bytes_lost = j.value("log_bytes_lost", std::map<std::string, uint64_t>{});
     r.log_bytes = j.value("log_bytes", uint64_t{0});

@@ -40,6 +40,7 @@ struct AppRecord {
   std::string app_log_dir;
   bool user_log_dir = false;  // a user-chosen log_dir is never deleted
   uid_t owner_uid = 0;
+  gid_t owner_gid = 0;
   uint64_t log_max_bytes = 0;
   std::map<std::string, uint64_t> log_bytes_lost;  // "role/replica" -> bytes
   uint64_t log_bytes = 0;      // on disk, in the daemon's --log-dir

@@ -32,6 +32,7 @@ struct DaemonConfig {
   double idle_timeout = 300.0;
   size_t max_connections = 256;
   std::string shim;  // torchxd-shim; default: next to torchxd or in ../libexec/torchxd
+  std::string admin_group;  // members may act on every app (system mode)
 };
 
 // Returns the config, or an exit code to leave with right away (--help: 0; bad input: 2).

@@ -123,6 +123,11 @@ Result<void> Daemon::Prepare() {
   info.request_shutdown = [this] { OnSignal(SIGTERM); };
   info.commit_store = [this] { CommitStore(); };
   info.system_mode = config_.system;
+  if (!config_.admin_group.empty()) {
+    struct group* g = ::getgrnam(config_.admin_group.c_str());
+    if (g == nullptr) return Fail(Error::InvalidArgument("--admin-group " + config_.admin_group + ": no such group"));
+    info.admin_gid = g->gr_gid;
+  }
   service_ = std::make_unique<Service>(&loop_, local_.get(), info);
   ServerLimits limits;
   limits.idle_timeout_seconds = config_.idle_timeout;

@@ -13,9 +13,14 @@
 #include <sstream>
 #include <thread>
 
+#include <grp.h>
+#include <pwd.h>
+#include <sys/stat.h>
+
 #include "core/app_handle.h"
 #include "core/ids.h"
 #include "core/replica_request.h"
+#include "daemon/as_user.h"
 #include "daemon/config.h"
 #include "imageproviders/image_provider.h"
 
@@ -157,6 +162,30 @@ void LocalScheduler::Evict(AppRecord& app) {
   apps_.erase(Key{app.scheduler, app.app_id});
 }
 
+Result<void> LocalScheduler::MakeAppLogDir(const AppRecord& app, const std::string& base) {
+  std::error_code ec;
+  if (app.user_log_dir) {
+    // The caller's own directory: refuse a symlink, then create as the caller.
+    struct stat st;
+    if (::lstat(base.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
+      return Fail(Error::InvalidArgument("log_dir " + base + " is a symbolic link; give the real directory"));
+    }
+    AsUser as(app.owner_uid, app.owner_gid);
+    fs::create_directories(app.app_log_dir, ec);
+  } else {
+    // The daemon's log dir: the app's directory is made here, then handed to its owner.
+    fs::create_directories(app.app_log_dir, ec);
+    if (!ec && app.owner_uid != ::geteuid()) {
+      if (::chown(app.app_log_dir.c_str(), app.owner_uid, app.owner_gid) != 0 ||
+          ::chmod(app.app_log_dir.c_str(), 0750) != 0) {
+        ec = std::error_code(errno, std::generic_category());
+      }
+    }
+  }
+  if (ec) return Fail(Error::Io("log_dir " + app.app_log_dir + ": " + ec.message()));
+  return {};
+}
+
 void LocalScheduler::RemoveLogDir(AppRecord& app) {
   if (app.user_log_dir || app.logs_evicted || app.app_log_dir.empty()) return;
   // Rename now (instant), delete in the background: never a big rm on the loop.
@@ -184,8 +213,47 @@ void LocalScheduler::EnforceLogBudget() {
   }
 }
 
+namespace {
+
+// The submitter, when it is not the daemon's own user: its credentials for
+// the shim and the identity its replicas see.
+struct Caller {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<unsigned> run_as;  // {uid, gid, groups...}; empty = the daemon's user
+  std::map<std::string, std::string> identity_env;
+};
+
+Result<Caller> LookUpCaller(uid_t uid) {
+  Caller c;
+  c.uid = uid;
+  c.gid = ::getegid();
+  if (uid == ::geteuid()) return c;
+  struct passwd pw{};
+  struct passwd* found = nullptr;
+  std::vector<char> buf(16384);
+  if (::getpwuid_r(uid, &pw, buf.data(), buf.size(), &found) != 0 || found == nullptr) {
+    return Fail(Error::PermissionDenied("uid " + std::to_string(uid) + " has no passwd entry; torchxd runs replicas only as a known user"));
+  }
+  c.gid = pw.pw_gid;
+  int n = 256;
+  std::vector<gid_t> groups(static_cast<size_t>(n));
+  if (::getgrouplist(pw.pw_name, pw.pw_gid, groups.data(), &n) < 0) n = 0;
+  c.run_as = {static_cast<unsigned>(uid), static_cast<unsigned>(pw.pw_gid)};
+  for (int i = 0; i < n; ++i) c.run_as.push_back(static_cast<unsigned>(groups[static_cast<size_t>(i)]));
+  c.identity_env = {{"HOME", pw.pw_dir}, {"USER", pw.pw_name}, {"LOGNAME", pw.pw_name}};
+  return c;
+}
+
+}  // namespace
+
 Result<const AppRecord*> LocalScheduler::Submit(SubmitRequest request) {
-  auto locations = imageproviders::FetchRoles(request.scheduler, request.app, request.cwd);
+  auto caller = LookUpCaller(request.uid);
+  if (!caller) return Fail(caller.error());
+  Result<std::vector<core::RoleLocation>> locations = [&] {
+    AsUser as(caller->uid, caller->gid);  // image paths are checked with the caller's rights
+    return imageproviders::FetchRoles(request.scheduler, request.app, request.cwd);
+  }();
   if (!locations) return Fail(locations.error());
   if (auto room = MakeRoom(); !room) return Fail(room.error());
 
@@ -198,15 +266,14 @@ Result<const AppRecord*> LocalScheduler::Submit(SubmitRequest request) {
   rec->cwd = request.cwd;
   rec->client_env = request.env;
   rec->owner_uid = request.uid;
+  rec->owner_gid = caller->gid;
   rec->created_ms = NowMs();
   auto user_log_dir = CfgGet<std::string>(request.cfg, "log_dir");
   rec->user_log_dir = user_log_dir.has_value();
   std::string base = user_log_dir ? *user_log_dir : options_.log_dir;
   if (!base.empty() && base[0] != '/') base = request.cwd + "/" + base;
   rec->app_log_dir = base + "/" + rec->session + "/" + rec->app_id;
-  std::error_code ec;
-  fs::create_directories(rec->app_log_dir, ec);
-  if (ec) return Fail(Error::Io("log_dir " + rec->app_log_dir + ": " + ec.message()));
+  if (auto made = MakeAppLogDir(*rec, base); !made) return Fail(made.error());
 
   core::LocalAppContext ctx;
   ctx.scheduler = rec->scheduler;
@@ -218,6 +285,9 @@ Result<const AppRecord*> LocalScheduler::Submit(SubmitRequest request) {
   ctx.client_env = request.env;
   ctx.roles = *locations;
   auto requests = core::BuildReplicaRequests(rec->app, ctx);
+  for (auto& req : requests) {
+    for (const auto& [k, v] : caller->identity_env) req.env[k] = v;
+  }
   if (CfgGet<bool>(request.cfg, "auto_set_cuda_visible_devices").value_or(false)) {
     std::string warning = core::AssignCudaVisibleDevices(rec->app, requests, std::max(0, gpu_count_.load()));
     if (!warning.empty()) spdlog::warn("{} app={}", warning, rec->app_id);
@@ -249,6 +319,7 @@ Result<const AppRecord*> LocalScheduler::Submit(SubmitRequest request) {
   opts.backoff_max_seconds = CfgGet<double>(request.cfg, "restart_backoff_max").value_or(30.0);
   opts.stop_on_failure = CfgGet<bool>(request.cfg, "stop_on_failure").value_or(true);
   opts.shim_path = options_.shim_path;
+  opts.run_as = caller->run_as;
   AppRecord* raw = rec.get();
   rec->runner = std::make_unique<supervisor::AppRunner>(loop_, rec->Handle(), rec->app,
                                                         std::move(requests), opts, this);
@@ -345,6 +416,7 @@ void LocalScheduler::OnAttemptStarting(supervisor::AppRunner& runner,
   AppRecord* app = RecordOf(runner);
   if (app == nullptr) return;
   std::string key = ReplicaKey(r.role, r.replica_id);
+  AsUser as(app->owner_uid, app->owner_gid);
   if (app->logs.count(key) == 0) {
     auto writer = ReplicaLogWriter::Open(r.log_dir, app->log_max_bytes);
     if (!writer) {
@@ -383,7 +455,10 @@ void LocalScheduler::OnOutput(supervisor::AppRunner& runner, const supervisor::R
   auto it = app->logs.find(key);
   if (it == app->logs.end()) return;
   uint64_t before = it->second.disk_bytes();
-  it->second.Write(stream, bytes, NowMs());
+  {
+    AsUser as(app->owner_uid, app->owner_gid);  // a rotation creates and renames files
+    it->second.Write(stream, bytes, NowMs());
+  }
   uint64_t after = it->second.disk_bytes();
   app->log_bytes += after - std::min(after, before);
   app->log_bytes -= std::min(app->log_bytes, before - std::min(before, after));
@@ -400,11 +475,13 @@ void LocalScheduler::OnReplicaStreamsClosed(supervisor::AppRunner& runner,
   AppRecord* app = RecordOf(runner);
   if (app == nullptr) return;
   auto it = app->logs.find(ReplicaKey(r.role, r.replica_id));
+  AsUser as(app->owner_uid, app->owner_gid);
   if (it != app->logs.end()) it->second.EndAttempt(NowMs());
   hub_.Notify(AppKey(*app));
 }
 
 void LocalScheduler::ReadErrorFile(AppRecord& app, supervisor::ReplicaInfo& replica) {
+  AsUser as(app.owner_uid, app.owner_gid);
   std::ifstream in(replica.log_dir + "/error.json");
   if (!in) return;
   std::string text((std::istreambuf_iterator<char>(in)), {});
@@ -473,6 +550,7 @@ void LocalScheduler::WriteSuccessFile(const AppRecord& app) {
                   {"final_state", core::AppStateName(app.state)},
                   {"last_updated", static_cast<double>(app.ended_ms.value_or(NowMs())) / 1000.0},
                   {"roles", roles}};
+  AsUser as(app.owner_uid, app.owner_gid);
   std::ofstream(app.app_log_dir + "/SUCCESS") << success.dump();
 }
 

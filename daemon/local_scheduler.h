@@ -87,6 +87,7 @@ class LocalScheduler : public supervisor::AppRunnerObserver {
   void Event(const AppRecord& app, const std::string& what, int state, const std::string& msg);
   void WriteSuccessFile(const AppRecord& app);
   void RemoveLogDir(AppRecord& app);
+  [[nodiscard]] Result<void> MakeAppLogDir(const AppRecord& app, const std::string& base);
   // Evicts the logs of the oldest finished apps until the total fits --log-max-total.
   void EnforceLogBudget();
   void ReadErrorFile(AppRecord& app, supervisor::ReplicaInfo& replica);

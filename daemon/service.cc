@@ -1,5 +1,7 @@
 #include "daemon/service.h"
 
+#include <grp.h>
+#include <pwd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -38,28 +40,23 @@ void Service::Dispatch(const protocol::Request& request, const PeerInfo& peer,
                        const std::shared_ptr<Responder>& responder) {
   const auto& m = request.method;
   const auto& p = request.params;
-  // System mode's per-user isolation (replicas run as their submitter, apps
-  // visible only to their owner) is not built yet: until it is, only root may
-  // use a system daemon, so no caller can ever get code run as root.
-  if (info_.system_mode && peer.uid != 0 && m != "version" && m != "runopts") {
-    return responder->Error(Error::PermissionDenied(
-        "this system torchxd serves root only until per-user isolation is built; uid " +
-        std::to_string(peer.uid) + " should use its own user daemon (unset TORCHXD_SOCKET, run torchx as usual)"));
-  }
   if (m == "version") return Version(responder);
-  if (m == "delete") return Delete(p, responder);
-  if (m == "log") return Log(p, responder);
+  if (m == "delete") return Delete(p, peer, responder);
+  if (m == "log") return Log(p, peer, responder);
   if (m == "shutdown") {
+    if (!MayActOnAll(peer)) {
+      return responder->Error(Error::PermissionDenied("only root (or the admin group) may stop this torchxd"));
+    }
     responder->Result({{"stopping", true}, {"pid", ::getpid()}});
     if (info_.request_shutdown) info_.request_shutdown();
     return;
   }
   if (m == "run") return Run(p, peer, responder);
-  if (m == "status") return Status(p, responder);
-  if (m == "describe") return Describe(p, responder);
-  if (m == "list") return List(p, responder);
-  if (m == "cancel") return Cancel(p, responder);
-  if (m == "wait") return Wait(p, responder);
+  if (m == "status") return Status(p, peer, responder);
+  if (m == "describe") return Describe(p, peer, responder);
+  if (m == "list") return List(p, peer, responder);
+  if (m == "cancel") return Cancel(p, peer, responder);
+  if (m == "wait") return Wait(p, peer, responder);
   if (m == "runopts") return Runopts(p, responder);
   responder->Error(Error::InvalidArgument(
       "unknown method \"" + m + "\"." +
@@ -120,14 +117,41 @@ Result<AppRecord*> Service::FindApp(const json& params) {
   return app;
 }
 
-void Service::Status(const json& params, const Reply& reply) {
+bool Service::MayActOnAll(const PeerInfo& peer) const {
+  if (peer.uid == 0 || peer.uid == ::geteuid()) return true;
+  if (!info_.admin_gid) return false;
+  if (peer.gid == *info_.admin_gid) return true;
+  // Supplementary groups are not in SO_PEERCRED: ask the group database.
+  if (struct passwd* pw = ::getpwuid(peer.uid)) {
+    int n = 64;
+    std::vector<gid_t> groups(static_cast<size_t>(n));
+    if (::getgrouplist(pw->pw_name, pw->pw_gid, groups.data(), &n) >= 0) {
+      groups.resize(static_cast<size_t>(n));
+      return std::find(groups.begin(), groups.end(), *info_.admin_gid) != groups.end();
+    }
+  }
+  return false;
+}
+
+Result<AppRecord*> Service::FindOwnApp(const json& params, const PeerInfo& peer, const std::string& verb) {
   auto app = FindApp(params);
+  if (!app) return app;
+  if ((*app)->owner_uid != peer.uid && !MayActOnAll(peer)) {
+    // The app exists: say so, never pretend it does not.
+    return Fail(Error::PermissionDenied((*app)->Handle() + " belongs to uid " + std::to_string((*app)->owner_uid) +
+                                        "; uid " + std::to_string(peer.uid) + " may not " + verb + " it"));
+  }
+  return app;
+}
+
+void Service::Status(const json& params, const PeerInfo& peer, const Reply& reply) {
+  auto app = FindOwnApp(params, peer, "see");
   if (!app) return reply->Error(app.error());
   reply->Result(core::AppStatusToJson((*app)->Status()));
 }
 
-void Service::Describe(const json& params, const Reply& reply) {
-  auto app = FindApp(params);
+void Service::Describe(const json& params, const PeerInfo& peer, const Reply& reply) {
+  auto app = FindOwnApp(params, peer, "see");
   if (!app) return reply->Error(app.error());
   const AppRecord& a = **app;
   reply->Result({{"app_handle", a.Handle()},
@@ -139,8 +163,9 @@ void Service::Describe(const json& params, const Reply& reply) {
                  {"app", core::AppDefToJson(a.app)}});
 }
 
-void Service::List(const json& params, const Reply& reply) {
+void Service::List(const json& params, const PeerInfo& peer, const Reply& reply) {
   std::string only = params.value("scheduler", "");
+  bool everyone = MayActOnAll(peer);
   std::vector<const AppRecord*> apps = local_->List();
   std::sort(apps.begin(), apps.end(),
             [](const auto* a, const auto* b) { return a->created_ms > b->created_ms; });
@@ -154,6 +179,7 @@ void Service::List(const json& params, const Reply& reply) {
   };
   for (const auto* a : apps) {
     if (!only.empty() && a->scheduler != only) continue;
+    if (!everyone && a->owner_uid != peer.uid) continue;  // a user lists their own apps
     out += first ? "[" : ",[";
     first = false;
     quoted(a->Handle());
@@ -175,8 +201,8 @@ void Service::List(const json& params, const Reply& reply) {
   reply->ResultText(out);
 }
 
-void Service::Cancel(const json& params, const Reply& reply) {
-  auto app = FindApp(params);
+void Service::Cancel(const json& params, const PeerInfo& peer, const Reply& reply) {
+  auto app = FindOwnApp(params, peer, "cancel");
   if (!app) return reply->Error(app.error());
   std::optional<double> grace;
   if (params.contains("grace_period")) {
@@ -193,8 +219,8 @@ void Service::Cancel(const json& params, const Reply& reply) {
   });
 }
 
-void Service::Wait(const json& params, const Reply& reply) {
-  auto app = FindApp(params);
+void Service::Wait(const json& params, const PeerInfo& peer, const Reply& reply) {
+  auto app = FindOwnApp(params, peer, "see");
   if (!app) return reply->Error(app.error());
   local_->Wait(**app, [this, reply](const AppRecord& a) {
     if (info_.commit_store) info_.commit_store();
@@ -214,8 +240,8 @@ void Service::Version(const Reply& reply) {
                  {"running_apps", local_->running_apps()}});
 }
 
-void Service::Delete(const json& params, const Reply& reply) {
-  auto app = FindApp(params);
+void Service::Delete(const json& params, const PeerInfo& peer, const Reply& reply) {
+  auto app = FindOwnApp(params, peer, "delete");
   if (!app) return reply->Error(app.error());
   std::string handle = (*app)->Handle();
   local_->Delete(**app, [this, reply, handle](core::AppState last) {
@@ -224,8 +250,8 @@ void Service::Delete(const json& params, const Reply& reply) {
   });
 }
 
-void Service::Log(const json& params, const Reply& reply) {
-  auto found = FindApp(params);
+void Service::Log(const json& params, const PeerInfo& peer, const Reply& reply) {
+  auto found = FindOwnApp(params, peer, "read the logs of");
   if (!found) return reply->Error(found.error());
   const AppRecord& app = **found;
   auto query = ParseLogQuery(params);

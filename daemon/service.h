@@ -6,7 +6,10 @@
 #ifndef TORCHXD_DAEMON_SERVICE_H_
 #define TORCHXD_DAEMON_SERVICE_H_
 
+#include <sys/types.h>
+
 #include <functional>
+#include <optional>
 #include <map>
 #include <memory>
 #include <string>
@@ -26,6 +29,7 @@ class Service : public RequestHandler {
     std::function<void()> request_shutdown;  // `torchx daemon stop`
     std::function<void()> commit_store;      // before acknowledging a change
     bool system_mode = false;
+    std::optional<gid_t> admin_gid;  // --admin-group: may act on every app
   };
   Service(uv_loop_t* loop, LocalScheduler* local, DaemonInfo info)
       : loop_(loop), local_(local), info_(std::move(info)) {}
@@ -39,16 +43,20 @@ class Service : public RequestHandler {
   using Reply = std::shared_ptr<Responder>;
   void Dispatch(const protocol::Request& request, const PeerInfo& peer, const Reply& responder);
   void Run(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
-  void Status(const nlohmann::json& params, const Reply& reply);
-  void Describe(const nlohmann::json& params, const Reply& reply);
-  void List(const nlohmann::json& params, const Reply& reply);
-  void Cancel(const nlohmann::json& params, const Reply& reply);
-  void Wait(const nlohmann::json& params, const Reply& reply);
+  void Status(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
+  void Describe(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
+  void List(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
+  void Cancel(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
+  void Wait(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
   void Runopts(const nlohmann::json& params, const Reply& reply);
-  void Delete(const nlohmann::json& params, const Reply& reply);
-  void Log(const nlohmann::json& params, const Reply& reply);
+  void Delete(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
+  void Log(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
   void Version(const Reply& reply);
   [[nodiscard]] Result<AppRecord*> FindApp(const nlohmann::json& params);
+  // FindApp, then: may `peer` `verb` it? (its owner, root, or the admin group)
+  [[nodiscard]] Result<AppRecord*> FindOwnApp(const nlohmann::json& params, const PeerInfo& peer,
+                                              const std::string& verb);
+  bool MayActOnAll(const PeerInfo& peer) const;
 
   uv_loop_t* loop_;
   LocalScheduler* local_;

@@ -90,6 +90,7 @@ void AppRunner::StartSlot(size_t index) {
   spec.argv.push_back(s.request.entrypoint);
   spec.argv.insert(spec.argv.end(), s.request.args.begin(), s.request.args.end());
   for (const auto& [k, v] : s.request.env) spec.env.push_back(k + "=" + v);
+  spec.credentials = options_.run_as;
   ReplicaProcess::Callbacks cb;
   cb.on_started = [this, index](int pid) { OnSlotStarted(index, pid); };
   cb.on_output = [this, index](OutputStream stream, std::string_view bytes) {

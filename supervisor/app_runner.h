@@ -39,6 +39,7 @@ struct AppOptions {
   double backoff_max_seconds = 30.0;
   bool stop_on_failure = true;
   std::string shim_path;
+  std::vector<unsigned> run_as;  // empty, or {uid, gid, groups...} for torchxd-shim
 };
 
 struct ReplicaInfo {

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -63,7 +64,7 @@ bool ReadSpec(std::vector<std::string>& fields) {
     std::string f;
     if (!next(f)) return false;
     fields.push_back(f);
-    for (int group = 0; group < 2; ++group) {
+    for (int group = 0; group < 3; ++group) {
       if (!next(f)) return false;
       long n = strtol(f.c_str(), nullptr, 10);
       fields.push_back(f);
@@ -205,7 +206,27 @@ int main(int argc, char** argv) {
   std::string cwd = fields[0];
   size_t argc_r = std::stoul(fields[1]);
   std::vector<std::string> args(fields.begin() + 2, fields.begin() + 2 + static_cast<long>(argc_r));
-  std::vector<std::string> env(fields.begin() + 3 + static_cast<long>(argc_r), fields.end());
+  size_t env_at = 3 + argc_r;
+  size_t envc = std::stoul(fields[env_at - 1]);
+  std::vector<std::string> env(fields.begin() + static_cast<long>(env_at),
+                               fields.begin() + static_cast<long>(env_at + envc));
+  std::vector<std::string> creds(fields.begin() + static_cast<long>(env_at + envc + 1), fields.end());
+
+  // Become the submitting user before touching any of its paths.
+  if (creds.size() >= 2) {
+    uid_t uid = static_cast<uid_t>(std::stoul(creds[0]));
+    gid_t gid = static_cast<gid_t>(std::stoul(creds[1]));
+    std::vector<gid_t> groups;
+    for (size_t i = 2; i < creds.size(); ++i) groups.push_back(static_cast<gid_t>(std::stoul(creds[i])));
+    if (::setgroups(groups.size(), groups.data()) != 0 || ::setgid(gid) != 0 || ::setuid(uid) != 0) {
+      int e = errno;
+      Say("spawn-failed " + std::to_string(e) + " cannot become uid " + creds[0] + ": " + strerror(e));
+      return 0;
+    }
+    // A change of credentials clears the parent-death signal: arm it again.
+    ::prctl(PR_SET_PDEATHSIG, SIGHUP);
+    if (::getppid() != static_cast<pid_t>(atol(argv[1]))) return 1;
+  }
 
   struct stat st;
   if (::stat(cwd.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {

@@ -13,6 +13,8 @@ std::string EncodeShimSpec(const ShimSpec& spec) {
   for (const auto& a : spec.argv) field(a);
   field(std::to_string(spec.env.size()));
   for (const auto& e : spec.env) field(e);
+  field(std::to_string(spec.credentials.size()));
+  for (unsigned c : spec.credentials) field(std::to_string(c));
   return out;
 }
 

@@ -1,6 +1,8 @@
 // What the daemon and torchxd-shim say to each other over the shim's fd 3 (a
 // socketpair). Daemon -> shim, once: the replica spec as NUL-terminated
-// fields: cwd, argc, argv..., envc, env... ("K=V"). Shim -> daemon, lines:
+// fields: cwd, argc, argv..., envc, env... ("K=V"), credc, creds... (none,
+// or uid, gid, supplementary gids: the shim becomes that user before it
+// spawns the replica). Shim -> daemon, lines:
 //   started <pid>
 //   spawn-failed <errno> <message>
 //   exited <code>        | signaled <signal>       (after the tree is gone)
@@ -23,6 +25,7 @@ struct ShimSpec {
   std::string cwd;
   std::vector<std::string> argv;  // argv[0] = entrypoint as given
   std::vector<std::string> env;   // "K=V"
+  std::vector<unsigned> credentials;  // empty, or {uid, gid, groups...}
 };
 
 std::string EncodeShimSpec(const ShimSpec& spec);

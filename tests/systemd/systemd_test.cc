@@ -180,27 +180,108 @@ TEST_F(SystemdTest, NoWatchdogTimerWithoutWatchdogUsec) {
   EXPECT_FALSE(fs::exists(socket));  // bound by torchxd itself: removed on exit
 }
 
-TEST_F(SystemdTest, ASystemDaemonRefusesNonRootCallersUntilIsolationExists) {
-  if (::geteuid() != 0 || !Have("setpriv")) GTEST_SKIP() << "needs root and setpriv";
-  std::string socket = (dir_ / "sys.sock").string();
-  fs::permissions(dir_, fs::perms::all);  // let uid 65534 reach the socket for this test
-  Start({TORCHXD_BIN, "--system", "--socket", socket, "--state-dir", (dir_ / "state").string()});
-  ASSERT_TRUE([&] {
-    for (int i = 0; i < 500; ++i) {
-      if (DaemonClient::Connect(socket)) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+// Runs the MultiUserInner tests inside a private mount namespace.
+TEST_F(SystemdTest, MultiUserIsolationOnTheSystemDaemon) {
+  if (::geteuid() != 0 || !Have("setpriv") || std::system("unshare -m true 2>/dev/null") != 0) {
+    GTEST_SKIP() << "needs root, setpriv and unshare -m (users are simulated in a private mount namespace)";
+  }
+  auto inner = RunShell("TORCHXD_MULTIUSER_DIR=" + Quote(dir_.string()) + " unshare -m --propagation private " +
+                            Quote(fs::read_symlink("/proc/self/exe").string()) +
+                            " --gtest_filter='MultiUserInner.*' --gtest_also_run_disabled_tests",
+                        (dir_ / "inner.err").string());
+  EXPECT_EQ(inner.exit_code, 0) << inner.out << inner.err;
+  EXPECT_THAT(inner.out, HasSubstr("[  PASSED  ] 1 test"));
+}
+
+// Only meaningful inside the namespace the test above makes.
+TEST(MultiUserInner, DISABLED_UsersSeeAndActOnlyOnTheirOwnApps) {
+  const char* base = std::getenv("TORCHXD_MULTIUSER_DIR");
+  if (base == nullptr) GTEST_SKIP() << "run by SystemdTest.MultiUserIsolationOnTheSystemDaemon";
+  fs::path t = fs::path(base) / "mu";
+  fs::create_directories(t / "home");
+  fs::permissions(base, fs::perms::all & ~fs::perms::others_write & ~fs::perms::group_write);
+  fs::permissions(t, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                         fs::perms::others_read | fs::perms::others_exec);
+  // A private /etc/passwd and /etc/group: the machine's files are never edited.
+  fs::copy_file("/etc/passwd", t / "passwd");
+  fs::copy_file("/etc/group", t / "group");
+  {
+    std::ofstream pw(t / "passwd", std::ios::app), gr(t / "group", std::ios::app);
+    for (auto [name, id] : {std::pair{"alice", 5001}, {"bob", 5002}, {"carol", 5003}}) {
+      fs::create_directories(t / "home" / name);
+      ASSERT_EQ(::chown((t / "home" / name).c_str(), static_cast<uid_t>(id), static_cast<gid_t>(id)), 0);
+      pw << name << ":x:" << id << ":" << id << "::" << (t / "home" / name).string() << ":/bin/sh\n";
+      gr << name << ":x:" << id << ":\n";
     }
-    return false;
-  }());
-  ::chmod(socket.c_str(), 0666);
-  auto as_nobody = RunShell("setpriv --reuid=65534 --regid=65534 --clear-groups env TORCHX_NO_AUTOSTART=1 " +
-                                std::string(TORCHX_BIN) + " --socket " + Quote(socket) + " run utils.echo",
-                            (dir_ / "err").string());
-  EXPECT_EQ(as_nobody.exit_code, 1);
-  EXPECT_THAT(as_nobody.err, HasSubstr("serves root only until per-user isolation is built; uid 65534"));
-  auto as_root = RunShell(std::string(TORCHX_BIN) + " --socket " + Quote(socket) + " run --wait utils.echo",
-                          (dir_ / "err").string());
-  EXPECT_EQ(as_root.exit_code, 0) << as_root.err;
+    gr << "torchx:x:5100:alice,bob\n";
+  }
+  ASSERT_EQ(std::system(("mount --bind " + (t / "passwd").string() + " /etc/passwd && mount --bind " +
+                         (t / "group").string() + " /etc/group").c_str()), 0);
+  std::string sock = (t / "run" / "torchxd.sock").string();
+  pid_t daemon = ::fork();
+  if (daemon == 0) {
+    int log = ::open((t / "daemon.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    ::dup2(log, 1);
+    ::dup2(log, 2);
+    ::execl(TORCHXD_BIN, TORCHXD_BIN, "--system", "--socket", sock.c_str(), "--state-dir", (t / "state").c_str(),
+            "--grace-period", "0.5", nullptr);
+    ::_exit(127);
+  }
+  for (int i = 0; i < 500 && !DaemonClient::Connect(sock); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  auto as = [&](const std::string& user, const std::string& args, bool member = true) {
+    std::string id = user == "alice" ? "5001" : user == "bob" ? "5002" : "5003";
+    std::string groups = member ? "--init-groups" : "--clear-groups";
+    return RunShell("cd " + Quote((t / "home" / user).string()) + " && setpriv --reuid=" + id + " --regid=" + id +
+                        " " + groups + " env HOME=" + Quote((t / "home" / user).string()) +
+                        " TORCHX_NO_AUTOSTART=1 " + TORCHX_BIN + " --socket " + Quote(sock) + " " + args,
+                    (t / "err").string());
+  };
+  auto root = [&](const std::string& args) {
+    return RunShell(std::string(TORCHX_BIN) + " --socket " + Quote(sock) + " " + args, (t / "err").string());
+  };
+  struct stat st;
+  ASSERT_EQ(::stat(sock.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0660u);  // group-accessible, never world-writable
+  EXPECT_EQ(st.st_gid, 5100u);
+
+  auto run = as("alice", "run --wait utils.sh -- sh -c 'echo uid=$(id -u) gid=$(id -g) user=$USER; sleep 0.1'");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  std::string h = run.out.substr(0, run.out.find('\n'));
+  auto log = as("alice", "log " + h);
+  EXPECT_EQ(log.out, "sh/0 uid=5001 gid=5001 user=alice\n");  // replicas run as the caller
+  std::string app_id = h.substr(h.rfind('/') + 1);
+  ASSERT_EQ(::stat((t / "state/logs/torchx" / app_id / "sh/0/stdout.log").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 5001u);  // its logs are its own
+
+  auto bob_status = as("bob", "status " + h);
+  EXPECT_EQ(bob_status.exit_code, 1);
+  EXPECT_THAT(bob_status.err, HasSubstr("belongs to uid 5001; uid 5002 may not see it"));
+  auto bob_cancel = as("bob", "cancel " + h);
+  EXPECT_EQ(bob_cancel.exit_code, 1);
+  EXPECT_THAT(bob_cancel.err, HasSubstr("may not cancel it"));
+  EXPECT_THAT(as("bob", "log " + h).err, HasSubstr("may not read the logs of it"));
+  EXPECT_THAT(as("bob", "delete " + h).err, HasSubstr("may not delete it"));
+  EXPECT_EQ(as("bob", "list --json").out.find(app_id), std::string::npos);   // bob sees only his apps
+  EXPECT_NE(as("alice", "list --json").out.find(app_id), std::string::npos);
+  EXPECT_NE(root("list --json").out.find(app_id), std::string::npos);        // root sees all
+  EXPECT_EQ(root("status " + h).exit_code, 0);
+  EXPECT_THAT(as("bob", "daemon stop").err, HasSubstr("only root"));
+
+  fs::create_directory_symlink("/etc", t / "home/alice/evil");
+  auto evil = as("alice", "run -cfg log_dir=" + (t / "home/alice/evil").string() + " utils.echo");
+  EXPECT_EQ(evil.exit_code, 2);
+  EXPECT_THAT(evil.err, HasSubstr("is a symbolic link"));
+  // A user-chosen log_dir is created as the caller: alice cannot make root write where she cannot.
+  auto denied = as("alice", "run -cfg log_dir=/root/nope utils.echo");
+  EXPECT_NE(denied.exit_code, 0);
+  EXPECT_FALSE(fs::exists("/root/nope"));
+
+  auto carol = as("carol", "list", /*member=*/false);
+  EXPECT_EQ(carol.exit_code, 3);  // outside group torchx: the socket refuses her
+  EXPECT_THAT(carol.err, HasSubstr("Permission denied"));
+
+  ::kill(daemon, SIGTERM);
+  ::waitpid(daemon, nullptr, 0);
 }
 
 }  // namespace
