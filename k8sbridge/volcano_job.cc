@@ -1,0 +1,255 @@
+#include "k8sbridge/volcano_job.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "core/components.h"
+#include "core/ids.h"
+#include "core/macros.h"
+#include "core/named_resources.h"
+#include "core/text.h"
+#include "k8sbridge/labels.h"
+
+namespace torchxd::k8sbridge {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::string_view kFieldPathPrefix = "[FIELD_PATH]";
+
+json PodLabels(const core::AppDef& app, const std::string& app_id, size_t role_index, int replica_id) {
+  const core::Role& role = app.roles[role_index];
+  std::string version = std::string(core::kTorchxVersion);
+  std::replace(version.begin(), version.end(), '+', '.');
+  return {{std::string(kLabelVersion), CleanLabelValue(version, "unknown")},
+          {std::string(kLabelAppName), CleanLabelValue(app.name, "app")},
+          {std::string(kLabelRoleIndex), std::to_string(role_index)},
+          {std::string(kLabelRoleName), CleanLabelValue(role.name, "role")},
+          {std::string(kLabelReplicaId), std::to_string(replica_id)},
+          {std::string(kLabelKubeAppName), CleanLabelValue(app.name, "app")},
+          {std::string(kLabelManagedBy), std::string(kManagedByTorchx)},
+          {std::string(kLabelInstance), CleanLabelValue(app_id, "app")}};
+}
+
+json Resources(const core::Resource& r, const KubernetesOptions& o) {
+  json limits = json::object(), requests = json::object();
+  if (r.cpu > 0) {
+    int mcpu = r.cpu * 1000;
+    limits["cpu"] = std::to_string(mcpu) + "m";
+    requests["cpu"] = std::to_string(std::max(mcpu - o.reserved_millicpu, 0)) + "m";
+  }
+  if (r.mem_mb > 0) {
+    limits["memory"] = std::to_string(r.mem_mb) + "M";
+    requests["memory"] = std::to_string(std::max(r.mem_mb - o.reserved_memmb, 0)) + "M";
+  }
+  if (r.gpu > 0) {
+    limits["nvidia.com/gpu"] = std::to_string(r.gpu);
+    requests["nvidia.com/gpu"] = std::to_string(r.gpu);
+  }
+  // Extended resources (RDMA, EFA, hostdev) must be in requests and limits alike.
+  for (const auto& [name, count] : r.devices) {
+    limits[name] = std::to_string(count);
+    requests[name] = std::to_string(count);
+  }
+  return {{"limits", limits}, {"requests", requests}};
+}
+
+json Env(const std::map<std::string, std::string>& env) {
+  json out = json::array();
+  for (const auto& [name, value] : env) {
+    if (core::StartsWith(value, kFieldPathPrefix)) {
+      out.push_back({{"name", name},
+                     {"valueFrom", {{"fieldRef", {{"fieldPath", value.substr(kFieldPathPrefix.size())}}}}}});
+    } else {
+      out.push_back({{"name", name}, {"value", value}});
+    }
+  }
+  return out;
+}
+
+// Volumes and mounts: dshm first, then mount-<n> per role mount, in order.
+void Mounts(const core::Role& role, json& volumes, json& mounts) {
+  volumes.push_back({{"name", "dshm"}, {"emptyDir", {{"medium", "Memory"}}}});
+  mounts.push_back({{"name", "dshm"}, {"mountPath", "/dev/shm"}});
+  for (size_t i = 0; i < role.mounts.size(); ++i) {
+    std::string name = "mount-" + std::to_string(i);
+    if (const auto* b = std::get_if<core::BindMount>(&role.mounts[i])) {
+      volumes.push_back({{"name", name}, {"hostPath", {{"path", b->src_path}}}});
+      json m = {{"name", name}, {"mountPath", b->dst_path}};
+      if (b->read_only) m["readOnly"] = true;
+      mounts.push_back(m);
+    } else if (const auto* v = std::get_if<core::VolumeMount>(&role.mounts[i])) {
+      volumes.push_back({{"name", name}, {"persistentVolumeClaim", {{"claimName", v->src}}}});
+      json m = {{"name", name}, {"mountPath", v->dst_path}};
+      if (v->read_only) m["readOnly"] = true;
+      mounts.push_back(m);
+    } else {
+      const auto& d = std::get<core::DeviceMount>(role.mounts[i]);
+      volumes.push_back({{"name", name}, {"hostPath", {{"path", d.src_path}}}});
+      bool read_only = d.permissions.find('w') == std::string::npos && d.permissions.find('m') == std::string::npos;
+      json m = {{"name", name}, {"mountPath", d.dst_path}};
+      if (read_only) m["readOnly"] = true;
+      mounts.push_back(m);
+    }
+  }
+}
+
+Result<json> Toleration(const std::string& spec) {
+  // key[=value]:Effect  (Effect: NoSchedule, PreferNoSchedule, NoExecute); key:Effect means Exists.
+  size_t colon = spec.rfind(':');
+  if (colon == std::string::npos || colon == 0) {
+    return Fail(Error::InvalidArgument("toleration `" + spec + "`: expected key[=value]:Effect"));
+  }
+  std::string effect = spec.substr(colon + 1);
+  if (effect != "NoSchedule" && effect != "PreferNoSchedule" && effect != "NoExecute") {
+    return Fail(Error::InvalidArgument("toleration `" + spec + "`: effect must be NoSchedule, PreferNoSchedule or NoExecute"));
+  }
+  std::string kv = spec.substr(0, colon);
+  size_t eq = kv.find('=');
+  if (eq == std::string::npos) return json{{"key", kv}, {"operator", "Exists"}, {"effect", effect}};
+  return json{{"key", kv.substr(0, eq)}, {"operator", "Equal"}, {"value", kv.substr(eq + 1)}, {"effect", effect}};
+}
+
+}  // namespace
+
+std::string CleanLabelValue(const std::string& value, const std::string& fallback) {
+  std::string out;
+  for (char c : value) {
+    bool ok = std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '-' || c == '_' || c == '.';
+    out += ok ? c : '.';
+  }
+  auto alnum = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; };
+  size_t b = 0, e = out.size();
+  while (b < e && !alnum(out[b])) ++b;
+  while (e > b && !alnum(out[e - 1])) --e;
+  out = out.substr(b, std::min<size_t>(e - b, 63));
+  while (!out.empty() && !alnum(out.back())) out.pop_back();
+  return out.empty() ? fallback : out;
+}
+
+Result<VolcanoJob> AppDefToVolcanoJob(const core::AppDef& app, const std::string& unique_app_id,
+                                      const KubernetesOptions& options) {
+  if (options.queue.empty()) {
+    return Fail(Error::InvalidArgument("Required run option: queue, must be provided and not `None`"));
+  }
+  VolcanoJob job;
+  job.name = core::NormalizeStr(unique_app_id);
+  std::string role0 = core::NormalizeStr(app.roles.at(0).name);
+  std::string rank0_env = "VC_" + role0 + "_0_HOSTS";
+  for (char& c : rank0_env) c = c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+
+  int max_retry = app.roles[0].max_retries;
+  for (const auto& r : app.roles) max_retry = std::min(max_retry, r.max_retries);
+
+  json tolerations = json::array();
+  for (const auto& spec : options.tolerations) {
+    auto t = Toleration(spec);
+    if (!t) return Fail(t.error());
+    tolerations.push_back(*t);
+  }
+
+  json tasks = json::array();
+  for (size_t ri = 0; ri < app.roles.size(); ++ri) {
+    const core::Role& role = app.roles[ri];
+    if (role.max_retries > 0 && role.retry_policy == core::RetryPolicy::kRole) {
+      job.warnings.push_back("role " + role.name + ": retry_policy ROLE restarts the whole job on Volcano "
+                             "(one task per replica has no per-role restart); RestartJob also deletes the "
+                             "failed pods (Volcano issue 1651), torchxd keeps their logs");
+    } else if (role.max_retries > 0 && role.retry_policy == core::RetryPolicy::kApplication) {
+      job.warnings.push_back("role " + role.name + ": RestartJob deletes the failed pods on restart "
+                             "(Volcano issue 1651); torchxd keeps their logs");
+    }
+    for (int id = 0; id < role.num_replicas; ++id) {
+      std::string task_name = core::NormalizeStr(role.name + "-" + std::to_string(id));
+      if (options.validate_spec) {
+        std::string pod = job.name + "-" + task_name + "-0";
+        if (pod.size() > 63) {
+          return Fail(Error::InvalidArgument("Pod name '" + pod + "' (" + std::to_string(pod.size()) +
+                                             " chars) exceeds 63 character limit. Shorten app.name or role names"));
+        }
+      }
+      bool rank0 = ri == 0 && id == 0;
+      core::MacroValues values{"", unique_app_id, std::to_string(id), rank0 ? "TORCHX_RANK0_HOST" : rank0_env};
+      core::Role r = values.Apply(role);
+      std::map<std::string, std::string> env = r.env;
+      json env_json = Env(env);
+      if (rank0) env_json.push_back({{"name", "TORCHX_RANK0_HOST"}, {"value", "localhost"}});
+      env_json.push_back({{"name", "TORCHX_IMAGE"}, {"value", role.image}});
+      json command = json::array({role.entrypoint});
+      for (const auto& a : r.args) command.push_back(a);
+      json ports = json::array();
+      for (const auto& [name, port] : role.port_map) ports.push_back({{"containerPort", port}, {"name", name}});
+      json volumes = json::array(), mounts = json::array();
+      Mounts(role, volumes, mounts);
+      json security = json::object();
+      if (options.privileged) security["privileged"] = true;
+      if (auto caps = role.resource.capabilities.find("security.capabilities.add");
+          caps != role.resource.capabilities.end() && caps->is_array()) {
+        security["capabilities"] = {{"add", *caps}};
+      }
+      json container = {{"name", task_name},
+                        {"image", role.image},
+                        {"command", command},
+                        {"env", env_json},
+                        {"ports", ports},
+                        {"resources", Resources(role.resource, options)},
+                        {"securityContext", security},
+                        {"volumeMounts", mounts}};
+      json node_selector = json::object();
+      if (auto it = role.resource.capabilities.find(std::string(core::kK8sInstanceType));
+          it != role.resource.capabilities.end() && it->is_string()) {
+        node_selector[std::string(core::kK8sInstanceType)] = *it;
+      }
+      for (const auto& [k, v] : options.node_selector) node_selector[k] = v;
+      json pod_spec = {{"containers", json::array({container})},
+                       {"nodeSelector", node_selector},
+                       {"restartPolicy", "Never"},
+                       {"volumes", volumes}};
+      if (!tolerations.empty()) pod_spec["tolerations"] = tolerations;
+      if (options.service_account) pod_spec["serviceAccountName"] = *options.service_account;
+      json annotations = {{std::string(kAnnotationIstioInject), "false"}};
+      json labels = PodLabels(app, unique_app_id, ri, id);
+      // Pod overlay annotations/labels from the role's capabilities (e.g. the
+      // NVIDIA Network Operator's k8s.v1.cni.cncf.io/networks).
+      if (auto it = role.resource.capabilities.find("kubernetes.pod.annotations");
+          it != role.resource.capabilities.end() && it->is_object()) {
+        for (const auto& [k, v] : it->items()) annotations[k] = v.is_string() ? v.get<std::string>() : v.dump();
+      }
+      if (auto it = role.resource.capabilities.find("kubernetes.pod.labels");
+          it != role.resource.capabilities.end() && it->is_object()) {
+        for (const auto& [k, v] : it->items()) labels[k] = v.is_string() ? v.get<std::string>() : v.dump();
+      }
+      json task = {{"name", task_name},
+                   {"replicas", 1},
+                   {"template", {{"metadata", {{"annotations", annotations}, {"labels", labels}}}, {"spec", pod_spec}}}};
+      if (role.max_retries > 0) {
+        task["maxRetry"] = role.max_retries;
+        if (role.retry_policy == core::RetryPolicy::kReplica) {
+          task["policies"] = json::array({{{"event", "PodEvicted"}, {"action", "RestartTask"}},
+                                          {{"event", "PodFailed"}, {"action", "RestartTask"}}});
+        } else {
+          task["policies"] = json::array({{{"event", "PodEvicted"}, {"action", "RestartJob"}},
+                                          {{"event", "PodFailed"}, {"action", "RestartJob"}}});
+        }
+      }
+      if (role.min_replicas) task["minAvailable"] = id < *role.min_replicas ? 1 : 0;
+      tasks.push_back(task);
+    }
+  }
+  json spec = {{"maxRetry", max_retry},
+               {"plugins", {{"env", json::array()}, {"svc", json::array({"--publish-not-ready-addresses"})}}},
+               {"queue", options.queue},
+               {"schedulerName", options.scheduler_name},
+               {"tasks", tasks}};
+  if (options.priority_class) spec["priorityClassName"] = *options.priority_class;
+  job.body = {{"apiVersion", "batch.volcano.sh/v1alpha1"},
+              {"kind", "Job"},
+              {"metadata",
+               {{"name", job.name},
+                {"labels", {{std::string(kLabelManagedBy), std::string(kManagedByTorchx)},
+                            {std::string(kLabelAppName), CleanLabelValue(app.name, "app")}}}}},
+              {"spec", spec}};
+  return job;
+}
+
+}  // namespace torchxd::k8sbridge
