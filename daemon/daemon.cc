@@ -143,16 +143,17 @@ Result<void> Daemon::Prepare() {
 }
 
 Result<void> Daemon::Listen() {
-  if (auto ok = server_->Listen(config_.socket); !ok) return ok;
-  listening_ = true;
+  std::optional<gid_t> group;
   if (config_.system) {
     // The shared box: group torchx may connect, nobody else (never world-writable).
-    struct group* g = ::getgrnam("torchx");
-    if (g == nullptr || ::chown(config_.socket.c_str(), 0, g->gr_gid) != 0 ||
-        ::chmod(config_.socket.c_str(), 0660) != 0) {
-      spdlog::warn("system socket stays root-only (0600): group torchx missing or chown failed");
+    if (struct group* g = ::getgrnam("torchx")) {
+      group = g->gr_gid;
+    } else {
+      spdlog::warn("group torchx does not exist: the system socket stays root-only (0600)");
     }
   }
+  if (auto ok = server_->Listen(config_.socket, group); !ok) return ok;
+  listening_ = true;
   return {};
 }
 

@@ -6,6 +6,8 @@
 #include <sys/un.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <functional>
 
 namespace torchxd::daemon {
@@ -253,7 +255,7 @@ Server::Server(uv_loop_t* loop, RequestHandler* handler, ServerLimits limits,
 
 Server::~Server() { DropAll(); }
 
-Result<void> Server::Listen(const std::string& path) {
+Result<void> Server::Listen(const std::string& path, std::optional<gid_t> group) {
   // libuv 1.44 silently truncates a path longer than sun_path; refuse it instead.
   if (path.size() >= sizeof(sockaddr_un{}.sun_path)) {
     return Fail(Error::InvalidArgument("socket path " + path + " is " + std::to_string(path.size()) +
@@ -268,6 +270,9 @@ Result<void> Server::Listen(const std::string& path) {
   int rc = uv_pipe_bind(listener_.get(), path.c_str());
   ::umask(old);
   if (rc != 0) return Fail(Error::Io(UvError(("bind " + path).c_str(), rc)));
+  if (group && (::chown(path.c_str(), 0, *group) != 0 || ::chmod(path.c_str(), 0660) != 0)) {
+    return Fail(Error::Io("chown/chmod " + path + ": " + strerror(errno)));
+  }
   rc = uv_listen(reinterpret_cast<uv_stream_t*>(listener_.get()), 128, [](uv_stream_t* s, int status) {
     auto* self = static_cast<Server*>(s->data);
     if (self != nullptr && status == 0) self->OnConnection();

@@ -79,7 +79,9 @@ class Server {
          std::optional<uid_t> only_uid);
   ~Server();
 
-  [[nodiscard]] Result<void> Listen(const std::string& path);
+  // Binds `path` (0600), hands it to `group` with mode 0660 when given, and
+  // only then listens: nobody can connect before the permissions are final.
+  [[nodiscard]] Result<void> Listen(const std::string& path, std::optional<gid_t> group = std::nullopt);
   // Serves a socket that is already listening (systemd socket activation).
   [[nodiscard]] Result<void> Adopt(int fd);
   // Stops accepting; idle connections are closed once their replies are
