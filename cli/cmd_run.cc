@@ -1,6 +1,9 @@
 // `torchx run`: resolve the component and cfg on the client, then (for now)
 // print the dry run. Submitting to the daemon arrives with torchxd.
 #include <filesystem>
+#include <map>
+#include <optional>
+#include <vector>
 
 #include "cli/app_resolver.h"
 #include "cli/commands.h"
@@ -11,12 +14,45 @@
 #include "core/ids.h"
 #include "core/replica_request.h"
 #include "imageproviders/image_provider.h"
+#include "k8sbridge/volcano_job.h"
 
 namespace torchxd::cli {
 namespace {
 
+template <class T>
+std::optional<T> CfgGet(const core::Cfg& cfg, const std::string& key) {
+  auto it = cfg.find(key);
+  if (it == cfg.end()) return std::nullopt;
+  if (const auto* v = std::get_if<T>(&it->second)) return *v;
+  return std::nullopt;
+}
+
+// The exact Volcano Job `torchx run -s kubernetes` would create.
+int PrintKubernetesDryrun(const core::AppDef& app, const core::Cfg& cfg, const CliContext& ctx) {
+  k8sbridge::KubernetesOptions o;
+  o.queue = CfgGet<std::string>(cfg, "queue").value_or("");
+  o.namespace_ = CfgGet<std::string>(cfg, "namespace").value_or("default");
+  o.service_account = CfgGet<std::string>(cfg, "service_account");
+  o.priority_class = CfgGet<std::string>(cfg, "priority_class");
+  o.validate_spec = CfgGet<bool>(cfg, "validate_spec").value_or(true);
+  o.reserved_millicpu = static_cast<int>(CfgGet<int64_t>(cfg, "reserved_millicpu").value_or(100));
+  o.reserved_memmb = static_cast<int>(CfgGet<int64_t>(cfg, "reserved_memmb").value_or(1024));
+  o.scheduler_name = CfgGet<std::string>(cfg, "scheduler_name").value_or("volcano");
+  o.node_selector = CfgGet<std::map<std::string, std::string>>(cfg, "node_selector").value_or(std::map<std::string, std::string>{});
+  o.tolerations = CfgGet<std::vector<std::string>>(cfg, "tolerations").value_or(std::vector<std::string>{});
+  o.privileged = CfgGet<bool>(cfg, "privileged").value_or(false);
+  auto job = k8sbridge::AppDefToVolcanoJob(app, core::NormalizeStr(core::MakeUnique(app.name)), o);
+  if (!job) return ReportError(ctx, job.error().message, kExitUsage);
+  for (const auto& w : job->warnings) *ctx.err << "torchx: warning: " << w << "\n";
+  *ctx.out << "=== APPLICATION ===\n"
+           << core::AppDefToJson(app).dump(2) << "\n=== SCHEDULER REQUEST ===\n"
+           << job->body.dump(2) << "\n";
+  return kExitOk;
+}
+
 int PrintDryrun(const RunArgs& args, const core::AppDef& app, const core::Cfg& cfg,
                 const CliContext& ctx) {
+  if (args.scheduler == "kubernetes") return PrintKubernetesDryrun(app, cfg, ctx);
   auto locations = imageproviders::FetchRoles(args.scheduler, app, ctx.cwd);
   if (!locations) return ReportError(ctx, locations.error().message, kExitUsage);
   core::LocalAppContext local;

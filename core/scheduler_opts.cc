@@ -31,6 +31,28 @@ RunOpts LocalOpts() {
   return opts;
 }
 
+RunOpts KubernetesOpts() {
+  RunOpts opts;
+  opts.Add("queue", OptType::kStr, "Volcano queue to schedule job in.", {}, /*required=*/true);
+  opts.Add("namespace", OptType::kStr, "Kubernetes namespace to schedule job in.", std::string("default"));
+  opts.Add("service_account", OptType::kStr, "The service account name to set on the pod specs");
+  opts.Add("priority_class", OptType::kStr, "The name of the PriorityClass to set on the job specs");
+  opts.Add("validate_spec", OptType::kBool,
+           "Validate job spec using Kubernetes API dry-run before submission", true);
+  opts.Add("reserved_millicpu", OptType::kInt,
+           "Amount of CPU in millicores to reserve for Kubernetes overhead", int64_t{100});
+  opts.Add("reserved_memmb", OptType::kInt, "Amount of memory in MB to reserve for Kubernetes overhead",
+           int64_t{1024});
+  opts.Add("scheduler_name", OptType::kStr,
+           "the pod scheduler (default volcano; e.g. default-scheduler to let the cluster autoscaler act)",
+           std::string("volcano"));
+  opts.Add("node_selector", OptType::kMap, "extra pod node selector, e.g. pool:gpu;zone:a");
+  opts.Add("tolerations", OptType::kList,
+           "pod tolerations as key[=value]:Effect, e.g. nvidia.com/gpu:NoSchedule");
+  opts.Add("privileged", OptType::kBool, "run the containers privileged", false);
+  return opts;
+}
+
 struct SchedulerEntry {
   std::string name;
   RunOpts opts;
@@ -40,6 +62,7 @@ const std::vector<SchedulerEntry>& Registry() {
   static const std::vector<SchedulerEntry> kRegistry = {
       {"local_cwd", LocalOpts()},
       {"local_dir", LocalOpts()},
+      {"kubernetes", KubernetesOpts()},
   };
   return kRegistry;
 }

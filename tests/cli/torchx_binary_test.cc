@@ -98,6 +98,29 @@ TEST_F(TorchxBinaryTest, DryrunExpandsDdpPerReplica) {
   EXPECT_EQ(r1["env"]["TORCHX_RANK0_HOST"], "localhost");
 }
 
+TEST_F(TorchxBinaryTest, KubernetesDryrunPrintsTheExactVolcanoJob) {
+  auto o = Torchx({"run", "--dryrun", "-s", "kubernetes", "-cfg", "queue=research,namespace=ml,tolerations=nvidia.com/gpu:NoSchedule",
+                   "dist.ddp", "-j", "2x1", "--script", "train.py"});
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  auto req_at = o.out.find("=== SCHEDULER REQUEST ===\n");
+  ASSERT_NE(req_at, std::string::npos);
+  auto job = nlohmann::json::parse(o.out.substr(req_at + 26));
+  EXPECT_EQ(job["kind"], "Job");
+  EXPECT_EQ(job["spec"]["queue"], "research");
+  EXPECT_EQ(job["spec"]["tasks"].size(), 2u);
+  EXPECT_THAT(job["metadata"]["name"].get<std::string>(), ::testing::StartsWith("train-"));
+  EXPECT_EQ(job["spec"]["tasks"][1]["template"]["spec"]["tolerations"][0]["key"], "nvidia.com/gpu");
+  // The rank-0 host is the svc plugin's host list on every replica but rank 0.
+  EXPECT_THAT(job["spec"]["tasks"][1]["template"]["spec"]["containers"][0]["command"][2].get<std::string>(),
+              HasSubstr("${VC_TRAIN_0_HOSTS:=localhost}:29500"));
+  auto no_queue = Torchx({"run", "--dryrun", "-s", "kubernetes", "utils.echo"});
+  EXPECT_EQ(no_queue.exit_code, 2);
+  EXPECT_THAT(no_queue.err, HasSubstr("Required run option: queue"));
+  auto opts = Torchx({"runopts", "kubernetes"});
+  EXPECT_EQ(opts.exit_code, 0);
+  EXPECT_THAT(opts.out, HasSubstr("queue=QUEUE (str)\n            Volcano queue to schedule job in."));
+}
+
 TEST_F(TorchxBinaryTest, DryrunReadsAnAppDefJsonFileAndTorchxconfig) {
   Write("job.json", R"({"name": "hello", "roles": [{"name": "greeter", "entrypoint": "echo",
       "args": ["${replica_id}"], "num_replicas": 2, "resource": "cpu.small"}]})");
