@@ -207,13 +207,14 @@ TEST(MultiUserInner, DISABLED_UsersSeeAndActOnlyOnTheirOwnApps) {
   fs::copy_file("/etc/group", t / "group");
   {
     std::ofstream pw(t / "passwd", std::ios::app), gr(t / "group", std::ios::app);
-    for (auto [name, id] : {std::pair{"alice", 5001}, {"bob", 5002}, {"carol", 5003}}) {
+    for (auto [name, id] : {std::pair{"alice", 5001}, {"bob", 5002}, {"carol", 5003}, {"dave", 5004}}) {
       fs::create_directories(t / "home" / name);
       ASSERT_EQ(::chown((t / "home" / name).c_str(), static_cast<uid_t>(id), static_cast<gid_t>(id)), 0);
       pw << name << ":x:" << id << ":" << id << "::" << (t / "home" / name).string() << ":/bin/sh\n";
       gr << name << ":x:" << id << ":\n";
     }
-    gr << "torchx:x:5100:alice,bob\n";
+    gr << "torchx:x:5100:alice,bob,dave\n";
+    gr << "torchxadm:x:5200:dave\n";
   }
   ASSERT_EQ(std::system(("mount --bind " + (t / "passwd").string() + " /etc/passwd && mount --bind " +
                          (t / "group").string() + " /etc/group").c_str()), 0);
@@ -224,12 +225,12 @@ TEST(MultiUserInner, DISABLED_UsersSeeAndActOnlyOnTheirOwnApps) {
     ::dup2(log, 1);
     ::dup2(log, 2);
     ::execl(TORCHXD_BIN, TORCHXD_BIN, "--system", "--socket", sock.c_str(), "--state-dir", (t / "state").c_str(),
-            "--grace-period", "0.5", nullptr);
+            "--grace-period", "0.5", "--admin-group", "torchxadm", nullptr);
     ::_exit(127);
   }
   for (int i = 0; i < 500 && !DaemonClient::Connect(sock); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   auto as = [&](const std::string& user, const std::string& args, bool member = true) {
-    std::string id = user == "alice" ? "5001" : user == "bob" ? "5002" : "5003";
+    std::string id = user == "alice" ? "5001" : user == "bob" ? "5002" : user == "dave" ? "5004" : "5003";
     std::string groups = member ? "--init-groups" : "--clear-groups";
     return RunShell("cd " + Quote((t / "home" / user).string()) + " && setpriv --reuid=" + id + " --regid=" + id +
                         " " + groups + " env HOME=" + Quote((t / "home" / user).string()) +
@@ -266,6 +267,9 @@ TEST(MultiUserInner, DISABLED_UsersSeeAndActOnlyOnTheirOwnApps) {
   EXPECT_NE(root("list --json").out.find(app_id), std::string::npos);        // root sees all
   EXPECT_EQ(root("status " + h).exit_code, 0);
   EXPECT_THAT(as("bob", "daemon stop").err, HasSubstr("only root"));
+  // The admin group acts on every app.
+  EXPECT_NE(as("dave", "list --json").out.find(app_id), std::string::npos);
+  EXPECT_EQ(as("dave", "status " + h).exit_code, 0);
 
   fs::create_directory_symlink("/etc", t / "home/alice/evil");
   auto evil = as("alice", "run -cfg log_dir=" + (t / "home/alice/evil").string() + " utils.echo");
