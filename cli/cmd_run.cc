@@ -19,28 +19,20 @@
 namespace torchxd::cli {
 namespace {
 
-template <class T>
-std::optional<T> CfgGet(const core::Cfg& cfg, const std::string& key) {
-  auto it = cfg.find(key);
-  if (it == cfg.end()) return std::nullopt;
-  if (const auto* v = std::get_if<T>(&it->second)) return *v;
-  return std::nullopt;
-}
-
 // The exact Volcano Job `torchx run -s kubernetes` would create.
 int PrintKubernetesDryrun(const core::AppDef& app, const core::Cfg& cfg, const CliContext& ctx) {
   k8sbridge::KubernetesOptions o;
-  o.queue = CfgGet<std::string>(cfg, "queue").value_or("");
-  o.namespace_ = CfgGet<std::string>(cfg, "namespace").value_or("default");
-  o.service_account = CfgGet<std::string>(cfg, "service_account");
-  o.priority_class = CfgGet<std::string>(cfg, "priority_class");
-  o.validate_spec = CfgGet<bool>(cfg, "validate_spec").value_or(true);
-  o.reserved_millicpu = static_cast<int>(CfgGet<int64_t>(cfg, "reserved_millicpu").value_or(100));
-  o.reserved_memmb = static_cast<int>(CfgGet<int64_t>(cfg, "reserved_memmb").value_or(1024));
-  o.scheduler_name = CfgGet<std::string>(cfg, "scheduler_name").value_or("volcano");
-  o.node_selector = CfgGet<std::map<std::string, std::string>>(cfg, "node_selector").value_or(std::map<std::string, std::string>{});
-  o.tolerations = CfgGet<std::vector<std::string>>(cfg, "tolerations").value_or(std::vector<std::string>{});
-  o.privileged = CfgGet<bool>(cfg, "privileged").value_or(false);
+  o.queue = core::CfgGet<std::string>(cfg, "queue").value_or("");
+  o.namespace_ = core::CfgGet<std::string>(cfg, "namespace").value_or("default");
+  o.service_account = core::CfgGet<std::string>(cfg, "service_account");
+  o.priority_class = core::CfgGet<std::string>(cfg, "priority_class");
+  o.validate_spec = core::CfgGet<bool>(cfg, "validate_spec").value_or(true);
+  o.reserved_millicpu = static_cast<int>(core::CfgGet<int64_t>(cfg, "reserved_millicpu").value_or(100));
+  o.reserved_memmb = static_cast<int>(core::CfgGet<int64_t>(cfg, "reserved_memmb").value_or(1024));
+  o.scheduler_name = core::CfgGet<std::string>(cfg, "scheduler_name").value_or("volcano");
+  o.node_selector = core::CfgGet<std::map<std::string, std::string>>(cfg, "node_selector").value_or(std::map<std::string, std::string>{});
+  o.tolerations = core::CfgGet<std::vector<std::string>>(cfg, "tolerations").value_or(std::vector<std::string>{});
+  o.privileged = core::CfgGet<bool>(cfg, "privileged").value_or(false);
   auto job = k8sbridge::AppDefToVolcanoJob(app, core::NormalizeStr(core::MakeUnique(app.name)), o);
   if (!job) return ReportError(ctx, job.error().message, kExitUsage);
   for (const auto& w : job->warnings) *ctx.err << "torchx: warning: " << w << "\n";
@@ -60,14 +52,9 @@ int PrintDryrun(const RunArgs& args, const core::AppDef& app, const core::Cfg& c
   local.session = std::string(core::kDefaultSession);
   local.app_id = core::MakeUnique(app.name);
   local.session_id = "<assigned at submit>";
-  auto log_dir = cfg.find("log_dir");
-  std::string base = log_dir != cfg.end() && std::holds_alternative<std::string>(log_dir->second)
-                         ? std::get<std::string>(log_dir->second)
-                         : "<torchxd --log-dir>";
+  std::string base = core::CfgGet<std::string>(cfg, "log_dir").value_or("<torchxd --log-dir>");
   local.app_log_dir = base + "/" + local.session + "/" + local.app_id;
-  auto prepend = cfg.find("prepend_cwd");
-  local.prepend_cwd = prepend != cfg.end() && std::holds_alternative<bool>(prepend->second) &&
-                      std::get<bool>(prepend->second);
+  local.prepend_cwd = core::CfgGet<bool>(cfg, "prepend_cwd").value_or(false);
   local.client_env = ctx.environ;
   local.roles = *locations;
   nlohmann::json replicas = nlohmann::json::array();

@@ -33,6 +33,16 @@ using CfgValue = std::variant<std::monostate, std::string, int64_t, double, bool
                               std::vector<std::string>, std::map<std::string, std::string>>;
 using Cfg = std::map<std::string, CfgValue>;
 
+// The value of `key` when it is set and of type T (a resolved cfg has every
+// option at its declared type), else nothing.
+template <class T>
+std::optional<T> CfgGet(const Cfg& cfg, const std::string& key) {
+  auto it = cfg.find(key);
+  if (it == cfg.end()) return std::nullopt;
+  if (const auto* v = std::get_if<T>(&it->second)) return *v;
+  return std::nullopt;
+}
+
 nlohmann::json CfgValueToJson(const CfgValue& value);
 nlohmann::json CfgToJson(const Cfg& cfg);
 // How TorchX prints a value in usage and messages: None, True, ['a', 'b'], ...

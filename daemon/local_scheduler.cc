@@ -40,14 +40,6 @@ std::string ReplicaKey(const std::string& role, int replica_id) {
   return role + "/" + std::to_string(replica_id);
 }
 
-template <class T>
-std::optional<T> CfgGet(const core::Cfg& cfg, const std::string& key) {
-  auto it = cfg.find(key);
-  if (it == cfg.end()) return std::nullopt;
-  if (const auto* v = std::get_if<T>(&it->second)) return *v;
-  return std::nullopt;
-}
-
 std::string SessionId() {
   std::random_device rd;
   char buf[40];
@@ -268,7 +260,7 @@ Result<const AppRecord*> LocalScheduler::Submit(SubmitRequest request) {
   rec->owner_uid = request.uid;
   rec->owner_gid = caller->gid;
   rec->created_ms = NowMs();
-  auto user_log_dir = CfgGet<std::string>(request.cfg, "log_dir");
+  auto user_log_dir = core::CfgGet<std::string>(request.cfg, "log_dir");
   rec->user_log_dir = user_log_dir.has_value();
   std::string base = user_log_dir ? *user_log_dir : options_.log_dir;
   if (!base.empty() && base[0] != '/') base = request.cwd + "/" + base;
@@ -281,14 +273,14 @@ Result<const AppRecord*> LocalScheduler::Submit(SubmitRequest request) {
   ctx.app_id = rec->app_id;
   ctx.session_id = SessionId();
   ctx.app_log_dir = rec->app_log_dir;
-  ctx.prepend_cwd = CfgGet<bool>(request.cfg, "prepend_cwd").value_or(false);
+  ctx.prepend_cwd = core::CfgGet<bool>(request.cfg, "prepend_cwd").value_or(false);
   ctx.client_env = request.env;
   ctx.roles = *locations;
   auto requests = core::BuildReplicaRequests(rec->app, ctx);
   for (auto& req : requests) {
     for (const auto& [k, v] : caller->identity_env) req.env[k] = v;
   }
-  if (CfgGet<bool>(request.cfg, "auto_set_cuda_visible_devices").value_or(false)) {
+  if (core::CfgGet<bool>(request.cfg, "auto_set_cuda_visible_devices").value_or(false)) {
     std::string warning = core::AssignCudaVisibleDevices(rec->app, requests, std::max(0, gpu_count_.load()));
     if (!warning.empty()) spdlog::warn("{} app={}", warning, rec->app_id);
   }
@@ -302,7 +294,7 @@ Result<const AppRecord*> LocalScheduler::Submit(SubmitRequest request) {
     }
     rec->replicas.push_back(info);
   }
-  if (auto max = CfgGet<std::string>(request.cfg, "log_max_bytes")) {
+  if (auto max = core::CfgGet<std::string>(request.cfg, "log_max_bytes")) {
     auto bytes = ParseByteSize(*max);
     if (!bytes) return Fail(Error::InvalidArgument("log_max_bytes: " + bytes.error().message));
     rec->log_max_bytes = *bytes;
@@ -315,9 +307,9 @@ Result<const AppRecord*> LocalScheduler::Submit(SubmitRequest request) {
 
   supervisor::AppOptions opts;
   opts.grace_seconds = options_.grace_seconds;
-  opts.backoff_initial_seconds = CfgGet<double>(request.cfg, "restart_backoff").value_or(1.0);
-  opts.backoff_max_seconds = CfgGet<double>(request.cfg, "restart_backoff_max").value_or(30.0);
-  opts.stop_on_failure = CfgGet<bool>(request.cfg, "stop_on_failure").value_or(true);
+  opts.backoff_initial_seconds = core::CfgGet<double>(request.cfg, "restart_backoff").value_or(1.0);
+  opts.backoff_max_seconds = core::CfgGet<double>(request.cfg, "restart_backoff_max").value_or(30.0);
+  opts.stop_on_failure = core::CfgGet<bool>(request.cfg, "stop_on_failure").value_or(true);
   opts.shim_path = options_.shim_path;
   opts.run_as = caller->run_as;
   AppRecord* raw = rec.get();
