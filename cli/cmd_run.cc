@@ -21,18 +21,7 @@ namespace {
 
 // The exact Volcano Job `torchx run -s kubernetes` would create.
 int PrintKubernetesDryrun(const core::AppDef& app, const core::Cfg& cfg, const CliContext& ctx) {
-  k8sbridge::KubernetesOptions o;
-  o.queue = core::CfgGet<std::string>(cfg, "queue").value_or("");
-  o.namespace_ = core::CfgGet<std::string>(cfg, "namespace").value_or("default");
-  o.service_account = core::CfgGet<std::string>(cfg, "service_account");
-  o.priority_class = core::CfgGet<std::string>(cfg, "priority_class");
-  o.validate_spec = core::CfgGet<bool>(cfg, "validate_spec").value_or(true);
-  o.reserved_millicpu = static_cast<int>(core::CfgGet<int64_t>(cfg, "reserved_millicpu").value_or(100));
-  o.reserved_memmb = static_cast<int>(core::CfgGet<int64_t>(cfg, "reserved_memmb").value_or(1024));
-  o.scheduler_name = core::CfgGet<std::string>(cfg, "scheduler_name").value_or("volcano");
-  o.node_selector = core::CfgGet<std::map<std::string, std::string>>(cfg, "node_selector").value_or(std::map<std::string, std::string>{});
-  o.tolerations = core::CfgGet<std::vector<std::string>>(cfg, "tolerations").value_or(std::vector<std::string>{});
-  o.privileged = core::CfgGet<bool>(cfg, "privileged").value_or(false);
+  k8sbridge::KubernetesOptions o = k8sbridge::KubernetesOptionsFromCfg(cfg);
   auto job = k8sbridge::AppDefToVolcanoJob(app, core::NormalizeStr(core::MakeUnique(app.name)), o);
   if (!job) return ReportError(ctx, job.error().message, kExitUsage);
   for (const auto& w : job->warnings) *ctx.err << "torchx: warning: " << w << "\n";

@@ -27,7 +27,8 @@ json ReplicaInfoToJson(const supervisor::ReplicaInfo& r) {
               {"attempt", r.attempt},   {"pid", Opt(r.pid)},
               {"exit_code", Opt(r.exit_code)}, {"signal", Opt(r.signal)},
               {"start_ms", Opt(r.start_ms)}, {"end_ms", Opt(r.end_ms)},
-              {"error_message", r.error_message}, {"log_dir", r.log_dir}};
+              {"error_message", r.error_message}, {"log_dir", r.log_dir},
+              {"hostname", r.hostname}};
 }
 
 supervisor::ReplicaInfo ReplicaInfoFromJson(const json& j) {
@@ -44,6 +45,7 @@ supervisor::ReplicaInfo ReplicaInfoFromJson(const json& j) {
   r.end_ms = GetOpt<int64_t>(j, "end_ms");
   r.error_message = j.value("error_message", "");
   r.log_dir = j.value("log_dir", "");
+  r.hostname = j.value("hostname", "");
   return r;
 }
 
@@ -65,7 +67,7 @@ core::AppStatus AppRecord::Status() const {
       x.id = r.replica_id;
       x.state = r.state;
       x.role = r.role;
-      x.hostname = "localhost";
+      x.hostname = r.hostname.empty() && scheduler != "kubernetes" ? "localhost" : r.hostname;
       x.pid = r.pid;
       x.exit_code = r.exit_code;
       x.signal = r.signal;
@@ -106,7 +108,8 @@ json AppRecord::ToJson() const {
               {"log_bytes_lost", log_bytes_lost},
               {"log_bytes", log_bytes},
               {"logs_evicted", logs_evicted},
-              {"replicas", reps}};
+              {"replicas", reps},
+              {"scheduler_data", scheduler_data}};
 }
 
 Result<AppRecord> AppRecord::FromJson(const json& j) {
@@ -137,6 +140,7 @@ Result<AppRecord> AppRecord::FromJson(const json& j) {
     r.log_bytes = j.value("log_bytes", uint64_t{0});
     r.logs_evicted = j.value("logs_evicted", false);
     for (const auto& rj : j.value("replicas", json::array())) r.replicas.push_back(ReplicaInfoFromJson(rj));
+    r.scheduler_data = j.value("scheduler_data", json());
     return r;
   } catch (const json::exception& e) {
     return Fail(Error::Internal(std::string("stored app record: ") + e.what()));

@@ -46,8 +46,10 @@ struct AppRecord {
   uint64_t log_bytes = 0;      // on disk, in the daemon's --log-dir
   bool logs_evicted = false;   // removed to keep under --log-max-total
   std::vector<supervisor::ReplicaInfo> replicas;
+  nlohmann::json scheduler_data;  // what a remote scheduler needs after a restart (e.g. the Job's name)
 
   // Live parts (not persisted).
+  std::vector<std::string> submit_warnings;  // told to the submitter once
   std::unique_ptr<supervisor::AppRunner> runner;
   std::map<std::string, ReplicaLogWriter> logs;  // "role/replica"
 

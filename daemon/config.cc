@@ -90,6 +90,8 @@ ParsedArgs ParseDaemonArgs(int argc, char** argv, const core::EnvLookup& env) {
       ->check(CLI::Range(size_t{1}, size_t{100000}));
   app.add_option("--shim", c.shim, "path to torchxd-shim");
   app.add_option("--admin-group", c.admin_group, "members may see and act on every user's apps (system mode)");
+  app.add_option("--kubeconfig", c.kubeconfig,
+                 "kubeconfig for the kubernetes scheduler (default: $KUBECONFIG, ~/.kube/config, in-cluster)");
   app.footer("Exit codes: 0 stopped cleanly; 1 failed at run time; 2 bad configuration.");
   try {
     app.parse(argc, argv);

@@ -33,6 +33,7 @@ struct DaemonConfig {
   size_t max_connections = 256;
   std::string shim;  // torchxd-shim; default: next to torchxd or in ../libexec/torchxd
   std::string admin_group;  // members may act on every app (system mode)
+  std::string kubeconfig;   // for `-s kubernetes`; empty = kubectl's search
 };
 
 // Returns the config, or an exit code to leave with right away (--help: 0; bad input: 2).

@@ -29,6 +29,7 @@ Daemon::~Daemon() {
   commit_.reset();
   watchdog_.reset();
   server_.reset();
+  kubernetes_.reset();
   local_.reset();
   sigterm_.reset();
   sigint_.reset();
@@ -113,8 +114,16 @@ Result<void> Daemon::Prepare() {
   if (::access(opts.shim_path.c_str(), X_OK) != 0) {
     return Fail(Error::NotFound("torchxd-shim not found at " + opts.shim_path + " (pass --shim)"));
   }
-  local_ = std::make_unique<LocalScheduler>(&loop_, store_.get(), opts);
+  local_ = std::make_unique<LocalScheduler>(&loop_, store_.get(), &hub_, opts);
   if (auto ok = local_->Load(); !ok) return ok;
+  schedulers_.push_back(local_.get());
+  KubernetesSchedulerOptions kopts;
+  kopts.log_dir = config_.log_dir;
+  kopts.kubeconfig = config_.kubeconfig;
+  kopts.log_max_bytes = opts.log_max_bytes;
+  kubernetes_ = std::make_unique<KubernetesScheduler>(&loop_, store_.get(), &hub_, kopts, core::ProcessEnv());
+  if (auto ok = kubernetes_->Load(); !ok) return ok;
+  schedulers_.push_back(kubernetes_.get());
   Service::DaemonInfo info;
   info.socket = config_.socket;
   info.state_dir = config_.state_dir;
@@ -128,7 +137,7 @@ Result<void> Daemon::Prepare() {
     if (g == nullptr) return Fail(Error::InvalidArgument("--admin-group " + config_.admin_group + ": no such group"));
     info.admin_gid = g->gr_gid;
   }
-  service_ = std::make_unique<Service>(&loop_, local_.get(), info);
+  service_ = std::make_unique<Service>(&loop_, schedulers_, &hub_, info);
   ServerLimits limits;
   limits.idle_timeout_seconds = config_.idle_timeout;
   limits.max_connections = config_.max_connections;
@@ -158,9 +167,13 @@ Result<void> Daemon::Listen() {
 }
 
 void Daemon::UpdateStatus() {
-  if (!notifier_.enabled() || !local_) return;
-  std::string status = "STATUS=" + std::to_string(local_->running_apps()) + " running, " +
-                       std::to_string(local_->List().size()) + " apps";
+  if (!notifier_.enabled()) return;
+  size_t running = 0, apps = 0;
+  for (Scheduler* s : schedulers_) {
+    running += s->running_apps();
+    apps += s->List().size();
+  }
+  std::string status = "STATUS=" + std::to_string(running) + " running, " + std::to_string(apps) + " apps";
   if (status == last_status_) return;
   last_status_ = status;
   notifier_.Send(status);
@@ -176,10 +189,17 @@ void Daemon::OnSignal(int signum) {
   if (stopping_) return;
   stopping_ = true;
   notifier_.Send("STOPPING=1");
-  spdlog::info("stopping reason={} running_apps={}", strsignal(signum), local_->running_apps());
+  size_t running = 0;
+  for (Scheduler* s : schedulers_) running += s->running_apps();
+  spdlog::info("stopping reason={} running_apps={}", strsignal(signum), running);
   service_->set_shutting_down();
   server_->Close();
-  local_->Shutdown([this] { Finish(); });
+  auto remaining = std::make_shared<size_t>(schedulers_.size());
+  for (Scheduler* s : schedulers_) {
+    s->Shutdown([this, remaining] {
+      if (--*remaining == 0) Finish();
+    });
+  }
 }
 
 void Daemon::Finish() {

@@ -14,10 +14,12 @@
 #include <uv.h>
 
 #include <memory>
+#include <vector>
 
 #include "core/unique_fd.h"
 #include "core/uv_handle.h"
 #include "daemon/config.h"
+#include "daemon/kubernetes_scheduler.h"
 #include "daemon/local_scheduler.h"
 #include "daemon/server.h"
 #include "daemon/service.h"
@@ -46,7 +48,10 @@ class Daemon {
   uv_loop_t loop_;
   UniqueFd lock_fd_;
   std::unique_ptr<Store> store_;
+  LogHub hub_;
   std::unique_ptr<LocalScheduler> local_;
+  std::unique_ptr<KubernetesScheduler> kubernetes_;
+  std::vector<Scheduler*> schedulers_;  // borrowed from the owners above
   std::unique_ptr<Service> service_;
   std::unique_ptr<Server> server_;
   UvHandle<uv_signal_t> sigterm_;

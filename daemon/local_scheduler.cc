@@ -69,8 +69,8 @@ std::string ToLowerState(core::AppState state) {
 
 }  // namespace
 
-LocalScheduler::LocalScheduler(uv_loop_t* loop, Store* store, LocalSchedulerOptions options)
-    : loop_(loop), store_(store), options_(std::move(options)) {}
+LocalScheduler::LocalScheduler(uv_loop_t* loop, Store* store, LogHub* hub, LocalSchedulerOptions options)
+    : loop_(loop), store_(store), options_(std::move(options)), hub_(hub) {}
 
 LocalScheduler::~LocalScheduler() = default;
 
@@ -78,6 +78,7 @@ Result<void> LocalScheduler::Load() {
   auto stored = store_->LoadApps();
   if (!stored) return Fail(stored.error());
   for (auto& s : *stored) {
+    if (s.scheduler != "local_cwd" && s.scheduler != "local_dir") continue;  // another scheduler's
     auto rec = AppRecord::FromJson(s.record);
     if (!rec) {
       spdlog::warn("skipping unreadable stored app app={} error={}", s.app_id, rec.error().message);
@@ -239,7 +240,11 @@ Result<Caller> LookUpCaller(uid_t uid) {
 
 }  // namespace
 
-Result<const AppRecord*> LocalScheduler::Submit(SubmitRequest request) {
+void LocalScheduler::Submit(SubmitRequest request, std::function<void(Result<const AppRecord*>)> done) {
+  done(SubmitNow(std::move(request)));
+}
+
+Result<const AppRecord*> LocalScheduler::SubmitNow(SubmitRequest request) {
   auto caller = LookUpCaller(request.uid);
   if (!caller) return Fail(caller.error());
   Result<std::vector<core::RoleLocation>> locations = [&] {
@@ -341,12 +346,9 @@ size_t LocalScheduler::running_apps() const {
 }
 
 void LocalScheduler::Cancel(AppRecord& app, std::optional<double> grace_seconds,
-                            std::function<void(const AppRecord&, bool)> done) {
-  if (!app.runner) return done(app, true);
-  std::string scheduler = app.scheduler, app_id = app.app_id;
-  app.runner->OnTerminal([this, scheduler, app_id, done] {
-    if (AppRecord* rec = Find(scheduler, app_id)) done(*rec, false);
-  });
+                            std::function<void(Result<CancelOutcome>)> done) {
+  if (!app.runner) return done(CancelOutcome{true});
+  app.runner->OnTerminal([done] { done(CancelOutcome{false}); });
   app.runner->Cancel(grace_seconds.value_or(options_.grace_seconds), "cancelled by user");
 }
 
@@ -358,10 +360,11 @@ void LocalScheduler::Wait(AppRecord& app, std::function<void(const AppRecord&)> 
   });
 }
 
-void LocalScheduler::Delete(AppRecord& app, std::function<void(core::AppState)> done) {
-  Cancel(app, std::nullopt, [this, done](const AppRecord& a, bool) {
-    core::AppState last = a.state;
-    std::string scheduler = a.scheduler, app_id = a.app_id;
+void LocalScheduler::Delete(AppRecord& app, std::function<void(Result<core::AppState>)> done) {
+  std::string scheduler = app.scheduler, app_id = app.app_id;
+  Cancel(app, std::nullopt, [this, scheduler, app_id, done](Result<CancelOutcome>) {
+    AppRecord* a = Find(scheduler, app_id);
+    core::AppState last = a != nullptr ? a->state : core::AppState::kUnknown;
     // The runner is freed on the next loop turn; purge after that.
     auto* timer = new uv_timer_t;
     timer->data = new std::function<void()>([this, scheduler, app_id, last, done] {
@@ -459,7 +462,7 @@ void LocalScheduler::OnOutput(supervisor::AppRunner& runner, const supervisor::R
     total_log_bytes_ -= std::min(total_log_bytes_, before - std::min(before, after));
   }
   if (app->log_bytes_lost[key] != it->second.bytes_lost()) app->log_bytes_lost[key] = it->second.bytes_lost();
-  hub_.Notify(AppKey(*app));
+  hub_->Notify(AppKey(*app));
 }
 
 void LocalScheduler::OnReplicaStreamsClosed(supervisor::AppRunner& runner,
@@ -469,7 +472,7 @@ void LocalScheduler::OnReplicaStreamsClosed(supervisor::AppRunner& runner,
   auto it = app->logs.find(ReplicaKey(r.role, r.replica_id));
   AsUser as(app->owner_uid, app->owner_gid);
   if (it != app->logs.end()) it->second.EndAttempt(NowMs());
-  hub_.Notify(AppKey(*app));
+  hub_->Notify(AppKey(*app));
 }
 
 void LocalScheduler::ReadErrorFile(AppRecord& app, supervisor::ReplicaInfo& replica) {
@@ -505,7 +508,7 @@ void LocalScheduler::OnAppChanged(supervisor::AppRunner& runner) {
   }
   Persist(*app);
   Event(*app, "app", static_cast<int>(app->state), app->msg);
-  hub_.Notify(AppKey(*app));
+  hub_->Notify(AppKey(*app));
   if (core::IsTerminal(app->state) && !was_terminal) {
     // Free the runner once its callbacks have unwound.
     auto* timer = new uv_timer_t;

@@ -21,6 +21,7 @@
 #include "core/runopts.h"
 #include "daemon/app_record.h"
 #include "daemon/log_hub.h"
+#include "daemon/scheduler.h"
 #include "daemon/store.h"
 #include "supervisor/app_runner.h"
 
@@ -35,40 +36,26 @@ struct LocalSchedulerOptions {
   uint64_t log_max_total = 0;             // all apps' logs in log_dir; 0 = unbounded
 };
 
-struct SubmitRequest {
-  std::string scheduler;  // local_cwd | local_dir
-  std::string session = "torchx";
-  core::AppDef app;
-  core::Cfg cfg;  // resolved
-  std::string cwd;
-  std::map<std::string, std::string> env;
-  uid_t uid = 0;
-};
 
-class LocalScheduler : public supervisor::AppRunnerObserver {
+class LocalScheduler : public Scheduler, public supervisor::AppRunnerObserver {
  public:
-  LocalScheduler(uv_loop_t* loop, Store* store, LocalSchedulerOptions options);
+  LocalScheduler(uv_loop_t* loop, Store* store, LogHub* hub, LocalSchedulerOptions options);
   ~LocalScheduler() override;
 
   // Loads the store; apps left non-terminal by a daemon that died are FAILED.
   [[nodiscard]] Result<void> Load();
-  [[nodiscard]] Result<const AppRecord*> Submit(SubmitRequest request);
-  AppRecord* Find(const std::string& scheduler, const std::string& app_id);
-  std::vector<const AppRecord*> List() const;
-
-  // `done` runs when no process of the app is left; already_terminal = nothing was running.
+  std::vector<std::string> Names() const override { return {"local_cwd", "local_dir"}; }
+  void Submit(SubmitRequest request, std::function<void(Result<const AppRecord*>)> done) override;
+  [[nodiscard]] Result<const AppRecord*> SubmitNow(SubmitRequest request);
+  AppRecord* Find(const std::string& scheduler, const std::string& app_id) override;
+  std::vector<const AppRecord*> List() const override;
   void Cancel(AppRecord& app, std::optional<double> grace_seconds,
-              std::function<void(const AppRecord&, bool already_terminal)> done);
-  void Wait(AppRecord& app, std::function<void(const AppRecord&)> done);
-  // Stops the app if it runs, then forgets it and deletes its logs (a
-  // user-chosen log_dir is kept). `done` gets the app's last state.
-  void Delete(AppRecord& app, std::function<void(core::AppState last_state)> done);
+              std::function<void(Result<CancelOutcome>)> done) override;
+  void Wait(AppRecord& app, std::function<void(const AppRecord&)> done) override;
+  void Delete(AppRecord& app, std::function<void(Result<core::AppState>)> done) override;
   // Stops every app (daemon SIGTERM); `done` when no replica is left.
-  void Shutdown(std::function<void()> done);
-  size_t running_apps() const;
-  LogHub* hub() { return &hub_; }
-  // The key the hub knows an app by.
-  static std::string AppKey(const AppRecord& app) { return app.scheduler + "/" + app.app_id; }
+  void Shutdown(std::function<void()> done) override;
+  size_t running_apps() const override;
 
   // AppRunnerObserver
   void OnAttemptStarting(supervisor::AppRunner& app, const supervisor::ReplicaInfo& r) override;
@@ -98,7 +85,7 @@ class LocalScheduler : public supervisor::AppRunnerObserver {
   std::map<Key, std::unique_ptr<AppRecord>> apps_;
   std::map<const supervisor::AppRunner*, AppRecord*> by_runner_;
   std::atomic<int> gpu_count_{-1};
-  LogHub hub_;
+  LogHub* hub_;
   uint64_t total_log_bytes_ = 0;  // apps in the daemon's log_dir whose logs are kept
 };
 

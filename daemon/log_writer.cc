@@ -75,6 +75,10 @@ void ReplicaLogWriter::Write(supervisor::OutputStream stream, std::string_view b
   if (ok) ReportLoss(now_ms);
 }
 
+void ReplicaLogWriter::WriteCombined(std::string_view lines, int64_t time_ms) {
+  if (combined_->Write(lines, time_ms)) ReportLoss(time_ms);
+}
+
 void ReplicaLogWriter::EndAttempt(int64_t now_ms) {
   for (std::string* p : {&out_partial_.bytes, &err_partial_.bytes}) {
     if (!p->empty()) Combined(*p, true, now_ms);

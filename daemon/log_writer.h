@@ -33,6 +33,8 @@ class ReplicaLogWriter {
   void BeginAttempt(int attempt, int64_t now_ms);
   void Write(supervisor::OutputStream stream, std::string_view bytes, int64_t now_ms);
   void EndAttempt(int64_t now_ms);  // flushes partial lines
+  // A source with one stream (a Kubernetes pod): whole lines, combined.log only.
+  void WriteCombined(std::string_view lines, int64_t time_ms);
   uint64_t bytes_lost() const;
   uint64_t disk_bytes() const;
 

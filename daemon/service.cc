@@ -19,11 +19,24 @@ namespace {
 
 using nlohmann::json;
 
-bool IsLocal(const std::string& scheduler) {
-  return scheduler == "local_cwd" || scheduler == "local_dir";
+}  // namespace
+
+Scheduler* Service::SchedulerFor(const std::string& name) const {
+  for (Scheduler* s : schedulers_) {
+    auto names = s->Names();
+    if (std::find(names.begin(), names.end(), name) != names.end()) return s;
+  }
+  return nullptr;
 }
 
-}  // namespace
+std::vector<const AppRecord*> Service::AllApps() const {
+  std::vector<const AppRecord*> out;
+  for (Scheduler* s : schedulers_) {
+    auto apps = s->List();
+    out.insert(out.end(), apps.begin(), apps.end());
+  }
+  return out;
+}
 
 void Service::Handle(const protocol::Request& request, const PeerInfo& peer,
                      std::shared_ptr<Responder> responder) {
@@ -87,7 +100,8 @@ void Service::Run(const json& params, const PeerInfo& peer, const Reply& reply) 
   req.app = std::move(*decoded);
   auto opts = core::SchedulerRunOpts(req.scheduler);
   if (!opts) return reply->Error(Error::InvalidArgument(opts.error().message));
-  if (!IsLocal(req.scheduler)) {
+  Scheduler* scheduler = SchedulerFor(req.scheduler);
+  if (scheduler == nullptr) {
     return reply->Error(Error::InvalidArgument("scheduler " + req.scheduler + " is not supported by this torchxd yet"));
   }
   auto cfg = (*opts)->CfgFromJson(cfg_json);
@@ -96,10 +110,13 @@ void Service::Run(const json& params, const PeerInfo& peer, const Reply& reply) 
   if (!resolved) return reply->Error(resolved.error());
   req.cfg = std::move(*resolved);
   req.uid = peer.uid;
-  auto submitted = local_->Submit(std::move(req));
-  if (!submitted) return reply->Error(submitted.error());
-  if (info_.commit_store) info_.commit_store();  // stored before it is acknowledged
-  reply->Result({{"app_handle", (*submitted)->Handle()}, {"app_id", (*submitted)->app_id}});
+  scheduler->Submit(std::move(req), [this, reply](Result<const AppRecord*> submitted) {
+    if (!submitted) return reply->Error(submitted.error());
+    if (info_.commit_store) info_.commit_store();  // stored before it is acknowledged
+    json result = {{"app_handle", (*submitted)->Handle()}, {"app_id", (*submitted)->app_id}};
+    if (!(*submitted)->submit_warnings.empty()) result["warnings"] = (*submitted)->submit_warnings;
+    reply->Result(result);
+  });
 }
 
 Result<AppRecord*> Service::FindApp(const json& params) {
@@ -108,7 +125,8 @@ Result<AppRecord*> Service::FindApp(const json& params) {
   }
   auto handle = core::ParseAppHandle(params["app_handle"].get<std::string>());
   if (!handle) return Fail(handle.error());
-  AppRecord* app = IsLocal(handle->scheduler) ? local_->Find(handle->scheduler, handle->app_id) : nullptr;
+  Scheduler* scheduler = SchedulerFor(handle->scheduler);
+  AppRecord* app = scheduler != nullptr ? scheduler->Find(handle->scheduler, handle->app_id) : nullptr;
   if (app == nullptr) {
     return Fail(Error::NotFound("AppDef `" + handle->app_id +
                                 "` does not exist or has been removed from `" + handle->scheduler +
@@ -166,7 +184,7 @@ void Service::Describe(const json& params, const PeerInfo& peer, const Reply& re
 void Service::List(const json& params, const PeerInfo& peer, const Reply& reply) {
   std::string only = params.value("scheduler", "");
   bool everyone = MayActOnAll(peer);
-  std::vector<const AppRecord*> apps = local_->List();
+  std::vector<const AppRecord*> apps = AllApps();
   std::sort(apps.begin(), apps.end(),
             [](const auto* a, const auto* b) { return a->created_ms > b->created_ms; });
   // Built by hand: with thousands of apps, a JSON DOM costs more than the rest
@@ -211,25 +229,33 @@ void Service::Cancel(const json& params, const PeerInfo& peer, const Reply& repl
     }
     grace = params["grace_period"].get<double>();
   }
-  local_->Cancel(**app, grace, [this, reply](const AppRecord& a, bool already) {
+  std::string scheduler = (*app)->scheduler, app_id = (*app)->app_id, handle = (*app)->Handle();
+  Scheduler* owner = SchedulerFor(scheduler);
+  owner->Cancel(**app, grace, [this, reply, owner, scheduler, app_id, handle](Result<CancelOutcome> outcome) {
+    if (!outcome) return reply->Error(outcome.error());
     if (info_.commit_store) info_.commit_store();
-    reply->Result({{"app_handle", a.Handle()},
-                   {"state", core::AppStateName(a.state)},
-                   {"already_terminal", already}});
+    const AppRecord* a = owner->Find(scheduler, app_id);
+    reply->Result({{"app_handle", handle},
+                   {"state", core::AppStateName(a != nullptr ? a->state : core::AppState::kUnknown)},
+                   {"already_terminal", outcome->already_terminal}});
   });
 }
 
 void Service::Wait(const json& params, const PeerInfo& peer, const Reply& reply) {
   auto app = FindOwnApp(params, peer, "see");
   if (!app) return reply->Error(app.error());
-  local_->Wait(**app, [this, reply](const AppRecord& a) {
+  SchedulerFor((*app)->scheduler)->Wait(**app, [this, reply](const AppRecord& a) {
     if (info_.commit_store) info_.commit_store();
     reply->Result(core::AppStatusToJson(a.Status()));
   });
 }
 
 void Service::Version(const Reply& reply) {
-  size_t apps = local_->List().size();
+  size_t apps = 0, running = 0;
+  for (Scheduler* s : schedulers_) {
+    apps += s->List().size();
+    running += s->running_apps();
+  }
   reply->Result({{"version", TORCHXD_VERSION},
                  {"protocol", protocol::kVersion},
                  {"pid", ::getpid()},
@@ -237,16 +263,17 @@ void Service::Version(const Reply& reply) {
                  {"state_dir", info_.state_dir},
                  {"started", core::FormatRfc3339Utc(info_.started_ms)},
                  {"apps", apps},
-                 {"running_apps", local_->running_apps()}});
+                 {"running_apps", running}});
 }
 
 void Service::Delete(const json& params, const PeerInfo& peer, const Reply& reply) {
   auto app = FindOwnApp(params, peer, "delete");
   if (!app) return reply->Error(app.error());
   std::string handle = (*app)->Handle();
-  local_->Delete(**app, [this, reply, handle](core::AppState last) {
+  SchedulerFor((*app)->scheduler)->Delete(**app, [this, reply, handle](Result<core::AppState> last) {
+    if (!last) return reply->Error(last.error());
     if (info_.commit_store) info_.commit_store();
-    reply->Result({{"app_handle", handle}, {"deleted", true}, {"state", core::AppStateName(last)}});
+    reply->Result({{"app_handle", handle}, {"deleted", true}, {"state", core::AppStateName(*last)}});
   });
 }
 
@@ -256,6 +283,11 @@ void Service::Log(const json& params, const PeerInfo& peer, const Reply& reply) 
   const AppRecord& app = **found;
   auto query = ParseLogQuery(params);
   if (!query) return reply->Error(query.error());
+  if (app.scheduler == "kubernetes" && query->stream != "combined") {
+    return reply->Error(Error::InvalidArgument(
+        "a kubernetes pod has one log stream: --streams " + query->stream +
+        " is not available for " + app.Handle() + " (leave out --streams)"));
+  }
   std::vector<std::string> roles;
   for (const auto& r : app.app.roles) roles.push_back(r.name);
   if (query->role && std::find(roles.begin(), roles.end(), *query->role) == roles.end()) {
@@ -289,12 +321,13 @@ void Service::Log(const json& params, const PeerInfo& peer, const Reply& reply) 
                                         app.app_log_dir + " is gone)"));
   }
   std::string scheduler = app.scheduler, app_id = app.app_id;
-  auto live = [this, scheduler, app_id] {
-    const AppRecord* a = local_->Find(scheduler, app_id);
-    return a != nullptr && !core::IsTerminal(a->state);
+  Scheduler* owner = SchedulerFor(scheduler);
+  auto live = [owner, scheduler, app_id] {
+    const AppRecord* a = owner->Find(scheduler, app_id);
+    return a != nullptr && owner->MoreOutputExpected(*a);
   };
   auto request = std::make_unique<LogRequest>(
-      loop_, local_->hub(), LocalScheduler::AppKey(app), std::move(targets), std::move(*query), live,
+      loop_, hub_, AppKey(app), std::move(targets), std::move(*query), live,
       reply, [this](LogRequest* done) { log_requests_.erase(done); });
   LogRequest* raw = request.get();
   log_requests_[raw] = std::move(request);

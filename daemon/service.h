@@ -13,8 +13,10 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
-#include "daemon/local_scheduler.h"
+#include "daemon/log_hub.h"
+#include "daemon/scheduler.h"
 #include "daemon/log_request.h"
 #include "daemon/server.h"
 
@@ -31,8 +33,9 @@ class Service : public RequestHandler {
     bool system_mode = false;
     std::optional<gid_t> admin_gid;  // --admin-group: may act on every app
   };
-  Service(uv_loop_t* loop, LocalScheduler* local, DaemonInfo info)
-      : loop_(loop), local_(local), info_(std::move(info)) {}
+  // `schedulers` serve the names they list; the first to list a name wins.
+  Service(uv_loop_t* loop, std::vector<Scheduler*> schedulers, LogHub* hub, DaemonInfo info)
+      : loop_(loop), schedulers_(std::move(schedulers)), hub_(hub), info_(std::move(info)) {}
 
   void Handle(const protocol::Request& request, const PeerInfo& peer,
               std::shared_ptr<Responder> responder) override;
@@ -57,9 +60,12 @@ class Service : public RequestHandler {
   [[nodiscard]] Result<AppRecord*> FindOwnApp(const nlohmann::json& params, const PeerInfo& peer,
                                               const std::string& verb);
   bool MayActOnAll(const PeerInfo& peer) const;
+  Scheduler* SchedulerFor(const std::string& name) const;
+  std::vector<const AppRecord*> AllApps() const;
 
   uv_loop_t* loop_;
-  LocalScheduler* local_;
+  std::vector<Scheduler*> schedulers_;
+  LogHub* hub_;
   DaemonInfo info_;
   bool shutting_down_ = false;
   std::map<LogRequest*, std::unique_ptr<LogRequest>> log_requests_;

@@ -30,6 +30,7 @@
 
 #include "core/app_def.h"
 #include "core/result.h"
+#include "core/runopts.h"
 
 namespace torchxd::k8sbridge {
 
@@ -52,6 +53,9 @@ struct VolcanoJob {
   nlohmann::json body;     // the exact object sent to the API server
   std::vector<std::string> warnings;
 };
+
+// The options from `torchx runopts kubernetes` values (already resolved).
+KubernetesOptions KubernetesOptionsFromCfg(const core::Cfg& cfg);
 
 // Cleans a label value as TorchX does: chars outside [A-Za-z0-9-_.] -> '.',
 // leading/trailing non-alphanumerics -> '.', at most 63 characters.

@@ -55,6 +55,7 @@ struct ReplicaInfo {
   std::optional<int64_t> end_ms;
   std::string error_message;
   std::string log_dir;
+  std::string hostname;  // "" = this machine (localhost)
 };
 
 class AppRunner;

@@ -1,0 +1,525 @@
+#include "daemon/kubernetes_scheduler.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <filesystem>
+#include <set>
+
+#include "core/ids.h"
+#include "k8sbridge/job_state.h"
+#include "k8sbridge/kubeconfig.h"
+#include "k8sbridge/labels.h"
+#include "k8sbridge/volcano_job.h"
+
+namespace torchxd::daemon {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+namespace k8s = k8sbridge;
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string ReplicaKey(const std::string& role, int id) { return role + "/" + std::to_string(id); }
+
+std::string Selector() {
+  return std::string(k8s::kLabelManagedBy) + "=" + std::string(k8s::kManagedByTorchx);
+}
+
+}  // namespace
+
+// What the daemon knows of one replica's current pod and its log.
+struct KubernetesScheduler::PodTrack {
+  std::string pod, uid;
+  int attempt = 0;
+  int64_t after_ns = 0;   // the last log line stored
+  bool log_done = false;  // everything the pod wrote is stored
+  bool terminal = false;  // the pod finished
+  std::unique_ptr<k8s::PodLogFollower> follower;
+
+  json ToJson() const {
+    return {{"pod", pod}, {"uid", uid}, {"attempt", attempt}, {"after_ns", after_ns}, {"log_done", log_done}};
+  }
+  static PodTrack FromJson(const json& j) {
+    PodTrack t;
+    t.pod = j.value("pod", "");
+    t.uid = j.value("uid", "");
+    t.attempt = j.value("attempt", 0);
+    t.after_ns = j.value("after_ns", int64_t{0});
+    t.log_done = j.value("log_done", false);
+    return t;
+  }
+};
+
+struct KubernetesScheduler::KubeApp {
+  std::unique_ptr<AppRecord> rec;
+  std::string ns, name, uid;
+  bool cancel_requested = false;
+  int64_t persisted_ms = 0;
+  std::map<std::string, std::pair<std::string, int>> tasks;  // task name -> (role, replica)
+  std::map<std::string, PodTrack> pods;                       // "role/replica"
+  std::vector<std::function<void(const AppRecord&)>> waiters;
+
+  supervisor::ReplicaInfo* Replica(const std::string& role, int id) {
+    for (auto& r : rec->replicas) {
+      if (r.role == role && r.replica_id == id) return &r;
+    }
+    return nullptr;
+  }
+};
+
+struct KubernetesScheduler::Namespace {
+  std::unique_ptr<k8s::Reflector> jobs, pods;
+};
+
+KubernetesScheduler::KubernetesScheduler(uv_loop_t* loop, Store* store, LogHub* hub,
+                                         KubernetesSchedulerOptions options, core::EnvLookup env)
+    : loop_(loop), store_(store), hub_(hub), options_(std::move(options)), env_(std::move(env)) {
+  log_retry_ = NewUvHandle<uv_timer_t>(this);
+  uv_timer_init(loop_, log_retry_.get());
+}
+
+KubernetesScheduler::~KubernetesScheduler() {
+  namespaces_.clear();
+  for (auto& [id, app] : apps_) {
+    for (auto& [key, t] : app->pods) t.follower.reset();
+  }
+}
+
+Result<k8s::KubeApi*> KubernetesScheduler::Api() {
+  if (api_) return api_.get();
+  k8s::KubeConfigSearch search;
+  search.explicit_path = options_.kubeconfig;
+  auto config = k8s::LoadKubeConfig(search, env_);
+  if (!config) return Fail(config.error().WithContext("kubernetes"));
+  spdlog::info("kubernetes api server={} from={}", config->server, config->source);
+  http_ = std::make_unique<HttpClient>(loop_);
+  api_ = std::make_unique<k8s::KubeApi>(http_.get(), std::move(*config));
+  return api_.get();
+}
+
+Result<void> KubernetesScheduler::Load() {
+  auto stored = store_->LoadApps();
+  if (!stored) return Fail(stored.error());
+  std::set<std::string> namespaces;
+  for (auto& s : *stored) {
+    if (s.scheduler != "kubernetes") continue;
+    auto rec = AppRecord::FromJson(s.record);
+    if (!rec) {
+      spdlog::warn("skipping unreadable stored app app={} error={}", s.app_id, rec.error().message);
+      continue;
+    }
+    auto app = std::make_unique<KubeApp>();
+    const json& data = rec->scheduler_data;
+    app->ns = data.value("namespace", "");
+    app->name = data.value("name", "");
+    app->uid = data.value("uid", "");
+    app->cancel_requested = data.value("cancel_requested", false);
+    json pods = data.value("pods", json::object());
+    for (const auto& [key, t] : pods.items()) app->pods[key] = PodTrack::FromJson(t);
+    app->tasks = k8s::TaskNames(rec->app);
+    app->rec = std::make_unique<AppRecord>(std::move(*rec));
+    if (!core::IsTerminal(app->rec->state) || std::any_of(app->pods.begin(), app->pods.end(), [](const auto& p) {
+          return !p.second.log_done;
+        })) {
+      namespaces.insert(app->ns);
+    }
+    std::string id = app->rec->app_id;
+    apps_[id] = std::move(app);
+  }
+  if (namespaces.empty()) return {};
+  auto api = Api();
+  if (!api) {
+    // Local apps must still be served: report, and try again on the next kubernetes request.
+    spdlog::error("cannot resume kubernetes apps error={}", api.error().message);
+    return {};
+  }
+  for (const auto& ns : namespaces) WatchNamespace(ns);
+  return {};
+}
+
+void KubernetesScheduler::Submit(SubmitRequest request, std::function<void(Result<const AppRecord*>)> done) {
+  auto api = Api();
+  if (!api) return done(Fail(api.error()));
+  k8s::KubernetesOptions opts = k8s::KubernetesOptionsFromCfg(request.cfg);
+  std::string unique = core::NormalizeStr(core::MakeUnique(request.app.name));
+  auto job = k8s::AppDefToVolcanoJob(request.app, unique, opts);
+  if (!job) return done(Fail(job.error()));
+  for (const auto& w : job->warnings) spdlog::warn("kubernetes submit app={} warning={}", unique, w);
+  auto shared = std::make_shared<SubmitRequest>(std::move(request));
+  std::string ns = opts.namespace_;
+  if (!opts.validate_spec) return Create(shared, job->body, ns, job->name, job->warnings, done);
+  // Server-side validation first: the same admission as a real create, nothing stored.
+  json body = job->body;
+  (*api)->Call("POST", k8s::JobsPath(ns) + "?dryRun=All", &body,
+               [this, shared, body, ns, name = job->name, warnings = job->warnings, done](Result<json> checked) {
+                 if (!checked) {
+                   Error e = checked.error();
+                   if (e.code == ErrorCode::kInvalidArgument) e.message = "Invalid job spec: " + e.message;
+                   return done(Fail(e));
+                 }
+                 Create(shared, body, ns, name, warnings, done);
+               });
+}
+
+void KubernetesScheduler::Create(std::shared_ptr<SubmitRequest> request, json body, std::string ns, std::string name,
+                                 std::vector<std::string> warnings,
+                                 std::function<void(Result<const AppRecord*>)> done) {
+  api_->Call("POST", k8s::JobsPath(ns), &body,
+             [this, request, ns, name, warnings, done](Result<json> created) {
+               if (!created) {
+                 Error e = created.error();
+                 if (e.code == ErrorCode::kAlreadyExists) {
+                   e.message = "Job `" + name + "` already exists. This seems like a transient exception, "
+                               "try resubmitting job (" + e.message + ")";
+                 }
+                 return done(Fail(e));
+               }
+               const AppRecord* rec = Record(*request, ns, *created);
+               KubeApp* app = apps_[rec->app_id].get();
+               app->rec->submit_warnings = warnings;
+               done(rec);
+             });
+}
+
+const AppRecord* KubernetesScheduler::Record(SubmitRequest& request, const std::string& ns, const json& created) {
+  auto app = std::make_unique<KubeApp>();
+  k8s::JobView view = k8s::ReadJob(created);
+  app->ns = ns;
+  app->name = view.name;
+  app->uid = view.uid;
+  app->tasks = k8s::TaskNames(request.app);
+  auto rec = std::make_unique<AppRecord>();
+  rec->scheduler = "kubernetes";
+  rec->session = request.session;
+  rec->app_id = ns + ":" + view.name;
+  rec->app = std::move(request.app);
+  rec->cfg = core::CfgToJson(request.cfg);
+  rec->cwd = request.cwd;
+  rec->owner_uid = request.uid;
+  rec->created_ms = NowMs();
+  rec->state = view.phase.empty() ? core::AppState::kSubmitted : view.state;
+  rec->app_log_dir = options_.log_dir + "/kubernetes/" + rec->session + "/" + rec->app_id;
+  rec->log_max_bytes = options_.log_max_bytes;
+  for (size_t ri = 0; ri < rec->app.roles.size(); ++ri) {
+    const auto& role = rec->app.roles[ri];
+    for (int id = 0; id < role.num_replicas; ++id) {
+      supervisor::ReplicaInfo r;
+      r.role = role.name;
+      r.role_index = static_cast<int>(ri);
+      r.replica_id = id;
+      r.state = core::ReplicaState::kPending;
+      r.log_dir = rec->app_log_dir + "/" + role.name + "/" + std::to_string(id);
+      rec->replicas.push_back(std::move(r));
+    }
+  }
+  app->rec = std::move(rec);
+  KubeApp* raw = app.get();
+  apps_[raw->rec->app_id] = std::move(app);
+  spdlog::info("kubernetes job created app={} namespace={} uid={}", raw->rec->app_id, ns, raw->uid);
+  Persist(*raw);
+  WatchNamespace(ns);
+  return raw->rec.get();
+}
+
+void KubernetesScheduler::WatchNamespace(const std::string& ns) {
+  if (namespaces_.count(ns) != 0 || shut_down_ || !api_) return;
+  auto n = std::make_unique<Namespace>();
+  k8s::ReflectorCallbacks jobs;
+  jobs.on_list = [this, ns](const std::vector<json>& items) { OnJobList(ns, items); };
+  jobs.on_event = [this, ns](const std::string& type, const json& obj) { OnJobEvent(ns, type, obj); };
+  n->jobs = std::make_unique<k8s::Reflector>(loop_, api_.get(), k8s::JobsPath(ns), Selector(), jobs,
+                                             options_.reflector);
+  k8s::ReflectorCallbacks pods;
+  pods.on_list = [this, ns](const std::vector<json>& items) { OnPodList(ns, items); };
+  pods.on_event = [this, ns](const std::string& type, const json& obj) { OnPodEvent(ns, type, obj); };
+  n->pods = std::make_unique<k8s::Reflector>(loop_, api_.get(), k8s::PodsPath(ns), Selector(), pods,
+                                             options_.reflector);
+  n->jobs->Start();
+  n->pods->Start();
+  namespaces_[ns] = std::move(n);
+}
+
+KubernetesScheduler::KubeApp* KubernetesScheduler::ByJob(const std::string& ns, const std::string& name) {
+  auto it = apps_.find(ns + ":" + name);
+  return it == apps_.end() ? nullptr : it->second.get();
+}
+
+void KubernetesScheduler::OnJobList(const std::string& ns, const std::vector<json>& items) {
+  std::set<std::string> present;
+  for (const auto& job : items) {
+    k8s::JobView v = k8s::ReadJob(job);
+    present.insert(v.name);
+    if (KubeApp* app = ByJob(ns, v.name)) ApplyJob(*app, job);
+  }
+  for (auto& [id, app] : apps_) {
+    if (app->ns == ns && present.count(app->name) == 0) JobGone(*app);
+  }
+}
+
+void KubernetesScheduler::OnJobEvent(const std::string& ns, const std::string& type, const json& job) {
+  KubeApp* app = ByJob(ns, k8s::ReadJob(job).name);
+  if (app == nullptr) return;
+  if (type == "DELETED") return JobGone(*app);
+  ApplyJob(*app, job);
+}
+
+void KubernetesScheduler::ApplyJob(KubeApp& app, const json& job) {
+  k8s::JobView v = k8s::ReadJob(job);
+  AppRecord& rec = *app.rec;
+  if (!v.uid.empty()) app.uid = v.uid;
+  if (core::IsTerminal(rec.state) && rec.ended_ms) return;  // final, as Volcano's finished phases
+  core::AppState state = v.phase.empty() ? rec.state : v.state;
+  bool changed = state != rec.state || v.retry_count != rec.num_restarts || v.message != rec.msg;
+  if (!changed) return;
+  if (state != rec.state) {
+    spdlog::info("kubernetes app state app={} phase={} state={}", rec.app_id, v.phase, core::AppStateName(state));
+  }
+  rec.state = state;
+  rec.num_restarts = v.retry_count;
+  rec.msg = v.message;
+  if (core::IsTerminal(state)) rec.ended_ms = NowMs();
+  Changed(app);
+}
+
+void KubernetesScheduler::JobGone(KubeApp& app) {
+  AppRecord& rec = *app.rec;
+  if (core::IsTerminal(rec.state)) return;
+  rec.state = app.cancel_requested ? core::AppState::kCancelled : core::AppState::kFailed;
+  rec.msg = "the Volcano Job " + app.ns + "/" + app.name + " was deleted from the cluster";
+  rec.ended_ms = NowMs();
+  spdlog::warn("kubernetes job deleted outside torchx app={}", rec.app_id);
+  Changed(app);
+}
+
+void KubernetesScheduler::OnPodList(const std::string& ns, const std::vector<json>& items) {
+  for (const auto& pod : items) OnPodEvent(ns, "ADDED", pod);
+}
+
+void KubernetesScheduler::OnPodEvent(const std::string& ns, const std::string& type, const json& pod) {
+  if (type == "DELETED") return;  // its last state came before; its log stream ends by itself
+  k8s::PodView v = k8s::ReadPod(pod);
+  if (KubeApp* app = ByJob(ns, v.job_name)) ApplyPod(*app, pod);
+}
+
+void KubernetesScheduler::ApplyPod(KubeApp& app, const json& pod) {
+  k8s::PodView v = k8s::ReadPod(pod);
+  auto task = app.tasks.find(v.task);
+  if (task == app.tasks.end()) return;
+  const auto& [role, id] = task->second;
+  supervisor::ReplicaInfo* r = app.Replica(role, id);
+  if (r == nullptr) return;
+  std::string key = ReplicaKey(role, id);
+  PodTrack& t = app.pods[key];
+  if (v.uid != t.uid) {
+    // A new pod for this replica (first start, or Volcano restarted it): a new attempt.
+    t.follower.reset();
+    t.pod = v.name;
+    t.uid = v.uid;
+    t.attempt += 1;
+    t.after_ns = 0;
+    t.log_done = false;
+    r->attempt = t.attempt;
+    if (ReplicaLogWriter* w = Writer(app, key, *r)) w->BeginAttempt(t.attempt, NowMs());
+  }
+  t.terminal = core::IsTerminal(v.state);
+  r->state = v.state;
+  r->hostname = v.hostname;
+  r->exit_code = v.exit_code;
+  r->start_ms = v.start_ms;
+  r->end_ms = v.end_ms;
+  r->error_message = v.error_message;
+  if (v.started && !t.follower && !t.log_done) FollowLogs(app, key);
+  Changed(app);
+}
+
+ReplicaLogWriter* KubernetesScheduler::Writer(KubeApp& app, const std::string& key, supervisor::ReplicaInfo& r) {
+  auto it = app.rec->logs.find(key);
+  if (it != app.rec->logs.end()) return &it->second;
+  auto writer = ReplicaLogWriter::Open(r.log_dir, app.rec->log_max_bytes);
+  if (!writer) {
+    spdlog::error("cannot open replica log app={} replica={} error={}", app.rec->app_id, key, writer.error().message);
+    return nullptr;
+  }
+  return &app.rec->logs.emplace(key, std::move(*writer)).first->second;
+}
+
+void KubernetesScheduler::FollowLogs(KubeApp& app, const std::string& key) {
+  if (shut_down_ || !api_) return;
+  PodTrack& t = app.pods[key];
+  std::string app_id = app.rec->app_id;
+  auto on_line = [this, app_id, key](int64_t time_ns, std::string_view line) {
+    auto it = apps_.find(app_id);
+    if (it == apps_.end()) return;
+    KubeApp& a = *it->second;
+    PodTrack& track = a.pods[key];
+    track.after_ns = time_ns;
+    auto logs = a.rec->logs.find(key);
+    if (logs != a.rec->logs.end()) logs->second.WriteCombined(line, time_ns / 1000000);
+    hub_->Notify(AppKey(*a.rec));
+    int64_t now = NowMs();
+    if (now - a.persisted_ms >= 1000) Persist(a);  // bounds what a crash can repeat
+  };
+  auto on_end = [this, app_id, key](long status, Result<void> result) {
+    OnLogEnd(app_id, key, status, std::move(result));
+  };
+  t.follower = std::make_unique<k8s::PodLogFollower>(api_.get(), app.ns, t.pod, "", t.after_ns, on_line, on_end);
+}
+
+void KubernetesScheduler::OnLogEnd(const std::string& app_id, const std::string& key, long status,
+                                   Result<void> result) {
+  auto it = apps_.find(app_id);
+  if (it == apps_.end()) return;
+  KubeApp& app = *it->second;
+  PodTrack& t = app.pods[key];
+  t.follower.reset();
+  if (status == 404 || (result && t.terminal)) {
+    t.log_done = true;  // the pod is gone, or finished and its log was read to the end
+    Changed(app);
+    return;
+  }
+  if (!result) spdlog::warn("pod log stream failed app={} pod={} error={}", app_id, t.pod, result.error().message);
+  // Dropped while the pod runs (or a transient error): resume from the last stored line.
+  if (uv_is_active(reinterpret_cast<uv_handle_t*>(log_retry_.get())) != 0) return;
+  uv_timer_start(log_retry_.get(), [](uv_timer_t* h) {
+    auto* self = static_cast<KubernetesScheduler*>(h->data);
+    if (self == nullptr) return;
+    for (auto& [id, a] : self->apps_) {
+      for (auto& [k, track] : a->pods) {
+        if (!track.follower && !track.log_done && !track.uid.empty()) self->FollowLogs(*a, k);
+      }
+    }
+  }, static_cast<uint64_t>(options_.log_retry_seconds * 1000), 0);
+}
+
+void KubernetesScheduler::Persist(KubeApp& app) {
+  AppRecord& rec = *app.rec;
+  json pods = json::object();
+  for (const auto& [key, t] : app.pods) pods[key] = t.ToJson();
+  rec.scheduler_data = {{"namespace", app.ns},
+                        {"name", app.name},
+                        {"uid", app.uid},
+                        {"cancel_requested", app.cancel_requested},
+                        {"pods", pods}};
+  app.persisted_ms = NowMs();
+  if (auto ok = store_->PutApp(rec.scheduler, rec.app_id, static_cast<int>(rec.state), rec.created_ms, rec.ToJson());
+      !ok) {
+    spdlog::error("store write failed app={} error={}", rec.app_id, ok.error().message);
+  }
+}
+
+void KubernetesScheduler::Changed(KubeApp& app) {
+  Persist(app);
+  hub_->Notify(AppKey(*app.rec));
+  if (!core::IsTerminal(app.rec->state)) return;
+  auto waiters = std::move(app.waiters);
+  app.waiters.clear();
+  for (auto& w : waiters) w(*app.rec);
+}
+
+AppRecord* KubernetesScheduler::Find(const std::string& scheduler, const std::string& app_id) {
+  if (scheduler != "kubernetes") return nullptr;
+  auto it = apps_.find(app_id);
+  return it == apps_.end() ? nullptr : it->second->rec.get();
+}
+
+std::vector<const AppRecord*> KubernetesScheduler::List() const {
+  std::vector<const AppRecord*> out;
+  for (const auto& [id, app] : apps_) out.push_back(app->rec.get());
+  return out;
+}
+
+size_t KubernetesScheduler::running_apps() const {
+  size_t n = 0;
+  for (const auto& [id, app] : apps_) n += core::IsTerminal(app->rec->state) ? 0 : 1;
+  return n;
+}
+
+bool KubernetesScheduler::MoreOutputExpected(const AppRecord& rec) const {
+  if (!core::IsTerminal(rec.state)) return true;
+  auto it = apps_.find(rec.app_id);
+  if (it == apps_.end() || shut_down_) return false;
+  for (const auto& [key, t] : it->second->pods) {
+    if (t.follower) return true;  // a finished pod's last lines are still arriving
+  }
+  return false;
+}
+
+void KubernetesScheduler::Cancel(AppRecord& rec, std::optional<double>,
+                                 std::function<void(Result<CancelOutcome>)> done) {
+  if (core::IsTerminal(rec.state)) return done(CancelOutcome{true});
+  auto api = Api();
+  if (!api) return done(Fail(api.error()));
+  KubeApp& app = *apps_.at(rec.app_id);
+  std::string app_id = rec.app_id;
+  auto send = [this, app_id, done](const std::string& uid) {
+    auto it = apps_.find(app_id);
+    if (it == apps_.end()) return done(Fail(Error::NotFound(app_id + " was deleted meanwhile")));
+    json command = k8s::AbortJobCommand(it->second->name, uid);
+    api_->Call("POST", k8s::CommandsPath(it->second->ns), &command, [this, app_id, done](Result<json> sent) {
+      if (!sent) return done(Fail(sent.error().WithContext("cancel (AbortJob command)")));
+      auto found = apps_.find(app_id);
+      if (found != apps_.end()) {
+        found->second->cancel_requested = true;
+        Persist(*found->second);
+      }
+      spdlog::info("kubernetes abort requested app={}", app_id);
+      done(CancelOutcome{false});
+    });
+  };
+  if (!app.uid.empty()) return send(app.uid);
+  // The Command's target needs the Job's uid: ask for it.
+  (*api)->Call("GET", k8s::JobPath(app.ns, app.name), nullptr, [send, done](Result<json> job) {
+    if (!job) return done(Fail(job.error()));
+    send(k8s::ReadJob(*job).uid);
+  });
+}
+
+void KubernetesScheduler::Wait(AppRecord& rec, std::function<void(const AppRecord&)> done) {
+  if (core::IsTerminal(rec.state)) return done(rec);
+  apps_.at(rec.app_id)->waiters.push_back(std::move(done));
+}
+
+void KubernetesScheduler::Delete(AppRecord& rec, std::function<void(Result<core::AppState>)> done) {
+  auto api = Api();
+  if (!api) return done(Fail(api.error()));
+  KubeApp& app = *apps_.at(rec.app_id);
+  std::string app_id = rec.app_id;
+  (*api)->Call("DELETE", k8s::JobPath(app.ns, app.name) + "?propagationPolicy=Background", nullptr,
+               [this, app_id, done](Result<json> deleted) {
+                 if (!deleted && deleted.error().code != ErrorCode::kNotFound) return done(Fail(deleted.error()));
+                 auto it = apps_.find(app_id);
+                 if (it == apps_.end()) return done(core::AppState::kUnknown);
+                 core::AppState last = it->second->rec->state;
+                 std::string dir = it->second->rec->app_log_dir;
+                 for (auto& w : it->second->waiters) w(*it->second->rec);
+                 apps_.erase(it);
+                 if (auto ok = store_->DeleteApp("kubernetes", app_id); !ok) {
+                   spdlog::error("store delete failed app={} error={}", app_id, ok.error().message);
+                 }
+                 std::error_code ec;
+                 if (!dir.empty()) fs::remove_all(dir, ec);
+                 hub_->Notify("kubernetes/" + app_id);
+                 done(last);
+               });
+}
+
+void KubernetesScheduler::Shutdown(std::function<void()> done) {
+  // The jobs keep running on the cluster; a restarted torchxd picks them up.
+  shut_down_ = true;
+  for (auto& [id, app] : apps_) {
+    for (auto& [key, t] : app->pods) t.follower.reset();
+    Persist(*app);
+  }
+  namespaces_.clear();
+  log_retry_.reset();
+  api_.reset();
+  http_.reset();
+  done();
+}
+
+}  // namespace torchxd::daemon

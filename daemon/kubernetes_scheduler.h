@@ -1,0 +1,108 @@
+// KubernetesScheduler: the `kubernetes` scheduler. Apps run as Volcano Jobs
+// on a cluster; the daemon submits them, keeps their AppRecords in the same
+// store as local apps, and keeps them current from list+watch reflectors of
+// the torchx-labelled Jobs and Pods of each namespace in use (never polling
+// per request). Running pods' logs are followed into the daemon's log store,
+// so `torchx log` reads them like local logs and they outlive the pods
+// (Volcano deletes pods on RestartJob, issue 1651). After a restart the
+// daemon relists, resumes the watches, and resumes each log from its last
+// stored line. Cancel creates an AbortJob Command; delete removes the Job.
+//
+// The kube-apiserver is found through the daemon's kubeconfig
+// (k8sbridge/kubeconfig.h), loaded on first use so that a daemon without a
+// cluster still serves local apps; a missing configuration is a clear error
+// on `run -s kubernetes`.
+//
+// Thread contract: loop thread only.
+#ifndef TORCHXD_DAEMON_KUBERNETES_SCHEDULER_H_
+#define TORCHXD_DAEMON_KUBERNETES_SCHEDULER_H_
+
+#include <uv.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/environment.h"
+#include "core/http_client.h"
+#include "core/uv_handle.h"
+#include "daemon/log_hub.h"
+#include "daemon/scheduler.h"
+#include "daemon/store.h"
+#include "k8sbridge/kube_api.h"
+#include "k8sbridge/pod_log_follower.h"
+#include "k8sbridge/reflector.h"
+
+namespace torchxd::daemon {
+
+struct KubernetesSchedulerOptions {
+  std::string log_dir;     // the daemon's --log-dir
+  std::string kubeconfig;  // --kubeconfig; empty = $KUBECONFIG, ~/.kube/config, in-cluster
+  uint64_t log_max_bytes = 128ull << 20;
+  k8sbridge::ReflectorOptions reflector;
+  double log_retry_seconds = 1.0;
+};
+
+class KubernetesScheduler : public Scheduler {
+ public:
+  KubernetesScheduler(uv_loop_t* loop, Store* store, LogHub* hub, KubernetesSchedulerOptions options,
+                      core::EnvLookup env);
+  ~KubernetesScheduler() override;
+
+  // Loads the stored kubernetes apps and resumes watching the unfinished ones.
+  [[nodiscard]] Result<void> Load();
+
+  std::vector<std::string> Names() const override { return {"kubernetes"}; }
+  void Submit(SubmitRequest request, std::function<void(Result<const AppRecord*>)> done) override;
+  AppRecord* Find(const std::string& scheduler, const std::string& app_id) override;
+  std::vector<const AppRecord*> List() const override;
+  void Cancel(AppRecord& app, std::optional<double> grace_seconds,
+              std::function<void(Result<CancelOutcome>)> done) override;
+  void Wait(AppRecord& app, std::function<void(const AppRecord&)> done) override;
+  void Delete(AppRecord& app, std::function<void(Result<core::AppState>)> done) override;
+  void Shutdown(std::function<void()> done) override;
+  size_t running_apps() const override;
+  bool MoreOutputExpected(const AppRecord& app) const override;
+
+ private:
+  struct PodTrack;
+  struct KubeApp;
+  struct Namespace;
+
+  [[nodiscard]] Result<k8sbridge::KubeApi*> Api();
+  void Create(std::shared_ptr<SubmitRequest> request, nlohmann::json body, std::string ns, std::string name,
+              std::vector<std::string> warnings, std::function<void(Result<const AppRecord*>)> done);
+  const AppRecord* Record(SubmitRequest& request, const std::string& ns, const nlohmann::json& created);
+  void WatchNamespace(const std::string& ns);
+  void OnJobList(const std::string& ns, const std::vector<nlohmann::json>& items);
+  void OnJobEvent(const std::string& ns, const std::string& type, const nlohmann::json& job);
+  void OnPodList(const std::string& ns, const std::vector<nlohmann::json>& items);
+  void OnPodEvent(const std::string& ns, const std::string& type, const nlohmann::json& pod);
+  void ApplyJob(KubeApp& app, const nlohmann::json& job);
+  void ApplyPod(KubeApp& app, const nlohmann::json& pod);
+  void JobGone(KubeApp& app);
+  void FollowLogs(KubeApp& app, const std::string& key);
+  void OnLogEnd(const std::string& app_id, const std::string& key, long status, Result<void> result);
+  void Changed(KubeApp& app);
+  void Persist(KubeApp& app);
+  KubeApp* ByJob(const std::string& ns, const std::string& name);
+  ReplicaLogWriter* Writer(KubeApp& app, const std::string& key, supervisor::ReplicaInfo& replica);
+
+  uv_loop_t* loop_;
+  Store* store_;
+  LogHub* hub_;
+  KubernetesSchedulerOptions options_;
+  core::EnvLookup env_;
+  std::unique_ptr<HttpClient> http_;
+  std::unique_ptr<k8sbridge::KubeApi> api_;
+  std::map<std::string, std::unique_ptr<KubeApp>> apps_;  // by app id "ns:name"
+  std::map<std::string, std::unique_ptr<Namespace>> namespaces_;
+  UvHandle<uv_timer_t> log_retry_;  // resumes dropped pod log streams
+  bool shut_down_ = false;
+};
+
+}  // namespace torchxd::daemon
+
+#endif  // TORCHXD_DAEMON_KUBERNETES_SCHEDULER_H_

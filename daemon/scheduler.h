@@ -1,0 +1,68 @@
+// Scheduler: the one seam between the daemon's request handlers and the
+// schedulers (shared/STYLE.md §1), as in TorchX: the Service routes each app
+// to the scheduler serving its name. LocalScheduler serves local_cwd and
+// local_dir; KubernetesScheduler serves kubernetes. Every scheduler keeps
+// its apps as AppRecords and writes replica output into the same log store
+// (LogHub + per-replica log dirs), so status, list and log read them alike.
+//
+// Completion callbacks may run synchronously (local) or later (a remote API).
+//
+// Thread contract: loop thread only.
+#ifndef TORCHXD_DAEMON_SCHEDULER_H_
+#define TORCHXD_DAEMON_SCHEDULER_H_
+
+#include <sys/types.h>
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/runopts.h"
+#include "daemon/app_record.h"
+
+namespace torchxd::daemon {
+
+struct SubmitRequest {
+  std::string scheduler;  // a name the scheduler serves
+  std::string session = "torchx";
+  core::AppDef app;
+  core::Cfg cfg;  // resolved
+  std::string cwd;
+  std::map<std::string, std::string> env;
+  uid_t uid = 0;
+};
+
+struct CancelOutcome {
+  bool already_terminal = false;  // nothing was running
+};
+
+class Scheduler {
+ public:
+  virtual ~Scheduler() = default;
+  virtual std::vector<std::string> Names() const = 0;
+
+  virtual void Submit(SubmitRequest request, std::function<void(Result<const AppRecord*>)> done) = 0;
+  virtual AppRecord* Find(const std::string& scheduler, const std::string& app_id) = 0;
+  virtual std::vector<const AppRecord*> List() const = 0;
+  // `done` once the app was told to stop (local: once no process is left).
+  virtual void Cancel(AppRecord& app, std::optional<double> grace_seconds,
+                      std::function<void(Result<CancelOutcome>)> done) = 0;
+  // `done` once the app is terminal.
+  virtual void Wait(AppRecord& app, std::function<void(const AppRecord&)> done) = 0;
+  // Stops the app if it runs, then forgets it and its logs; `done` gets its last state.
+  virtual void Delete(AppRecord& app, std::function<void(Result<core::AppState>)> done) = 0;
+  // Daemon shutdown: `done` when nothing of this scheduler needs the loop.
+  virtual void Shutdown(std::function<void()> done) = 0;
+  virtual size_t running_apps() const = 0;
+  // May more output of `app` still arrive (log follow)?
+  virtual bool MoreOutputExpected(const AppRecord& app) const { return !core::IsTerminal(app.state); }
+};
+
+// The key the LogHub knows an app by.
+inline std::string AppKey(const AppRecord& app) { return app.scheduler + "/" + app.app_id; }
+
+}  // namespace torchxd::daemon
+
+#endif  // TORCHXD_DAEMON_SCHEDULER_H_

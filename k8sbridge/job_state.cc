@@ -1,0 +1,135 @@
+#include "k8sbridge/job_state.h"
+
+#include "core/app_status.h"
+#include "core/ids.h"
+
+namespace torchxd::k8sbridge {
+namespace {
+
+using nlohmann::json;
+
+std::string Str(const json& j, const char* key) {
+  return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : std::string();
+}
+
+const json& Field(const json& j, const char* key) {
+  static const json kNull;
+  return j.is_object() && j.contains(key) ? j[key] : kNull;
+}
+
+std::optional<int64_t> Time(const json& j, const char* key) {
+  std::string text = Str(j, key);
+  if (text.empty()) return std::nullopt;
+  return core::ParseRfc3339(text);
+}
+
+}  // namespace
+
+core::AppState JobPhaseToAppState(std::string_view phase) {
+  using S = core::AppState;
+  if (phase.empty()) return S::kSubmitted;
+  if (phase == "Pending") return S::kPending;
+  if (phase == "Aborted") return S::kCancelled;
+  if (phase == "Completed") return S::kSucceeded;
+  if (phase == "Terminated" || phase == "Failed") return S::kFailed;
+  if (phase == "Aborting" || phase == "Running" || phase == "Restarting" || phase == "Completing" ||
+      phase == "Terminating") {
+    return S::kRunning;
+  }
+  return S::kUnknown;
+}
+
+core::ReplicaState PodPhaseToReplicaState(std::string_view phase) {
+  using S = core::ReplicaState;
+  if (phase == "Pending" || phase == "Allocated" || phase == "Pipelined" || phase == "Binding" ||
+      phase == "Bound") {
+    return S::kPending;
+  }
+  if (phase == "Running" || phase == "Releasing") return S::kRunning;
+  if (phase == "Succeeded") return S::kSucceeded;
+  if (phase == "Failed") return S::kFailed;
+  return S::kUnknown;
+}
+
+JobView ReadJob(const json& job) {
+  JobView v;
+  const json& meta = Field(job, "metadata");
+  v.name = Str(meta, "name");
+  v.uid = Str(meta, "uid");
+  const json& status = Field(job, "status");
+  const json& state = Field(status, "state");
+  v.phase = Str(state, "phase");
+  v.state = JobPhaseToAppState(v.phase);
+  const json& retries = Field(status, "retryCount");
+  if (retries.is_number_integer()) v.retry_count = retries.get<int>();
+  std::string reason = Str(state, "reason"), message = Str(state, "message");
+  v.message = reason.empty() ? message : (message.empty() ? reason : reason + ": " + message);
+  return v;
+}
+
+PodView ReadPod(const json& pod) {
+  PodView v;
+  const json& meta = Field(pod, "metadata");
+  v.name = Str(meta, "name");
+  v.uid = Str(meta, "uid");
+  const json& labels = Field(meta, "labels");
+  v.job_name = Str(labels, "volcano.sh/job-name");
+  v.task = Str(labels, "volcano.sh/task-spec");
+  const json& status = Field(pod, "status");
+  v.state = PodPhaseToReplicaState(Str(status, "phase"));
+  std::string ip = Str(status, "podIP");
+  if (!ip.empty()) {
+    for (char& c : ip) {
+      if (c == '.' || c == ':') c = '-';
+    }
+    v.hostname = ip + "." + Str(meta, "namespace") + ".pod.cluster.local";
+  }
+  v.start_ms = Time(status, "startTime");
+  const json& containers = Field(status, "containerStatuses");
+  if (containers.is_array() && !containers.empty()) {
+    const json& st = Field(containers[0], "state");
+    const json& last = Field(containers[0], "lastState");
+    v.started = Field(st, "running").is_object() || Field(st, "terminated").is_object() ||
+                Field(last, "terminated").is_object();
+    const json& term = Field(st, "terminated");
+    if (term.is_object()) {
+      if (Field(term, "exitCode").is_number_integer()) v.exit_code = term["exitCode"].get<int>();
+      v.end_ms = Time(term, "finishedAt");
+      std::string reason = Str(term, "reason"), message = Str(term, "message");
+      if (v.exit_code.value_or(0) != 0) v.error_message = message.empty() ? reason : reason + ": " + message;
+    }
+    const json& waiting = Field(st, "waiting");
+    std::string wait_reason = Str(waiting, "reason");
+    if (wait_reason == "ErrImagePull" || wait_reason == "ImagePullBackOff" || wait_reason == "CreateContainerConfigError" ||
+        wait_reason == "InvalidImageName") {
+      v.error_message = wait_reason + ": " + Str(waiting, "message");
+    }
+  }
+  return v;
+}
+
+std::map<std::string, std::pair<std::string, int>> TaskNames(const core::AppDef& app) {
+  std::map<std::string, std::pair<std::string, int>> out;
+  for (const auto& role : app.roles) {
+    for (int id = 0; id < role.num_replicas; ++id) {
+      out[core::NormalizeStr(role.name + "-" + std::to_string(id))] = {role.name, id};
+    }
+  }
+  return out;
+}
+
+json AbortJobCommand(const std::string& job_name, const std::string& job_uid) {
+  json owner = {{"apiVersion", "batch.volcano.sh/v1alpha1"},
+                {"kind", "Job"},
+                {"name", job_name},
+                {"uid", job_uid},
+                {"controller", true}};
+  return {{"apiVersion", "bus.volcano.sh/v1alpha1"},
+          {"kind", "Command"},
+          {"metadata", {{"generateName", job_name + "-abortjob-"}, {"ownerReferences", json::array({owner})}}},
+          {"action", "AbortJob"},
+          {"reason", "torchx cancel"},
+          {"target", owner}};
+}
+
+}  // namespace torchxd::k8sbridge

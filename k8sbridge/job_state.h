@@ -1,0 +1,58 @@
+// Reading Volcano Jobs and their Pods back into TorchX's terms, and the
+// objects the bridge sends besides the Job (shared/reference/torchx.md §4.4,
+// volcano.md §4.4-4.5). Pure functions.
+//
+// Job phase -> AppState is TorchX's JOB_STATE table; a Job the controller has
+// not touched yet (no phase) is SUBMITTED. Pod phase -> replica state follows
+// TorchX's TASK_STATE. A pod belongs to a replica through its
+// volcano.sh/task-spec label (the task name AppDefToVolcanoJob chose); its
+// hostname is the pod-IP DNS name TorchX reports.
+//
+// Thread contract: pure functions, safe from any thread.
+#ifndef TORCHXD_K8SBRIDGE_JOB_STATE_H_
+#define TORCHXD_K8SBRIDGE_JOB_STATE_H_
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "core/app_def.h"
+
+namespace torchxd::k8sbridge {
+
+core::AppState JobPhaseToAppState(std::string_view phase);
+core::ReplicaState PodPhaseToReplicaState(std::string_view phase);
+
+struct JobView {
+  std::string name, uid, phase;
+  core::AppState state = core::AppState::kSubmitted;
+  int retry_count = 0;
+  std::string message;  // status.state.reason/message, when Volcano gives one
+};
+JobView ReadJob(const nlohmann::json& job);
+
+struct PodView {
+  std::string name, uid, job_name, task;
+  core::ReplicaState state = core::ReplicaState::kPending;
+  std::string hostname;  // "10-244-1-5.<ns>.pod.cluster.local", or "" before an IP
+  std::optional<int> exit_code;
+  std::optional<int64_t> start_ms, end_ms;
+  std::string error_message;
+  bool started = false;  // a container ran, so there are logs to read
+};
+PodView ReadPod(const nlohmann::json& pod);
+
+// task name -> (role name, replica id), as AppDefToVolcanoJob names tasks.
+std::map<std::string, std::pair<std::string, int>> TaskNames(const core::AppDef& app);
+
+// The bus.volcano.sh Command that aborts a Job (what vcctl does), owned by
+// the Job so it goes away with it.
+nlohmann::json AbortJobCommand(const std::string& job_name, const std::string& job_uid);
+
+}  // namespace torchxd::k8sbridge
+
+#endif  // TORCHXD_K8SBRIDGE_JOB_STATE_H_

@@ -1,0 +1,132 @@
+#include "k8sbridge/kube_api.h"
+
+#include <memory>
+
+namespace torchxd::k8sbridge {
+namespace {
+
+using nlohmann::json;
+
+constexpr int64_t kCallTimeoutMs = 30000;
+
+ErrorCode CodeForStatus(long status) {
+  switch (status) {
+    case 400:
+    case 422:
+      return ErrorCode::kInvalidArgument;
+    case 401:
+    case 403:
+      return ErrorCode::kPermissionDenied;
+    case 404:
+      return ErrorCode::kNotFound;
+    case 409:
+      return ErrorCode::kAlreadyExists;
+    case 408:
+    case 504:
+      return ErrorCode::kTimeout;
+    default:
+      return ErrorCode::kUnavailable;
+  }
+}
+
+}  // namespace
+
+std::string UrlEscape(std::string_view text) {
+  static const char* kHex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : text) {
+    if (std::isalnum(c) != 0 || c == '-' || c == '_' || c == '.' || c == '~') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out.push_back('%');
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 15]);
+    }
+  }
+  return out;
+}
+
+Error StatusError(long http_status, const std::string& body, const std::string& what) {
+  std::string message = "kube-apiserver " + what + ": " + std::to_string(http_status);
+  json status = json::parse(body, nullptr, false);
+  if (status.is_object() && status.value("kind", "") == "Status") {
+    std::string reason = status.value("reason", "");
+    if (!reason.empty()) message += " " + reason;
+    message += ": " + status.value("message", "");
+    if (status.contains("details") && status["details"].contains("causes")) {
+      std::string fields;
+      for (const auto& c : status["details"]["causes"]) {
+        if (!c.is_object() || !c.contains("field")) continue;
+        if (!fields.empty()) fields += ", ";
+        fields += c.value("field", "");
+      }
+      if (!fields.empty()) message += " (fields: " + fields + ")";
+    }
+  } else if (!body.empty()) {
+    message += ": " + body.substr(0, 512);
+  }
+  return Error{CodeForStatus(http_status), message};
+}
+
+std::string JobsPath(const std::string& ns) {
+  return "/apis/batch.volcano.sh/v1alpha1/namespaces/" + UrlEscape(ns) + "/jobs";
+}
+std::string JobPath(const std::string& ns, const std::string& name) { return JobsPath(ns) + "/" + UrlEscape(name); }
+std::string CommandsPath(const std::string& ns) {
+  return "/apis/bus.volcano.sh/v1alpha1/namespaces/" + UrlEscape(ns) + "/commands";
+}
+std::string PodsPath(const std::string& ns) { return "/api/v1/namespaces/" + UrlEscape(ns) + "/pods"; }
+std::string PodLogPath(const std::string& ns, const std::string& pod) {
+  return PodsPath(ns) + "/" + UrlEscape(pod) + "/log";
+}
+
+HttpRequest KubeApi::Base(const std::string& method, const std::string& path_and_query) const {
+  HttpRequest r;
+  r.method = method;
+  r.url = config_.server + path_and_query;
+  r.tls = config_.tls;
+  r.headers.push_back("Accept: application/json");
+  r.headers.push_back("User-Agent: torchxd/" TORCHXD_VERSION);
+  if (!config_.token.empty()) r.headers.push_back("Authorization: Bearer " + config_.token);
+  return r;
+}
+
+HttpClient::RequestId KubeApi::Call(const std::string& method, const std::string& path_and_query,
+                                    const json* body, JsonDone done) {
+  HttpRequest r = Base(method, path_and_query);
+  r.timeout_ms = kCallTimeoutMs;
+  if (body != nullptr) {
+    r.body = body->dump();
+    r.headers.push_back("Content-Type: application/json");
+  }
+  std::string what = method + " " + path_and_query;
+  return http_->Start(std::move(r), nullptr, [what, done = std::move(done)](Result<HttpResponse> resp) {
+    if (!resp) return done(Fail(resp.error().WithContext("kube-apiserver")));
+    if (resp->status < 200 || resp->status >= 300) return done(Fail(StatusError(resp->status, resp->body, what)));
+    json parsed = json::parse(resp->body, nullptr, false);
+    if (parsed.is_discarded()) {
+      return done(Fail(Error::Unavailable("kube-apiserver " + what + ": answer is not JSON")));
+    }
+    done(std::move(parsed));
+  });
+}
+
+HttpClient::RequestId KubeApi::Stream(const std::string& path_and_query, std::function<void(std::string_view)> on_line,
+                                      StreamDone done) {
+  HttpRequest r = Base("GET", path_and_query);
+  r.stream = true;
+  auto lines = std::make_shared<LineBuffer>();
+  std::string what = "GET " + path_and_query;
+  auto on_data = [lines, on_line](std::string_view chunk) { lines->Feed(chunk, on_line); };
+  return http_->Start(std::move(r), on_data, [lines, on_line, what, done = std::move(done)](Result<HttpResponse> resp) {
+    if (!resp) return done(0, Fail(resp.error().WithContext("kube-apiserver")));
+    if (resp->status < 200 || resp->status >= 300) {
+      return done(resp->status, Fail(StatusError(resp->status, resp->body, what)));
+    }
+    std::string rest = lines->TakeRest();
+    if (!rest.empty()) on_line(rest);
+    done(resp->status, {});
+  });
+}
+
+}  // namespace torchxd::k8sbridge

@@ -1,0 +1,79 @@
+#include "k8sbridge/pod_log_follower.h"
+
+#include <cstdio>
+#include <ctime>
+
+#include "core/app_status.h"
+
+namespace torchxd::k8sbridge {
+
+std::optional<int64_t> ParseRfc3339Nanos(std::string_view text) {
+  if (text.size() < 20 || text[4] != '-' || text[10] != 'T') return std::nullopt;
+  std::string head(text.substr(0, 19));
+  std::tm tm{};
+  int consumed = 0;
+  if (std::sscanf(head.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
+                  &tm.tm_min, &tm.tm_sec, &consumed) != 6 || consumed != 19) {
+    return std::nullopt;
+  }
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  int64_t nanos = 0;
+  size_t pos = 19;
+  if (pos < text.size() && text[pos] == '.') {
+    int digits = 0;
+    for (++pos; pos < text.size() && text[pos] >= '0' && text[pos] <= '9'; ++pos) {
+      if (digits < 9) {
+        nanos = nanos * 10 + (text[pos] - '0');
+        ++digits;
+      }
+    }
+    for (; digits < 9; ++digits) nanos *= 10;
+  }
+  if (pos >= text.size() || text[pos] != 'Z') return std::nullopt;  // kubelet stamps are UTC
+  return static_cast<int64_t>(timegm(&tm)) * 1000000000 + nanos;
+}
+
+std::pair<std::optional<int64_t>, std::string_view> SplitTimestamp(std::string_view line) {
+  size_t space = line.find(' ');
+  if (space == std::string_view::npos) return {ParseRfc3339Nanos(line), std::string_view()};
+  auto ns = ParseRfc3339Nanos(line.substr(0, space));
+  if (!ns) return {std::nullopt, line};
+  return {ns, line.substr(space + 1)};
+}
+
+PodLogFollower::PodLogFollower(KubeApi* api, std::string ns, std::string pod, std::string container,
+                               int64_t after_ns, LineFn on_line, EndFn on_end)
+    : api_(api), last_ns_(after_ns), on_line_(std::move(on_line)), on_end_(std::move(on_end)) {
+  std::string query = "?follow=true&timestamps=true";
+  if (!container.empty()) query += "&container=" + UrlEscape(container);
+  if (after_ns > 0) {
+    // sinceTime has second precision: ask from that second, skip what we have.
+    int64_t ms = after_ns / 1000000;
+    std::string since = core::FormatRfc3339Utc(ms - ms % 1000);
+    query += "&sinceTime=" + UrlEscape(since);
+  }
+  request_ = api_->Stream(PodLogPath(ns, pod) + query, [this](std::string_view line) { OnLine(line); },
+                          [this](long status, Result<void> result) {
+                            request_ = 0;
+                            auto end = std::move(on_end_);  // survives `this` being destroyed by it
+                            end(status, std::move(result));
+                          });
+}
+
+PodLogFollower::~PodLogFollower() {
+  if (request_ != 0) api_->Cancel(request_);
+}
+
+void PodLogFollower::OnLine(std::string_view line) {
+  auto [ns, text] = SplitTimestamp(line);
+  if (ns) {
+    if (*ns <= last_ns_) return;  // already stored
+    last_ns_ = *ns;
+  }
+  std::string with_newline(text);
+  with_newline += '\n';
+  on_line_(ns.value_or(last_ns_), with_newline);
+}
+
+}  // namespace torchxd::k8sbridge

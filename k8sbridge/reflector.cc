@@ -1,0 +1,132 @@
+#include "k8sbridge/reflector.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <random>
+
+namespace torchxd::k8sbridge {
+namespace {
+
+using nlohmann::json;
+
+double Jitter01() {
+  static thread_local std::mt19937 rng{std::random_device{}()};
+  return std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+}
+
+}  // namespace
+
+Reflector::Reflector(uv_loop_t* loop, KubeApi* api, std::string collection_path, std::string label_selector,
+                     ReflectorCallbacks callbacks, ReflectorOptions options)
+    : loop_(loop),
+      api_(api),
+      path_(std::move(collection_path)),
+      selector_(std::move(label_selector)),
+      callbacks_(std::move(callbacks)),
+      options_(options) {
+  timer_ = NewUvHandle<uv_timer_t>(this);
+  uv_timer_init(loop_, timer_.get());
+}
+
+Reflector::~Reflector() {
+  if (request_ != 0) api_->Cancel(request_);
+}
+
+void Reflector::Start() { List(); }
+
+std::string Reflector::Query(bool watch) const {
+  std::string q = "?labelSelector=" + UrlEscape(selector_);
+  if (watch) {
+    int timeout = options_.watch_timeout_seconds;
+    timeout += static_cast<int>(Jitter01() * timeout);
+    q += "&watch=1&allowWatchBookmarks=true&timeoutSeconds=" + std::to_string(timeout) +
+         "&resourceVersion=" + UrlEscape(resource_version_);
+  }
+  return q;
+}
+
+void Reflector::List() {
+  request_ = api_->Call("GET", path_ + Query(false), nullptr, [this](Result<json> list) {
+    request_ = 0;
+    if (!list) return Retry(&Reflector::List, list.error());
+    const json& meta = (*list)["metadata"];
+    resource_version_ = meta.is_object() ? meta.value("resourceVersion", "") : "";
+    std::vector<json> items;
+    if (list->contains("items") && (*list)["items"].is_array()) {
+      for (auto& item : (*list)["items"]) items.push_back(std::move(item));
+    }
+    ++lists_;
+    backoff_ = 0;
+    if (callbacks_.on_list) callbacks_.on_list(items);
+    Watch();
+  });
+}
+
+void Reflector::Watch() {
+  expired_ = false;
+  request_ = api_->Stream(path_ + Query(true), [this](std::string_view line) { OnWatchLine(line); },
+                          [this](long status, Result<void> result) { OnWatchEnd(status, std::move(result)); });
+}
+
+void Reflector::OnWatchLine(std::string_view line) {
+  if (expired_ || line.empty()) return;
+  json event = json::parse(line, nullptr, false);
+  if (!event.is_object() || !event.contains("type") || !event.contains("object")) {
+    spdlog::warn("watch event is not an event path={} line={}", path_, std::string(line.substr(0, 200)));
+    return;
+  }
+  std::string type = event.value("type", "");
+  const json& object = event["object"];
+  if (type == "ERROR") {
+    // client-go: a Status inside the stream; 410 Gone means our resourceVersion is too old.
+    if (object.is_object() && object.value("code", 0) == 410) {
+      expired_ = true;
+      spdlog::info("watch expired, relisting path={} resource_version={}", path_, resource_version_);
+      // Ending the stream here: Cancel is deferred until curl returns.
+      api_->Cancel(request_);
+      request_ = 0;
+      timer_->data = this;
+      uv_timer_start(timer_.get(), [](uv_timer_t* t) {
+        if (auto* self = static_cast<Reflector*>(t->data)) self->List();
+      }, 0, 0);
+      return;
+    }
+    spdlog::warn("watch error event path={} message={}", path_, object.value("message", ""));
+    return;
+  }
+  if (object.is_object() && object.contains("metadata")) {
+    std::string rv = object["metadata"].value("resourceVersion", "");
+    if (!rv.empty()) resource_version_ = rv;
+  }
+  backoff_ = 0;
+  if (type == "BOOKMARK") return;
+  if (callbacks_.on_event) callbacks_.on_event(type, object);
+}
+
+void Reflector::OnWatchEnd(long status, Result<void> result) {
+  request_ = 0;
+  if (expired_) return;  // already relisting
+  if (status == 410) {
+    spdlog::info("watch expired (HTTP 410), relisting path={}", path_);
+    return List();
+  }
+  if (!result) return Retry(&Reflector::Watch, result.error());
+  Watch();  // the server's timeoutSeconds ran out: resume from where we are
+}
+
+void Reflector::Retry(void (Reflector::*step)(), const Error& error) {
+  backoff_ = backoff_ == 0 ? options_.backoff_initial_seconds
+                           : std::min(backoff_ * 2, options_.backoff_max_seconds);
+  double delay = backoff_ * (1.0 + 0.1 * Jitter01());
+  spdlog::warn("kubernetes {} failed, retrying in {:.1f}s path={} error={}",
+               step == &Reflector::List ? "list" : "watch", delay, path_, error.message);
+  if (callbacks_.on_error) callbacks_.on_error(error);
+  next_ = step;
+  uv_timer_start(timer_.get(), [](uv_timer_t* t) {
+    auto* self = static_cast<Reflector*>(t->data);
+    if (self != nullptr) (self->*(self->next_))();
+  }, static_cast<uint64_t>(delay * 1000), 0);
+}
+
+}  // namespace torchxd::k8sbridge

@@ -1,0 +1,77 @@
+// Reflector: keeps a consumer in sync with one collection of Kubernetes
+// objects (e.g. the torchx-labelled Volcano Jobs of a namespace), the way
+// client-go's reflector does: list, then watch from the list's
+// resourceVersion; each event moves the resourceVersion on (bookmarks too).
+// A watch that ends normally is resumed from there. A watch the server
+// expired, as an ERROR event with a 410 Status inside the stream or as a
+// plain HTTP 410, makes it list again; the consumer then gets the whole
+// collection, so it sees what was deleted meanwhile. Failures retry with
+// capped exponential backoff (0.8 s doubling to 30 s, shared/STYLE.md §8).
+//
+// Thread contract: loop thread only. Callbacks run on the loop and may not
+// destroy the Reflector.
+#ifndef TORCHXD_K8SBRIDGE_REFLECTOR_H_
+#define TORCHXD_K8SBRIDGE_REFLECTOR_H_
+
+#include <uv.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/uv_handle.h"
+#include "k8sbridge/kube_api.h"
+
+namespace torchxd::k8sbridge {
+
+struct ReflectorCallbacks {
+  std::function<void(const std::vector<nlohmann::json>& items)> on_list;
+  // type: ADDED, MODIFIED or DELETED
+  std::function<void(const std::string& type, const nlohmann::json& object)> on_event;
+  std::function<void(const Error& error)> on_error;  // degraded; it keeps retrying
+};
+
+struct ReflectorOptions {
+  double backoff_initial_seconds = 0.8;
+  double backoff_max_seconds = 30.0;
+  int watch_timeout_seconds = 300;  // asked of the server, with up to 2x jitter
+};
+
+class Reflector {
+ public:
+  Reflector(uv_loop_t* loop, KubeApi* api, std::string collection_path, std::string label_selector,
+            ReflectorCallbacks callbacks, ReflectorOptions options = {});
+  ~Reflector();
+  void Start();
+
+  const std::string& resource_version() const { return resource_version_; }
+  int lists() const { return lists_; }  // how often it listed (tests, bench)
+  bool synced() const { return lists_ > 0; }
+
+ private:
+  void List();
+  void Watch();
+  void OnWatchLine(std::string_view line);
+  void OnWatchEnd(long status, Result<void> result);
+  void Retry(void (Reflector::*step)(), const Error& error);
+  std::string Query(bool watch) const;
+
+  uv_loop_t* loop_;
+  KubeApi* api_;
+  std::string path_, selector_;
+  ReflectorCallbacks callbacks_;
+  ReflectorOptions options_;
+  UvHandle<uv_timer_t> timer_;
+  HttpClient::RequestId request_ = 0;
+  std::string resource_version_;
+  double backoff_ = 0;
+  bool expired_ = false;  // the stream said 410: list again when it ends
+  int lists_ = 0;
+  void (Reflector::*next_)() = nullptr;
+};
+
+}  // namespace torchxd::k8sbridge
+
+#endif  // TORCHXD_K8SBRIDGE_REFLECTOR_H_

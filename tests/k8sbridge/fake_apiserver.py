@@ -1,0 +1,465 @@
+#!/usr/bin/python3
+"""A fake kube-apiserver with Volcano, for torchxd's Kubernetes bridge tests.
+
+usage: fake_apiserver.py [--schemas DIR] [--token TOKEN] --port-file FILE
+
+Serves on 127.0.0.1 (a free port, written to --port-file) what the bridge uses:
+  Volcano Jobs     POST (with ?dryRun=All), GET, DELETE, list and watch
+  Commands         POST (bus.volcano.sh; AbortJob aborts the Job)
+  Pods             list and watch; GET .../pods/NAME/log (follow, timestamps, sinceTime)
+With --schemas (../shared/k8s-schemas) created objects are checked against
+the real CRDs as the v1.24 apiserver of the golden files does: a violation is
+a 422 Invalid Status naming the fields, unknown fields are pruned (and
+recorded, so tests can insist there are none).
+
+Tests drive the "controller" and "kubelet" through /fake/...:
+  POST /fake/jobs/NS/NAME/phase   {"phase": "Running"}  (Running creates the pods)
+  POST /fake/pods/NS/NAME/log     {"lines": ["..."]}
+  POST /fake/pods/NS/NAME/phase   {"phase": "Failed", "exitCode": 3}
+  POST /fake/pods/NS/NAME/restart (a new pod, new uid, job retryCount + 1)
+  POST /fake/watches/expire       {"how": "event" | "http"}
+  POST /fake/watches/drop         (close every watch stream)
+  POST /fake/logs/drop            (close every log stream)
+  GET  /fake/state                (jobs, pods, commands, requests, pruned fields)
+"""
+import argparse
+import copy
+import datetime
+import http.server
+import json
+import os
+import re
+import threading
+import time
+import urllib.parse
+import uuid
+
+LOCK = threading.Condition()
+STATE = {
+    "rv": 1,
+    "min_watch_rv": 0,  # watches from an older version get HTTP 410
+    "jobs": {},  # (ns, name) -> object
+    "pods": {},  # (ns, name) -> object
+    "commands": [],
+    "events": [],  # (rv, kind, ns, type, object)
+    "logs": {},  # (ns, pod, uid) -> [(ns_time, text)]
+    "requests": [],
+    "pruned": [],
+    "expire_event": 0,  # generation: watches older than this send a 410 ERROR event
+    "drop_watch": 0,
+    "drop_logs": 0,
+}
+VALIDATORS = {}
+TOKEN = None
+
+
+def now_rfc3339(nanos=False):
+    t = datetime.datetime.now(datetime.timezone.utc)
+    if nanos:
+        return t.strftime("%Y-%m-%dT%H:%M:%S.") + "%09dZ" % (t.microsecond * 1000 + (time.time_ns() % 1000))
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def status(code, reason, message, details=None):
+    body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": message, "reason": reason, "code": code}
+    if details:
+        body["details"] = details
+    return body
+
+
+def load_validators(schema_dir):
+    import jsonschema  # noqa: only with --schemas
+    import yaml
+    from validate_crd import strict
+    for kind, file in (("jobs", "batch.volcano.sh_jobs.yaml"), ("commands", "bus.volcano.sh_commands.yaml")):
+        with open(os.path.join(schema_dir, "volcano", file)) as f:
+            crd = yaml.safe_load(f)
+        schema = strict(crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
+        schema.setdefault("properties", {})["metadata"] = {"type": "object"}
+        VALIDATORS[kind] = jsonschema.Draft7Validator(schema)
+
+
+def prune(obj, path):
+    parent = obj
+    for p in list(path)[:-1]:
+        parent = parent[p]
+    parent.pop(path[-1], None)
+
+
+def validate(kind, group_kind, obj):
+    """None when valid (after pruning unknown fields), else a 422 Status."""
+    v = VALIDATORS.get(kind)
+    if v is None:
+        return None
+    causes = []
+    for e in sorted(v.iter_errors(obj), key=lambda e: list(e.path)):
+        field = ".".join(str(p) for p in e.path if not isinstance(p, int))
+        if e.validator == "additionalProperties":
+            extra = [k for k in e.instance if k not in e.schema.get("properties", {})]
+            for k in extra:
+                STATE["pruned"].append((field + "." if field else "") + k)
+                prune(obj, list(e.path) + [k])
+            continue
+        causes.append({"reason": "FieldValueInvalid", "message": "Invalid value: " + e.message[:200],
+                       "field": field})
+    if not causes:
+        return None
+    name = obj.get("metadata", {}).get("name", "")
+    msg = '%s "%s" is invalid: %s' % (group_kind, name,
+                                      ", ".join(c["field"] + ": " + c["message"] for c in causes))
+    return status(422, "Invalid", msg, {"name": name, "group": group_kind.split(".", 1)[1],
+                                        "kind": group_kind.split(".")[0], "causes": causes})
+
+
+def emit(kind, ns, etype, obj):
+    """Records a change; the caller holds LOCK."""
+    STATE["rv"] += 1
+    obj["metadata"]["resourceVersion"] = str(STATE["rv"])
+    STATE["events"].append((STATE["rv"], kind, ns, etype, copy.deepcopy(obj)))
+    LOCK.notify_all()
+
+
+def matches(obj, selector):
+    labels = obj.get("metadata", {}).get("labels", {}) or {}
+    for term in filter(None, selector.split(",")):
+        k, _, want = term.partition("=")
+        if labels.get(k) != want:
+            return False
+    return True
+
+
+def make_pods(ns, job):
+    name = job["metadata"]["name"]
+    for task in job["spec"].get("tasks", []):
+        for i in range(task.get("replicas", 1)):
+            new_pod(ns, job, task, i)
+
+
+def new_pod(ns, job, task, index):
+    name = job["metadata"]["name"]
+    template = task.get("template", {})
+    labels = dict(template.get("metadata", {}).get("labels", {}) or {})
+    labels.update({"volcano.sh/job-name": name, "volcano.sh/job-namespace": ns,
+                   "volcano.sh/task-spec": task["name"]})
+    pod_name = "%s-%s-%d" % (name, task["name"], index)
+    containers = template.get("spec", {}).get("containers", [])
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": pod_name, "namespace": ns, "uid": str(uuid.uuid4()), "labels": labels},
+           "spec": {"containers": [{"name": c.get("name", "main"), "image": c.get("image", "")} for c in containers]},
+           "status": {"phase": "Running", "podIP": "10.244.0.%d" % (len(STATE["pods"]) % 250 + 2),
+                      "startTime": now_rfc3339(),
+                      "containerStatuses": [{"name": containers[0]["name"] if containers else "main",
+                                             "state": {"running": {"startedAt": now_rfc3339()}}}]}}
+    STATE["pods"][(ns, pod_name)] = pod
+    emit("pods", ns, "ADDED", pod)
+    return pod
+
+
+def set_pod_phase(key, phase, exit_code):
+    pod = STATE["pods"][key]
+    pod["status"]["phase"] = phase
+    if phase in ("Succeeded", "Failed"):
+        pod["status"]["containerStatuses"][0]["state"] = {
+            "terminated": {"exitCode": exit_code, "reason": "Completed" if exit_code == 0 else "Error",
+                           "finishedAt": now_rfc3339()}}
+    emit("pods", key[0], "MODIFIED", pod)
+
+
+def set_job_phase(ns, name, phase):
+    job = STATE["jobs"][(ns, name)]
+    job.setdefault("status", {}).setdefault("state", {})["phase"] = phase
+    emit("jobs", ns, "MODIFIED", job)
+    if phase == "Running" and not any(k[0] == ns and p["metadata"]["labels"].get("volcano.sh/job-name") == name
+                                      for k, p in STATE["pods"].items()):
+        make_pods(ns, job)
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, fmt, *args):
+        pass
+
+    def send_json(self, code, body):
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def read_body(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(n) if n else b""
+        return json.loads(raw) if raw else {}
+
+    def route(self, method):
+        url = urllib.parse.urlparse(self.path)
+        query = {k: v[-1] for k, v in urllib.parse.parse_qs(url.query).items()}
+        parts = [urllib.parse.unquote(p) for p in url.path.strip("/").split("/")]
+        if parts[0] != "fake":
+            with LOCK:
+                STATE["requests"].append({"method": method, "path": url.path, "query": query})
+            if TOKEN and self.headers.get("Authorization") != "Bearer " + TOKEN:
+                return self.send_json(401, status(401, "Unauthorized", "Unauthorized"))
+        try:
+            return self.dispatch(method, parts, query)
+        except (BrokenPipeError, ConnectionResetError):
+            return None
+
+    def dispatch(self, method, parts, query):
+        if parts[0] == "fake":
+            return self.control(method, parts[1:])
+        # /apis/batch.volcano.sh/v1alpha1/namespaces/NS/jobs[/NAME]
+        if parts[:3] == ["apis", "batch.volcano.sh", "v1alpha1"] and len(parts) >= 6 and parts[5] == "jobs":
+            return self.jobs(method, parts[4], parts[6] if len(parts) > 6 else None, query)
+        if parts[:3] == ["apis", "bus.volcano.sh", "v1alpha1"] and len(parts) == 6 and parts[5] == "commands":
+            return self.commands(method, parts[4])
+        if parts[:2] == ["api", "v1"] and len(parts) >= 5 and parts[4] == "pods":
+            if len(parts) == 7 and parts[6] == "log":
+                return self.pod_log(parts[3], parts[5], query)
+            if len(parts) == 5 and method == "GET":
+                return self.collection("pods", parts[3], query)
+        return self.send_json(404, status(404, "NotFound", "the server could not find the requested resource"))
+
+    def jobs(self, method, ns, name, query):
+        if name is None and method == "GET":
+            return self.collection("jobs", ns, query)
+        if name is None and method == "POST":
+            job = self.read_body()
+            bad = validate("jobs", "Job.batch.volcano.sh", job)
+            if bad:
+                return self.send_json(422, bad)
+            name = job.get("metadata", {}).get("name", "")
+            with LOCK:
+                if (ns, name) in STATE["jobs"]:
+                    return self.send_json(409, status(409, "AlreadyExists",
+                                                      'jobs.batch.volcano.sh "%s" already exists' % name,
+                                                      {"name": name, "group": "batch.volcano.sh", "kind": "jobs"}))
+                meta = job.setdefault("metadata", {})
+                meta.update({"namespace": ns, "uid": str(uuid.uuid4()), "generation": 1,
+                             "creationTimestamp": now_rfc3339()})
+                if query.get("dryRun") == "All":
+                    meta["resourceVersion"] = str(STATE["rv"])
+                    return self.send_json(201, job)
+                STATE["jobs"][(ns, name)] = job
+                emit("jobs", ns, "ADDED", job)
+                return self.send_json(201, job)
+        with LOCK:
+            job = STATE["jobs"].get((ns, name))
+            if job is None:
+                return self.send_json(404, status(404, "NotFound", 'jobs.batch.volcano.sh "%s" not found' % name))
+            if method == "GET":
+                return self.send_json(200, job)
+            if method == "DELETE":
+                del STATE["jobs"][(ns, name)]
+                emit("jobs", ns, "DELETED", job)
+                for key in [k for k, p in STATE["pods"].items()
+                            if k[0] == ns and p["metadata"]["labels"].get("volcano.sh/job-name") == name]:
+                    emit("pods", ns, "DELETED", STATE["pods"].pop(key))
+                return self.send_json(200, {"kind": "Status", "apiVersion": "v1", "status": "Success"})
+        return self.send_json(405, status(405, "MethodNotAllowed", method))
+
+    def commands(self, method, ns):
+        cmd = self.read_body()
+        bad = validate("commands", "Command.bus.volcano.sh", cmd)
+        if bad:
+            return self.send_json(422, bad)
+        meta = cmd.setdefault("metadata", {})
+        if not meta.get("name"):
+            meta["name"] = meta.get("generateName", "cmd-") + uuid.uuid4().hex[:5]
+        meta.update({"namespace": ns, "uid": str(uuid.uuid4())})
+        with LOCK:
+            STATE["commands"].append(cmd)
+            target = cmd.get("target", {})
+            job = STATE["jobs"].get((ns, target.get("name")))
+            if job is not None and cmd.get("action") == "AbortJob":
+                if job["metadata"]["uid"] != target.get("uid"):
+                    return self.send_json(422, status(422, "Invalid", "target uid does not match the Job"))
+                set_job_phase(ns, target["name"], "Aborting")
+                # Volcano's soft retain: running pods are deleted, finished ones kept.
+                for key in [k for k, p in STATE["pods"].items()
+                            if k[0] == ns and p["metadata"]["labels"].get("volcano.sh/job-name") == target["name"]
+                            and p["status"]["phase"] in ("Pending", "Running")]:
+                    emit("pods", ns, "DELETED", STATE["pods"].pop(key))
+                set_job_phase(ns, target["name"], "Aborted")
+        return self.send_json(201, cmd)
+
+    def collection(self, kind, ns, query):
+        selector = query.get("labelSelector", "")
+        if query.get("watch") not in ("1", "true"):
+            with LOCK:
+                items = [o for (n, _), o in STATE[kind].items() if n == ns and matches(o, selector)]
+                rv = str(STATE["rv"])
+            return self.send_json(200, {"kind": "List", "apiVersion": "v1",
+                                        "metadata": {"resourceVersion": rv}, "items": items})
+        since = int(query.get("resourceVersion") or 0)
+        with LOCK:
+            if since < STATE["min_watch_rv"]:
+                return self.send_json(410, status(410, "Expired", "too old resource version: %d (%d)"
+                                                  % (since, STATE["min_watch_rv"])))
+            expire_gen, drop_gen = STATE["expire_event"], STATE["drop_watch"]
+        deadline = time.time() + float(query.get("timeoutSeconds") or 300)
+        self.start_stream()
+        sent = since
+        while True:
+            with LOCK:
+                batch = [(rv, t, o) for rv, k, n, t, o in STATE["events"]
+                         if rv > sent and k == kind and n == ns and matches(o, selector)]
+                if batch:
+                    sent = batch[-1][0]
+                elif STATE["expire_event"] != expire_gen:
+                    self.chunk({"type": "ERROR", "object": status(410, "Expired", "too old resource version")})
+                    return self.end_stream()
+                elif STATE["drop_watch"] != drop_gen:
+                    self.close_connection = True
+                    return None  # an abrupt drop: no final chunk
+                elif time.time() >= deadline:
+                    return self.end_stream()
+                else:
+                    LOCK.wait(0.2)
+                    continue
+            for rv, t, o in batch:
+                self.chunk({"type": t, "object": o})
+
+    def pod_log(self, ns, name, query):
+        with LOCK:
+            pod = STATE["pods"].get((ns, name))
+            if pod is None:
+                return self.send_json(404, status(404, "NotFound", 'pods "%s" not found' % name))
+            uid = pod["metadata"]["uid"]
+            drop_gen = STATE["drop_logs"]
+        since_ns = 0
+        if query.get("sinceTime"):
+            t = datetime.datetime.strptime(query["sinceTime"][:19], "%Y-%m-%dT%H:%M:%S")
+            since_ns = int(t.replace(tzinfo=datetime.timezone.utc).timestamp()) * 10**9
+        stamps = query.get("timestamps") == "true"
+        follow = query.get("follow") == "true"
+        self.start_stream()
+        sent = 0
+        while True:
+            with LOCK:
+                lines = STATE["logs"].get((ns, name, uid), [])[sent:]
+                sent += len(lines)
+                current = STATE["pods"].get((ns, name))
+                finished = (current is None or current["metadata"]["uid"] != uid
+                            or current["status"]["phase"] in ("Succeeded", "Failed"))
+                dropped = STATE["drop_logs"] != drop_gen
+                if not lines and follow and not finished and not dropped:
+                    LOCK.wait(0.2)
+                    continue
+            out = "".join(("%s %s\n" % (stamp, text)) if stamps else text + "\n"
+                          for t_ns, stamp, text in lines if t_ns >= since_ns)
+            if out:
+                self.raw_chunk(out.encode())
+            if dropped:
+                self.close_connection = True
+                return None
+            if not follow or (finished and not lines):
+                return self.end_stream()
+
+    def start_stream(self):
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+    def chunk(self, event):
+        self.raw_chunk((json.dumps(event) + "\n").encode())
+
+    def raw_chunk(self, data):
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+
+    def end_stream(self):
+        self.wfile.write(b"0\r\n\r\n")
+
+    def control(self, method, parts):
+        body = self.read_body() if method == "POST" else {}
+        with LOCK:
+            if parts == ["state"]:
+                return self.send_json(200, {
+                    "jobs": [o for o in STATE["jobs"].values()], "pods": [o for o in STATE["pods"].values()],
+                    "commands": STATE["commands"], "requests": STATE["requests"], "pruned": STATE["pruned"]})
+            if parts[0] == "jobs" and parts[3] == "phase":
+                if (parts[1], parts[2]) not in STATE["jobs"]:
+                    return self.send_json(404, {"error": "no such job"})
+                set_job_phase(parts[1], parts[2], body["phase"])
+                return self.send_json(200, {})
+            if parts[0] == "pods":
+                key = (parts[1], parts[2])
+                pod = STATE["pods"].get(key)
+                if pod is None:
+                    return self.send_json(404, {"error": "no such pod"})
+                if parts[3] == "log":
+                    store = STATE["logs"].setdefault((key[0], key[1], pod["metadata"]["uid"]), [])
+                    for text in body["lines"]:
+                        t_ns = time.time_ns()
+                        if store and t_ns <= store[-1][0]:
+                            t_ns = store[-1][0] + 1
+                        stamp = datetime.datetime.fromtimestamp(t_ns // 10**9, datetime.timezone.utc)
+                        store.append((t_ns, stamp.strftime("%Y-%m-%dT%H:%M:%S.") + "%09dZ" % (t_ns % 10**9), text))
+                    LOCK.notify_all()
+                    return self.send_json(200, {})
+                if parts[3] == "phase":
+                    set_pod_phase(key, body["phase"], body.get("exitCode", 0))
+                    return self.send_json(200, {})
+                if parts[3] == "restart":
+                    job_name = pod["metadata"]["labels"]["volcano.sh/job-name"]
+                    job = STATE["jobs"][(key[0], job_name)]
+                    task = next(t for t in job["spec"]["tasks"] if t["name"] == pod["metadata"]["labels"]["volcano.sh/task-spec"])
+                    emit("pods", key[0], "DELETED", STATE["pods"].pop(key))
+                    job.setdefault("status", {})["retryCount"] = job.get("status", {}).get("retryCount", 0) + 1
+                    set_job_phase(key[0], job_name, "Restarting")
+                    new_pod(key[0], job, task, 0)
+                    set_job_phase(key[0], job_name, "Running")
+                    return self.send_json(200, {})
+            if parts == ["watches", "expire"]:
+                if body.get("how") == "http":
+                    STATE["min_watch_rv"] = STATE["rv"] + 1
+                    STATE["drop_watch"] += 1
+                else:
+                    STATE["expire_event"] += 1
+                LOCK.notify_all()
+                return self.send_json(200, {})
+            if parts == ["watches", "drop"]:
+                STATE["drop_watch"] += 1
+                LOCK.notify_all()
+                return self.send_json(200, {})
+            if parts == ["logs", "drop"]:
+                STATE["drop_logs"] += 1
+                LOCK.notify_all()
+                return self.send_json(200, {})
+        return self.send_json(404, {"error": "unknown control " + "/".join(parts)})
+
+    def do_GET(self):
+        self.route("GET")
+
+    def do_POST(self):
+        self.route("POST")
+
+    def do_DELETE(self):
+        self.route("DELETE")
+
+
+def main():
+    global TOKEN
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--schemas")
+    parser.add_argument("--token")
+    parser.add_argument("--port-file", required=True)
+    args = parser.parse_args()
+    TOKEN = args.token
+    if args.schemas:
+        load_validators(args.schemas)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    tmp = args.port_file + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(str(server.server_address[1]))
+    os.rename(tmp, args.port_file)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
