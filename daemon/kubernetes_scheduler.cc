@@ -358,8 +358,9 @@ void KubernetesScheduler::FollowLogs(KubeApp& app, const std::string& key) {
     KubeApp& a = *it->second;
     PodTrack& track = a.pods[key];
     track.after_ns = time_ns;
-    auto logs = a.rec->logs.find(key);
-    if (logs != a.rec->logs.end()) logs->second.WriteCombined(line, time_ns / 1000000);
+    auto slash = key.rfind('/');
+    supervisor::ReplicaInfo* r = a.Replica(key.substr(0, slash), std::stoi(key.substr(slash + 1)));
+    if (ReplicaLogWriter* w = r != nullptr ? Writer(a, key, *r) : nullptr) w->WriteCombined(line, time_ns / 1000000);
     hub_->Notify(AppKey(*a.rec));
     int64_t now = NowMs();
     if (now - a.persisted_ms >= 1000) Persist(a);  // bounds what a crash can repeat
@@ -462,13 +463,24 @@ void KubernetesScheduler::Cancel(AppRecord& rec, std::optional<double>,
     json command = k8s::AbortJobCommand(it->second->name, uid);
     api_->Call("POST", k8s::CommandsPath(it->second->ns), &command, [this, app_id, done](Result<json> sent) {
       if (!sent) return done(Fail(sent.error().WithContext("cancel (AbortJob command)")));
-      auto found = apps_.find(app_id);
-      if (found != apps_.end()) {
-        found->second->cancel_requested = true;
-        Persist(*found->second);
-      }
       spdlog::info("kubernetes abort requested app={}", app_id);
-      done(CancelOutcome{false});
+      auto found = apps_.find(app_id);
+      if (found == apps_.end() || core::IsTerminal(found->second->rec->state)) return done(CancelOutcome{false});
+      found->second->cancel_requested = true;
+      Persist(*found->second);
+      // Answer once Volcano reports the abort (Aborted), or after a bound with the state then.
+      uint64_t id = next_cancel_wait_++;
+      auto wait = std::make_unique<CancelWait>();
+      wait->owner = this;
+      wait->id = id;
+      wait->done = done;
+      wait->timer = NewUvHandle<uv_timer_t>(wait.get());
+      uv_timer_init(loop_, wait->timer.get());
+      uv_timer_start(wait->timer.get(), [](uv_timer_t* h) {
+        if (auto* w = static_cast<CancelWait*>(h->data)) w->owner->EndCancelWait(w->id);
+      }, static_cast<uint64_t>(options_.cancel_wait_seconds * 1000), 0);
+      cancel_waits_[id] = std::move(wait);
+      found->second->waiters.push_back([this, id](const AppRecord&) { EndCancelWait(id); });
     });
   };
   if (!app.uid.empty()) return send(app.uid);
@@ -477,6 +489,14 @@ void KubernetesScheduler::Cancel(AppRecord& rec, std::optional<double>,
     if (!job) return done(Fail(job.error()));
     send(k8s::ReadJob(*job).uid);
   });
+}
+
+void KubernetesScheduler::EndCancelWait(uint64_t id) {
+  auto it = cancel_waits_.find(id);
+  if (it == cancel_waits_.end()) return;
+  auto done = std::move(it->second->done);
+  cancel_waits_.erase(it);
+  done(CancelOutcome{false});
 }
 
 void KubernetesScheduler::Wait(AppRecord& rec, std::function<void(const AppRecord&)> done) {
@@ -516,6 +536,7 @@ void KubernetesScheduler::Shutdown(std::function<void()> done) {
     Persist(*app);
   }
   namespaces_.clear();
+  while (!cancel_waits_.empty()) EndCancelWait(cancel_waits_.begin()->first);
   log_retry_.reset();
   api_.reset();
   http_.reset();

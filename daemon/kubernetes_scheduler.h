@@ -43,6 +43,7 @@ struct KubernetesSchedulerOptions {
   uint64_t log_max_bytes = 128ull << 20;
   k8sbridge::ReflectorOptions reflector;
   double log_retry_seconds = 1.0;
+  double cancel_wait_seconds = 5.0;  // how long cancel waits to see the Job Aborted
 };
 
 class KubernetesScheduler : public Scheduler {
@@ -70,6 +71,13 @@ class KubernetesScheduler : public Scheduler {
   struct PodTrack;
   struct KubeApp;
   struct Namespace;
+  struct CancelWait {
+    KubernetesScheduler* owner = nullptr;
+    uint64_t id = 0;
+    std::function<void(Result<CancelOutcome>)> done;
+    UvHandle<uv_timer_t> timer;
+  };
+  void EndCancelWait(uint64_t id);
 
   [[nodiscard]] Result<k8sbridge::KubeApi*> Api();
   void Create(std::shared_ptr<SubmitRequest> request, nlohmann::json body, std::string ns, std::string name,
@@ -100,6 +108,8 @@ class KubernetesScheduler : public Scheduler {
   std::map<std::string, std::unique_ptr<KubeApp>> apps_;  // by app id "ns:name"
   std::map<std::string, std::unique_ptr<Namespace>> namespaces_;
   UvHandle<uv_timer_t> log_retry_;  // resumes dropped pod log streams
+  std::map<uint64_t, std::unique_ptr<CancelWait>> cancel_waits_;
+  uint64_t next_cancel_wait_ = 1;
   bool shut_down_ = false;
 };
 

@@ -82,14 +82,14 @@ void Reflector::OnWatchLine(std::string_view line) {
     // client-go: a Status inside the stream; 410 Gone means our resourceVersion is too old.
     if (object.is_object() && object.value("code", 0) == 410) {
       expired_ = true;
+      ++expired_in_row_;
       spdlog::info("watch expired, relisting path={} resource_version={}", path_, resource_version_);
       // Ending the stream here: Cancel is deferred until curl returns.
       api_->Cancel(request_);
       request_ = 0;
-      timer_->data = this;
       uv_timer_start(timer_.get(), [](uv_timer_t* t) {
         if (auto* self = static_cast<Reflector*>(t->data)) self->List();
-      }, 0, 0);
+      }, expired_in_row_ > 1 ? static_cast<uint64_t>(options_.backoff_initial_seconds * 1000) : 0, 0);
       return;
     }
     spdlog::warn("watch error event path={} message={}", path_, object.value("message", ""));
@@ -100,6 +100,7 @@ void Reflector::OnWatchLine(std::string_view line) {
     if (!rv.empty()) resource_version_ = rv;
   }
   backoff_ = 0;
+  expired_in_row_ = 0;
   if (type == "BOOKMARK") return;
   if (callbacks_.on_event) callbacks_.on_event(type, object);
 }
@@ -109,8 +110,11 @@ void Reflector::OnWatchEnd(long status, Result<void> result) {
   if (expired_) return;  // already relisting
   if (status == 410) {
     spdlog::info("watch expired (HTTP 410), relisting path={}", path_);
+    // A server that expires even a fresh list's version must not make us spin.
+    if (++expired_in_row_ > 1) return Retry(&Reflector::List, Error::Unavailable("watch expired again right after a list"));
     return List();
   }
+  expired_in_row_ = 0;
   if (!result) return Retry(&Reflector::Watch, result.error());
   Watch();  // the server's timeoutSeconds ran out: resume from where we are
 }

@@ -69,6 +69,7 @@ class Reflector {
   double backoff_ = 0;
   bool expired_ = false;  // the stream said 410: list again when it ends
   int lists_ = 0;
+  int expired_in_row_ = 0;  // 410s with no event between: back off
   void (Reflector::*next_)() = nullptr;
 };
 

@@ -17,6 +17,7 @@ Tests drive the "controller" and "kubelet" through /fake/...:
   POST /fake/pods/NS/NAME/log     {"lines": ["..."]}
   POST /fake/pods/NS/NAME/phase   {"phase": "Failed", "exitCode": 3}
   POST /fake/pods/NS/NAME/restart (a new pod, new uid, job retryCount + 1)
+  POST /fake/reject-next          {"code": 422, "reason", "field", "message"} (next Job create)
   POST /fake/watches/expire       {"how": "event" | "http"}
   POST /fake/watches/drop         (close every watch stream)
   POST /fake/logs/drop            (close every log stream)
@@ -48,6 +49,7 @@ STATE = {
     "expire_event": 0,  # generation: watches older than this send a 410 ERROR event
     "drop_watch": 0,
     "drop_logs": 0,
+    "reject_next": None,  # a Status the next Job create answers with (an admission rejection)
 }
 VALIDATORS = {}
 TOKEN = None
@@ -228,6 +230,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.collection("jobs", ns, query)
         if name is None and method == "POST":
             job = self.read_body()
+            with LOCK:
+                bad, STATE["reject_next"] = STATE["reject_next"], None
+            if bad:
+                return self.send_json(bad["code"], bad)
             bad = validate("jobs", "Job.batch.volcano.sh", job)
             if bad:
                 return self.send_json(422, bad)
@@ -296,7 +302,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                                         "metadata": {"resourceVersion": rv}, "items": items})
         since = int(query.get("resourceVersion") or 0)
         with LOCK:
-            if since < STATE["min_watch_rv"]:
+            if since < STATE["min_watch_rv"] or (since == 0 and STATE["min_watch_rv"] > 0):
                 return self.send_json(410, status(410, "Expired", "too old resource version: %d (%d)"
                                                   % (since, STATE["min_watch_rv"])))
             expire_gen, drop_gen = STATE["expire_event"], STATE["drop_watch"]
@@ -416,11 +422,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     return self.send_json(200, {})
             if parts == ["watches", "expire"]:
                 if body.get("how") == "http":
-                    STATE["min_watch_rv"] = STATE["rv"] + 1
+                    STATE["min_watch_rv"] = STATE["rv"]  # a fresh list's version still works
                     STATE["drop_watch"] += 1
                 else:
                     STATE["expire_event"] += 1
                 LOCK.notify_all()
+                return self.send_json(200, {})
+            if parts == ["reject-next"]:
+                STATE["reject_next"] = status(body["code"], body["reason"], body["message"],
+                                              {"causes": [{"reason": "FieldValueInvalid", "field": body["field"],
+                                                           "message": body["message"]}]})
                 return self.send_json(200, {})
             if parts == ["watches", "drop"]:
                 STATE["drop_watch"] += 1

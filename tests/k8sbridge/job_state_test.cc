@@ -1,0 +1,110 @@
+// Reading Volcano Jobs, Pods and kubelet log lines back into TorchX's terms.
+#include "k8sbridge/job_state.h"
+
+#include <gtest/gtest.h>
+
+#include "core/components.h"
+#include "k8sbridge/kube_api.h"
+#include "k8sbridge/pod_log_follower.h"
+
+namespace torchxd::k8sbridge {
+namespace {
+
+using core::AppState;
+using nlohmann::json;
+
+TEST(JobStateTest, JobPhasesMapAsTorchx) {
+  struct Case {
+    const char* phase;
+    AppState want;
+  };
+  for (const auto& c : std::vector<Case>{{"Pending", AppState::kPending},
+                                         {"Aborting", AppState::kRunning},
+                                         {"Aborted", AppState::kCancelled},
+                                         {"Running", AppState::kRunning},
+                                         {"Restarting", AppState::kRunning},
+                                         {"Completed", AppState::kSucceeded},
+                                         {"Completing", AppState::kRunning},
+                                         {"Terminating", AppState::kRunning},
+                                         {"Terminated", AppState::kFailed},
+                                         {"Failed", AppState::kFailed},
+                                         {"", AppState::kSubmitted},
+                                         {"Exploded", AppState::kUnknown}}) {
+    SCOPED_TRACE(c.phase);
+    EXPECT_EQ(JobPhaseToAppState(c.phase), c.want);
+  }
+  EXPECT_EQ(PodPhaseToReplicaState("Bound"), AppState::kPending);
+  EXPECT_EQ(PodPhaseToReplicaState("Releasing"), AppState::kRunning);
+}
+
+TEST(JobStateTest, ReadsAFailedPod) {
+  json pod = json::parse(R"({"metadata": {"name": "j-trainer-1-0", "namespace": "ns", "uid": "u1",
+      "labels": {"volcano.sh/job-name": "j", "volcano.sh/task-spec": "trainer-1"}},
+    "status": {"phase": "Failed", "podIP": "10.244.1.5", "startTime": "2026-01-02T03:04:05Z",
+      "containerStatuses": [{"state": {"terminated": {"exitCode": 3, "reason": "Error",
+        "finishedAt": "2026-01-02T03:04:09Z"}}}]}})");
+  PodView v = ReadPod(pod);
+  EXPECT_EQ(v.job_name, "j");
+  EXPECT_EQ(v.task, "trainer-1");
+  EXPECT_EQ(v.state, AppState::kFailed);
+  EXPECT_EQ(v.hostname, "10-244-1-5.ns.pod.cluster.local");
+  EXPECT_EQ(v.exit_code, 3);
+  EXPECT_EQ(*v.end_ms - *v.start_ms, 4000);
+  EXPECT_EQ(v.error_message, "Error");
+  EXPECT_TRUE(v.started);
+}
+
+TEST(JobStateTest, TaskNamesFollowTheTranslation) {
+  core::AppDef app;
+  app.name = "x";
+  core::Role a;
+  a.name = "Train_er";
+  a.num_replicas = 2;
+  app.roles = {a};
+  auto names = TaskNames(app);
+  ASSERT_EQ(names.count("trainer-1"), 1u);
+  EXPECT_EQ(names["trainer-1"], std::make_pair(std::string("Train_er"), 1));
+}
+
+TEST(JobStateTest, AbortCommandTargetsTheJobByUid) {
+  json c = AbortJobCommand("job-a", "uid-1");
+  EXPECT_EQ(c["action"], "AbortJob");
+  EXPECT_EQ(c["target"]["uid"], "uid-1");
+  EXPECT_EQ(c["metadata"]["generateName"], "job-a-abortjob-");
+  EXPECT_EQ(c["metadata"]["ownerReferences"][0]["name"], "job-a");
+}
+
+TEST(KubeletLogTest, TimestampsParseToNanoseconds) {
+  EXPECT_EQ(*ParseRfc3339Nanos("1970-01-01T00:00:01.5Z"), 1500000000);
+  EXPECT_EQ(*ParseRfc3339Nanos("2021-08-09T20:57:01.479780331Z") % 1000000000, 479780331);
+  EXPECT_FALSE(ParseRfc3339Nanos("yesterday").has_value());
+  auto [ns, text] = SplitTimestamp("1970-01-01T00:00:02Z hello world");
+  EXPECT_EQ(*ns, 2000000000);
+  EXPECT_EQ(text, "hello world");
+  auto [none, raw] = SplitTimestamp("no stamp here");
+  EXPECT_FALSE(none.has_value());
+  EXPECT_EQ(raw, "no stamp here");
+}
+
+TEST(KubeApiTest, StatusErrorsCarryReasonAndFields) {
+  Error e = StatusError(422, R"({"kind":"Status","reason":"Invalid","message":"bad name",
+      "details":{"causes":[{"field":"spec.tasks.name"},{"field":"spec.queue"}]}})", "POST /x");
+  EXPECT_EQ(e.code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(e.message, "kube-apiserver POST /x: 422 Invalid: bad name (fields: spec.tasks.name, spec.queue)");
+  EXPECT_EQ(StatusError(409, "{}", "POST /x").code, ErrorCode::kAlreadyExists);
+  EXPECT_EQ(StatusError(503, "busy", "GET /y").message, "kube-apiserver GET /y: 503: busy");
+}
+
+TEST(KubeApiTest, LineBufferCarriesPartialLines) {
+  LineBuffer b;
+  std::vector<std::string> lines;
+  auto add = [&](std::string_view l) { lines.emplace_back(l); };
+  b.Feed("{\"a\":1}\n{\"b\"", add);
+  b.Feed(":2}\n\n", add);
+  EXPECT_EQ(lines, (std::vector<std::string>{"{\"a\":1}", "{\"b\":2}", ""}));
+  b.Feed("tail", add);
+  EXPECT_EQ(b.TakeRest(), "tail");
+}
+
+}  // namespace
+}  // namespace torchxd::k8sbridge

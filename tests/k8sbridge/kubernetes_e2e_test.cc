@@ -1,0 +1,317 @@
+// The kubernetes scheduler end to end: the real torchx and torchxd against
+// the fake kube-apiserver (fake_apiserver.py), which plays Volcano's
+// controller and the kubelet on the tests' command.
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <future>
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/cli/shell.h"
+#include "tests/k8sbridge/fake_apiserver.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using torchxd::testing::FakeApiServer;
+using torchxd::testing::Output;
+using torchxd::testing::Quote;
+using torchxd::testing::RunShell;
+
+constexpr char kToken[] = "s3cret-token";
+
+class KubernetesE2eTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    static int n = 0;
+    dir_ = fs::temp_directory_path() / ("txk_" + std::to_string(::getpid()) + "_" + std::to_string(++n));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ / "xdg");
+    fs::create_directories(dir_ / "work");
+    schemas_ = torchxd::testing::SharedSchemas();
+    ASSERT_TRUE(api_.Start(dir_, schemas_, kToken)) << "the fake kube-apiserver did not start";
+    kubeconfig_ = api_.WriteKubeconfig(dir_ / "kubeconfig", "team", kToken);
+  }
+  void TearDown() override {
+    Torchx({"daemon", "stop"});
+    if (HasFailure()) {
+      std::ifstream log(dir_ / "state/torchxd/torchxd.out");
+      std::cerr << "---- torchxd.out ----\n" << log.rdbuf() << "\n";
+    }
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  Output Torchx(const std::vector<std::string>& args) {
+    std::string cmd = "cd " + Quote((dir_ / "work").string()) +
+                      " && env -u TORCHXCONFIG -u TORCHXD_SOCKET -u TORCHX_NO_AUTOSTART HOME=" + Quote(dir_.string()) +
+                      " XDG_RUNTIME_DIR=" + Quote((dir_ / "xdg").string()) +
+                      " XDG_STATE_HOME=" + Quote((dir_ / "state").string()) + " KUBECONFIG=" + Quote(kubeconfig_) +
+                      " " + TORCHX_BIN;
+    for (const auto& a : args) cmd += " " + Quote(a);
+    return RunShell(cmd, (dir_ / ("stderr" + std::to_string(++calls_))).string());
+  }
+  // Submits utils.sh-style job with `replicas` replicas to namespace `team`; returns the handle.
+  std::string Submit(int replicas = 2, const std::vector<std::string>& extra_cfg = {}) {
+    std::string cfg = "queue=default,namespace=team";
+    for (const auto& c : extra_cfg) cfg += "," + c;
+    auto run = Torchx({"run", "-s", "kubernetes", "-cfg", cfg, "utils.echo", "--msg", "hi", "--num_replicas",
+                       std::to_string(replicas)});
+    EXPECT_EQ(run.exit_code, 0) << run.err;
+    return run.out.substr(0, run.out.find('\n'));
+  }
+  static std::string JobName(const std::string& handle) { return handle.substr(handle.rfind(':') + 1); }
+  json StatusJson(const std::string& h) { return json::parse(Torchx({"status", "--json", h}).out, nullptr, false); }
+  bool WaitForState(const std::string& h, const std::string& state, double seconds = 10) {
+    auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (std::chrono::steady_clock::now() < end) {
+      json s = StatusJson(h);
+      if (s.is_object() && s.value("state", "") == state) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
+  static bool WaitUntil(const std::function<bool()>& ok, double seconds = 15) {
+    auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (std::chrono::steady_clock::now() < end) {
+      if (ok()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
+  bool WaitForLog(const std::string& h, const std::string& text, double seconds = 10) {
+    auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (std::chrono::steady_clock::now() < end) {
+      if (Torchx({"log", h}).out.find(text) != std::string::npos) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
+  void JobPhase(const std::string& job, const std::string& phase) {
+    ASSERT_EQ(api_.Post("/fake/jobs/team/" + job + "/phase", {{"phase", phase}}), 200);
+  }
+  void PodLog(const std::string& pod, const std::vector<std::string>& lines) {
+    ASSERT_EQ(api_.Post("/fake/pods/team/" + pod + "/log", {{"lines", lines}}), 200);
+  }
+  void PodPhase(const std::string& pod, const std::string& phase, int exit_code = 0) {
+    ASSERT_EQ(api_.Post("/fake/pods/team/" + pod + "/phase", {{"phase", phase}, {"exitCode", exit_code}}), 200);
+  }
+
+  fs::path dir_;
+  std::string schemas_, kubeconfig_;
+  FakeApiServer api_;
+  int calls_ = 0;
+};
+
+TEST_F(KubernetesE2eTest, RunGoesPendingRunningSucceededWithLogsAndListsBesideLocalApps) {
+  std::string h = Submit(2);
+  ASSERT_THAT(h, HasSubstr("kubernetes://torchx/team:echo-"));
+  std::string job = JobName(h);
+  EXPECT_EQ(StatusJson(h)["state"], "SUBMITTED");
+
+  // Validated server-side first (dryRun=All), then created, with the bearer token (else 401).
+  json state = api_.State();
+  std::vector<std::string> posts;
+  for (const auto& r : state["requests"]) {
+    if (r["method"] == "POST") posts.push_back(r["path"].get<std::string>() + "?" + r["query"].dump());
+  }
+  ASSERT_EQ(posts.size(), 2u);
+  EXPECT_THAT(posts[0], HasSubstr("\"dryRun\":\"All\""));
+  EXPECT_THAT(posts[1], Not(HasSubstr("dryRun")));
+  ASSERT_EQ(state["jobs"].size(), 1u);
+  EXPECT_EQ(state["jobs"][0]["metadata"]["labels"]["app.kubernetes.io/managed-by"], "torchx.pytorch.org");
+  if (!schemas_.empty()) {
+    EXPECT_EQ(state["pruned"], json::array()) << "the bridge sent fields the CRD does not know";
+  }
+
+  JobPhase(job, "Pending");
+  EXPECT_TRUE(WaitForState(h, "PENDING"));
+  JobPhase(job, "Running");  // the fake creates the pods
+  EXPECT_TRUE(WaitForState(h, "RUNNING"));
+  PodLog(job + "-echo-0-0", {"hello from 0", "second line"});
+  PodLog(job + "-echo-1-0", {"hello from 1"});
+  EXPECT_TRUE(WaitForLog(h, "echo/1 hello from 1"));
+  PodPhase(job + "-echo-0-0", "Succeeded");
+  PodPhase(job + "-echo-1-0", "Succeeded");
+  JobPhase(job, "Completed");
+  EXPECT_TRUE(WaitForState(h, "SUCCEEDED"));
+
+  json s = StatusJson(h);
+  EXPECT_EQ(s["roles"][0]["replicas"][0]["state_name"], "SUCCEEDED");
+  EXPECT_EQ(s["roles"][0]["replicas"][0]["hostname"].get<std::string>().find("10-244-0-"), 0u);
+  auto log = Torchx({"log", h + "/echo/0"});
+  EXPECT_EQ(log.out, "echo/0 hello from 0\necho/0 second line\n");
+  auto stamped = Torchx({"log", "--timestamps", h + "/echo/1"});
+  EXPECT_THAT(stamped.out, ::testing::MatchesRegex("echo/1 20[0-9-]+T[0-9:.]+Z hello from 1\n"));
+  auto streams = Torchx({"log", "--streams", "stderr", h});
+  EXPECT_EQ(streams.exit_code, 2);
+  EXPECT_THAT(streams.err, HasSubstr("one log stream"));
+
+  auto local = Torchx({"run", "--wait", "utils.echo", "--msg", "local"});
+  ASSERT_EQ(local.exit_code, 0) << local.err;
+  auto list = Torchx({"list"});
+  EXPECT_THAT(list.out, HasSubstr(h));
+  EXPECT_THAT(list.out, HasSubstr("local_cwd://torchx/echo-"));
+}
+
+TEST_F(KubernetesE2eTest, AFailingTaskFailsTheAppWithItsExitCode) {
+  std::string h = Submit(2);
+  std::string job = JobName(h);
+  JobPhase(job, "Running");
+  ASSERT_TRUE(WaitForState(h, "RUNNING"));
+  PodLog(job + "-echo-1-0", {"Traceback: boom"});
+  PodPhase(job + "-echo-1-0", "Failed", 3);
+  JobPhase(job, "Failed");
+  ASSERT_TRUE(WaitForState(h, "FAILED"));
+  json s = StatusJson(h);
+  EXPECT_EQ(s["roles"][0]["replicas"][1]["state_name"], "FAILED");
+  EXPECT_EQ(s["roles"][0]["replicas"][1]["exit_code"], 3);
+  EXPECT_EQ(Torchx({"log", h + "/echo/1"}).out, "echo/1 Traceback: boom\n");
+}
+
+TEST_F(KubernetesE2eTest, FollowedLogsSurviveAPodRestartAndEndWithTheApp) {
+  std::string h = Submit(1);
+  std::string job = JobName(h);
+  JobPhase(job, "Running");
+  ASSERT_TRUE(WaitForState(h, "RUNNING"));
+  auto follower = std::async(std::launch::async, [&] { return Torchx({"log", "--tail", h}); });
+  PodLog(job + "-echo-0-0", {"attempt one"});
+  ASSERT_TRUE(WaitForLog(h, "attempt one"));
+  // Volcano restarts the task: the old pod (and, on a cluster, its log) is deleted.
+  ASSERT_EQ(api_.Post("/fake/pods/team/" + job + "-echo-0-0/restart"), 200);
+  PodLog(job + "-echo-0-0", {"attempt two"});
+  ASSERT_TRUE(WaitForLog(h, "attempt two"));
+  PodPhase(job + "-echo-0-0", "Succeeded");
+  JobPhase(job, "Completed");
+  ASSERT_EQ(follower.wait_for(std::chrono::seconds(20)), std::future_status::ready) << "follow did not end";
+  Output followed = follower.get();
+  EXPECT_EQ(followed.exit_code, 0) << followed.err;
+  EXPECT_EQ(followed.out, "echo/0 attempt one\necho/0 attempt two\n");
+  EXPECT_EQ(StatusJson(h)["num_restarts"], 1);
+  EXPECT_EQ(StatusJson(h)["roles"][0]["replicas"][0]["attempt"], 2);
+}
+
+TEST_F(KubernetesE2eTest, CancelAbortsThroughAVolcanoCommand) {
+  std::string h = Submit(2);
+  std::string job = JobName(h);
+  JobPhase(job, "Running");
+  ASSERT_TRUE(WaitForState(h, "RUNNING"));
+  auto cancel = Torchx({"cancel", h});
+  EXPECT_EQ(cancel.exit_code, 0) << cancel.err;
+  EXPECT_EQ(cancel.out, h + " CANCELLED\n");
+  json state = api_.State();
+  ASSERT_EQ(state["commands"].size(), 1u);
+  const json& cmd = state["commands"][0];
+  EXPECT_EQ(cmd["action"], "AbortJob");
+  EXPECT_EQ(cmd["target"]["name"], job);
+  EXPECT_EQ(cmd["target"]["uid"], state["jobs"][0]["metadata"]["uid"]);
+  EXPECT_EQ(state["jobs"][0]["status"]["state"]["phase"], "Aborted");  // the Job itself is kept
+  EXPECT_EQ(Torchx({"cancel", h}).out, h + " already CANCELLED\n");
+
+  auto del = Torchx({"delete", h});
+  EXPECT_EQ(del.exit_code, 0) << del.err;
+  EXPECT_EQ(api_.State()["jobs"].size(), 0u);
+  EXPECT_EQ(Torchx({"status", h}).exit_code, 1);
+}
+
+TEST_F(KubernetesE2eTest, ARejectedSpecIsAClearErrorAndNothingIsStored) {
+  ASSERT_EQ(api_.Post("/fake/reject-next", {{"code", 422},
+                                            {"reason", "Invalid"},
+                                            {"field", "spec.queue"},
+                                            {"message", "queue \"default\" is closed"}}),
+            200);
+  auto run = Torchx({"run", "-s", "kubernetes", "-cfg", "queue=default,namespace=team", "utils.echo"});
+  EXPECT_EQ(run.exit_code, 2);  // bad input, as a component's bad argument
+  EXPECT_THAT(run.err, HasSubstr("Invalid job spec"));
+  EXPECT_THAT(run.err, HasSubstr("422 Invalid"));
+  EXPECT_THAT(run.err, HasSubstr("spec.queue"));
+  EXPECT_THAT(run.err, HasSubstr("queue \"default\" is closed"));
+  EXPECT_EQ(api_.State()["jobs"].size(), 0u);
+  EXPECT_THAT(Torchx({"list"}).out, Not(HasSubstr("kubernetes://")));
+}
+
+TEST_F(KubernetesE2eTest, WatchesResumeAfterDropsAndBothKindsOfExpiry) {
+  std::string h = Submit(1);
+  std::string job = JobName(h);
+  ASSERT_EQ(api_.Post("/fake/watches/drop"), 200);  // connection lost: resume from the resourceVersion
+  JobPhase(job, "Running");
+  ASSERT_TRUE(WaitForState(h, "RUNNING"));
+  ASSERT_EQ(api_.Post("/fake/watches/expire", {{"how", "event"}}), 200);  // ERROR event with a 410 Status
+  PodPhase(job + "-echo-0-0", "Succeeded");
+  ASSERT_EQ(api_.Post("/fake/watches/expire", {{"how", "http"}}), 200);  // plain HTTP 410
+  JobPhase(job, "Completed");
+  EXPECT_TRUE(WaitForState(h, "SUCCEEDED", 15));
+  // The pods' watch catches up too (it may be backing off after the drop).
+  EXPECT_TRUE(WaitUntil([&] { return StatusJson(h)["roles"][0]["replicas"][0]["state_name"] == "SUCCEEDED"; }));
+}
+
+TEST_F(KubernetesE2eTest, ARestartedDaemonRelistsAndResumesLogsWhereTheStoreEnds) {
+  std::string h = Submit(1);
+  std::string job = JobName(h);
+  JobPhase(job, "Running");
+  ASSERT_TRUE(WaitForState(h, "RUNNING"));
+  PodLog(job + "-echo-0-0", {"before"});
+  ASSERT_TRUE(WaitForLog(h, "before"));
+  ASSERT_EQ(Torchx({"daemon", "stop"}).exit_code, 0);
+  PodLog(job + "-echo-0-0", {"while torchxd was down"});
+  PodPhase(job + "-echo-0-0", "Succeeded");
+  JobPhase(job, "Completed");
+  EXPECT_TRUE(WaitForState(h, "SUCCEEDED"));  // autostarts the daemon, which relists
+  EXPECT_TRUE(WaitForLog(h, "while torchxd was down"));
+  EXPECT_EQ(Torchx({"log", h}).out, "echo/0 before\necho/0 while torchxd was down\n");
+}
+
+TEST_F(KubernetesE2eTest, NoClusterConfigurationIsAClearError) {
+  kubeconfig_ = (dir_ / "missing-kubeconfig").string();
+  auto run = Torchx({"run", "-s", "kubernetes", "-cfg", "queue=default", "utils.echo"});
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_THAT(run.err, HasSubstr("no Kubernetes configuration"));
+  EXPECT_THAT(run.err, HasSubstr("KUBECONFIG"));
+}
+
+// The fake must answer like the recorded v1.24 apiserver: the same verdict
+// for each golden request.
+TEST(FakeApiServerTest, GivesTheGoldenVerdicts) {
+  std::string schemas = torchxd::testing::SharedSchemas();
+  if (schemas.empty()) GTEST_SKIP() << "../shared/k8s-schemas is absent: the golden verdicts cannot be checked";
+  fs::path dir = fs::temp_directory_path() / ("txg_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  FakeApiServer api;
+  ASSERT_TRUE(api.Start(dir, schemas, ""));
+  fs::path golden = fs::path(schemas) / "golden-apiserver-v1.24";
+  int cases = 0;
+  for (const auto& entry : fs::directory_iterator(golden)) {
+    std::string file = entry.path().filename().string();
+    if (file.rfind("req-", 0) != 0) continue;
+    SCOPED_TRACE(file);
+    std::ifstream req_in(entry.path()), resp_in(golden / ("resp-" + file.substr(4)));
+    json req = json::parse(req_in), want = json::parse(resp_in);
+    std::string out;
+    long code = api.Request("POST", "/apis/batch.volcano.sh/v1alpha1/namespaces/default/jobs?dryRun=All",
+                            req.dump(), &out);
+    json got = json::parse(out);
+    if (want.value("kind", "") == "Status") {
+      EXPECT_EQ(code, want["code"].get<long>());
+      EXPECT_EQ(got["reason"], want["reason"]);
+      EXPECT_EQ(got["details"]["causes"][0]["field"], want["details"]["causes"][0]["field"]);
+    } else {
+      EXPECT_EQ(code, 201);
+      EXPECT_EQ(got["spec"].contains("retryLimit"), want["spec"].contains("retryLimit"));  // pruned
+    }
+    ++cases;
+  }
+  EXPECT_EQ(cases, 12);
+  fs::remove_all(dir);
+}
+
+}  // namespace
