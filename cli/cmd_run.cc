@@ -88,6 +88,9 @@ int CmdRun(const GlobalArgs& global, const RunArgs& args, const CliContext& ctx)
   auto submitted = client->Call("run", params);
   if (!submitted) return ReportCallError(ctx, submitted.error());
   std::string handle = (*submitted)["app_handle"];
+  if (submitted->contains("warnings")) {
+    for (const auto& w : (*submitted)["warnings"]) *ctx.err << "torchx: warning: " << w.get<std::string>() << "\n";
+  }
   *ctx.out << handle << std::endl;
   if (!args.wait && !args.log) return kExitOk;
   if (args.log) {

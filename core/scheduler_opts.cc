@@ -50,6 +50,9 @@ RunOpts KubernetesOpts() {
   opts.Add("tolerations", OptType::kList,
            "pod tolerations as key[=value]:Effect, e.g. nvidia.com/gpu:NoSchedule");
   opts.Add("privileged", OptType::kBool, "run the containers privileged", false);
+  opts.Add("rdzv_host", OptType::kStr,
+           "rendezvous host for every replica (TORCHX_RANK0_HOST), e.g. rank 0's address on a secondary "
+           "network; default: rank 0's service DNS name");
   return opts;
 }
 

@@ -149,6 +149,7 @@ Result<VolcanoJob> AppDefToVolcanoJob(const core::AppDef& app, const std::string
   }
 
   json tasks = json::array();
+  std::map<std::string, std::string> task_owner;  // task name -> "role/replica", for duplicates
   for (size_t ri = 0; ri < app.roles.size(); ++ri) {
     const core::Role& role = app.roles[ri];
     if (role.max_retries > 0 && role.retry_policy == core::RetryPolicy::kRole) {
@@ -161,6 +162,13 @@ Result<VolcanoJob> AppDefToVolcanoJob(const core::AppDef& app, const std::string
     }
     for (int id = 0; id < role.num_replicas; ++id) {
       std::string task_name = core::NormalizeStr(role.name + "-" + std::to_string(id));
+      std::string owner = role.name + "/" + std::to_string(id);
+      // Volcano's admission webhook refuses duplicate task names; the schema cannot say so.
+      if (auto [it, fresh] = task_owner.emplace(task_name, owner); !fresh) {
+        return Fail(Error::InvalidArgument("replicas " + it->second + " and " + owner + " both become Volcano task `" +
+                                           task_name + "`; rename a role (names are lowercased and stripped to "
+                                           "[a-z0-9-])"));
+      }
       if (options.validate_spec) {
         std::string pod = job.name + "-" + task_name + "-0";
         if (pod.size() > 63) {
@@ -169,11 +177,18 @@ Result<VolcanoJob> AppDefToVolcanoJob(const core::AppDef& app, const std::string
         }
       }
       bool rank0 = ri == 0 && id == 0;
-      core::MacroValues values{"", unique_app_id, std::to_string(id), rank0 ? "TORCHX_RANK0_HOST" : rank0_env};
+      // An explicit endpoint (e.g. a secondary network's address) replaces the service DNS name for everyone.
+      bool explicit_rdzv = !options.rdzv_host.empty();
+      core::MacroValues values{"", unique_app_id, std::to_string(id),
+                               rank0 || explicit_rdzv ? "TORCHX_RANK0_HOST" : rank0_env};
       core::Role r = values.Apply(role);
       std::map<std::string, std::string> env = r.env;
       json env_json = Env(env);
-      if (rank0) env_json.push_back({{"name", "TORCHX_RANK0_HOST"}, {"value", "localhost"}});
+      if (explicit_rdzv) {
+        env_json.push_back({{"name", "TORCHX_RANK0_HOST"}, {"value", options.rdzv_host}});
+      } else if (rank0) {
+        env_json.push_back({{"name", "TORCHX_RANK0_HOST"}, {"value", "localhost"}});
+      }
       env_json.push_back({{"name", "TORCHX_IMAGE"}, {"value", role.image}});
       json command = json::array({role.entrypoint});
       for (const auto& a : r.args) command.push_back(a);
@@ -266,6 +281,7 @@ KubernetesOptions KubernetesOptionsFromCfg(const core::Cfg& cfg) {
   o.node_selector = core::CfgGet<StringMap>(cfg, "node_selector").value_or(StringMap{});
   o.tolerations = core::CfgGet<std::vector<std::string>>(cfg, "tolerations").value_or(std::vector<std::string>{});
   o.privileged = core::CfgGet<bool>(cfg, "privileged").value_or(false);
+  o.rdzv_host = core::CfgGet<std::string>(cfg, "rdzv_host").value_or("");
   return o;
 }
 

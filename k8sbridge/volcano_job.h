@@ -46,6 +46,9 @@ struct KubernetesOptions {
   std::map<std::string, std::string> node_selector;
   std::vector<std::string> tolerations;  // "key[=value]:Effect" or "key:Exists"-style, see ParseToleration
   bool privileged = false;
+  // The rendezvous host every replica uses (TORCHX_RANK0_HOST), e.g. rank 0's
+  // address on a secondary (RDMA) network; empty = the svc plugin's DNS name.
+  std::string rdzv_host;
 };
 
 struct VolcanoJob {

@@ -121,6 +121,17 @@ TEST(VolcanoJobTest, ReplicasGetTheirOwnTasksMacrosAndRankZeroHost) {
   auto again = AppDefToVolcanoJob(app, "app-name-42", Queue());
   EXPECT_EQ(again->body["spec"]["tasks"][1]["template"]["spec"]["containers"][0]["command"][1], "VC_TRAINERFOO_0_HOSTS");
   EXPECT_EQ(tasks[1]["template"]["metadata"]["labels"]["torchx.pytorch.org/replica-id"], "1");
+
+  // rdzv_host: every replica rendezvous at the given address instead of the service DNS name.
+  KubernetesOptions o = Queue();
+  o.rdzv_host = "192.168.100.10";
+  auto rdma = AppDefToVolcanoJob(app, "app-name-42", o);
+  for (int i : {0, 2}) {
+    const json& c = rdma->body["spec"]["tasks"][i]["template"]["spec"]["containers"][0];
+    EXPECT_EQ(c["command"][1], "TORCHX_RANK0_HOST");
+    EXPECT_EQ(c["env"].back(), json({{"name", "TORCHX_IMAGE"}, {"value", "pytorch/torchx:latest"}}));
+    EXPECT_EQ(c["env"][c["env"].size() - 2], json({{"name", "TORCHX_RANK0_HOST"}, {"value", "192.168.100.10"}}));
+  }
 }
 
 TEST(VolcanoJobTest, DevicesCapabilitiesAndOptions) {
@@ -160,6 +171,12 @@ TEST(VolcanoJobTest, RejectsWhatTheApiServerWould) {
   auto long_name = AppDefToVolcanoJob(app, "app-name-42", Queue());
   ASSERT_FALSE(long_name.has_value());
   EXPECT_THAT(long_name.error().message, HasSubstr("exceeds 63 character limit. Shorten app.name or role names"));
+  core::AppDef twins = TorchxFixture();
+  twins.roles.push_back(twins.roles[0]);
+  twins.roles[1].name = "trainerfoo";  // normalizes like trainer_foo
+  auto dup = AppDefToVolcanoJob(twins, "a-1", Queue());
+  ASSERT_FALSE(dup.has_value());
+  EXPECT_THAT(dup.error().message, HasSubstr("replicas trainer_foo/0 and trainerfoo/0 both become Volcano task `trainerfoo-0`"));
   KubernetesOptions no_queue;
   EXPECT_THAT(AppDefToVolcanoJob(TorchxFixture(), "a-1", no_queue).error().message, HasSubstr("Required run option: queue"));
 }
