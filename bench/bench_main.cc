@@ -20,6 +20,7 @@
 
 #include "bench/bench_util.h"
 #include "core/client.h"
+#include "tests/k8sbridge/fake_apiserver.h"
 
 extern char** environ;
 
@@ -42,7 +43,7 @@ struct Row {
 
 class Daemon {
  public:
-  Daemon(std::string bin, fs::path dir, std::vector<std::string> extra = {})
+  Daemon(std::string bin, fs::path dir, std::vector<std::string> extra = {}, std::vector<std::string> env = {})
       : dir_(std::move(dir)) {
     fs::create_directories(dir_);
     socket_ = (dir_ / "d.sock").string();
@@ -50,7 +51,7 @@ class Daemon {
                                      (dir_ / "state").string(), "--log-level", "warn", "--grace-period", "1"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     int log = ::open((dir_ / "daemon.log").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    pid_ = Spawn(argv, {}, log);
+    pid_ = Spawn(argv, env, log);
     ::close(log);
     for (int i = 0; i < 2000 && !DaemonClient::Connect(socket_); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
@@ -85,6 +86,71 @@ json App(const std::string& name, const std::string& entrypoint, const std::vect
          int replicas) {
   return {{"name", name},
           {"roles", {{{"name", "r"}, {"entrypoint", entrypoint}, {"args", args}, {"num_replicas", replicas}}}}};
+}
+
+// Scenario 7 against tests/k8sbridge/fake_apiserver.py: one app of 2 replicas
+// moved through Running -> Completed with 1,000 log lines, 10 status calls and
+// a log follow; then the requests the daemon sent are counted.
+std::vector<Row> BenchKubernetes(const std::string& bin, const fs::path& dir) {
+  std::fprintf(stderr, "k8s: submit + 10 status + log follow against the fake API server\n");
+  fs::create_directories(dir);
+  testing::FakeApiServer api;
+  if (!api.Start(dir, "", "")) return {{"k8s", "skipped", {}, "-", std::nullopt, "", false, "the fake API server did not start"}};
+  std::string kubeconfig = api.WriteKubeconfig(dir / "kubeconfig", "default", "t");
+  Daemon d(bin, dir / "d", {}, {"KUBECONFIG=" + kubeconfig});
+  json app = {{"name", "bench"},
+              {"roles", {{{"name", "trainer"}, {"image", "busybox"}, {"entrypoint", "true"}, {"num_replicas", 2}}}}};
+  auto c = d.Client();
+  auto start = Clock::now();
+  auto r = c.Call("run", {{"app", app}, {"scheduler", "kubernetes"}, {"cfg", {{"queue", "default"}}},
+                          {"cwd", dir.string()}, {"env", json::object()}});
+  if (!r) throw std::runtime_error("k8s run: " + r.error().message);
+  double submit = SecondsSince(start);
+  std::string h = (*r)["app_handle"], job = h.substr(h.rfind(':') + 1);
+  api.Post("/fake/jobs/default/" + job + "/phase", {{"phase", "Running"}});
+  std::vector<std::string> lines;
+  for (int i = 0; i < 1000; ++i) lines.push_back("line " + std::to_string(i));
+  std::vector<std::string> env = {"TORCHXD_SOCKET=" + d.socket()};
+  std::vector<double> status;
+  for (int i = 0; i < 10; ++i) status.push_back(TimeCommand({bin + "/torchx", "status", h}, env));
+  for (const char* pod : {"-trainer-0-0", "-trainer-1-0"}) {
+    api.Post("/fake/pods/default/" + job + pod + "/log", {{"lines", lines}});
+    api.Post("/fake/pods/default/" + job + pod + "/phase", {{"phase", "Succeeded"}});
+  }
+  api.Post("/fake/jobs/default/" + job + "/phase", {{"phase", "Completed"}});
+  double follow = TimeCommand({bin + "/torchx", "log", "--tail", h}, env);
+  size_t dry = 0, create = 0, get_job = 0, lists = 0, watches = 0, logs = 0;
+  for (const auto& q : api.State()["requests"]) {
+    std::string path = q["path"], method = q["method"];
+    bool jobs = path.find("/jobs") != std::string::npos;
+    if (method == "POST" && jobs) (q["query"].contains("dryRun") ? dry : create) += 1;
+    if (method == "GET" && path.find("/jobs/") != std::string::npos) ++get_job;
+    if (method == "GET" && path.ends_with("/log")) ++logs;
+    if (method == "GET" && (path.ends_with("/jobs") || path.ends_with("/pods"))) {
+      (q["query"].contains("watch") ? watches : lists) += 1;
+    }
+  }
+  // Baseline: the same 10 status calls for a local app.
+  Daemon local(bin, dir / "local");
+  json done = local.RunAndWait(App("l", "/bin/true", {}, 2));
+  std::vector<std::string> local_env = {"TORCHXD_SOCKET=" + local.socket()};
+  std::vector<double> base;
+  for (int i = 0; i < 10; ++i) base.push_back(TimeCommand({bin + "/torchx", "status", done["app_handle"]}, local_env));
+  std::vector<Row> rows;
+  Row req{"k8s", "API requests (submit, 10 status, follow)",
+          {double(dry + create + get_job + lists + watches + logs), 0, 0}, "requests", std::nullopt,
+          "1 dry-run + 1 create, 0 GET per status", dry == 1 && create == 1 && get_job == 0, ""};
+  req.value.min = req.value.max = req.value.median;
+  req.note = std::to_string(dry) + " dry-run, " + std::to_string(create) + " create, " + std::to_string(get_job) +
+             " job GET, " + std::to_string(lists) + " list, " + std::to_string(watches) + " watch, " +
+             std::to_string(logs) + " pod log";
+  rows.push_back(req);
+  Row st{"k8s", "torchx status of a kubernetes app", Summarize(status), "s", Summarize(base), "<= 1.5x local status",
+         false, "submit (dry-run + create) " + std::to_string(submit * 1000).substr(0, 5) + " ms; follow of 2,000 lines " +
+                    std::to_string(follow * 1000).substr(0, 6) + " ms"};
+  st.met = st.value.median <= 1.5 * st.baseline->median;
+  rows.push_back(st);
+  return rows;
 }
 
 // The baseline for scenario 1: posix_spawn N /bin/true, each in its own
@@ -311,8 +377,8 @@ int main(int argc, char** argv) {
       r.note = "daemon start with them: " + std::to_string(startup).substr(0, 5) + " s";
       add(r);
     }
-    rows.push_back({"k8s", "skipped", {}, "-", std::nullopt, "1 dry-run + 1 create", false,
-                    "the Kubernetes bridge is not built yet"});
+    // 7. Kubernetes: what the bridge asks of the API server for submit + 10 status + a log follow.
+    for (auto& r : BenchKubernetes(bin, work / "k8s")) add(r);
   } catch (const std::exception& e) {
     std::cerr << "bench failed: " << e.what() << "\n";
     fs::remove_all(work);
