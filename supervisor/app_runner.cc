@@ -12,7 +12,7 @@ using core::ReplicaState;
 struct AppRunner::Slot {
   ReplicaInfo info;
   core::ReplicaRequest request;
-  std::unique_ptr<ReplicaProcess> process;
+  std::unique_ptr<ReplicaHandle> process;
   UvHandle<uv_timer_t> restart_timer;
   UvHandle<uv_timer_t> kill_timer;
   StopReason stopping = StopReason::kNone;
@@ -35,6 +35,10 @@ AppRunner::AppRunner(uv_loop_t* loop, std::string key, core::AppDef app,
       options_(std::move(options)),
       observer_(observer),
       role_retries_(app_.roles.size(), 0) {
+  if (options_.runtime == nullptr) {
+    own_runtime_ = std::make_unique<ProcessRuntime>(loop_, options_.shim_path, options_.run_as);
+  }
+  runtime_ = options_.runtime != nullptr ? options_.runtime : own_runtime_.get();
   for (auto& req : requests) {
     auto slot = std::make_unique<Slot>();
     slot->index = slots_.size();
@@ -85,19 +89,43 @@ void AppRunner::StartSlot(size_t index) {
   s.info.error_message.clear();
   observer_->OnAttemptStarting(*this, s.info);
   Changed(index);
-  ShimSpec spec;
-  spec.cwd = s.request.cwd;
-  spec.argv.push_back(s.request.entrypoint);
-  spec.argv.insert(spec.argv.end(), s.request.args.begin(), s.request.args.end());
-  for (const auto& [k, v] : s.request.env) spec.env.push_back(k + "=" + v);
-  spec.credentials = options_.run_as;
-  ReplicaProcess::Callbacks cb;
+  s.process = runtime_->Start(s.request, s.info.attempt, Callbacks(index));
+}
+
+ReplicaCallbacks AppRunner::Callbacks(size_t index) {
+  ReplicaCallbacks cb;
   cb.on_started = [this, index](int pid) { OnSlotStarted(index, pid); };
   cb.on_output = [this, index](OutputStream stream, std::string_view bytes) {
     observer_->OnOutput(*this, slots_[index]->info, stream, bytes);
   };
   cb.on_exit = [this, index](const ReplicaExit& exit) { OnSlotExit(index, exit); };
-  s.process = ReplicaProcess::Start(loop_, options_.shim_path, spec, std::move(cb));
+  return cb;
+}
+
+void AppRunner::Adopt(const std::vector<ReplicaInfo>& previous,
+                      const std::vector<std::pair<int64_t, int64_t>>& logs_after_ns) {
+  state_ = core::AppState::kRunning;
+  observer_->OnAppChanged(*this);
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    Slot& s = *slots_[i];
+    for (const auto& p : previous) {
+      if (p.role == s.info.role && p.replica_id == s.info.replica_id) s.info = p;
+    }
+    if (core::IsTerminal(s.info.state)) continue;
+    if (s.info.attempt == 0) {  // never started: start it now
+      StartSlot(i);
+      continue;
+    }
+    auto after = i < logs_after_ns.size() ? logs_after_ns[i] : std::pair<int64_t, int64_t>{0, 0};
+    s.process = runtime_->Adopt(s.request, after.first, after.second, Callbacks(i));
+    if (!s.process) {
+      ReplicaExit lost;
+      lost.spawn_failed = true;
+      lost.message = "torchxd stopped unexpectedly";
+      OnSlotExit(i, lost);
+    }
+  }
+  CheckDone();
 }
 
 void AppRunner::OnSlotStarted(size_t index, int pid) {
@@ -112,7 +140,7 @@ void AppRunner::OnSlotStarted(size_t index, int pid) {
 
 void AppRunner::OnSlotExit(size_t index, const ReplicaExit& exit) {
   Slot& s = *slots_[index];
-  std::unique_ptr<ReplicaProcess> finished = std::move(s.process);  // freed at return
+  std::unique_ptr<ReplicaHandle> finished = std::move(s.process);  // freed at return
   s.kill_timer.reset();
   observer_->OnReplicaStreamsClosed(*this, s.info);
   s.info.end_ms = NowMs();

@@ -30,6 +30,7 @@
 #include "core/replica_request.h"
 #include "core/uv_handle.h"
 #include "supervisor/replica_process.h"
+#include "supervisor/replica_runtime.h"
 
 namespace torchxd::supervisor {
 
@@ -40,6 +41,7 @@ struct AppOptions {
   bool stop_on_failure = true;
   std::string shim_path;
   std::vector<unsigned> run_as;  // empty, or {uid, gid, groups...} for torchxd-shim
+  ReplicaRuntime* runtime = nullptr;  // borrowed; null = processes under torchxd-shim
 };
 
 struct ReplicaInfo {
@@ -84,6 +86,10 @@ class AppRunner {
   ~AppRunner();
 
   void Start();
+  // After a daemon restart: takes over the attempts `previous` describes that
+  // were still running (the runtime re-attaches to them); finished replicas
+  // keep their last state. Replicas the runtime cannot re-attach to fail.
+  void Adopt(const std::vector<ReplicaInfo>& previous, const std::vector<std::pair<int64_t, int64_t>>& logs_after_ns);
   // Stops everything (idempotent); replicas end CANCELLED, the app CANCELLED
   // with `msg`. Terminal listeners fire when no process is left.
   void Cancel(double grace_seconds, const std::string& msg);
@@ -102,6 +108,7 @@ class AppRunner {
   struct Slot;
 
   void StartSlot(size_t index);
+  ReplicaCallbacks Callbacks(size_t index);
   void OnSlotStarted(size_t index, int pid);
   void OnSlotExit(size_t index, const ReplicaExit& exit);
   void OnFailure(size_t index);
@@ -117,6 +124,8 @@ class AppRunner {
   core::AppDef app_;
   AppOptions options_;
   AppRunnerObserver* observer_;
+  std::unique_ptr<ReplicaRuntime> own_runtime_;  // the process runtime, when none was given
+  ReplicaRuntime* runtime_;
   std::vector<std::unique_ptr<Slot>> slots_;
   mutable std::vector<ReplicaInfo> infos_;
   std::vector<int> role_retries_;

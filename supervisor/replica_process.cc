@@ -213,4 +213,15 @@ void ReplicaProcess::Kill() {
   if (!shim_exited_ && pidfd_ >= 0) ::syscall(SYS_pidfd_send_signal, pidfd_, SIGUSR1, nullptr, 0);
 }
 
+std::unique_ptr<ReplicaHandle> ProcessRuntime::Start(const core::ReplicaRequest& request, int,
+                                                     ReplicaCallbacks callbacks) {
+  ShimSpec spec;
+  spec.cwd = request.cwd;
+  spec.argv.push_back(request.entrypoint);
+  spec.argv.insert(spec.argv.end(), request.args.begin(), request.args.end());
+  for (const auto& [k, v] : request.env) spec.env.push_back(k + "=" + v);
+  spec.credentials = run_as_;
+  return ReplicaProcess::Start(loop_, shim_path_, spec, std::move(callbacks));
+}
+
 }  // namespace torchxd::supervisor

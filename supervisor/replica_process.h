@@ -28,36 +28,23 @@
 #include <string_view>
 
 #include "core/uv_handle.h"
+#include "supervisor/replica_runtime.h"
 #include "supervisor/shim_protocol.h"
 
 namespace torchxd::supervisor {
 
-enum class OutputStream { kStdout, kStderr };
-
-struct ReplicaExit {
-  bool spawn_failed = false;      // the program never started
-  std::string message;            // why, for humans (spawn failures, shim loss)
-  std::optional<int> exit_code;   // exited normally
-  std::optional<int> signal;      // killed by a signal
-  bool Succeeded() const { return !spawn_failed && exit_code == 0; }
-};
-
-class ReplicaProcess {
+class ReplicaProcess : public ReplicaHandle {
  public:
-  struct Callbacks {
-    std::function<void(int pid)> on_started;
-    std::function<void(OutputStream stream, std::string_view bytes)> on_output;
-    std::function<void(const ReplicaExit& exit)> on_exit;
-  };
+  using Callbacks = ReplicaCallbacks;
 
   // Never returns null: a failure to start the shim is reported through
   // on_exit (spawn_failed) on a later loop iteration.
   static std::unique_ptr<ReplicaProcess> Start(uv_loop_t* loop, const std::string& shim_path,
                                                const ShimSpec& spec, Callbacks callbacks);
-  ~ReplicaProcess();
+  ~ReplicaProcess() override;
 
-  void Terminate();  // SIGTERM + SIGCONT to the replica's process group
-  void Kill();       // SIGKILL to the replica's whole tree
+  void Terminate() override;  // SIGTERM + SIGCONT to the replica's process group
+  void Kill() override;       // SIGKILL to the replica's whole tree
 
  private:
   ReplicaProcess(uv_loop_t* loop, Callbacks callbacks);
@@ -90,6 +77,20 @@ class ReplicaProcess {
   bool have_status_ = false;
   int64_t shim_status_ = 0;
   int shim_signal_ = 0;
+};
+
+// The process runtime: each attempt under torchxd-shim, optionally as another user.
+class ProcessRuntime : public ReplicaRuntime {
+ public:
+  ProcessRuntime(uv_loop_t* loop, std::string shim_path, std::vector<unsigned> run_as)
+      : loop_(loop), shim_path_(std::move(shim_path)), run_as_(std::move(run_as)) {}
+  std::unique_ptr<ReplicaHandle> Start(const core::ReplicaRequest& request, int attempt,
+                                       ReplicaCallbacks callbacks) override;
+
+ private:
+  uv_loop_t* loop_;
+  std::string shim_path_;
+  std::vector<unsigned> run_as_;
 };
 
 }  // namespace torchxd::supervisor
