@@ -120,7 +120,8 @@ std::vector<Row> BenchKubernetes(const std::string& bin, const fs::path& dir) {
   api.Post("/fake/jobs/default/" + job + "/phase", {{"phase", "Completed"}});
   double follow = TimeCommand({bin + "/torchx", "log", "--tail", h}, env);
   size_t dry = 0, create = 0, get_job = 0, lists = 0, watches = 0, logs = 0;
-  for (const auto& q : api.State()["requests"]) {
+  json fake_state = api.State();
+  for (const auto& q : fake_state["requests"]) {
     std::string path = q["path"], method = q["method"];
     bool jobs = path.find("/jobs") != std::string::npos;
     if (method == "POST" && jobs) (q["query"].contains("dryRun") ? dry : create) += 1;
@@ -253,9 +254,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "  %s / %s: median %.4g %s\n", r.scenario.c_str(), r.metric.c_str(), r.value.median, r.unit.c_str());
   };
   std::string sock_env;
+  // BENCH_ONLY=k8s,idle runs only the scenarios named (for working on one).
+  auto want = [](const char* name) {
+    const char* only = std::getenv("BENCH_ONLY");
+    return only == nullptr || std::string(only).find(name) != std::string::npos;
+  };
   try {
     // 1. Spawn: one app of 200 /bin/true replicas, submit -> terminal.
-    {
+    if (want("spawn")) {
       std::fprintf(stderr, "spawn: 200 replicas of /bin/true\n");
       Daemon d(bin, work / "spawn");
       std::vector<double> ours, base;
@@ -272,7 +278,7 @@ int main(int argc, char** argv) {
       add(r);
     }
     // 2 + 3. End to end and round trip through the real torchx.
-    {
+    if (want("e2e")) {
       std::fprintf(stderr, "end to end: torchx run --wait utils.echo\n");
       Daemon d(bin, work / "e2e");
       std::vector<std::string> env = {"TORCHXD_SOCKET=" + d.socket()};
@@ -293,7 +299,8 @@ int main(int argc, char** argv) {
       add(s);
     }
     // 4. Log capture.
-    if (FreeBytes(work.string()) < (4ull << 30)) {
+    if (!want("capture")) {
+    } else if (FreeBytes(work.string()) < (4ull << 30)) {
       rows.push_back({"capture", "skipped", {}, "-", std::nullopt, ">= 0.5x baseline", false,
                       "needs 4 GiB free in " + work.string()});
     } else {
@@ -329,7 +336,7 @@ int main(int argc, char** argv) {
       }
     }
     // 5. Idle cost and memory.
-    {
+    if (want("idle")) {
       std::fprintf(stderr, "idle: 10 s with no apps\n");
       Daemon d(bin, work / "idle");
       std::this_thread::sleep_for(std::chrono::seconds(1));
@@ -345,7 +352,7 @@ int main(int argc, char** argv) {
       add({"idle", "RSS, 100 finished apps x 8", {rss100, rss100, rss100}, "MiB", std::nullopt, "(reported)", true, ""});
     }
     // 6. History: torchx list with 10,000 apps in the store.
-    {
+    if (want("history")) {
       std::fprintf(stderr, "history: 10,000 apps\n");
       fs::path dir = work / "hist";
       {
@@ -378,7 +385,9 @@ int main(int argc, char** argv) {
       add(r);
     }
     // 7. Kubernetes: what the bridge asks of the API server for submit + 10 status + a log follow.
-    for (auto& r : BenchKubernetes(bin, work / "k8s")) add(r);
+    if (want("k8s")) {
+      for (auto& r : BenchKubernetes(bin, work / "k8s")) add(r);
+    }
   } catch (const std::exception& e) {
     std::cerr << "bench failed: " << e.what() << "\n";
     fs::remove_all(work);
