@@ -64,6 +64,8 @@ struct AppStatus {
 // "2026-11-22T11:48:52.123Z"; and back (accepts a zone offset too).
 std::string FormatRfc3339Utc(int64_t unix_ms);
 std::optional<int64_t> ParseRfc3339(const std::string& text);
+// "2021-08-09T20:57:01.479780331Z" (UTC, as kubelets and Docker engines stamp) -> ns since the epoch.
+std::optional<int64_t> ParseRfc3339Nanos(std::string_view text);
 
 nlohmann::json AppStatusToJson(const AppStatus& status);
 [[nodiscard]] Result<AppStatus> AppStatusFromJson(const nlohmann::json& json);

@@ -47,6 +47,10 @@ struct ReplicaRequest {
   std::map<std::string, std::string> env;  // the complete environment
   std::string cwd;
   std::string log_dir;  // {app_log_dir}/{role}/{replica_id}
+  // Containers only (local_docker, core/docker_container.h): the container's
+  // name and the Docker Engine API create body; empty for processes.
+  std::string container_name;
+  nlohmann::json container;
 };
 
 // TorchX's _join_PATH: ":".join(p.strip(":") for p in parts if p).

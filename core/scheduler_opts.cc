@@ -31,6 +31,29 @@ RunOpts LocalOpts() {
   return opts;
 }
 
+// TorchX's DockerScheduler options, plus the supervision ones local replicas have.
+RunOpts DockerOpts() {
+  RunOpts opts;
+  opts.Add("copy_env", OptType::kList,
+           "list of glob patterns of environment variables to copy if not set in AppDef. Ex: FOO_*");
+  opts.Add("env", OptType::kMap,
+           "environment variables to be passed to the run. The separator sign can be eiher comma or "
+           "semicolon (e.g. ENV1:v1,ENV2:v2,ENV3:v3 or ENV1:V1;ENV2:V2). Environment variables from "
+           "env will be applied on top of the ones from copy_env");
+  opts.Add("privileged", OptType::kBool, "If true runs the container with elevated permissions.", false);
+  opts.Add("stop_on_failure", OptType::kBool,
+           "when a replica fails with no retry left, stop the app's other replicas "
+           "(they end CANCELLED)",
+           true);
+  opts.Add("log_max_bytes", OptType::kStr,
+           "byte budget of each replica log stream's ring of segment files, e.g. 128M "
+           "(K/M/G suffixes; 0 = unbounded; default: the daemon's --log-max-bytes)");
+  opts.Add("restart_backoff", OptType::kFloat,
+           "seconds before the first restart of a failed replica; doubles per restart", 1.0);
+  opts.Add("restart_backoff_max", OptType::kFloat, "cap on the restart delay, in seconds", 30.0);
+  return opts;
+}
+
 RunOpts KubernetesOpts() {
   RunOpts opts;
   opts.Add("queue", OptType::kStr, "Volcano queue to schedule job in.", {}, /*required=*/true);
@@ -65,6 +88,7 @@ const std::vector<SchedulerEntry>& Registry() {
   static const std::vector<SchedulerEntry> kRegistry = {
       {"local_cwd", LocalOpts()},
       {"local_dir", LocalOpts()},
+      {"local_docker", DockerOpts()},
       {"kubernetes", KubernetesOpts()},
   };
   return kRegistry;

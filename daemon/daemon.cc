@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -102,6 +103,7 @@ Result<void> Daemon::Prepare() {
   opts.cache_size = config_.cache_size;
   opts.grace_seconds = config_.grace_period;
   opts.shim_path = config_.shim;
+  if (const char* host = std::getenv("DOCKER_HOST")) opts.docker_host = host;
   opts.log_max_bytes = *ParseByteSize(config_.log_max_bytes);
   if (config_.log_max_total.empty()) {
     struct statvfs fs_info;

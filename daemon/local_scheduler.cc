@@ -77,8 +77,9 @@ LocalScheduler::~LocalScheduler() = default;
 Result<void> LocalScheduler::Load() {
   auto stored = store_->LoadApps();
   if (!stored) return Fail(stored.error());
+  std::vector<AppRecord*> adopted;
   for (auto& s : *stored) {
-    if (s.scheduler != "local_cwd" && s.scheduler != "local_dir") continue;  // another scheduler's
+    if (s.scheduler != "local_cwd" && s.scheduler != "local_dir" && s.scheduler != "local_docker") continue;
     auto rec = AppRecord::FromJson(s.record);
     if (!rec) {
       spdlog::warn("skipping unreadable stored app app={} error={}", s.app_id, rec.error().message);
@@ -89,7 +90,8 @@ Result<void> LocalScheduler::Load() {
     std::sort(rec->replicas.begin(), rec->replicas.end(), [](const auto& a, const auto& b) {
       return std::tie(a.role_index, a.replica_id) < std::tie(b.role_index, b.replica_id);
     });
-    if (!core::IsTerminal(rec->state)) {
+    bool adopt = rec->scheduler == "local_docker" && !core::IsTerminal(rec->state);
+    if (!core::IsTerminal(rec->state) && !adopt) {
       // Its replicas died with the daemon (torchxd-shim kills them): say so.
       rec->state = core::AppState::kFailed;
       rec->msg = "torchxd stopped unexpectedly";
@@ -109,6 +111,15 @@ Result<void> LocalScheduler::Load() {
     if (!rec->user_log_dir && !rec->logs_evicted) total_log_bytes_ += rec->log_bytes;
     Key key{rec->scheduler, rec->app_id};
     apps_[key] = std::make_unique<AppRecord>(std::move(*rec));
+    // Containers outlive a crashed daemon: take them over instead of failing them.
+    if (adopt) adopted.push_back(apps_[key].get());
+  }
+  for (AppRecord* app : adopted) {
+    if (AdoptContainers(*app)) continue;
+    app->state = core::AppState::kFailed;
+    app->msg = "torchxd stopped unexpectedly and cannot reach the Docker engine to resume";
+    app->ended_ms = NowMs();
+    Persist(*app);
   }
   EnforceLogBudget();  // the budget may have shrunk since the last run
   std::thread([this] { gpu_count_ = CountGpus(); }).detach();
@@ -241,13 +252,21 @@ Result<Caller> LookUpCaller(uid_t uid) {
 }  // namespace
 
 void LocalScheduler::Submit(SubmitRequest request, std::function<void(Result<const AppRecord*>)> done) {
-  done(SubmitNow(std::move(request)));
+  if (request.scheduler != "local_docker") return done(SubmitNow(std::move(request)));
+  if (auto docker = Docker(); !docker) return done(Fail(docker.error()));
+  auto shared = std::make_shared<SubmitRequest>(std::move(request));
+  PrepareContainers(shared->app, [this, shared, done](Result<void> ready) {
+    if (!ready) return done(Fail(ready.error()));
+    done(SubmitNow(std::move(*shared)));
+  });
 }
 
 Result<const AppRecord*> LocalScheduler::SubmitNow(SubmitRequest request) {
   auto caller = LookUpCaller(request.uid);
   if (!caller) return Fail(caller.error());
-  Result<std::vector<core::RoleLocation>> locations = [&] {
+  bool docker = request.scheduler == "local_docker";
+  Result<std::vector<core::RoleLocation>> locations = [&]() -> Result<std::vector<core::RoleLocation>> {
+    if (docker) return std::vector<core::RoleLocation>{};  // the image is the engine's
     AsUser as(caller->uid, caller->gid);  // image paths are checked with the caller's rights
     return imageproviders::FetchRoles(request.scheduler, request.app, request.cwd);
   }();
@@ -281,9 +300,14 @@ Result<const AppRecord*> LocalScheduler::SubmitNow(SubmitRequest request) {
   ctx.prepend_cwd = core::CfgGet<bool>(request.cfg, "prepend_cwd").value_or(false);
   ctx.client_env = request.env;
   ctx.roles = *locations;
-  auto requests = core::BuildReplicaRequests(rec->app, ctx);
-  for (auto& req : requests) {
-    for (const auto& [k, v] : caller->identity_env) req.env[k] = v;
+  std::vector<core::ReplicaRequest> requests;
+  if (docker) {
+    requests = ContainerRequests(*rec, &rec->submit_warnings);
+  } else {
+    requests = core::BuildReplicaRequests(rec->app, ctx);
+    for (auto& req : requests) {
+      for (const auto& [k, v] : caller->identity_env) req.env[k] = v;
+    }
   }
   if (core::CfgGet<bool>(request.cfg, "auto_set_cuda_visible_devices").value_or(false)) {
     std::string warning = core::AssignCudaVisibleDevices(rec->app, requests, std::max(0, gpu_count_.load()));
@@ -294,6 +318,7 @@ Result<const AppRecord*> LocalScheduler::SubmitNow(SubmitRequest request) {
     info.role = req.role;
     info.replica_id = req.replica_id;
     info.log_dir = req.log_dir;
+    info.hostname = req.container_name;
     for (size_t r = 0; r < rec->app.roles.size(); ++r) {
       if (rec->app.roles[r].name == req.role) info.role_index = static_cast<int>(r);
     }
@@ -317,6 +342,7 @@ Result<const AppRecord*> LocalScheduler::SubmitNow(SubmitRequest request) {
   opts.stop_on_failure = core::CfgGet<bool>(request.cfg, "stop_on_failure").value_or(true);
   opts.shim_path = options_.shim_path;
   opts.run_as = caller->run_as;
+  if (docker) opts.runtime = containers_.get();
   AppRecord* raw = rec.get();
   rec->runner = std::make_unique<supervisor::AppRunner>(loop_, rec->Handle(), rec->app,
                                                         std::move(requests), opts, this);

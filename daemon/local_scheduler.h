@@ -23,7 +23,10 @@
 #include "daemon/log_hub.h"
 #include "daemon/scheduler.h"
 #include "daemon/store.h"
+#include "core/http_client.h"
 #include "supervisor/app_runner.h"
+#include "supervisor/container_runtime.h"
+#include "supervisor/docker_client.h"
 
 namespace torchxd::daemon {
 
@@ -34,6 +37,7 @@ struct LocalSchedulerOptions {
   std::string shim_path;
   uint64_t log_max_bytes = 128ull << 20;  // per stream; 0 = unbounded
   uint64_t log_max_total = 0;             // all apps' logs in log_dir; 0 = unbounded
+  std::string docker_host;                // $DOCKER_HOST of the daemon (local_docker)
 };
 
 
@@ -44,7 +48,7 @@ class LocalScheduler : public Scheduler, public supervisor::AppRunnerObserver {
 
   // Loads the store; apps left non-terminal by a daemon that died are FAILED.
   [[nodiscard]] Result<void> Load();
-  std::vector<std::string> Names() const override { return {"local_cwd", "local_dir"}; }
+  std::vector<std::string> Names() const override { return {"local_cwd", "local_dir", "local_docker"}; }
   void Submit(SubmitRequest request, std::function<void(Result<const AppRecord*>)> done) override;
   [[nodiscard]] Result<const AppRecord*> SubmitNow(SubmitRequest request);
   AppRecord* Find(const std::string& scheduler, const std::string& app_id) override;
@@ -79,9 +83,21 @@ class LocalScheduler : public Scheduler, public supervisor::AppRunnerObserver {
   void EnforceLogBudget();
   void ReadErrorFile(AppRecord& app, supervisor::ReplicaInfo& replica);
 
+  // local_docker (daemon/local_docker.cc): the engine client, made on first use.
+  [[nodiscard]] Result<supervisor::DockerClient*> Docker();
+  // Pulls missing images (a failed pull is an error unless the image is local) and makes the network.
+  void PrepareContainers(const core::AppDef& app, std::function<void(Result<void>)> done);
+  std::vector<core::ReplicaRequest> ContainerRequests(const AppRecord& app, std::vector<std::string>* warnings);
+  // After a restart: re-attaches to a local_docker app's containers; false = cannot.
+  bool AdoptContainers(AppRecord& app);
+
   uv_loop_t* loop_;
   Store* store_;
   LocalSchedulerOptions options_;
+  // Declared before apps_ so they outlive the runners' container handles.
+  std::unique_ptr<HttpClient> http_;
+  std::unique_ptr<supervisor::DockerClient> docker_;
+  std::unique_ptr<supervisor::ContainerRuntime> containers_;
   std::map<Key, std::unique_ptr<AppRecord>> apps_;
   std::map<const supervisor::AppRunner*, AppRecord*> by_runner_;
   std::atomic<int> gpu_count_{-1};

@@ -100,6 +100,12 @@ void Service::Run(const json& params, const PeerInfo& peer, const Reply& reply) 
   req.app = std::move(*decoded);
   auto opts = core::SchedulerRunOpts(req.scheduler);
   if (!opts) return reply->Error(Error::InvalidArgument(opts.error().message));
+  if (req.scheduler == "local_docker" && info_.system_mode && !MayActOnAll(peer)) {
+    // The engine runs containers with its own rights (root, for dockerd): like the docker group.
+    return reply->Error(Error::PermissionDenied(
+        "local_docker runs containers with the Docker engine's rights; on a shared torchxd only root and the "
+        "admin group may use it"));
+  }
   Scheduler* scheduler = SchedulerFor(req.scheduler);
   if (scheduler == nullptr) {
     return reply->Error(Error::InvalidArgument("scheduler " + req.scheduler + " is not supported by this torchxd yet"));

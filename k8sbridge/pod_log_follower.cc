@@ -7,37 +7,10 @@
 
 namespace torchxd::k8sbridge {
 
-std::optional<int64_t> ParseRfc3339Nanos(std::string_view text) {
-  if (text.size() < 20 || text[4] != '-' || text[10] != 'T') return std::nullopt;
-  std::string head(text.substr(0, 19));
-  std::tm tm{};
-  int consumed = 0;
-  if (std::sscanf(head.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
-                  &tm.tm_min, &tm.tm_sec, &consumed) != 6 || consumed != 19) {
-    return std::nullopt;
-  }
-  tm.tm_year -= 1900;
-  tm.tm_mon -= 1;
-  int64_t nanos = 0;
-  size_t pos = 19;
-  if (pos < text.size() && text[pos] == '.') {
-    int digits = 0;
-    for (++pos; pos < text.size() && text[pos] >= '0' && text[pos] <= '9'; ++pos) {
-      if (digits < 9) {
-        nanos = nanos * 10 + (text[pos] - '0');
-        ++digits;
-      }
-    }
-    for (; digits < 9; ++digits) nanos *= 10;
-  }
-  if (pos >= text.size() || text[pos] != 'Z') return std::nullopt;  // kubelet stamps are UTC
-  return static_cast<int64_t>(timegm(&tm)) * 1000000000 + nanos;
-}
-
 std::pair<std::optional<int64_t>, std::string_view> SplitTimestamp(std::string_view line) {
   size_t space = line.find(' ');
-  if (space == std::string_view::npos) return {ParseRfc3339Nanos(line), std::string_view()};
-  auto ns = ParseRfc3339Nanos(line.substr(0, space));
+  if (space == std::string_view::npos) return {core::ParseRfc3339Nanos(line), std::string_view()};
+  auto ns = core::ParseRfc3339Nanos(line.substr(0, space));
   if (!ns) return {std::nullopt, line};
   return {ns, line.substr(space + 1)};
 }

@@ -18,9 +18,6 @@
 
 namespace torchxd::k8sbridge {
 
-// "2021-08-09T20:57:01.479780331Z" -> nanoseconds since the epoch.
-std::optional<int64_t> ParseRfc3339Nanos(std::string_view text);
-
 // Splits a `timestamps=true` log line into (time in ns, text without the stamp).
 std::pair<std::optional<int64_t>, std::string_view> SplitTimestamp(std::string_view line);
 

@@ -46,6 +46,7 @@ AppRunner::AppRunner(uv_loop_t* loop, std::string key, core::AppDef app,
     slot->info.role = req.role;
     slot->info.replica_id = req.replica_id;
     slot->info.log_dir = req.log_dir;
+    slot->info.hostname = req.container_name;
     for (size_t r = 0; r < app_.roles.size(); ++r) {
       if (app_.roles[r].name == req.role) slot->info.role_index = static_cast<int>(r);
     }
@@ -103,7 +104,7 @@ ReplicaCallbacks AppRunner::Callbacks(size_t index) {
 }
 
 void AppRunner::Adopt(const std::vector<ReplicaInfo>& previous,
-                      const std::vector<std::pair<int64_t, int64_t>>& logs_after_ns) {
+                      const std::vector<std::pair<uint64_t, uint64_t>>& stored_bytes) {
   state_ = core::AppState::kRunning;
   observer_->OnAppChanged(*this);
   for (size_t i = 0; i < slots_.size(); ++i) {
@@ -116,7 +117,7 @@ void AppRunner::Adopt(const std::vector<ReplicaInfo>& previous,
       StartSlot(i);
       continue;
     }
-    auto after = i < logs_after_ns.size() ? logs_after_ns[i] : std::pair<int64_t, int64_t>{0, 0};
+    auto after = i < stored_bytes.size() ? stored_bytes[i] : std::pair<uint64_t, uint64_t>{0, 0};
     s.process = runtime_->Adopt(s.request, after.first, after.second, Callbacks(i));
     if (!s.process) {
       ReplicaExit lost;

@@ -89,7 +89,7 @@ class AppRunner {
   // After a daemon restart: takes over the attempts `previous` describes that
   // were still running (the runtime re-attaches to them); finished replicas
   // keep their last state. Replicas the runtime cannot re-attach to fail.
-  void Adopt(const std::vector<ReplicaInfo>& previous, const std::vector<std::pair<int64_t, int64_t>>& logs_after_ns);
+  void Adopt(const std::vector<ReplicaInfo>& previous, const std::vector<std::pair<uint64_t, uint64_t>>& stored_bytes);
   // Stops everything (idempotent); replicas end CANCELLED, the app CANCELLED
   // with `msg`. Terminal listeners fire when no process is left.
   void Cancel(double grace_seconds, const std::string& msg);

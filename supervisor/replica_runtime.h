@@ -54,11 +54,12 @@ class ReplicaRuntime {
   virtual std::unique_ptr<ReplicaHandle> Start(const core::ReplicaRequest& request, int attempt,
                                                ReplicaCallbacks callbacks) = 0;
   // Re-attaches to an attempt a previous daemon started and that may still
-  // run (containers outlive a daemon crash). Output after `stdout_after_ns` /
-  // `stderr_after_ns` (unix ns; what the store already has) is delivered.
-  // Null when the runtime cannot (a process died with its daemon).
-  virtual std::unique_ptr<ReplicaHandle> Adopt(const core::ReplicaRequest&, int64_t /*stdout_after_ns*/,
-                                               int64_t /*stderr_after_ns*/, ReplicaCallbacks) {
+  // run (containers outlive a daemon crash). The first `stdout_skip` /
+  // `stderr_skip` bytes of the attempt's output are already stored and are
+  // not delivered again. Null when the runtime cannot (a process died with
+  // its daemon).
+  virtual std::unique_ptr<ReplicaHandle> Adopt(const core::ReplicaRequest&, uint64_t /*stdout_skip*/,
+                                               uint64_t /*stderr_skip*/, ReplicaCallbacks) {
     return nullptr;
   }
 };

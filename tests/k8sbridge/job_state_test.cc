@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/app_status.h"
 #include "core/components.h"
 #include "k8sbridge/kube_api.h"
 #include "k8sbridge/pod_log_follower.h"
@@ -75,9 +76,9 @@ TEST(JobStateTest, AbortCommandTargetsTheJobByUid) {
 }
 
 TEST(KubeletLogTest, TimestampsParseToNanoseconds) {
-  EXPECT_EQ(*ParseRfc3339Nanos("1970-01-01T00:00:01.5Z"), 1500000000);
-  EXPECT_EQ(*ParseRfc3339Nanos("2021-08-09T20:57:01.479780331Z") % 1000000000, 479780331);
-  EXPECT_FALSE(ParseRfc3339Nanos("yesterday").has_value());
+  EXPECT_EQ(*core::ParseRfc3339Nanos("1970-01-01T00:00:01.5Z"), 1500000000);
+  EXPECT_EQ(*core::ParseRfc3339Nanos("2021-08-09T20:57:01.479780331Z") % 1000000000, 479780331);
+  EXPECT_FALSE(core::ParseRfc3339Nanos("yesterday").has_value());
   auto [ns, text] = SplitTimestamp("1970-01-01T00:00:02Z hello world");
   EXPECT_EQ(*ns, 2000000000);
   EXPECT_EQ(text, "hello world");

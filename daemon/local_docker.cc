@@ -1,0 +1,132 @@
+// LocalScheduler's local_docker parts: the engine client, image and network
+// preparation before an app is accepted, and re-adoption after a restart.
+#include <spdlog/spdlog.h>
+
+#include <set>
+
+#include "core/docker_container.h"
+#include "core/scheduler_opts.h"
+#include "core/text.h"
+#include "daemon/local_scheduler.h"
+#include "daemon/log_stream.h"
+
+namespace torchxd::daemon {
+namespace {
+
+using nlohmann::json;
+
+// Bytes of the latest attempt already stored in a replica's stream.
+uint64_t StoredAttemptBytes(const std::string& dir, const std::string& stream) {
+  auto layout = LoadLogStream(dir, stream);
+  if (!layout) return 0;
+  uint64_t start = layout->attempts.empty() ? 0 : layout->attempts.back().offset;
+  return layout->end_offset - std::min(start, layout->end_offset);
+}
+
+// The first {"error": ...} in an image pull's progress stream, if any.
+std::string PullError(const json& answer) {
+  if (answer.is_object()) return answer.value("error", "");
+  if (!answer.is_string()) return "";
+  for (const auto& line : core::Split(answer.get<std::string>(), '\n')) {
+    json j = json::parse(line, nullptr, false);
+    if (j.is_object() && j.contains("error")) return j.value("error", "");
+  }
+  return "";
+}
+
+}  // namespace
+
+Result<supervisor::DockerClient*> LocalScheduler::Docker() {
+  if (docker_) return docker_.get();
+  std::string host = options_.docker_host;
+  auto socket = supervisor::DockerSocketFromEnv(core::MapEnv(host.empty() ? std::map<std::string, std::string>{}
+                                                                          : std::map<std::string, std::string>{{"DOCKER_HOST", host}}));
+  if (!socket) return Fail(socket.error());
+  http_ = std::make_unique<HttpClient>(loop_);
+  docker_ = std::make_unique<supervisor::DockerClient>(http_.get(), *socket);
+  containers_ = std::make_unique<supervisor::ContainerRuntime>(docker_.get());
+  return docker_.get();
+}
+
+void LocalScheduler::PrepareContainers(const core::AppDef& app, std::function<void(Result<void>)> done) {
+  std::set<std::string> unique;
+  for (const auto& role : app.roles) unique.insert(role.image);
+  auto images = std::make_shared<std::vector<std::string>>(unique.begin(), unique.end());
+  auto next = std::make_shared<std::function<void(size_t)>>();
+  std::weak_ptr<std::function<void(size_t)>> weak_next = next;
+  *next = [this, images, weak_next, done](size_t i) {
+    auto self = weak_next.lock();
+    if (i == images->size()) {
+      // The user-defined bridge network: replicas reach each other by name.
+      std::string net(core::kDockerNetwork);
+      return docker_->Call("GET", "/networks/" + net, nullptr, [this, net, done](Result<json> found) {
+        if (found) return done({});
+        json create = {{"Name", net}, {"Driver", "bridge"}, {"CheckDuplicate", true}};
+        docker_->Call("POST", "/networks/create", &create, [net, done](Result<json> made) {
+          if (!made && made.error().code != ErrorCode::kAlreadyExists) {
+            return done(Fail(Error::Unavailable("create the " + net + " network: " + made.error().message)));
+          }
+          done({});
+        });
+      });
+    }
+    const std::string image = (*images)[i];
+    docker_->Call("GET", "/images/" + image + "/json", nullptr, [this, image, i, self, done](Result<json> local) {
+      if (local) return (*self)(i + 1);
+      if (local.error().code != ErrorCode::kNotFound) return done(Fail(local.error()));
+      spdlog::info("pulling image image={}", image);
+      docker_->Call("POST", "/images/create?fromImage=" + image, nullptr, [this, image, i, self, done](Result<json> pulled) {
+        std::string why = pulled ? PullError(*pulled) : pulled.error().message;
+        if (why.empty()) return (*self)(i + 1);
+        done(Fail(Error::InvalidArgument("image " + image + " is not available: the pull failed (" + why +
+                                         ") and the engine has no local image of that name")));
+      }, 0);
+    });
+  };
+  (*next)(0);  // pending callbacks hold `self`, which keeps `next` alive until the last one
+}
+
+std::vector<core::ReplicaRequest> LocalScheduler::ContainerRequests(const AppRecord& app,
+                                                                    std::vector<std::string>* warnings) {
+  core::Cfg cfg;
+  auto parsed = core::SchedulerRunOpts("local_docker");
+  if (parsed) {
+    if (auto c = (*parsed)->CfgFromJson(app.cfg)) cfg = std::move(*c);
+  }
+  core::DockerAppContext ctx;
+  ctx.session = app.session;
+  ctx.app_id = app.app_id;
+  ctx.app_log_dir = app.app_log_dir;
+  ctx.copy_env = core::CfgGet<std::vector<std::string>>(cfg, "copy_env").value_or(std::vector<std::string>{});
+  ctx.env = core::CfgGet<std::map<std::string, std::string>>(cfg, "env").value_or(std::map<std::string, std::string>{});
+  ctx.privileged = core::CfgGet<bool>(cfg, "privileged").value_or(false);
+  ctx.client_env = app.client_env;
+  return core::BuildContainerRequests(app.app, ctx, warnings);
+}
+
+bool LocalScheduler::AdoptContainers(AppRecord& app) {
+  if (auto docker = Docker(); !docker) return false;
+  std::vector<std::string> warnings;
+  auto requests = ContainerRequests(app, &warnings);
+  std::vector<std::pair<uint64_t, uint64_t>> after;
+  for (const auto& req : requests) {
+    std::string key = req.role + "/" + std::to_string(req.replica_id);
+    if (app.logs.count(key) == 0) {
+      if (auto writer = ReplicaLogWriter::Open(req.log_dir, app.log_max_bytes)) app.logs.emplace(key, std::move(*writer));
+    }
+    after.emplace_back(StoredAttemptBytes(req.log_dir, "stdout"), StoredAttemptBytes(req.log_dir, "stderr"));
+  }
+  supervisor::AppOptions opts;
+  opts.grace_seconds = options_.grace_seconds;
+  opts.backoff_initial_seconds = app.cfg.value("restart_backoff", 1.0);
+  opts.backoff_max_seconds = app.cfg.value("restart_backoff_max", 30.0);
+  opts.stop_on_failure = app.cfg.value("stop_on_failure", true);
+  opts.runtime = containers_.get();
+  app.runner = std::make_unique<supervisor::AppRunner>(loop_, app.Handle(), app.app, std::move(requests), opts, this);
+  by_runner_[app.runner.get()] = &app;
+  spdlog::info("re-adopting containers app={} replicas={}", app.app_id, app.replicas.size());
+  app.runner->Adopt(app.replicas, after);
+  return true;
+}
+
+}  // namespace torchxd::daemon

@@ -1,0 +1,137 @@
+#include "supervisor/docker_client.h"
+
+#include <cstdio>
+
+namespace torchxd::supervisor {
+namespace {
+
+using nlohmann::json;
+
+// "1.41" < "1.43", numerically per part.
+bool VersionLess(const std::string& a, const std::string& b) {
+  int a1 = 0, a2 = 0, b1 = 0, b2 = 0;
+  std::sscanf(a.c_str(), "%d.%d", &a1, &a2);
+  std::sscanf(b.c_str(), "%d.%d", &b1, &b2);
+  return a1 != b1 ? a1 < b1 : a2 < b2;
+}
+
+Error EngineError(long status, const std::string& body, const std::string& what) {
+  json j = json::parse(body, nullptr, false);
+  std::string message = j.is_object() && j.contains("message") && j["message"].is_string()
+                            ? j["message"].get<std::string>()
+                            : body.substr(0, 300);
+  ErrorCode code = status == 404   ? ErrorCode::kNotFound
+                   : status == 409 ? ErrorCode::kAlreadyExists
+                   : status == 400 ? ErrorCode::kInvalidArgument
+                                   : ErrorCode::kUnavailable;
+  return Error{code, "docker engine " + what + ": " + std::to_string(status) + ": " + message};
+}
+
+}  // namespace
+
+Result<std::string> DockerSocketFromEnv(const core::EnvLookup& env) {
+  auto host = env("DOCKER_HOST");
+  if (!host || host->empty()) return std::string("/var/run/docker.sock");
+  const std::string prefix = "unix://";
+  if (host->rfind(prefix, 0) == 0 && host->size() > prefix.size()) return host->substr(prefix.size());
+  return Fail(Error::InvalidArgument("DOCKER_HOST=" + *host +
+                                     ": torchxd talks to the engine over a Unix socket only (unix:///path)"));
+}
+
+void DockerStreamDemuxer::Feed(std::string_view bytes, const Sink& sink) {
+  buffer_.append(bytes);
+  size_t pos = 0;
+  while (buffer_.size() - pos >= 8) {
+    auto* h = reinterpret_cast<const unsigned char*>(buffer_.data() + pos);
+    size_t size = (size_t{h[4]} << 24) | (size_t{h[5]} << 16) | (size_t{h[6]} << 8) | size_t{h[7]};
+    if (buffer_.size() - pos - 8 < size) break;
+    std::string_view payload(buffer_.data() + pos + 8, size);
+    if (h[0] == 2) {
+      sink(OutputStream::kStderr, payload);
+    } else if (h[0] == 1 || h[0] == 0) {
+      sink(OutputStream::kStdout, payload);
+    }  // 3: the engine's own error channel; it also ends the stream
+    pos += 8 + size;
+  }
+  buffer_.erase(0, pos);
+}
+
+HttpRequest DockerClient::Request(const std::string& method, const std::string& path) const {
+  HttpRequest r;
+  r.method = method;
+  r.unix_socket = socket_;
+  r.url = "http://docker" + (version_.empty() ? path : "/v" + version_ + path);
+  r.connect_timeout_ms = 5000;
+  return r;
+}
+
+Error DockerClient::Unreachable(const Error& cause) const {
+  return Error::Unavailable("the Docker engine at unix://" + socket_ + " is not reachable (" + cause.message +
+                            "); start dockerd or `podman system service`, or point DOCKER_HOST at its socket");
+}
+
+void DockerClient::Negotiate(std::function<void(Result<void>)> then) {
+  if (!version_.empty()) return then({});
+  waiting_.push_back(std::move(then));
+  if (negotiating_) return;
+  negotiating_ = true;
+  HttpRequest r = Request("GET", "/version");
+  r.timeout_ms = 10000;
+  http_->Start(std::move(r), nullptr, [this](Result<HttpResponse> resp) {
+    negotiating_ = false;
+    Result<void> outcome;
+    if (!resp) {
+      outcome = Fail(Unreachable(resp.error()));
+    } else if (resp->status != 200) {
+      outcome = Fail(EngineError(resp->status, resp->body, "GET /version"));
+    } else {
+      json v = json::parse(resp->body, nullptr, false);
+      std::string server = v.is_object() ? v.value("ApiVersion", "1.41") : "1.41";
+      version_ = VersionLess(server, kMaxApiVersion) ? server : kMaxApiVersion;
+    }
+    auto waiting = std::move(waiting_);
+    waiting_.clear();
+    for (auto& w : waiting) w(outcome);
+  });
+}
+
+void DockerClient::Call(const std::string& method, const std::string& path, const json* body, JsonDone done,
+                        int64_t timeout_ms) {
+  std::string payload = body != nullptr ? body->dump() : std::string();
+  Negotiate([this, method, path, payload, done, timeout_ms](Result<void> ready) {
+    if (!ready) return done(Fail(ready.error()));
+    HttpRequest r = Request(method, path);
+    r.timeout_ms = timeout_ms;
+    if (!payload.empty()) {
+      r.body = payload;
+      r.headers.push_back("Content-Type: application/json");
+    }
+    std::string what = method + " " + path;
+    http_->Start(std::move(r), nullptr, [this, what, done](Result<HttpResponse> resp) {
+      if (!resp) return done(Fail(Unreachable(resp.error())));
+      if (resp->status < 200 || resp->status >= 300) return done(Fail(EngineError(resp->status, resp->body, what)));
+      if (resp->body.empty()) return done(json());
+      json parsed = json::parse(resp->body, nullptr, false);
+      done(parsed.is_discarded() ? json(resp->body) : parsed);
+    });
+  });
+}
+
+void DockerClient::Stream(const std::string& method, const std::string& path,
+                          std::function<void(std::string_view)> on_data, std::function<void(Result<void>)> done,
+                          std::function<void(HttpClient::RequestId)> started) {
+  Negotiate([this, method, path, on_data, done, started](Result<void> ready) {
+    if (!ready) return done(Fail(ready.error()));
+    HttpRequest r = Request(method, path);
+    r.stream = true;
+    std::string what = method + " " + path;
+    auto id = http_->Start(std::move(r), on_data, [this, what, done](Result<HttpResponse> resp) {
+      if (!resp) return done(Fail(Unreachable(resp.error())));
+      if (resp->status < 200 || resp->status >= 300) return done(Fail(EngineError(resp->status, resp->body, what)));
+      done({});
+    });
+    if (started) started(id);
+  });
+}
+
+}  // namespace torchxd::supervisor

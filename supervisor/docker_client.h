@@ -1,0 +1,73 @@
+// DockerClient: the Docker Engine API over its Unix socket (dockerd, or a
+// `podman system service` socket), on the loop through HttpClient.
+// The API version is negotiated once (GET /version: the engine's ApiVersion,
+// capped at the newest this client speaks); calls made meanwhile wait for it.
+// An absent or unreachable engine is an Unavailable error naming the socket
+// and what to do, never a hang (connect timeout).
+//
+// DockerStreamDemuxer decodes the engine's multiplexed log stream (8-byte
+// frame headers: stream 1 = stdout, 2 = stderr, then a big-endian length).
+//
+// Thread contract: loop thread only.
+#ifndef TORCHXD_SUPERVISOR_DOCKER_CLIENT_H_
+#define TORCHXD_SUPERVISOR_DOCKER_CLIENT_H_
+
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/environment.h"
+#include "core/http_client.h"
+#include "core/result.h"
+#include "supervisor/replica_runtime.h"
+
+namespace torchxd::supervisor {
+
+// The engine's socket from $DOCKER_HOST (unix://PATH), default /var/run/docker.sock.
+[[nodiscard]] Result<std::string> DockerSocketFromEnv(const core::EnvLookup& env);
+
+class DockerStreamDemuxer {
+ public:
+  using Sink = std::function<void(OutputStream stream, std::string_view bytes)>;
+  void Feed(std::string_view bytes, const Sink& sink);
+
+ private:
+  std::string buffer_;
+};
+
+class DockerClient {
+ public:
+  static constexpr const char* kMaxApiVersion = "1.43";
+  using JsonDone = std::function<void(Result<nlohmann::json>)>;
+
+  DockerClient(HttpClient* http, std::string socket) : http_(http), socket_(std::move(socket)) {}
+  const std::string& socket() const { return socket_; }
+  const std::string& api_version() const { return version_; }
+
+  // `path` starts with '/' and has no version prefix. A 2xx answer's JSON
+  // (null when empty); other statuses become errors with the engine's message.
+  void Call(const std::string& method, const std::string& path, const nlohmann::json* body, JsonDone done,
+            int64_t timeout_ms = 60000);
+  // A streamed GET/POST; `done` when it ends.
+  void Stream(const std::string& method, const std::string& path, std::function<void(std::string_view)> on_data,
+              std::function<void(Result<void>)> done, std::function<void(HttpClient::RequestId)> started = nullptr);
+  void Cancel(HttpClient::RequestId id) { http_->Cancel(id); }
+
+ private:
+  void Negotiate(std::function<void(Result<void>)> then);
+  HttpRequest Request(const std::string& method, const std::string& path) const;
+  Error Unreachable(const Error& cause) const;
+
+  HttpClient* http_;
+  std::string socket_;
+  std::string version_;  // "" until negotiated
+  bool negotiating_ = false;
+  std::vector<std::function<void(Result<void>)>> waiting_;
+};
+
+}  // namespace torchxd::supervisor
+
+#endif  // TORCHXD_SUPERVISOR_DOCKER_CLIENT_H_
