@@ -11,6 +11,7 @@
 #include "core/app_status.h"
 #include "core/app_handle.h"
 #include "core/app_json.h"
+#include "core/docker_container.h"
 #include "core/ids.h"
 #include "core/replica_request.h"
 #include "imageproviders/image_provider.h"
@@ -31,9 +32,34 @@ int PrintKubernetesDryrun(const core::AppDef& app, const core::Cfg& cfg, const C
   return kExitOk;
 }
 
+// The exact Docker Engine API create body of each replica's container.
+int PrintDockerDryrun(const core::AppDef& app, const core::Cfg& cfg, const CliContext& ctx) {
+  core::DockerAppContext d;
+  d.app_id = core::MakeUnique(app.name);
+  d.app_log_dir = "<torchxd --log-dir>/" + d.session + "/" + d.app_id;
+  d.copy_env = core::CfgGet<std::vector<std::string>>(cfg, "copy_env").value_or(std::vector<std::string>{});
+  d.env = core::CfgGet<std::map<std::string, std::string>>(cfg, "env").value_or(std::map<std::string, std::string>{});
+  d.privileged = core::CfgGet<bool>(cfg, "privileged").value_or(false);
+  d.client_env = ctx.environ;
+  std::vector<std::string> warnings;
+  nlohmann::json containers = nlohmann::json::array();
+  for (const auto& req : core::BuildContainerRequests(app, d, &warnings)) {
+    containers.push_back({{"name", req.container_name}, {"create", req.container}});
+  }
+  for (const auto& w : warnings) *ctx.err << "torchx: warning: " << w << "\n";
+  nlohmann::json request = {{"app_handle", core::MakeAppHandle("local_docker", d.session, d.app_id)},
+                            {"network", std::string(core::kDockerNetwork)},
+                            {"containers", containers}};
+  *ctx.out << "=== APPLICATION ===\n"
+           << core::AppDefToJson(app).dump(2) << "\n=== SCHEDULER REQUEST ===\n"
+           << request.dump(2) << "\n";
+  return kExitOk;
+}
+
 int PrintDryrun(const RunArgs& args, const core::AppDef& app, const core::Cfg& cfg,
                 const CliContext& ctx) {
   if (args.scheduler == "kubernetes") return PrintKubernetesDryrun(app, cfg, ctx);
+  if (args.scheduler == "local_docker") return PrintDockerDryrun(app, cfg, ctx);
   auto locations = imageproviders::FetchRoles(args.scheduler, app, ctx.cwd);
   if (!locations) return ReportError(ctx, locations.error().message, kExitUsage);
   core::LocalAppContext local;

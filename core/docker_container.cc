@@ -91,7 +91,7 @@ std::vector<ReplicaRequest> BuildContainerRequests(const AppDef& app, const Dock
       json devices = json::array();
       json host = {{"NetworkMode", std::string(kDockerNetwork)}, {"Privileged", ctx.privileged}};
       host["Mounts"] = Mounts(r, devices);
-      ResourceDevices(r.resource, devices, warnings);
+      ResourceDevices(r.resource, devices, i == 0 ? warnings : nullptr);  // warned once per role
       if (!devices.empty()) host["Devices"] = devices;
       if (r.resource.mem_mb >= 0) {
         int64_t bytes = int64_t{r.resource.mem_mb} << 20;
