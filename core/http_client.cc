@@ -1,10 +1,14 @@
 #include "core/http_client.h"
 
-#include <mutex>
 
 #include "core/check.h"
+#include "core/curl_api.h"
 
 namespace torchxd {
+namespace {
+// Set by Create() before any HttpClient exists; libcurl is loaded on first use (curl_api.h).
+const CurlApi* api = nullptr;
+}  // namespace
 
 struct HttpClient::Transfer {
   HttpClient* client = nullptr;
@@ -21,57 +25,59 @@ struct HttpClient::Transfer {
   char error[CURL_ERROR_SIZE] = {};
 
   ~Transfer() {
-    if (easy != nullptr) curl_easy_cleanup(easy);
-    if (headers != nullptr) curl_slist_free_all(headers);
+    if (easy != nullptr) api->easy_cleanup(easy);
+    if (headers != nullptr) api->slist_free_all(headers);
   }
 };
 
 namespace {
 
-void GlobalInit() {
-  static std::once_flag once;
-  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-}
 
 void SetBlob(CURL* easy, CURLoption option, const std::string& pem) {
   curl_blob blob{const_cast<char*>(pem.data()), pem.size(), CURL_BLOB_COPY};
-  curl_easy_setopt(easy, option, &blob);
+  api->easy_setopt(easy, option, &blob);
 }
 
 void ApplyTls(CURL* easy, const TlsOptions& tls) {
-  if (!tls.ca_file.empty()) curl_easy_setopt(easy, CURLOPT_CAINFO, tls.ca_file.c_str());
+  if (!tls.ca_file.empty()) api->easy_setopt(easy, CURLOPT_CAINFO, tls.ca_file.c_str());
   if (!tls.ca_pem.empty()) SetBlob(easy, CURLOPT_CAINFO_BLOB, tls.ca_pem);
-  if (!tls.cert_file.empty()) curl_easy_setopt(easy, CURLOPT_SSLCERT, tls.cert_file.c_str());
+  if (!tls.cert_file.empty()) api->easy_setopt(easy, CURLOPT_SSLCERT, tls.cert_file.c_str());
   if (!tls.cert_pem.empty()) SetBlob(easy, CURLOPT_SSLCERT_BLOB, tls.cert_pem);
-  if (!tls.key_file.empty()) curl_easy_setopt(easy, CURLOPT_SSLKEY, tls.key_file.c_str());
+  if (!tls.key_file.empty()) api->easy_setopt(easy, CURLOPT_SSLKEY, tls.key_file.c_str());
   if (!tls.key_pem.empty()) SetBlob(easy, CURLOPT_SSLKEY_BLOB, tls.key_pem);
-  if (!tls.cert_pem.empty() || !tls.cert_file.empty()) curl_easy_setopt(easy, CURLOPT_SSLCERTTYPE, "PEM");
+  if (!tls.cert_pem.empty() || !tls.cert_file.empty()) api->easy_setopt(easy, CURLOPT_SSLCERTTYPE, "PEM");
   if (tls.insecure_skip_verify) {
-    curl_easy_setopt(easy, CURLOPT_SSL_VERIFYPEER, 0L);
-    curl_easy_setopt(easy, CURLOPT_SSL_VERIFYHOST, 0L);
+    api->easy_setopt(easy, CURLOPT_SSL_VERIFYPEER, 0L);
+    api->easy_setopt(easy, CURLOPT_SSL_VERIFYHOST, 0L);
   }
 }
 
 }  // namespace
 
+Result<std::unique_ptr<HttpClient>> HttpClient::Create(uv_loop_t* loop) {
+  auto loaded = LoadCurl();
+  if (!loaded) return Fail(loaded.error());
+  api = *loaded;
+  return std::unique_ptr<HttpClient>(new HttpClient(loop));
+}
+
 HttpClient::HttpClient(uv_loop_t* loop) : loop_(loop) {
-  GlobalInit();
-  multi_ = curl_multi_init();
+  multi_ = api->multi_init();
   TORCHXD_CHECK(multi_ != nullptr);
-  curl_multi_setopt(multi_, CURLMOPT_SOCKETFUNCTION, &HttpClient::OnSocket);
-  curl_multi_setopt(multi_, CURLMOPT_SOCKETDATA, this);
-  curl_multi_setopt(multi_, CURLMOPT_TIMERFUNCTION, &HttpClient::OnTimer);
-  curl_multi_setopt(multi_, CURLMOPT_TIMERDATA, this);
+  api->multi_setopt(multi_, CURLMOPT_SOCKETFUNCTION, &HttpClient::OnSocket);
+  api->multi_setopt(multi_, CURLMOPT_SOCKETDATA, this);
+  api->multi_setopt(multi_, CURLMOPT_TIMERFUNCTION, &HttpClient::OnTimer);
+  api->multi_setopt(multi_, CURLMOPT_TIMERDATA, this);
   timer_ = NewUvHandle<uv_timer_t>(this);
   uv_timer_init(loop_, timer_.get());
 }
 
 HttpClient::~HttpClient() {
   for (auto& [id, t] : transfers_) {
-    if (t->added) curl_multi_remove_handle(multi_, t->easy);
+    if (t->added) api->multi_remove_handle(multi_, t->easy);
   }
   transfers_.clear();
-  curl_multi_cleanup(multi_);
+  api->multi_cleanup(multi_);
   polls_.clear();
 }
 
@@ -82,30 +88,30 @@ HttpClient::RequestId HttpClient::Start(HttpRequest request, DataCallback on_dat
   t->request = std::move(request);
   t->on_data = std::move(on_data);
   t->on_done = std::move(on_done);
-  CURL* e = t->easy = curl_easy_init();
+  CURL* e = t->easy = api->easy_init();
   TORCHXD_CHECK(e != nullptr);
   const HttpRequest& r = t->request;
-  curl_easy_setopt(e, CURLOPT_URL, r.url.c_str());
-  curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(e, CURLOPT_PRIVATE, t.get());
-  curl_easy_setopt(e, CURLOPT_ERRORBUFFER, t->error);
-  curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &HttpClient::OnWrite);
-  curl_easy_setopt(e, CURLOPT_WRITEDATA, t.get());
-  curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
-  curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(r.connect_timeout_ms));
-  if (r.timeout_ms > 0) curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(r.timeout_ms));
-  if (!r.unix_socket.empty()) curl_easy_setopt(e, CURLOPT_UNIX_SOCKET_PATH, r.unix_socket.c_str());
+  api->easy_setopt(e, CURLOPT_URL, r.url.c_str());
+  api->easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+  api->easy_setopt(e, CURLOPT_PRIVATE, t.get());
+  api->easy_setopt(e, CURLOPT_ERRORBUFFER, t->error);
+  api->easy_setopt(e, CURLOPT_WRITEFUNCTION, &HttpClient::OnWrite);
+  api->easy_setopt(e, CURLOPT_WRITEDATA, t.get());
+  api->easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+  api->easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(r.connect_timeout_ms));
+  if (r.timeout_ms > 0) api->easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(r.timeout_ms));
+  if (!r.unix_socket.empty()) api->easy_setopt(e, CURLOPT_UNIX_SOCKET_PATH, r.unix_socket.c_str());
   if (r.method == "GET") {
-    curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
+    api->easy_setopt(e, CURLOPT_HTTPGET, 1L);
   } else {
-    curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, r.method.c_str());
+    api->easy_setopt(e, CURLOPT_CUSTOMREQUEST, r.method.c_str());
   }
   if (!r.body.empty() || r.method == "POST" || r.method == "PUT" || r.method == "PATCH") {
-    curl_easy_setopt(e, CURLOPT_POSTFIELDS, r.body.data());
-    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(r.body.size()));
+    api->easy_setopt(e, CURLOPT_POSTFIELDS, r.body.data());
+    api->easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(r.body.size()));
   }
-  for (const auto& h : r.headers) t->headers = curl_slist_append(t->headers, h.c_str());
-  if (t->headers != nullptr) curl_easy_setopt(e, CURLOPT_HTTPHEADER, t->headers);
+  for (const auto& h : r.headers) t->headers = api->slist_append(t->headers, h.c_str());
+  if (t->headers != nullptr) api->easy_setopt(e, CURLOPT_HTTPHEADER, t->headers);
   ApplyTls(e, r.tls);
   Transfer* raw = t.get();
   transfers_[raw->id] = std::move(t);
@@ -119,7 +125,7 @@ HttpClient::RequestId HttpClient::Start(HttpRequest request, DataCallback on_dat
 
 void HttpClient::Add(Transfer* t) {
   t->added = true;
-  CURLMcode code = curl_multi_add_handle(multi_, t->easy);
+  CURLMcode code = api->multi_add_handle(multi_, t->easy);
   TORCHXD_CHECK(code == CURLM_OK);
 }
 
@@ -131,7 +137,7 @@ void HttpClient::Cancel(RequestId id) {
 }
 
 void HttpClient::Remove(Transfer* t) {
-  if (t->added) curl_multi_remove_handle(multi_, t->easy);
+  if (t->added) api->multi_remove_handle(multi_, t->easy);
   std::erase(pending_add_, t);
   transfers_.erase(t->id);
 }
@@ -141,7 +147,7 @@ size_t HttpClient::OnWrite(char* data, size_t size, size_t n, void* userp) {
   size_t bytes = size * n;
   if (t->cancelled) return 0;
   long status = 0;
-  curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);
+  api->easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);
   if (t->request.stream && status >= 200 && status < 300 && t->on_data) {
     try {
       t->on_data(std::string_view(data, bytes));
@@ -210,7 +216,7 @@ void HttpClient::OnTimeout(uv_timer_t* handle) {
 void HttpClient::Act(curl_socket_t fd, int flags) {
   int running = 0;
   ++in_curl_;
-  curl_multi_socket_action(multi_, fd, flags, &running);
+  api->multi_socket_action(multi_, fd, flags, &running);
   --in_curl_;
   Reap();
 }
@@ -218,10 +224,10 @@ void HttpClient::Act(curl_socket_t fd, int flags) {
 void HttpClient::Reap() {
   // Finished transfers first, then what callbacks asked for meanwhile.
   int left = 0;
-  while (CURLMsg* msg = curl_multi_info_read(multi_, &left)) {
+  while (CURLMsg* msg = api->multi_info_read(multi_, &left)) {
     if (msg->msg != CURLMSG_DONE) continue;
     Transfer* t = nullptr;
-    curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, reinterpret_cast<char**>(&t));
+    api->easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, reinterpret_cast<char**>(&t));
     if (t != nullptr) Finish(t, msg->data.result);
   }
   ApplyPending();
@@ -239,7 +245,7 @@ void HttpClient::ApplyPending() {
 }
 
 void HttpClient::Finish(Transfer* t, CURLcode code) {
-  curl_multi_remove_handle(multi_, t->easy);
+  api->multi_remove_handle(multi_, t->easy);
   t->added = false;
   std::unique_ptr<Transfer> owned = std::move(transfers_[t->id]);
   transfers_.erase(t->id);
@@ -251,12 +257,12 @@ void HttpClient::Finish(Transfer* t, CURLcode code) {
                                      std::to_string(kMaxBodyBytes >> 20) + " MiB")));
   }
   if (code != CURLE_OK) {
-    std::string detail = t->error[0] != '\0' ? t->error : curl_easy_strerror(code);
+    std::string detail = t->error[0] != '\0' ? t->error : api->easy_strerror(code);
     Error e = code == CURLE_OPERATION_TIMEDOUT ? Error::Timeout(r.method + " " + where + ": " + detail)
                                                : Error::Unavailable(r.method + " " + where + ": " + detail);
     return t->on_done(Fail(std::move(e)));
   }
-  curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &t->response.status);
+  api->easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &t->response.status);
   t->on_done(std::move(t->response));
 }
 

@@ -67,7 +67,8 @@ class HttpClient {
   using DoneCallback = std::function<void(Result<HttpResponse>)>;
   static constexpr size_t kMaxBodyBytes = 64u << 20;
 
-  explicit HttpClient(uv_loop_t* loop);
+  // Fails (Unavailable) only when libcurl cannot be loaded.
+  [[nodiscard]] static Result<std::unique_ptr<HttpClient>> Create(uv_loop_t* loop);
   ~HttpClient();
   HttpClient(const HttpClient&) = delete;
   HttpClient& operator=(const HttpClient&) = delete;
@@ -79,6 +80,7 @@ class HttpClient {
   size_t active() const { return transfers_.size(); }
 
  private:
+  explicit HttpClient(uv_loop_t* loop);
   struct Transfer;
   static int OnSocket(CURL* easy, curl_socket_t s, int what, void* userp, void* socketp);
   static int OnTimer(CURLM* multi, long timeout_ms, void* userp);

@@ -96,8 +96,10 @@ Result<k8s::KubeApi*> KubernetesScheduler::Api() {
   search.explicit_path = options_.kubeconfig;
   auto config = k8s::LoadKubeConfig(search, env_);
   if (!config) return Fail(config.error().WithContext("kubernetes"));
+  auto http = HttpClient::Create(loop_);
+  if (!http) return Fail(http.error().WithContext("kubernetes"));
   spdlog::info("kubernetes api server={} from={}", config->server, config->source);
-  http_ = std::make_unique<HttpClient>(loop_);
+  http_ = std::move(*http);
   api_ = std::make_unique<k8s::KubeApi>(http_.get(), std::move(*config));
   return api_.get();
 }
