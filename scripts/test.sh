@@ -5,5 +5,5 @@
 # busybox-static rootfs for their image.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-EXTRA_PACKAGES="podman runc aardvark-dns netavark iptables busybox-static uidmap ${EXTRA_PACKAGES:-}" scripts/setup.sh
+EXTRA_PACKAGES="podman runc aardvark-dns netavark iptables busybox-static uidmap openssl ${EXTRA_PACKAGES:-}" scripts/setup.sh
 ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j"$(nproc)"

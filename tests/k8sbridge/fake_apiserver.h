@@ -33,11 +33,15 @@ inline std::string SharedSchemas() {
 class FakeApiServer {
  public:
   // `schemas`: validate created objects with the real CRDs ("" = no validation).
-  bool Start(const std::filesystem::path& dir, const std::string& schemas, const std::string& token) {
+  // With `tls_cert`/`tls_key` (PEM files) it serves HTTPS.
+  bool Start(const std::filesystem::path& dir, const std::string& schemas, const std::string& token,
+             const std::string& tls_cert = "", const std::string& tls_key = "") {
+    tls_ = !tls_cert.empty();
     std::string port_file = (dir / "fake.port").string();
     std::vector<std::string> args = {"/usr/bin/python3", FAKE_APISERVER, "--port-file", port_file};
     if (!schemas.empty()) args.insert(args.end(), {"--schemas", schemas});
     if (!token.empty()) args.insert(args.end(), {"--token", token});
+    if (tls_) args.insert(args.end(), {"--tls-cert", tls_cert, "--tls-key", tls_key});
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -55,13 +59,15 @@ class FakeApiServer {
       ::waitpid(pid_, nullptr, 0);
     }
   }
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  std::string url() const { return (tls_ ? "https" : "http") + std::string("://127.0.0.1:") + std::to_string(port_); }
 
-  // A kubeconfig for this server (context "fake", namespace `ns`, bearer `token`).
-  std::string WriteKubeconfig(const std::filesystem::path& path, const std::string& ns, const std::string& token) {
+  // A kubeconfig for this server (context "fake", namespace `ns`, bearer `token`);
+  // `cluster_extra` adds lines to the cluster (e.g. certificate-authority-data).
+  std::string WriteKubeconfig(const std::filesystem::path& path, const std::string& ns, const std::string& token,
+                              const std::string& cluster_extra = "") {
     std::ofstream out(path);
     out << "apiVersion: v1\nkind: Config\ncurrent-context: fake\nclusters:\n- name: fake\n  cluster:\n"
-        << "    server: " << url() << "\ncontexts:\n- name: fake\n  context:\n    cluster: fake\n    user: me\n"
+        << "    server: " << url() << "\n" << cluster_extra << "contexts:\n- name: fake\n  context:\n    cluster: fake\n    user: me\n"
         << "    namespace: " << ns << "\nusers:\n- name: me\n  user:\n    token: " << token << "\n";
     return path.string();
   }
@@ -81,6 +87,8 @@ class FakeApiServer {
     std::string sink;
     curl_easy_setopt(c, CURLOPT_WRITEDATA, out != nullptr ? out : &sink);
     curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);  // the test's own control calls
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
     long code = 0;
     if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
     curl_easy_cleanup(c);
@@ -98,6 +106,7 @@ class FakeApiServer {
  private:
   pid_t pid_ = -1;
   int port_ = 0;
+  bool tls_ = false;
 };
 
 }  // namespace torchxd::testing

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """A fake kube-apiserver with Volcano, for torchxd's Kubernetes bridge tests.
 
-usage: fake_apiserver.py [--schemas DIR] [--token TOKEN] --port-file FILE
+usage: fake_apiserver.py [--schemas DIR] [--token TOKEN] [--tls-cert PEM --tls-key PEM] --port-file FILE
 
 Serves on 127.0.0.1 (a free port, written to --port-file) what the bridge uses:
   Volcano Jobs     POST (with ?dryRun=All), GET, DELETE, list and watch
@@ -459,12 +459,19 @@ def main():
     parser.add_argument("--schemas")
     parser.add_argument("--token")
     parser.add_argument("--port-file", required=True)
+    parser.add_argument("--tls-cert")
+    parser.add_argument("--tls-key")
     args = parser.parse_args()
     TOKEN = args.token
     if args.schemas:
         load_validators(args.schemas)
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
+    if args.tls_cert:
+        import ssl
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(args.tls_cert, args.tls_key)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
     tmp = args.port_file + ".tmp"
     with open(tmp, "w") as f:
         f.write(str(server.server_address[1]))

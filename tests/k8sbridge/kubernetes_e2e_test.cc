@@ -279,6 +279,38 @@ TEST_F(KubernetesE2eTest, NoClusterConfigurationIsAClearError) {
   EXPECT_THAT(run.err, HasSubstr("KUBECONFIG"));
 }
 
+// TLS is verified by default: the cluster's CA from the kubeconfig is trusted,
+// nothing else is, unless the kubeconfig says insecure-skip-tls-verify.
+TEST_F(KubernetesE2eTest, TlsIsVerifiedAgainstTheKubeconfigsCertificateAuthority) {
+  if (RunShell("command -v openssl >/dev/null", (dir_ / "which.err").string()).exit_code != 0) {
+    GTEST_SKIP() << "openssl is not installed: no certificate to test TLS with";
+  }
+  std::string cert = (dir_ / "cert.pem").string(), key = (dir_ / "key.pem").string();
+  auto made = RunShell("openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 -addext "
+                       "subjectAltName=IP:127.0.0.1 -keyout " + Quote(key) + " -out " + Quote(cert) + " 2>/dev/null",
+                       (dir_ / "openssl.err").string());
+  ASSERT_EQ(made.exit_code, 0);
+  FakeApiServer tls;
+  ASSERT_TRUE(tls.Start(dir_ / "work", "", kToken, cert, key));
+  std::string b64 = RunShell("base64 -w0 " + Quote(cert), (dir_ / "b64.err").string()).out;
+  ASSERT_FALSE(b64.empty());
+
+  auto run = [&](const std::string& cluster_extra) {
+    kubeconfig_ = tls.WriteKubeconfig(dir_ / ("kc" + std::to_string(calls_)), "team", kToken, cluster_extra);
+    Torchx({"daemon", "stop"});  // the daemon reads its kubeconfig once
+    return Torchx({"run", "-s", "kubernetes", "-cfg", "queue=default,namespace=team", "utils.echo"});
+  };
+  auto untrusted = run("");
+  EXPECT_EQ(untrusted.exit_code, 1);
+  EXPECT_THAT(untrusted.err, HasSubstr("certificate"));
+  auto trusted = run("    certificate-authority-data: " + b64 + "\n");
+  EXPECT_EQ(trusted.exit_code, 0) << trusted.err;
+  EXPECT_THAT(trusted.out, HasSubstr("kubernetes://torchx/team:echo-"));
+  auto insecure = run("    insecure-skip-tls-verify: true\n");
+  EXPECT_EQ(insecure.exit_code, 0) << insecure.err;
+  EXPECT_EQ(tls.State()["jobs"].size(), 2u);
+}
+
 // The fake must answer like the recorded v1.24 apiserver: the same verdict
 // for each golden request.
 TEST(FakeApiServerTest, GivesTheGoldenVerdicts) {
