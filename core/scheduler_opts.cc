@@ -5,6 +5,20 @@
 namespace torchxd::core {
 namespace {
 
+// What torchxd's supervisor adds to every local scheduler (processes and containers).
+void AddSupervisionOpts(RunOpts& opts) {
+  opts.Add("stop_on_failure", OptType::kBool,
+           "when a replica fails with no retry left, stop the app's other replicas "
+           "(they end CANCELLED)",
+           true);
+  opts.Add("log_max_bytes", OptType::kStr,
+           "byte budget of each replica log stream's ring of segment files, e.g. 128M "
+           "(K/M/G suffixes; 0 = unbounded; default: the daemon's --log-max-bytes)");
+  opts.Add("restart_backoff", OptType::kFloat,
+           "seconds before the first restart of a failed replica; doubles per restart", 1.0);
+  opts.Add("restart_backoff_max", OptType::kFloat, "cap on the restart delay, in seconds", 30.0);
+}
+
 RunOpts LocalOpts() {
   RunOpts opts;
   opts.Add("log_dir", OptType::kStr,
@@ -18,16 +32,7 @@ RunOpts LocalOpts() {
            "replica will be assigned one GPU. Does nothing if the device count is less than "
            "replicas.",
            false);
-  opts.Add("stop_on_failure", OptType::kBool,
-           "when a replica fails with no retry left, stop the app's other replicas "
-           "(they end CANCELLED)",
-           true);
-  opts.Add("log_max_bytes", OptType::kStr,
-           "byte budget of each replica log stream's ring of segment files, e.g. 128M "
-           "(K/M/G suffixes; 0 = unbounded; default: the daemon's --log-max-bytes)");
-  opts.Add("restart_backoff", OptType::kFloat,
-           "seconds before the first restart of a failed replica; doubles per restart", 1.0);
-  opts.Add("restart_backoff_max", OptType::kFloat, "cap on the restart delay, in seconds", 30.0);
+  AddSupervisionOpts(opts);
   return opts;
 }
 
@@ -41,16 +46,7 @@ RunOpts DockerOpts() {
            "semicolon (e.g. ENV1:v1,ENV2:v2,ENV3:v3 or ENV1:V1;ENV2:V2). Environment variables from "
            "env will be applied on top of the ones from copy_env");
   opts.Add("privileged", OptType::kBool, "If true runs the container with elevated permissions.", false);
-  opts.Add("stop_on_failure", OptType::kBool,
-           "when a replica fails with no retry left, stop the app's other replicas "
-           "(they end CANCELLED)",
-           true);
-  opts.Add("log_max_bytes", OptType::kStr,
-           "byte budget of each replica log stream's ring of segment files, e.g. 128M "
-           "(K/M/G suffixes; 0 = unbounded; default: the daemon's --log-max-bytes)");
-  opts.Add("restart_backoff", OptType::kFloat,
-           "seconds before the first restart of a failed replica; doubles per restart", 1.0);
-  opts.Add("restart_backoff_max", OptType::kFloat, "cap on the restart delay, in seconds", 30.0);
+  AddSupervisionOpts(opts);
   return opts;
 }
 
