@@ -234,6 +234,7 @@ void KubernetesScheduler::WatchNamespace(const std::string& ns) {
   k8s::ReflectorCallbacks jobs;
   jobs.on_list = [this, ns](const std::vector<json>& items) { OnJobList(ns, items); };
   jobs.on_event = [this, ns](const std::string& type, const json& obj) { OnJobEvent(ns, type, obj); };
+  jobs.on_error = [this, ns](const Error& error) { OnWatchError(ns, error); };
   n->jobs = std::make_unique<k8s::Reflector>(loop_, api_.get(), k8s::JobsPath(ns), Selector(), jobs,
                                              options_.reflector);
   k8s::ReflectorCallbacks pods;
@@ -260,6 +261,18 @@ void KubernetesScheduler::OnJobList(const std::string& ns, const std::vector<jso
   }
   for (auto& [id, app] : apps_) {
     if (app->ns == ns && present.count(app->name) == 0) JobGone(*app);
+  }
+}
+
+void KubernetesScheduler::OnWatchError(const std::string& ns, const Error& error) {
+  // Say so in the apps' status rather than show a state that may be stale; the next list clears it.
+  for (auto& [id, app] : apps_) {
+    AppRecord& rec = *app->rec;
+    if (app->ns != ns || core::IsTerminal(rec.state)) continue;
+    std::string msg = "cannot watch the cluster, retrying (the state shown may be stale): " + error.message;
+    if (rec.msg == msg) continue;
+    rec.msg = msg;
+    Changed(*app);
   }
 }
 

@@ -86,6 +86,7 @@ class KubernetesScheduler : public Scheduler {
   void WatchNamespace(const std::string& ns);
   void OnJobList(const std::string& ns, const std::vector<nlohmann::json>& items);
   void OnJobEvent(const std::string& ns, const std::string& type, const nlohmann::json& job);
+  void OnWatchError(const std::string& ns, const Error& error);
   void OnPodList(const std::string& ns, const std::vector<nlohmann::json>& items);
   void OnPodEvent(const std::string& ns, const std::string& type, const nlohmann::json& pod);
   void ApplyJob(KubeApp& app, const nlohmann::json& job);

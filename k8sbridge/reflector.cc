@@ -58,6 +58,7 @@ void Reflector::List() {
     }
     ++lists_;
     backoff_ = 0;
+    watch_failures_ = 0;
     if (callbacks_.on_list) callbacks_.on_list(items);
     Watch();
   });
@@ -101,6 +102,7 @@ void Reflector::OnWatchLine(std::string_view line) {
   }
   backoff_ = 0;
   expired_in_row_ = 0;
+  watch_failures_ = 0;
   if (type == "BOOKMARK") return;
   if (callbacks_.on_event) callbacks_.on_event(type, object);
 }
@@ -115,7 +117,11 @@ void Reflector::OnWatchEnd(long status, Result<void> result) {
     return List();
   }
   expired_in_row_ = 0;
-  if (!result) return Retry(&Reflector::Watch, result.error());
+  if (!result) {
+    // A dropped watch resumes from the resourceVersion; one that keeps failing lists again.
+    return Retry(++watch_failures_ > 1 ? &Reflector::List : &Reflector::Watch, result.error());
+  }
+  watch_failures_ = 0;
   Watch();  // the server's timeoutSeconds ran out: resume from where we are
 }
 
@@ -125,7 +131,7 @@ void Reflector::Retry(void (Reflector::*step)(), const Error& error) {
   double delay = backoff_ * (1.0 + 0.1 * Jitter01());
   spdlog::warn("kubernetes {} failed, retrying in {:.1f}s path={} error={}",
                step == &Reflector::List ? "list" : "watch", delay, path_, error.message);
-  if (callbacks_.on_error) callbacks_.on_error(error);
+  if (step == &Reflector::List && callbacks_.on_error) callbacks_.on_error(error);
   next_ = step;
   uv_timer_start(timer_.get(), [](uv_timer_t* t) {
     auto* self = static_cast<Reflector*>(t->data);

@@ -6,7 +6,9 @@
 // expired, as an ERROR event with a 410 Status inside the stream or as a
 // plain HTTP 410, makes it list again; the consumer then gets the whole
 // collection, so it sees what was deleted meanwhile. Failures retry with
-// capped exponential backoff (0.8 s doubling to 30 s, shared/STYLE.md §8).
+// capped exponential backoff (0.8 s doubling to 30 s, shared/STYLE.md §8): a
+// dropped watch resumes from its resourceVersion, a second failure in a row
+// lists again, and a failing list is reported (on_error) until one succeeds.
 //
 // Thread contract: loop thread only. Callbacks run on the loop and may not
 // destroy the Reflector.
@@ -30,7 +32,7 @@ struct ReflectorCallbacks {
   std::function<void(const std::vector<nlohmann::json>& items)> on_list;
   // type: ADDED, MODIFIED or DELETED
   std::function<void(const std::string& type, const nlohmann::json& object)> on_event;
-  std::function<void(const Error& error)> on_error;  // degraded; it keeps retrying
+  std::function<void(const Error& error)> on_error;  // a list failed; it keeps retrying
 };
 
 struct ReflectorOptions {
@@ -70,6 +72,7 @@ class Reflector {
   bool expired_ = false;  // the stream said 410: list again when it ends
   int lists_ = 0;
   int expired_in_row_ = 0;  // 410s with no event between: back off
+  int watch_failures_ = 0;  // in a row: the second one lists again
   void (Reflector::*next_)() = nullptr;
 };
 

@@ -17,6 +17,7 @@ Tests drive the "controller" and "kubelet" through /fake/...:
   POST /fake/pods/NS/NAME/log     {"lines": ["..."]}
   POST /fake/pods/NS/NAME/phase   {"phase": "Failed", "exitCode": 3}
   POST /fake/pods/NS/NAME/restart (a new pod, new uid, job retryCount + 1)
+  POST /fake/outage               {"seconds": N} (503s and dropped watches meanwhile)
   POST /fake/reject-next          {"code": 422, "reason", "field", "message"} (next Job create)
   POST /fake/watches/expire       {"how": "event" | "http"}
   POST /fake/watches/drop         (close every watch stream)
@@ -49,7 +50,8 @@ STATE = {
     "expire_event": 0,  # generation: watches older than this send a 410 ERROR event
     "drop_watch": 0,
     "drop_logs": 0,
-    "reject_next": None,  # a Status the next Job create answers with (an admission rejection)
+    "reject_next": None,
+    "outage_until": 0.0,  # until then every API request gets a 503 and watches drop  # a Status the next Job create answers with (an admission rejection)
 }
 VALIDATORS = {}
 TOKEN = None
@@ -205,6 +207,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 STATE["requests"].append({"method": method, "path": url.path, "query": query})
             if TOKEN and self.headers.get("Authorization") != "Bearer " + TOKEN:
                 return self.send_json(401, status(401, "Unauthorized", "Unauthorized"))
+            if time.time() < STATE["outage_until"]:
+                return self.send_json(503, status(503, "ServiceUnavailable", "the fake apiserver is down"))
         try:
             return self.dispatch(method, parts, query)
         except (BrokenPipeError, ConnectionResetError):
@@ -318,7 +322,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 elif STATE["expire_event"] != expire_gen:
                     self.chunk({"type": "ERROR", "object": status(410, "Expired", "too old resource version")})
                     return self.end_stream()
-                elif STATE["drop_watch"] != drop_gen:
+                elif STATE["drop_watch"] != drop_gen or time.time() < STATE["outage_until"]:
                     self.close_connection = True
                     return None  # an abrupt drop: no final chunk
                 elif time.time() >= deadline:
@@ -426,6 +430,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     STATE["drop_watch"] += 1
                 else:
                     STATE["expire_event"] += 1
+                LOCK.notify_all()
+                return self.send_json(200, {})
+            if parts == ["outage"]:
+                STATE["outage_until"] = time.time() + float(body["seconds"])
                 LOCK.notify_all()
                 return self.send_json(200, {})
             if parts == ["reject-next"]:

@@ -255,6 +255,21 @@ TEST_F(KubernetesE2eTest, WatchesResumeAfterDropsAndBothKindsOfExpiry) {
   EXPECT_TRUE(WaitUntil([&] { return StatusJson(h)["roles"][0]["replicas"][0]["state_name"] == "SUCCEEDED"; }));
 }
 
+TEST_F(KubernetesE2eTest, AnUnreachableApiServerShowsInTheStatusUntilItIsBack) {
+  std::string h = Submit(1);
+  std::string job = JobName(h);
+  JobPhase(job, "Running");
+  ASSERT_TRUE(WaitForState(h, "RUNNING"));
+  ASSERT_EQ(api_.Post("/fake/outage", {{"seconds", 2.5}}), 200);
+  EXPECT_TRUE(WaitUntil([&] {
+    return StatusJson(h).value("msg", "").find("cannot watch the cluster") != std::string::npos;
+  }));
+  EXPECT_EQ(StatusJson(h)["state"], "RUNNING");  // the last known state, flagged as possibly stale
+  JobPhase(job, "Completed");  // while the bridge cannot see it
+  EXPECT_TRUE(WaitForState(h, "SUCCEEDED", 40));  // relisted once the server is back
+  EXPECT_EQ(StatusJson(h).value("msg", "x"), "");
+}
+
 TEST_F(KubernetesE2eTest, ARestartedDaemonRelistsAndResumesLogsWhereTheStoreEnds) {
   std::string h = Submit(1);
   std::string job = JobName(h);
