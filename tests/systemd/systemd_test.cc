@@ -280,6 +280,11 @@ TEST(MultiUserInner, DISABLED_UsersSeeAndActOnlyOnTheirOwnApps) {
   EXPECT_NE(denied.exit_code, 0);
   EXPECT_FALSE(fs::exists("/root/nope"));
 
+  // local_docker gives the engine's rights (root's, for dockerd): not for every user of the box.
+  auto docker = as("alice", "run -s local_docker utils.echo");
+  EXPECT_EQ(docker.exit_code, 1);
+  EXPECT_THAT(docker.err, HasSubstr("only root and the admin group may use it"));
+
   auto carol = as("carol", "list", /*member=*/false);
   EXPECT_EQ(carol.exit_code, 3);  // outside group torchx: the socket refuses her
   EXPECT_THAT(carol.err, HasSubstr("Permission denied"));
