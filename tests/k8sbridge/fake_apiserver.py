@@ -426,7 +426,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     return self.send_json(200, {})
             if parts == ["watches", "expire"]:
                 if body.get("how") == "http":
-                    STATE["min_watch_rv"] = STATE["rv"]  # a fresh list's version still works
+                    # As after a compaction: every version handed out so far is too old to watch
+                    # from; a fresh list gets a newer one.
+                    STATE["rv"] += 1
+                    STATE["min_watch_rv"] = STATE["rv"]
                     STATE["drop_watch"] += 1
                 else:
                     STATE["expire_event"] += 1

@@ -1,0 +1,139 @@
+// The reflector and the HTTP client on a private loop against the fake
+// kube-apiserver: list, watch, resume after a drop without relisting, relist
+// on both kinds of expiry; cancel from inside a stream; no handle left.
+#include "k8sbridge/reflector.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "tests/k8sbridge/fake_apiserver.h"
+
+namespace torchxd::k8sbridge {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+class LoopTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    uv_loop_init(&loop_);
+    dir_ = fs::temp_directory_path() / ("txr_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+    ASSERT_TRUE(fake_.Start(dir_, "", ""));
+    auto http = HttpClient::Create(&loop_);
+    ASSERT_TRUE(http.has_value()) << http.error().message;
+    http_ = std::move(*http);
+    KubeConfig config;
+    config.server = fake_.url();
+    api_ = std::make_unique<KubeApi>(http_.get(), config);
+  }
+  void TearDown() override {
+    api_.reset();
+    http_.reset();
+    uv_run(&loop_, UV_RUN_DEFAULT);  // close callbacks
+    EXPECT_EQ(uv_loop_close(&loop_), 0) << "a handle was left open";
+    fs::remove_all(dir_);
+  }
+  bool RunUntil(const std::function<bool()>& done, double seconds = 10) {
+    auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (std::chrono::steady_clock::now() < end) {
+      uv_run(&loop_, UV_RUN_NOWAIT);
+      if (done()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return false;
+  }
+  void CreateJob(const std::string& name) {
+    json job = {{"apiVersion", "batch.volcano.sh/v1alpha1"},
+                {"kind", "Job"},
+                {"metadata", {{"name", name}, {"labels", {{"app.kubernetes.io/managed-by", "torchx.pytorch.org"}}}}},
+                {"spec", {{"queue", "default"}, {"tasks", json::array()}}}};
+    std::string out;
+    ASSERT_EQ(fake_.Request("POST", JobsPath("team"), job.dump(), &out), 201) << out;
+  }
+
+  uv_loop_t loop_;
+  fs::path dir_;
+  testing::FakeApiServer fake_;
+  std::unique_ptr<HttpClient> http_;
+  std::unique_ptr<KubeApi> api_;
+};
+
+TEST_F(LoopTest, ReflectorResumesAfterADropAndRelistsOnEitherExpiry) {
+  CreateJob("a");
+  std::vector<std::string> events;
+  size_t listed = 0;
+  ReflectorCallbacks cb;
+  cb.on_list = [&](const std::vector<json>& items) { listed = items.size(); };
+  cb.on_event = [&](const std::string& type, const json& obj) {
+    events.push_back(type + " " + obj["metadata"].value("name", "") + " " +
+                     obj.value("status", json::object()).value("state", json::object()).value("phase", ""));
+  };
+  ReflectorOptions fast;
+  fast.backoff_initial_seconds = 0.05;
+  auto r = std::make_unique<Reflector>(&loop_, api_.get(), JobsPath("team"),
+                                       "app.kubernetes.io/managed-by=torchx.pytorch.org", cb, fast);
+  r->Start();
+  ASSERT_TRUE(RunUntil([&] { return r->lists() == 1; }));
+  EXPECT_EQ(listed, 1u);
+  ASSERT_EQ(fake_.Post("/fake/jobs/team/a/phase", {{"phase", "Running"}}), 200);
+  ASSERT_TRUE(RunUntil([&] { return !events.empty(); }));
+  EXPECT_EQ(events.back(), "MODIFIED a Running");
+
+  ASSERT_EQ(fake_.Post("/fake/watches/drop"), 200);  // connection lost: resume, no relist
+  CreateJob("b");
+  ASSERT_TRUE(RunUntil([&] { return events.size() == 2; }));
+  EXPECT_EQ(events.back(), "ADDED b ");
+  EXPECT_EQ(r->lists(), 1);
+
+  ASSERT_EQ(fake_.Post("/fake/watches/expire", {{"how", "event"}}), 200);  // ERROR event, 410 inside
+  ASSERT_TRUE(RunUntil([&] { return r->lists() == 2; }));
+  EXPECT_EQ(listed, 2u);
+  ASSERT_EQ(fake_.Post("/fake/jobs/team/a/phase", {{"phase", "Completed"}}), 200);  // the new watch is up
+  ASSERT_TRUE(RunUntil([&] { return events.back() == "MODIFIED a Completed"; }));
+  ASSERT_EQ(fake_.Post("/fake/watches/expire", {{"how", "http"}}), 200);  // plain HTTP 410
+  ASSERT_TRUE(RunUntil([&] { return r->lists() == 3; }));
+  ASSERT_EQ(fake_.Post("/fake/jobs/team/b/phase", {{"phase", "Completed"}}), 200);
+  ASSERT_TRUE(RunUntil([&] { return events.back() == "MODIFIED b Completed"; }));
+  r.reset();  // cancels its watch
+}
+
+TEST_F(LoopTest, HttpClientNamesWhatItCouldNotReachAndCancelsFromInsideAStream) {
+  auto unreachable = HttpClient::Create(&loop_);
+  ASSERT_TRUE(unreachable.has_value());
+  std::optional<Result<HttpResponse>> answer;
+  HttpRequest r;
+  r.url = "http://127.0.0.1:1/nothing";
+  (*unreachable)->Start(r, nullptr, [&](Result<HttpResponse> a) { answer = std::move(a); });
+  ASSERT_TRUE(RunUntil([&] { return answer.has_value(); }));
+  ASSERT_FALSE(answer->has_value());
+  EXPECT_EQ(answer->error().code, ErrorCode::kUnavailable);
+  EXPECT_THAT(answer->error().message, HasSubstr("GET http://127.0.0.1:1/nothing"));
+  unreachable->reset();
+
+  CreateJob("c");
+  bool done_called = false;
+  int chunks = 0;
+  HttpClient::RequestId id = 0;
+  HttpRequest watch;
+  watch.url = fake_.url() + JobsPath("team") + "?watch=1&resourceVersion=0";
+  watch.stream = true;
+  id = http_->Start(
+      watch, [&](std::string_view) { ++chunks, http_->Cancel(id); },  // cancel while curl is calling us
+      [&](Result<HttpResponse>) { done_called = true; });
+  ASSERT_TRUE(RunUntil([&] { return chunks > 0 && http_->active() == 0; }));
+  RunUntil([] { return false; }, 0.2);
+  EXPECT_EQ(chunks, 1);
+  EXPECT_FALSE(done_called) << "a cancelled request gets no callback";
+}
+
+}  // namespace
+}  // namespace torchxd::k8sbridge
