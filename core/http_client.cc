@@ -1,6 +1,8 @@
 #include "core/http_client.h"
 
 
+#include <cstdio>
+
 #include "core/check.h"
 #include "core/curl_api.h"
 
@@ -250,6 +252,17 @@ void HttpClient::Finish(Transfer* t, CURLcode code) {
   std::unique_ptr<Transfer> owned = std::move(transfers_[t->id]);
   transfers_.erase(t->id);
   if (t->cancelled) return;
+  // A callback's exception (say, a server's odd JSON) must not cross libuv: report it and go on.
+  try {
+    Deliver(*t, code);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "torchxd: error handling the answer to %s %s: %s\n", t->request.method.c_str(),
+                 t->request.url.c_str(), e.what());
+  }
+}
+
+void HttpClient::Deliver(Transfer& transfer, CURLcode code) {
+  Transfer* t = &transfer;
   const HttpRequest& r = t->request;
   std::string where = r.unix_socket.empty() ? r.url : r.unix_socket + " (" + r.url + ")";
   if (t->too_big) {

@@ -90,6 +90,7 @@ class HttpClient {
   void Act(curl_socket_t fd, int flags);
   void Add(Transfer* t);
   void Finish(Transfer* t, CURLcode code);
+  void Deliver(Transfer& t, CURLcode code);
   void Remove(Transfer* t);
   void Reap();
   void ApplyPending();

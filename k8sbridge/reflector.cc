@@ -50,6 +50,7 @@ void Reflector::List() {
   request_ = api_->Call("GET", path_ + Query(false), nullptr, [this](Result<json> list) {
     request_ = 0;
     if (!list) return Retry(&Reflector::List, list.error());
+    if (!list->is_object()) return Retry(&Reflector::List, Error::Unavailable("the list answer is not an object"));
     const json& meta = (*list)["metadata"];
     resource_version_ = meta.is_object() ? meta.value("resourceVersion", "") : "";
     std::vector<json> items;

@@ -7,6 +7,14 @@ namespace {
 
 using nlohmann::json;
 
+// State.Pid of an inspect answer; 0 when absent.
+int StatePid(const json& inspect) {
+  if (!inspect.is_object() || !inspect.contains("State") || !inspect["State"].is_object()) return 0;
+  const json& state = inspect["State"];
+  auto pid = state.find("Pid");
+  return pid != state.end() && pid->is_number_integer() ? pid->get<int>() : 0;
+}
+
 class ContainerReplica : public ReplicaHandle {
  public:
   ContainerReplica(DockerClient* docker, const core::ReplicaRequest& request, ReplicaCallbacks callbacks)
@@ -23,7 +31,7 @@ class ContainerReplica : public ReplicaHandle {
       if (stop_requested_) return Finish(StoppedBeforeStart());
       Call("POST", "/containers/create?name=" + name_, &create_, [this](Result<json> created) {
         if (!created) return Fail("create container " + name_, created.error());
-        id_ = created->value("Id", name_);
+        id_ = created->is_object() ? created->value("Id", name_) : name_;
         if (stop_requested_) return RemoveAndFinish(StoppedBeforeStart());
         Call("POST", "/containers/" + id_ + "/start", nullptr, [this](Result<json> started) {
           if (!started) {
@@ -52,9 +60,9 @@ class ContainerReplica : public ReplicaHandle {
                             : "inspect container " + name_ + ": " + found.error().message;
         return Finish(exit_);
       }
-      id_ = found->value("Id", name_);
+      id_ = found->is_object() ? found->value("Id", name_) : name_;
       running_ = true;
-      int pid = (*found)["State"].value("Pid", 0);
+      int pid = StatePid(*found);
       if (cb_.on_started && pid > 0) cb_.on_started(pid);
       Follow("");
       Wait();
@@ -93,7 +101,7 @@ class ContainerReplica : public ReplicaHandle {
 
   void Inspect() {
     Call("GET", "/containers/" + id_ + "/json", nullptr, [this](Result<json> info) {
-      int pid = info && info->contains("State") ? (*info)["State"].value("Pid", 0) : 0;
+      int pid = info ? StatePid(*info) : 0;
       if (cb_.on_started) cb_.on_started(pid);
     });
   }
@@ -134,7 +142,9 @@ class ContainerReplica : public ReplicaHandle {
       if (!waited) {
         exit_.message = "wait for container " + name_ + ": " + waited.error().message;
       } else {
-        int code = waited->value("StatusCode", -1);
+        int code = waited->is_object() && (*waited)["StatusCode"].is_number_integer()
+                       ? (*waited)["StatusCode"].get<int>()
+                       : -1;
         if (stop_requested_ && code > 128 && code < 128 + 65) {
           exit_.signal = code - 128;
         } else if (code >= 0) {
