@@ -53,7 +53,9 @@ RunOpts DockerOpts() {
 RunOpts KubernetesOpts() {
   RunOpts opts;
   opts.Add("queue", OptType::kStr, "Volcano queue to schedule job in.", {}, /*required=*/true);
-  opts.Add("namespace", OptType::kStr, "Kubernetes namespace to schedule job in.", std::string("default"));
+  // No fixed default: as kubectl, the kubeconfig context's namespace, else "default" (the daemon resolves it).
+  opts.Add("namespace", OptType::kStr,
+           "Kubernetes namespace to schedule job in (default: the kubeconfig context's namespace, else default).");
   opts.Add("service_account", OptType::kStr, "The service account name to set on the pod specs");
   opts.Add("priority_class", OptType::kStr, "The name of the PriorityClass to set on the job specs");
   opts.Add("validate_spec", OptType::kBool,

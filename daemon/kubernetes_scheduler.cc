@@ -148,6 +148,7 @@ void KubernetesScheduler::Submit(SubmitRequest request, std::function<void(Resul
   auto api = Api();
   if (!api) return done(Fail(api.error()));
   k8s::KubernetesOptions opts = k8s::KubernetesOptionsFromCfg(request.cfg);
+  if (opts.namespace_.empty()) opts.namespace_ = (*api)->config().namespace_;  // as kubectl
   std::string unique = core::NormalizeStr(core::MakeUnique(request.app.name));
   auto job = k8s::AppDefToVolcanoJob(request.app, unique, opts);
   if (!job) return done(Fail(job.error()));

@@ -271,7 +271,7 @@ KubernetesOptions KubernetesOptionsFromCfg(const core::Cfg& cfg) {
   using StringMap = std::map<std::string, std::string>;
   KubernetesOptions o;
   o.queue = core::CfgGet<std::string>(cfg, "queue").value_or("");
-  o.namespace_ = core::CfgGet<std::string>(cfg, "namespace").value_or("default");
+  o.namespace_ = core::CfgGet<std::string>(cfg, "namespace").value_or("");
   o.service_account = core::CfgGet<std::string>(cfg, "service_account");
   o.priority_class = core::CfgGet<std::string>(cfg, "priority_class");
   o.validate_spec = core::CfgGet<bool>(cfg, "validate_spec").value_or(true);

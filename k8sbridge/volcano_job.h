@@ -36,7 +36,7 @@ namespace torchxd::k8sbridge {
 
 struct KubernetesOptions {
   std::string queue;  // required
-  std::string namespace_ = "default";
+  std::string namespace_ = "default";  // KubernetesOptionsFromCfg: "" when not given (the kubeconfig's then)
   std::optional<std::string> service_account;
   std::optional<std::string> priority_class;
   std::string scheduler_name = "volcano";

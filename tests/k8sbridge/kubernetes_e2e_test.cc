@@ -164,6 +164,13 @@ TEST_F(KubernetesE2eTest, RunGoesPendingRunningSucceededWithLogsAndListsBesideLo
   EXPECT_THAT(list.out, HasSubstr("local_cwd://torchx/echo-"));
 }
 
+TEST_F(KubernetesE2eTest, WithoutANamespaceOptionTheKubeconfigContextsNamespaceIsUsed) {
+  auto run = Torchx({"run", "-s", "kubernetes", "-cfg", "queue=default", "utils.echo"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.out, HasSubstr("kubernetes://torchx/team:echo-"));  // the fixture's context says team
+  EXPECT_EQ(api_.State()["jobs"][0]["metadata"]["namespace"], "team");
+}
+
 TEST_F(KubernetesE2eTest, AFailingTaskFailsTheAppWithItsExitCode) {
   std::string h = Submit(2);
   std::string job = JobName(h);
