@@ -394,8 +394,9 @@ void KubernetesScheduler::OnLogEnd(const std::string& app_id, const std::string&
   KubeApp& app = *it->second;
   PodTrack& t = app.pods[key];
   t.follower.reset();
-  if (status == 404 || (result && t.terminal)) {
-    t.log_done = true;  // the pod is gone, or finished and its log was read to the end
+  bool refused = status >= 400 && status < 500;  // e.g. a finished pod whose container log is gone
+  if (status == 404 || (t.terminal && (result || refused))) {
+    t.log_done = true;  // the pod is gone, or finished and its log was read to the end (or never will be)
     Changed(app);
     return;
   }
