@@ -207,7 +207,9 @@ void HttpClient::OnPoll(uv_poll_t* handle, int status, int events) {
   if ((events & UV_READABLE) != 0) flags |= CURL_CSELECT_IN;
   if ((events & UV_WRITABLE) != 0) flags |= CURL_CSELECT_OUT;
   // The fd is read before Act: curl may close this poll's socket inside.
-  self->Act(handle->io_watcher.fd, flags);
+  uv_os_fd_t fd = -1;
+  if (uv_fileno(reinterpret_cast<uv_handle_t*>(handle), &fd) != 0) return;
+  self->Act(fd, flags);
 }
 
 void HttpClient::OnTimeout(uv_timer_t* handle) {
