@@ -220,6 +220,8 @@ const AppRecord* KubernetesScheduler::Record(SubmitRequest& request, const std::
       rec->replicas.push_back(std::move(r));
     }
   }
+  std::error_code ec;
+  std::filesystem::create_directories(rec->app_log_dir, ec);  // `log` before the first line finds it
   app->rec = std::move(rec);
   KubeApp* raw = app.get();
   apps_[raw->rec->app_id] = std::move(app);
@@ -369,22 +371,59 @@ void KubernetesScheduler::FollowLogs(KubeApp& app, const std::string& key) {
   PodTrack& t = app.pods[key];
   std::string app_id = app.rec->app_id;
   auto on_line = [this, app_id, key](int64_t time_ns, std::string_view line) {
-    auto it = apps_.find(app_id);
-    if (it == apps_.end()) return;
-    KubeApp& a = *it->second;
-    PodTrack& track = a.pods[key];
-    track.after_ns = time_ns;
-    auto slash = key.rfind('/');
-    supervisor::ReplicaInfo* r = a.Replica(key.substr(0, slash), std::stoi(key.substr(slash + 1)));
-    if (ReplicaLogWriter* w = r != nullptr ? Writer(a, key, *r) : nullptr) w->WriteCombined(line, time_ns / 1000000);
-    hub_->Notify(AppKey(*a.rec));
-    int64_t now = NowMs();
-    if (now - a.persisted_ms >= 1000) Persist(a);  // bounds what a crash can repeat
+    StoreLine(app_id, key, time_ns, line);
   };
   auto on_end = [this, app_id, key](long status, Result<void> result) {
     OnLogEnd(app_id, key, status, std::move(result));
   };
   t.follower = std::make_unique<k8s::PodLogFollower>(api_.get(), app.ns, t.pod, "", t.after_ns, on_line, on_end);
+}
+
+void KubernetesScheduler::StoreLine(const std::string& app_id, const std::string& key, int64_t time_ns,
+                                    std::string_view line) {
+  auto it = apps_.find(app_id);
+  if (it == apps_.end()) return;
+  KubeApp& a = *it->second;
+  PodTrack& track = a.pods[key];
+  if (time_ns <= track.after_ns) return;  // the follower and a catch-up read may both bring it
+  track.after_ns = time_ns;
+  auto slash = key.rfind('/');
+  supervisor::ReplicaInfo* r = a.Replica(key.substr(0, slash), std::stoi(key.substr(slash + 1)));
+  if (ReplicaLogWriter* w = r != nullptr ? Writer(a, key, *r) : nullptr) w->WriteCombined(line, time_ns / 1000000);
+  hub_->Notify(AppKey(*a.rec));
+  if (NowMs() - a.persisted_ms >= 1000) Persist(a);  // bounds what a crash can repeat
+}
+
+void KubernetesScheduler::BeforeLogRead(const AppRecord& rec, std::function<void()> ready) {
+  auto it = apps_.find(rec.app_id);
+  if (it == apps_.end() || !api_ || shut_down_) return ready();
+  KubeApp& app = *it->second;
+  auto remaining = std::make_shared<size_t>(0);
+  auto once = std::make_shared<std::function<void()>>(std::move(ready));
+  auto finish_one = [remaining, once] {
+    if (*remaining == 0 || --*remaining > 0 || !*once) return;
+    auto run = std::move(*once);
+    *once = nullptr;
+    run();
+  };
+  std::vector<std::string> keys;
+  for (const auto& [key, t] : app.pods) {
+    if (!t.uid.empty() && !t.log_done) keys.push_back(key);
+  }
+  if (keys.empty()) return (*once)();
+  *remaining = keys.size();
+  std::string app_id = rec.app_id;
+  for (const auto& key : keys) {
+    const PodTrack& t = app.pods[key];
+    uint64_t id = next_catch_up_++;
+    auto on_line = [this, app_id, key](int64_t time_ns, std::string_view line) { StoreLine(app_id, key, time_ns, line); };
+    auto on_end = [this, id, finish_one](long, Result<void>) {
+      catch_ups_.erase(id);  // the follower survives this: its done lambda holds what it needs
+      finish_one();
+    };
+    catch_ups_[id] = std::make_unique<k8s::PodLogFollower>(api_.get(), app.ns, t.pod, "", t.after_ns, on_line, on_end,
+                                                           /*follow=*/false);
+  }
 }
 
 void KubernetesScheduler::OnLogEnd(const std::string& app_id, const std::string& key, long status,
@@ -553,6 +592,7 @@ void KubernetesScheduler::Shutdown(std::function<void()> done) {
     Persist(*app);
   }
   namespaces_.clear();
+  catch_ups_.clear();
   while (!cancel_waits_.empty()) EndCancelWait(cancel_waits_.begin()->first);
   log_retry_.reset();
   api_.reset();

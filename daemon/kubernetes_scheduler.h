@@ -66,6 +66,9 @@ class KubernetesScheduler : public Scheduler {
   void Shutdown(std::function<void()> done) override;
   size_t running_apps() const override;
   bool MoreOutputExpected(const AppRecord& app) const override;
+  // Reads (without follow) each unfinished replica's pod log after its last stored
+  // line, so a one-off `log` right after a restart or a drop is complete.
+  void BeforeLogRead(const AppRecord& app, std::function<void()> ready) override;
 
  private:
   struct PodTrack;
@@ -94,6 +97,8 @@ class KubernetesScheduler : public Scheduler {
   void JobGone(KubeApp& app);
   void FollowLogs(KubeApp& app, const std::string& key);
   void OnLogEnd(const std::string& app_id, const std::string& key, long status, Result<void> result);
+  // Stores one pod log line unless the store already has it (by kubelet time).
+  void StoreLine(const std::string& app_id, const std::string& key, int64_t time_ns, std::string_view line);
   void Changed(KubeApp& app);
   void Persist(KubeApp& app);
   KubeApp* ByJob(const std::string& ns, const std::string& name);
@@ -110,6 +115,8 @@ class KubernetesScheduler : public Scheduler {
   std::map<std::string, std::unique_ptr<Namespace>> namespaces_;
   UvHandle<uv_timer_t> log_retry_;  // resumes dropped pod log streams
   std::map<uint64_t, std::unique_ptr<CancelWait>> cancel_waits_;
+  std::map<uint64_t, std::unique_ptr<k8sbridge::PodLogFollower>> catch_ups_;  // BeforeLogRead's reads
+  uint64_t next_catch_up_ = 1;
   uint64_t next_cancel_wait_ = 1;
   bool shut_down_ = false;
 };

@@ -58,6 +58,9 @@ class Scheduler {
   virtual size_t running_apps() const = 0;
   // May more output of `app` still arrive (log follow)?
   virtual bool MoreOutputExpected(const AppRecord& app) const { return !core::IsTerminal(app.state); }
+  // Before a one-off log read: `ready` once the store has what the scheduler can
+  // fetch now (a remote scheduler catching up); local schedulers are always current.
+  virtual void BeforeLogRead(const AppRecord& /*app*/, std::function<void()> ready) { ready(); }
 };
 
 // The key the LogHub knows an app by.

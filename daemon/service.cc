@@ -326,21 +326,27 @@ void Service::Log(const json& params, const PeerInfo& peer, const Reply& reply) 
     return reply->Error(Error::NotFound("the logs of " + app.Handle() + " were removed (" +
                                         app.app_log_dir + " is gone)"));
   }
-  std::string scheduler = app.scheduler, app_id = app.app_id;
+  std::string scheduler = app.scheduler, app_id = app.app_id, key = AppKey(app);
+  bool follow = query->follow;
   Scheduler* owner = SchedulerFor(scheduler);
   auto live = [owner, scheduler, app_id] {
     const AppRecord* a = owner->Find(scheduler, app_id);
     return a != nullptr && owner->MoreOutputExpected(*a);
   };
-  auto request = std::make_unique<LogRequest>(
-      loop_, hub_, AppKey(app), std::move(targets), std::move(*query), live,
-      reply, [this](LogRequest* done) { log_requests_.erase(done); });
-  LogRequest* raw = request.get();
-  log_requests_[raw] = std::move(request);
-  if (auto started = raw->Start(); !started) {
-    log_requests_.erase(raw);
-    reply->Error(started.error());
-  }
+  auto start = [this, key, live, reply, targets = std::move(targets), query = std::move(*query)]() mutable {
+    auto request = std::make_unique<LogRequest>(loop_, hub_, key, std::move(targets), std::move(query), live, reply,
+                                                [this](LogRequest* done) { log_requests_.erase(done); });
+    LogRequest* raw = request.get();
+    log_requests_[raw] = std::move(request);
+    if (auto started = raw->Start(); !started) {
+      log_requests_.erase(raw);
+      reply->Error(started.error());
+    }
+  };
+  // A follow gets new lines as they are stored; a one-off read first lets the
+  // scheduler fetch what its store still lacks (a remote scheduler catching up).
+  if (follow) return start();
+  owner->BeforeLogRead(app, std::move(start));
 }
 
 void Service::Runopts(const json& params, const Reply& reply) {

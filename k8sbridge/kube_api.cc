@@ -112,9 +112,10 @@ HttpClient::RequestId KubeApi::Call(const std::string& method, const std::string
 }
 
 HttpClient::RequestId KubeApi::Stream(const std::string& path_and_query, std::function<void(std::string_view)> on_line,
-                                      StreamDone done) {
+                                      StreamDone done, int64_t timeout_ms) {
   HttpRequest r = Base("GET", path_and_query);
   r.stream = true;
+  r.timeout_ms = timeout_ms;
   auto lines = std::make_shared<LineBuffer>();
   std::string what = "GET " + path_and_query;
   auto on_data = [lines, on_line](std::string_view chunk) { lines->Feed(chunk, on_line); };

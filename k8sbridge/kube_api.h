@@ -68,8 +68,9 @@ class KubeApi {
   HttpClient::RequestId Call(const std::string& method, const std::string& path_and_query,
                              const nlohmann::json* body, JsonDone done);
   // A streamed GET (watch, log follow): each complete line to on_line.
+  // `timeout_ms` bounds the whole stream (0 = none, for watches and follows).
   HttpClient::RequestId Stream(const std::string& path_and_query, std::function<void(std::string_view)> on_line,
-                               StreamDone done);
+                               StreamDone done, int64_t timeout_ms = 0);
   void Cancel(HttpClient::RequestId id) { http_->Cancel(id); }
 
  private:

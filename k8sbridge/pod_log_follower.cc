@@ -6,6 +6,9 @@
 #include "core/app_status.h"
 
 namespace torchxd::k8sbridge {
+namespace {
+constexpr int64_t kReadTimeoutMs = 10000;  // a one-off read (no follow) never holds a `log` call longer
+}  // namespace
 
 std::pair<std::optional<int64_t>, std::string_view> SplitTimestamp(std::string_view line) {
   size_t space = line.find(' ');
@@ -16,9 +19,9 @@ std::pair<std::optional<int64_t>, std::string_view> SplitTimestamp(std::string_v
 }
 
 PodLogFollower::PodLogFollower(KubeApi* api, std::string ns, std::string pod, std::string container,
-                               int64_t after_ns, LineFn on_line, EndFn on_end)
+                               int64_t after_ns, LineFn on_line, EndFn on_end, bool follow)
     : api_(api), last_ns_(after_ns), on_line_(std::move(on_line)), on_end_(std::move(on_end)) {
-  std::string query = "?follow=true&timestamps=true";
+  std::string query = follow ? "?follow=true&timestamps=true" : "?timestamps=true";
   if (!container.empty()) query += "&container=" + UrlEscape(container);
   if (after_ns > 0) {
     // sinceTime has second precision: ask from that second, skip what we have.
@@ -31,7 +34,8 @@ PodLogFollower::PodLogFollower(KubeApi* api, std::string ns, std::string pod, st
                             request_ = 0;
                             auto end = std::move(on_end_);  // survives `this` being destroyed by it
                             end(status, std::move(result));
-                          });
+                          },
+                          follow ? 0 : kReadTimeoutMs);
 }
 
 PodLogFollower::~PodLogFollower() {

@@ -28,8 +28,9 @@ class PodLogFollower {
   using EndFn = std::function<void(long http_status, Result<void> result)>;
 
   // after_ns: the last timestamp already stored (0 = from the start).
+  // follow=false reads what the pod has logged so far and ends.
   PodLogFollower(KubeApi* api, std::string ns, std::string pod, std::string container, int64_t after_ns,
-                 LineFn on_line, EndFn on_end);
+                 LineFn on_line, EndFn on_end, bool follow = true);
   ~PodLogFollower();
   PodLogFollower(const PodLogFollower&) = delete;
   PodLogFollower& operator=(const PodLogFollower&) = delete;

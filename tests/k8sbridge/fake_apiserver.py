@@ -22,6 +22,7 @@ Tests drive the "controller" and "kubelet" through /fake/...:
   POST /fake/watches/expire       {"how": "event" | "http"}
   POST /fake/watches/drop         (close every watch stream)
   POST /fake/logs/drop            (close every log stream)
+  POST /fake/logs/hold-follows    {"seconds": N} (follows start sending only then)
   GET  /fake/state                (jobs, pods, commands, requests, pruned fields)
 """
 import argparse
@@ -51,7 +52,8 @@ STATE = {
     "drop_watch": 0,
     "drop_logs": 0,
     "reject_next": None,
-    "outage_until": 0.0,  # until then every API request gets a 503 and watches drop  # a Status the next Job create answers with (an admission rejection)
+    "outage_until": 0.0,
+    "hold_follow_until": 0.0,  # log follows send nothing before then (a slow kubelet)  # until then every API request gets a 503 and watches drop  # a Status the next Job create answers with (an admission rejection)
 }
 VALIDATORS = {}
 TOKEN = None
@@ -346,6 +348,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             since_ns = int(t.replace(tzinfo=datetime.timezone.utc).timestamp()) * 10**9
         stamps = query.get("timestamps") == "true"
         follow = query.get("follow") == "true"
+        if follow:
+            time.sleep(max(0.0, STATE["hold_follow_until"] - time.time()))
         self.start_stream()
         sent = 0
         while True:
@@ -434,6 +438,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 else:
                     STATE["expire_event"] += 1
                 LOCK.notify_all()
+                return self.send_json(200, {})
+            if parts == ["logs", "hold-follows"]:
+                STATE["hold_follow_until"] = time.time() + float(body["seconds"])
                 return self.send_json(200, {})
             if parts == ["outage"]:
                 STATE["outage_until"] = time.time() + float(body["seconds"])

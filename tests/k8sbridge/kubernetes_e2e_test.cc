@@ -293,6 +293,21 @@ TEST_F(KubernetesE2eTest, ARestartedDaemonRelistsAndResumesLogsWhereTheStoreEnds
   EXPECT_EQ(Torchx({"log", h}).out, "echo/0 before\necho/0 while torchxd was down\n");
 }
 
+TEST_F(KubernetesE2eTest, AOneOffLogReadFetchesWhatTheStoreStillLacks) {
+  std::string h = Submit(1);
+  std::string job = JobName(h);
+  JobPhase(job, "Running");
+  ASSERT_TRUE(WaitForState(h, "RUNNING"));
+  PodLog(job + "-echo-0-0", {"before"});
+  ASSERT_TRUE(WaitForLog(h, "before"));
+  ASSERT_EQ(Torchx({"daemon", "stop"}).exit_code, 0);
+  PodLog(job + "-echo-0-0", {"while torchxd was down"});
+  // The restarted daemon's follow is slow to deliver: the read must not depend on it.
+  ASSERT_EQ(api_.Post("/fake/logs/hold-follows", {{"seconds", 8}}), 200);
+  auto log = Torchx({"log", h});  // autostarts the daemon
+  EXPECT_EQ(log.out, "echo/0 before\necho/0 while torchxd was down\n") << log.err;
+}
+
 TEST_F(KubernetesE2eTest, NoClusterConfigurationIsAClearError) {
   kubeconfig_ = (dir_ / "missing-kubeconfig").string();
   auto run = Torchx({"run", "-s", "kubernetes", "-cfg", "queue=default", "utils.echo"});
