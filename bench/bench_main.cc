@@ -20,6 +20,7 @@
 
 #include "bench/bench_util.h"
 #include "core/client.h"
+#include "tests/docker/podman_service.h"
 #include "tests/k8sbridge/fake_apiserver.h"
 
 extern char** environ;
@@ -152,6 +153,75 @@ std::vector<Row> BenchKubernetes(const std::string& bin, const fs::path& dir) {
   st.met = st.value.median <= 1.5 * st.baseline->median;
   rows.push_back(st);
   return rows;
+}
+
+// Blocking call on a Docker engine's socket (the baseline of scenario 8).
+long EngineCall(const std::string& socket, const std::string& method, const std::string& path, const std::string& body) {
+  CURL* c = curl_easy_init();
+  std::string url = "http://docker/v1.41" + path, sink;
+  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, socket.c_str());
+  curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method.c_str());
+  curl_slist* headers = curl_slist_append(nullptr, "Content-Type: application/json");
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
+  if (method == "POST") curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.c_str());
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, +[](char* d, size_t s, size_t n, void* u) {
+    static_cast<std::string*>(u)->append(d, s * n);
+    return s * n;
+  });
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
+  long code = 0;
+  if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+  curl_slist_free_all(headers);
+  curl_easy_cleanup(c);
+  return code;
+}
+
+// Scenario 8: local_docker, one app of 4 `true` containers, submit -> terminal,
+// beside the engine API alone doing the same (create, start, wait, remove; 4 threads).
+std::vector<Row> BenchDocker(const std::string& bin, const fs::path& dir) {
+  std::fprintf(stderr, "docker: 4 containers through podman's Docker API\n");
+  testing::PodmanService podman;
+  std::string why = podman.Start(dir / "podman");
+  if (!why.empty()) return {{"docker", "skipped", {}, "-", std::nullopt, "<= 1.5x the engine API alone", false, why}};
+  Daemon d(bin, dir / "d", {}, {"DOCKER_HOST=unix://" + podman.socket});
+  json app = {{"name", "dk"},
+              {"roles", {{{"name", "w"}, {"image", testing::kBusyboxImage}, {"entrypoint", "true"}, {"num_replicas", 4}}}}};
+  auto run = [&] {
+    auto c = d.Client();
+    auto r = c.Call("run", {{"app", app}, {"scheduler", "local_docker"}, {"cwd", dir.string()}, {"env", json::object()}});
+    if (!r) throw std::runtime_error("docker run: " + r.error().message);
+    auto w = c.Call("wait", {{"app_handle", (*r)["app_handle"]}});
+    if (!w || (*w)["state"] != "SUCCEEDED") throw std::runtime_error("docker app did not succeed");
+  };
+  run();  // warm-up: makes the torchx network
+  std::vector<double> ours, base;
+  for (int rep = 0; rep < 3; ++rep) {
+    auto start = Clock::now();
+    run();
+    ours.push_back(SecondsSince(start));
+    start = Clock::now();
+    std::vector<std::thread> threads;
+    for (int i = 0; i < 4; ++i) {
+      threads.emplace_back([&, i] {
+        std::string name = "bench-" + std::to_string(rep) + "-" + std::to_string(i);
+        json create = {{"Image", testing::kBusyboxImage}, {"Cmd", {"true"}}, {"HostConfig", {{"NetworkMode", "torchx"}}}};
+        EngineCall(podman.socket, "POST", "/containers/create?name=" + name, create.dump());
+        EngineCall(podman.socket, "POST", "/containers/" + name + "/start", "");
+        EngineCall(podman.socket, "POST", "/containers/" + name + "/wait?condition=not-running", "");
+        EngineCall(podman.socket, "DELETE", "/containers/" + name + "?force=1", "");
+      });
+    }
+    for (auto& t : threads) t.join();
+    base.push_back(SecondsSince(start));
+  }
+  d.Stop();
+  podman.Stop();
+  Row r{"docker", "4 x true, submit->terminal", Summarize(ours), "s", Summarize(base), "<= 1.5x the engine API alone",
+        false, ""};
+  r.met = r.value.median <= 1.5 * r.baseline->median;
+  r.note = "ratio " + std::to_string(r.value.median / r.baseline->median).substr(0, 5);
+  return {r};
 }
 
 // The baseline for scenario 1: posix_spawn N /bin/true, each in its own
@@ -387,6 +457,10 @@ int main(int argc, char** argv) {
     // 7. Kubernetes: what the bridge asks of the API server for submit + 10 status + a log follow.
     if (want("k8s")) {
       for (auto& r : BenchKubernetes(bin, work / "k8s")) add(r);
+    }
+    // 8. Containers: local_docker beside the engine's API alone.
+    if (want("docker")) {
+      for (auto& r : BenchDocker(bin, work / "docker")) add(r);
     }
   } catch (const std::exception& e) {
     std::cerr << "bench failed: " << e.what() << "\n";

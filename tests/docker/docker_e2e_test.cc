@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/cli/shell.h"
+#include "tests/docker/podman_service.h"
 
 extern char** environ;
 
@@ -31,7 +32,7 @@ using torchxd::testing::Output;
 using torchxd::testing::Quote;
 using torchxd::testing::RunShell;
 
-constexpr char kImage[] = "localhost/torchxd-busybox:latest";
+constexpr const char* kImage = torchxd::testing::kBusyboxImage;
 
 bool WaitUntil(const std::function<bool()>& ok, double seconds = 20) {
   auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
@@ -52,64 +53,11 @@ class Podman : public ::testing::Environment {
 
   void SetUp() override {
     instance = this;
-    dir = fs::temp_directory_path() / ("txdocker_" + std::to_string(::getpid()));
-    fs::remove_all(dir);
-    fs::create_directories(dir / "networks");
-    for (const char* tool : {"/usr/bin/podman", "/usr/sbin/runc", "/bin/busybox"}) {
-      std::error_code ec;
-      if (!fs::exists(tool, ec) && !fs::exists(std::string("/usr") + tool, ec)) {
-        skip_reason = std::string(tool) + " is not installed (apt-get install podman runc busybox-static)";
-        return;
-      }
-    }
-    std::ifstream base(TORCHXD_SOURCE_DIR "/tests/docker/containers.conf");
-    std::ofstream conf(dir / "containers.conf");
-    conf << base.rdbuf() << "\n[network]\nnetwork_backend = \"netavark\"\nnetwork_config_dir = \""
-         << (dir / "networks").string() << "\"\n";
-    conf.close();
-    ::setenv("CONTAINERS_CONF", (dir / "containers.conf").c_str(), 1);
-    std::string podman = Podman::Command();
-    std::string root = (dir / "rootfs").string();
-    std::string build = "set -e; mkdir -p " + root + "/bin " + root + "/proc " + root + "/sys " + root + "/dev " +
-                        root + "/etc " + root + "/tmp; cp /bin/busybox " + root +
-                        "/bin/; for a in sh echo cat sleep true hostname nslookup ping env; do ln -sf busybox " +
-                        root + "/bin/$a; done; tar -C " + root + " -c . | " + podman + " import - " + kImage;
-    Output imported = RunShell(build + " >/dev/null", (dir / "import.err").string());
-    if (imported.exit_code != 0) {
-      skip_reason = "podman cannot import an image here: " + imported.err.substr(0, 300);
-      return;
-    }
-    socket = (dir / "podman.sock").string();
-    std::string cmd = podman + " system service --time=0 unix://" + socket;
-    std::vector<std::string> argv = {"/bin/sh", "-c", "exec " + cmd + " 2>" + Quote((dir / "service.log").string())};
-    std::vector<char*> args;
-    for (auto& a : argv) args.push_back(a.data());
-    args.push_back(nullptr);
-    ::posix_spawn(&service_pid_, "/bin/sh", nullptr, nullptr, args.data(), environ);
-    if (!WaitUntil([&] { return fs::exists(socket); }, 15)) {
-      skip_reason = "podman system service did not start";
-      return;
-    }
-    // A trial container proves the runtime works here (cgroups, network).
-    Output trial = RunShell(podman + " run --rm --network none " + kImage + " true", (dir / "trial.err").string());
-    if (trial.exit_code != 0) skip_reason = "podman cannot run a container here: " + trial.err.substr(0, 300);
+    skip_reason = service_.Start(fs::temp_directory_path() / ("txdocker_" + std::to_string(::getpid())));
+    dir = service_.dir;
+    socket = service_.socket;
   }
-
-  void TearDown() override {
-    if (service_pid_ > 0) {
-      RunShell(Command() + " rm -af -t 0 >/dev/null", (dir / "rm.err").string());
-      ::kill(service_pid_, SIGTERM);
-      ::waitpid(service_pid_, nullptr, 0);
-    }
-    RunShell(Command() + " system reset -f >/dev/null 2>&1 || true", (dir / "reset.err").string());
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-
-  std::string Command() const {
-    return "podman --root " + Quote((dir / "root").string()) + " --runroot " + Quote((dir / "runroot").string()) +
-           " --storage-driver vfs";
-  }
+  void TearDown() override { service_.Stop(); }
 
   // GET on the engine's API (blocking, fine in a test).
   json Get(const std::string& path) {
@@ -136,7 +84,7 @@ class Podman : public ::testing::Environment {
   }
 
  private:
-  pid_t service_pid_ = -1;
+  torchxd::testing::PodmanService service_;
 };
 Podman* Podman::instance = nullptr;
 

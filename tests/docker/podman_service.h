@@ -1,0 +1,99 @@
+// PodmanService: a private Docker-API engine for tests and bench/: podman's
+// service (runc, cgroupfs, ulimits within the hard limits, file events
+// logger from tests/docker/containers.conf; private --root/--runroot, vfs
+// storage, a private network config dir) on a socket in `dir`, with a busybox
+// image imported from busybox-static (no registry). Start() returns "" or why
+// podman cannot run here.
+#ifndef TORCHXD_TESTS_DOCKER_PODMAN_SERVICE_H_
+#define TORCHXD_TESTS_DOCKER_PODMAN_SERVICE_H_
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/cli/shell.h"
+
+extern char** environ;
+
+namespace torchxd::testing {
+
+inline constexpr char kBusyboxImage[] = "localhost/torchxd-busybox:latest";
+
+class PodmanService {
+ public:
+  std::filesystem::path dir;
+  std::string socket;
+
+  std::string Start(const std::filesystem::path& where) {
+    namespace fs = std::filesystem;
+    dir = where;
+    fs::remove_all(dir);
+    fs::create_directories(dir / "networks");
+    for (const char* tool : {"/usr/bin/podman", "/usr/sbin/runc", "/bin/busybox"}) {
+      std::error_code ec;
+      if (!fs::exists(tool, ec)) return std::string(tool) + " is not installed (apt-get install podman runc busybox-static)";
+    }
+    std::ifstream base(TORCHXD_SOURCE_DIR "/tests/docker/containers.conf");
+    std::ofstream conf(dir / "containers.conf");
+    conf << base.rdbuf() << "\n[network]\nnetwork_backend = \"netavark\"\nnetwork_config_dir = \""
+         << (dir / "networks").string() << "\"\n";
+    conf.close();
+    ::setenv("CONTAINERS_CONF", (dir / "containers.conf").c_str(), 1);
+    std::string root = (dir / "rootfs").string();
+    std::string build = "set -e; mkdir -p " + root + "/bin " + root + "/proc " + root + "/sys " + root + "/dev " +
+                        root + "/etc " + root + "/tmp; cp /bin/busybox " + root +
+                        "/bin/; for a in sh echo cat sleep true hostname nslookup ping env; do ln -sf busybox " +
+                        root + "/bin/$a; done; tar -C " + root + " -c . | " + Command() + " import - " +
+                        kBusyboxImage + " >/dev/null";
+    Output imported = RunShell(build, (dir / "import.err").string());
+    if (imported.exit_code != 0) return "podman cannot import an image here: " + imported.err.substr(0, 300);
+    socket = (dir / "podman.sock").string();
+    std::vector<std::string> argv = {"/bin/sh", "-c",
+                                     "exec " + Command() + " system service --time=0 unix://" + socket + " 2>" +
+                                         Quote((dir / "service.log").string())};
+    std::vector<char*> args;
+    for (auto& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    if (::posix_spawn(&pid_, "/bin/sh", nullptr, nullptr, args.data(), environ) != 0) return "cannot spawn podman";
+    for (int i = 0; i < 300 && !fs::exists(socket); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (!fs::exists(socket)) return "podman system service did not start";
+    // A trial container proves the runtime works here (cgroups, network).
+    Output trial = RunShell(Command() + " run --rm --network none " + kBusyboxImage + " true",
+                            (dir / "trial.err").string());
+    if (trial.exit_code != 0) return "podman cannot run a container here: " + trial.err.substr(0, 300);
+    return "";
+  }
+
+  void Stop() {
+    if (pid_ > 0) {
+      RunShell(Command() + " rm -af -t 0 >/dev/null", (dir / "rm.err").string());
+      ::kill(pid_, SIGTERM);
+      ::waitpid(pid_, nullptr, 0);
+      pid_ = -1;
+    }
+    RunShell(Command() + " system reset -f >/dev/null 2>&1 || true", (dir / "reset.err").string());
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+
+  std::string Command() const {
+    return "podman --root " + Quote((dir / "root").string()) + " --runroot " + Quote((dir / "runroot").string()) +
+           " --storage-driver vfs";
+  }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+}  // namespace torchxd::testing
+
+#endif  // TORCHXD_TESTS_DOCKER_PODMAN_SERVICE_H_
