@@ -51,6 +51,7 @@ STATE = {
     "expire_event": 0,  # generation: watches older than this send a 410 ERROR event
     "drop_watch": 0,
     "drop_logs": 0,
+    "watch_starts": 0,  # watches that got past their checks and stream
     "reject_next": None,
     "outage_until": 0.0,
     "hold_follow_until": 0.0,  # log follows send nothing before then (a slow kubelet)  # until then every API request gets a 503 and watches drop  # a Status the next Job create answers with (an admission rejection)
@@ -312,6 +313,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 return self.send_json(410, status(410, "Expired", "too old resource version: %d (%d)"
                                                   % (since, STATE["min_watch_rv"])))
             expire_gen, drop_gen = STATE["expire_event"], STATE["drop_watch"]
+            STATE["watch_starts"] += 1
         deadline = time.time() + float(query.get("timeoutSeconds") or 300)
         self.start_stream()
         sent = since
@@ -394,7 +396,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if parts == ["state"]:
                 return self.send_json(200, {
                     "jobs": [o for o in STATE["jobs"].values()], "pods": [o for o in STATE["pods"].values()],
-                    "commands": STATE["commands"], "requests": STATE["requests"], "pruned": STATE["pruned"]})
+                    "commands": STATE["commands"], "requests": STATE["requests"], "pruned": STATE["pruned"],
+                    "watch_starts": STATE["watch_starts"]})
             if parts[0] == "jobs" and parts[3] == "phase":
                 if (parts[1], parts[2]) not in STATE["jobs"]:
                     return self.send_json(404, {"error": "no such job"})

@@ -88,7 +88,10 @@ TEST_F(LoopTest, ReflectorResumesAfterADropAndRelistsOnEitherExpiry) {
   ASSERT_TRUE(RunUntil([&] { return !events.empty(); }));
   EXPECT_EQ(events.back(), "MODIFIED a Running");
 
+  int watches = fake_.State()["watch_starts"];
   ASSERT_EQ(fake_.Post("/fake/watches/drop"), 200);  // connection lost: resume, no relist
+  // Expiry events reach only a live watch: wait for the new one.
+  ASSERT_TRUE(RunUntil([&] { return fake_.State()["watch_starts"].get<int>() > watches; }));
   CreateJob("b");
   ASSERT_TRUE(RunUntil([&] { return events.size() == 2; }));
   EXPECT_EQ(events.back(), "ADDED b ");
