@@ -1,7 +1,10 @@
-// LocalScheduler: the local_cwd and local_dir schedulers. It owns the apps of
-// both (the app cache), runs each through a supervisor::AppRunner, writes
-// every change to the Store before it is acknowledged, and hands replica
-// output to each replica's log writer.
+// LocalScheduler: the local_cwd, local_dir and local_docker schedulers. It
+// owns their apps (the app cache), runs each through a supervisor::AppRunner
+// (replicas as processes, or for local_docker as containers through the
+// Docker engine: daemon/local_docker.cc), writes every change to the Store
+// before it is acknowledged, and hands replica output to each replica's log
+// writer. local_docker apps a crashed daemon left running are re-adopted on
+// Load; the other schedulers' are marked FAILED (their processes died).
 //
 // Thread contract: loop thread only.
 #ifndef TORCHXD_DAEMON_LOCAL_SCHEDULER_H_

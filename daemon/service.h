@@ -1,6 +1,7 @@
 // Service: the daemon's request handlers (docs/protocol.md): version, run,
-// status, describe, list, cancel, wait, runopts. Apps are found by scheduler
-// and app id; the session part of a handle is echoed, not matched.
+// status, describe, list, cancel, wait, runopts, delete, log, shutdown. Apps
+// are routed to the Scheduler serving their scheduler name and found by app
+// id; the session part of a handle is echoed, not matched.
 //
 // Thread contract: loop thread only.
 #ifndef TORCHXD_DAEMON_SERVICE_H_
