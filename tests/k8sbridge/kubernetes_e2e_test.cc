@@ -97,6 +97,18 @@ class KubernetesE2eTest : public ::testing::Test {
     }
     return false;
   }
+  // A running 1-replica app whose pod logged "before" (stored), then, with
+  // torchxd stopped, "while torchxd was down".
+  void StopDaemonBetweenTwoLines(std::string* h, std::string* job) {
+    *h = Submit(1);
+    *job = JobName(*h);
+    JobPhase(*job, "Running");
+    ASSERT_TRUE(WaitForState(*h, "RUNNING"));
+    PodLog(*job + "-echo-0-0", {"before"});
+    ASSERT_TRUE(WaitForLog(*h, "before"));
+    ASSERT_EQ(Torchx({"daemon", "stop"}).exit_code, 0);
+    PodLog(*job + "-echo-0-0", {"while torchxd was down"});
+  }
   void JobPhase(const std::string& job, const std::string& phase) {
     ASSERT_EQ(api_.Post("/fake/jobs/team/" + job + "/phase", {{"phase", phase}}), 200);
   }
@@ -278,14 +290,8 @@ TEST_F(KubernetesE2eTest, AnUnreachableApiServerShowsInTheStatusUntilItIsBack) {
 }
 
 TEST_F(KubernetesE2eTest, ARestartedDaemonRelistsAndResumesLogsWhereTheStoreEnds) {
-  std::string h = Submit(1);
-  std::string job = JobName(h);
-  JobPhase(job, "Running");
-  ASSERT_TRUE(WaitForState(h, "RUNNING"));
-  PodLog(job + "-echo-0-0", {"before"});
-  ASSERT_TRUE(WaitForLog(h, "before"));
-  ASSERT_EQ(Torchx({"daemon", "stop"}).exit_code, 0);
-  PodLog(job + "-echo-0-0", {"while torchxd was down"});
+  std::string h, job;
+  ASSERT_NO_FATAL_FAILURE(StopDaemonBetweenTwoLines(&h, &job));
   PodPhase(job + "-echo-0-0", "Succeeded");
   JobPhase(job, "Completed");
   EXPECT_TRUE(WaitForState(h, "SUCCEEDED"));  // autostarts the daemon, which relists
@@ -294,14 +300,8 @@ TEST_F(KubernetesE2eTest, ARestartedDaemonRelistsAndResumesLogsWhereTheStoreEnds
 }
 
 TEST_F(KubernetesE2eTest, AOneOffLogReadFetchesWhatTheStoreStillLacks) {
-  std::string h = Submit(1);
-  std::string job = JobName(h);
-  JobPhase(job, "Running");
-  ASSERT_TRUE(WaitForState(h, "RUNNING"));
-  PodLog(job + "-echo-0-0", {"before"});
-  ASSERT_TRUE(WaitForLog(h, "before"));
-  ASSERT_EQ(Torchx({"daemon", "stop"}).exit_code, 0);
-  PodLog(job + "-echo-0-0", {"while torchxd was down"});
+  std::string h, job;
+  ASSERT_NO_FATAL_FAILURE(StopDaemonBetweenTwoLines(&h, &job));
   // The restarted daemon's follow is slow to deliver: the read must not depend on it.
   ASSERT_EQ(api_.Post("/fake/logs/hold-follows", {{"seconds", 8}}), 200);
   auto log = Torchx({"log", h});  // autostarts the daemon
