@@ -105,25 +105,28 @@ Result<void> Daemon::Prepare() {
   opts.shim_path = config_.shim;
   if (const char* host = std::getenv("DOCKER_HOST")) opts.docker_host = host;
   opts.log_max_bytes = *ParseByteSize(config_.log_max_bytes);
+  uint64_t log_max_total = 0;
   if (config_.log_max_total.empty()) {
     struct statvfs fs_info;
     if (::statvfs(config_.log_dir.c_str(), &fs_info) == 0) {
-      opts.log_max_total = static_cast<uint64_t>(fs_info.f_blocks) * fs_info.f_frsize / 10;
+      log_max_total = static_cast<uint64_t>(fs_info.f_blocks) * fs_info.f_frsize / 10;
     }
   } else {
-    opts.log_max_total = *ParseByteSize(config_.log_max_total);
+    log_max_total = *ParseByteSize(config_.log_max_total);
   }
+  log_budget_ = std::make_unique<LogBudget>(log_max_total);
   if (::access(opts.shim_path.c_str(), X_OK) != 0) {
     return Fail(Error::NotFound("torchxd-shim not found at " + opts.shim_path + " (pass --shim)"));
   }
-  local_ = std::make_unique<LocalScheduler>(&loop_, store_.get(), &hub_, opts);
+  local_ = std::make_unique<LocalScheduler>(&loop_, store_.get(), &hub_, log_budget_.get(), opts);
   if (auto ok = local_->Load(); !ok) return ok;
   schedulers_.push_back(local_.get());
   KubernetesSchedulerOptions kopts;
   kopts.log_dir = config_.log_dir;
   kopts.kubeconfig = config_.kubeconfig;
   kopts.log_max_bytes = opts.log_max_bytes;
-  kubernetes_ = std::make_unique<KubernetesScheduler>(&loop_, store_.get(), &hub_, kopts, core::ProcessEnv());
+  kubernetes_ = std::make_unique<KubernetesScheduler>(&loop_, store_.get(), &hub_, log_budget_.get(), kopts,
+                                                     core::ProcessEnv());
   if (auto ok = kubernetes_->Load(); !ok) return ok;
   schedulers_.push_back(kubernetes_.get());
   Service::DaemonInfo info;

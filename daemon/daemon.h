@@ -49,6 +49,7 @@ class Daemon {
   UniqueFd lock_fd_;
   std::unique_ptr<Store> store_;
   LogHub hub_;
+  std::unique_ptr<LogBudget> log_budget_;  // --log-max-total, across schedulers
   std::unique_ptr<LocalScheduler> local_;
   std::unique_ptr<KubernetesScheduler> kubernetes_;
   std::vector<Scheduler*> schedulers_;  // borrowed from the owners above

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <filesystem>
 #include <set>
+#include <thread>
 
 #include "core/ids.h"
 #include "k8sbridge/job_state.h"
@@ -76,9 +77,10 @@ struct KubernetesScheduler::Namespace {
   std::unique_ptr<k8s::Reflector> jobs, pods;
 };
 
-KubernetesScheduler::KubernetesScheduler(uv_loop_t* loop, Store* store, LogHub* hub,
+KubernetesScheduler::KubernetesScheduler(uv_loop_t* loop, Store* store, LogHub* hub, LogBudget* budget,
                                          KubernetesSchedulerOptions options, core::EnvLookup env)
-    : loop_(loop), store_(store), hub_(hub), options_(std::move(options)), env_(std::move(env)) {
+    : loop_(loop), store_(store), hub_(hub), budget_(budget), options_(std::move(options)), env_(std::move(env)) {
+  budget_->AddSource([this] { return OldestEvictableLogs(); });
   log_retry_ = NewUvHandle<uv_timer_t>(this);
   uv_timer_init(loop_, log_retry_.get());
 }
@@ -130,9 +132,11 @@ Result<void> KubernetesScheduler::Load() {
         })) {
       namespaces.insert(app->ns);
     }
+    if (!app->rec->logs_evicted) budget_->Add(static_cast<int64_t>(app->rec->log_bytes));
     std::string id = app->rec->app_id;
     apps_[id] = std::move(app);
   }
+  budget_->Enforce();
   if (namespaces.empty()) return {};
   auto api = Api();
   if (!api) {
@@ -389,7 +393,13 @@ void KubernetesScheduler::StoreLine(const std::string& app_id, const std::string
   track.after_ns = time_ns;
   auto slash = key.rfind('/');
   supervisor::ReplicaInfo* r = a.Replica(key.substr(0, slash), std::stoi(key.substr(slash + 1)));
-  if (ReplicaLogWriter* w = r != nullptr ? Writer(a, key, *r) : nullptr) w->WriteCombined(line, time_ns / 1000000);
+  if (ReplicaLogWriter* w = r != nullptr ? Writer(a, key, *r) : nullptr) {
+    uint64_t before = w->disk_bytes();
+    w->WriteCombined(line, time_ns / 1000000);
+    int64_t delta = static_cast<int64_t>(w->disk_bytes()) - static_cast<int64_t>(before);
+    a.rec->log_bytes = static_cast<uint64_t>(std::max<int64_t>(0, static_cast<int64_t>(a.rec->log_bytes) + delta));
+    budget_->Add(delta);
+  }
   hub_->Notify(AppKey(*a.rec));
   if (NowMs() - a.persisted_ms >= 1000) Persist(a);  // bounds what a crash can repeat
 }
@@ -473,9 +483,38 @@ void KubernetesScheduler::Changed(KubeApp& app) {
   Persist(app);
   hub_->Notify(AppKey(*app.rec));
   if (!core::IsTerminal(app.rec->state)) return;
+  budget_->Enforce();  // a finished app's logs may now make room
   auto waiters = std::move(app.waiters);
   app.waiters.clear();
   for (auto& w : waiters) w(*app.rec);
+}
+
+std::optional<LogBudget::Candidate> KubernetesScheduler::OldestEvictableLogs() {
+  KubeApp* oldest = nullptr;
+  for (auto& [id, app] : apps_) {
+    const AppRecord& rec = *app->rec;
+    if (!core::IsTerminal(rec.state) || rec.logs_evicted || rec.log_bytes == 0) continue;
+    bool streaming = std::any_of(app->pods.begin(), app->pods.end(), [](const auto& p) { return p.second.follower != nullptr; });
+    if (streaming) continue;
+    if (oldest == nullptr || rec.ended_ms.value_or(0) < oldest->rec->ended_ms.value_or(0)) oldest = app.get();
+  }
+  if (oldest == nullptr) return std::nullopt;
+  return LogBudget::Candidate{oldest->rec->ended_ms.value_or(0), [this, oldest] { RemoveLogs(*oldest); }};
+}
+
+void KubernetesScheduler::RemoveLogs(KubeApp& app) {
+  AppRecord& rec = *app.rec;
+  spdlog::info("evicting logs to stay under --log-max-total app={} bytes={}", rec.app_id, rec.log_bytes);
+  rec.logs.clear();  // close the writers first
+  std::error_code ec;
+  std::string doomed = rec.app_log_dir + ".evicted";
+  fs::rename(rec.app_log_dir, doomed, ec);
+  if (!ec) std::thread([doomed] { std::error_code e; fs::remove_all(doomed, e); }).detach();  // never a big rm on the loop
+  budget_->Add(-static_cast<int64_t>(rec.log_bytes));
+  rec.log_bytes = 0;
+  rec.logs_evicted = true;
+  for (auto& [key, t] : app.pods) t.log_done = true;  // nothing more is fetched for it
+  Persist(app);
 }
 
 AppRecord* KubernetesScheduler::Find(const std::string& scheduler, const std::string& app_id) {
@@ -572,6 +611,7 @@ void KubernetesScheduler::Delete(AppRecord& rec, std::function<void(Result<core:
                  if (it == apps_.end()) return done(core::AppState::kUnknown);
                  core::AppState last = it->second->rec->state;
                  std::string dir = it->second->rec->app_log_dir;
+                 if (!it->second->rec->logs_evicted) budget_->Add(-static_cast<int64_t>(it->second->rec->log_bytes));
                  for (auto& w : it->second->waiters) w(*it->second->rec);
                  apps_.erase(it);
                  if (auto ok = store_->DeleteApp("kubernetes", app_id); !ok) {

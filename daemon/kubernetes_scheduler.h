@@ -28,6 +28,7 @@
 #include "core/environment.h"
 #include "core/http_client.h"
 #include "core/uv_handle.h"
+#include "daemon/log_budget.h"
 #include "daemon/log_hub.h"
 #include "daemon/scheduler.h"
 #include "daemon/store.h"
@@ -48,7 +49,8 @@ struct KubernetesSchedulerOptions {
 
 class KubernetesScheduler : public Scheduler {
  public:
-  KubernetesScheduler(uv_loop_t* loop, Store* store, LogHub* hub, KubernetesSchedulerOptions options,
+  // `budget`: the daemon-wide --log-max-total, shared with the other schedulers.
+  KubernetesScheduler(uv_loop_t* loop, Store* store, LogHub* hub, LogBudget* budget, KubernetesSchedulerOptions options,
                       core::EnvLookup env);
   ~KubernetesScheduler() override;
 
@@ -103,10 +105,14 @@ class KubernetesScheduler : public Scheduler {
   void Persist(KubeApp& app);
   KubeApp* ByJob(const std::string& ns, const std::string& name);
   ReplicaLogWriter* Writer(KubeApp& app, const std::string& key, supervisor::ReplicaInfo& replica);
+  // The budget's Source: the oldest finished app whose every pod log is stored.
+  std::optional<LogBudget::Candidate> OldestEvictableLogs();
+  void RemoveLogs(KubeApp& app);
 
   uv_loop_t* loop_;
   Store* store_;
   LogHub* hub_;
+  LogBudget* budget_;
   KubernetesSchedulerOptions options_;
   core::EnvLookup env_;
   std::unique_ptr<HttpClient> http_;

@@ -69,8 +69,11 @@ std::string ToLowerState(core::AppState state) {
 
 }  // namespace
 
-LocalScheduler::LocalScheduler(uv_loop_t* loop, Store* store, LogHub* hub, LocalSchedulerOptions options)
-    : loop_(loop), store_(store), options_(std::move(options)), hub_(hub) {}
+LocalScheduler::LocalScheduler(uv_loop_t* loop, Store* store, LogHub* hub, LogBudget* budget,
+                               LocalSchedulerOptions options)
+    : loop_(loop), store_(store), options_(std::move(options)), hub_(hub), budget_(budget) {
+  budget_->AddSource([this] { return OldestEvictableLogs(); });
+}
 
 LocalScheduler::~LocalScheduler() = default;
 
@@ -108,7 +111,7 @@ Result<void> LocalScheduler::Load() {
       Event(*rec, "reconciled", static_cast<int>(rec->state), rec->msg);
       spdlog::warn("app left running by a previous torchxd marked failed app={}", rec->app_id);
     }
-    if (!rec->user_log_dir && !rec->logs_evicted) total_log_bytes_ += rec->log_bytes;
+    if (!rec->user_log_dir && !rec->logs_evicted) budget_->Add(static_cast<int64_t>(rec->log_bytes));
     Key key{rec->scheduler, rec->app_id};
     apps_[key] = std::make_unique<AppRecord>(std::move(*rec));
     // Containers outlive a crashed daemon: take them over instead of failing them.
@@ -121,7 +124,7 @@ Result<void> LocalScheduler::Load() {
     app->ended_ms = NowMs();
     Persist(*app);
   }
-  EnforceLogBudget();  // the budget may have shrunk since the last run
+  budget_->Enforce();  // the budget may have shrunk since the last run
   std::thread([this] { gpu_count_ = CountGpus(); }).detach();
   return {};
 }
@@ -197,24 +200,24 @@ void LocalScheduler::RemoveLogDir(AppRecord& app) {
   std::string doomed = app.app_log_dir + ".evicted";
   fs::rename(app.app_log_dir, doomed, ec);
   if (!ec) std::thread([doomed] { std::error_code e; fs::remove_all(doomed, e); }).detach();
-  total_log_bytes_ -= std::min(total_log_bytes_, app.log_bytes);
+  budget_->Add(-static_cast<int64_t>(app.log_bytes));
   app.log_bytes = 0;
   app.logs_evicted = true;
 }
 
-void LocalScheduler::EnforceLogBudget() {
-  if (options_.log_max_total == 0) return;
-  while (total_log_bytes_ > options_.log_max_total) {
-    AppRecord* oldest = nullptr;
-    for (auto& [key, rec] : apps_) {
-      if (rec->runner || rec->user_log_dir || rec->logs_evicted || !core::IsTerminal(rec->state)) continue;
-      if (oldest == nullptr || rec->ended_ms.value_or(0) < oldest->ended_ms.value_or(0)) oldest = rec.get();
-    }
-    if (oldest == nullptr) return;  // only running apps left: their per-stream rings bound them
-    spdlog::info("evicting logs to stay under --log-max-total app={} bytes={}", oldest->app_id, oldest->log_bytes);
-    RemoveLogDir(*oldest);
-    Persist(*oldest);
+std::optional<LogBudget::Candidate> LocalScheduler::OldestEvictableLogs() {
+  AppRecord* oldest = nullptr;
+  for (auto& [key, rec] : apps_) {
+    if (rec->runner || rec->user_log_dir || rec->logs_evicted || !core::IsTerminal(rec->state)) continue;
+    if (oldest == nullptr || rec->ended_ms.value_or(0) < oldest->ended_ms.value_or(0)) oldest = rec.get();
   }
+  if (oldest == nullptr) return std::nullopt;
+  return LogBudget::Candidate{oldest->ended_ms.value_or(0), [this, oldest] {
+                                spdlog::info("evicting logs to stay under --log-max-total app={} bytes={}",
+                                             oldest->app_id, oldest->log_bytes);
+                                RemoveLogDir(*oldest);
+                                Persist(*oldest);
+                              }};
 }
 
 namespace {
@@ -484,8 +487,7 @@ void LocalScheduler::OnOutput(supervisor::AppRunner& runner, const supervisor::R
   app->log_bytes += after - std::min(after, before);
   app->log_bytes -= std::min(app->log_bytes, before - std::min(before, after));
   if (!app->user_log_dir) {
-    total_log_bytes_ += after - std::min(after, before);
-    total_log_bytes_ -= std::min(total_log_bytes_, before - std::min(before, after));
+    budget_->Add(static_cast<int64_t>(after) - static_cast<int64_t>(before));
   }
   if (app->log_bytes_lost[key] != it->second.bytes_lost()) app->log_bytes_lost[key] = it->second.bytes_lost();
   hub_->Notify(AppKey(*app));
@@ -529,7 +531,7 @@ void LocalScheduler::OnAppChanged(supervisor::AppRunner& runner) {
     app->ended_ms = NowMs();
     WriteSuccessFile(*app);
     app->logs.clear();
-    EnforceLogBudget();
+    budget_->Enforce();
     spdlog::info("app {} app={} msg={}", ToLowerState(app->state), app->app_id, app->msg);
   }
   Persist(*app);

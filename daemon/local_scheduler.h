@@ -23,6 +23,7 @@
 
 #include "core/runopts.h"
 #include "daemon/app_record.h"
+#include "daemon/log_budget.h"
 #include "daemon/log_hub.h"
 #include "daemon/scheduler.h"
 #include "daemon/store.h"
@@ -39,14 +40,14 @@ struct LocalSchedulerOptions {
   double grace_seconds = 10.0;
   std::string shim_path;
   uint64_t log_max_bytes = 128ull << 20;  // per stream; 0 = unbounded
-  uint64_t log_max_total = 0;             // all apps' logs in log_dir; 0 = unbounded
   std::string docker_host;                // $DOCKER_HOST of the daemon (local_docker)
 };
 
 
 class LocalScheduler : public Scheduler, public supervisor::AppRunnerObserver {
  public:
-  LocalScheduler(uv_loop_t* loop, Store* store, LogHub* hub, LocalSchedulerOptions options);
+  // `budget`: the daemon-wide --log-max-total, shared with the other schedulers.
+  LocalScheduler(uv_loop_t* loop, Store* store, LogHub* hub, LogBudget* budget, LocalSchedulerOptions options);
   ~LocalScheduler() override;
 
   // Loads the store; apps left non-terminal by a daemon that died are FAILED.
@@ -82,8 +83,8 @@ class LocalScheduler : public Scheduler, public supervisor::AppRunnerObserver {
   void WriteSuccessFile(const AppRecord& app);
   void RemoveLogDir(AppRecord& app);
   [[nodiscard]] Result<void> MakeAppLogDir(const AppRecord& app, const std::string& base);
-  // Evicts the logs of the oldest finished apps until the total fits --log-max-total.
-  void EnforceLogBudget();
+  // The budget's Source: the oldest finished app whose logs may go.
+  std::optional<LogBudget::Candidate> OldestEvictableLogs();
   void ReadErrorFile(AppRecord& app, supervisor::ReplicaInfo& replica);
 
   // local_docker (daemon/local_docker.cc): the engine client, made on first use.
@@ -105,7 +106,7 @@ class LocalScheduler : public Scheduler, public supervisor::AppRunnerObserver {
   std::map<const supervisor::AppRunner*, AppRecord*> by_runner_;
   std::atomic<int> gpu_count_{-1};
   LogHub* hub_;
-  uint64_t total_log_bytes_ = 0;  // apps in the daemon's log_dir whose logs are kept
+  LogBudget* budget_;
 };
 
 }  // namespace torchxd::daemon

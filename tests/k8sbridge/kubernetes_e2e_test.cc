@@ -308,6 +308,38 @@ TEST_F(KubernetesE2eTest, AOneOffLogReadFetchesWhatTheStoreStillLacks) {
   EXPECT_EQ(log.out, "echo/0 before\necho/0 while torchxd was down\n") << log.err;
 }
 
+TEST_F(KubernetesE2eTest, FinishedKubernetesLogsCountInTheDaemonWideBudget) {
+  // A daemon with a small --log-max-total where torchx looks for it.
+  fs::create_directories(dir_ / "xdg/torchxd");
+  std::string start = "KUBECONFIG=" + Quote(kubeconfig_) + " " + TORCHXD_BIN + " --socket " +
+                      Quote((dir_ / "xdg/torchxd/torchxd.sock").string()) + " --state-dir " +
+                      Quote((dir_ / "state/torchxd").string()) + " --log-max-total 40K >" +
+                      Quote((dir_ / "own-daemon.log").string()) + " 2>&1 &";
+  ASSERT_EQ(RunShell(start, (dir_ / "start.err").string()).exit_code, 0);
+  ASSERT_TRUE(WaitUntil([&] { return fs::exists(dir_ / "xdg/torchxd/torchxd.sock"); }));
+  std::string h = Submit(1);
+  std::string job = JobName(h);
+  JobPhase(job, "Running");
+  ASSERT_TRUE(WaitForState(h, "RUNNING"));
+  std::vector<std::string> lines;
+  for (int i = 0; i < 400; ++i) lines.push_back("kubernetes line " + std::to_string(i) + " xxxxxxxx");
+  PodLog(job + "-echo-0-0", lines);
+  ASSERT_TRUE(WaitForLog(h, "kubernetes line 399"));
+  PodPhase(job + "-echo-0-0", "Succeeded");
+  JobPhase(job, "Completed");
+  ASSERT_TRUE(WaitForState(h, "SUCCEEDED"));
+  EXPECT_EQ(Torchx({"log", h}).exit_code, 0);  // about 13 KB: within the budget
+  // A local app writing 34 KB (stdout and combined): over 40K together, so the oldest finished app, the
+  // kubernetes one, gives up its logs.
+  auto local = Torchx({"run", "--wait", "utils.sh", "--", "sh", "-c",
+                       "i=0; while [ $i -lt 580 ]; do echo local line $i xxxxxxxxxxxxxx; i=$((i+1)); done"});
+  ASSERT_EQ(local.exit_code, 0) << local.err;
+  EXPECT_TRUE(WaitUntil([&] { return Torchx({"log", h}).err.find("were evicted") != std::string::npos; }))
+      << std::ifstream(dir_ / "own-daemon.log").rdbuf();
+  EXPECT_EQ(StatusJson(h)["state"], "SUCCEEDED");  // the record stays
+  EXPECT_EQ(Torchx({"log", local.out.substr(0, local.out.find('\n'))}).exit_code, 0);  // the newer logs stay
+}
+
 TEST_F(KubernetesE2eTest, NoClusterConfigurationIsAClearError) {
   kubeconfig_ = (dir_ / "missing-kubeconfig").string();
   auto run = Torchx({"run", "-s", "kubernetes", "-cfg", "queue=default", "utils.echo"});

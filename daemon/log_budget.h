@@ -1,0 +1,58 @@
+// LogBudget: the daemon-wide --log-max-total, across schedulers. Each
+// scheduler reports the bytes its apps' logs take in the daemon's log dir
+// (Add) and offers the logs of its oldest finished app for eviction (a
+// Source); Enforce evicts the oldest first, whichever scheduler it belongs
+// to, until the total fits. Running apps are bounded by their per-stream
+// rings; a user-chosen log_dir is never counted.
+//
+// Thread contract: loop thread only.
+#ifndef TORCHXD_DAEMON_LOG_BUDGET_H_
+#define TORCHXD_DAEMON_LOG_BUDGET_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <vector>
+
+namespace torchxd::daemon {
+
+class LogBudget {
+ public:
+  struct Candidate {
+    int64_t ended_ms = 0;
+    std::function<void()> evict;  // must Add() the bytes it frees, negated
+  };
+  using Source = std::function<std::optional<Candidate>()>;
+
+  explicit LogBudget(uint64_t limit_bytes) : limit_(limit_bytes) {}
+  void AddSource(Source source) { sources_.push_back(std::move(source)); }
+  void Add(int64_t delta_bytes) {
+    total_ = delta_bytes < 0 && static_cast<uint64_t>(-delta_bytes) > total_ ? 0 : total_ + delta_bytes;
+  }
+  uint64_t total() const { return total_; }
+  uint64_t limit() const { return limit_; }
+
+  void Enforce() {
+    if (limit_ == 0) return;
+    while (total_ > limit_) {
+      std::optional<Candidate> oldest;
+      for (const auto& source : sources_) {
+        auto c = source();
+        if (c && (!oldest || c->ended_ms < oldest->ended_ms)) oldest = std::move(c);
+      }
+      if (!oldest) return;  // only running apps left: their per-stream rings bound them
+      uint64_t before = total_;
+      oldest->evict();
+      if (total_ >= before) return;  // nothing freed: never spin
+    }
+  }
+
+ private:
+  uint64_t limit_;
+  uint64_t total_ = 0;
+  std::vector<Source> sources_;
+};
+
+}  // namespace torchxd::daemon
+
+#endif  // TORCHXD_DAEMON_LOG_BUDGET_H_
