@@ -48,11 +48,6 @@ bool ProcessGone(int pid) {
   return text.empty() || (close != std::string::npos && close + 2 < text.size() && text[close + 2] == 'Z');
 }
 
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
 // TorchX's tabulate "simple" layout.
 void PrintTable(std::ostream& out, const std::vector<std::vector<std::string>>& rows) {
   std::vector<size_t> width(rows[0].size(), 0);
@@ -153,7 +148,7 @@ int CmdList(const GlobalArgs& global, const std::string& scheduler, bool as_json
   }
   std::vector<std::vector<std::string>> rows = {{"APP HANDLE", "APP NAME", "APP STATUS", "STARTED", "DURATION"}};
   rows.reserve(apps.size() + 1);
-  int64_t now = NowMs();
+  int64_t now = core::UnixNowMs();
   for (const auto& a : apps) {
     int64_t created = a[5].get<int64_t>();
     int64_t ended = a[6].is_null() ? now : a[6].get<int64_t>();

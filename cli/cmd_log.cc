@@ -1,7 +1,6 @@
 // torchx log: reads replica logs through the daemon (docs/protocol.md `log`).
 #include <unistd.h>
 
-#include <chrono>
 #include <ctime>
 #include <regex>
 
@@ -14,11 +13,6 @@ namespace torchxd::cli {
 namespace {
 
 using nlohmann::json;
-
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 struct Printer {
   const CliContext& ctx;
@@ -119,7 +113,7 @@ int CmdLog(const GlobalArgs& global, const LogArgs& args, const CliContext& ctx)
     }
     params["regex"] = args.regex;
   }
-  int64_t now = NowMs();
+  int64_t now = core::UnixNowMs();
   for (auto [flag, value, key] : {std::tuple{"--since", args.since, "since_ms"},
                                    std::tuple{"--until", args.until, "until_ms"}}) {
     if (value.empty()) continue;

@@ -1,6 +1,7 @@
 #include "core/app_status.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <ctime>
 
@@ -111,6 +112,11 @@ std::string FormatReplica(const ReplicaStatus& r) {
 }
 
 }  // namespace
+
+int64_t UnixNowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 
 std::string FormatRfc3339Utc(int64_t unix_ms) {
   auto seconds = static_cast<std::time_t>(unix_ms / 1000);

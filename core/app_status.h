@@ -62,6 +62,8 @@ struct AppStatus {
 };
 
 // "2026-11-22T11:48:52.123Z"; and back (accepts a zone offset too).
+// Wall-clock time as unix milliseconds (for display and records, never for timeouts).
+int64_t UnixNowMs();
 std::string FormatRfc3339Utc(int64_t unix_ms);
 std::optional<int64_t> ParseRfc3339(const std::string& text);
 // "2021-08-09T20:57:01.479780331Z" (UTC, as kubelets and Docker engines stamp) -> ns since the epoch.

@@ -75,7 +75,7 @@ core::AppStatus AppRecord::Status() const {
       x.start_time_ms = r.start_ms;
       x.end_time_ms = r.end_ms;
       x.error_message = r.error_message;
-      auto lost = log_bytes_lost.find(r.role + "/" + std::to_string(r.replica_id));
+      auto lost = log_bytes_lost.find(ReplicaKey(r.role, r.replica_id));
       if (lost != log_bytes_lost.end()) x.log_bytes_lost = lost->second;
       rs.replicas.push_back(std::move(x));
     }

@@ -59,6 +59,11 @@ struct AppRecord {
   [[nodiscard]] static Result<AppRecord> FromJson(const nlohmann::json& json);
 };
 
+// The key of a replica in AppRecord::logs and log_bytes_lost: "role/replica".
+inline std::string ReplicaKey(const std::string& role, int replica_id) {
+  return role + "/" + std::to_string(replica_id);
+}
+
 nlohmann::json ReplicaInfoToJson(const supervisor::ReplicaInfo& info);
 supervisor::ReplicaInfo ReplicaInfoFromJson(const nlohmann::json& json);
 

@@ -118,8 +118,10 @@ Result<void> Daemon::Prepare() {
   if (::access(opts.shim_path.c_str(), X_OK) != 0) {
     return Fail(Error::NotFound("torchxd-shim not found at " + opts.shim_path + " (pass --shim)"));
   }
+  auto stored = store_->LoadApps();  // read once, each scheduler takes its own
+  if (!stored) return Fail(stored.error());
   local_ = std::make_unique<LocalScheduler>(&loop_, store_.get(), &hub_, log_budget_.get(), opts);
-  if (auto ok = local_->Load(); !ok) return ok;
+  if (auto ok = local_->Load(*stored); !ok) return ok;
   schedulers_.push_back(local_.get());
   KubernetesSchedulerOptions kopts;
   kopts.log_dir = config_.log_dir;
@@ -127,7 +129,7 @@ Result<void> Daemon::Prepare() {
   kopts.log_max_bytes = opts.log_max_bytes;
   kubernetes_ = std::make_unique<KubernetesScheduler>(&loop_, store_.get(), &hub_, log_budget_.get(), kopts,
                                                      core::ProcessEnv());
-  if (auto ok = kubernetes_->Load(); !ok) return ok;
+  if (auto ok = kubernetes_->Load(*stored); !ok) return ok;
   schedulers_.push_back(kubernetes_.get());
   Service::DaemonInfo info;
   info.socket = config_.socket;
@@ -173,12 +175,9 @@ Result<void> Daemon::Listen() {
 
 void Daemon::UpdateStatus() {
   if (!notifier_.enabled()) return;
-  size_t running = 0, apps = 0;
-  for (Scheduler* s : schedulers_) {
-    running += s->running_apps();
-    apps += s->List().size();
-  }
-  std::string status = "STATUS=" + std::to_string(running) + " running, " + std::to_string(apps) + " apps";
+  AppCounts counts = CountApps(schedulers_);
+  std::string status =
+      "STATUS=" + std::to_string(counts.running) + " running, " + std::to_string(counts.apps) + " apps";
   if (status == last_status_) return;
   last_status_ = status;
   notifier_.Send(status);
@@ -194,9 +193,7 @@ void Daemon::OnSignal(int signum) {
   if (stopping_) return;
   stopping_ = true;
   notifier_.Send("STOPPING=1");
-  size_t running = 0;
-  for (Scheduler* s : schedulers_) running += s->running_apps();
-  spdlog::info("stopping reason={} running_apps={}", strsignal(signum), running);
+  spdlog::info("stopping reason={} running_apps={}", strsignal(signum), CountApps(schedulers_).running);
   service_->set_shutting_down();
   server_->Close();
   auto remaining = std::make_shared<size_t>(schedulers_.size());

@@ -2,11 +2,10 @@
 
 #include <spdlog/spdlog.h>
 
-#include <chrono>
 #include <filesystem>
 #include <set>
-#include <thread>
 
+#include "core/app_status.h"
 #include "core/ids.h"
 #include "k8sbridge/job_state.h"
 #include "k8sbridge/kubeconfig.h"
@@ -19,13 +18,6 @@ namespace {
 using nlohmann::json;
 namespace fs = std::filesystem;
 namespace k8s = k8sbridge;
-
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-std::string ReplicaKey(const std::string& role, int id) { return role + "/" + std::to_string(id); }
 
 std::string Selector() {
   return std::string(k8s::kLabelManagedBy) + "=" + std::string(k8s::kManagedByTorchx);
@@ -106,12 +98,10 @@ Result<k8s::KubeApi*> KubernetesScheduler::Api() {
   return api_.get();
 }
 
-Result<void> KubernetesScheduler::Load() {
-  auto stored = store_->LoadApps();
-  if (!stored) return Fail(stored.error());
+Result<void> KubernetesScheduler::Load(const std::vector<StoredApp>& stored) {
   std::set<std::string> namespaces;
-  for (auto& s : *stored) {
-    if (s.scheduler != "kubernetes") continue;
+  for (const auto& s : stored) {
+    if (!Serves(*this, s.scheduler)) continue;  // another scheduler's
     auto rec = AppRecord::FromJson(s.record);
     if (!rec) {
       spdlog::warn("skipping unreadable stored app app={} error={}", s.app_id, rec.error().message);
@@ -208,7 +198,7 @@ const AppRecord* KubernetesScheduler::Record(SubmitRequest& request, const std::
   rec->cfg = core::CfgToJson(request.cfg);
   rec->cwd = request.cwd;
   rec->owner_uid = request.uid;
-  rec->created_ms = NowMs();
+  rec->created_ms = core::UnixNowMs();
   rec->state = view.phase.empty() ? core::AppState::kSubmitted : view.state;
   rec->app_log_dir = options_.log_dir + "/kubernetes/" + rec->session + "/" + rec->app_id;
   rec->log_max_bytes = options_.log_max_bytes;
@@ -225,7 +215,7 @@ const AppRecord* KubernetesScheduler::Record(SubmitRequest& request, const std::
     }
   }
   std::error_code ec;
-  std::filesystem::create_directories(rec->app_log_dir, ec);  // `log` before the first line finds it
+  fs::create_directories(rec->app_log_dir, ec);  // `log` before the first line finds it
   app->rec = std::move(rec);
   KubeApp* raw = app.get();
   apps_[raw->rec->app_id] = std::move(app);
@@ -304,7 +294,7 @@ void KubernetesScheduler::ApplyJob(KubeApp& app, const json& job) {
   rec.state = state;
   rec.num_restarts = v.retry_count;
   rec.msg = v.message;
-  if (core::IsTerminal(state)) rec.ended_ms = NowMs();
+  if (core::IsTerminal(state)) rec.ended_ms = core::UnixNowMs();
   Changed(app);
 }
 
@@ -313,7 +303,7 @@ void KubernetesScheduler::JobGone(KubeApp& app) {
   if (core::IsTerminal(rec.state)) return;
   rec.state = app.cancel_requested ? core::AppState::kCancelled : core::AppState::kFailed;
   rec.msg = "the Volcano Job " + app.ns + "/" + app.name + " was deleted from the cluster";
-  rec.ended_ms = NowMs();
+  rec.ended_ms = core::UnixNowMs();
   spdlog::warn("kubernetes job deleted outside torchx app={}", rec.app_id);
   Changed(app);
 }
@@ -346,7 +336,7 @@ void KubernetesScheduler::ApplyPod(KubeApp& app, const json& pod) {
     t.after_ns = 0;
     t.log_done = false;
     r->attempt = t.attempt;
-    if (ReplicaLogWriter* w = Writer(app, key, *r)) w->BeginAttempt(t.attempt, NowMs());
+    if (ReplicaLogWriter* w = Writer(app, key, *r)) w->BeginAttempt(t.attempt, core::UnixNowMs());
   }
   t.terminal = core::IsTerminal(v.state);
   r->state = v.state;
@@ -401,7 +391,7 @@ void KubernetesScheduler::StoreLine(const std::string& app_id, const std::string
     budget_->Add(delta);
   }
   hub_->Notify(AppKey(*a.rec));
-  if (NowMs() - a.persisted_ms >= 1000) Persist(a);  // bounds what a crash can repeat
+  if (core::UnixNowMs() - a.persisted_ms >= 1000) Persist(a);  // bounds what a crash can repeat
 }
 
 void KubernetesScheduler::BeforeLogRead(const AppRecord& rec, std::function<void()> ready) {
@@ -472,7 +462,7 @@ void KubernetesScheduler::Persist(KubeApp& app) {
                         {"uid", app.uid},
                         {"cancel_requested", app.cancel_requested},
                         {"pods", pods}};
-  app.persisted_ms = NowMs();
+  app.persisted_ms = core::UnixNowMs();
   if (auto ok = store_->PutApp(rec.scheduler, rec.app_id, static_cast<int>(rec.state), rec.created_ms, rec.ToJson());
       !ok) {
     spdlog::error("store write failed app={} error={}", rec.app_id, ok.error().message);
@@ -499,22 +489,26 @@ std::optional<LogBudget::Candidate> KubernetesScheduler::OldestEvictableLogs() {
     if (oldest == nullptr || rec.ended_ms.value_or(0) < oldest->rec->ended_ms.value_or(0)) oldest = app.get();
   }
   if (oldest == nullptr) return std::nullopt;
-  return LogBudget::Candidate{oldest->rec->ended_ms.value_or(0), [this, oldest] { RemoveLogs(*oldest); }};
+  return LogBudget::Candidate{oldest->rec->ended_ms.value_or(0), [this, oldest] {
+                                spdlog::info("evicting logs to stay under --log-max-total app={} bytes={}",
+                                             oldest->rec->app_id, oldest->rec->log_bytes);
+                                RemoveLogs(*oldest);
+                                Persist(*oldest);
+                              }};
 }
 
 void KubernetesScheduler::RemoveLogs(KubeApp& app) {
   AppRecord& rec = *app.rec;
-  spdlog::info("evicting logs to stay under --log-max-total app={} bytes={}", rec.app_id, rec.log_bytes);
+  if (rec.logs_evicted) return;
   rec.logs.clear();  // close the writers first
-  std::error_code ec;
-  std::string doomed = rec.app_log_dir + ".evicted";
-  fs::rename(rec.app_log_dir, doomed, ec);
-  if (!ec) std::thread([doomed] { std::error_code e; fs::remove_all(doomed, e); }).detach();  // never a big rm on the loop
+  DiscardLogDir(rec.app_log_dir);
   budget_->Add(-static_cast<int64_t>(rec.log_bytes));
   rec.log_bytes = 0;
   rec.logs_evicted = true;
-  for (auto& [key, t] : app.pods) t.log_done = true;  // nothing more is fetched for it
-  Persist(app);
+  for (auto& [key, t] : app.pods) {
+    t.follower.reset();
+    t.log_done = true;  // nothing more is fetched for it
+  }
 }
 
 AppRecord* KubernetesScheduler::Find(const std::string& scheduler, const std::string& app_id) {
@@ -610,15 +604,12 @@ void KubernetesScheduler::Delete(AppRecord& rec, std::function<void(Result<core:
                  auto it = apps_.find(app_id);
                  if (it == apps_.end()) return done(core::AppState::kUnknown);
                  core::AppState last = it->second->rec->state;
-                 std::string dir = it->second->rec->app_log_dir;
-                 if (!it->second->rec->logs_evicted) budget_->Add(-static_cast<int64_t>(it->second->rec->log_bytes));
+                 RemoveLogs(*it->second);
                  for (auto& w : it->second->waiters) w(*it->second->rec);
                  apps_.erase(it);
                  if (auto ok = store_->DeleteApp("kubernetes", app_id); !ok) {
                    spdlog::error("store delete failed app={} error={}", app_id, ok.error().message);
                  }
-                 std::error_code ec;
-                 if (!dir.empty()) fs::remove_all(dir, ec);
                  hub_->Notify("kubernetes/" + app_id);
                  done(last);
                });

@@ -54,8 +54,8 @@ class KubernetesScheduler : public Scheduler {
                       core::EnvLookup env);
   ~KubernetesScheduler() override;
 
-  // Loads the stored kubernetes apps and resumes watching the unfinished ones.
-  [[nodiscard]] Result<void> Load();
+  // Takes the kubernetes apps from what the store holds and resumes watching the unfinished ones.
+  [[nodiscard]] Result<void> Load(const std::vector<StoredApp>& stored);
 
   std::vector<std::string> Names() const override { return {"kubernetes"}; }
   void Submit(SubmitRequest request, std::function<void(Result<const AppRecord*>)> done) override;
@@ -67,6 +67,7 @@ class KubernetesScheduler : public Scheduler {
   void Delete(AppRecord& app, std::function<void(Result<core::AppState>)> done) override;
   void Shutdown(std::function<void()> done) override;
   size_t running_apps() const override;
+  size_t app_count() const override { return apps_.size(); }
   bool MoreOutputExpected(const AppRecord& app) const override;
   // Reads (without follow) each unfinished replica's pod log after its last stored
   // line, so a one-off `log` right after a restart or a drop is complete.
@@ -107,6 +108,7 @@ class KubernetesScheduler : public Scheduler {
   ReplicaLogWriter* Writer(KubeApp& app, const std::string& key, supervisor::ReplicaInfo& replica);
   // The budget's Source: the oldest finished app whose every pod log is stored.
   std::optional<LogBudget::Candidate> OldestEvictableLogs();
+  // Closes the app's log writers and follows and discards its logs (eviction, delete).
   void RemoveLogs(KubeApp& app);
 
   uv_loop_t* loop_;

@@ -112,7 +112,7 @@ bool LocalScheduler::AdoptContainers(AppRecord& app) {
   auto requests = ContainerRequests(app, &warnings);
   std::vector<std::pair<uint64_t, uint64_t>> after;
   for (const auto& req : requests) {
-    std::string key = req.role + "/" + std::to_string(req.replica_id);
+    std::string key = ReplicaKey(req.role, req.replica_id);
     if (app.logs.count(key) == 0) {
       if (auto writer = ReplicaLogWriter::Open(req.log_dir, app.log_max_bytes)) app.logs.emplace(key, std::move(*writer));
     }

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <chrono>
 #include <tuple>
 #include <cstdio>
 #include <filesystem>
@@ -18,6 +17,7 @@
 #include <sys/stat.h>
 
 #include "core/app_handle.h"
+#include "core/app_status.h"
 #include "core/ids.h"
 #include "core/replica_request.h"
 #include "daemon/as_user.h"
@@ -29,16 +29,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-std::string ReplicaKey(const std::string& role, int replica_id) {
-  return role + "/" + std::to_string(replica_id);
-}
 
 std::string SessionId() {
   std::random_device rd;
@@ -77,12 +67,10 @@ LocalScheduler::LocalScheduler(uv_loop_t* loop, Store* store, LogHub* hub, LogBu
 
 LocalScheduler::~LocalScheduler() = default;
 
-Result<void> LocalScheduler::Load() {
-  auto stored = store_->LoadApps();
-  if (!stored) return Fail(stored.error());
+Result<void> LocalScheduler::Load(const std::vector<StoredApp>& stored) {
   std::vector<AppRecord*> adopted;
-  for (auto& s : *stored) {
-    if (s.scheduler != "local_cwd" && s.scheduler != "local_dir" && s.scheduler != "local_docker") continue;
+  for (const auto& s : stored) {
+    if (!Serves(*this, s.scheduler)) continue;  // another scheduler's
     auto rec = AppRecord::FromJson(s.record);
     if (!rec) {
       spdlog::warn("skipping unreadable stored app app={} error={}", s.app_id, rec.error().message);
@@ -98,7 +86,7 @@ Result<void> LocalScheduler::Load() {
       // Its replicas died with the daemon (torchxd-shim kills them): say so.
       rec->state = core::AppState::kFailed;
       rec->msg = "torchxd stopped unexpectedly";
-      rec->ended_ms = NowMs();
+      rec->ended_ms = core::UnixNowMs();
       for (auto& r : rec->replicas) {
         if (core::IsTerminal(r.state)) continue;
         r.state = core::ReplicaState::kFailed;
@@ -121,7 +109,7 @@ Result<void> LocalScheduler::Load() {
     if (AdoptContainers(*app)) continue;
     app->state = core::AppState::kFailed;
     app->msg = "torchxd stopped unexpectedly and cannot reach the Docker engine to resume";
-    app->ended_ms = NowMs();
+    app->ended_ms = core::UnixNowMs();
     Persist(*app);
   }
   budget_->Enforce();  // the budget may have shrunk since the last run
@@ -139,7 +127,7 @@ void LocalScheduler::Persist(const AppRecord& app) {
 
 void LocalScheduler::Event(const AppRecord& app, const std::string& what, int state,
                            const std::string& msg) {
-  if (auto ok = store_->AddEvent(app.scheduler, app.app_id, NowMs(), what, state, msg); !ok) {
+  if (auto ok = store_->AddEvent(app.scheduler, app.app_id, core::UnixNowMs(), what, state, msg); !ok) {
     spdlog::error("store write failed app={} error={}", app.app_id, ok.error().message);
   }
 }
@@ -195,11 +183,7 @@ Result<void> LocalScheduler::MakeAppLogDir(const AppRecord& app, const std::stri
 
 void LocalScheduler::RemoveLogDir(AppRecord& app) {
   if (app.user_log_dir || app.logs_evicted || app.app_log_dir.empty()) return;
-  // Rename now (instant), delete in the background: never a big rm on the loop.
-  std::error_code ec;
-  std::string doomed = app.app_log_dir + ".evicted";
-  fs::rename(app.app_log_dir, doomed, ec);
-  if (!ec) std::thread([doomed] { std::error_code e; fs::remove_all(doomed, e); }).detach();
+  DiscardLogDir(app.app_log_dir);
   budget_->Add(-static_cast<int64_t>(app.log_bytes));
   app.log_bytes = 0;
   app.logs_evicted = true;
@@ -286,7 +270,7 @@ Result<const AppRecord*> LocalScheduler::SubmitNow(SubmitRequest request) {
   rec->client_env = request.env;
   rec->owner_uid = request.uid;
   rec->owner_gid = caller->gid;
-  rec->created_ms = NowMs();
+  rec->created_ms = core::UnixNowMs();
   auto user_log_dir = core::CfgGet<std::string>(request.cfg, "log_dir");
   rec->user_log_dir = user_log_dir.has_value();
   std::string base = user_log_dir ? *user_log_dir : options_.log_dir;
@@ -450,7 +434,7 @@ void LocalScheduler::OnAttemptStarting(supervisor::AppRunner& runner,
     }
     app->logs.emplace(key, std::move(*writer));
   }
-  app->logs.at(key).BeginAttempt(r.attempt, NowMs());
+  app->logs.at(key).BeginAttempt(r.attempt, core::UnixNowMs());
 }
 
 void LocalScheduler::OnReplicaChanged(supervisor::AppRunner& runner,
@@ -481,7 +465,7 @@ void LocalScheduler::OnOutput(supervisor::AppRunner& runner, const supervisor::R
   uint64_t before = it->second.disk_bytes();
   {
     AsUser as(app->owner_uid, app->owner_gid);  // a rotation creates and renames files
-    it->second.Write(stream, bytes, NowMs());
+    it->second.Write(stream, bytes, core::UnixNowMs());
   }
   uint64_t after = it->second.disk_bytes();
   app->log_bytes += after - std::min(after, before);
@@ -499,7 +483,7 @@ void LocalScheduler::OnReplicaStreamsClosed(supervisor::AppRunner& runner,
   if (app == nullptr) return;
   auto it = app->logs.find(ReplicaKey(r.role, r.replica_id));
   AsUser as(app->owner_uid, app->owner_gid);
-  if (it != app->logs.end()) it->second.EndAttempt(NowMs());
+  if (it != app->logs.end()) it->second.EndAttempt(core::UnixNowMs());
   hub_->Notify(AppKey(*app));
 }
 
@@ -528,7 +512,7 @@ void LocalScheduler::OnAppChanged(supervisor::AppRunner& runner) {
   app->msg = runner.msg();
   app->num_restarts = runner.num_restarts();
   if (core::IsTerminal(app->state) && !was_terminal) {
-    app->ended_ms = NowMs();
+    app->ended_ms = core::UnixNowMs();
     WriteSuccessFile(*app);
     app->logs.clear();
     budget_->Enforce();
@@ -571,7 +555,7 @@ void LocalScheduler::WriteSuccessFile(const AppRecord& app) {
   json success = {{"app_id", app.app_id},
                   {"log_dir", app.app_log_dir},
                   {"final_state", core::AppStateName(app.state)},
-                  {"last_updated", static_cast<double>(app.ended_ms.value_or(NowMs())) / 1000.0},
+                  {"last_updated", static_cast<double>(app.ended_ms.value_or(core::UnixNowMs())) / 1000.0},
                   {"roles", roles}};
   AsUser as(app.owner_uid, app.owner_gid);
   std::ofstream(app.app_log_dir + "/SUCCESS") << success.dump();

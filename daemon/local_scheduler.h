@@ -50,8 +50,9 @@ class LocalScheduler : public Scheduler, public supervisor::AppRunnerObserver {
   LocalScheduler(uv_loop_t* loop, Store* store, LogHub* hub, LogBudget* budget, LocalSchedulerOptions options);
   ~LocalScheduler() override;
 
-  // Loads the store; apps left non-terminal by a daemon that died are FAILED.
-  [[nodiscard]] Result<void> Load();
+  // Takes its apps from what the store holds; apps a daemon that died left
+  // non-terminal are FAILED, except local_docker ones, which are re-adopted.
+  [[nodiscard]] Result<void> Load(const std::vector<StoredApp>& stored);
   std::vector<std::string> Names() const override { return {"local_cwd", "local_dir", "local_docker"}; }
   void Submit(SubmitRequest request, std::function<void(Result<const AppRecord*>)> done) override;
   [[nodiscard]] Result<const AppRecord*> SubmitNow(SubmitRequest request);
@@ -64,6 +65,7 @@ class LocalScheduler : public Scheduler, public supervisor::AppRunnerObserver {
   // Stops every app (daemon SIGTERM); `done` when no replica is left.
   void Shutdown(std::function<void()> done) override;
   size_t running_apps() const override;
+  size_t app_count() const override { return apps_.size(); }
 
   // AppRunnerObserver
   void OnAttemptStarting(supervisor::AppRunner& app, const supervisor::ReplicaInfo& r) override;

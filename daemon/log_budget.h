@@ -10,8 +10,11 @@
 #define TORCHXD_DAEMON_LOG_BUDGET_H_
 
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <optional>
+#include <string>
+#include <thread>
 #include <vector>
 
 namespace torchxd::daemon {
@@ -52,6 +55,15 @@ class LogBudget {
   uint64_t total_ = 0;
   std::vector<Source> sources_;
 };
+
+// Removes an app's log directory without a big rm on the loop: renamed aside
+// now (instant), deleted by a short-lived thread.
+inline void DiscardLogDir(const std::string& dir) {
+  std::error_code ec;
+  std::string doomed = dir + ".evicted";
+  std::filesystem::rename(dir, doomed, ec);
+  if (!ec) std::thread([doomed] { std::error_code e; std::filesystem::remove_all(doomed, e); }).detach();
+}
 
 }  // namespace torchxd::daemon
 

@@ -5,9 +5,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <climits>
 
+#include "core/app_status.h"
 #include "core/json_reader.h"
 #include "core/unique_fd.h"
 
@@ -19,11 +19,6 @@ using nlohmann::json;
 constexpr size_t kSliceBytes = 1 << 20;        // read per loop turn
 constexpr size_t kBatchBytes = 64 * 1024;      // lines per event
 constexpr size_t kMaxQueuedBytes = 4 << 20;    // pause while the client lags this much
-
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 // Start of the last `n` lines of the stream (a final newline does not start a line).
 uint64_t TailStart(const LogStreamLayout& layout, int n) {
@@ -326,7 +321,7 @@ void LogRequest::EmitLine(Cursor& c, std::string_view line, uint64_t line_start)
       responder_->Event({{"role", c.target.role}, {"replica", c.target.replica}, {"attempt", attempt}});
     }
   }
-  int64_t t = line_start < c.layout.end_offset ? c.layout.TimeAt(line_start) : NowMs();
+  int64_t t = line_start < c.layout.end_offset ? c.layout.TimeAt(line_start) : core::UnixNowMs();
   if (query_.since_ms && t < *query_.since_ms) return;
   if (query_.until_ms && t >= *query_.until_ms) {
     if (!query_.follow) c.end = c.pos;  // the index is ordered: nothing later qualifies

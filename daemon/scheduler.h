@@ -13,6 +13,7 @@
 
 #include <sys/types.h>
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <optional>
@@ -56,12 +57,30 @@ class Scheduler {
   // Daemon shutdown: `done` when nothing of this scheduler needs the loop.
   virtual void Shutdown(std::function<void()> done) = 0;
   virtual size_t running_apps() const = 0;
+  virtual size_t app_count() const = 0;  // List().size(), without building the list
   // May more output of `app` still arrive (log follow)?
   virtual bool MoreOutputExpected(const AppRecord& app) const { return !core::IsTerminal(app.state); }
   // Before a one-off log read: `ready` once the store has what the scheduler can
   // fetch now (a remote scheduler catching up); local schedulers are always current.
   virtual void BeforeLogRead(const AppRecord& /*app*/, std::function<void()> ready) { ready(); }
 };
+
+inline bool Serves(const Scheduler& scheduler, const std::string& name) {
+  auto names = scheduler.Names();
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+struct AppCounts {
+  size_t apps = 0, running = 0;
+};
+inline AppCounts CountApps(const std::vector<Scheduler*>& schedulers) {
+  AppCounts c;
+  for (const Scheduler* s : schedulers) {
+    c.apps += s->app_count();
+    c.running += s->running_apps();
+  }
+  return c;
+}
 
 // The key the LogHub knows an app by.
 inline std::string AppKey(const AppRecord& app) { return app.scheduler + "/" + app.app_id; }

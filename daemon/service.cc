@@ -23,8 +23,7 @@ using nlohmann::json;
 
 Scheduler* Service::SchedulerFor(const std::string& name) const {
   for (Scheduler* s : schedulers_) {
-    auto names = s->Names();
-    if (std::find(names.begin(), names.end(), name) != names.end()) return s;
+    if (Serves(*s, name)) return s;
   }
   return nullptr;
 }
@@ -257,19 +256,15 @@ void Service::Wait(const json& params, const PeerInfo& peer, const Reply& reply)
 }
 
 void Service::Version(const Reply& reply) {
-  size_t apps = 0, running = 0;
-  for (Scheduler* s : schedulers_) {
-    apps += s->List().size();
-    running += s->running_apps();
-  }
+  AppCounts counts = CountApps(schedulers_);
   reply->Result({{"version", TORCHXD_VERSION},
                  {"protocol", protocol::kVersion},
                  {"pid", ::getpid()},
                  {"socket", info_.socket},
                  {"state_dir", info_.state_dir},
                  {"started", core::FormatRfc3339Utc(info_.started_ms)},
-                 {"apps", apps},
-                 {"running_apps", running}});
+                 {"apps", counts.apps},
+                 {"running_apps", counts.running}});
 }
 
 void Service::Delete(const json& params, const PeerInfo& peer, const Reply& reply) {

@@ -1,9 +1,10 @@
 #include "supervisor/app_runner.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <random>
+
+#include "core/app_status.h"
 
 namespace torchxd::supervisor {
 
@@ -63,12 +64,6 @@ const std::vector<ReplicaInfo>& AppRunner::replicas() const {
   return infos_;
 }
 
-int64_t AppRunner::NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 void AppRunner::Start() {
   state_ = core::AppState::kRunning;
   observer_->OnAppChanged(*this);
@@ -86,7 +81,7 @@ void AppRunner::StartSlot(size_t index) {
   s.info.exit_code.reset();
   s.info.signal.reset();
   s.info.end_ms.reset();
-  s.info.start_ms = NowMs();
+  s.info.start_ms = core::UnixNowMs();
   s.info.error_message.clear();
   observer_->OnAttemptStarting(*this, s.info);
   Changed(index);
@@ -132,7 +127,7 @@ void AppRunner::Adopt(const std::vector<ReplicaInfo>& previous,
 void AppRunner::OnSlotStarted(size_t index, int pid) {
   Slot& s = *slots_[index];
   s.info.pid = pid;
-  s.info.start_ms = NowMs();
+  s.info.start_ms = core::UnixNowMs();
   s.info.state = ReplicaState::kRunning;
   Changed(index);
   // A stop requested before the pid was known still has to reach the replica.
@@ -144,7 +139,7 @@ void AppRunner::OnSlotExit(size_t index, const ReplicaExit& exit) {
   std::unique_ptr<ReplicaHandle> finished = std::move(s.process);  // freed at return
   s.kill_timer.reset();
   observer_->OnReplicaStreamsClosed(*this, s.info);
-  s.info.end_ms = NowMs();
+  s.info.end_ms = core::UnixNowMs();
   s.info.exit_code = exit.exit_code;
   s.info.signal = exit.signal;
   if (exit.spawn_failed) {

@@ -117,7 +117,6 @@ class AppRunner {
   void RestartGroupWhenStopped();
   void CheckDone();
   void Changed(size_t index);
-  static int64_t NowMs();
 
   uv_loop_t* loop_;
   std::string key_;
