@@ -53,39 +53,40 @@ Result<supervisor::DockerClient*> LocalScheduler::Docker() {
 void LocalScheduler::PrepareContainers(const core::AppDef& app, std::function<void(Result<void>)> done) {
   std::set<std::string> unique;
   for (const auto& role : app.roles) unique.insert(role.image);
-  auto images = std::make_shared<std::vector<std::string>>(unique.begin(), unique.end());
-  auto next = std::make_shared<std::function<void(size_t)>>();
-  std::weak_ptr<std::function<void(size_t)>> weak_next = next;
-  *next = [this, images, weak_next, done](size_t i) {
-    auto self = weak_next.lock();
-    if (i == images->size()) {
-      // The user-defined bridge network: replicas reach each other by name.
-      std::string net(core::kDockerNetwork);
-      return docker_->Call("GET", "/networks/" + net, nullptr, [this, net, done](Result<json> found) {
-        if (found) return done({});
-        json create = {{"Name", net}, {"Driver", "bridge"}, {"CheckDuplicate", true}};
-        docker_->Call("POST", "/networks/create", &create, [net, done](Result<json> made) {
-          if (!made && made.error().code != ErrorCode::kAlreadyExists) {
-            return done(Fail(Error::Unavailable("create the " + net + " network: " + made.error().message)));
-          }
-          done({});
-        });
-      });
-    }
-    const std::string image = (*images)[i];
-    docker_->Call("GET", "/images/" + image + "/json", nullptr, [this, image, i, self, done](Result<json> local) {
-      if (local) return (*self)(i + 1);
-      if (local.error().code != ErrorCode::kNotFound) return done(Fail(local.error()));
-      spdlog::info("pulling image image={}", image);
-      docker_->Call("POST", "/images/create?fromImage=" + image, nullptr, [this, image, i, self, done](Result<json> pulled) {
-        std::string why = pulled ? PullError(*pulled) : pulled.error().message;
-        if (why.empty()) return (*self)(i + 1);
-        done(Fail(Error::InvalidArgument("image " + image + " is not available: the pull failed (" + why +
-                                         ") and the engine has no local image of that name")));
-      }, 0);
+  EnsureImages(std::vector<std::string>(unique.begin(), unique.end()), std::move(done));
+}
+
+void LocalScheduler::EnsureImages(std::vector<std::string> images, std::function<void(Result<void>)> done) {
+  if (images.empty()) return EnsureNetwork(std::move(done));
+  std::string image = images.back();
+  images.pop_back();
+  auto next = [this, rest = std::move(images), done]() mutable { EnsureImages(std::move(rest), done); };
+  docker_->Call("GET", "/images/" + image + "/json", nullptr, [this, image, next, done](Result<json> local) mutable {
+    if (local) return next();
+    if (local.error().code != ErrorCode::kNotFound) return done(Fail(local.error()));
+    spdlog::info("pulling image image={}", image);
+    docker_->Call("POST", "/images/create?fromImage=" + image, nullptr, [image, next, done](Result<json> pulled) mutable {
+      std::string why = pulled ? PullError(*pulled) : pulled.error().message;
+      if (why.empty()) return next();
+      done(Fail(Error::InvalidArgument("image " + image + " is not available: the pull failed (" + why +
+                                       ") and the engine has no local image of that name")));
+    }, 0);
+  });
+}
+
+void LocalScheduler::EnsureNetwork(std::function<void(Result<void>)> done) {
+  // The user-defined bridge network: replicas reach each other by name.
+  std::string net(core::kDockerNetwork);
+  docker_->Call("GET", "/networks/" + net, nullptr, [this, net, done](Result<json> found) {
+    if (found) return done({});
+    json create = {{"Name", net}, {"Driver", "bridge"}, {"CheckDuplicate", true}};
+    docker_->Call("POST", "/networks/create", &create, [net, done](Result<json> made) {
+      if (!made && made.error().code != ErrorCode::kAlreadyExists) {
+        return done(Fail(Error::Unavailable("create the " + net + " network: " + made.error().message)));
+      }
+      done({});
     });
-  };
-  (*next)(0);  // pending callbacks hold `self`, which keeps `next` alive until the last one
+  });
 }
 
 std::vector<core::ReplicaRequest> LocalScheduler::ContainerRequests(const AppRecord& app,

@@ -93,6 +93,8 @@ class LocalScheduler : public Scheduler, public supervisor::AppRunnerObserver {
   [[nodiscard]] Result<supervisor::DockerClient*> Docker();
   // Pulls missing images (a failed pull is an error unless the image is local) and makes the network.
   void PrepareContainers(const core::AppDef& app, std::function<void(Result<void>)> done);
+  void EnsureImages(std::vector<std::string> images, std::function<void(Result<void>)> done);  // one at a time
+  void EnsureNetwork(std::function<void(Result<void>)> done);
   std::vector<core::ReplicaRequest> ContainerRequests(const AppRecord& app, std::vector<std::string>* warnings);
   // After a restart: re-attaches to a local_docker app's containers; false = cannot.
   bool AdoptContainers(AppRecord& app);
