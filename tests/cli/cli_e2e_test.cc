@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/cli/shell.h"
+#include "tests/cli/torchx_sandbox.h"
 
 namespace {
 
@@ -27,37 +28,10 @@ using torchxd::testing::Output;
 using torchxd::testing::Quote;
 using torchxd::testing::RunShell;
 
-class CliE2eTest : public ::testing::Test {
+class CliE2eTest : public torchxd::testing::TorchxSandbox {
  protected:
-  void SetUp() override {
-    static int n = 0;
-    dir_ = fs::temp_directory_path() / ("txc_" + std::to_string(::getpid()) + "_" + std::to_string(++n));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_ / "xdg");
-    fs::create_directories(dir_ / "work");
-  }
-  void TearDown() override {
-    Torchx({"daemon", "stop"});
-    if (HasFailure()) {
-      std::ifstream log(dir_ / "state/torchxd/torchxd.out");
-      std::cerr << "---- torchxd.out ----\n" << log.rdbuf() << "\n";
-    }
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-
-  Output Torchx(const std::vector<std::string>& args, const std::string& extra_env = "") {
-    std::string cmd = "cd " + Quote((dir_ / "work").string()) +
-                      " && env -u TORCHXCONFIG -u TORCHXD_SOCKET -u TORCHX_NO_AUTOSTART HOME=" + Quote(dir_.string()) +
-                      " XDG_RUNTIME_DIR=" + Quote((dir_ / "xdg").string()) +
-                      " XDG_STATE_HOME=" + Quote((dir_ / "state").string()) + " " + extra_env + " " + TORCHX_BIN;
-    for (const auto& a : args) cmd += " " + Quote(a);
-    return RunShell(cmd, (dir_ / "stderr").string());
-  }
-  std::string Handle(const Output& o) { return o.out.substr(0, o.out.find('\n')); }
+  CliE2eTest() : TorchxSandbox("txc_") {}
   std::string Socket() { return (dir_ / "xdg/torchxd/torchxd.sock").string(); }
-
-  fs::path dir_;
 };
 
 TEST_F(CliE2eTest, RunAutostartsADetachedDaemonAndReturnsTheHandleAtOnce) {

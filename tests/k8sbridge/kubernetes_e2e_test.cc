@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/cli/shell.h"
+#include "tests/cli/torchx_sandbox.h"
 #include "tests/k8sbridge/fake_apiserver.h"
 
 namespace {
@@ -30,36 +31,18 @@ using torchxd::testing::RunShell;
 
 constexpr char kToken[] = "s3cret-token";
 
-class KubernetesE2eTest : public ::testing::Test {
+class KubernetesE2eTest : public torchxd::testing::TorchxSandbox {
  protected:
+  KubernetesE2eTest() : TorchxSandbox("txk_") {}
   void SetUp() override {
-    static int n = 0;
-    dir_ = fs::temp_directory_path() / ("txk_" + std::to_string(::getpid()) + "_" + std::to_string(++n));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_ / "xdg");
-    fs::create_directories(dir_ / "work");
+    TorchxSandbox::SetUp();
     schemas_ = torchxd::testing::SharedSchemas();
     ASSERT_TRUE(api_.Start(dir_, schemas_, kToken)) << "the fake kube-apiserver did not start";
     kubeconfig_ = api_.WriteKubeconfig(dir_ / "kubeconfig", "team", kToken);
   }
-  void TearDown() override {
-    Torchx({"daemon", "stop"});
-    if (HasFailure()) {
-      std::ifstream log(dir_ / "state/torchxd/torchxd.out");
-      std::cerr << "---- torchxd.out ----\n" << log.rdbuf() << "\n";
-    }
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-
-  Output Torchx(const std::vector<std::string>& args) {
-    std::string cmd = "cd " + Quote((dir_ / "work").string()) +
-                      " && env -u TORCHXCONFIG -u TORCHXD_SOCKET -u TORCHX_NO_AUTOSTART HOME=" + Quote(dir_.string()) +
-                      " XDG_RUNTIME_DIR=" + Quote((dir_ / "xdg").string()) +
-                      " XDG_STATE_HOME=" + Quote((dir_ / "state").string()) + " KUBECONFIG=" + Quote(kubeconfig_) +
-                      " " + TORCHX_BIN;
-    for (const auto& a : args) cmd += " " + Quote(a);
-    return RunShell(cmd, (dir_ / ("stderr" + std::to_string(++calls_))).string());
+  // Every torchx (and so the daemon it autostarts) sees the test's kubeconfig.
+  Output Torchx(const std::vector<std::string>& args, const std::string& extra_env = "") override {
+    return TorchxSandbox::Torchx(args, "KUBECONFIG=" + Quote(kubeconfig_) + " " + extra_env);
   }
   // Submits utils.sh-style job with `replicas` replicas to namespace `team`; returns the handle.
   std::string Submit(int replicas = 2, const std::vector<std::string>& extra_cfg = {}) {
@@ -119,10 +102,8 @@ class KubernetesE2eTest : public ::testing::Test {
     ASSERT_EQ(api_.Post("/fake/pods/team/" + pod + "/phase", {{"phase", phase}, {"exitCode", exit_code}}), 200);
   }
 
-  fs::path dir_;
   std::string schemas_, kubeconfig_;
   FakeApiServer api_;
-  int calls_ = 0;
 };
 
 TEST_F(KubernetesE2eTest, RunGoesPendingRunningSucceededWithLogsAndListsBesideLocalApps) {

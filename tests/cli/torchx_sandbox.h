@@ -1,0 +1,63 @@
+// TorchxSandbox: a test fixture running the real torchx in a private HOME,
+// XDG_RUNTIME_DIR and XDG_STATE_HOME, so the daemon it autostarts is the
+// test's own; TearDown stops it and shows its log when the test failed.
+#ifndef TORCHXD_TESTS_CLI_TORCHX_SANDBOX_H_
+#define TORCHXD_TESTS_CLI_TORCHX_SANDBOX_H_
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "tests/cli/shell.h"
+
+namespace torchxd::testing {
+
+class TorchxSandbox : public ::testing::Test {
+ protected:
+  explicit TorchxSandbox(std::string prefix) : prefix_(std::move(prefix)) {}
+
+  void SetUp() override {
+    static int n = 0;
+    dir_ = std::filesystem::temp_directory_path() /
+           (prefix_ + std::to_string(::getpid()) + "_" + std::to_string(++n));
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_ / "xdg");
+    std::filesystem::create_directories(dir_ / "work");
+  }
+  void TearDown() override {
+    Torchx({"daemon", "stop"});
+    if (HasFailure()) {
+      std::ifstream log(dir_ / "state/torchxd/torchxd.out");
+      std::cerr << "---- torchxd.out ----\n" << log.rdbuf() << "\n";
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+
+  // torchx ARGS in dir_/work; `extra_env` is "K=V ..." (already quoted).
+  virtual Output Torchx(const std::vector<std::string>& args, const std::string& extra_env = "") {
+    std::string cmd = "cd " + Quote((dir_ / "work").string()) +
+                      " && env -u TORCHXCONFIG -u TORCHXD_SOCKET -u TORCHX_NO_AUTOSTART HOME=" + Quote(dir_.string()) +
+                      " XDG_RUNTIME_DIR=" + Quote((dir_ / "xdg").string()) +
+                      " XDG_STATE_HOME=" + Quote((dir_ / "state").string()) + " " + extra_env + " " + TORCHX_BIN;
+    for (const auto& a : args) cmd += " " + Quote(a);
+    return RunShell(cmd, (dir_ / ("stderr" + std::to_string(++calls_))).string());
+  }
+  static std::string Handle(const Output& o) { return o.out.substr(0, o.out.find('\n')); }
+
+  std::filesystem::path dir_;
+  int calls_ = 0;
+
+ private:
+  std::string prefix_;
+};
+
+}  // namespace torchxd::testing
+
+#endif  // TORCHXD_TESTS_CLI_TORCHX_SANDBOX_H_
