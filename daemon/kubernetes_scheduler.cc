@@ -108,7 +108,8 @@ Result<void> KubernetesScheduler::Load(const std::vector<StoredApp>& stored) {
       continue;
     }
     auto app = std::make_unique<KubeApp>();
-    const json& data = rec->scheduler_data;
+    // A record without its scheduler data (damaged) still loads; it just cannot be followed.
+    const json data = rec->scheduler_data.is_object() ? rec->scheduler_data : json::object();
     app->ns = data.value("namespace", "");
     app->name = data.value("name", "");
     app->uid = data.value("uid", "");

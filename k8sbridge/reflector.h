@@ -48,9 +48,7 @@ class Reflector {
   ~Reflector();
   void Start();
 
-  const std::string& resource_version() const { return resource_version_; }
-  int lists() const { return lists_; }  // how often it listed (tests, bench)
-  bool synced() const { return lists_ > 0; }
+  int lists() const { return lists_; }  // how often it listed (tests)
 
  private:
   void List();

@@ -44,8 +44,6 @@ class DockerClient {
   using JsonDone = std::function<void(Result<nlohmann::json>)>;
 
   DockerClient(HttpClient* http, std::string socket) : http_(http), socket_(std::move(socket)) {}
-  const std::string& socket() const { return socket_; }
-  const std::string& api_version() const { return version_; }
 
   // `path` starts with '/' and has no version prefix. A 2xx answer's JSON
   // (null when empty); other statuses become errors with the engine's message.
