@@ -69,6 +69,7 @@ class KubernetesScheduler : public Scheduler {
   size_t running_apps() const override;
   size_t app_count() const override { return apps_.size(); }
   bool MoreOutputExpected(const AppRecord& app) const override;
+  bool SeparateOutputStreams() const override { return false; }  // a pod has one log stream
   // Reads (without follow) each unfinished replica's pod log after its last stored
   // line, so a one-off `log` right after a restart or a drop is complete.
   void BeforeLogRead(const AppRecord& app, std::function<void()> ready) override;

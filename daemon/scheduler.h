@@ -58,6 +58,8 @@ class Scheduler {
   virtual void Shutdown(std::function<void()> done) = 0;
   virtual size_t running_apps() const = 0;
   virtual size_t app_count() const = 0;  // List().size(), without building the list
+  // Are stdout and stderr stored apart (else only the combined stream; a pod has one)?
+  virtual bool SeparateOutputStreams() const { return true; }
   // May more output of `app` still arrive (log follow)?
   virtual bool MoreOutputExpected(const AppRecord& app) const { return !core::IsTerminal(app.state); }
   // Before a one-off log read: `ready` once the store has what the scheduler can

@@ -284,9 +284,10 @@ void Service::Log(const json& params, const PeerInfo& peer, const Reply& reply) 
   const AppRecord& app = **found;
   auto query = ParseLogQuery(params);
   if (!query) return reply->Error(query.error());
-  if (app.scheduler == "kubernetes" && query->stream != "combined") {
+  Scheduler* owner = SchedulerFor(app.scheduler);
+  if (!owner->SeparateOutputStreams() && query->stream != "combined") {
     return reply->Error(Error::InvalidArgument(
-        "a kubernetes pod has one log stream: --streams " + query->stream +
+        "a " + app.scheduler + " replica has one log stream: --streams " + query->stream +
         " is not available for " + app.Handle() + " (leave out --streams)"));
   }
   std::vector<std::string> roles;
@@ -323,7 +324,6 @@ void Service::Log(const json& params, const PeerInfo& peer, const Reply& reply) 
   }
   std::string scheduler = app.scheduler, app_id = app.app_id, key = AppKey(app);
   bool follow = query->follow;
-  Scheduler* owner = SchedulerFor(scheduler);
   auto live = [owner, scheduler, app_id] {
     const AppRecord* a = owner->Find(scheduler, app_id);
     return a != nullptr && owner->MoreOutputExpected(*a);
