@@ -10,10 +10,22 @@
 #include <cstring>
 #include <functional>
 
+#include <malloc.h>
+
 namespace torchxd::daemon {
 
 // One client connection. Owned by the Server (shared_ptr, so Responders can
 // hold weak references); its uv handle is closed when it is removed.
+//
+// Rules:
+//  - Frames are taken from the input buffer one at a time by an iterative
+//    loop: a handler that answers synchronously never recurses into the next
+//    frame, and a turn handles at most kFramesPerTurn before yielding.
+//  - Reading stops while frames wait behind a request in flight (more than
+//    kMaxPendingInputBytes of them) and while more than
+//    kPauseReplyBytes of replies wait for the client to take them; it resumes
+//    once they drain. A client that takes nothing for --idle-timeout while
+//    paused, or whose replies pass kMaxQueuedReplyBytes, is dropped.
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
   explicit Connection(Server* server) : server_(server) {}
@@ -25,6 +37,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (uv_accept(listener, Stream()) != 0) return false;
     idle_ = NewUvHandle<uv_timer_t>(this);
     uv_timer_init(server_->loop_, idle_.get());
+    stall_ = NewUvHandle<uv_timer_t>(this);
+    uv_timer_init(server_->loop_, stall_.get());
+    resume_ = NewUvHandle<uv_idle_t>(this);
+    uv_idle_init(server_->loop_, resume_.get());
     uv_os_fd_t fd;
     ucred cred{};
     socklen_t len = sizeof(cred);
@@ -38,13 +54,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
   const PeerInfo& peer() const { return peer_; }
 
   void Start() {
-    uv_read_start(Stream(), OnAlloc, OnRead);
+    UpdateReading();
     ArmIdle();
   }
 
   void Send(std::string frame) {
     if (closed_) return;
     queued_bytes_ += frame.size();
+    peak_bytes_ = std::max(peak_bytes_, queued_bytes_ + buffer_.capacity());
     auto* req = new WriteReq{{}, std::move(frame), weak_from_this()};
     uv_buf_t buf = uv_buf_init(req->data.data(), static_cast<unsigned>(req->data.size()));
     int rc = uv_write(&req->req, Stream(), &buf, 1, [](uv_write_t* r, int) {
@@ -54,11 +71,18 @@ class Connection : public std::enable_shared_from_this<Connection> {
     });
     if (rc != 0) {
       delete req;
-      CloseSoon();
+      return CloseSoon();
     }
+    if (queued_bytes_ > kMaxQueuedReplyBytes) {
+      spdlog::warn("dropping a client that does not read its replies pid={} uid={} queued_bytes={}", peer_.pid,
+                   peer_.uid, queued_bytes_);
+      return CloseSoon();
+    }
+    UpdateReading();
   }
 
   size_t queued_bytes() const { return queued_bytes_; }
+  size_t peak_bytes() const { return peak_bytes_; }
   void WhenDrained(std::function<void()> cb) {
     if (queued_bytes_ <= kDrainedBytes) return cb();
     drained_callbacks_.push_back(std::move(cb));
@@ -69,7 +93,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     in_flight_ = false;
     gone_callbacks_.clear();
     if (server_->closing_) return Drain();
-    ProcessNext();
+    if (!processing_) ProcessFrames();  // else the loop in ProcessFrames goes on
   }
 
   // Reject and hang up once the reply is written.
@@ -82,7 +106,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void Drain() {
     if (closed_ || draining_) return;
     draining_ = true;
-    uv_read_stop(Stream());
+    UpdateReading();
     auto* req = new uv_shutdown_t;
     req->data = new std::weak_ptr<Connection>(weak_from_this());
     auto done = [](uv_shutdown_t* r, int) {
@@ -121,6 +145,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void Written(size_t bytes) {
     queued_bytes_ -= std::min(bytes, queued_bytes_);
+    if (paused_for_replies_) ArmStall();  // progress: the client is reading
+    UpdateReading();
     if (queued_bytes_ > kDrainedBytes || drained_callbacks_.empty()) return;
     auto callbacks = std::move(drained_callbacks_);
     drained_callbacks_.clear();
@@ -128,6 +154,43 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   uv_stream_t* Stream() { return reinterpret_cast<uv_stream_t*>(pipe_.get()); }
+
+  // Whether to take more input now (see the Rules above).
+  void UpdateReading() {
+    if (closed_) return;
+    if (!paused_for_replies_ && queued_bytes_ > kPauseReplyBytes) {
+      paused_for_replies_ = true;
+      ArmStall();
+    } else if (paused_for_replies_ && queued_bytes_ <= kDrainedBytes) {
+      paused_for_replies_ = false;
+      uv_timer_stop(stall_.get());
+    }
+    bool busy = in_flight_ || resume_scheduled_;
+    bool backlog = busy && buffer_.size() - pos_ >= kMaxPendingInputBytes;
+    bool want = !draining_ && !paused_for_replies_ && !backlog;
+    if (want == reading_) return;
+    reading_ = want;
+    if (want) {
+      uv_read_start(Stream(), OnAlloc, OnRead);
+    } else {
+      uv_read_stop(Stream());
+    }
+  }
+
+  void ArmStall() {
+    if (server_->limits_.idle_timeout_seconds <= 0) return;
+    uv_timer_start(
+        stall_.get(),
+        [](uv_timer_t* t) {
+          auto* self = static_cast<Connection*>(t->data);
+          if (self == nullptr || !self->paused_for_replies_) return;
+          spdlog::warn("dropping a client that stopped reading its replies pid={} uid={} queued_bytes={}",
+                       self->peer_.pid, self->peer_.uid, self->queued_bytes_);
+          auto keep = self->shared_from_this();
+          self->CloseSoon();
+        },
+        static_cast<uint64_t>(server_->limits_.idle_timeout_seconds * 1000), 0);
+  }
 
   void ArmIdle() {
     if (server_->limits_.idle_timeout_seconds <= 0) return;
@@ -152,20 +215,36 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (self == nullptr) return;
     auto keep = self->shared_from_this();  // a close below must not free us mid-call
     if (nread < 0) return self->CloseSoon();
-    self->buffer_.append(buf->base, static_cast<size_t>(nread));
-    self->Frames();
+    self->Append(std::string_view(buf->base, static_cast<size_t>(nread)));
   }
 
-  void Frames() {
-    size_t start = 0;
-    for (size_t nl; (nl = buffer_.find('\n', start)) != std::string::npos; start = nl + 1) {
-      if (nl - start > server_->limits_.max_frame_bytes) return TooLarge();
-      if (nl > start) pending_.push_back(buffer_.substr(start, nl - start));
-    }
-    buffer_.erase(0, start);
-    if (buffer_.size() > server_->limits_.max_frame_bytes) return TooLarge();
-    ProcessNext();
+  void Append(std::string_view bytes) {
+    size_t old_size = buffer_.size();
+    buffer_.append(bytes);
+    if (size_t nl = bytes.rfind('\n'); nl != std::string_view::npos) partial_start_ = old_size + nl + 1;
+    if (buffer_.size() - partial_start_ > server_->limits_.max_frame_bytes) return TooLarge();
+    ProcessFrames();
   }
+
+  // The next complete, non-empty frame; false when none is buffered.
+  bool NextFrame(std::string& frame) {
+    for (;;) {
+      size_t nl = buffer_.find('\n', pos_);
+      if (nl == std::string::npos) return false;
+      size_t start = pos_;
+      pos_ = nl + 1;
+      if (nl - start > server_->limits_.max_frame_bytes) {
+        TooLarge();
+        return false;
+      }
+      if (nl > start) {
+        frame.assign(buffer_, start, nl - start);
+        return true;
+      }
+    }
+  }
+
+  bool HasFrame() const { return buffer_.find('\n', pos_) != std::string::npos; }
 
   void TooLarge() {
     RejectAndClose(Error::InvalidArgument("frame larger than " +
@@ -173,33 +252,70 @@ class Connection : public std::enable_shared_from_this<Connection> {
                                           " bytes (the protocol limit)"));
   }
 
-  void ProcessNext() {
-    if (closed_ || in_flight_) return;
-    if (pending_.empty()) return ArmIdle();
-    std::string frame = std::move(pending_.front());
-    pending_.pop_front();
-    uv_timer_stop(idle_.get());
-    auto request = protocol::DecodeRequest(frame);
-    if (!request) {
-      Send(protocol::EncodeError(0, request.error()));
-      return ProcessNext();
+  void ProcessFrames() {
+    if (processing_ || closed_) return;
+    auto self = shared_from_this();  // keep alive through the handlers
+    processing_ = true;
+    resume_scheduled_ = false;
+    uv_idle_stop(resume_.get());
+    std::string frame;
+    for (int handled = 0; !closed_ && !draining_ && !in_flight_;) {
+      if (handled == kFramesPerTurn) {
+        if (HasFrame()) ScheduleResume();  // let other clients in first
+        break;
+      }
+      if (!NextFrame(frame)) break;
+      ++handled;
+      uv_timer_stop(idle_.get());
+      auto request = protocol::DecodeRequest(frame);
+      if (!request) {
+        Send(protocol::EncodeError(0, request.error()));
+        continue;
+      }
+      in_flight_ = true;
+      auto responder = std::make_shared<Responder>(weak_from_this(), request->id);
+      server_->handler_->Handle(*request, peer_, responder);  // may answer (Finished) right away
     }
-    in_flight_ = true;
-    auto responder = std::make_shared<Responder>(weak_from_this(), request->id);
-    auto self = shared_from_this();  // keep alive through the handler
-    server_->handler_->Handle(*request, peer_, responder);
+    processing_ = false;
+    if (closed_) return;
+    if (pos_ > 0) {
+      buffer_.erase(0, pos_);
+      partial_start_ -= std::min(partial_start_, pos_);
+      pos_ = 0;
+    }
+    if (buffer_.empty() && buffer_.capacity() > kMaxPendingInputBytes) buffer_.shrink_to_fit();
+    if (!in_flight_ && !resume_scheduled_ && !HasFrame()) ArmIdle();
+    UpdateReading();
   }
+
+  void ScheduleResume() {
+    resume_scheduled_ = true;
+    uv_idle_start(resume_.get(), [](uv_idle_t* h) {
+      auto* self = static_cast<Connection*>(h->data);
+      if (self != nullptr) self->ProcessFrames();
+    });
+  }
+
+  static constexpr int kFramesPerTurn = 64;
 
   Server* server_;
   PeerInfo peer_;
   UvHandle<uv_pipe_t> pipe_;
   UvHandle<uv_timer_t> idle_;
-  std::string buffer_;
-  std::deque<std::string> pending_;
+  UvHandle<uv_timer_t> stall_;
+  UvHandle<uv_idle_t> resume_;
+  std::string buffer_;      // input not yet handled
+  size_t pos_ = 0;           // next frame starts here
+  size_t partial_start_ = 0; // the incomplete frame at the end starts here
   bool in_flight_ = false;
+  bool processing_ = false;
+  bool resume_scheduled_ = false;
+  bool reading_ = false;
+  bool paused_for_replies_ = false;
   bool closed_ = false;
   bool draining_ = false;
   size_t queued_bytes_ = 0;
+  size_t peak_bytes_ = 0;
   std::vector<std::function<void()>> drained_callbacks_;
   std::vector<std::function<void()>> gone_callbacks_;
 };
@@ -331,6 +447,11 @@ void Server::OnConnection() {
   raw->Start();
 }
 
-void Server::Remove(Connection* connection) { connections_.erase(connection); }
+void Server::Remove(Connection* connection) {
+  bool was_big = connection->peak_bytes() > kTrimAfterBytes;
+  connections_.erase(connection);
+  // A client that made us buffer a lot leaves that memory with glibc: give it back.
+  if (was_big) ::malloc_trim(0);
+}
 
 }  // namespace torchxd::daemon

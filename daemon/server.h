@@ -1,9 +1,10 @@
 // Server: the daemon's Unix-socket front door (docs/protocol.md).
 //
 // Newline-delimited JSON frames; one request in flight per connection (later
-// frames wait their turn); limits: frame size, concurrent connections, and an
-// idle timeout that applies only while no request is in progress (a --wait or
-// a log follow may last hours). A malformed, oversized or unknown request gets
+// frames wait their turn, bounded: reading pauses behind a backlog of input or
+// of unread replies); limits: frame size, concurrent connections, and an idle
+// timeout that applies only while no request is in progress (a --wait or a
+// log follow may last hours). A malformed, oversized or unknown request gets
 // an error reply; nothing a client sends can take the daemon down.
 //
 // Thread contract: loop thread only.
@@ -66,6 +67,12 @@ class RequestHandler {
   virtual void Handle(const protocol::Request& request, const PeerInfo& peer,
                       std::shared_ptr<Responder> responder) = 0;
 };
+
+// Per-connection bounds (docs/protocol.md "Limits").
+inline constexpr size_t kMaxPendingInputBytes = 1 << 20;  // requests queued behind one in flight
+inline constexpr size_t kPauseReplyBytes = 8 << 20;       // unread replies: stop taking requests
+inline constexpr size_t kMaxQueuedReplyBytes = 64 << 20;  // unread replies: drop the client
+inline constexpr size_t kTrimAfterBytes = 4 << 20;        // give memory back after such a client
 
 struct ServerLimits {
   size_t max_frame_bytes = protocol::kMaxFrameBytes;
