@@ -2,11 +2,12 @@
 #include <unistd.h>
 
 #include <ctime>
-#include <regex>
+#include <re2/re2.h>
 
 #include "cli/commands.h"
 #include "cli/daemon_connection.h"
 #include "core/app_status.h"
+#include "core/line_regex.h"
 #include "core/text.h"
 
 namespace torchxd::cli {
@@ -60,11 +61,11 @@ struct Printer {
 }  // namespace
 
 Result<int64_t> ParseLogTime(const std::string& text, int64_t now_ms) {
-  static const std::regex kRelative("^(\\d+)([smhd])$");
-  std::smatch m;
-  if (std::regex_match(text, m, kRelative)) {
-    int64_t n = std::stoll(m[1]);
-    int64_t unit = m[2] == "s" ? 1 : m[2] == "m" ? 60 : m[2] == "h" ? 3600 : 86400;
+  static const RE2 kRelative(R"((\d{1,12})([smhd]))");
+  std::string count, suffix;
+  if (RE2::FullMatch(text, kRelative, &count, &suffix)) {
+    int64_t n = std::stoll(count);
+    int64_t unit = suffix == "s" ? 1 : suffix == "m" ? 60 : suffix == "h" ? 3600 : 86400;
     return now_ms - n * unit * 1000;
   }
   if (auto t = core::ParseRfc3339(text)) return *t;
@@ -81,19 +82,22 @@ Result<int64_t> ParseLogTime(const std::string& text, int64_t now_ms) {
 }
 
 Result<LogSelector> ParseLogSelector(const std::string& selector) {
-  static const std::regex kForm("^(\\w+)://([^/]*)/([^/]+)(/([^/]+)(/((\\d+,?)+))?)?$");
-  std::smatch m;
-  if (!std::regex_match(selector, m, kForm)) {
+  // TorchX's ^\w+://[^/]*/[^/]+(/[^/]+(/(\d+,?)+)?)?$
+  static const RE2 kForm(R"((\w+)://([^/]*)/([^/]+)(?:/([^/]+)(?:/((?:\d+,?)+))?)?)");
+  std::string scheduler, session, app_id, role, ids;  // an unmatched group stays empty
+  if (!RE2::FullMatch(selector, kForm, &scheduler, &session, &app_id, &role, &ids)) {
     return Fail(Error::InvalidArgument(
         "`" + selector + "` is not of the form SCHEDULER://[SESSION]/APP_ID[/ROLE[/REPLICA_IDS]], "
         "e.g. local_cwd://torchx/echo-x7/echo/0,1"));
   }
   LogSelector s;
-  s.handle = m[1].str() + "://" + (m[2].str().empty() ? "default" : m[2].str()) + "/" + m[3].str();
-  if (m[5].matched) s.role = m[5].str();
-  if (m[7].matched) {
-    for (const auto& id : core::Split(m[7].str(), ',')) {
-      if (!id.empty()) s.replicas.push_back(std::stoi(id));
+  s.handle = scheduler + "://" + (session.empty() ? "default" : session) + "/" + app_id;
+  if (!role.empty()) s.role = role;
+  if (!ids.empty()) {
+    for (const auto& id : core::Split(ids, ',')) {
+      if (id.empty()) continue;
+      if (id.size() > 9) return Fail(Error::InvalidArgument("replica id " + id + " is too large"));
+      s.replicas.push_back(std::stoi(id));
     }
   }
   return s;
@@ -106,10 +110,11 @@ int CmdLog(const GlobalArgs& global, const LogArgs& args, const CliContext& ctx)
   if (selector->role) params["role"] = *selector->role;
   if (!selector->replicas.empty()) params["replicas"] = selector->replicas;
   if (!args.regex.empty()) {
-    try {
-      std::regex check(args.regex);
-    } catch (const std::regex_error& e) {
-      return ReportError(ctx, "--regex `" + args.regex + "`: " + e.what(), kExitUsage);
+    if (auto check = core::LineRegex::Compile(args.regex); !check) {
+      // "invalid regex `(`: missing )" -> "--regex `(`: missing )"
+      std::string why = check.error().message;
+      if (core::StartsWith(why, "invalid regex ")) why = why.substr(14);
+      return ReportError(ctx, "--regex " + why, kExitUsage);
     }
     params["regex"] = args.regex;
   }

@@ -1,6 +1,5 @@
 // dist.* builtins: ddp and spmd (torchx/components/dist.py, structured_arg.py).
 #include <filesystem>
-#include <regex>
 
 #include "core/components.h"
 #include "core/components_internal.h"
@@ -109,14 +108,21 @@ Result<AppDef> BuildDdp(const ComponentArgs& a, const ComponentContext& ctx) {
   return AppDef{name.run, {role}, a.Dict("metadata")};
 }
 
+bool AllDigits(std::string_view s) {
+  if (s.empty()) return false;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+  }
+  return true;
+}
+
 // StructuredJArgument.parse_from(h, j): "-j 2" on a GPU host -> 2x<gpus>.
 Result<std::string> SpmdJ(const std::string& h, const std::string& j, const ComponentContext& ctx) {
   auto host = ctx.resources->Get(h);
   if (!host) return Fail(host.error());
-  static const std::regex kNumber("^\\d+$");
   auto nums = Split(j, 'x');
   for (const auto& n : nums) {
-    if (!std::regex_match(n, kNumber)) {
+    if (!AllDigits(n)) {
       return Fail(Error::InvalidArgument(
           "Invalid format for `-j $NNODESx$NPROCS_PER_NODE` (e.g. `-j 1x8`). Given: " + j));
     }
@@ -155,21 +161,22 @@ ParamSpec P(std::string name, ParamType type, std::string help, std::optional<st
 }  // namespace
 
 Result<NNodes> ParseNNodes(std::string_view j) {
-  static const std::regex kElastic("^(\\d+):(\\d+)x(\\d+)$");
-  static const std::regex kFixed("^(\\d+)x(\\d+)$");
-  static const std::regex kProcs("^(\\d+)$");
+  // 1:2x4 (elastic), 1x4 (fixed) or 4 (processes on one node).
   std::string s(j);
-  std::smatch match;
-  try {
-    if (std::regex_match(s, match, kElastic)) {
-      return NNodes{std::stoi(match[1]), std::stoi(match[2]), std::stoi(match[3]),
-                    match[1].str() + ":" + match[2].str()};
-    }
-    if (std::regex_match(s, match, kFixed)) {
-      return NNodes{std::stoi(match[1]), std::stoi(match[1]), std::stoi(match[2]), match[1].str()};
-    }
-    if (std::regex_match(s, match, kProcs)) return NNodes{1, 1, std::stoi(match[1]), "1"};
-  } catch (const std::out_of_range&) {
+  auto number = [](std::string_view digits) -> std::optional<int> {
+    if (!AllDigits(digits) || digits.size() > 9) return std::nullopt;
+    return std::stoi(std::string(digits));
+  };
+  size_t colon = s.find(':'), x = s.find('x');
+  std::string_view v(s);
+  if (colon != std::string::npos && x != std::string::npos && colon < x) {
+    auto lo = number(v.substr(0, colon)), hi = number(v.substr(colon + 1, x - colon - 1)), procs = number(v.substr(x + 1));
+    if (lo && hi && procs) return NNodes{*lo, *hi, *procs, s.substr(0, x)};
+  } else if (colon == std::string::npos && x != std::string::npos) {
+    auto nodes = number(v.substr(0, x)), procs = number(v.substr(x + 1));
+    if (nodes && procs) return NNodes{*nodes, *nodes, *procs, s.substr(0, x)};
+  } else if (colon == std::string::npos) {
+    if (auto procs = number(v)) return NNodes{1, 1, *procs, "1"};
   }
   return Fail(Error::InvalidArgument(
       "Invalid format for -j, usage example: 1:2x4 or 1x4 or 4. Given: " + s));

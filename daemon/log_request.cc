@@ -10,6 +10,8 @@
 #include "core/app_status.h"
 #include "core/json_reader.h"
 #include "core/unique_fd.h"
+#include "daemon/as_user.h"
+#include "daemon/safe_file.h"
 
 namespace torchxd::daemon {
 namespace {
@@ -19,6 +21,7 @@ using nlohmann::json;
 constexpr size_t kSliceBytes = 1 << 20;        // read per loop turn
 constexpr size_t kBatchBytes = 64 * 1024;      // lines per event
 constexpr size_t kMaxQueuedBytes = 4 << 20;    // pause while the client lags this much
+constexpr size_t kMaxLineBytes = 1 << 20;      // longer lines are sent in pieces of this size
 
 // Start of the last `n` lines of the stream (a final newline does not start a line).
 uint64_t TailStart(const LogStreamLayout& layout, int n) {
@@ -27,7 +30,7 @@ uint64_t TailStart(const LogStreamLayout& layout, int n) {
   bool skipped_final = false;
   char buf[65536];
   for (auto seg = layout.segments.rbegin(); seg != layout.segments.rend(); ++seg) {
-    UniqueFd fd(::open(seg->path.c_str(), O_RDONLY | O_CLOEXEC));
+    UniqueFd fd = OpenRegular(seg->path, O_RDONLY);
     if (!fd.valid()) continue;
     uint64_t end = seg->size;
     while (end > 0) {
@@ -54,7 +57,7 @@ uint64_t NextLineStart(const LogStreamLayout& layout, uint64_t from) {
   char buf[65536];
   for (const auto& seg : layout.segments) {
     if (from >= seg.start + seg.size) continue;
-    UniqueFd fd(::open(seg.path.c_str(), O_RDONLY | O_CLOEXEC));
+    UniqueFd fd = OpenRegular(seg.path, O_RDONLY);
     if (!fd.valid()) return from;
     for (uint64_t at = from; at < seg.start + seg.size && at < from + (1 << 20);) {
       ssize_t got = ::pread(fd.get(), buf, sizeof(buf), static_cast<off_t>(at - seg.start));
@@ -126,8 +129,9 @@ struct LogRequest::Cursor {
 LogRequest::LogRequest(uv_loop_t* loop, LogHub* hub, std::string app_key,
                        std::vector<LogTarget> targets, LogQuery query,
                        std::function<bool()> app_live, std::shared_ptr<Responder> responder,
-                       std::function<void(LogRequest*)> on_done)
+                       std::function<void(LogRequest*)> on_done, FileOwner read_as)
     : loop_(loop),
+      read_as_(read_as),
       hub_(hub),
       app_key_(std::move(app_key)),
       query_(std::move(query)),
@@ -146,12 +150,11 @@ LogRequest::~LogRequest() {
 }
 
 Result<void> LogRequest::Start() {
+  AsUser as(read_as_.uid, read_as_.gid);
   if (query_.regex) {
-    try {
-      regex_.emplace(*query_.regex);
-    } catch (const std::regex_error& e) {
-      return Fail(Error::InvalidArgument("invalid regex `" + *query_.regex + "`: " + e.what()));
-    }
+    auto compiled = core::LineRegex::Compile(*query_.regex);
+    if (!compiled) return Fail(compiled.error());
+    regex_.emplace(std::move(*compiled));
   }
   for (auto& c : cursors_) {
     auto layout = LoadLogStream(c->target.dir, query_.stream);
@@ -218,6 +221,7 @@ void LogRequest::Step() {
     responder_->WhenDrained([this] { Schedule(); });
     return;
   }
+  AsUser as(read_as_.uid, read_as_.gid);  // the owner's files, read with the owner's rights
   size_t budget = kSliceBytes;
   bool all_caught_up = true;
   for (auto& c : cursors_) {
@@ -267,7 +271,7 @@ bool LogRequest::Pump(Cursor& c, size_t& budget) {
         if (c.pos < c.layout.first_offset) continue;
         return true;
       }
-      c.fd.reset(::open(seg->path.c_str(), O_RDONLY | O_CLOEXEC));
+      c.fd = OpenRegular(seg->path, O_RDONLY);
       if (!c.fd.valid()) return true;
       struct stat st;
       ::fstat(c.fd.get(), &st);
@@ -308,6 +312,12 @@ bool LogRequest::Pump(Cursor& c, size_t& budget) {
       if (c.partial.empty()) c.partial_start = data_start + from;
       c.partial.append(data.substr(from));
     }
+    // A line without an end is sent in pieces: memory and frames stay bounded.
+    while (c.partial.size() >= kMaxLineBytes) {
+      EmitLine(c, std::string_view(c.partial).substr(0, kMaxLineBytes), c.partial_start);
+      c.partial.erase(0, kMaxLineBytes);
+      c.partial_start += kMaxLineBytes;
+    }
   }
   return c.pos >= c.end || budget > 0;
 }
@@ -327,7 +337,7 @@ void LogRequest::EmitLine(Cursor& c, std::string_view line, uint64_t line_start)
     if (!query_.follow) c.end = c.pos;  // the index is ordered: nothing later qualifies
     return;
   }
-  if (regex_ && !std::regex_search(line.begin(), line.end(), *regex_)) return;
+  if (regex_ && !regex_->Matches(line)) return;
   c.batch.push_back({t, std::string(line)});
   c.batch_bytes += line.size() + 16;
   ++c.lines;

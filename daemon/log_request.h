@@ -13,17 +13,18 @@
 #ifndef TORCHXD_DAEMON_LOG_REQUEST_H_
 #define TORCHXD_DAEMON_LOG_REQUEST_H_
 
+#include <sys/types.h>
 #include <uv.h>
 
 #include <functional>
 #include <memory>
 #include <optional>
-#include <regex>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "core/line_regex.h"
 #include "core/result.h"
 #include "core/uv_handle.h"
 #include "daemon/log_hub.h"
@@ -51,12 +52,18 @@ struct LogTarget {
   std::string dir;  // the replica's log dir
 };
 
+// Whose rights the log files are read with (the daemon's own when it wrote them).
+struct FileOwner {
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+
 class LogRequest {
  public:
   // `app_live` says whether more output may still come (follow mode).
   LogRequest(uv_loop_t* loop, LogHub* hub, std::string app_key, std::vector<LogTarget> targets,
              LogQuery query, std::function<bool()> app_live, std::shared_ptr<Responder> responder,
-             std::function<void(LogRequest*)> on_done);
+             std::function<void(LogRequest*)> on_done, FileOwner read_as);
   ~LogRequest();
   [[nodiscard]] Result<void> Start();
 
@@ -70,10 +77,11 @@ class LogRequest {
   void Finish();
 
   uv_loop_t* loop_;
+  FileOwner read_as_;
   LogHub* hub_;
   std::string app_key_;
   LogQuery query_;
-  std::optional<std::regex> regex_;
+  std::optional<core::LineRegex> regex_;
   std::function<bool()> app_live_;
   std::shared_ptr<Responder> responder_;
   std::function<void(LogRequest*)> on_done_;
