@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 
 namespace torchxd::supervisor {
@@ -25,7 +26,13 @@ struct WriteReq {
 // Output is consumed synchronously by on_output, so one buffer serves all reads.
 char g_read_buffer[256 * 1024];
 
+// The soft open-files limit the process started with, before the daemon raised its own.
+std::atomic<unsigned long> g_replica_nofile{0};
+
 }  // namespace
+
+void SetReplicaNofileLimit(unsigned long soft) { g_replica_nofile = soft; }
+unsigned long ReplicaNofileLimit() { return g_replica_nofile; }
 
 ReplicaProcess::ReplicaProcess(uv_loop_t* loop, Callbacks callbacks)
     : loop_(loop), callbacks_(std::move(callbacks)) {}
@@ -220,7 +227,16 @@ std::unique_ptr<ReplicaHandle> ProcessRuntime::Start(const core::ReplicaRequest&
   spec.argv.push_back(request.entrypoint);
   spec.argv.insert(spec.argv.end(), request.args.begin(), request.args.end());
   for (const auto& [k, v] : request.env) spec.env.push_back(k + "=" + v);
-  spec.credentials = run_as_;
+  spec.nofile = ReplicaNofileLimit();
+  // Always explicit: the shim runs nothing without knowing whom to run it as.
+  if (run_as_.size() >= 2) {
+    spec.credentials.uid = run_as_[0];
+    spec.credentials.gid = run_as_[1];
+    spec.credentials.groups.assign(run_as_.begin() + 2, run_as_.end());
+  } else {
+    spec.credentials.uid = ::geteuid();
+    spec.credentials.gid = ::getegid();
+  }
   return ReplicaProcess::Start(loop_, shim_path_, spec, std::move(callbacks));
 }
 

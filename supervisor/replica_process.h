@@ -79,6 +79,11 @@ class ReplicaProcess : public ReplicaHandle {
   int shim_signal_ = 0;
 };
 
+// The daemon raises its own limit of open files (each replica costs it ~10
+// fds); replicas get the limit it started with (0 = leave theirs alone).
+void SetReplicaNofileLimit(unsigned long soft);
+unsigned long ReplicaNofileLimit();
+
 // The process runtime: each attempt under torchxd-shim, optionally as another user.
 class ProcessRuntime : public ReplicaRuntime {
  public:

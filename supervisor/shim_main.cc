@@ -20,6 +20,7 @@
 #include <string.h>
 #include <grp.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -28,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "supervisor/shim_protocol.h"
 #include "supervisor/spawn_attr.h"
 
 namespace {
@@ -35,7 +37,7 @@ namespace {
 constexpr int kControlFd = 3;
 
 void Say(const std::string& line) {
-  std::string msg = line + "\n";
+  std::string msg = torchxd::supervisor::OneLine(line) + "\n";
   const char* p = msg.data();
   size_t left = msg.size();
   while (left > 0) {
@@ -47,41 +49,61 @@ void Say(const std::string& line) {
   }
 }
 
-bool ReadSpec(std::vector<std::string>& fields) {
+// Reads the spec the daemon sends once; false (with `error`) when it is not a
+// complete, valid one: then nothing runs.
+bool ReadSpec(torchxd::supervisor::ShimSpec& spec, std::string& error) {
+  using torchxd::supervisor::ShimDecode;
   std::string buf;
   char chunk[65536];
-  // cwd, argc, argv..., envc, env...
-  auto complete = [&]() -> bool {
-    fields.clear();
-    size_t pos = 0;
-    auto next = [&](std::string& out) {
-      size_t nul = buf.find('\0', pos);
-      if (nul == std::string::npos) return false;
-      out = buf.substr(pos, nul - pos);
-      pos = nul + 1;
-      return true;
-    };
-    std::string f;
-    if (!next(f)) return false;
-    fields.push_back(f);
-    for (int group = 0; group < 3; ++group) {
-      if (!next(f)) return false;
-      long n = strtol(f.c_str(), nullptr, 10);
-      fields.push_back(f);
-      for (long i = 0; i < n; ++i) {
-        if (!next(f)) return false;
-        fields.push_back(f);
-      }
-    }
-    return true;
-  };
   for (;;) {
-    if (complete()) return true;
+    switch (torchxd::supervisor::DecodeShimSpec(buf, spec, error)) {
+      case ShimDecode::kComplete:
+        return true;
+      case ShimDecode::kInvalid:
+        return false;
+      case ShimDecode::kNeedMore:
+        break;
+    }
     ssize_t n = ::read(kControlFd, chunk, sizeof(chunk));
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
+    if (n <= 0) {
+      error = "the spec ended early";
+      return false;
+    }
     buf.append(chunk, static_cast<size_t>(n));
   }
+}
+
+// Becomes exactly the user the spec names, or says why not (fail closed: on
+// any doubt nothing runs). Without supplementary groups in the spec, the shim
+// must already be that user (the daemon's own).
+bool TakeCredentials(const torchxd::supervisor::ShimCredentials& c, std::string& error) {
+  uid_t uid = c.uid;
+  gid_t gid = c.gid;
+  bool already = ::getuid() == uid && ::geteuid() == uid && ::getgid() == gid && ::getegid() == gid;
+  if (already && c.groups.empty()) return true;
+  if (::geteuid() != 0) {
+    error = "cannot become uid " + std::to_string(uid) + " without root";
+    return false;
+  }
+  std::vector<gid_t> groups(c.groups.begin(), c.groups.end());
+  if (::setgroups(groups.size(), groups.data()) != 0 || ::setresgid(gid, gid, gid) != 0 ||
+      ::setresuid(uid, uid, uid) != 0) {
+    error = "cannot become uid " + std::to_string(uid) + ": " + strerror(errno);
+    return false;
+  }
+  uid_t ru, eu, su;
+  gid_t rg, eg, sg;
+  if (::getresuid(&ru, &eu, &su) != 0 || ::getresgid(&rg, &eg, &sg) != 0 || ru != uid || eu != uid || su != uid ||
+      rg != gid || eg != gid || sg != gid) {
+    error = "the credentials did not take";
+    return false;
+  }
+  if (uid != 0 && ::setuid(0) == 0) {
+    error = "root could be regained after dropping it";
+    return false;
+  }
+  return true;
 }
 
 std::string LookupEnv(const std::vector<std::string>& env, const std::string& key) {
@@ -201,32 +223,30 @@ int main(int argc, char** argv) {
   for (int s : {SIGCHLD, SIGTERM, SIGUSR1, SIGHUP, SIGINT, SIGPIPE}) sigaddset(&handled, s);
   sigprocmask(SIG_BLOCK, &handled, nullptr);
 
-  std::vector<std::string> fields;
-  if (!ReadSpec(fields)) return 1;
-  std::string cwd = fields[0];
-  size_t argc_r = std::stoul(fields[1]);
-  std::vector<std::string> args(fields.begin() + 2, fields.begin() + 2 + static_cast<long>(argc_r));
-  size_t env_at = 3 + argc_r;
-  size_t envc = std::stoul(fields[env_at - 1]);
-  std::vector<std::string> env(fields.begin() + static_cast<long>(env_at),
-                               fields.begin() + static_cast<long>(env_at + envc));
-  std::vector<std::string> creds(fields.begin() + static_cast<long>(env_at + envc + 1), fields.end());
-
-  // Become the submitting user before touching any of its paths.
-  if (creds.size() >= 2) {
-    uid_t uid = static_cast<uid_t>(std::stoul(creds[0]));
-    gid_t gid = static_cast<gid_t>(std::stoul(creds[1]));
-    std::vector<gid_t> groups;
-    for (size_t i = 2; i < creds.size(); ++i) groups.push_back(static_cast<gid_t>(std::stoul(creds[i])));
-    if (::setgroups(groups.size(), groups.data()) != 0 || ::setgid(gid) != 0 || ::setuid(uid) != 0) {
-      int e = errno;
-      Say("spawn-failed " + std::to_string(e) + " cannot become uid " + creds[0] + ": " + strerror(e));
-      return 0;
-    }
-    // A change of credentials clears the parent-death signal: arm it again.
-    ::prctl(PR_SET_PDEATHSIG, SIGHUP);
-    if (::getppid() != static_cast<pid_t>(atol(argv[1]))) return 1;
+  torchxd::supervisor::ShimSpec spec;
+  std::string refused;
+  if (!ReadSpec(spec, refused)) {
+    Say("spawn-failed " + std::to_string(EINVAL) + " torchxd-shim refused the replica spec: " + refused);
+    return 0;
   }
+  // Become the submitting user before touching any of its paths.
+  if (!TakeCredentials(spec.credentials, refused)) {
+    Say("spawn-failed " + std::to_string(EPERM) + " torchxd-shim: " + refused);
+    return 0;
+  }
+  // A change of credentials clears the parent-death signal: arm it again.
+  ::prctl(PR_SET_PDEATHSIG, SIGHUP);
+  if (::getppid() != static_cast<pid_t>(atol(argv[1]))) return 1;
+  if (spec.nofile != 0) {
+    struct rlimit limit;
+    if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && spec.nofile < limit.rlim_cur) {
+      limit.rlim_cur = spec.nofile;
+      ::setrlimit(RLIMIT_NOFILE, &limit);
+    }
+  }
+  const std::string& cwd = spec.cwd;
+  std::vector<std::string>& args = spec.argv;
+  std::vector<std::string> env = spec.env;
 
   struct stat st;
   if (::stat(cwd.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {

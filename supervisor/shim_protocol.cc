@@ -1,20 +1,162 @@
 #include "supervisor/shim_protocol.h"
 
 namespace torchxd::supervisor {
+namespace {
+
+void Field(std::string& out, std::string_view name, std::string_view value) {
+  out.append(name);
+  out += ' ';
+  out += std::to_string(value.size());
+  out += '\n';
+  out.append(value);
+  out += '\n';
+}
+
+// A uid or gid: decimal digits only, no sign, below (uid_t)-1.
+bool ParseId(std::string_view s, unsigned& out) {
+  if (s.empty() || s.size() > 10) return false;
+  unsigned long long v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + static_cast<unsigned>(c - '0');
+  }
+  if (v >= 0xffffffffull) return false;
+  out = static_cast<unsigned>(v);
+  return true;
+}
+
+}  // namespace
 
 std::string EncodeShimSpec(const ShimSpec& spec) {
   std::string out;
-  auto field = [&out](const std::string& s) {
-    out += s;
-    out += '\0';
-  };
-  field(spec.cwd);
-  field(std::to_string(spec.argv.size()));
-  for (const auto& a : spec.argv) field(a);
-  field(std::to_string(spec.env.size()));
-  for (const auto& e : spec.env) field(e);
-  field(std::to_string(spec.credentials.size()));
-  for (unsigned c : spec.credentials) field(std::to_string(c));
+  Field(out, "torchxd-shim-spec", kShimSpecVersion);
+  Field(out, "cwd", spec.cwd);
+  for (const auto& a : spec.argv) Field(out, "arg", a);
+  for (const auto& e : spec.env) Field(out, "env", e);
+  if (spec.nofile != 0) Field(out, "nofile", std::to_string(spec.nofile));
+  Field(out, "uid", std::to_string(spec.credentials.uid));
+  Field(out, "gid", std::to_string(spec.credentials.gid));
+  for (unsigned g : spec.credentials.groups) Field(out, "group", std::to_string(g));
+  Field(out, "end", "");
+  return out;
+}
+
+ShimDecode DecodeShimSpec(std::string_view bytes, ShimSpec& spec, std::string& error) {
+  spec = ShimSpec{};
+  bool have_cwd = false, have_uid = false, have_gid = false;
+  size_t pos = 0;
+  for (int index = 0;; ++index) {
+    if (pos > kMaxShimSpecBytes) {
+      error = "spec larger than " + std::to_string(kMaxShimSpecBytes) + " bytes";
+      return ShimDecode::kInvalid;
+    }
+    size_t nl = bytes.find('\n', pos);
+    if (nl == std::string_view::npos) {
+      if (bytes.size() - pos > 64) {
+        error = "field header too long";
+        return ShimDecode::kInvalid;
+      }
+      return ShimDecode::kNeedMore;
+    }
+    std::string_view header = bytes.substr(pos, nl - pos);
+    size_t space = header.find(' ');
+    if (space == std::string_view::npos || space == 0 || header.size() - space - 1 > 8) {
+      error = "malformed field header";
+      return ShimDecode::kInvalid;
+    }
+    std::string_view name = header.substr(0, space);
+    size_t length = 0;
+    for (char c : header.substr(space + 1)) {
+      if (c < '0' || c > '9') {
+        error = "malformed field length";
+        return ShimDecode::kInvalid;
+      }
+      length = length * 10 + static_cast<size_t>(c - '0');
+    }
+    if (header.size() == space + 1 || length > kMaxShimFieldBytes) {
+      error = "malformed field length";
+      return ShimDecode::kInvalid;
+    }
+    size_t value_at = nl + 1;
+    if (bytes.size() < value_at + length + 1) return ShimDecode::kNeedMore;
+    if (bytes[value_at + length] != '\n') {
+      error = "field " + std::string(name) + " does not end where its length says";
+      return ShimDecode::kInvalid;
+    }
+    std::string_view value = bytes.substr(value_at, length);
+    pos = value_at + length + 1;
+    if (index == 0) {
+      if (name != "torchxd-shim-spec" || value != kShimSpecVersion) {
+        error = "not a version " + std::string(kShimSpecVersion) + " spec";
+        return ShimDecode::kInvalid;
+      }
+      continue;
+    }
+    auto once = [&](bool& seen) {
+      if (seen) error = "field " + std::string(name) + " given twice";
+      seen = true;
+      return error.empty();
+    };
+    if (name == "cwd") {
+      if (!once(have_cwd)) return ShimDecode::kInvalid;
+      spec.cwd = value;
+    } else if (name == "arg") {
+      spec.argv.emplace_back(value);
+    } else if (name == "env") {
+      if (value.find('=') == std::string_view::npos || value.front() == '=') {
+        error = "env entry without a name";
+        return ShimDecode::kInvalid;
+      }
+      spec.env.emplace_back(value);
+    } else if (name == "uid" || name == "gid") {
+      bool& seen = name == "uid" ? have_uid : have_gid;
+      if (!once(seen)) return ShimDecode::kInvalid;
+      unsigned& id = name == "uid" ? spec.credentials.uid : spec.credentials.gid;
+      if (!ParseId(value, id)) {
+        error = "invalid " + std::string(name);
+        return ShimDecode::kInvalid;
+      }
+    } else if (name == "nofile") {
+      unsigned n = 0;
+      if (!ParseId(value, n) || n == 0) {
+        error = "invalid nofile";
+        return ShimDecode::kInvalid;
+      }
+      spec.nofile = n;
+    } else if (name == "group") {
+      unsigned g = 0;
+      if (!ParseId(value, g) || spec.credentials.groups.size() >= 65536) {
+        error = "invalid group";
+        return ShimDecode::kInvalid;
+      }
+      spec.credentials.groups.push_back(g);
+    } else if (name == "end") {
+      if (!value.empty() || pos != bytes.size()) {
+        error = "bytes after the end of the spec";
+        return ShimDecode::kInvalid;
+      }
+      if (!have_cwd || spec.argv.empty()) error = "spec without cwd or program";
+      if (!have_uid || !have_gid) error = "spec without the credentials to run as";
+      for (const auto& s : spec.argv) {
+        if (s.find('\0') != std::string::npos) error = "NUL in an argument";
+      }
+      for (const auto& s : spec.env) {
+        if (s.find('\0') != std::string::npos) error = "NUL in an environment entry";
+      }
+      if (spec.cwd.empty() || spec.cwd.find('\0') != std::string::npos) error = "invalid cwd";
+      return error.empty() ? ShimDecode::kComplete : ShimDecode::kInvalid;
+    } else {
+      error = "unknown field " + OneLine(name.substr(0, 32));
+      return ShimDecode::kInvalid;
+    }
+  }
+}
+
+std::string OneLine(std::string_view message) {
+  std::string out(message);
+  for (char& c : out) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+  }
   return out;
 }
 
