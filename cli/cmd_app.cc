@@ -78,7 +78,7 @@ int ExitCodeFor(const Error& error) {
   switch (error.code) {
     case ErrorCode::kInvalidArgument:
       return kExitUsage;
-    case ErrorCode::kIo:  // the connection to the daemon broke
+    case ErrorCode::kDisconnected:  // no daemon, or the connection broke
       return kExitNoDaemon;
     default:
       return kExitFailed;
@@ -86,10 +86,7 @@ int ExitCodeFor(const Error& error) {
 }
 
 int ReportCallError(const CliContext& ctx, const Error& error) {
-  int code = error.code == ErrorCode::kUnavailable && core::StartsWith(error.message, "torchxd is not answering")
-                 ? kExitNoDaemon
-                 : ExitCodeFor(error);
-  return ReportError(ctx, error.message, code);
+  return ReportError(ctx, error.message, ExitCodeFor(error));
 }
 
 int CmdStatus(const GlobalArgs& global, const std::string& handle, bool as_json,
@@ -132,10 +129,16 @@ int CmdList(const GlobalArgs& global, const std::string& scheduler, bool as_json
   if (!client) return ReportError(ctx, client.error().message, kExitNoDaemon);
   json params = json::object();
   if (!scheduler.empty()) params["scheduler"] = scheduler;
-  auto reply = client->Call("list", params);
-  if (!reply) return ReportCallError(ctx, reply.error());
-  // Rows follow (*reply)["fields"]: handle, app id, name, scheduler, state, created_ms, ended_ms.
-  const json& apps = (*reply)["apps"];
+  // Rows follow the reply's "fields": handle, app id, name, scheduler, state, created_ms, ended_ms;
+  // a reply holds one page, "next" asks for the following one.
+  json apps = json::array();
+  for (;;) {
+    auto reply = client->Call("list", params);
+    if (!reply) return ReportCallError(ctx, reply.error());
+    for (auto& row : (*reply)["apps"]) apps.push_back(std::move(row));
+    if (!reply->contains("next")) break;
+    params["after"] = (*reply)["next"];
+  }
   if (as_json) {
     json out = json::array();
     for (const auto& a : apps) {

@@ -48,12 +48,18 @@ Result<void> SpawnDetached(const std::string& state_dir) {
   return {};
 }
 
-void CheckVersion(DaemonClient& client, const CliContext& ctx) {
+// The first exchange: a daemon that refuses us (its connection limit, another
+// uid's daemon) says why in its answer, and that reason is what the user sees.
+Result<void> Greet(DaemonClient& client, const std::string& socket, const CliContext& ctx) {
   auto v = client.Call("version", nlohmann::json::object());
-  if (v && v->value("version", "") != TORCHXD_VERSION) {
+  if (!v) {
+    return Fail(Error::Disconnected("torchxd on " + socket + " refused the connection: " + v.error().message));
+  }
+  if (v->value("version", "") != TORCHXD_VERSION) {
     *ctx.err << "torchx: warning: torchx " << TORCHXD_VERSION << " is talking to torchxd "
              << v->value("version", "?") << "; versions differ\n";
   }
+  return {};
 }
 
 }  // namespace
@@ -64,15 +70,15 @@ Result<DaemonClient> ConnectToDaemon(const ConnectOptions& options, const CliCon
   if (!explicit_socket.empty()) {
     auto c = DaemonClient::Connect(explicit_socket);
     if (!c) {
-      return Fail(Error::Unavailable("torchxd is not answering on " + explicit_socket + " (" +
-                                     c.error().message + ")"));
+      return Fail(Error::Disconnected("torchxd is not answering on " + explicit_socket + " (" +
+                                      c.error().message + ")"));
     }
-    CheckVersion(*c, ctx);
+    if (auto ok = Greet(*c, explicit_socket, ctx); !ok) return Fail(ok.error());
     return c;
   }
   std::string user_socket = core::UserSocketPath(ctx.env, ::getuid());
   if (auto c = DaemonClient::Connect(user_socket)) {
-    CheckVersion(*c, ctx);
+    if (auto ok = Greet(*c, user_socket, ctx); !ok) return Fail(ok.error());
     return c;
   }
   std::string system_socket(core::kSystemSocket);
@@ -80,15 +86,15 @@ Result<DaemonClient> ConnectToDaemon(const ConnectOptions& options, const CliCon
   if (::stat(system_socket.c_str(), &st) == 0) {
     auto c = DaemonClient::Connect(system_socket);
     if (!c) {
-      return Fail(Error::Unavailable("the system torchxd is not answering on " + system_socket +
-                                     "; start it with `systemctl start torchxd`"));
+      return Fail(Error::Disconnected("the system torchxd is not answering on " + system_socket +
+                                      "; start it with `systemctl start torchxd`"));
     }
-    CheckVersion(*c, ctx);
+    if (auto ok = Greet(*c, system_socket, ctx); !ok) return Fail(ok.error());
     return c;
   }
   bool no_autostart = ctx.env("TORCHX_NO_AUTOSTART").value_or("") == "1";
   if (!options.autostart || no_autostart) {
-    return Fail(Error::Unavailable(
+    return Fail(Error::Disconnected(
         "no torchxd is running (looked at " + user_socket + ")" +
         (no_autostart ? "; TORCHX_NO_AUTOSTART=1 is set, so none was started: run `torchxd &`" : "")));
   }
@@ -99,7 +105,7 @@ Result<DaemonClient> ConnectToDaemon(const ConnectOptions& options, const CliCon
     if (auto c = DaemonClient::Connect(user_socket)) return c;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  return Fail(Error::Unavailable("started torchxd but it did not answer on " + user_socket +
+  return Fail(Error::Disconnected("started torchxd but it did not answer on " + user_socket +
                                  " within 10 s; see " + state_dir + "/torchxd.out"));
 }
 

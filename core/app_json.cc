@@ -2,7 +2,9 @@
 
 #include <set>
 
+#include "core/json_parse.h"
 #include "core/json_reader.h"
+#include "core/names.h"
 #include "core/mounts.h"
 #include "core/text.h"
 
@@ -127,18 +129,6 @@ Result<void> Invalid(const std::string& path, const std::string& rule) {
   return Fail(Error::InvalidArgument(path + ": " + rule));
 }
 
-// Names become path components (log dirs) and handle parts.
-Result<void> ValidatePathName(const std::string& path, const std::string& name) {
-  if (name.empty()) return Invalid(path, "must be a non-empty string");
-  if (name == "." || name == "..") return Invalid(path, "must not be \"" + name + "\"");
-  for (char c : name) {
-    if (c == '/' || static_cast<unsigned char>(c) < 0x20) {
-      return Invalid(path, "must not contain '/' or control characters, got " + json(name).dump());
-    }
-  }
-  return {};
-}
-
 Result<void> ValidateResource(const Resource& res, const std::string& path) {
   const std::pair<const char*, int> fields[] = {
       {"cpu", res.cpu}, {"gpu", res.gpu}, {"memMB", res.mem_mb}};
@@ -174,7 +164,7 @@ Result<void> ValidateMount(const Mount& mount, const std::string& path) {
 }
 
 Result<void> ValidateRole(const Role& role, const std::string& path) {
-  if (auto ok = ValidatePathName(path + ".name", role.name); !ok) return ok;
+  if (auto ok = ValidateName(path + ".name", role.name); !ok) return ok;
   if (role.entrypoint.empty() || role.entrypoint == kMissing) {
     return Invalid(path + ".entrypoint", "must be set (the program to run)");
   }
@@ -278,6 +268,10 @@ json AppDefToJson(const AppDef& app) {
 }
 
 Result<AppDef> AppDefFromJson(const json& node, const AppDefDecodeOptions& options) {
+  if (size_t depth = JsonDepth(node); options.validate && depth > kMaxAppDefDepth) {
+    return Fail(Error::InvalidArgument("an AppDef may nest at most " + std::to_string(kMaxAppDefDepth) +
+                                       " levels, this one nests " + std::to_string(depth)));
+  }
   JsonReader r(node, "", {"name", "roles", "metadata"});
   AppDef app;
   app.name = r.String("name", "");
@@ -294,12 +288,17 @@ Result<AppDef> AppDefFromJson(const json& node, const AppDefDecodeOptions& optio
       app.roles.push_back(std::move(*role));
     }
   }
+  if (!options.validate) return app;
   if (auto ok = ValidateAppDef(app); !ok) return Fail(ok.error());
   return app;
 }
 
 Result<AppDef> ParseAppDefJson(std::string_view text, const AppDefDecodeOptions& options) {
   json node;
+  if (auto deep = CheckJsonDepth(text, kMaxAppDefDepth); !deep) {
+    return Fail(Error::InvalidArgument("an AppDef may nest at most " + std::to_string(kMaxAppDefDepth) +
+                                       " levels: " + deep.error().message));
+  }
   try {
     node = json::parse(text);
   } catch (const json::parse_error& e) {
@@ -309,7 +308,9 @@ Result<AppDef> ParseAppDefJson(std::string_view text, const AppDefDecodeOptions&
 }
 
 Result<void> ValidateAppDef(const AppDef& app) {
-  if (auto ok = ValidatePathName("name", app.name); !ok) return ok;
+  // NUL would cut a path, an argv entry or an environment entry short.
+  if (auto ok = RefuseNul(AppDefToJson(app), ""); !ok) return ok;
+  if (auto ok = ValidateName("name", app.name); !ok) return ok;
   if (app.roles.empty()) return Invalid("roles", "must have at least one role");
   std::set<std::string> names;
   for (size_t i = 0; i < app.roles.size(); ++i) {

@@ -38,6 +38,7 @@ nlohmann::json AppDefToJson(const AppDef& app);
 struct AppDefDecodeOptions {
   NamedResourceLookup lookup;  // for "resource": "<name>"; unset = such roles are an error
   std::string home;            // expands '~' in bind mount strings
+  bool validate = true;        // false: decode only (a record this daemon stored itself)
 };
 
 // Decodes and validates.

@@ -23,6 +23,10 @@
 
 namespace torchxd::core {
 
+// A replica's error_message is cut here (the whole error.json stays in its
+// log dir), so that a status with every replica failed still fits one frame.
+inline constexpr size_t kMaxErrorMessageBytes = 4096;
+
 struct ReplicaStatus {
   int id = 0;
   ReplicaState state = ReplicaState::kUnknown;

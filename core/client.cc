@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
+#include "core/json_parse.h"
 #include "core/protocol.h"
 
 namespace torchxd {
@@ -19,7 +20,7 @@ Result<DaemonClient> DaemonClient::Connect(const std::string& socket_path) {
   addr.sun_family = AF_UNIX;
   std::memcpy(addr.sun_path, socket_path.c_str(), socket_path.size() + 1);
   if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    return Fail(Error::Unavailable("connect " + socket_path + ": " + strerror(errno)));
+    return Fail(Error::Disconnected("connect " + socket_path + ": " + strerror(errno)));
   }
   return DaemonClient(std::move(fd));
 }
@@ -33,13 +34,13 @@ Result<std::string> DaemonClient::ReadFrame() {
       return frame;
     }
     if (buffer_.size() > protocol::kMaxFrameBytes) {
-      return Fail(Error::Io("reply frame larger than the protocol limit"));
+      return Fail(Error::Disconnected("torchxd sent a reply frame larger than the protocol limit"));
     }
     char chunk[65536];
     ssize_t n = ::read(fd_.get(), chunk, sizeof(chunk));
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Fail(Error::Io(std::string("read from torchxd: ") + strerror(errno)));
-    if (n == 0) return Fail(Error::Io("torchxd closed the connection"));
+    if (n < 0) return Fail(Error::Disconnected(std::string("read from torchxd: ") + strerror(errno)));
+    if (n == 0) return Fail(Error::Disconnected("torchxd closed the connection"));
     buffer_.append(chunk, static_cast<size_t>(n));
   }
 }
@@ -56,17 +57,18 @@ Result<nlohmann::json> DaemonClient::Call(const std::string& method, const nlohm
       // wrong uid): its reason is waiting to be read.
       std::string write_error = std::string("write to torchxd: ") + strerror(errno);
       auto pending = ReadFrame();
-      if (pending) {
+      if (pending && core::CheckJsonDepth(*pending)) {
         auto reply = nlohmann::json::parse(*pending, nullptr, false);
         if (reply.is_object() && reply.contains("error")) return Fail(protocol::ErrorFromJson(reply["error"]));
       }
-      return Fail(Error::Io(write_error));
+      return Fail(Error::Disconnected(write_error));
     }
     off += static_cast<size_t>(n);
   }
   for (;;) {
     auto text = ReadFrame();
     if (!text) return Fail(text.error());
+    if (!core::CheckJsonDepth(*text)) return Fail(Error::Internal("torchxd sent a frame nested too deeply"));
     auto reply = nlohmann::json::parse(*text, nullptr, false);
     if (reply.is_discarded() || !reply.is_object()) {
       return Fail(Error::Internal("torchxd sent a malformed frame"));

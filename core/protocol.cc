@@ -1,5 +1,7 @@
 #include "core/protocol.h"
 
+#include "core/json_parse.h"
+
 namespace torchxd::protocol {
 namespace {
 
@@ -13,6 +15,7 @@ std::string Frame(json j) {
 }  // namespace
 
 Result<Request> DecodeRequest(std::string_view frame) {
+  if (auto ok = core::CheckJsonDepth(frame); !ok) return Fail(ok.error().WithContext("request"));
   json j = json::parse(frame, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return Fail(Error::InvalidArgument("request is not valid JSON"));
   if (!j.is_object()) return Fail(Error::InvalidArgument("request must be a JSON object"));

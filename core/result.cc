@@ -5,7 +5,7 @@
 namespace torchxd {
 namespace {
 
-constexpr std::array<std::pair<ErrorCode, std::string_view>, 8> kNames = {{
+constexpr std::array<std::pair<ErrorCode, std::string_view>, 9> kNames = {{
     {ErrorCode::kInvalidArgument, "InvalidArgument"},
     {ErrorCode::kNotFound, "NotFound"},
     {ErrorCode::kAlreadyExists, "AlreadyExists"},
@@ -14,6 +14,7 @@ constexpr std::array<std::pair<ErrorCode, std::string_view>, 8> kNames = {{
     {ErrorCode::kTimeout, "Timeout"},
     {ErrorCode::kIo, "Io"},
     {ErrorCode::kInternal, "Internal"},
+    {ErrorCode::kDisconnected, "Disconnected"},
 }};
 
 }  // namespace

@@ -27,6 +27,7 @@ enum class ErrorCode {
   kTimeout,
   kIo,
   kInternal,
+  kDisconnected,  // client side only: no daemon answered, or the connection broke
 };
 
 // "InvalidArgument", "NotFound", ... (the protocol's spelling).
@@ -54,6 +55,9 @@ struct Error {
   static Error Io(std::string message) { return {ErrorCode::kIo, std::move(message)}; }
   static Error Internal(std::string message) {
     return {ErrorCode::kInternal, std::move(message)};
+  }
+  static Error Disconnected(std::string message) {
+    return {ErrorCode::kDisconnected, std::move(message)};
   }
 
   // The same error with "context: " put in front of the message.

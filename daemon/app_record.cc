@@ -119,7 +119,10 @@ Result<AppRecord> AppRecord::FromJson(const json& j) {
     r.scheduler = j.at("scheduler").get<std::string>();
     r.session = j.at("session").get<std::string>();
     r.app_id = j.at("app_id").get<std::string>();
-    auto app = core::AppDefFromJson(j.at("app"));
+    // What was stored was accepted by the rules of its day: read it back as it is.
+    core::AppDefDecodeOptions stored;
+    stored.validate = false;
+    auto app = core::AppDefFromJson(j.at("app"), stored);
     if (!app) return Fail(app.error());
     r.app = std::move(*app);
     r.cfg = j.value("cfg", json::object());

@@ -31,6 +31,9 @@ Result<uint64_t> ParseByteSize(const std::string& text) {
   if (text.empty()) return Fail(Error::InvalidArgument("empty byte size"));
   size_t pos = 0;
   unsigned long long value = 0;
+  if (text[0] < '0' || text[0] > '9') {
+    return Fail(Error::InvalidArgument("byte size `" + text + "`: expected a number with an optional K/M/G suffix"));
+  }
   try {
     value = std::stoull(text, &pos);
   } catch (const std::exception&) {
@@ -42,6 +45,7 @@ Result<uint64_t> ParseByteSize(const std::string& text) {
   else if (suffix == "M" || suffix == "m" || suffix == "MiB") mult = 1ull << 20;
   else if (suffix == "G" || suffix == "g" || suffix == "GiB") mult = 1ull << 30;
   else if (!suffix.empty()) return Fail(Error::InvalidArgument("byte size `" + text + "`: unknown suffix `" + suffix + "` (use K, M or G)"));
+  if (value > (uint64_t{1} << 62) / mult) return Fail(Error::InvalidArgument("byte size `" + text + "`: too large"));
   return value * mult;
 }
 
@@ -88,6 +92,9 @@ ParsedArgs ParseDaemonArgs(int argc, char** argv, const core::EnvLookup& env) {
       ->check(CLI::Range(0.0, 86400.0 * 365));
   app.add_option("--max-connections", c.max_connections, "concurrent clients (default 256)")
       ->check(CLI::Range(size_t{1}, size_t{100000}));
+  app.add_option("--max-replicas-per-app", c.max_replicas_per_app,
+                 "replicas one app may have, all roles together (default 1024); more is refused at submit")
+      ->check(CLI::Range(size_t{1}, size_t{1000000}));
   app.add_option("--shim", c.shim, "path to torchxd-shim");
   app.add_option("--admin-group", c.admin_group, "members may see and act on every user's apps (system mode)");
   app.add_option("--kubeconfig", c.kubeconfig,

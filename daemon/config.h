@@ -31,6 +31,7 @@ struct DaemonConfig {
   std::string log_max_total;  // default: 10% of the log filesystem
   double idle_timeout = 300.0;
   size_t max_connections = 256;
+  size_t max_replicas_per_app = 1024;
   std::string shim;  // torchxd-shim; default: next to torchxd or in ../libexec/torchxd
   std::string admin_group;  // members may act on every app (system mode)
   std::string kubeconfig;   // for `-s kubernetes`; empty = kubectl's search

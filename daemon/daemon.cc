@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <grp.h>
 #include <sys/statvfs.h>
@@ -16,10 +17,26 @@
 #include <cstring>
 #include <filesystem>
 
+#include "supervisor/replica_process.h"
+
 namespace torchxd::daemon {
 namespace {
 
 namespace fs = std::filesystem;
+
+// Every replica costs ~10 fds (pipes, control socket, pidfd, log files): take
+// the hard limit, and hand replicas the soft limit the daemon was given.
+void RaiseOpenFilesLimit() {
+  struct rlimit limit;
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  supervisor::SetReplicaNofileLimit(static_cast<unsigned long>(limit.rlim_cur));
+  if (limit.rlim_cur >= limit.rlim_max) return;
+  unsigned long before = limit.rlim_cur;
+  limit.rlim_cur = limit.rlim_max;
+  if (::setrlimit(RLIMIT_NOFILE, &limit) == 0) {
+    spdlog::debug("raised the open files limit from={} to={}", before, static_cast<unsigned long>(limit.rlim_cur));
+  }
+}
 
 }  // namespace
 
@@ -139,6 +156,7 @@ Result<void> Daemon::Prepare() {
   info.request_shutdown = [this] { OnSignal(SIGTERM); };
   info.commit_store = [this] { CommitStore(); };
   info.system_mode = config_.system;
+  info.max_replicas_per_app = config_.max_replicas_per_app;
   if (!config_.admin_group.empty()) {
     struct group* g = ::getgrnam(config_.admin_group.c_str());
     if (g == nullptr) return Fail(Error::InvalidArgument("--admin-group " + config_.admin_group + ": no such group"));
@@ -186,7 +204,27 @@ void Daemon::UpdateStatus() {
 void Daemon::CommitStore() {
   UpdateStatus();
   if (!store_) return;
-  if (auto ok = store_->Commit(); !ok) spdlog::error("store commit failed: {}", ok.error().message);
+  uint64_t now = uv_now(&loop_);
+  bool resyncing = resync_pending_ && now >= next_resync_ms_;
+  if (resyncing) {
+    for (Scheduler* s : schedulers_) s->PersistAll();
+  }
+  auto ok = store_->Commit();
+  if (store_->TakeLostWrites()) {
+    if (!store_failing_) {
+      spdlog::error("store commit failed; state changes are kept in memory and written again once it works: {}",
+                    ok ? std::string("rolled back") : ok.error().message);
+    }
+    store_failing_ = true;
+    resync_pending_ = true;
+    next_resync_ms_ = now + kResyncRetryMs;
+    return;
+  }
+  if (resyncing && ok) {
+    resync_pending_ = false;
+    if (store_failing_) spdlog::info("store writes work again; every app's state was written");
+    store_failing_ = false;
+  }
 }
 
 void Daemon::OnSignal(int signum) {
@@ -216,6 +254,7 @@ void Daemon::Finish() {
 
 int Daemon::Run() {
   ::signal(SIGPIPE, SIG_IGN);
+  RaiseOpenFilesLimit();
   if (auto ok = Prepare(); !ok) {
     spdlog::error("{}", ok.error().message);
     return ok.error().code == ErrorCode::kIo ? 1 : 2;

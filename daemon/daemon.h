@@ -61,6 +61,10 @@ class Daemon {
   UvHandle<uv_timer_t> watchdog_;  // only when systemd asked for one
   SystemdNotifier notifier_;
   std::string last_status_;
+  static constexpr uint64_t kResyncRetryMs = 2000;
+  bool store_failing_ = false;   // the last commit failed (logged once per episode)
+  bool resync_pending_ = false;  // the store lost writes: every scheduler writes its state again
+  uint64_t next_resync_ms_ = 0;
   bool activated_ = false;  // the socket came from systemd: never unlink it
   bool stopping_ = false;
   bool listening_ = false;

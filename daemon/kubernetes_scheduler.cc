@@ -7,6 +7,7 @@
 
 #include "core/app_status.h"
 #include "core/ids.h"
+#include "core/names.h"
 #include "k8sbridge/job_state.h"
 #include "k8sbridge/kubeconfig.h"
 #include "k8sbridge/labels.h"
@@ -21,6 +22,15 @@ namespace k8s = k8sbridge;
 
 std::string Selector() {
   return std::string(k8s::kLabelManagedBy) + "=" + std::string(k8s::kManagedByTorchx);
+}
+
+bool IsDnsLabel(const std::string& s) {
+  if (s.empty() || s.size() > 63) return false;
+  auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
+  for (char c : s) {
+    if (!alnum(c) && c != '-') return false;
+  }
+  return alnum(s.front()) && alnum(s.back());
 }
 
 }  // namespace
@@ -144,6 +154,12 @@ void KubernetesScheduler::Submit(SubmitRequest request, std::function<void(Resul
   if (!api) return done(Fail(api.error()));
   k8s::KubernetesOptions opts = k8s::KubernetesOptionsFromCfg(request.cfg);
   if (opts.namespace_.empty()) opts.namespace_ = (*api)->config().namespace_;  // as kubectl
+  if (!IsDnsLabel(opts.namespace_)) {
+    // It becomes part of API paths and of the app's log directory.
+    return done(Fail(Error::InvalidArgument("namespace: must be a DNS-1123 label (lowercase letters, digits and '-', "
+                                            "at most 63, starting and ending with a letter or digit), got \"" +
+                                            opts.namespace_ + "\"")));
+  }
   std::string unique = core::NormalizeStr(core::MakeUnique(request.app.name));
   auto job = k8s::AppDefToVolcanoJob(request.app, unique, opts);
   if (!job) return done(Fail(job.error()));
@@ -178,8 +194,22 @@ void KubernetesScheduler::Create(std::shared_ptr<SubmitRequest> request, json bo
                  return done(Fail(e));
                }
                const AppRecord* rec = Record(*request, ns, *created);
-               KubeApp* app = apps_[rec->app_id].get();
-               app->rec->submit_warnings = warnings;
+               if (!rec) {
+                 return done(Fail(Error::Io("the Job's name from the apiserver does not fit the log directory")));
+               }
+               std::string app_id = rec->app_id;
+               if (auto committed = store_->Commit(); !committed) {
+                 // Never acknowledge what the store does not hold: undo the submit.
+                 RemoveLogs(*apps_.at(app_id));
+                 apps_.erase(app_id);
+                 api_->Call("DELETE", k8s::JobPath(ns, name) + "?propagationPolicy=Background", nullptr,
+                            [name](Result<json> deleted) {
+                              if (!deleted) spdlog::warn("cannot delete unrecorded job name={} error={}", name, deleted.error().message);
+                            });
+                 return done(Fail(Error::Io("the state store could not record the app, so the Job was deleted again: " +
+                                            committed.error().message)));
+               }
+               apps_.at(app_id)->rec->submit_warnings = warnings;
                done(rec);
              });
 }
@@ -202,6 +232,9 @@ const AppRecord* KubernetesScheduler::Record(SubmitRequest& request, const std::
   rec->created_ms = core::UnixNowMs();
   rec->state = view.phase.empty() ? core::AppState::kSubmitted : view.state;
   rec->app_log_dir = options_.log_dir + "/kubernetes/" + rec->session + "/" + rec->app_id;
+  if (!core::PathIsUnder(options_.log_dir, rec->app_log_dir) || view.name.find('/') != std::string::npos) {
+    return nullptr;
+  }
   rec->log_max_bytes = options_.log_max_bytes;
   for (size_t ri = 0; ri < rec->app.roles.size(); ++ri) {
     const auto& role = rec->app.roles[ri];
@@ -468,6 +501,10 @@ void KubernetesScheduler::Persist(KubeApp& app) {
       !ok) {
     spdlog::error("store write failed app={} error={}", rec.app_id, ok.error().message);
   }
+}
+
+void KubernetesScheduler::PersistAll() {
+  for (auto& [id, app] : apps_) Persist(*app);
 }
 
 void KubernetesScheduler::Changed(KubeApp& app) {

@@ -68,6 +68,7 @@ class KubernetesScheduler : public Scheduler {
   void Shutdown(std::function<void()> done) override;
   size_t running_apps() const override;
   size_t app_count() const override { return apps_.size(); }
+  void PersistAll() override;
   bool MoreOutputExpected(const AppRecord& app) const override;
   bool SeparateOutputStreams() const override { return false; }  // a pod has one log stream
   // Reads (without follow) each unfinished replica's pod log after its last stored

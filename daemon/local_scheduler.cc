@@ -19,9 +19,12 @@
 #include "core/app_handle.h"
 #include "core/app_status.h"
 #include "core/ids.h"
+#include "core/json_parse.h"
+#include "core/names.h"
 #include "core/replica_request.h"
 #include "daemon/as_user.h"
 #include "daemon/config.h"
+#include "daemon/safe_file.h"
 #include "imageproviders/image_provider.h"
 
 namespace torchxd::daemon {
@@ -113,8 +116,19 @@ Result<void> LocalScheduler::Load(const std::vector<StoredApp>& stored) {
     Persist(*app);
   }
   budget_->Enforce();  // the budget may have shrunk since the last run
-  std::thread([this] { gpu_count_ = CountGpus(); }).detach();
+  // Off the loop; the thread owns a share of the count, so it never writes into a gone scheduler.
+  std::thread([count = gpu_count_] { *count = CountGpus(); }).detach();
   return {};
+}
+
+void LocalScheduler::PersistAll() {
+  for (const auto& [key, rec] : apps_) {
+    Persist(*rec);
+    for (const auto& r : rec->replicas) {
+      (void)store_->PutReplica(rec->scheduler, rec->app_id, r.role, r.replica_id, r.attempt,
+                               static_cast<int>(r.state), ReplicaInfoToJson(r));
+    }
+  }
 }
 
 void LocalScheduler::Persist(const AppRecord& app) {
@@ -132,22 +146,29 @@ void LocalScheduler::Event(const AppRecord& app, const std::string& what, int st
   }
 }
 
-Result<void> LocalScheduler::MakeRoom() {
+// The oldest finished app that may leave the cache, or null.
+AppRecord* LocalScheduler::OldestEvictable() {
+  AppRecord* oldest = nullptr;
+  for (auto& [key, rec] : apps_) {
+    if (!core::IsTerminal(rec->state) || rec->runner) continue;
+    if (oldest == nullptr || rec->ended_ms.value_or(0) < oldest->ended_ms.value_or(0)) oldest = rec.get();
+  }
+  return oldest;
+}
+
+Result<void> LocalScheduler::CheckRoom() {
+  if (apps_.size() < options_.cache_size || OldestEvictable() != nullptr) return {};
+  return Fail(Error::Unavailable("App cache size (" + std::to_string(options_.cache_size) +
+                                 ") exceeded. Increase the cache size (torchxd --cache-size)"));
+}
+
+void LocalScheduler::MakeRoom() {
+  // Called once a new app is in the store: the cache may hold one more for now.
   while (apps_.size() >= options_.cache_size) {
-    AppRecord* oldest = nullptr;
-    for (auto& [key, rec] : apps_) {
-      if (!core::IsTerminal(rec->state) || rec->runner) continue;
-      if (oldest == nullptr || rec->ended_ms.value_or(0) < oldest->ended_ms.value_or(0)) {
-        oldest = rec.get();
-      }
-    }
-    if (oldest == nullptr) {
-      return Fail(Error::Unavailable("App cache size (" + std::to_string(options_.cache_size) +
-                                     ") exceeded. Increase the cache size (torchxd --cache-size)"));
-    }
+    AppRecord* oldest = OldestEvictable();
+    if (oldest == nullptr) return;
     Evict(*oldest);
   }
-  return {};
 }
 
 void LocalScheduler::Evict(AppRecord& app) {
@@ -249,6 +270,7 @@ void LocalScheduler::Submit(SubmitRequest request, std::function<void(Result<con
 }
 
 Result<const AppRecord*> LocalScheduler::SubmitNow(SubmitRequest request) {
+  // Everything that can refuse the app comes first: nothing changes before.
   auto caller = LookUpCaller(request.uid);
   if (!caller) return Fail(caller.error());
   bool docker = request.scheduler == "local_docker";
@@ -258,7 +280,13 @@ Result<const AppRecord*> LocalScheduler::SubmitNow(SubmitRequest request) {
     return imageproviders::FetchRoles(request.scheduler, request.app, request.cwd);
   }();
   if (!locations) return Fail(locations.error());
-  if (auto room = MakeRoom(); !room) return Fail(room.error());
+  uint64_t log_max_bytes = options_.log_max_bytes;
+  if (auto max = core::CfgGet<std::string>(request.cfg, "log_max_bytes")) {
+    auto bytes = ParseByteSize(*max);
+    if (!bytes) return Fail(Error::InvalidArgument("log_max_bytes: " + bytes.error().message));
+    log_max_bytes = *bytes;
+  }
+  if (auto room = CheckRoom(); !room) return Fail(room.error());
 
   auto rec = std::make_unique<AppRecord>();
   rec->scheduler = request.scheduler;
@@ -271,11 +299,18 @@ Result<const AppRecord*> LocalScheduler::SubmitNow(SubmitRequest request) {
   rec->owner_uid = request.uid;
   rec->owner_gid = caller->gid;
   rec->created_ms = core::UnixNowMs();
+  rec->log_max_bytes = log_max_bytes;
   auto user_log_dir = core::CfgGet<std::string>(request.cfg, "log_dir");
   rec->user_log_dir = user_log_dir.has_value();
   std::string base = user_log_dir ? *user_log_dir : options_.log_dir;
   if (!base.empty() && base[0] != '/') base = request.cwd + "/" + base;
   rec->app_log_dir = base + "/" + rec->session + "/" + rec->app_id;
+  for (const auto& role : rec->app.roles) {
+    // Names are validated, so this holds; checked anyway because the path is what matters.
+    if (!core::PathIsUnder(base, rec->app_log_dir + "/" + role.name)) {
+      return Fail(Error::InvalidArgument("the log directory of role " + role.name + " would leave " + base));
+    }
+  }
   if (auto made = MakeAppLogDir(*rec, base); !made) return Fail(made.error());
 
   core::LocalAppContext ctx;
@@ -297,7 +332,7 @@ Result<const AppRecord*> LocalScheduler::SubmitNow(SubmitRequest request) {
     }
   }
   if (core::CfgGet<bool>(request.cfg, "auto_set_cuda_visible_devices").value_or(false)) {
-    std::string warning = core::AssignCudaVisibleDevices(rec->app, requests, std::max(0, gpu_count_.load()));
+    std::string warning = core::AssignCudaVisibleDevices(rec->app, requests, std::max(0, gpu_count_->load()));
     if (!warning.empty()) spdlog::warn("{} app={}", warning, rec->app_id);
   }
   for (const auto& req : requests) {
@@ -311,16 +346,21 @@ Result<const AppRecord*> LocalScheduler::SubmitNow(SubmitRequest request) {
     }
     rec->replicas.push_back(info);
   }
-  if (auto max = core::CfgGet<std::string>(request.cfg, "log_max_bytes")) {
-    auto bytes = ParseByteSize(*max);
-    if (!bytes) return Fail(Error::InvalidArgument("log_max_bytes: " + bytes.error().message));
-    rec->log_max_bytes = *bytes;
-  } else {
-    rec->log_max_bytes = options_.log_max_bytes;
-  }
   rec->state = core::AppState::kSubmitted;
-  Persist(*rec);  // stored before it is acknowledged
+  Persist(*rec);
   Event(*rec, "submitted", static_cast<int>(rec->state), "");
+  if (auto committed = store_->Commit(); !committed) {
+    // Acknowledge only what is stored: undo, start nothing.
+    {
+      AsUser as(rec->owner_uid, rec->owner_gid);
+      std::error_code ec;
+      std::filesystem::remove_all(rec->app_log_dir, ec);
+    }
+    spdlog::error("refusing app: the store cannot record it app={} error={}", rec->app_id, committed.error().message);
+    return Fail(Error::Io("the state store could not record the app, so nothing was started: " +
+                          committed.error().message));
+  }
+  MakeRoom();  // CheckRoom said an app can go
 
   supervisor::AppOptions opts;
   opts.grace_seconds = options_.grace_seconds;
@@ -488,20 +528,23 @@ void LocalScheduler::OnReplicaStreamsClosed(supervisor::AppRunner& runner,
 }
 
 void LocalScheduler::ReadErrorFile(AppRecord& app, supervisor::ReplicaInfo& replica) {
+  // The replica wrote it: it may be anything (a FIFO, a link, deep or huge JSON).
   AsUser as(app.owner_uid, app.owner_gid);
-  std::ifstream in(replica.log_dir + "/error.json");
-  if (!in) return;
-  std::string text((std::istreambuf_iterator<char>(in)), {});
-  if (text.size() > 64 * 1024) text.resize(64 * 1024);
-  auto j = json::parse(text, nullptr, false);
-  if (j.is_discarded()) return;
-  const json* m = j.contains("message") ? &j["message"] : nullptr;
+  auto text = ReadRegularFile(replica.log_dir + "/error.json", kMaxErrorFileBytes);
+  if (!text) return;
+  auto j = core::ParseJson(*text);
+  if (!j) return;
+  const json* m = j->contains("message") ? &(*j)["message"] : nullptr;
   if (m && m->is_object() && m->contains("message") && (*m)["message"].is_string()) {
     replica.error_message = (*m)["message"].get<std::string>();
   } else if (m && m->is_string()) {
     replica.error_message = m->get<std::string>();
   }
-  if (app.structured_error_msg == core::kNone) app.structured_error_msg = j.dump();
+  if (replica.error_message.size() > core::kMaxErrorMessageBytes) {
+    replica.error_message.resize(core::kMaxErrorMessageBytes);
+    replica.error_message += " [...]";
+  }
+  if (app.structured_error_msg == core::kNone) app.structured_error_msg = j->dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 void LocalScheduler::OnAppChanged(supervisor::AppRunner& runner) {
@@ -558,7 +601,10 @@ void LocalScheduler::WriteSuccessFile(const AppRecord& app) {
                   {"last_updated", static_cast<double>(app.ended_ms.value_or(core::UnixNowMs())) / 1000.0},
                   {"roles", roles}};
   AsUser as(app.owner_uid, app.owner_gid);
-  std::ofstream(app.app_log_dir + "/SUCCESS") << success.dump();
+  if (auto ok = WriteRegularFile(app.app_log_dir + "/SUCCESS", success.dump(-1, ' ', false, json::error_handler_t::replace));
+      !ok) {
+    spdlog::warn("cannot write the SUCCESS file app={} error={}", app.app_id, ok.error().message);
+  }
 }
 
 }  // namespace torchxd::daemon

@@ -34,6 +34,8 @@
 
 namespace torchxd::daemon {
 
+inline constexpr size_t kMaxErrorFileBytes = 64 * 1024;  // of a replica's error.json
+
 struct LocalSchedulerOptions {
   std::string log_dir;       // the daemon's --log-dir
   size_t cache_size = 100;   // TorchX's cache_size: all local apps, running and finished
@@ -66,6 +68,8 @@ class LocalScheduler : public Scheduler, public supervisor::AppRunnerObserver {
   void Shutdown(std::function<void()> done) override;
   size_t running_apps() const override;
   size_t app_count() const override { return apps_.size(); }
+  void PersistAll() override;
+  bool LogsWrittenAsOwner() const override { return true; }
 
   // AppRunnerObserver
   void OnAttemptStarting(supervisor::AppRunner& app, const supervisor::ReplicaInfo& r) override;
@@ -78,7 +82,9 @@ class LocalScheduler : public Scheduler, public supervisor::AppRunnerObserver {
  private:
   using Key = std::pair<std::string, std::string>;  // scheduler, app_id
   AppRecord* RecordOf(supervisor::AppRunner& runner);
-  [[nodiscard]] Result<void> MakeRoom();
+  AppRecord* OldestEvictable();
+  [[nodiscard]] Result<void> CheckRoom();  // may a new app come in? (no change)
+  void MakeRoom();                         // evicts the oldest finished apps beyond the cache size
   void Evict(AppRecord& app);
   void Persist(const AppRecord& app);
   void Event(const AppRecord& app, const std::string& what, int state, const std::string& msg);
@@ -108,7 +114,7 @@ class LocalScheduler : public Scheduler, public supervisor::AppRunnerObserver {
   std::unique_ptr<supervisor::ContainerRuntime> containers_;
   std::map<Key, std::unique_ptr<AppRecord>> apps_;
   std::map<const supervisor::AppRunner*, AppRecord*> by_runner_;
-  std::atomic<int> gpu_count_{-1};
+  std::shared_ptr<std::atomic<int>> gpu_count_ = std::make_shared<std::atomic<int>>(-1);
   LogHub* hub_;
   LogBudget* budget_;
 };

@@ -8,8 +8,9 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <vector>
+
+#include "daemon/safe_file.h"
 
 namespace torchxd::daemon {
 namespace {
@@ -18,11 +19,69 @@ namespace fs = std::filesystem;
 
 constexpr uint64_t kMinSegmentBytes = 64 * 1024;
 
-UniqueFd OpenAppend(const std::string& path) {
-  return UniqueFd(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0640));
+// The replica's owner can write in its log dir: never follow a link or open a FIFO there.
+UniqueFd OpenAppend(const std::string& path) { return OpenRegular(path, O_WRONLY | O_CREAT | O_APPEND, 0640); }
+
+// Calls `line` for each line of a regular file, read in chunks.
+template <class F>
+void ForEachLine(const std::string& path, F line) {
+  UniqueFd fd = OpenRegular(path, O_RDONLY);
+  if (!fd.valid()) return;
+  std::string carry;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::read(fd.get(), buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    std::string_view chunk(buf, static_cast<size_t>(n));
+    size_t from = 0;
+    for (size_t nl; (nl = chunk.find('\n', from)) != std::string_view::npos; from = nl + 1) {
+      if (carry.empty()) {
+        line(chunk.substr(from, nl - from));
+      } else {
+        carry.append(chunk.substr(from, nl - from));
+        line(std::string_view(carry));
+        carry.clear();
+      }
+    }
+    carry.append(chunk.substr(from));
+    if (carry.size() > 4096) carry.clear();  // no index entry is that long: skip the junk
+  }
+  if (!carry.empty()) line(std::string_view(carry));
 }
 
 }  // namespace
+
+void ParseIndexLine(std::string_view line, LogStreamLayout& layout, uint64_t& live_start) {
+  // Fields are decimal numbers; a malformed entry is skipped, never trusted.
+  std::vector<int64_t> f;
+  size_t i = 1;
+  while (i < line.size() && f.size() < 3) {
+    while (i < line.size() && line[i] == ' ') ++i;
+    size_t start = i;
+    bool negative = i < line.size() && line[i] == '-';
+    if (negative) ++i;
+    int64_t v = 0;
+    while (i < line.size() && line[i] >= '0' && line[i] <= '9' && v < (INT64_MAX - 9) / 10) v = v * 10 + (line[i++] - '0');
+    if (i == start || (negative && i == start + 1)) return;
+    f.push_back(negative ? -v : v);
+  }
+  if (line.empty() || f.empty() || f[0] < 0) return;
+  switch (line[0]) {
+    case 'T':
+      if (f.size() >= 2) layout.times.emplace_back(static_cast<uint64_t>(f[0]), f[1]);
+      break;
+    case 'A':
+      if (f.size() >= 3 && f[1] >= 0) layout.attempts.push_back({static_cast<int>(f[0]), static_cast<uint64_t>(f[1]), f[2]});
+      break;
+    case 'R':
+      live_start = static_cast<uint64_t>(f[0]);
+      break;
+    case 'L':
+      if (f.size() >= 2 && f[1] >= 0) layout.bytes_lost += static_cast<uint64_t>(f[1]);
+      break;
+  }
+}
 
 Result<LogStreamWriter> LogStreamWriter::Open(const std::string& dir, const std::string& name,
                                               uint64_t budget_bytes, bool fresh) {
@@ -154,25 +213,7 @@ int LogStreamLayout::AttemptAt(uint64_t offset) const {
 Result<LogStreamLayout> LoadLogStream(const std::string& dir, const std::string& name) {
   LogStreamLayout layout;
   uint64_t live_start = 0;
-  std::ifstream index(dir + "/" + name + ".idx");
-  for (std::string line; std::getline(index, line);) {
-    std::istringstream in(line);
-    char kind = 0;
-    in >> kind;
-    if (kind == 'T') {
-      uint64_t off;
-      int64_t t;
-      if (in >> off >> t) layout.times.emplace_back(off, t);
-    } else if (kind == 'A') {
-      LogAttempt a;
-      if (in >> a.attempt >> a.offset >> a.time_ms) layout.attempts.push_back(a);
-    } else if (kind == 'R') {
-      in >> live_start;
-    } else if (kind == 'L') {
-      uint64_t off, lost;
-      if (in >> off >> lost) layout.bytes_lost += lost;
-    }
-  }
+  ForEachLine(dir + "/" + name + ".idx", [&](std::string_view line) { ParseIndexLine(line, layout, live_start); });
   std::sort(layout.times.begin(), layout.times.end());
   std::error_code ec;
   std::string prefix = name + ".log.";

@@ -91,6 +91,8 @@ struct LogStreamLayout {
 };
 
 [[nodiscard]] Result<LogStreamLayout> LoadLogStream(const std::string& dir, const std::string& name);
+// One line of an index file into `layout` (exposed for the fuzzer); junk is ignored.
+void ParseIndexLine(std::string_view line, LogStreamLayout& layout, uint64_t& live_start);
 
 }  // namespace torchxd::daemon
 

@@ -56,8 +56,12 @@ class Scheduler {
   virtual void Delete(AppRecord& app, std::function<void(Result<core::AppState>)> done) = 0;
   // Daemon shutdown: `done` when nothing of this scheduler needs the loop.
   virtual void Shutdown(std::function<void()> done) = 0;
+  // Writes every app's record again: the store lost a transaction (a full disk).
+  virtual void PersistAll() = 0;
   virtual size_t running_apps() const = 0;
   virtual size_t app_count() const = 0;  // List().size(), without building the list
+  // Are an app's log files written with its owner's rights (so read with them too)?
+  virtual bool LogsWrittenAsOwner() const { return false; }
   // Are stdout and stderr stored apart (else only the combined stream; a pod has one)?
   virtual bool SeparateOutputStreams() const { return true; }
   // May more output of `app` still arrive (log follow)?

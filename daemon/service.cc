@@ -11,6 +11,7 @@
 #include "core/app_json.h"
 #include "core/app_status.h"
 #include "core/json_reader.h"
+#include "core/names.h"
 #include "core/scheduler_opts.h"
 #include "core/text.h"
 
@@ -78,6 +79,21 @@ void Service::Dispatch(const protocol::Request& request, const PeerInfo& peer,
 
 void Service::Run(const json& params, const PeerInfo& peer, const Reply& reply) {
   if (shutting_down_) return reply->Error(Error::Unavailable("torchxd is shutting down"));
+  auto req = ValidateRun(params, peer);
+  if (!req) return reply->Error(req.error());
+  Scheduler* scheduler = SchedulerFor(req->scheduler);
+  scheduler->Submit(std::move(*req), [this, reply](Result<const AppRecord*> submitted) {
+    if (!submitted) return reply->Error(submitted.error());
+    json result = {{"app_handle", (*submitted)->Handle()}, {"app_id", (*submitted)->app_id}};
+    if (!(*submitted)->submit_warnings.empty()) result["warnings"] = (*submitted)->submit_warnings;
+    reply->Result(result);
+  });
+}
+
+// Everything a `run` can be refused for, checked before anything changes.
+Result<SubmitRequest> Service::ValidateRun(const json& params, const PeerInfo& peer) {
+  // NUL would cut a path, an argv or an environment entry short, wherever it is.
+  if (auto ok = core::RefuseNul(params, "params"); !ok) return Fail(ok.error());
   core::JsonReader r(params, "params", {"app", "scheduler", "cfg", "cwd", "env", "session"});
   SubmitRequest req;
   req.scheduler = r.String("scheduler", core::kDefaultScheduler);
@@ -86,42 +102,46 @@ void Service::Run(const json& params, const PeerInfo& peer, const Reply& reply) 
   req.env = r.StringMap("env");
   const json* app = r.Field("app");
   json cfg_json = r.Object("cfg");
-  if (auto ok = r.Finish(); !ok) return reply->Error(ok.error());
-  if (app == nullptr) return reply->Error(Error::InvalidArgument("params.app: required (an AppDef)"));
+  if (auto ok = r.Finish(); !ok) return Fail(ok.error());
+  if (app == nullptr) return Fail(Error::InvalidArgument("params.app: required (an AppDef)"));
   if (req.cwd.empty() || req.cwd[0] != '/') {
-    return reply->Error(Error::InvalidArgument("params.cwd: must be an absolute path, got \"" + req.cwd + "\""));
+    return Fail(Error::InvalidArgument("params.cwd: must be an absolute path, got \"" + req.cwd + "\""));
   }
-  if (req.session.empty() || req.session.find('/') != std::string::npos) {
-    return reply->Error(Error::InvalidArgument("params.session: must be non-empty without '/'"));
+  if (auto ok = core::ValidateName("params.session", req.session); !ok) return Fail(ok.error());
+  for (const auto& [key, value] : req.env) {
+    if (key.empty() || key.find('=') != std::string::npos) {
+      return Fail(Error::InvalidArgument("params.env: variable names must be non-empty and contain no '=', got " +
+                                         json(key).dump()));
+    }
   }
   auto decoded = core::AppDefFromJson(*app);
-  if (!decoded) return reply->Error(decoded.error().WithContext("params.app"));
+  if (!decoded) return Fail(decoded.error().WithContext("params.app"));
   req.app = std::move(*decoded);
+  size_t replicas = 0;
+  for (const auto& role : req.app.roles) replicas += static_cast<size_t>(role.num_replicas);
+  if (replicas > info_.max_replicas_per_app) {
+    return Fail(Error::InvalidArgument("params.app: " + std::to_string(replicas) + " replicas; this torchxd runs at most " +
+                                       std::to_string(info_.max_replicas_per_app) +
+                                       " per app (torchxd --max-replicas-per-app)"));
+  }
   auto opts = core::SchedulerRunOpts(req.scheduler);
-  if (!opts) return reply->Error(Error::InvalidArgument(opts.error().message));
+  if (!opts) return Fail(Error::InvalidArgument(opts.error().message));
   if (req.scheduler == "local_docker" && info_.system_mode && !MayActOnAll(peer)) {
     // The engine runs containers with its own rights (root, for dockerd): like the docker group.
-    return reply->Error(Error::PermissionDenied(
+    return Fail(Error::PermissionDenied(
         "local_docker runs containers with the Docker engine's rights; on a shared torchxd only root and the "
         "admin group may use it"));
   }
-  Scheduler* scheduler = SchedulerFor(req.scheduler);
-  if (scheduler == nullptr) {
-    return reply->Error(Error::InvalidArgument("scheduler " + req.scheduler + " is not supported by this torchxd yet"));
+  if (SchedulerFor(req.scheduler) == nullptr) {
+    return Fail(Error::InvalidArgument("scheduler " + req.scheduler + " is not supported by this torchxd yet"));
   }
   auto cfg = (*opts)->CfgFromJson(cfg_json);
-  if (!cfg) return reply->Error(cfg.error());
+  if (!cfg) return Fail(cfg.error());
   auto resolved = (*opts)->Resolve(*cfg);
-  if (!resolved) return reply->Error(resolved.error());
+  if (!resolved) return Fail(resolved.error());
   req.cfg = std::move(*resolved);
   req.uid = peer.uid;
-  scheduler->Submit(std::move(req), [this, reply](Result<const AppRecord*> submitted) {
-    if (!submitted) return reply->Error(submitted.error());
-    if (info_.commit_store) info_.commit_store();  // stored before it is acknowledged
-    json result = {{"app_handle", (*submitted)->Handle()}, {"app_id", (*submitted)->app_id}};
-    if (!(*submitted)->submit_warnings.empty()) result["warnings"] = (*submitted)->submit_warnings;
-    reply->Result(result);
-  });
+  return req;
 }
 
 Result<AppRecord*> Service::FindApp(const json& params) {
@@ -187,25 +207,59 @@ void Service::Describe(const json& params, const PeerInfo& peer, const Reply& re
 }
 
 void Service::List(const json& params, const PeerInfo& peer, const Reply& reply) {
-  std::string only = params.value("scheduler", "");
+  core::JsonReader r(params, "params", {"scheduler", "limit", "after"});
+  std::string only = r.String("scheduler", "");
+  int limit = r.Int("limit", static_cast<int>(kMaxListRows));
+  std::string after = r.String("after", "");
+  if (auto ok = r.Finish(); !ok) return reply->Error(ok.error());
+  if (limit < 1 || limit > static_cast<int>(kMaxListRows)) {
+    return reply->Error(Error::InvalidArgument("params.limit: must be between 1 and " + std::to_string(kMaxListRows)));
+  }
+  // Pages are cut after the row the client saw last ("<created_ms>/<app_handle>"),
+  // so apps submitted meanwhile shift nothing.
+  std::optional<std::pair<int64_t, std::string>> cursor;
+  if (!after.empty()) {
+    size_t slash = after.find('/');
+    char* end = nullptr;
+    long long ms = std::strtoll(after.c_str(), &end, 10);
+    if (slash == std::string::npos || end != after.c_str() + slash) {
+      return reply->Error(Error::InvalidArgument("params.after: not a cursor from a previous list reply"));
+    }
+    cursor.emplace(ms, after.substr(slash + 1));
+  }
   bool everyone = MayActOnAll(peer);
-  std::vector<const AppRecord*> apps = AllApps();
-  std::sort(apps.begin(), apps.end(),
-            [](const auto* a, const auto* b) { return a->created_ms > b->created_ms; });
+  struct Row {
+    const AppRecord* app;
+    std::string handle;
+  };
+  std::vector<Row> rows;
+  for (const auto* a : AllApps()) {
+    if (!only.empty() && a->scheduler != only) continue;
+    if (!everyone && a->owner_uid != peer.uid) continue;  // a user lists their own apps
+    rows.push_back({a, a->Handle()});
+  }
+  auto newer_first = [](const Row& a, const Row& b) {
+    return a.app->created_ms != b.app->created_ms ? a.app->created_ms > b.app->created_ms : a.handle < b.handle;
+  };
+  std::sort(rows.begin(), rows.end(), newer_first);
+  auto first = rows.begin();
+  if (cursor) {
+    first = std::upper_bound(rows.begin(), rows.end(), *cursor, [](const auto& c, const Row& row) {
+      return c.first != row.app->created_ms ? c.first > row.app->created_ms : c.second < row.handle;
+    });
+  }
   // Built by hand: with thousands of apps, a JSON DOM costs more than the rest
   // of the request. Rows follow `fields` (docs/protocol.md).
   std::string out = R"({"fields":["app_handle","app_id","name","scheduler","state","created_ms","ended_ms"],"apps":[)";
-  out.reserve(out.size() + apps.size() * 160);
-  bool first = true;
+  out.reserve(out.size() + static_cast<size_t>(limit) * 160);
   auto quoted = [&out](const std::string& s) {
     out += json(s).dump(-1, ' ', false, json::error_handler_t::replace);
   };
-  for (const auto* a : apps) {
-    if (!only.empty() && a->scheduler != only) continue;
-    if (!everyone && a->owner_uid != peer.uid) continue;  // a user lists their own apps
-    out += first ? "[" : ",[";
-    first = false;
-    quoted(a->Handle());
+  int shown = 0;
+  for (auto it = first; it != rows.end() && shown < limit; ++it, ++shown) {
+    const AppRecord* a = it->app;
+    out += shown == 0 ? "[" : ",[";
+    quoted(it->handle);
     out += ',';
     quoted(a->app_id);
     out += ',';
@@ -220,7 +274,13 @@ void Service::List(const json& params, const PeerInfo& peer, const Reply& reply)
     out += a->ended_ms ? std::to_string(*a->ended_ms) : "null";
     out += ']';
   }
-  out += "]}";
+  out += "]";
+  if (first + shown != rows.end()) {
+    const Row& last = *(first + shown - 1);
+    out += ",\"next\":";
+    quoted(std::to_string(last.app->created_ms) + "/" + last.handle);
+  }
+  out += "}";
   reply->ResultText(out);
 }
 
@@ -324,13 +384,15 @@ void Service::Log(const json& params, const PeerInfo& peer, const Reply& reply) 
   }
   std::string scheduler = app.scheduler, app_id = app.app_id, key = AppKey(app);
   bool follow = query->follow;
+  FileOwner read_as{::geteuid(), ::getegid()};
+  if (owner->LogsWrittenAsOwner()) read_as = {app.owner_uid, app.owner_gid};
   auto live = [owner, scheduler, app_id] {
     const AppRecord* a = owner->Find(scheduler, app_id);
     return a != nullptr && owner->MoreOutputExpected(*a);
   };
-  auto start = [this, key, live, reply, targets = std::move(targets), query = std::move(*query)]() mutable {
+  auto start = [this, key, live, reply, read_as, targets = std::move(targets), query = std::move(*query)]() mutable {
     auto request = std::make_unique<LogRequest>(loop_, hub_, key, std::move(targets), std::move(query), live, reply,
-                                                [this](LogRequest* done) { log_requests_.erase(done); });
+                                                [this](LogRequest* done) { log_requests_.erase(done); }, read_as);
     LogRequest* raw = request.get();
     log_requests_[raw] = std::move(request);
     if (auto started = raw->Start(); !started) {

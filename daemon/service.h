@@ -23,6 +23,9 @@
 
 namespace torchxd::daemon {
 
+// Rows in one `list` reply: with the longest names a page stays far below the frame limit.
+inline constexpr size_t kMaxListRows = 5000;
+
 class Service : public RequestHandler {
  public:
   struct DaemonInfo {
@@ -33,6 +36,7 @@ class Service : public RequestHandler {
     std::function<void()> commit_store;      // before acknowledging a change
     bool system_mode = false;
     std::optional<gid_t> admin_gid;  // --admin-group: may act on every app
+    size_t max_replicas_per_app = 1024;
   };
   // `schedulers` serve the names they list; the first to list a name wins.
   Service(uv_loop_t* loop, std::vector<Scheduler*> schedulers, LogHub* hub, DaemonInfo info)
@@ -47,6 +51,7 @@ class Service : public RequestHandler {
   using Reply = std::shared_ptr<Responder>;
   void Dispatch(const protocol::Request& request, const PeerInfo& peer, const Reply& responder);
   void Run(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
+  [[nodiscard]] Result<SubmitRequest> ValidateRun(const nlohmann::json& params, const PeerInfo& peer);
   void Status(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
   void Describe(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
   void List(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);

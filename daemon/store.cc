@@ -132,7 +132,19 @@ Result<void> Store::EnsureTransaction() {
 Result<void> Store::Commit() {
   if (!in_transaction_) return {};
   in_transaction_ = false;
-  return Exec("COMMIT");
+  auto committed = Exec("COMMIT");
+  if (committed) return {};
+  // Whether or not sqlite already rolled back (it does on a full disk), the
+  // turn's writes are gone: the owners of that state must write it again.
+  if (sqlite3_get_autocommit(db_) == 0) (void)Exec("ROLLBACK");
+  lost_writes_ = true;
+  return Fail(committed.error());
+}
+
+bool Store::TakeLostWrites() {
+  bool lost = lost_writes_;
+  lost_writes_ = false;
+  return lost;
 }
 
 Result<sqlite3_stmt*> Store::Prepare(const char* sql) {

@@ -5,8 +5,8 @@
 // Writes are tiny single-row statements in WAL mode with synchronous=NORMAL
 // (no fsync per commit), so they run on the loop thread; bench/ measures them.
 // Group commit: the writes of one loop turn share a transaction, which the
-// daemon commits at the end of the turn, and always before it acknowledges a
-// request (Commit()).
+// daemon commits at the end of the turn; a `run` is committed before it is
+// acknowledged, and refused if that commit fails.
 // Schema changes are numbered migrations (schema_version in `meta`). A
 // corrupt file is moved aside (torchxd.db.corrupt-<time>) and a new one made.
 //
@@ -51,8 +51,11 @@ class Store {
                                       const std::string& msg);
   [[nodiscard]] Result<void> DeleteApp(const std::string& scheduler, const std::string& app_id);
   [[nodiscard]] Result<std::vector<StoredApp>> LoadApps();
-  // Commits the open transaction, if any.
+  // Commits the open transaction, if any. On failure (e.g. a full disk) the
+  // transaction is rolled back and its writes are lost: TakeLostWrites() says
+  // so once, and the daemon has every scheduler write its state again.
   [[nodiscard]] Result<void> Commit();
+  bool TakeLostWrites();
 
   static constexpr int kSchemaVersion = 1;
 
@@ -70,6 +73,7 @@ class Store {
   sqlite3_stmt* put_replica_ = nullptr;
   sqlite3_stmt* add_event_ = nullptr;
   bool in_transaction_ = false;
+  bool lost_writes_ = false;
 };
 
 }  // namespace torchxd::daemon

@@ -77,9 +77,9 @@ TEST(AppJsonTest, AcceptsMountStringsAndNamedResources) {
 
 TEST(AppJsonTest, ErrorsNameTheJsonPathAndTheRule) {
   struct Case {
-    const char* name;
-    const char* doc;
-    const char* message;
+    std::string name;
+    std::string doc;
+    std::string message;
   };
   const Case cases[] = {
       {"not an object", "[]", "(document): must be an object, got array"},
@@ -118,9 +118,26 @@ TEST(AppJsonTest, ErrorsNameTheJsonPathAndTheRule) {
       {"duplicate roles", R"({"name": "a", "roles": [{"name": "r", "entrypoint": "x"}, {"name": "r", "entrypoint": "y"}]})",
        "roles[1].name: duplicate role name \"r\""},
       {"slash in role", R"({"name": "a", "roles": [{"name": "a/b", "entrypoint": "x"}]})",
-       "roles[0].name: must not contain '/' or control characters, got \"a/b\""},
+       "roles[0].name: must not contain '/', got \"a/b\""},
       {"dotdot app name", R"({"name": "..", "roles": [{"name": "r", "entrypoint": "x"}]})",
-       "name: must not be \"..\""},
+       "name: must not be \".\" or \"..\", got \"..\""},
+      {"blank app name", R"({"name": " ", "roles": [{"name": "r", "entrypoint": "x"}]})",
+       "name: must not start or end with whitespace, got \" \""},
+      {"long role name", R"({"name": "a", "roles": [{"name": ")" + std::string(300, 'r') + R"(", "entrypoint": "x"}]})",
+       "roles[0].name: must be at most 128 bytes, got 300"},
+      {"control character in a name", R"({"name": "a\u0001b", "roles": [{"name": "r", "entrypoint": "x"}]})",
+       "name: must not contain control characters, got \"a\\u0001b\""},
+      {"NUL in an argument", R"({"name": "a", "roles": [{"name": "r", "entrypoint": "sh", "args": ["-c", "id\u00000\u00000"]}]})",
+       "roles[0].args[1]: must not contain a NUL character (\\u0000)"},
+      {"NUL in the entrypoint", R"({"name": "a", "roles": [{"name": "r", "entrypoint": "sh\u0000x"}]})",
+       "roles[0].entrypoint: must not contain a NUL character (\\u0000)"},
+      {"NUL in an env value", R"({"name": "a", "roles": [{"name": "r", "entrypoint": "x", "env": {"A": "b\u0000"}}]})",
+       "roles[0].env.A: must not contain a NUL character (\\u0000)"},
+      {"NUL in a mount", R"({"name": "a", "roles": [{"name": "r", "entrypoint": "x", "mounts": [{"type": "bind", "src_path": "/a\u0000", "dst_path": "/b"}]}]})",
+       "roles[0].mounts[0].src_path: must not contain a NUL character (\\u0000)"},
+      {"metadata nested too deep", R"({"name": "a", "metadata": {}, "roles": [{"name": "r", "entrypoint": "x", "metadata": {"m": )" +
+                                       std::string(40, '[') + std::string(40, ']') + "}}]}",
+       "an AppDef may nest at most 32 levels: JSON nested deeper than 32 levels (at byte 119)"},
       {"bad mount string", R"({"name": "a", "roles": [{"name": "r", "entrypoint": "x", "mounts": ["src=/a"]}]})",
        "roles[0].mounts[0]: type must be specified first"},
       {"bad mount type", R"({"name": "a", "roles": [{"name": "r", "entrypoint": "x", "mounts": [{"type": "nfs"}]}]})",

@@ -1,0 +1,58 @@
+#include "core/json_parse.h"
+
+#include <string>
+#include <vector>
+
+namespace torchxd::core {
+
+Result<void> CheckJsonDepth(std::string_view text, size_t max_depth) {
+  size_t depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;  // the escaped character cannot end the string
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth) {
+        return Fail(Error::InvalidArgument("JSON nested deeper than " + std::to_string(max_depth) +
+                                           " levels (at byte " + std::to_string(i) + ")"));
+      }
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return {};
+}
+
+size_t JsonDepth(const nlohmann::json& value) {
+  // Iterative, so it is safe on any value.
+  size_t deepest = 0;
+  std::vector<std::pair<const nlohmann::json*, size_t>> todo{{&value, 0}};
+  while (!todo.empty()) {
+    auto [node, depth] = todo.back();
+    todo.pop_back();
+    if (!node->is_structured()) continue;
+    deepest = std::max(deepest, depth + 1);
+    for (const auto& child : *node) todo.emplace_back(&child, depth + 1);
+  }
+  return deepest;
+}
+
+Result<nlohmann::json> ParseJson(std::string_view text, size_t max_depth) {
+  if (auto ok = CheckJsonDepth(text, max_depth); !ok) return Fail(ok.error());
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    return Fail(Error::InvalidArgument(std::string("not valid JSON: ") + e.what()));
+  }
+}
+
+}  // namespace torchxd::core

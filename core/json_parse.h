@@ -1,0 +1,35 @@
+// Parsing JSON that comes from outside torchxd: a client's frame, an AppDef
+// file, a replica's error.json, a server's answer. The text is scanned for
+// its nesting depth first, without recursion, so that no document can make
+// the recursive parts of nlohmann::json (copy, compare, dump, destroy) run
+// out of stack: a value parsed here is at most `max_depth` levels deep.
+//
+// Thread contract: pure functions, safe from any thread.
+#ifndef TORCHXD_CORE_JSON_PARSE_H_
+#define TORCHXD_CORE_JSON_PARSE_H_
+
+#include <cstddef>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "core/result.h"
+
+namespace torchxd::core {
+
+// Protocol frames and every other document from outside (docs/protocol.md).
+inline constexpr size_t kMaxJsonDepth = 64;
+// An AppDef document: it travels inside a frame (params.app), with room to spare.
+inline constexpr size_t kMaxAppDefDepth = 32;
+
+// InvalidArgument naming the byte offset where the nesting passes `max_depth`.
+[[nodiscard]] Result<void> CheckJsonDepth(std::string_view text, size_t max_depth = kMaxJsonDepth);
+// The depth of a parsed value: a scalar is 0, `[]` and `{}` are 1.
+size_t JsonDepth(const nlohmann::json& value);
+
+// The parsed document, or InvalidArgument ("not valid JSON: ..." or the depth error).
+[[nodiscard]] Result<nlohmann::json> ParseJson(std::string_view text, size_t max_depth = kMaxJsonDepth);
+
+}  // namespace torchxd::core
+
+#endif  // TORCHXD_CORE_JSON_PARSE_H_
