@@ -51,6 +51,9 @@ struct Printer {
     } else if (event.contains("dropped_bytes")) {
       *ctx.err << "torchx: " << who << ": " << event["dropped_bytes"]
                << " bytes before this were dropped by the log ring (log_max_bytes)" << std::endl;
+    } else if (event.contains("lost_bytes")) {
+      *ctx.err << "torchx: " << who << ": " << event["lost_bytes"]
+               << " bytes of output could not be stored: the log disk was full" << std::endl;
     } else if (event.contains("missed_bytes")) {
       *ctx.err << "torchx: " << who << ": missed " << event["missed_bytes"]
                << " bytes that log rotation removed before they could be read" << std::endl;

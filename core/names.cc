@@ -44,7 +44,11 @@ Result<void> RefuseNul(const nlohmann::json& value, const std::string& path) {
       if (has_nul(node->get_ref<const std::string&>())) return fail(at);
     } else if (node->is_object()) {
       for (auto it = node->begin(); it != node->end(); ++it) {
-        if (has_nul(it.key())) return fail(at + (at.empty() ? "" : ".") + "(a key)");
+        if (has_nul(it.key())) {
+          std::string shown;
+          for (char c : it.key()) shown += c == '\0' ? std::string("\\u0000") : std::string(1, c);
+          return fail(JsonPathKey(at, shown));
+        }
         todo.emplace_back(&it.value(), JsonPathKey(at, it.key()));
       }
     } else if (node->is_array()) {

@@ -198,7 +198,13 @@ void KubernetesScheduler::Create(std::shared_ptr<SubmitRequest> request, json bo
                  return done(Fail(Error::Io("the Job's name from the apiserver does not fit the log directory")));
                }
                std::string app_id = rec->app_id;
-               if (auto committed = store_->Commit(); !committed) {
+               Result<void> committed = Persist(*apps_.at(app_id));
+               if (committed) {
+                 committed = store_->Commit();
+               } else {
+                 store_->Rollback();
+               }
+               if (!committed) {
                  // Never acknowledge what the store does not hold: undo the submit.
                  RemoveLogs(*apps_.at(app_id));
                  apps_.erase(app_id);
@@ -254,7 +260,6 @@ const AppRecord* KubernetesScheduler::Record(SubmitRequest& request, const std::
   KubeApp* raw = app.get();
   apps_[raw->rec->app_id] = std::move(app);
   spdlog::info("kubernetes job created app={} namespace={} uid={}", raw->rec->app_id, ns, raw->uid);
-  Persist(*raw);
   WatchNamespace(ns);
   return raw->rec.get();
 }
@@ -418,14 +423,16 @@ void KubernetesScheduler::StoreLine(const std::string& app_id, const std::string
   auto slash = key.rfind('/');
   supervisor::ReplicaInfo* r = a.Replica(key.substr(0, slash), std::stoi(key.substr(slash + 1)));
   if (ReplicaLogWriter* w = r != nullptr ? Writer(a, key, *r) : nullptr) {
-    uint64_t before = w->disk_bytes();
+    uint64_t before = w->disk_bytes(), lost_before = w->bytes_lost();
     w->WriteCombined(line, time_ns / 1000000);
+    budget_->NoteWrite(w->bytes_lost() != lost_before, a.rec->app_id, r->log_dir);
+    if (w->bytes_lost() != lost_before) a.rec->log_bytes_lost[key] = w->bytes_lost();
     int64_t delta = static_cast<int64_t>(w->disk_bytes()) - static_cast<int64_t>(before);
     a.rec->log_bytes = static_cast<uint64_t>(std::max<int64_t>(0, static_cast<int64_t>(a.rec->log_bytes) + delta));
     budget_->Add(delta);
   }
   hub_->Notify(AppKey(*a.rec));
-  if (core::UnixNowMs() - a.persisted_ms >= 1000) Persist(a);  // bounds what a crash can repeat
+  if (core::UnixNowMs() - a.persisted_ms >= 1000) (void)Persist(a);  // bounds what a crash can repeat
 }
 
 void KubernetesScheduler::BeforeLogRead(const AppRecord& rec, std::function<void()> ready) {
@@ -487,7 +494,7 @@ void KubernetesScheduler::OnLogEnd(const std::string& app_id, const std::string&
   }, static_cast<uint64_t>(options_.log_retry_seconds * 1000), 0);
 }
 
-void KubernetesScheduler::Persist(KubeApp& app) {
+Result<void> KubernetesScheduler::Persist(KubeApp& app) {
   AppRecord& rec = *app.rec;
   json pods = json::object();
   for (const auto& [key, t] : app.pods) pods[key] = t.ToJson();
@@ -497,18 +504,17 @@ void KubernetesScheduler::Persist(KubeApp& app) {
                         {"cancel_requested", app.cancel_requested},
                         {"pods", pods}};
   app.persisted_ms = core::UnixNowMs();
-  if (auto ok = store_->PutApp(rec.scheduler, rec.app_id, static_cast<int>(rec.state), rec.created_ms, rec.ToJson());
-      !ok) {
-    spdlog::error("store write failed app={} error={}", rec.app_id, ok.error().message);
-  }
+  auto ok = store_->PutApp(rec.scheduler, rec.app_id, static_cast<int>(rec.state), rec.created_ms, rec.ToJson());
+  if (!ok) spdlog::error("store write failed app={} error={}", rec.app_id, ok.error().message);
+  return ok;
 }
 
 void KubernetesScheduler::PersistAll() {
-  for (auto& [id, app] : apps_) Persist(*app);
+  for (auto& [id, app] : apps_) (void)Persist(*app);
 }
 
 void KubernetesScheduler::Changed(KubeApp& app) {
-  Persist(app);
+  (void)Persist(app);
   hub_->Notify(AppKey(*app.rec));
   if (!core::IsTerminal(app.rec->state)) return;
   budget_->Enforce();  // a finished app's logs may now make room
@@ -531,7 +537,7 @@ std::optional<LogBudget::Candidate> KubernetesScheduler::OldestEvictableLogs() {
                                 spdlog::info("evicting logs to stay under --log-max-total app={} bytes={}",
                                              oldest->rec->app_id, oldest->rec->log_bytes);
                                 RemoveLogs(*oldest);
-                                Persist(*oldest);
+                                (void)Persist(*oldest);
                               }};
 }
 
@@ -594,7 +600,7 @@ void KubernetesScheduler::Cancel(AppRecord& rec, std::optional<double>,
       auto found = apps_.find(app_id);
       if (found == apps_.end() || core::IsTerminal(found->second->rec->state)) return done(CancelOutcome{false});
       found->second->cancel_requested = true;
-      Persist(*found->second);
+      (void)Persist(*found->second);
       // Answer once Volcano reports the abort (Aborted), or after a bound with the state then.
       uint64_t id = next_cancel_wait_++;
       auto wait = std::make_unique<CancelWait>();
@@ -658,7 +664,7 @@ void KubernetesScheduler::Shutdown(std::function<void()> done) {
   shut_down_ = true;
   for (auto& [id, app] : apps_) {
     for (auto& [key, t] : app->pods) t.follower.reset();
-    Persist(*app);
+    (void)Persist(*app);
   }
   namespaces_.clear();
   catch_ups_.clear();

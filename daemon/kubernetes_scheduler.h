@@ -105,7 +105,7 @@ class KubernetesScheduler : public Scheduler {
   // Stores one pod log line unless the store already has it (by kubelet time).
   void StoreLine(const std::string& app_id, const std::string& key, int64_t time_ns, std::string_view line);
   void Changed(KubeApp& app);
-  void Persist(KubeApp& app);
+  [[nodiscard]] Result<void> Persist(KubeApp& app);
   KubeApp* ByJob(const std::string& ns, const std::string& name);
   ReplicaLogWriter* Writer(KubeApp& app, const std::string& key, supervisor::ReplicaInfo& replica);
   // The budget's Source: the oldest finished app whose every pod log is stored.

@@ -347,9 +347,16 @@ Result<const AppRecord*> LocalScheduler::SubmitNow(SubmitRequest request) {
     rec->replicas.push_back(info);
   }
   rec->state = core::AppState::kSubmitted;
-  Persist(*rec);
-  Event(*rec, "submitted", static_cast<int>(rec->state), "");
-  if (auto committed = store_->Commit(); !committed) {
+  Result<void> committed = store_->PutApp(rec->scheduler, rec->app_id, static_cast<int>(rec->state), rec->created_ms,
+                                          rec->ToJson());
+  if (committed) committed = store_->AddEvent(rec->scheduler, rec->app_id, core::UnixNowMs(), "submitted",
+                                              static_cast<int>(rec->state), "");
+  if (committed) {
+    committed = store_->Commit();
+  } else {
+    store_->Rollback();
+  }
+  if (!committed) {
     // Acknowledge only what is stored: undo, start nothing.
     {
       AsUser as(rec->owner_uid, rec->owner_gid);
@@ -513,7 +520,9 @@ void LocalScheduler::OnOutput(supervisor::AppRunner& runner, const supervisor::R
   if (!app->user_log_dir) {
     budget_->Add(static_cast<int64_t>(after) - static_cast<int64_t>(before));
   }
-  if (app->log_bytes_lost[key] != it->second.bytes_lost()) app->log_bytes_lost[key] = it->second.bytes_lost();
+  uint64_t lost = it->second.bytes_lost();
+  budget_->NoteWrite(lost != app->log_bytes_lost[key], app->app_id, r.log_dir);
+  app->log_bytes_lost[key] = lost;
   hub_->Notify(AppKey(*app));
 }
 

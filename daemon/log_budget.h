@@ -9,6 +9,8 @@
 #ifndef TORCHXD_DAEMON_LOG_BUDGET_H_
 #define TORCHXD_DAEMON_LOG_BUDGET_H_
 
+#include <spdlog/spdlog.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -33,6 +35,19 @@ class LogBudget {
     total_ = delta_bytes < 0 && static_cast<uint64_t>(-delta_bytes) > total_ ? 0 : total_ + delta_bytes;
   }
   uint64_t total() const { return total_; }
+
+  // After each write of replica output: `lost` when bytes could not be stored.
+  // A full log disk is said once (not per replica or per write), and once more
+  // when writes work again.
+  void NoteWrite(bool lost, const std::string& app_id, const std::string& dir) {
+    if (lost && !disk_full_) {
+      disk_full_ = true;
+      spdlog::warn("log disk full: replica output is being lost until space returns app={} dir={}", app_id, dir);
+    } else if (!lost && disk_full_) {
+      disk_full_ = false;
+      spdlog::info("log writes work again app={}", app_id);
+    }
+  }
   uint64_t limit() const { return limit_; }
 
   void Enforce() {
@@ -53,6 +68,7 @@ class LogBudget {
  private:
   uint64_t limit_;
   uint64_t total_ = 0;
+  bool disk_full_ = false;
   std::vector<Source> sources_;
 };
 

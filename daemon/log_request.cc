@@ -191,6 +191,10 @@ Result<void> LogRequest::Start() {
            c->layout.attempts[c->next_attempt].offset <= c->pos) {
       ++c->next_attempt;
     }
+    if (c->target.lost_bytes > 0) {  // a reader must know the logs have a hole
+      responder_->Event({{"role", c->target.role}, {"replica", c->target.replica},
+                         {"lost_bytes", c->target.lost_bytes}});
+    }
   }
   idle_ = NewUvHandle<uv_idle_t>(this);
   uv_idle_init(loop_, idle_.get());
@@ -300,26 +304,34 @@ bool LogRequest::Pump(Cursor& c, size_t& budget) {
     c.pos += static_cast<uint64_t>(got);
     size_t from = 0;
     for (size_t nl; (nl = data.find('\n', from)) != std::string_view::npos; from = nl + 1) {
-      if (c.partial.empty()) {
+      if (c.partial.empty() && nl - from <= kMaxLineBytes) {
         EmitLine(c, data.substr(from, nl - from), data_start + from);
       } else {
-        c.partial.append(data.substr(from, nl - from));
+        AppendToLine(c, data.substr(from, nl - from), data_start + from);
         EmitLine(c, c.partial, c.partial_start);
         c.partial.clear();
       }
     }
-    if (from < data.size()) {
-      if (c.partial.empty()) c.partial_start = data_start + from;
-      c.partial.append(data.substr(from));
-    }
-    // A line without an end is sent in pieces: memory and frames stay bounded.
-    while (c.partial.size() >= kMaxLineBytes) {
-      EmitLine(c, std::string_view(c.partial).substr(0, kMaxLineBytes), c.partial_start);
-      c.partial.erase(0, kMaxLineBytes);
-      c.partial_start += kMaxLineBytes;
-    }
+    AppendToLine(c, data.substr(from), data_start + from);
   }
   return c.pos >= c.end || budget > 0;
+}
+
+void LogRequest::AppendToLine(Cursor& c, std::string_view piece, uint64_t piece_start) {
+  // A line without an end is sent in pieces of kMaxLineBytes from its start:
+  // memory and frames stay bounded whatever a replica prints.
+  while (!piece.empty()) {
+    if (c.partial.empty()) c.partial_start = piece_start;
+    if (c.partial.size() == kMaxLineBytes) {
+      EmitLine(c, c.partial, c.partial_start);
+      c.partial.clear();
+      continue;
+    }
+    size_t take = std::min(piece.size(), kMaxLineBytes - c.partial.size());
+    c.partial.append(piece.substr(0, take));
+    piece.remove_prefix(take);
+    piece_start += take;
+  }
 }
 
 void LogRequest::EmitLine(Cursor& c, std::string_view line, uint64_t line_start) {

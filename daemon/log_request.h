@@ -49,7 +49,8 @@ struct LogQuery {
 struct LogTarget {
   std::string role;
   int replica = 0;
-  std::string dir;  // the replica's log dir
+  std::string dir;          // the replica's log dir
+  uint64_t lost_bytes = 0;  // output that could not be stored (a full log disk)
 };
 
 // Whose rights the log files are read with (the daemon's own when it wrote them).
@@ -73,6 +74,7 @@ class LogRequest {
   void Step();
   bool Pump(Cursor& c, size_t& budget);  // true when this cursor has nothing more for now
   void EmitLine(Cursor& c, std::string_view line, uint64_t line_start);
+  void AppendToLine(Cursor& c, std::string_view piece, uint64_t piece_start);
   void Flush(Cursor& c);
   void Finish();
 

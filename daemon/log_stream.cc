@@ -138,6 +138,7 @@ bool LogStreamWriter::Write(std::string_view bytes, int64_t now_ms) {
     Index("T " + std::to_string(offset_) + " " + std::to_string(now_ms));
     last_time_ = bucket;
   }
+  uint64_t start = offset_;
   size_t written = 0;
   while (written < bytes.size()) {
     ssize_t n = ::write(fd_.get(), bytes.data() + written, bytes.size() - written);
@@ -152,8 +153,8 @@ bool LogStreamWriter::Write(std::string_view bytes, int64_t now_ms) {
     unreported_loss_ += lost;
     return false;
   }
-  if (unreported_loss_ > 0) {  // space came back: say what was lost, once
-    Index("L " + std::to_string(offset_) + " " + std::to_string(unreported_loss_) + " " + std::to_string(now_ms));
+  if (unreported_loss_ > 0) {  // space came back: say what was lost, once, where it was lost
+    Index("L " + std::to_string(start) + " " + std::to_string(unreported_loss_) + " " + std::to_string(now_ms));
     unreported_loss_ = 0;
   }
   MaybeRotate();

@@ -22,7 +22,8 @@ Result<ReplicaLogWriter> ReplicaLogWriter::Open(const std::string& dir, uint64_t
 }
 
 uint64_t ReplicaLogWriter::bytes_lost() const {
-  return out_->bytes_lost() + err_->bytes_lost() + combined_->bytes_lost();
+  // The replica's output missing from its stream files (a one-stream source has combined.log only).
+  return single_stream_ ? combined_->bytes_lost() - loss_notes_lost_ : out_->bytes_lost() + err_->bytes_lost();
 }
 
 uint64_t ReplicaLogWriter::disk_bytes() const {
@@ -44,39 +45,67 @@ void ReplicaLogWriter::Combined(std::string_view text, bool add_newline, int64_t
 }
 
 void ReplicaLogWriter::ReportLoss(int64_t now_ms) {
-  uint64_t lost = bytes_lost();
+  // combined.log says what it misses itself, in-band, once it can be written again.
+  uint64_t lost = combined_->bytes_lost();
   if (lost == loss_reported_) return;
   std::string note = "[torchxd] " + std::to_string(lost - loss_reported_) +
-                     " bytes of output were lost: the log disk was full\n";
-  if (combined_->Write(note, now_ms)) loss_reported_ = lost;
+                     " bytes of output were lost here: the log disk was full\n";
+  uint64_t before = combined_->bytes_lost();
+  if (combined_->Write(note, now_ms)) {
+    loss_reported_ = lost;
+  } else {
+    loss_reported_ += combined_->bytes_lost() - before;  // the note itself is not output that was lost
+  }
 }
 
 void ReplicaLogWriter::Write(supervisor::OutputStream stream, std::string_view bytes, int64_t now_ms) {
   bool is_out = stream == supervisor::OutputStream::kStdout;
   LogStreamWriter& file = is_out ? *out_ : *err_;
   std::string& partial = (is_out ? out_partial_ : err_partial_).bytes;
-  bool ok = file.Write(bytes, now_ms);
+  file.Write(bytes, now_ms);
+  ReportLoss(now_ms);  // at the gap: before what came after it
   // Whole lines go to combined.log at once; the tail waits for its newline.
-  size_t last_nl = bytes.rfind('\n');
-  if (last_nl == std::string_view::npos) {
-    partial.append(bytes);
-  } else if (partial.empty()) {
-    Combined(bytes.substr(0, last_nl + 1), false, now_ms);
-    partial.assign(bytes.substr(last_nl + 1));
-  } else {
-    partial.append(bytes.substr(0, last_nl + 1));
-    Combined(partial, false, now_ms);
-    partial.assign(bytes.substr(last_nl + 1));
+  std::string_view rest = bytes;
+  if (!partial.empty()) {  // finish the pending line first
+    size_t nl = rest.find('\n');
+    std::string_view head = nl == std::string_view::npos ? rest : rest.substr(0, nl + 1);
+    rest.remove_prefix(head.size());
+    AppendToLine(partial, head, now_ms);
+    if (!partial.empty() && partial.back() == '\n') {
+      Combined(partial, false, now_ms);
+      partial.clear();
+    }
   }
-  while (partial.size() >= kMaxLineBytes) {
-    Combined(std::string_view(partial).substr(0, kMaxLineBytes), true, now_ms);
-    partial.erase(0, kMaxLineBytes);
+  // A read never holds kMaxLineBytes, so lines complete within it are short.
+  if (size_t last_nl = rest.rfind('\n'); last_nl != std::string_view::npos) {
+    Combined(rest.substr(0, last_nl + 1), false, now_ms);
+    rest.remove_prefix(last_nl + 1);
   }
-  if (ok) ReportLoss(now_ms);
+  AppendToLine(partial, rest, now_ms);
+}
+
+void ReplicaLogWriter::AppendToLine(std::string& partial, std::string_view piece, int64_t now_ms) {
+  // `piece` continues the current line and may end it with its newline. A line
+  // is cut every kMaxLineBytes from its start (each cut gets a newline here).
+  while (!piece.empty()) {
+    size_t room = kMaxLineBytes - partial.size();
+    if (piece.size() <= room || (piece.size() == room + 1 && piece.back() == '\n')) {
+      partial.append(piece);
+      return;
+    }
+    partial.append(piece.substr(0, room));
+    piece.remove_prefix(room);
+    Combined(partial, true, now_ms);
+    partial.clear();
+  }
 }
 
 void ReplicaLogWriter::WriteCombined(std::string_view lines, int64_t time_ms) {
-  if (combined_->Write(lines, time_ms)) ReportLoss(time_ms);
+  single_stream_ = true;
+  uint64_t before = combined_->bytes_lost();
+  ReportLoss(time_ms);
+  loss_notes_lost_ += combined_->bytes_lost() - before;
+  combined_->Write(lines, time_ms);
 }
 
 void ReplicaLogWriter::EndAttempt(int64_t now_ms) {

@@ -3,11 +3,13 @@
 // ring of segments with an index (log_stream.h).
 // stdout.log and stderr.log are byte-exact; combined.log is in arrival order
 // at line granularity: a line of one stream is never cut by the other. A
-// partial line is held until its newline, until it reaches kMaxLineBytes, or
-// until the attempt ends; such a piece gets a newline in combined.log only.
+// partial line is held until its newline or until the attempt ends; a line
+// longer than kMaxLineBytes is cut every kMaxLineBytes from its start. Such
+// pieces get a newline in combined.log only.
 // Attempts of a retried replica append to the same files; the index marks
 // where each begins. On a full disk the replica keeps running, the loss is
-// counted, and once space returns combined.log gets a line saying how much.
+// counted, and once space returns combined.log gets a line saying how much,
+// where the gap is (before the output that came after it).
 //
 // Thread contract: loop thread only.
 #ifndef TORCHXD_DAEMON_LOG_WRITER_H_
@@ -35,6 +37,7 @@ class ReplicaLogWriter {
   void EndAttempt(int64_t now_ms);  // flushes partial lines
   // A source with one stream (a Kubernetes pod): whole lines, combined.log only.
   void WriteCombined(std::string_view lines, int64_t time_ms);
+  // Output bytes that could not be stored (a full disk).
   uint64_t bytes_lost() const;
   uint64_t disk_bytes() const;
 
@@ -43,11 +46,14 @@ class ReplicaLogWriter {
     std::string bytes;
   };
   void Combined(std::string_view text, bool add_newline, int64_t now_ms);
+  void AppendToLine(std::string& partial, std::string_view piece, int64_t now_ms);
   void ReportLoss(int64_t now_ms);
 
   std::optional<LogStreamWriter> out_, err_, combined_;
   Partial out_partial_, err_partial_;
   uint64_t loss_reported_ = 0;
+  bool single_stream_ = false;     // fed by WriteCombined (a pod)
+  uint64_t loss_notes_lost_ = 0;   // bytes of our own loss notes that did not fit either
 };
 
 }  // namespace torchxd::daemon

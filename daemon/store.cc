@@ -141,6 +141,13 @@ Result<void> Store::Commit() {
   return Fail(committed.error());
 }
 
+void Store::Rollback() {
+  if (!in_transaction_) return;
+  in_transaction_ = false;
+  if (sqlite3_get_autocommit(db_) == 0) (void)Exec("ROLLBACK");
+  lost_writes_ = true;
+}
+
 bool Store::TakeLostWrites() {
   bool lost = lost_writes_;
   lost_writes_ = false;

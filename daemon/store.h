@@ -55,6 +55,8 @@ class Store {
   // transaction is rolled back and its writes are lost: TakeLostWrites() says
   // so once, and the daemon has every scheduler write its state again.
   [[nodiscard]] Result<void> Commit();
+  // Abandons the open transaction (a write of it failed); its writes are lost as above.
+  void Rollback();
   bool TakeLostWrites();
 
   static constexpr int kSchemaVersion = 1;

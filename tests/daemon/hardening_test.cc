@@ -1,0 +1,482 @@
+// What an adversarial review found: requests that crashed, hung or fooled
+// torchxd, or lost what it had acknowledged. One test per finding; each
+// failed before its fix.
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+
+#include <gmock/gmock.h>
+
+#include <atomic>
+#include <cstring>
+#include <fstream>
+#include <thread>
+
+#include "core/protocol.h"
+#include "core/unique_fd.h"
+#include "tests/daemon/daemon_fixture.h"
+
+namespace torchxd::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+class HardeningTest : public DaemonFixture {
+ protected:
+  UniqueFd Raw() {
+    UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, socket_.c_str(), sizeof(addr.sun_path) - 1);
+    EXPECT_EQ(::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    return fd;
+  }
+
+  // The daemon process still exists and answers within `seconds`.
+  bool Answers(double seconds = 10) {
+    int status;
+    if (daemon_pid_ <= 0 || ::waitpid(daemon_pid_, &status, WNOHANG) == daemon_pid_) return false;
+    auto client = DaemonClient::Connect(socket_);
+    if (!client) return false;
+    timeval tv{static_cast<time_t>(seconds), 0};
+    ::setsockopt(client->fd(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    return client->Call("version", json::object()).has_value();
+  }
+
+  // A call that gives up after `seconds` (a hung daemon must fail the test, not stall it).
+  Result<json> CallWithin(const std::string& method, const json& params, double seconds) {
+    auto client = DaemonClient::Connect(socket_);
+    if (!client) return Fail(client.error());
+    timeval tv{static_cast<time_t>(seconds), 0};
+    ::setsockopt(client->fd(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    return client->Call(method, params);
+  }
+
+  json RunParams(const json& app, const json& extra = json::object()) {
+    json p = {{"app", app}, {"cwd", dir_.string()}, {"env", {{"PATH", "/usr/bin:/bin"}}}};
+    for (auto it = extra.begin(); it != extra.end(); ++it) p[it.key()] = it.value();
+    return p;
+  }
+
+  static json ShRole(const std::string& name, const std::string& script, int replicas = 1) {
+    return {{"name", name}, {"entrypoint", "/bin/sh"}, {"args", {"-c", script}}, {"num_replicas", replicas}};
+  }
+
+  size_t RssKb() {
+    std::string status = ReadFile("/proc/" + std::to_string(daemon_pid_) + "/status");
+    size_t at = status.find("VmRSS:");
+    return at == std::string::npos ? 0 : static_cast<size_t>(std::atol(status.c_str() + at + 6));
+  }
+
+  size_t AppCount() { return CallOk("list", json::object())["apps"].size(); }
+};
+
+TEST_F(HardeningTest, ANulCharacterAnywhereInARunIsRefused) {
+  StartDaemon();
+  const std::string nul("\0", 1);
+  json good = App("a", {FakeRole("r", {"--exit", "0"})});
+  struct Case {
+    std::string name;
+    json params;
+    std::string path;
+  };
+  auto with_role = [&](const std::string& key, const json& value) {
+    json app = good;
+    app["roles"][0][key] = value;
+    return RunParams(app);
+  };
+  json mount_app = good;
+  mount_app["roles"][0]["mounts"] = {{{"type", "bind"}, {"src_path", "/a" + nul}, {"dst_path", "/b"}}};
+  json named = good;
+  named["name"] = "a" + nul + "b";
+  const Case cases[] = {
+      // The reported one: fields injected into the spec the shim runs.
+      {"args", with_role("args", {"-c", "id" + nul + "0" + nul + "0"}), "params.app.roles[0].args[1]"},
+      {"entrypoint", with_role("entrypoint", "/bin/sh" + nul + "x"), "params.app.roles[0].entrypoint"},
+      {"env value", with_role("env", {{"A", "b" + nul}}), "params.app.roles[0].env.A"},
+      {"env key", with_role("env", {{"A" + nul, "b"}}), "params.app.roles[0].env.A\\u0000"},
+      {"role name", with_role("name", "r" + nul), "params.app.roles[0].name"},
+      {"app name", RunParams(named), "params.app.name"},
+      {"mount", RunParams(mount_app), "params.app.roles[0].mounts[0].src_path"},
+      {"session", RunParams(good, {{"session", nul}}), "params.session"},
+      {"cwd", RunParams(good, {{"cwd", "/tmp" + nul + "/x"}}), "params.cwd"},
+      {"client env", RunParams(good, {{"env", {{"HOME", "/root" + nul}}}}), "params.env.HOME"},
+      {"cfg", RunParams(good, {{"cfg", {{"log_dir", "/tmp" + nul}}}}), "params.cfg.log_dir"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto r = Call("run", c.params);
+    ASSERT_FALSE(r.has_value());
+    EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument);
+    EXPECT_THAT(r.error().message, HasSubstr(c.path + ": must not contain a NUL character"));
+  }
+  EXPECT_EQ(AppCount(), 0u);  // nothing was started
+  EXPECT_TRUE(Answers());
+}
+
+TEST_F(HardeningTest, SessionAndNamesCannotLeaveTheLogDirectory) {
+  StartDaemon();
+  json app = App("a", {FakeRole("r", {"--stdout", "hi"})});
+  for (const std::string& session : std::vector<std::string>{"..", ".", " ", " x", "a/b", "", std::string(200, 's')}) {
+    SCOPED_TRACE("session \"" + session + "\"");
+    auto r = Call("run", RunParams(app, {{"session", session}}));
+    ASSERT_FALSE(r.has_value());
+    EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument);
+    EXPECT_THAT(r.error().message, HasSubstr("params.session: must"));
+  }
+  // Nothing was written next to the log directory.
+  for (const auto& entry : fs::directory_iterator(state_dir_)) {
+    std::string name = entry.path().filename().string();
+    EXPECT_TRUE(name == "logs" || name.rfind("torchxd", 0) == 0) << "unexpected " << entry.path();
+  }
+  EXPECT_EQ(AppCount(), 0u);
+}
+
+TEST_F(HardeningTest, OverlongNamesAreRefusedAtSubmit) {
+  StartDaemon();
+  auto long_app = Call("run", RunParams(App(std::string(5000, 'a'), {FakeRole("r", {"--exit", "0"})})));
+  ASSERT_FALSE(long_app.has_value());
+  EXPECT_EQ(long_app.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_THAT(long_app.error().message, HasSubstr("params.app: name: must be at most 128 bytes, got 5000"));
+  auto long_role = Call("run", RunParams(App("a", {FakeRole(std::string(300, 'r'), {"--exit", "0"})})));
+  ASSERT_FALSE(long_role.has_value());
+  EXPECT_THAT(long_role.error().message, HasSubstr("roles[0].name: must be at most 128 bytes, got 300"));
+  // At the limit everything works, logs included.
+  std::string h = Run(App(std::string(128, 'a'), {FakeRole(std::string(128, 'r'), {"--stdout", "captured"})}));
+  EXPECT_EQ(Wait(h)["state"], "SUCCEEDED");
+  EXPECT_EQ(ReadLog(h, std::string(128, 'r'), 0), "captured\n");
+}
+
+TEST_F(HardeningTest, ARegexOverAHugeLineNeitherCrashesNorStallsTheDaemon) {
+  StartDaemon();
+  // 50 KB and 3 MB lines: std::regex recursed once per character (SIGSEGV).
+  std::string h = Run(App("big", {FakeRole("r", {"--big-line", "51200", "--stdout", " loss=1", "--big-line",
+                                                 "3145728", "--stdout", " loss=2", "--stdout", "other"})}));
+  Wait(h);
+  std::vector<size_t> sizes;
+  auto client = DaemonClient::Connect(socket_);
+  ASSERT_TRUE(client.has_value());
+  auto done = client->Call("log", {{"app_handle", h}, {"regex", ".*loss"}}, [&](const json& e) {
+    for (const auto& l : e.value("lines", json::array())) sizes.push_back(l[1].get<std::string>().size());
+  });
+  ASSERT_TRUE(done.has_value()) << done.error().message;
+  // The 3 MB line comes in 1 MiB pieces; only the pieces holding "loss" match.
+  EXPECT_EQ(sizes, (std::vector<size_t>{51200 + 7, 3145728 + 7 - 3 * (1u << 20)}));
+  auto bad = Call("log", {{"app_handle", h}, {"regex", "(?=lookahead)"}});
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_THAT(bad.error().message, HasSubstr("invalid regex `(?=lookahead)`"));
+  EXPECT_TRUE(Answers());
+}
+
+TEST_F(HardeningTest, DeeplyNestedJsonIsRefusedBeforeAnyRecursion) {
+  StartDaemon();
+  std::string deep = R"({"v":1,"id":1,"method":"version","params":{"x":)" + std::string(150000, '[') +
+                     std::string(150000, ']') + "}}\n";
+  UniqueFd fd = Raw();
+  ASSERT_EQ(::send(fd.get(), deep.data(), deep.size(), MSG_NOSIGNAL), static_cast<ssize_t>(deep.size()));
+  std::string reply;
+  char c;
+  while (::read(fd.get(), &c, 1) == 1 && c != '\n') reply += c;
+  EXPECT_THAT(reply, HasSubstr("request: JSON nested deeper than 64 levels"));
+  // An AppDef's metadata nested deep, inside the frame limit.
+  json app = App("a", {FakeRole("r", {"--exit", "0"})});
+  std::string text = app.dump();
+  std::string nested = text.substr(0, text.size() - 1) + R"(,"metadata":{"m":)" + std::string(80000, '[') +
+                       std::string(80000, ']') + "}}";
+  std::string frame = R"({"v":1,"id":2,"method":"run","params":{"cwd":"/","app":)" + nested + "}}\n";
+  ASSERT_EQ(::send(fd.get(), frame.data(), frame.size(), MSG_NOSIGNAL), static_cast<ssize_t>(frame.size()));
+  reply.clear();
+  while (::read(fd.get(), &c, 1) == 1 && c != '\n') reply += c;
+  EXPECT_THAT(reply, HasSubstr("nested deeper than 64 levels"));
+  EXPECT_TRUE(Answers());
+}
+
+// Reads `count` reply frames from `fd` on a thread (the daemon may wait for us to read).
+std::thread ReadReplies(int fd, size_t count, std::vector<json>* out) {
+  return std::thread([fd, count, out] {
+    std::string buffer;
+    char chunk[65536];
+    while (out->size() < count) {
+      ssize_t n = ::read(fd, chunk, sizeof(chunk));
+      if (n <= 0) return;
+      buffer.append(chunk, static_cast<size_t>(n));
+      size_t start = 0;
+      for (size_t nl; (nl = buffer.find('\n', start)) != std::string::npos; start = nl + 1) {
+        out->push_back(json::parse(buffer.substr(start, nl - start), nullptr, false));
+      }
+      buffer.erase(0, start);
+    }
+  });
+}
+
+TEST_F(HardeningTest, ThousandsOfPipelinedRequestsBehindAWaitAreAnsweredInOrder) {
+  StartDaemon();
+  std::string h = Run(App("slow", {FakeRole("r", {"--sleep", "1"})}));
+  UniqueFd fd = Raw();
+  constexpr int kRequests = 20000;
+  std::vector<json> replies;
+  std::thread reader = ReadReplies(fd.get(), kRequests + 1, &replies);
+  std::string frames = protocol::EncodeRequest({1, "wait", {{"app_handle", h}}});
+  for (int i = 0; i < kRequests; ++i) frames += protocol::EncodeRequest({2 + i, "version", json::object()});
+  for (size_t off = 0; off < frames.size();) {
+    ssize_t n = ::send(fd.get(), frames.data() + off, frames.size() - off, MSG_NOSIGNAL);
+    ASSERT_GT(n, 0);
+    off += static_cast<size_t>(n);
+  }
+  reader.join();
+  ASSERT_EQ(replies.size(), static_cast<size_t>(kRequests + 1));
+  EXPECT_EQ(replies[0]["result"]["state"], "SUCCEEDED");
+  for (int i = 0; i < kRequests; ++i) ASSERT_EQ(replies[static_cast<size_t>(i + 1)]["id"], 2 + i);
+  EXPECT_TRUE(Answers());
+}
+
+TEST_F(HardeningTest, AFloodOfGarbageFramesGetsOneErrorEach) {
+  StartDaemon();
+  std::string h = Run(App("slow", {FakeRole("r", {"--sleep", "1"})}));
+  UniqueFd fd = Raw();
+  // Garbage, then garbage between requests answered at once, all queued
+  // behind a wait: every frame used to recurse into the next one.
+  constexpr size_t kFrames = 100000;
+  std::vector<json> replies;
+  std::thread reader = ReadReplies(fd.get(), 2 * kFrames + 1, &replies);
+  std::string frames = protocol::EncodeRequest({1, "wait", {{"app_handle", h}}});
+  for (size_t i = 0; i < kFrames; ++i) frames += "x\n";
+  std::string version = protocol::EncodeRequest({7, "version", json::object()});
+  for (size_t i = 0; i < kFrames / 2; ++i) frames += "x\n" + version;
+  for (size_t off = 0; off < frames.size();) {
+    ssize_t n = ::send(fd.get(), frames.data() + off, frames.size() - off, MSG_NOSIGNAL);
+    ASSERT_GT(n, 0);
+    off += static_cast<size_t>(n);
+  }
+  reader.join();
+  ASSERT_EQ(replies.size(), 2 * kFrames + 1);
+  EXPECT_EQ(replies[kFrames]["error"]["message"], "request is not valid JSON");
+  EXPECT_EQ(replies.back()["id"], 7);
+  EXPECT_TRUE(Answers());
+}
+
+TEST_F(HardeningTest, AClientThatNeverReadsCostsBoundedMemory) {
+  StartDaemon({"--idle-timeout", "2"});
+  size_t before = RssKb();
+  UniqueFd fd = Raw();
+  ASSERT_EQ(::fcntl(fd.get(), F_SETFL, O_NONBLOCK), 0);
+  std::string frame = protocol::EncodeRequest({1, "version", json::object()});
+  std::string batch;
+  for (int i = 0; i < 1000; ++i) batch += frame;
+  // Write until the daemon stops taking requests (or 400,000 were taken:
+  // about 100 MB of replies it would have had to hold).
+  size_t sent = 0;
+  auto last_progress = std::chrono::steady_clock::now();
+  while (sent < 400000 * frame.size() && std::chrono::steady_clock::now() - last_progress < std::chrono::seconds(1)) {
+    size_t off = sent % batch.size();
+    ssize_t n = ::send(fd.get(), batch.data() + off, batch.size() - off, MSG_NOSIGNAL);
+    if (n > 0) {
+      sent += static_cast<size_t>(n);
+      last_progress = std::chrono::steady_clock::now();
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+  EXPECT_LT(sent, 400000 * frame.size()) << "the daemon never stopped reading";
+  EXPECT_LT(RssKb(), before + 64 * 1024) << "unread replies must stay bounded";
+  EXPECT_TRUE(Answers());  // others are served meanwhile
+  // It stopped reading and took nothing for --idle-timeout: dropped.
+  EXPECT_TRUE(WaitUntil([&] { return ReadFile(daemon_log_).find("stopped reading its replies") != std::string::npos; }));
+}
+
+TEST_F(HardeningTest, AFifoOrLinkInTheLogDirectoryNeverBlocksTheDaemon) {
+  StartDaemon();
+  // The replica replaces its error file and the app's SUCCESS file with FIFOs:
+  // opening either for the daemon used to block its loop forever.
+  std::string h = Run(App("fifo", {ShRole("r",
+                                          "d=$(dirname \"$TORCHELASTIC_ERROR_FILE\"); "
+                                          "mkfifo \"$TORCHELASTIC_ERROR_FILE\" \"$d/../../SUCCESS\"; exit 3")}),
+                      json::object(), "local_cwd");
+  auto done = CallWithin("wait", {{"app_handle", h}}, 10);
+  ASSERT_TRUE(done.has_value()) << done.error().message;
+  EXPECT_EQ((*done)["state"], "FAILED");
+  EXPECT_EQ(Replica(*done, "r", 0)["exit_code"], 3);
+  EXPECT_TRUE(Answers());
+}
+
+TEST_F(HardeningTest, ARefusedRunChangesNothing) {
+  StartDaemon({"--cache-size", "1"});
+  std::string first = Run(App("first", {FakeRole("r", {"--stdout", "kept"})}));
+  Wait(first);
+  auto bad = Call("run", RunParams(App("second", {FakeRole("r", {"--exit", "0"})}), {{"cfg", {{"log_max_bytes", "abc"}}}}));
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_EQ(bad.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_THAT(bad.error().message, HasSubstr("log_max_bytes"));
+  // The finished app was not evicted to make room for a run that never came.
+  EXPECT_EQ(Status(first)["state"], "SUCCEEDED");
+  EXPECT_EQ(ReadLog(first, "r", 0), "kept\n");
+  size_t dirs = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(state_dir_ + "/logs/torchx")) ++dirs;
+  EXPECT_EQ(dirs, 1u);
+}
+
+TEST_F(HardeningTest, TooManyReplicasAreRefusedAtSubmit) {
+  StartDaemon();
+  auto huge = Call("run", RunParams(App("huge", {FakeRole("r", {"--exit", "0"}, 100000)})));
+  ASSERT_FALSE(huge.has_value());
+  EXPECT_EQ(huge.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_THAT(huge.error().message, HasSubstr("100000 replicas; this torchxd runs at most 1024 per app"));
+  auto split = Call("run", RunParams(App("split", {FakeRole("a", {"--exit", "0"}, 600), FakeRole("b", {"--exit", "0"}, 600)})));
+  ASSERT_FALSE(split.has_value());
+  EXPECT_THAT(split.error().message, HasSubstr("1200 replicas"));
+  StopDaemon();
+  StartDaemon({"--max-replicas-per-app", "3"});
+  EXPECT_FALSE(Call("run", RunParams(App("four", {FakeRole("r", {"--exit", "0"}, 4)}))).has_value());
+  std::string three = Run(App("three", {FakeRole("r", {"--exit", "0"}, 3)}));
+  EXPECT_EQ(Wait(three)["state"], "SUCCEEDED");
+}
+
+TEST_F(HardeningTest, EveryReplyFitsTheFrameLimit) {
+  StartDaemon();
+  // 300 replicas that each fail with a 60 KB error message: 18 MB of
+  // messages, more than a frame may hold.
+  std::string script =
+      "m=$(head -c 60000 /dev/zero | tr '\\0' x); "
+      "printf '{\"message\": {\"message\": \"%s\"}}' \"$m\" > \"$TORCHELASTIC_ERROR_FILE\"; exit 1";
+  std::string h = Run(App("errors", {ShRole("r", script, 300)}), {{"stop_on_failure", false}});
+  auto done = CallWithin("wait", {{"app_handle", h}}, 60);
+  ASSERT_TRUE(done.has_value()) << done.error().message;
+  EXPECT_EQ((*done)["state"], "FAILED");
+  EXPECT_LT(done->dump().size(), protocol::kMaxFrameBytes);
+  std::string message = Replica(*done, "r", 7)["error_message"];
+  EXPECT_EQ(message.substr(0, 100), std::string(100, 'x'));
+  EXPECT_LE(message.size(), 4096u + 6);
+  EXPECT_TRUE(Call("status", {{"app_handle", h}}).has_value());
+}
+
+TEST_F(HardeningTest, ListComesInPagesThatNothingShifts) {
+  StartDaemon();
+  std::vector<std::string> handles;
+  for (int i = 0; i < 5; ++i) {
+    handles.push_back(Run(App("app" + std::to_string(i), {FakeRole("r", {"--exit", "0"})})));
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  std::vector<std::string> seen;
+  json params = {{"limit", 2}};
+  for (int page = 0; page < 10; ++page) {
+    json reply = CallOk("list", params);
+    EXPECT_LE(reply["apps"].size(), 2u);
+    for (const auto& row : reply["apps"]) seen.push_back(row[0]);
+    if (page == 0) Run(App("later", {FakeRole("r", {"--exit", "0"})}));  // newer: never on a later page
+    if (!reply.contains("next")) break;
+    params["after"] = reply["next"];
+  }
+  std::vector<std::string> newest_first(handles.rbegin(), handles.rend());
+  EXPECT_EQ(seen, newest_first);
+  auto bad = Call("list", {{"after", "nonsense"}});
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_THAT(bad.error().message, HasSubstr("params.after"));
+}
+
+// Mounts a tmpfs of `size` at `dir` in a private mount namespace of this test
+// process (ctest runs each test in its own process; the daemons it starts
+// share the namespace and the mount goes away with the process).
+bool PrivateTmpfs(const fs::path& dir, const std::string& size) {
+  if (::geteuid() != 0 || ::unshare(CLONE_NEWNS) != 0) return false;
+  if (::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return false;
+  fs::create_directories(dir);
+  return ::mount("tmpfs", dir.c_str(), "tmpfs", 0, ("size=" + size).c_str()) == 0;
+}
+
+// Writes zeros to `path` until the filesystem is full.
+void Fill(const fs::path& path) {
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  static const std::string zeros(4096, '\0');
+  while (::write(fd.get(), zeros.data(), zeros.size()) > 0) {
+  }
+}
+
+TEST_F(HardeningTest, AFullStateDiskRefusesRunsAndLosesNothingAcknowledged) {
+  if (!PrivateTmpfs(state_dir_, "512k")) GTEST_SKIP() << "needs root and a private mount namespace for a small tmpfs";
+  std::string logs = (dir_ / "logs").string();
+  StartDaemon({"--log-dir", logs});
+  std::string before = Run(App("before", {FakeRole("r", {"--exit", "0"})}));
+  Wait(before);
+  Fill(fs::path(state_dir_) / "fill");
+  std::vector<std::string> acknowledged{before}, refused_names;
+  for (int i = 0; i < 50 && refused_names.size() < 3; ++i) {
+    std::string name = "during" + std::to_string(i);
+    auto r = Call("run", RunParams(App(name, {FakeRole("r", {"--stdout", "ran"})})));
+    if (r) {
+      acknowledged.push_back((*r)["app_handle"]);
+      continue;
+    }
+    EXPECT_EQ(r.error().code, ErrorCode::kIo);
+    EXPECT_THAT(r.error().message, HasSubstr("could not record the app, so nothing was started"));
+    refused_names.push_back(name);
+  }
+  ASSERT_FALSE(refused_names.empty()) << "the full disk never refused a run";
+  fs::remove(fs::path(state_dir_) / "fill");
+  std::string after = Run(App("after", {FakeRole("r", {"--exit", "0"})}));
+  acknowledged.push_back(after);
+  Wait(after);
+  StopDaemon();
+  StartDaemon({"--log-dir", logs});
+  json list = CallOk("list", json::object());
+  std::vector<std::string> listed;
+  for (const auto& row : list["apps"]) listed.push_back(row[0]);
+  for (const auto& h : acknowledged) EXPECT_NE(std::find(listed.begin(), listed.end(), h), listed.end()) << h;
+  for (const auto& row : list["apps"]) {
+    EXPECT_EQ(std::find(refused_names.begin(), refused_names.end(), row[2]), refused_names.end())
+        << row[2] << " was refused yet stored";
+  }
+  for (const auto& name : refused_names) {  // and nothing of it ran
+    for (const auto& e : fs::directory_iterator(logs + "/torchx")) {
+      EXPECT_NE(e.path().filename().string().rfind(name + "-", 0), 0u) << e.path();
+    }
+  }
+}
+
+TEST_F(HardeningTest, AFullLogDiskIsSaidOnceAndReadersAreToldWhere) {
+  fs::path tiny = dir_ / "tiny";
+  if (!PrivateTmpfs(tiny, "256k")) GTEST_SKIP() << "needs root and a private mount namespace for a small tmpfs";
+  StartDaemon({"--log-dir", tiny.string()});
+  std::string d = dir_.string();
+  // "before" fills exactly one page of each file: the next write needs a new one.
+  std::string script = "printf '%4095s\\n' before; while [ ! -e " + d + "/full ]; do sleep 0.02; done; echo lost-line; "
+                       "while [ ! -e " + d + "/freed ]; do sleep 0.02; done; echo after";
+  std::string h = Run(App("gap", {ShRole("r", script, 2)}), {{"log_max_bytes", "0"}});
+  auto combined = [&](int replica) {
+    return ReadFile(tiny / "torchx" / h.substr(h.rfind('/') + 1) / "r" / std::to_string(replica) / "combined.log");
+  };
+  ASSERT_TRUE(WaitUntil([&] { return combined(0).find("before") != std::string::npos &&
+                                     combined(1).find("before") != std::string::npos; }));
+  Fill(tiny / "fill");
+  std::ofstream(dir_ / "full").put('x');
+  ASSERT_TRUE(WaitUntil([&] {
+    json st = Status(h);
+    return Replica(st, "r", 0)["log_bytes_lost"] > 0 && Replica(st, "r", 1)["log_bytes_lost"] > 0;
+  }));
+  fs::remove(tiny / "fill");
+  std::ofstream(dir_ / "freed").put('x');
+  Wait(h);
+  // The gap is marked where it is, before what came after it.
+  EXPECT_EQ(combined(0),
+            std::string(4089, ' ') + "before\n[torchxd] 10 bytes of output were lost here: the log disk was full\nafter\n");
+  // One daemon warning for the whole episode, however many replicas lost output.
+  std::string log = ReadFile(daemon_log_);
+  size_t warnings = 0;
+  for (size_t at = 0; (at = log.find("log disk full", at)) != std::string::npos; ++at) ++warnings;
+  EXPECT_EQ(warnings, 1u) << log;
+  // A reader is told, per replica, before the lines.
+  auto client = DaemonClient::Connect(socket_);
+  ASSERT_TRUE(client.has_value());
+  std::vector<json> notices;
+  ASSERT_TRUE(client->Call("log", {{"app_handle", h}, {"stream", "stdout"}}, [&](const json& e) {
+    if (e.contains("lost_bytes")) notices.push_back(e);
+  }).has_value());
+  ASSERT_EQ(notices.size(), 2u);
+  EXPECT_EQ(notices[0]["lost_bytes"], 10);
+}
+
+}  // namespace
+}  // namespace torchxd::testing
