@@ -25,6 +25,18 @@ bool ParseId(std::string_view s, unsigned& out) {
   return true;
 }
 
+bool HeaderPrefixOk(std::string_view h) {
+  if (h.size() > 64) return false;
+  size_t i = 0;
+  while (i < h.size() && ((h[i] >= 'a' && h[i] <= 'z') || h[i] == '-')) ++i;
+  if (i == h.size()) return true;
+  if (i == 0 || h[i] != ' ') return false;
+  for (++i; i < h.size(); ++i) {
+    if (h[i] < '0' || h[i] > '9') return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 std::string EncodeShimSpec(const ShimSpec& spec) {
@@ -43,6 +55,7 @@ std::string EncodeShimSpec(const ShimSpec& spec) {
 
 ShimDecode DecodeShimSpec(std::string_view bytes, ShimSpec& spec, std::string& error) {
   spec = ShimSpec{};
+  error.clear();
   bool have_cwd = false, have_uid = false, have_gid = false;
   size_t pos = 0;
   for (int index = 0;; ++index) {
@@ -51,13 +64,13 @@ ShimDecode DecodeShimSpec(std::string_view bytes, ShimSpec& spec, std::string& e
       return ShimDecode::kInvalid;
     }
     size_t nl = bytes.find('\n', pos);
-    if (nl == std::string_view::npos) {
-      if (bytes.size() - pos > 64) {
-        error = "field header too long";
-        return ShimDecode::kInvalid;
-      }
-      return ShimDecode::kNeedMore;
+    // A header is [a-z-]+ ' ' [0-9]+: anything else is refused as soon as it arrives.
+    std::string_view seen = bytes.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos);
+    if (!HeaderPrefixOk(seen)) {
+      error = "malformed field header";
+      return ShimDecode::kInvalid;
     }
+    if (nl == std::string_view::npos) return ShimDecode::kNeedMore;
     std::string_view header = bytes.substr(pos, nl - pos);
     size_t space = header.find(' ');
     if (space == std::string_view::npos || space == 0 || header.size() - space - 1 > 8) {

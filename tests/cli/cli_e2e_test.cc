@@ -1,11 +1,14 @@
 // The real torchx and torchxd, end to end, in a private XDG_RUNTIME_DIR and
 // state dir: autostart, every command, text and --json outputs, exit codes,
 // and the distributed example.
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
+#include <optional>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +18,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "core/client.h"
 #include "tests/cli/shell.h"
 #include "tests/cli/torchx_sandbox.h"
 
@@ -27,6 +31,7 @@ using ::testing::HasSubstr;
 using torchxd::testing::Output;
 using torchxd::testing::Quote;
 using torchxd::testing::RunShell;
+using torchxd::DaemonClient;
 
 class CliE2eTest : public torchxd::testing::TorchxSandbox {
  protected:
@@ -143,11 +148,17 @@ TEST_F(CliE2eTest, LogFlagStreamsEveryReplicaToStderrWithAPrefix) {
 
 TEST_F(CliE2eTest, ExitCodesAndMessages) {
   ASSERT_EQ(Torchx({"run", "utils.echo"}).exit_code, 0);  // a daemon is up
+  auto write = [&](const std::string& name, const std::string& text) { std::ofstream(dir_ / "work" / name) << text; };
+  write("long.json", R"({"name": ")" + std::string(5000, 'a') + R"(", "roles": [{"name": "r", "entrypoint": "true"}]})");
+  write("longrole.json", R"({"name": "a", "roles": [{"name": ")" + std::string(300, 'r') + R"(", "entrypoint": "true"}]})");
+  write("deep.json", R"({"name": "a", "roles": [{"name": "r", "entrypoint": "true", "metadata": {"m": )" +
+                         std::string(80000, '[') + std::string(80000, ']') + "}}]}");
+  write("nul.json", R"({"name": "a", "roles": [{"name": "r", "entrypoint": "sh", "args": ["-c", "id\u00000"]}]})");
   struct Case {
-    const char* name;
+    std::string name;
     std::vector<std::string> args;
     int code;
-    const char* message;
+    std::string message;
   };
   const Case cases[] = {
       {"unknown app", {"status", "local_cwd://torchx/nope-123"}, 1, "AppDef `nope-123` does not exist"},
@@ -159,6 +170,12 @@ TEST_F(CliE2eTest, ExitCodesAndMessages) {
       {"bad grace", {"cancel", "--grace-period", "-1", "local_cwd://torchx/x"}, 2, "--grace-period"},
       {"missing handle", {"status"}, 2, "app_handle is required"},
       {"bad daemon action", {"daemon", "restart"}, 2, "restart not in {status,stop}"},
+      {"5,000-byte app name", {"run", "./long.json"}, 2, "name: must be at most 128 bytes, got 5000"},
+      {"300-byte role name", {"run", "./longrole.json"}, 2, "roles[0].name: must be at most 128 bytes, got 300"},
+      {"nested 80,000 deep", {"run", "./deep.json"}, 2, "an AppDef may nest at most 32 levels"},
+      {"NUL in an argument", {"run", "./nul.json"}, 2, "roles[0].args[1]: must not contain a NUL character"},
+      {"a 50,000-digit -j", {"run", "dist.ddp", "-j", std::string(50000, '1'), "--script", "x.py"}, 2,
+       "Invalid format for -j"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
@@ -185,6 +202,38 @@ TEST_F(CliE2eTest, NoAutostartMeansExitThreeAndInfoCommandsNeedNoDaemon) {
   EXPECT_EQ(stopped.exit_code, 0);
   EXPECT_EQ(stopped.out, "torchxd is not running\n");
   EXPECT_EQ(Torchx({"daemon", "status"}, no).exit_code, 3);
+}
+
+TEST_F(CliE2eTest, ADaemonThatRefusesTheConnectionSaysWhy) {
+  ASSERT_EQ(Torchx({"daemon", "stop"}).exit_code, 0);
+  std::string sock = (dir_ / "one.sock").string();
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    std::string out = (dir_ / "one.out").string();
+    int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    ::execl(TORCHXD_BIN, TORCHXD_BIN, "--socket", sock.c_str(), "--state-dir", (dir_ / "one").c_str(),
+            "--max-connections", "1", nullptr);
+    ::_exit(127);
+  }
+  struct Reap {
+    pid_t pid;
+    ~Reap() {
+      ::kill(pid, SIGTERM);
+      ::waitpid(pid, nullptr, 0);
+    }
+  } reap{pid};
+  std::optional<DaemonClient> holder;
+  for (int i = 0; i < 500 && !holder; ++i) {
+    if (auto c = DaemonClient::Connect(sock); c && c->Call("version", json::object())) holder.emplace(std::move(*c));
+    if (!holder) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(holder.has_value());
+  auto o = Torchx({"--socket", sock, "list"});
+  EXPECT_EQ(o.exit_code, 3);
+  EXPECT_THAT(o.err, HasSubstr("torchxd is serving its maximum of 1 connections; try again"));
 }
 
 TEST_F(CliE2eTest, ExplicitSocketThatDoesNotAnswerExitsThree) {

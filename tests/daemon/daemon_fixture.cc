@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -42,6 +43,7 @@ void DaemonFixture::StartDaemon(const std::vector<std::string>& extra_args) {
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   pid_t pid = ::fork();
   if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);  // a test process that dies takes its daemon along
     int fd = ::open(daemon_log_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     ::dup2(fd, 1);
     ::dup2(fd, 2);

@@ -3,6 +3,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <sys/prctl.h>
+
 #include <gmock/gmock.h>
 
 #include <fstream>
@@ -269,6 +271,7 @@ TEST_F(LogsTest, DiskFullKeepsTheReplicaRunningCountsTheLossAndResumes) {
                        " --grace-period 0.5 >> " + daemon_log_ + " 2>&1";
   pid_t pid = ::fork();
   if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
     ::execl("/usr/bin/unshare", "unshare", "-m", "sh", "-c", script.c_str(), nullptr);
     ::_exit(127);
   }

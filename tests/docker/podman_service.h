@@ -58,7 +58,9 @@ class PodmanService {
     if (imported.exit_code != 0) return "podman cannot import an image here: " + imported.err.substr(0, 300);
     socket = (dir / "podman.sock").string();
     std::vector<std::string> argv = {"/bin/sh", "-c",
-                                     "exec " + Command() + " system service --time=0 unix://" + socket + " 2>" +
+                                     // pdeathsig: a killed test takes its engine along
+                                     "exec setpriv --pdeathsig TERM " + Command() + " system service --time=0 unix://" +
+                                         socket + " 2>" +
                                          Quote((dir / "service.log").string())};
     std::vector<char*> args;
     for (auto& a : argv) args.push_back(a.data());

@@ -38,7 +38,9 @@ class FakeApiServer {
              const std::string& tls_cert = "", const std::string& tls_key = "") {
     tls_ = !tls_cert.empty();
     std::string port_file = (dir / "fake.port").string();
-    std::vector<std::string> args = {"/usr/bin/python3", FAKE_APISERVER, "--port-file", port_file};
+    // pdeathsig: a killed test takes its server along.
+    std::vector<std::string> args = {"/usr/bin/setpriv", "--pdeathsig", "KILL", "/usr/bin/python3", FAKE_APISERVER,
+                                     "--port-file", port_file};
     if (!schemas.empty()) args.insert(args.end(), {"--schemas", schemas});
     if (!token.empty()) args.insert(args.end(), {"--token", token});
     if (tls_) args.insert(args.end(), {"--tls-cert", tls_cert, "--tls-key", tls_key});

@@ -2,6 +2,7 @@
 // `systemd-analyze verify` (no output at all), and torchxd speaks the notify
 // and socket-activation protocols under systemd-socket-activate.
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -77,6 +78,7 @@ class SystemdTest : public ::testing::Test {
   void Start(const std::vector<std::string>& argv) {
     pid_ = ::fork();
     if (pid_ == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlives the test
       int log = ::open((dir_ / "daemon.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
       ::dup2(log, 1);
       ::dup2(log, 2);
@@ -185,6 +187,14 @@ TEST_F(SystemdTest, MultiUserIsolationOnTheSystemDaemon) {
   if (::geteuid() != 0 || !Have("setpriv") || std::system("unshare -m true 2>/dev/null") != 0) {
     GTEST_SKIP() << "needs root, setpriv and unshare -m (users are simulated in a private mount namespace)";
   }
+  // The simulated users run the build's torchx: they must be able to reach it.
+  auto reach = RunShell(std::string("setpriv --reuid=65534 --regid=65534 --clear-groups ") + TORCHX_BIN +
+                            " --version",
+                        (dir_ / "reach.err").string());
+  if (reach.exit_code != 0) {
+    GTEST_SKIP() << "other users cannot run " << TORCHX_BIN << " (" << reach.err
+                 << "): put the build tree where every user may traverse";
+  }
   auto inner = RunShell("TORCHXD_MULTIUSER_DIR=" + Quote(dir_.string()) + " unshare -m --propagation private " +
                             Quote(fs::read_symlink("/proc/self/exe").string()) +
                             " --gtest_filter='MultiUserInner.*' --gtest_also_run_disabled_tests",
@@ -219,8 +229,22 @@ TEST(MultiUserInner, DISABLED_UsersSeeAndActOnlyOnTheirOwnApps) {
   ASSERT_EQ(std::system(("mount --bind " + (t / "passwd").string() + " /etc/passwd && mount --bind " +
                          (t / "group").string() + " /etc/group").c_str()), 0);
   std::string sock = (t / "run" / "torchxd.sock").string();
+  // Stopped however this test ends: a failed assertion must not leave a root daemon behind.
+  struct Stopper {
+    pid_t pid = -1;
+    ~Stopper() {
+      if (pid <= 0) return;
+      ::kill(pid, SIGTERM);
+      for (int i = 0; i < 200 && ::waitpid(pid, nullptr, WNOHANG) == 0; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(25));
+      }
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+  } stopper;
   pid_t daemon = ::fork();
   if (daemon == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);  // a killed test takes its root daemon along
     int log = ::open((t / "daemon.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     ::dup2(log, 1);
     ::dup2(log, 2);
@@ -228,6 +252,7 @@ TEST(MultiUserInner, DISABLED_UsersSeeAndActOnlyOnTheirOwnApps) {
             "--grace-period", "0.5", "--admin-group", "torchxadm", nullptr);
     ::_exit(127);
   }
+  stopper.pid = daemon;
   for (int i = 0; i < 500 && !DaemonClient::Connect(sock); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   auto as = [&](const std::string& user, const std::string& args, bool member = true) {
     std::string id = user == "alice" ? "5001" : user == "bob" ? "5002" : user == "dave" ? "5004" : "5003";
@@ -289,8 +314,28 @@ TEST(MultiUserInner, DISABLED_UsersSeeAndActOnlyOnTheirOwnApps) {
   EXPECT_EQ(carol.exit_code, 3);  // outside group torchx: the socket refuses her
   EXPECT_THAT(carol.err, HasSubstr("Permission denied"));
 
-  ::kill(daemon, SIGTERM);
-  ::waitpid(daemon, nullptr, 0);
+  // A NUL smuggled into an argument once injected fields that made the shim
+  // skip dropping to alice: refused at submit now, and nothing runs at all.
+  std::ofstream(t / "home/alice/nul.json")
+      << R"({"name": "nul", "roles": [{"name": "r", "entrypoint": "/bin/sh", "args": ["-c", "id -u > )"
+      << (t / "home/alice/ran").string() << R"(\u00000\u00000"]}]})";
+  ::chown((t / "home/alice/nul.json").c_str(), 5001, 5001);
+  auto nul = as("alice", "run --wait ./nul.json");
+  EXPECT_EQ(nul.exit_code, 2);
+  EXPECT_THAT(nul.err, HasSubstr("roles[0].args[1]: must not contain a NUL character"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_FALSE(fs::exists(t / "home/alice/ran")) << "something ran";
+
+  // Her replica swaps its log file for a link to a file only root may read:
+  // the daemon reads her logs with her rights, so she gets nothing of it.
+  std::ofstream(t / "secret") << "root only\n";
+  fs::permissions(t / "secret", fs::perms::owner_read | fs::perms::owner_write);
+  auto linked = as("alice", "run --wait utils.sh -- sh -c 'ln -sf " + (t / "secret").string() +
+                                " \"$(dirname $TORCHELASTIC_ERROR_FILE)/stderr.log\"'");
+  ASSERT_EQ(linked.exit_code, 0) << linked.err;
+  std::string lh = linked.out.substr(0, linked.out.find('\n'));
+  auto leak = as("alice", "log --streams stderr " + lh);
+  EXPECT_EQ(leak.out.find("root only"), std::string::npos) << leak.out;
 }
 
 }  // namespace
