@@ -46,7 +46,7 @@ Result<supervisor::DockerClient*> LocalScheduler::Docker() {
   if (!http) return Fail(http.error().WithContext("local_docker"));
   http_ = std::move(*http);
   docker_ = std::make_unique<supervisor::DockerClient>(http_.get(), *socket);
-  containers_ = std::make_unique<supervisor::ContainerRuntime>(docker_.get());
+  containers_ = std::make_unique<supervisor::ContainerRuntime>(loop_, docker_.get());
   return docker_.get();
 }
 

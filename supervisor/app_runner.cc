@@ -56,7 +56,7 @@ AppRunner::AppRunner(uv_loop_t* loop, std::string key, core::AppDef app,
   }
 }
 
-AppRunner::~AppRunner() = default;
+AppRunner::~AppRunner() { *alive_ = false; }
 
 const std::vector<ReplicaInfo>& AppRunner::replicas() const {
   infos_.clear();
@@ -148,6 +148,7 @@ void AppRunner::OnSlotExit(size_t index, const ReplicaExit& exit) {
     s.info.error_message = "killed by signal " + std::to_string(*exit.signal);
   } else if (exit.exit_code && *exit.exit_code != 0) {
     s.info.error_message = "exited with code " + std::to_string(*exit.exit_code);
+    if (!exit.message.empty()) s.info.error_message += " (" + exit.message + ")";  // e.g. the engine's reason
   } else if (!exit.message.empty()) {
     s.info.error_message = exit.message;
   }
@@ -301,7 +302,8 @@ void AppRunner::StopSlot(size_t index, StopReason reason, double grace_seconds) 
 }
 
 void AppRunner::Cancel(double grace_seconds, const std::string& msg) {
-  if (terminal() || cancelling_) return;
+  // Everything already ended (the runtime is cleaning up): the app keeps its outcome.
+  if (terminal() || cancelling_ || cleanup_ == Cleanup::kRunning) return;
   cancelling_ = true;
   msg_ = msg;
   restart_group_.clear();
@@ -326,6 +328,20 @@ void AppRunner::CheckDone() {
     if (!core::IsTerminal(s->info.state)) return;
     any_failed = any_failed || s->info.state == ReplicaState::kFailed;
     any_cancelled = any_cancelled || s->info.state == ReplicaState::kCancelled;
+  }
+  // Nothing runs any more: the runtime frees what it kept for the app (containers), then the app ends.
+  if (cleanup_ != Cleanup::kDone) {
+    if (cleanup_ == Cleanup::kRunning) return;
+    cleanup_ = Cleanup::kRunning;
+    std::vector<core::ReplicaRequest> requests;
+    for (const auto& s : slots_) requests.push_back(s->request);
+    std::weak_ptr<bool> alive = alive_;
+    runtime_->Cleanup(requests, [this, alive] {
+      if (auto a = alive.lock(); !a || !*a) return;
+      cleanup_ = Cleanup::kDone;
+      CheckDone();
+    });
+    return;
   }
   if (cancelling_) {
     state_ = core::AppState::kCancelled;

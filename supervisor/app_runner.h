@@ -137,6 +137,9 @@ class AppRunner {
   std::vector<size_t> restart_group_;  // slots to restart once all of them stopped
   int restart_group_number_ = 0;
   std::vector<std::function<void()>> terminal_listeners_;
+  enum class Cleanup { kNotStarted, kRunning, kDone };
+  Cleanup cleanup_ = Cleanup::kNotStarted;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // for the runtime's late callbacks
 };
 
 }  // namespace torchxd::supervisor

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/uv_handle.h"
+
 namespace torchxd::supervisor {
 namespace {
 
@@ -15,10 +17,25 @@ int StatePid(const json& inspect) {
   return pid != state.end() && pid->is_number_integer() ? pid->get<int>() : 0;
 }
 
+// One attempt as a container. Its phases, in order:
+//   kStarting   remove a leftover of the same name, create, start
+//   kRunning    logs followed and the container waited for, both at once
+//   kDraining   wait answered: the follow gets kFollowGraceMs to end by itself
+//   kCatchingUp one plain (non-follow) read of the whole log delivers what the
+//               follow missed (podman sometimes ends a follow early), skipping
+//               what was delivered already, byte-exact per stream
+//   kDone       the exit is reported; the container stays until the app ends
+//               (ContainerRuntime::Cleanup), so siblings still resolve its name
+// A stop before the start means it never starts. After a Kill, the engine is
+// asked every kKillCheckMs whether the container still runs, in case its wait
+// never answers.
 class ContainerReplica : public ReplicaHandle {
  public:
-  ContainerReplica(DockerClient* docker, const core::ReplicaRequest& request, ReplicaCallbacks callbacks)
-      : docker_(docker), name_(request.container_name), create_(request.container), cb_(std::move(callbacks)) {}
+  enum class Phase { kStarting, kRunning, kDraining, kCatchingUp, kDone };
+
+  ContainerReplica(uv_loop_t* loop, DockerClient* docker, const core::ReplicaRequest& request,
+                   ReplicaCallbacks callbacks)
+      : loop_(loop), docker_(docker), name_(request.container_name), create_(request.container), cb_(std::move(callbacks)) {}
   ~ContainerReplica() override {
     *alive_ = false;
     if (logs_ != 0) docker_->Cancel(logs_);
@@ -32,26 +49,26 @@ class ContainerReplica : public ReplicaHandle {
       Call("POST", "/containers/create?name=" + name_, &create_, [this](Result<json> created) {
         if (!created) return Fail("create container " + name_, created.error());
         id_ = created->is_object() ? created->value("Id", name_) : name_;
-        if (stop_requested_) return RemoveAndFinish(StoppedBeforeStart());
+        if (stop_requested_) return Finish(StoppedBeforeStart());
         Call("POST", "/containers/" + id_ + "/start", nullptr, [this](Result<json> started) {
           if (!started) {
             exit_.spawn_failed = true;
             exit_.message = "start container " + name_ + ": " + started.error().message;
-            return RemoveAndFinish(exit_);
+            return Finish(exit_);
           }
-          running_ = true;
+          phase_ = Phase::kRunning;
           if (stop_requested_) Signal("SIGTERM");  // asked while it was starting
           Inspect();
-          Follow("");
+          Follow();
           Wait();
         });
       });
     });
   }
 
-  void Resume(uint64_t out_skip, uint64_t err_skip) {
-    out_skip_ = out_skip;
-    err_skip_ = err_skip;
+  void Resume(uint64_t out_stored, uint64_t err_stored) {
+    stored_[0] = out_stored;
+    stored_[1] = err_stored;
     Call("GET", "/containers/" + name_ + "/json", nullptr, [this](Result<json> found) {
       if (!found) {
         exit_.spawn_failed = true;
@@ -61,19 +78,25 @@ class ContainerReplica : public ReplicaHandle {
         return Finish(exit_);
       }
       id_ = found->is_object() ? found->value("Id", name_) : name_;
-      running_ = true;
+      phase_ = Phase::kRunning;
       int pid = StatePid(*found);
       if (cb_.on_started && pid > 0) cb_.on_started(pid);
-      Follow("");
+      Follow();
       Wait();
     });
   }
 
   void Terminate() override { Signal("SIGTERM"); }
-  void Kill() override { Signal("SIGKILL"); }
+  void Kill() override {
+    Signal("SIGKILL");
+    ArmKillCheck();
+  }
 
  private:
   using Done = std::function<void(Result<json>)>;
+  static constexpr uint64_t kFollowGraceMs = 2000;
+  static constexpr uint64_t kRefollowDelayMs = 250;
+  static constexpr uint64_t kKillCheckMs = 10000;
 
   // Calls that no longer reach a destroyed replica.
   void Call(const std::string& method, const std::string& path, const json* body, Done done,
@@ -86,7 +109,7 @@ class ContainerReplica : public ReplicaHandle {
 
   void Signal(const char* signal) {
     stop_requested_ = true;
-    if (!running_ || id_.empty()) return;  // Begin() sees stop_requested_
+    if (phase_ != Phase::kRunning || id_.empty()) return;  // Begin() sees stop_requested_
     Call("POST", "/containers/" + id_ + "/kill?signal=" + signal, nullptr, [](Result<json>) {
       // 409 "not running": it already exited, which is what we wanted.
     });
@@ -106,66 +129,119 @@ class ContainerReplica : public ReplicaHandle {
     });
   }
 
-  void Follow(const std::string& extra) {
+  // Reads the log from its start (follow: and then as it grows); bytes up to
+  // what is stored already are skipped, stream by stream.
+  void ReadLogs(bool follow) {
+    position_[0] = position_[1] = 0;
+    demux_ = DockerStreamDemuxer();
     std::weak_ptr<bool> alive = alive_;
     auto on_data = [this, alive](std::string_view bytes) {
       if (auto a = alive.lock(); !a || !*a) return;
       demux_.Feed(bytes, [this](OutputStream s, std::string_view payload) { Deliver(s, payload); });
     };
+    std::string path = "/containers/" + id_ + "/logs?stdout=1&stderr=1" + std::string(follow ? "&follow=1" : "");
     docker_->Stream(
-        "GET", "/containers/" + id_ + "/logs?follow=1&stdout=1&stderr=1" + extra, on_data,
-        [this, alive](Result<void>) {
+        "GET", path, on_data,
+        [this, alive, follow](Result<void>) {
           if (auto a = alive.lock(); !a || !*a) return;
           logs_ = 0;
-          logs_done_ = true;
-          MaybeFinish();
+          if (follow) return OnFollowEnded();
+          Finish(exit_);  // the catch-up read is complete
         },
         [this, alive](HttpClient::RequestId id) {
           if (auto a = alive.lock(); a && *a) logs_ = id;
-        });
+        },
+        follow ? 0 : 60000);
   }
 
-  // After an adoption, the bytes the store already has are skipped.
+  void Follow() {
+    following_ = true;
+    ReadLogs(true);
+  }
+
+  void OnFollowEnded() {
+    following_ = false;
+    if (phase_ == Phase::kDraining) return CatchUp();
+    if (phase_ != Phase::kRunning) return;
+    // Ended while the container runs (the engine closed it early): follow again shortly.
+    Later(kRefollowDelayMs, [this] {
+      if (phase_ == Phase::kRunning && !following_) Follow();
+    });
+  }
+
   void Deliver(OutputStream s, std::string_view payload) {
-    uint64_t& skip = s == OutputStream::kStdout ? out_skip_ : err_skip_;
-    if (skip > 0) {
-      size_t n = static_cast<size_t>(std::min<uint64_t>(skip, payload.size()));
-      skip -= n;
-      payload.remove_prefix(n);
-    }
+    size_t i = s == OutputStream::kStdout ? 0 : 1;
+    uint64_t at = position_[i];
+    position_[i] += payload.size();
+    if (position_[i] <= stored_[i]) return;  // already delivered or stored
+    if (at < stored_[i]) payload.remove_prefix(static_cast<size_t>(stored_[i] - at));
+    stored_[i] = position_[i];
     if (!payload.empty() && cb_.on_output) cb_.on_output(s, payload);
   }
 
   void Wait() {
     Call("POST", "/containers/" + id_ + "/wait?condition=not-running", nullptr, [this](Result<json> waited) {
-      waited_ = true;
       if (!waited) {
         exit_.message = "wait for container " + name_ + ": " + waited.error().message;
       } else {
-        int code = waited->is_object() && (*waited)["StatusCode"].is_number_integer()
-                       ? (*waited)["StatusCode"].get<int>()
+        const json& w = *waited;
+        int code = w.is_object() && w.contains("StatusCode") && w["StatusCode"].is_number_integer()
+                       ? w["StatusCode"].get<int>()
                        : -1;
-        if (stop_requested_ && code > 128 && code < 128 + 65) {
-          exit_.signal = code - 128;
-        } else if (code >= 0) {
-          exit_.exit_code = code;
-        } else {
-          exit_.message = "container " + name_ + " ended without an exit code";
+        RecordExit(code);
+        if (w.is_object() && w.contains("Error") && w["Error"].is_object() && w["Error"].contains("Message") &&
+            w["Error"]["Message"].is_string() && !w["Error"]["Message"].get<std::string>().empty()) {
+          exit_.message = "container " + name_ + ": " + w["Error"]["Message"].get<std::string>();
         }
       }
-      MaybeFinish();
+      Waited();
     }, 0);
   }
 
-  void MaybeFinish() {
-    if (!waited_ || !logs_done_) return;
-    RemoveAndFinish(exit_);
+  void RecordExit(int code) {
+    if (stop_requested_ && code > 128 && code < 128 + 65) {
+      exit_.signal = code - 128;
+    } else if (code >= 0) {
+      exit_.exit_code = code;
+    } else {
+      exit_.message = "container " + name_ + " ended without an exit code";
+    }
   }
 
-  void RemoveAndFinish(ReplicaExit exit) {
-    exit_ = std::move(exit);
-    Call("DELETE", "/containers/" + (id_.empty() ? name_ : id_) + "?force=1", nullptr,
-         [this](Result<json>) { Finish(exit_); });
+  // The container is not running any more: let the follow end, bounded.
+  void Waited() {
+    if (phase_ != Phase::kRunning) return;
+    phase_ = Phase::kDraining;
+    kill_check_.reset();
+    if (!following_) return CatchUp();
+    Later(kFollowGraceMs, [this] {
+      if (phase_ != Phase::kDraining) return;
+      if (logs_ != 0) docker_->Cancel(logs_);
+      logs_ = 0;
+      following_ = false;
+      CatchUp();
+    });
+  }
+
+  void CatchUp() {
+    phase_ = Phase::kCatchingUp;
+    ReadLogs(false);
+  }
+
+  // After SIGKILL: if the wait never answers, ask the engine directly.
+  void ArmKillCheck() {
+    if (phase_ != Phase::kRunning || kill_check_) return;
+    kill_check_ = Timer(kKillCheckMs, [this] {
+      kill_check_.reset();
+      if (phase_ != Phase::kRunning) return;
+      Call("GET", "/containers/" + id_ + "/json", nullptr, [this](Result<json> info) {
+        bool running = !info || !info->is_object() || !(*info)["State"].is_object() ||
+                       (*info)["State"].value("Running", true);
+        if (running || phase_ != Phase::kRunning) return ArmKillCheck();
+        RecordExit((*info)["State"].value("ExitCode", -1));
+        Waited();
+      });
+    });
   }
 
   void Fail(const std::string& what, const Error& error) {
@@ -176,12 +252,32 @@ class ContainerReplica : public ReplicaHandle {
   }
 
   void Finish(const ReplicaExit& exit) {
-    if (finished_) return;
-    finished_ = true;
+    if (phase_ == Phase::kDone) return;
+    phase_ = Phase::kDone;
+    timers_.clear();
+    kill_check_.reset();
     auto on_exit = cb_.on_exit;  // the owner may destroy us in it
     on_exit(exit);
   }
 
+  struct TimerBox {
+    std::function<void()> fire;
+  };
+  using TimerHandle = UvHandle<uv_timer_t>;
+
+  TimerHandle Timer(uint64_t ms, std::function<void()> fire) {
+    auto box = std::make_unique<TimerBox>(TimerBox{std::move(fire)});
+    TimerHandle t = NewUvHandle<uv_timer_t>(box.get());
+    uv_timer_init(loop_, t.get());
+    uv_timer_start(t.get(), [](uv_timer_t* h) {
+      if (auto* b = static_cast<TimerBox*>(h->data)) b->fire();
+    }, ms, 0);
+    boxes_.push_back(std::move(box));
+    return t;
+  }
+  void Later(uint64_t ms, std::function<void()> fire) { timers_.push_back(Timer(ms, std::move(fire))); }
+
+  uv_loop_t* loop_;
   DockerClient* docker_;
   std::string name_, id_;
   json create_;
@@ -189,25 +285,42 @@ class ContainerReplica : public ReplicaHandle {
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   DockerStreamDemuxer demux_;
   HttpClient::RequestId logs_ = 0;
-  bool running_ = false, stop_requested_ = false, waited_ = false, logs_done_ = false, finished_ = false;
-  uint64_t out_skip_ = 0, err_skip_ = 0;
+  Phase phase_ = Phase::kStarting;
+  bool stop_requested_ = false, following_ = false;
+  uint64_t stored_[2] = {0, 0};    // bytes of stdout / stderr delivered or stored
+  uint64_t position_[2] = {0, 0};  // bytes of each stream seen by the current read
   ReplicaExit exit_;
+  std::vector<TimerHandle> timers_;  // closed before the boxes they point to
+  TimerHandle kill_check_;
+  std::vector<std::unique_ptr<TimerBox>> boxes_;
 };
 
 }  // namespace
 
 std::unique_ptr<ReplicaHandle> ContainerRuntime::Start(const core::ReplicaRequest& request, int,
                                                        ReplicaCallbacks callbacks) {
-  auto replica = std::make_unique<ContainerReplica>(docker_, request, std::move(callbacks));
+  auto replica = std::make_unique<ContainerReplica>(loop_, docker_, request, std::move(callbacks));
   replica->Begin();
   return replica;
 }
 
 std::unique_ptr<ReplicaHandle> ContainerRuntime::Adopt(const core::ReplicaRequest& request, uint64_t stdout_skip,
                                                        uint64_t stderr_skip, ReplicaCallbacks callbacks) {
-  auto replica = std::make_unique<ContainerReplica>(docker_, request, std::move(callbacks));
+  auto replica = std::make_unique<ContainerReplica>(loop_, docker_, request, std::move(callbacks));
   replica->Resume(stdout_skip, stderr_skip);
   return replica;
+}
+
+void ContainerRuntime::Cleanup(const std::vector<core::ReplicaRequest>& requests, std::function<void()> done) {
+  auto remaining = std::make_shared<size_t>(requests.size());
+  auto finish_one = [remaining, done] {
+    if (--*remaining == 0) done();
+  };
+  if (requests.empty()) return done();
+  for (const auto& r : requests) {
+    docker_->Call("DELETE", "/containers/" + r.container_name + "?force=1", nullptr,
+                  [finish_one](Result<json>) { finish_one(); });  // a missing one is as good as removed
+  }
 }
 
 }  // namespace torchxd::supervisor

@@ -3,8 +3,11 @@
 //   remove a leftover container of the same name (an earlier attempt) →
 //   create (the body from core/docker_container.h) → start → inspect (pid)
 //   → follow its logs (stdout/stderr demultiplexed, live) and wait for it →
-//   once both ended: remove it and report the exit. The logs stay with
-//   torchxd; the container does not.
+//   once the wait answered, the follow gets a short grace to end, then one
+//   plain read of the whole log delivers what the follow missed (an engine
+//   may end a follow early), and the exit is reported. Containers are
+//   removed when the app ends (Cleanup), so a slower sibling still resolves
+//   a finished replica's name; the logs stay with torchxd.
 // Terminate/Kill send SIGTERM/SIGKILL through the engine; a stop asked for
 // before the container started means it never starts. An exit code above
 // 128 after a stop is reported as the signal it stands for.
@@ -17,7 +20,11 @@
 #ifndef TORCHXD_SUPERVISOR_CONTAINER_RUNTIME_H_
 #define TORCHXD_SUPERVISOR_CONTAINER_RUNTIME_H_
 
+#include <uv.h>
+
+#include <functional>
 #include <memory>
+#include <vector>
 #include <string>
 
 #include "supervisor/docker_client.h"
@@ -27,13 +34,16 @@ namespace torchxd::supervisor {
 
 class ContainerRuntime : public ReplicaRuntime {
  public:
-  explicit ContainerRuntime(DockerClient* docker) : docker_(docker) {}
+  ContainerRuntime(uv_loop_t* loop, DockerClient* docker) : loop_(loop), docker_(docker) {}
   std::unique_ptr<ReplicaHandle> Start(const core::ReplicaRequest& request, int attempt,
                                        ReplicaCallbacks callbacks) override;
   std::unique_ptr<ReplicaHandle> Adopt(const core::ReplicaRequest& request, uint64_t stdout_skip,
                                        uint64_t stderr_skip, ReplicaCallbacks callbacks) override;
+  // Removes the app's containers (force), `done` when the engine answered for each.
+  void Cleanup(const std::vector<core::ReplicaRequest>& requests, std::function<void()> done) override;
 
  private:
+  uv_loop_t* loop_;
   DockerClient* docker_;
 };
 

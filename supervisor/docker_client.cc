@@ -1,6 +1,8 @@
 #include "supervisor/docker_client.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
 
 namespace torchxd::supervisor {
 namespace {
@@ -39,21 +41,31 @@ Result<std::string> DockerSocketFromEnv(const core::EnvLookup& env) {
 }
 
 void DockerStreamDemuxer::Feed(std::string_view bytes, const Sink& sink) {
-  buffer_.append(bytes);
-  size_t pos = 0;
-  while (buffer_.size() - pos >= 8) {
-    auto* h = reinterpret_cast<const unsigned char*>(buffer_.data() + pos);
-    size_t size = (size_t{h[4]} << 24) | (size_t{h[5]} << 16) | (size_t{h[6]} << 8) | size_t{h[7]};
-    if (buffer_.size() - pos - 8 < size) break;
-    std::string_view payload(buffer_.data() + pos + 8, size);
-    if (h[0] == 2) {
+  // Payloads are passed on as they arrive: nothing is buffered but a header,
+  // whatever length a frame claims.
+  while (!bytes.empty()) {
+    if (payload_left_ == 0) {
+      size_t take = std::min(bytes.size(), sizeof(header_) - header_have_);
+      std::memcpy(header_ + header_have_, bytes.data(), take);
+      header_have_ += take;
+      bytes.remove_prefix(take);
+      if (header_have_ < sizeof(header_)) return;
+      header_have_ = 0;
+      stream_ = header_[0];
+      payload_left_ = (uint32_t{header_[4]} << 24) | (uint32_t{header_[5]} << 16) | (uint32_t{header_[6]} << 8) |
+                      uint32_t{header_[7]};
+      continue;
+    }
+    size_t take = static_cast<size_t>(std::min<uint64_t>(bytes.size(), payload_left_));
+    std::string_view payload = bytes.substr(0, take);
+    bytes.remove_prefix(take);
+    payload_left_ -= take;
+    if (stream_ == 2) {
       sink(OutputStream::kStderr, payload);
-    } else if (h[0] == 1 || h[0] == 0) {
+    } else if (stream_ == 1 || stream_ == 0) {
       sink(OutputStream::kStdout, payload);
-    }  // 3: the engine's own error channel; it also ends the stream
-    pos += 8 + size;
+    }  // 3: the engine's own error channel
   }
-  buffer_.erase(0, pos);
 }
 
 HttpRequest DockerClient::Request(const std::string& method, const std::string& path) const {
@@ -119,11 +131,12 @@ void DockerClient::Call(const std::string& method, const std::string& path, cons
 
 void DockerClient::Stream(const std::string& method, const std::string& path,
                           std::function<void(std::string_view)> on_data, std::function<void(Result<void>)> done,
-                          std::function<void(HttpClient::RequestId)> started) {
-  Negotiate([this, method, path, on_data, done, started](Result<void> ready) {
+                          std::function<void(HttpClient::RequestId)> started, int64_t timeout_ms) {
+  Negotiate([this, method, path, on_data, done, started, timeout_ms](Result<void> ready) {
     if (!ready) return done(Fail(ready.error()));
     HttpRequest r = Request(method, path);
     r.stream = true;
+    r.timeout_ms = timeout_ms;
     std::string what = method + " " + path;
     auto id = http_->Start(std::move(r), on_data, [this, what, done](Result<HttpResponse> resp) {
       if (!resp) return done(Fail(Unreachable(resp.error())));

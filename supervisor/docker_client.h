@@ -32,10 +32,14 @@ namespace torchxd::supervisor {
 class DockerStreamDemuxer {
  public:
   using Sink = std::function<void(OutputStream stream, std::string_view bytes)>;
+  // A frame's payload may reach `sink` in several pieces.
   void Feed(std::string_view bytes, const Sink& sink);
 
  private:
-  std::string buffer_;
+  unsigned char header_[8] = {};
+  size_t header_have_ = 0;
+  uint64_t payload_left_ = 0;
+  unsigned char stream_ = 0;
 };
 
 class DockerClient {
@@ -49,9 +53,10 @@ class DockerClient {
   // (null when empty); other statuses become errors with the engine's message.
   void Call(const std::string& method, const std::string& path, const nlohmann::json* body, JsonDone done,
             int64_t timeout_ms = 60000);
-  // A streamed GET/POST; `done` when it ends.
+  // A streamed GET/POST; `done` when it ends (timeout 0: none).
   void Stream(const std::string& method, const std::string& path, std::function<void(std::string_view)> on_data,
-              std::function<void(Result<void>)> done, std::function<void(HttpClient::RequestId)> started = nullptr);
+              std::function<void(Result<void>)> done, std::function<void(HttpClient::RequestId)> started = nullptr,
+              int64_t timeout_ms = 0);
   void Cancel(HttpClient::RequestId id) { http_->Cancel(id); }
 
  private:

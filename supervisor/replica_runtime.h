@@ -62,6 +62,11 @@ class ReplicaRuntime {
                                                uint64_t /*stderr_skip*/, ReplicaCallbacks) {
     return nullptr;
   }
+  // Once every replica of an app ended, before the app is terminal: frees what
+  // the runtime kept for the app as a whole (containers); `done` when it is gone.
+  virtual void Cleanup(const std::vector<core::ReplicaRequest>& /*requests*/, std::function<void()> done) {
+    done();
+  }
 };
 
 }  // namespace torchxd::supervisor

@@ -107,7 +107,8 @@ class DockerE2eTest : public ::testing::Test {
   }
   void StartDaemon(const std::string& docker_host = "") {
     std::string host = docker_host.empty() ? "unix://" + pm_->socket : docker_host;
-    std::string cmd = "exec env DOCKER_HOST=" + Quote(host) + " " + TORCHXD_BIN + " --socket " +
+    // pdeathsig: a killed test takes its daemon along.
+    std::string cmd = "exec setpriv --pdeathsig TERM env DOCKER_HOST=" + Quote(host) + " " + TORCHXD_BIN + " --socket " +
                       Quote((dir_ / "d.sock").string()) + " --state-dir " + Quote((dir_ / "state").string()) +
                       " --grace-period 1 >>" + Quote((dir_ / "torchxd.log").string()) + " 2>&1";
     std::vector<std::string> argv = {"/bin/sh", "-c", cmd};

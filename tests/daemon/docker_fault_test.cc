@@ -1,0 +1,152 @@
+// local_docker against a fake engine (tests/docker/fake_engine.py) that shows,
+// on demand, the faults a real one shows now and then: a log follow that ends
+// before the output does, one that never ends, a wait answer with an error.
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+
+#include <gmock/gmock.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "core/unique_fd.h"
+#include "tests/daemon/daemon_fixture.h"
+
+extern char** environ;
+
+namespace torchxd::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+class DockerFaultTest : public DaemonFixture {
+ protected:
+  void SetUp() override {
+    DaemonFixture::SetUp();
+    engine_socket_ = (dir_ / "engine.sock").string();
+    std::vector<std::string> args = {"/usr/bin/setpriv", "--pdeathsig", "KILL", "/usr/bin/python3", FAKE_ENGINE,
+                                     "--socket", engine_socket_};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ASSERT_EQ(::posix_spawn(&engine_, argv[0], nullptr, nullptr, argv.data(), environ), 0);
+    ASSERT_TRUE(WaitUntil([&] { return fs::exists(engine_socket_); }));
+    ::setenv("DOCKER_HOST", ("unix://" + engine_socket_).c_str(), 1);
+    StartDaemon();
+  }
+  void TearDown() override {
+    DaemonFixture::TearDown();
+    if (engine_ > 0) {
+      ::kill(engine_, SIGKILL);
+      ::waitpid(engine_, nullptr, 0);
+    }
+  }
+
+  // One GET to the engine (HTTP/1.0: the answer ends with the connection).
+  json Engine(const std::string& path) {
+    UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, engine_socket_.c_str(), sizeof(addr.sun_path) - 1);
+    if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) return json();
+    std::string request = "GET " + path + " HTTP/1.0\r\nHost: docker\r\n\r\n";
+    if (::write(fd.get(), request.data(), request.size()) < 0) return json();
+    std::string answer;
+    char buf[4096];
+    for (ssize_t n; (n = ::read(fd.get(), buf, sizeof(buf))) > 0;) answer.append(buf, static_cast<size_t>(n));
+    size_t body = answer.find("\r\n\r\n");
+    return body == std::string::npos ? json() : json::parse(answer.substr(body + 4), nullptr, false);
+  }
+  size_t ContainersOf(const std::string& handle) {
+    std::string app_id = handle.substr(handle.rfind('/') + 1);
+    std::string filters = "%7B%22label%22%3A%5B%22torchx.pytorch.org%2Fapp-id%3D" + app_id + "%22%5D%7D";
+    json list = Engine("/v1.41/containers/json?all=1&filters=" + filters);
+    return list.is_array() ? list.size() : 999;
+  }
+
+  static json Role(const std::string& name, const json& env, int replicas = 1) {
+    return {{"name", name}, {"image", "fake:1"}, {"entrypoint", "run"}, {"env", env}, {"num_replicas", replicas}};
+  }
+  std::vector<std::string> Lines(const std::string& handle) {
+    std::vector<std::string> lines;
+    auto client = DaemonClient::Connect(socket_);
+    if (!client) return lines;
+    auto done = client->Call("log", {{"app_handle", handle}}, [&](const json& e) {
+      for (const auto& l : e.value("lines", json::array())) lines.push_back(l[1]);
+    });
+    EXPECT_TRUE(done.has_value());
+    return lines;
+  }
+  static std::vector<std::string> Numbered(int n) {
+    std::vector<std::string> out;
+    for (int i = 1; i <= n; ++i) out.push_back("line " + std::to_string(i));
+    return out;
+  }
+
+  std::string engine_socket_;
+  pid_t engine_ = -1;
+};
+
+TEST_F(DockerFaultTest, AFollowThatEndsEarlyLosesNoLine) {
+  // The engine ends the follow after 3 frames though 200 lines come: what it
+  // held back is read once the container is waited for, each line once.
+  std::string h = Run(App("early", {Role("w", {{"FAKE_LINES", "200"}, {"FAKE_FOLLOW", "early"}})}), json::object(),
+                      "local_docker");
+  EXPECT_EQ(Wait(h)["state"], "SUCCEEDED");
+  EXPECT_EQ(Lines(h), Numbered(200));
+}
+
+TEST_F(DockerFaultTest, AFollowThatEndsEarlyWhileRunningIsResumed) {
+  std::string h = Run(App("slow", {Role("w", {{"FAKE_LINES", "20"}, {"FAKE_INTERVAL", "0.05"}, {"FAKE_FOLLOW", "early"}})}),
+                      json::object(), "local_docker");
+  EXPECT_EQ(Wait(h)["state"], "SUCCEEDED");
+  EXPECT_EQ(Lines(h), Numbered(20));
+}
+
+TEST_F(DockerFaultTest, AFollowThatNeverEndsDoesNotHoldTheReplica) {
+  std::string h = Run(App("forever", {Role("w", {{"FAKE_LINES", "5"}, {"FAKE_EXIT", "2"}, {"FAKE_FOLLOW", "forever"}})}),
+                      json::object(), "local_docker");
+  auto start = std::chrono::steady_clock::now();
+  json st = Wait(h);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(15));
+  EXPECT_EQ(st["state"], "FAILED");
+  EXPECT_EQ(Replica(st, "w", 0)["exit_code"], 2);
+  EXPECT_EQ(Lines(h), Numbered(5));
+  // Cancel and the daemon's shutdown do not hang on such a stream either.
+  std::string running = Run(App("stuck", {Role("w", {{"FAKE_SLEEP", "600"}, {"FAKE_FOLLOW", "forever"}})}),
+                            json::object(), "local_docker");
+  ASSERT_TRUE(WaitUntil([&] { return Status(running)["state"] == "RUNNING"; }));
+  json cancelled = CallOk("cancel", {{"app_handle", running}});
+  EXPECT_EQ(cancelled["state"], "CANCELLED");
+  std::string other = Run(App("stuck2", {Role("w", {{"FAKE_SLEEP", "600"}, {"FAKE_FOLLOW", "forever"}})}),
+                          json::object(), "local_docker");
+  ASSERT_TRUE(WaitUntil([&] { return Status(other)["state"] == "RUNNING"; }));
+  auto stop = std::chrono::steady_clock::now();
+  EXPECT_EQ(StopDaemon(SIGTERM), 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - stop, std::chrono::seconds(15));
+}
+
+TEST_F(DockerFaultTest, TheWaitAnswersErrorIsTheReplicasMessage) {
+  std::string h = Run(App("err", {Role("w", {{"FAKE_EXIT", "127"}, {"FAKE_WAIT_ERROR", "OCI runtime exec failed: no such file"}})}),
+                      json::object(), "local_docker");
+  json st = Wait(h);
+  EXPECT_EQ(st["state"], "FAILED");
+  EXPECT_THAT(Replica(st, "w", 0)["error_message"].get<std::string>(), HasSubstr("OCI runtime exec failed: no such file"));
+}
+
+TEST_F(DockerFaultTest, ContainersAreRemovedWhenTheAppEndsNotEachReplica) {
+  // Replica a ends at once; b still runs and may resolve a's name meanwhile.
+  std::string h = Run(App("pair", {Role("a", {{"FAKE_LINES", "1"}}), Role("b", {{"FAKE_SLEEP", "1.5"}})}),
+                      json::object(), "local_docker");
+  ASSERT_TRUE(WaitUntil([&] { return Replica(Status(h), "a", 0)["state_name"] == "SUCCEEDED"; }));
+  EXPECT_EQ(Status(h)["state"], "RUNNING");
+  EXPECT_EQ(ContainersOf(h), 2u) << "a finished replica's container stays while its app runs";
+  EXPECT_EQ(Wait(h)["state"], "SUCCEEDED");
+  EXPECT_EQ(ContainersOf(h), 0u) << "an ended app leaves no container";
+}
+
+}  // namespace
+}  // namespace torchxd::testing
