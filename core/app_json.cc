@@ -301,7 +301,7 @@ Result<AppDef> ParseAppDefJson(std::string_view text, const AppDefDecodeOptions&
   }
   try {
     node = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for numbers too large
     return Fail(Error::InvalidArgument(std::string("invalid JSON: ") + e.what()));
   }
   return AppDefFromJson(node, options);

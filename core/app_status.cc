@@ -1,5 +1,7 @@
 #include "core/app_status.h"
 
+#include "core/json_parse.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -53,7 +55,7 @@ std::string LocalTime(int64_t seconds) {
 
 // The part of TorchX's _format_replica_status that renders a reply file.
 std::optional<std::string> FormatReplyFile(const ReplicaStatus& r) {
-  json data = json::parse(r.structured_error_msg, nullptr, false);
+  json data = core::ParseJsonOrDiscarded(r.structured_error_msg);
   if (data.is_discarded()) return r.structured_error_msg;
   const json* error = data.is_object() && data.contains("message") ? &data["message"] : nullptr;
   std::string msg;

@@ -57,8 +57,8 @@ Result<nlohmann::json> DaemonClient::Call(const std::string& method, const nlohm
       // wrong uid): its reason is waiting to be read.
       std::string write_error = std::string("write to torchxd: ") + strerror(errno);
       auto pending = ReadFrame();
-      if (pending && core::CheckJsonDepth(*pending)) {
-        auto reply = nlohmann::json::parse(*pending, nullptr, false);
+      if (pending) {
+        auto reply = core::ParseJsonOrDiscarded(*pending);
         if (reply.is_object() && reply.contains("error")) return Fail(protocol::ErrorFromJson(reply["error"]));
       }
       return Fail(Error::Disconnected(write_error));
@@ -68,8 +68,7 @@ Result<nlohmann::json> DaemonClient::Call(const std::string& method, const nlohm
   for (;;) {
     auto text = ReadFrame();
     if (!text) return Fail(text.error());
-    if (!core::CheckJsonDepth(*text)) return Fail(Error::Internal("torchxd sent a frame nested too deeply"));
-    auto reply = nlohmann::json::parse(*text, nullptr, false);
+    auto reply = core::ParseJsonOrDiscarded(*text);
     if (reply.is_discarded() || !reply.is_object()) {
       return Fail(Error::Internal("torchxd sent a malformed frame"));
     }

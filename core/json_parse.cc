@@ -55,4 +55,9 @@ Result<nlohmann::json> ParseJson(std::string_view text, size_t max_depth) {
   }
 }
 
+nlohmann::json ParseJsonOrDiscarded(std::string_view text, size_t max_depth) {
+  if (!CheckJsonDepth(text, max_depth)) return nlohmann::json(nlohmann::json::value_t::discarded);
+  return nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+}
+
 }  // namespace torchxd::core

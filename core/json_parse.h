@@ -29,6 +29,8 @@ size_t JsonDepth(const nlohmann::json& value);
 
 // The parsed document, or InvalidArgument ("not valid JSON: ..." or the depth error).
 [[nodiscard]] Result<nlohmann::json> ParseJson(std::string_view text, size_t max_depth = kMaxJsonDepth);
+// The same where any failure just means "not usable": a discarded value (is_discarded()).
+nlohmann::json ParseJsonOrDiscarded(std::string_view text, size_t max_depth = kMaxJsonDepth);
 
 }  // namespace torchxd::core
 

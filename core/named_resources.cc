@@ -1,5 +1,7 @@
 #include "core/named_resources.h"
 
+#include "core/json_parse.h"
+
 #include <fstream>
 #include <sstream>
 
@@ -122,7 +124,7 @@ Result<NamedResources> NamedResources::Load(const EnvLookup& env) {
 }
 
 Result<void> NamedResources::AddFromJson(std::string_view text, const std::string& origin) {
-  auto doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  auto doc = core::ParseJsonOrDiscarded(text);
   if (doc.is_discarded() || !doc.is_object()) {
     return Fail(Error::InvalidArgument(
         origin + ": must be a JSON object mapping names to resources {\"cpu\", \"gpu\", \"memMB\", ...}"));

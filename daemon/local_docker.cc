@@ -2,6 +2,8 @@
 // preparation before an app is accepted, and re-adoption after a restart.
 #include <spdlog/spdlog.h>
 
+#include "core/json_parse.h"
+
 #include <set>
 
 #include "core/docker_container.h"
@@ -28,7 +30,7 @@ std::string PullError(const json& answer) {
   if (answer.is_object()) return answer.value("error", "");
   if (!answer.is_string()) return "";
   for (const auto& line : core::Split(answer.get<std::string>(), '\n')) {
-    json j = json::parse(line, nullptr, false);
+    json j = core::ParseJsonOrDiscarded(line);
     if (j.is_object() && j.contains("error")) return j.value("error", "");
   }
   return "";

@@ -475,8 +475,17 @@ void LocalScheduler::OnAttemptStarting(supervisor::AppRunner& runner,
   if (app->logs.count(key) == 0) {
     auto writer = ReplicaLogWriter::Open(r.log_dir, app->log_max_bytes);
     if (!writer) {
-      spdlog::error("cannot open replica logs app={} replica={} error={}", app->app_id, key,
-                    writer.error().message);
+      // Said once per minute however many replicas hit it (a full fd table fails them all).
+      int64_t now = core::UnixNowMs();
+      if (now - log_open_error_ms_ >= 60000) {
+        spdlog::error("cannot open replica logs app={} replica={} error={}{}", app->app_id, key,
+                      writer.error().message,
+                      log_open_errors_ > 0 ? " (and " + std::to_string(log_open_errors_) + " more since)" : "");
+        log_open_error_ms_ = now;
+        log_open_errors_ = 0;
+      } else {
+        ++log_open_errors_;
+      }
       return;
     }
     app->logs.emplace(key, std::move(*writer));

@@ -117,6 +117,8 @@ class LocalScheduler : public Scheduler, public supervisor::AppRunnerObserver {
   std::shared_ptr<std::atomic<int>> gpu_count_ = std::make_shared<std::atomic<int>>(-1);
   LogHub* hub_;
   LogBudget* budget_;
+  int64_t log_open_error_ms_ = -60000;  // the last "cannot open replica logs", said once a minute
+  int64_t log_open_errors_ = 0;         // and how many were not said since
 };
 
 }  // namespace torchxd::daemon

@@ -82,7 +82,7 @@ void Service::Run(const json& params, const PeerInfo& peer, const Reply& reply) 
   auto req = ValidateRun(params, peer);
   if (!req) return reply->Error(req.error());
   Scheduler* scheduler = SchedulerFor(req->scheduler);
-  scheduler->Submit(std::move(*req), [this, reply](Result<const AppRecord*> submitted) {
+  scheduler->Submit(std::move(*req), [reply](Result<const AppRecord*> submitted) {
     if (!submitted) return reply->Error(submitted.error());
     json result = {{"app_handle", (*submitted)->Handle()}, {"app_id", (*submitted)->app_id}};
     if (!(*submitted)->submit_warnings.empty()) result["warnings"] = (*submitted)->submit_warnings;

@@ -1,5 +1,7 @@
 #include "k8sbridge/kube_api.h"
 
+#include "core/json_parse.h"
+
 #include <memory>
 
 namespace torchxd::k8sbridge {
@@ -31,6 +33,31 @@ ErrorCode CodeForStatus(long status) {
 
 }  // namespace
 
+Result<WatchEvent> DecodeWatchEvent(std::string_view line) {
+  auto parsed = core::ParseJson(line);
+  if (!parsed) return Fail(parsed.error());
+  json& event = *parsed;
+  if (!event.is_object() || !event.contains("type") || !event["type"].is_string() || !event.contains("object") ||
+      !event["object"].is_object()) {
+    return Fail(Error::InvalidArgument("not a watch event"));
+  }
+  WatchEvent w;
+  w.type = event["type"].get<std::string>();
+  w.object = std::move(event["object"]);
+  if (w.type == "ERROR") {
+    if (w.object.contains("code") && w.object["code"].is_number_integer()) w.error_code = w.object["code"].get<long>();
+    if (w.object.contains("message") && w.object["message"].is_string()) w.error_message = w.object["message"];
+    return w;
+  }
+  if (w.object.contains("metadata") && w.object["metadata"].is_object()) {
+    const json& meta = w.object["metadata"];
+    if (meta.contains("resourceVersion") && meta["resourceVersion"].is_string()) {
+      w.resource_version = meta["resourceVersion"].get<std::string>();
+    }
+  }
+  return w;
+}
+
 std::string UrlEscape(std::string_view text) {
   static const char* kHex = "0123456789ABCDEF";
   std::string out;
@@ -48,7 +75,7 @@ std::string UrlEscape(std::string_view text) {
 
 Error StatusError(long http_status, const std::string& body, const std::string& what) {
   std::string message = "kube-apiserver " + what + ": " + std::to_string(http_status);
-  json status = json::parse(body, nullptr, false);
+  json status = core::ParseJsonOrDiscarded(body);
   if (status.is_object() && status.value("kind", "") == "Status") {
     std::string reason = status.value("reason", "");
     if (!reason.empty()) message += " " + reason;
@@ -103,7 +130,7 @@ HttpClient::RequestId KubeApi::Call(const std::string& method, const std::string
   return http_->Start(std::move(r), nullptr, [what, done = std::move(done)](Result<HttpResponse> resp) {
     if (!resp) return done(Fail(resp.error().WithContext("kube-apiserver")));
     if (resp->status < 200 || resp->status >= 300) return done(Fail(StatusError(resp->status, resp->body, what)));
-    json parsed = json::parse(resp->body, nullptr, false);
+    json parsed = core::ParseJsonOrDiscarded(resp->body);
     if (parsed.is_discarded()) {
       return done(Fail(Error::Unavailable("kube-apiserver " + what + ": answer is not JSON")));
     }

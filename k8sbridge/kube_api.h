@@ -7,6 +7,7 @@
 #ifndef TORCHXD_K8SBRIDGE_KUBE_API_H_
 #define TORCHXD_K8SBRIDGE_KUBE_API_H_
 
+#include <algorithm>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -19,9 +20,13 @@
 
 namespace torchxd::k8sbridge {
 
-// Splits a byte stream into lines, carrying a partial line over to the next chunk.
+// Splits a byte stream into lines, carrying a partial line over to the next
+// chunk. A line longer than kMaxLineBytes is passed on in pieces of that size
+// (a server must not make us buffer without bound).
 class LineBuffer {
  public:
+  static constexpr size_t kMaxLineBytes = 16u << 20;
+
   template <class Fn>
   void Feed(std::string_view chunk, Fn&& on_line) {
     size_t start = 0;
@@ -36,13 +41,33 @@ class LineBuffer {
       }
       start = nl + 1;
     }
-    carry_.append(chunk.substr(start));
+    for (chunk.remove_prefix(start); !chunk.empty();) {
+      size_t take = std::min(chunk.size(), kMaxLineBytes - carry_.size());
+      carry_.append(chunk.substr(0, take));
+      chunk.remove_prefix(take);
+      if (carry_.size() == kMaxLineBytes) {
+        std::string piece = std::move(carry_);
+        carry_.clear();
+        on_line(std::string_view(piece));
+      }
+    }
   }
   std::string TakeRest() { return std::exchange(carry_, std::string()); }
 
  private:
   std::string carry_;
 };
+
+// One line of a watch stream: {"type": ..., "object": {...}}.
+struct WatchEvent {
+  std::string type;             // ADDED, MODIFIED, DELETED, BOOKMARK, ERROR
+  nlohmann::json object;
+  std::string resource_version;  // the object's metadata.resourceVersion, if any
+  long error_code = 0;           // an ERROR event's Status code (410: expired)
+  std::string error_message;
+};
+// InvalidArgument when the line is not a watch event (bad JSON, too deep, no type or object).
+[[nodiscard]] Result<WatchEvent> DecodeWatchEvent(std::string_view line);
 
 std::string UrlEscape(std::string_view text);
 // "kube-apiserver POST /apis/...: 422 Invalid: <message> (spec.tasks.name: ...)"

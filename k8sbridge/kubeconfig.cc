@@ -37,8 +37,14 @@ Result<std::string> ReadFile(const std::string& path, const std::string& what) {
 }
 
 std::string Scalar(const YAML::Node& node, const char* key) {
+  if (!node.IsMap()) return std::string();  // operator[] throws on a scalar or a list
   const YAML::Node v = node[key];
   return v && v.IsScalar() ? v.as<std::string>() : std::string();
+}
+
+// A map's entry, or an undefined node (never an exception).
+YAML::Node Entry(const YAML::Node& node, const char* key) {
+  return node.IsMap() ? node[key] : YAML::Node(YAML::NodeType::Undefined);
 }
 
 Result<void> MergeFile(const std::string& path, Merged& m) {
@@ -55,13 +61,14 @@ Result<void> MergeFile(const std::string& path, Merged& m) {
   if (!root.IsMap()) return Fail(Error::InvalidArgument("kubeconfig " + path + ": not a mapping"));
   std::string dir = fs::path(path).parent_path().string();
   auto collect = [&](const char* list, const char* inner, std::map<std::string, Named>& into) -> Result<void> {
-    const YAML::Node items = root[list];
+    const YAML::Node items = Entry(root, list);
     if (!items) return {};
     if (!items.IsSequence()) return Fail(Error::InvalidArgument("kubeconfig " + path + ": " + list + " must be a list"));
     for (const auto& item : items) {
       std::string name = Scalar(item, "name");
-      if (name.empty() || !item[inner]) continue;
-      into.emplace(name, Named{item[inner], dir, path});  // first file wins
+      YAML::Node value = Entry(item, inner);
+      if (name.empty() || !value) continue;
+      into.emplace(name, Named{value, dir, path});  // first file wins
     }
     return {};
   };
@@ -129,7 +136,7 @@ Result<KubeConfig> FromMerged(const Merged& m, const KubeConfigSearch& search) {
   if (user == m.users.end()) return Fail(Error::NotFound(config.source + ": user \"" + user_name + "\" is not defined"));
   const Named& u = user->second;
   for (const char* plugin : {"exec", "auth-provider"}) {
-    if (u.node[plugin]) {
+    if (Entry(u.node, plugin)) {
       return Fail(Error::InvalidArgument(config.source + ": user " + user_name + " uses an " + plugin +
                                          " credential plugin, which torchxd does not run; use a token, "
                                          "tokenFile or client certificate"));
@@ -218,11 +225,15 @@ Result<KubeConfig> LoadKubeConfig(const KubeConfigSearch& search, const core::En
     tried = path + " does not exist";
   }
   if (!files.empty()) {
-    Merged merged;
-    for (const auto& f : files) {
-      if (auto ok = MergeFile(f, merged); !ok) return Fail(ok.error());
+    try {  // yaml-cpp reports odd shapes by throwing: never past this function
+      Merged merged;
+      for (const auto& f : files) {
+        if (auto ok = MergeFile(f, merged); !ok) return Fail(ok.error());
+      }
+      return FromMerged(merged, search);
+    } catch (const YAML::Exception& e) {
+      return Fail(Error::InvalidArgument("kubeconfig " + core::Join(files, ":") + ": " + e.what()));
     }
-    return FromMerged(merged, search);
   }
   auto host = env("KUBERNETES_SERVICE_HOST");
   auto port = env("KUBERNETES_SERVICE_PORT");

@@ -73,16 +73,15 @@ void Reflector::Watch() {
 
 void Reflector::OnWatchLine(std::string_view line) {
   if (expired_ || line.empty()) return;
-  json event = json::parse(line, nullptr, false);
-  if (!event.is_object() || !event.contains("type") || !event.contains("object")) {
-    spdlog::warn("watch event is not an event path={} line={}", path_, std::string(line.substr(0, 200)));
+  auto event = DecodeWatchEvent(line);
+  if (!event) {
+    spdlog::warn("watch event is not an event path={} error={} line={}", path_, event.error().message,
+                 std::string(line.substr(0, 200)));
     return;
   }
-  std::string type = event.value("type", "");
-  const json& object = event["object"];
-  if (type == "ERROR") {
+  if (event->type == "ERROR") {
     // client-go: a Status inside the stream; 410 Gone means our resourceVersion is too old.
-    if (object.is_object() && object.value("code", 0) == 410) {
+    if (event->error_code == 410) {
       expired_ = true;
       ++expired_in_row_;
       spdlog::info("watch expired, relisting path={} resource_version={}", path_, resource_version_);
@@ -94,18 +93,15 @@ void Reflector::OnWatchLine(std::string_view line) {
       }, expired_in_row_ > 1 ? static_cast<uint64_t>(options_.backoff_initial_seconds * 1000) : 0, 0);
       return;
     }
-    spdlog::warn("watch error event path={} message={}", path_, object.value("message", ""));
+    spdlog::warn("watch error event path={} message={}", path_, event->error_message);
     return;
   }
-  if (object.is_object() && object.contains("metadata")) {
-    std::string rv = object["metadata"].value("resourceVersion", "");
-    if (!rv.empty()) resource_version_ = rv;
-  }
+  if (!event->resource_version.empty()) resource_version_ = event->resource_version;
   backoff_ = 0;
   expired_in_row_ = 0;
   watch_failures_ = 0;
-  if (type == "BOOKMARK") return;
-  if (callbacks_.on_event) callbacks_.on_event(type, object);
+  if (event->type == "BOOKMARK") return;
+  if (callbacks_.on_event) callbacks_.on_event(event->type, event->object);
 }
 
 void Reflector::OnWatchEnd(long status, Result<void> result) {

@@ -3,6 +3,7 @@
 # when everything is there) and builds it into ./build.
 #   scripts/setup.sh            # RelWithDebInfo build
 #   BUILD_TYPE=Release scripts/setup.sh
+#   BUILD_DIR=build-asan CMAKE_ARGS=-DTORCHXD_SANITIZE=ON scripts/setup.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,5 +29,6 @@ fi
 
 build_type=${BUILD_TYPE:-RelWithDebInfo}
 build_dir=${BUILD_DIR:-build}
-cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE="$build_type" -DTORCHXD_WERROR=ON >/dev/null
+# shellcheck disable=SC2086  # CMAKE_ARGS holds several words
+cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE="$build_type" -DTORCHXD_WERROR=ON ${CMAKE_ARGS:-} >/dev/null
 cmake --build "$build_dir" -j"$(nproc)"

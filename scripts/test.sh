@@ -1,9 +1,18 @@
 #!/usr/bin/env bash
-# Sets up (packages + build) and runs the whole test suite with ctest.
+# Sets up (packages + build) and runs the whole test suite with ctest, then
+# builds the tree again with AddressSanitizer + UndefinedBehaviorSanitizer
+# (torchxd-shim stays static and plain) and runs the same suite there.
 # The local_docker tests also need a Docker-API engine: podman with runc
 # (aardvark-dns for container names, iptables for netavark's bridge) and a
 # busybox-static rootfs for their image.
+#   TORCHXD_SANITIZERS=0 scripts/test.sh   # the plain build only
 set -euo pipefail
 cd "$(dirname "$0")/.."
 EXTRA_PACKAGES="podman runc aardvark-dns netavark iptables busybox-static uidmap openssl ${EXTRA_PACKAGES:-}" scripts/setup.sh
 ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j"$(nproc)"
+if [[ ${TORCHXD_SANITIZERS:-1} != 0 ]]; then
+  BUILD_DIR=build-asan CMAKE_ARGS=-DTORCHXD_SANITIZE=ON scripts/setup.sh
+  # Any report fails its test: UBSan aborts, ASan stops at the first error.
+  ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir build-asan --output-on-failure -j"$(nproc)"
+fi

@@ -1,5 +1,7 @@
 #include "supervisor/docker_client.h"
 
+#include "core/json_parse.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -18,7 +20,7 @@ bool VersionLess(const std::string& a, const std::string& b) {
 }
 
 Error EngineError(long status, const std::string& body, const std::string& what) {
-  json j = json::parse(body, nullptr, false);
+  json j = core::ParseJsonOrDiscarded(body);
   std::string message = j.is_object() && j.contains("message") && j["message"].is_string()
                             ? j["message"].get<std::string>()
                             : body.substr(0, 300);
@@ -97,7 +99,7 @@ void DockerClient::Negotiate(std::function<void(Result<void>)> then) {
     } else if (resp->status != 200) {
       outcome = Fail(EngineError(resp->status, resp->body, "GET /version"));
     } else {
-      json v = json::parse(resp->body, nullptr, false);
+      json v = core::ParseJsonOrDiscarded(resp->body);
       std::string server = v.is_object() ? v.value("ApiVersion", "1.41") : "1.41";
       version_ = VersionLess(server, kMaxApiVersion) ? server : kMaxApiVersion;
     }
@@ -123,7 +125,7 @@ void DockerClient::Call(const std::string& method, const std::string& path, cons
       if (!resp) return done(Fail(Unreachable(resp.error())));
       if (resp->status < 200 || resp->status >= 300) return done(Fail(EngineError(resp->status, resp->body, what)));
       if (resp->body.empty()) return done(json());
-      json parsed = json::parse(resp->body, nullptr, false);
+      json parsed = core::ParseJsonOrDiscarded(resp->body);
       done(parsed.is_discarded() ? json(resp->body) : parsed);
     });
   });

@@ -61,11 +61,17 @@ void ReplicaProcess::Spawn(const std::string& shim_path, const ShimSpec& spec) {
     uv_pipe_init(loop_, p, 0);
     p->data = this;
   }
-  int out[2], err[2], ctl[2];
+  // Every descriptor has one owner until it is handed on: a failure (EMFILE)
+  // part way leaks none and fails this replica, never the daemon.
+  int out[2] = {-1, -1}, err[2] = {-1, -1}, ctl[2] = {-1, -1};
   if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0 ||
       ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) != 0) {
+    int e = errno;
+    for (int fd : {out[0], out[1], err[0], err[1], ctl[0], ctl[1]}) {
+      if (fd >= 0) ::close(fd);
+    }
     shim_exited_ = true;
-    return FailLater(std::string("cannot create the replica's pipes: ") + strerror(errno));
+    return FailLater(std::string("cannot create the replica's pipes: ") + strerror(e));
   }
   std::string daemon_pid = std::to_string(::getpid());
   std::string shim = shim_path;
@@ -94,6 +100,15 @@ void ReplicaProcess::Spawn(const std::string& shim_path, const ShimSpec& spec) {
   }
   pid_ = pid;
   pidfd_ = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (pidfd_ < 0) {
+    // Without a pidfd the shim cannot be watched: stop it now (it is our
+    // unreaped child, so the pid cannot have been reused) and fail the replica.
+    int e = errno;
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    shim_exited_ = true;
+    return FailLater(std::string("cannot watch the replica's helper: pidfd_open: ") + strerror(e));
+  }
   exit_watch_ = NewUvHandle<uv_poll_t>(this);
   uv_poll_init(loop_, exit_watch_.get(), pidfd_);
   uv_poll_start(exit_watch_.get(), UV_READABLE, [](uv_poll_t* h, int, int) {
@@ -105,8 +120,10 @@ void ReplicaProcess::Spawn(const std::string& shim_path, const ShimSpec& spec) {
   }
   auto* w = new WriteReq{{}, EncodeShimSpec(spec)};
   uv_buf_t buf = uv_buf_init(w->data.data(), static_cast<unsigned>(w->data.size()));
-  uv_write(&w->req, reinterpret_cast<uv_stream_t*>(control_.get()), &buf, 1,
-           [](uv_write_t* req, int) { delete reinterpret_cast<WriteReq*>(req); });
+  if (uv_write(&w->req, reinterpret_cast<uv_stream_t*>(control_.get()), &buf, 1,
+               [](uv_write_t* req, int) { delete reinterpret_cast<WriteReq*>(req); }) != 0) {
+    delete w;  // the shim then reads an incomplete spec and runs nothing
+  }
 }
 
 void ReplicaProcess::OnPidfdReadable() {

@@ -1,5 +1,7 @@
 #include "supervisor/shim_protocol.h"
 
+#include <iterator>
+
 namespace torchxd::supervisor {
 namespace {
 
@@ -14,7 +16,8 @@ void Field(std::string& out, std::string_view name, std::string_view value) {
 
 // A uid or gid: decimal digits only, no sign, below (uid_t)-1.
 bool ParseId(std::string_view s, unsigned& out) {
-  if (s.empty() || s.size() > 10) return false;
+  // Canonical decimal only (no leading zeros): one spelling per value.
+  if (s.empty() || s.size() > 10 || (s.size() > 1 && s[0] == '0')) return false;
   unsigned long long v = 0;
   for (char c : s) {
     if (c < '0' || c > '9') return false;
@@ -23,6 +26,14 @@ bool ParseId(std::string_view s, unsigned& out) {
   if (v >= 0xffffffffull) return false;
   out = static_cast<unsigned>(v);
   return true;
+}
+
+int FieldRank(std::string_view name) {
+  static constexpr std::string_view kOrder[] = {"cwd", "arg", "env", "nofile", "uid", "gid", "group", "end"};
+  for (size_t i = 0; i < std::size(kOrder); ++i) {
+    if (kOrder[i] == name) return static_cast<int>(i) + 1;
+  }
+  return 0;  // unknown: refused by the caller
 }
 
 bool HeaderPrefixOk(std::string_view h) {
@@ -57,6 +68,7 @@ ShimDecode DecodeShimSpec(std::string_view bytes, ShimSpec& spec, std::string& e
   spec = ShimSpec{};
   error.clear();
   bool have_cwd = false, have_uid = false, have_gid = false;
+  int last_rank = 0;
   size_t pos = 0;
   for (int index = 0;; ++index) {
     if (pos > kMaxShimSpecBytes) {
@@ -86,7 +98,8 @@ ShimDecode DecodeShimSpec(std::string_view bytes, ShimSpec& spec, std::string& e
       }
       length = length * 10 + static_cast<size_t>(c - '0');
     }
-    if (header.size() == space + 1 || length > kMaxShimFieldBytes) {
+    bool leading_zero = header.size() > space + 2 && header[space + 1] == '0';
+    if (header.size() == space + 1 || leading_zero || length > kMaxShimFieldBytes) {
       error = "malformed field length";
       return ShimDecode::kInvalid;
     }
@@ -110,6 +123,13 @@ ShimDecode DecodeShimSpec(std::string_view bytes, ShimSpec& spec, std::string& e
       seen = true;
       return error.empty();
     };
+    // Fields come in the documented order (one spelling per spec).
+    int rank = FieldRank(name);
+    if (rank > 0 && rank < last_rank) {
+      error = "field " + std::string(name) + " out of order";
+      return ShimDecode::kInvalid;
+    }
+    if (rank > 0) last_rank = rank;
     if (name == "cwd") {
       if (!once(have_cwd)) return ShimDecode::kInvalid;
       spec.cwd = value;

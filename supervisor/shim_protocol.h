@@ -8,10 +8,13 @@
 // "1"), `cwd`, `arg` (one or more: argv[0] first, as given), `env` (zero or
 // more "K=V"), `nofile` (optional: the replica's soft limit of open files,
 // the one the daemon started with before raising its own), `uid`, `gid`,
-// `group` (zero or more supplementary gids), then `end` (empty). The credentials are never optional: the shim runs the
-// replica as exactly `uid`/`gid` (becoming them when it is root, checking
-// that it already is them otherwise) and refuses to run anything when they
-// are missing, malformed, or cannot be taken (fail closed).
+// `group` (zero or more supplementary gids), then `end` (empty). Lengths and
+// ids are canonical decimal (no leading zeros) and fields come in this order,
+// so that a spec has exactly one spelling. The credentials are never
+// optional: the shim runs the replica as exactly `uid`/`gid` (becoming them
+// when it is root, checking that it already is them otherwise) and refuses
+// to run anything when they are missing, malformed, or cannot be taken
+// (fail closed).
 //
 // Shim -> daemon, lines (messages never hold a newline):
 //   started <pid>

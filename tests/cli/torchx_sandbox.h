@@ -4,10 +4,12 @@
 #ifndef TORCHXD_TESTS_CLI_TORCHX_SANDBOX_H_
 #define TORCHXD_TESTS_CLI_TORCHX_SANDBOX_H_
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -32,6 +34,15 @@ class TorchxSandbox : public ::testing::Test {
   }
   void TearDown() override {
     Torchx({"daemon", "stop"});
+    // A daemon that would not stop (or hung) must not outlive the test: its pid is in its lock file.
+    std::ifstream lock(dir_ / "state/torchxd/torchxd.lock");
+    if (pid_t pid = 0; lock >> pid && pid > 0 && ::kill(pid, 0) == 0) {
+      // Only this sandbox's daemon: its environment names this sandbox's state dir.
+      std::ifstream environ_file("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+      std::string env((std::istreambuf_iterator<char>(environ_file)), {});
+      std::string mine = std::string("XDG_STATE_HOME=") + (dir_ / "state").string() + '\0';
+      if (env.find(mine) != std::string::npos) ::kill(pid, SIGKILL);
+    }
     if (HasFailure()) {
       std::ifstream log(dir_ / "state/torchxd/torchxd.out");
       std::cerr << "---- torchxd.out ----\n" << log.rdbuf() << "\n";

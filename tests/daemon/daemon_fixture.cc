@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -44,6 +45,10 @@ void DaemonFixture::StartDaemon(const std::vector<std::string>& extra_args) {
   pid_t pid = ::fork();
   if (pid == 0) {
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);  // a test process that dies takes its daemon along
+    if (daemon_nofile_ > 0) {
+      struct rlimit limit = {daemon_nofile_, daemon_nofile_};
+      ::setrlimit(RLIMIT_NOFILE, &limit);
+    }
     int fd = ::open(daemon_log_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     ::dup2(fd, 1);
     ::dup2(fd, 2);

@@ -3,6 +3,7 @@
 #ifndef TORCHXD_TESTS_DAEMON_DAEMON_FIXTURE_H_
 #define TORCHXD_TESTS_DAEMON_DAEMON_FIXTURE_H_
 
+#include <sys/resource.h>
 #include <sys/types.h>
 
 #include <filesystem>
@@ -16,6 +17,14 @@
 #include "core/client.h"
 
 namespace torchxd::testing {
+
+// AddressSanitizer's quarantine and shadow memory make resident sizes meaningless:
+// memory bounds are checked in the plain build only.
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kSanitized = true;
+#else
+inline constexpr bool kSanitized = false;
+#endif
 
 using nlohmann::json;
 namespace fs = std::filesystem;
@@ -53,6 +62,7 @@ class DaemonFixture : public ::testing::Test {
   static const json& Replica(const json& status, const std::string& role, int id);
 
   fs::path dir_;
+  rlim_t daemon_nofile_ = 0;  // when set, the daemon's soft and hard limit of open files
   std::string socket_;
   std::string state_dir_;
   pid_t daemon_pid_ = -1;

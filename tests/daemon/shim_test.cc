@@ -108,10 +108,12 @@ TEST(ShimSpecTest, ForgedSpecsAreRefused) {
     std::string name, spec, error;
   };
   const Case cases[] = {
-      {"the old NUL-separated form", std::string("/\0" "1\0" "id\0" "0\0" "0\0", 13), "malformed field header"},
+      {"the old NUL-separated form", std::string("/\0" "1\0" "id\0" "0\0" "0\0", 11), "malformed field header"},
       {"no uid", without("uid "), "spec without the credentials to run as"},
       {"no gid", without("gid "), "spec without the credentials to run as"},
-      {"uid twice", good.substr(0, good.find("end ")) + "uid 1\n0\nend 0\n\n", "field uid given twice"},
+      {"uid twice", std::string(good).replace(good.find("uid 1\n0\n"), 8, "uid 1\n0\nuid 1\n0\n"), "field uid given twice"},
+      {"uid after the groups", good.substr(0, good.find("end ")) + "uid 1\n0\nend 0\n\n", "field uid out of order"},
+      {"a length with a leading zero", std::string(good).replace(good.find("cwd 1\n/"), 7, "cwd 01\n/"), "malformed field length"},
       {"uid not a number", std::string(good).replace(good.find("uid 1\n0"), 7, "uid 2\n-1"), "invalid uid"},
       {"uid -1", std::string(good).replace(good.find("uid 1\n0"), 7, "uid 10\n4294967295"), "invalid uid"},
       {"a length that lies", std::string(good).replace(good.find("cwd 1\n/"), 7, "cwd 9\n/"), "does not end where"},
@@ -130,7 +132,7 @@ TEST(ShimSpecTest, ForgedSpecsAreRefused) {
 
 TEST(ShimTest, AForgedSpecRunsNothing) {
   // The injection that once ran replicas as root: fields smuggled in by NUL.
-  ShimRun old_form = RunShim(std::string("/\0" "3\0" "/bin/sh\0" "-c\0" "echo ran\0" "0\0" "0\0", 30));
+  ShimRun old_form = RunShim(std::string("/\0" "3\0" "/bin/sh\0" "-c\0" "echo ran\0" "0\0" "0\0", 28));
   EXPECT_THAT(old_form.control, StartsWith("spawn-failed 22 torchxd-shim refused the replica spec"));
   EXPECT_EQ(old_form.out, "");
   std::string no_credentials = EncodeShimSpec(IdSpec(0, 0));  // uid and gid fields cut out

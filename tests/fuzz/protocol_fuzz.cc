@@ -1,0 +1,144 @@
+// Fuzz target: what a client can send the daemon. The real Server (whole
+// Connection: framing, pipelining, backpressure) and the real Service (every
+// method, every validation) run on a private loop; a scheduler that keeps
+// apps in memory stands in for the ones that start processes. The input is
+// written to one connection in chunks its first byte chooses.
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "core/app_handle.h"
+#include "core/check.h"
+#include "core/ids.h"
+#include "core/unique_fd.h"
+#include "daemon/log_hub.h"
+#include "daemon/scheduler.h"
+#include "daemon/server.h"
+#include "daemon/service.h"
+
+namespace {
+
+using namespace torchxd;
+using namespace torchxd::daemon;
+
+// Apps in memory, finished at once; nothing runs.
+class MemoryScheduler : public Scheduler {
+ public:
+  std::vector<std::string> Names() const override { return {"local_cwd", "local_dir", "local_docker", "kubernetes"}; }
+  void Submit(SubmitRequest request, std::function<void(Result<const AppRecord*>)> done) override {
+    if (apps_.size() >= 64) return done(Fail(Error::Unavailable("full")));
+    auto rec = std::make_unique<AppRecord>();
+    rec->scheduler = request.scheduler;
+    rec->session = request.session;
+    rec->app_id = core::MakeUnique(request.app.name);
+    rec->app = std::move(request.app);
+    rec->owner_uid = request.uid;
+    rec->state = core::AppState::kSucceeded;
+    for (size_t r = 0; r < rec->app.roles.size(); ++r) {
+      for (int i = 0; i < rec->app.roles[r].num_replicas && i < 4; ++i) {
+        supervisor::ReplicaInfo info;
+        info.role = rec->app.roles[r].name;
+        info.role_index = static_cast<int>(r);
+        info.replica_id = i;
+        info.state = core::ReplicaState::kSucceeded;
+        rec->replicas.push_back(info);
+      }
+    }
+    AppRecord* raw = rec.get();
+    apps_[{raw->scheduler, raw->app_id}] = std::move(rec);
+    done(raw);
+  }
+  AppRecord* Find(const std::string& scheduler, const std::string& app_id) override {
+    auto it = apps_.find({scheduler, app_id});
+    return it == apps_.end() ? nullptr : it->second.get();
+  }
+  std::vector<const AppRecord*> List() const override {
+    std::vector<const AppRecord*> out;
+    for (const auto& [k, a] : apps_) out.push_back(a.get());
+    return out;
+  }
+  void Cancel(AppRecord&, std::optional<double>, std::function<void(Result<CancelOutcome>)> done) override {
+    done(CancelOutcome{true});
+  }
+  void Wait(AppRecord& app, std::function<void(const AppRecord&)> done) override { done(app); }
+  void Delete(AppRecord& app, std::function<void(Result<core::AppState>)> done) override {
+    core::AppState last = app.state;
+    apps_.erase({app.scheduler, app.app_id});
+    done(last);
+  }
+  void Shutdown(std::function<void()> done) override { done(); }
+  void PersistAll() override {}
+  size_t running_apps() const override { return 0; }
+  size_t app_count() const override { return apps_.size(); }
+
+ private:
+  std::map<std::pair<std::string, std::string>, std::unique_ptr<AppRecord>> apps_;
+};
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size < 1) return 0;
+  std::string_view input(reinterpret_cast<const char*>(data) + 1, size - 1);
+  // At most 64 writes per input: frames split anywhere, at a speed worth fuzzing.
+  size_t chunk = std::max<size_t>(input.size() / 64, 1 + static_cast<size_t>(data[0]) * 64);
+
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  {
+    MemoryScheduler scheduler;
+    LogHub hub;
+    Service::DaemonInfo info;
+    info.socket = "fuzz";
+    info.state_dir = "/nonexistent";
+    info.max_replicas_per_app = 16;
+    Service service(&loop, {&scheduler}, &hub, info);
+    ServerLimits limits;
+    limits.max_frame_bytes = 1 << 16;  // small, so the fuzzer reaches the limit
+    limits.idle_timeout_seconds = 0;
+    Server server(&loop, &service, limits, std::nullopt);
+
+    // A listening socket in the abstract namespace, handed to the server as systemd would.
+    UniqueFd listener(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::string name = "torchxd-protocol-fuzz-" + std::to_string(::getpid());
+    std::memcpy(addr.sun_path + 1, name.data(), name.size());
+    socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+    TORCHXD_CHECK(::bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), len) == 0);
+    TORCHXD_CHECK(::listen(listener.get(), 8) == 0);
+    TORCHXD_CHECK(server.Adopt(listener.release()).has_value());
+
+    UniqueFd client(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    TORCHXD_CHECK(::connect(client.get(), reinterpret_cast<sockaddr*>(&addr), len) == 0);
+    size_t sent = 0;
+    int quiet_turns = 0;
+    char buf[65536];
+    for (int turn = 0; turn < 200000 && quiet_turns < 8; ++turn) {
+      if (sent < input.size()) {
+        ssize_t n = ::send(client.get(), input.data() + sent, std::min(chunk, input.size() - sent), MSG_NOSIGNAL);
+        if (n > 0) sent += static_cast<size_t>(n);
+      }
+      uv_run(&loop, UV_RUN_NOWAIT);
+      bool got = false;
+      for (ssize_t n; (n = ::recv(client.get(), buf, sizeof(buf), 0)) > 0;) got = true;
+      if (::recv(client.get(), buf, 1, MSG_PEEK | MSG_DONTWAIT) == 0) break;  // the server hung up
+      quiet_turns = sent < input.size() || got ? 0 : quiet_turns + 1;
+    }
+    server.DropAll();
+    server.Close();
+  }
+  uv_run(&loop, UV_RUN_DEFAULT);
+  TORCHXD_CHECK(uv_loop_close(&loop) == 0);
+  return 0;
+}
