@@ -7,7 +7,7 @@
 #   SECONDS_EACH=60 scripts/fuzz.sh protocol appdef
 set -euo pipefail
 cd "$(dirname "$0")/.."
-EXTRA_PACKAGES="clang libclang-rt-14-dev ${EXTRA_PACKAGES:-}" BUILD_DIR=build scripts/setup.sh >/dev/null
+EXTRA_PACKAGES="clang libclang-rt-14-dev ${EXTRA_PACKAGES:-}" SETUP_PACKAGES_ONLY=1 scripts/setup.sh
 targets=("$@")
 ((${#targets[@]})) || targets=(protocol appdef cfg torchxconfig kubeconfig watch docker_logs shim_spec index)
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTORCHXD_FUZZ=ON \

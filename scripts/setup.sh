@@ -4,6 +4,7 @@
 #   scripts/setup.sh            # RelWithDebInfo build
 #   BUILD_TYPE=Release scripts/setup.sh
 #   BUILD_DIR=build-asan CMAKE_ARGS=-DTORCHXD_SANITIZE=ON scripts/setup.sh
+#   SETUP_PACKAGES_ONLY=1 scripts/setup.sh   # install, do not build
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,6 +27,8 @@ if ((${#missing[@]})); then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+
+[[ ${SETUP_PACKAGES_ONLY:-0} == 1 ]] && exit 0
 
 build_type=${BUILD_TYPE:-RelWithDebInfo}
 build_dir=${BUILD_DIR:-build}
