@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/client.h"
+#include "core/unique_fd.h"
 
 namespace torchxd::testing {
 
@@ -40,6 +41,10 @@ class DaemonFixture : public ::testing::Test {
   int StopDaemon(int sig = SIGTERM);
 
   Result<json> Call(const std::string& method, const json& params);
+  // A plain connection to the daemon's socket, for bytes no client would send.
+  UniqueFd Raw();
+  // Writes all of `bytes` (blocking); false when the daemon closed the connection.
+  static bool SendAll(int fd, std::string_view bytes);
   json CallOk(const std::string& method, const json& params);
   // Submits `app` from `cwd` (default: the temp dir) with this process's env.
   std::string Run(const json& app, const json& cfg = json::object(),

@@ -28,14 +28,6 @@ using ::testing::HasSubstr;
 
 class HardeningTest : public DaemonFixture {
  protected:
-  UniqueFd Raw() {
-    UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::strncpy(addr.sun_path, socket_.c_str(), sizeof(addr.sun_path) - 1);
-    EXPECT_EQ(::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-    return fd;
-  }
 
   // The daemon process still exists and answers within `seconds`.
   bool Answers(double seconds = 10) {
@@ -178,7 +170,7 @@ TEST_F(HardeningTest, DeeplyNestedJsonIsRefusedBeforeAnyRecursion) {
   std::string deep = R"({"v":1,"id":1,"method":"version","params":{"x":)" + std::string(150000, '[') +
                      std::string(150000, ']') + "}}\n";
   UniqueFd fd = Raw();
-  ASSERT_EQ(::send(fd.get(), deep.data(), deep.size(), MSG_NOSIGNAL), static_cast<ssize_t>(deep.size()));
+  ASSERT_TRUE(SendAll(fd.get(), deep));
   std::string reply;
   char c;
   while (::read(fd.get(), &c, 1) == 1 && c != '\n') reply += c;
@@ -189,7 +181,7 @@ TEST_F(HardeningTest, DeeplyNestedJsonIsRefusedBeforeAnyRecursion) {
   std::string nested = text.substr(0, text.size() - 1) + R"(,"metadata":{"m":)" + std::string(80000, '[') +
                        std::string(80000, ']') + "}}";
   std::string frame = R"({"v":1,"id":2,"method":"run","params":{"cwd":"/","app":)" + nested + "}}\n";
-  ASSERT_EQ(::send(fd.get(), frame.data(), frame.size(), MSG_NOSIGNAL), static_cast<ssize_t>(frame.size()));
+  ASSERT_TRUE(SendAll(fd.get(), frame));
   reply.clear();
   while (::read(fd.get(), &c, 1) == 1 && c != '\n') reply += c;
   EXPECT_THAT(reply, HasSubstr("nested deeper than 64 levels"));
@@ -223,11 +215,7 @@ TEST_F(HardeningTest, ThousandsOfPipelinedRequestsBehindAWaitAreAnsweredInOrder)
   std::thread reader = ReadReplies(fd.get(), kRequests + 1, &replies);
   std::string frames = protocol::EncodeRequest({1, "wait", {{"app_handle", h}}});
   for (int i = 0; i < kRequests; ++i) frames += protocol::EncodeRequest({2 + i, "version", json::object()});
-  for (size_t off = 0; off < frames.size();) {
-    ssize_t n = ::send(fd.get(), frames.data() + off, frames.size() - off, MSG_NOSIGNAL);
-    ASSERT_GT(n, 0);
-    off += static_cast<size_t>(n);
-  }
+  ASSERT_TRUE(SendAll(fd.get(), frames));
   reader.join();
   ASSERT_EQ(replies.size(), static_cast<size_t>(kRequests + 1));
   EXPECT_EQ(replies[0]["result"]["state"], "SUCCEEDED");
@@ -248,11 +236,7 @@ TEST_F(HardeningTest, AFloodOfGarbageFramesGetsOneErrorEach) {
   for (size_t i = 0; i < kFrames; ++i) frames += "x\n";
   std::string version = protocol::EncodeRequest({7, "version", json::object()});
   for (size_t i = 0; i < kFrames / 2; ++i) frames += "x\n" + version;
-  for (size_t off = 0; off < frames.size();) {
-    ssize_t n = ::send(fd.get(), frames.data() + off, frames.size() - off, MSG_NOSIGNAL);
-    ASSERT_GT(n, 0);
-    off += static_cast<size_t>(n);
-  }
+  ASSERT_TRUE(SendAll(fd.get(), frames));
   reader.join();
   ASSERT_EQ(replies.size(), 2 * kFrames + 1);
   EXPECT_EQ(replies[kFrames]["error"]["message"], "request is not valid JSON");

@@ -19,14 +19,6 @@ using ::testing::HasSubstr;
 
 class ProtocolTest : public DaemonFixture {
  protected:
-  UniqueFd Raw() {
-    UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::strncpy(addr.sun_path, socket_.c_str(), sizeof(addr.sun_path) - 1);
-    EXPECT_EQ(::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-    return fd;
-  }
   // Sends raw bytes and returns the first reply line (or "" on EOF).
   std::string Exchange(const std::string& bytes) {
     UniqueFd fd = Raw();
