@@ -139,7 +139,7 @@ TEST_F(DockerFaultTest, TheWaitAnswersErrorIsTheReplicasMessage) {
 
 TEST_F(DockerFaultTest, ContainersAreRemovedWhenTheAppEndsNotEachReplica) {
   // Replica a ends at once; b still runs and may resolve a's name meanwhile.
-  std::string h = Run(App("pair", {Role("a", {{"FAKE_LINES", "1"}}), Role("b", {{"FAKE_SLEEP", "1.5"}})}),
+  std::string h = Run(App("pair", {Role("a", {{"FAKE_LINES", "1"}}), Role("b", {{"FAKE_SLEEP", "5"}})}),
                       json::object(), "local_docker");
   ASSERT_TRUE(WaitUntil([&] { return Replica(Status(h), "a", 0)["state_name"] == "SUCCEEDED"; }));
   EXPECT_EQ(Status(h)["state"], "RUNNING");
