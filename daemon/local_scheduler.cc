@@ -204,7 +204,7 @@ Result<void> LocalScheduler::MakeAppLogDir(const AppRecord& app, const std::stri
 
 void LocalScheduler::RemoveLogDir(AppRecord& app) {
   if (app.user_log_dir || app.logs_evicted || app.app_log_dir.empty()) return;
-  DiscardLogDir(app.app_log_dir);
+  DiscardLogDir(app.app_log_dir, std::make_pair(app.owner_uid, app.owner_gid));
   budget_->Add(-static_cast<int64_t>(app.log_bytes));
   app.log_bytes = 0;
   app.logs_evicted = true;

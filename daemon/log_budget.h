@@ -11,13 +11,19 @@
 
 #include <spdlog/spdlog.h>
 
+#include <sys/types.h>
+#include <unistd.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
+
+#include "daemon/as_user.h"
 
 namespace torchxd::daemon {
 
@@ -73,12 +79,30 @@ class LogBudget {
 };
 
 // Removes an app's log directory without a big rm on the loop: renamed aside
-// now (instant), deleted by a short-lived thread.
-inline void DiscardLogDir(const std::string& dir) {
+// now (instant), deleted by a short-lived thread. With `owner` (a user's
+// files), the contents are deleted with that user's rights: a link the user
+// swaps in mid-way can make the daemon delete nothing the user could not.
+// The emptied directory itself goes with the daemon's (rmdir never follows).
+inline void DiscardLogDir(const std::string& dir, std::optional<std::pair<uid_t, gid_t>> owner = std::nullopt) {
   std::error_code ec;
   std::string doomed = dir + ".evicted";
   std::filesystem::rename(dir, doomed, ec);
-  if (!ec) std::thread([doomed] { std::error_code e; std::filesystem::remove_all(doomed, e); }).detach();
+  if (ec) return;
+  std::thread([doomed, owner] {
+    std::error_code e;
+    if (!owner) {
+      std::filesystem::remove_all(doomed, e);
+      return;
+    }
+    {
+      AsUser as(owner->first, owner->second);  // per thread: this one only
+      for (const auto& entry : std::filesystem::directory_iterator(doomed, e)) {
+        std::error_code ignored;
+        std::filesystem::remove_all(entry.path(), ignored);
+      }
+    }
+    ::rmdir(doomed.c_str());
+  }).detach();
 }
 
 }  // namespace torchxd::daemon

@@ -336,6 +336,15 @@ TEST(MultiUserInner, DISABLED_UsersSeeAndActOnlyOnTheirOwnApps) {
   std::string lh = linked.out.substr(0, linked.out.find('\n'));
   auto leak = as("alice", "log --streams stderr " + lh);
   EXPECT_EQ(leak.out.find("root only"), std::string::npos) << leak.out;
+  // Her logs are deleted with her rights: the link goes, its target stays.
+  EXPECT_EQ(as("alice", "delete " + lh).exit_code, 0);
+  std::string lid = lh.substr(lh.rfind('/') + 1);
+  for (int i = 0; i < 200 && fs::exists(t / "state/logs/torchx" / (lid + ".evicted")); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_FALSE(fs::exists(t / "state/logs/torchx" / lid));
+  EXPECT_FALSE(fs::exists(t / "state/logs/torchx" / (lid + ".evicted")));
+  EXPECT_TRUE(fs::exists(t / "secret"));
 }
 
 }  // namespace
