@@ -187,7 +187,7 @@ int CmdDelete(const GlobalArgs& global, const std::string& handle, const CliCont
   return kExitOk;
 }
 
-int CmdDaemon(const GlobalArgs& global, const std::string& action, const CliContext& ctx) {
+int CmdDaemon(const GlobalArgs& global, const std::string& action, bool cancel_all, const CliContext& ctx) {
   auto client = ConnectToDaemon({global.socket, false}, ctx);
   if (!client) {
     if (action == "stop") {
@@ -207,11 +207,33 @@ int CmdDaemon(const GlobalArgs& global, const std::string& action, const CliCont
     return kExitOk;
   }
   int pid = (*info)["pid"].get<int>();
-  if (auto r = client->Call("shutdown", json::object()); !r) return ReportCallError(ctx, r.error());
-  // It stops its replicas first (SIGTERM, grace, SIGKILL); wait until the process is gone.
+  if (action == "restart") {
+    int64_t started = info->value("started_ms", int64_t{0});
+    if (auto r = client->Call("shutdown", {{"restart", true}}); !r) return ReportCallError(ctx, r.error());
+    // The same pid comes back as a new image on the same socket: wait for its answer.
+    for (int i = 0; i < 3000; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      auto again = ConnectToDaemon({global.socket, false}, ctx);
+      if (!again) continue;
+      auto now = again->Call("version", json::object());
+      if (now && now->value("started_ms", int64_t{0}) != started) {
+        *ctx.out << "torchxd restarted (pid " << (*now)["pid"] << "); " << (*now)["running_apps"]
+                 << " running apps kept running\n";
+        return kExitOk;
+      }
+    }
+    return ReportError(ctx, "torchxd (pid " + std::to_string(pid) + ") did not come back within 60 s", kExitFailed);
+  }
+  json params = json::object();
+  if (cancel_all) params["cancel_all"] = true;
+  auto stopped = client->Call("shutdown", params);
+  if (!stopped) return ReportCallError(ctx, stopped.error());
+  bool kept = stopped->value("replicas_keep_running", false);
+  // It stops its replicas first (SIGTERM, grace, SIGKILL) unless it keeps them; wait until the process is gone.
   for (int i = 0; i < 6000; ++i) {
     if (ProcessGone(pid)) {
-      *ctx.out << "torchxd (pid " << pid << ") stopped\n";
+      *ctx.out << "torchxd (pid " << pid << ") stopped"
+               << (kept ? "; its replicas keep running (live-restore) and the next torchxd adopts them" : "") << "\n";
       return kExitOk;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));

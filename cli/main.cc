@@ -97,8 +97,14 @@ int Main(int argc, char** argv) {
   runopts->add_option("scheduler", runopts_scheduler, "only this scheduler");
 
   std::string daemon_action;
-  auto* daemon = app.add_subcommand("daemon", "torchxd itself: status or stop");
-  daemon->add_option("action", daemon_action, "status | stop")->required()->check(CLI::IsMember({"status", "stop"}));
+  bool cancel_all = false;
+  auto* daemon = app.add_subcommand("daemon", "torchxd itself: status, stop or restart");
+  daemon->add_option("action", daemon_action,
+                     "status | stop (replicas stop too, unless torchxd runs with --live-restore) | restart "
+                     "(re-executes torchxd; replicas keep running)")
+      ->required()
+      ->check(CLI::IsMember({"status", "stop", "restart"}));
+  daemon->add_flag("--cancel-all", cancel_all, "stop: cancel every app first, even with --live-restore");
 
   for (const char* name : {"configure", "tracker"}) {
     app.add_subcommand(name, "not supported yet")->allow_extras()->prefix_command();
@@ -134,7 +140,10 @@ int Main(int argc, char** argv) {
   if (*log) return cli::CmdLog(global, log_args, ctx);
   if (*builtins) return cli::CmdBuiltins(ctx);
   if (*runopts) return cli::CmdRunopts(runopts_scheduler, ctx);
-  if (*daemon) return cli::CmdDaemon(global, daemon_action, ctx);
+  if (*daemon) {
+    if (cancel_all && daemon_action != "stop") return cli::ReportError(ctx, "--cancel-all goes with `daemon stop`", cli::kExitUsage);
+    return cli::CmdDaemon(global, daemon_action, cancel_all, ctx);
+  }
   for (const auto* sub : app.get_subcommands()) return NotSupported(ctx, "`torchx " + sub->get_name() + "`");
   return cli::kExitUsage;
 }

@@ -28,7 +28,9 @@ json ReplicaInfoToJson(const supervisor::ReplicaInfo& r) {
               {"exit_code", Opt(r.exit_code)}, {"signal", Opt(r.signal)},
               {"start_ms", Opt(r.start_ms)}, {"end_ms", Opt(r.end_ms)},
               {"error_message", r.error_message}, {"log_dir", r.log_dir},
-              {"hostname", r.hostname}};
+              {"hostname", r.hostname},
+              {"monitor", json{{"run_dir", r.monitor.run_dir}, {"nonce", r.monitor.nonce},
+                               {"boot_id", r.monitor.boot_id}}}};
 }
 
 supervisor::ReplicaInfo ReplicaInfoFromJson(const json& j) {
@@ -46,7 +48,34 @@ supervisor::ReplicaInfo ReplicaInfoFromJson(const json& j) {
   r.error_message = j.value("error_message", "");
   r.log_dir = j.value("log_dir", "");
   r.hostname = j.value("hostname", "");
+  if (auto m = j.find("monitor"); m != j.end() && m->is_object()) {
+    r.monitor.run_dir = m->value("run_dir", "");
+    r.monitor.nonce = m->value("nonce", "");
+    r.monitor.boot_id = m->value("boot_id", "");
+  }
   return r;
+}
+
+json ReplicaRequestToStoredJson(const core::ReplicaRequest& r) {
+  return json{{"role", r.role}, {"replica_id", r.replica_id}, {"entrypoint", r.entrypoint}, {"args", r.args},
+              {"env", r.env},   {"cwd", r.cwd},               {"log_dir", r.log_dir}};
+}
+
+std::optional<core::ReplicaRequest> ReplicaRequestFromStoredJson(const json& j) {
+  if (!j.is_object()) return std::nullopt;
+  try {
+    core::ReplicaRequest r;
+    r.role = j.at("role").get<std::string>();
+    r.replica_id = j.at("replica_id").get<int>();
+    r.entrypoint = j.at("entrypoint").get<std::string>();
+    r.args = j.at("args").get<std::vector<std::string>>();
+    r.env = j.at("env").get<std::map<std::string, std::string>>();
+    r.cwd = j.at("cwd").get<std::string>();
+    r.log_dir = j.at("log_dir").get<std::string>();
+    return r;
+  } catch (const json::exception&) {
+    return std::nullopt;
+  }
 }
 
 std::string AppRecord::Handle() const { return core::MakeAppHandle(scheduler, session, app_id); }
@@ -108,6 +137,10 @@ json AppRecord::ToJson() const {
               {"log_bytes_lost", log_bytes_lost},
               {"log_bytes", log_bytes},
               {"logs_evicted", logs_evicted},
+              {"log_disk_seen", log_disk_seen},
+              {"log_lost_before", log_lost_before},
+              {"cancelling", cancelling},
+              {"requests", requests},
               {"replicas", reps},
               {"scheduler_data", scheduler_data}};
 }
@@ -142,6 +175,10 @@ Result<AppRecord> AppRecord::FromJson(const json& j) {
     r.log_bytes_lost = j.value("log_bytes_lost", std::map<std::string, uint64_t>{});
     r.log_bytes = j.value("log_bytes", uint64_t{0});
     r.logs_evicted = j.value("logs_evicted", false);
+    r.log_disk_seen = j.value("log_disk_seen", std::map<std::string, uint64_t>{});
+    r.log_lost_before = j.value("log_lost_before", std::map<std::string, uint64_t>{});
+    r.cancelling = j.value("cancelling", false);
+    r.requests = j.value("requests", json::array());
     for (const auto& rj : j.value("replicas", json::array())) r.replicas.push_back(ReplicaInfoFromJson(rj));
     r.scheduler_data = j.value("scheduler_data", json());
     return r;

@@ -18,7 +18,7 @@
 #include "core/app_def.h"
 #include "core/app_status.h"
 #include "core/result.h"
-#include "daemon/log_writer.h"
+#include "logfiles/log_writer.h"
 #include "supervisor/app_runner.h"
 
 namespace torchxd::daemon {
@@ -45,13 +45,18 @@ struct AppRecord {
   std::map<std::string, uint64_t> log_bytes_lost;  // "role/replica" -> bytes
   uint64_t log_bytes = 0;      // on disk, in the daemon's --log-dir
   bool logs_evicted = false;   // removed to keep under --log-max-total
+  // What each replica's logs took on disk when its monitor last said (processes: the shim writes them).
+  std::map<std::string, uint64_t> log_disk_seen;      // "role/replica" -> bytes
+  std::map<std::string, uint64_t> log_lost_before;    // lost by the replica's earlier attempts
+  bool cancelling = false;     // a cancel is under way (a restarted daemon finishes it)
+  nlohmann::json requests = nlohmann::json::array();  // processes: what each replica runs, for re-adoption
   std::vector<supervisor::ReplicaInfo> replicas;
   nlohmann::json scheduler_data;  // what a remote scheduler needs after a restart (e.g. the Job's name)
 
   // Live parts (not persisted).
   std::vector<std::string> submit_warnings;  // told to the submitter once
   std::unique_ptr<supervisor::AppRunner> runner;
-  std::map<std::string, ReplicaLogWriter> logs;  // "role/replica"
+  std::map<std::string, logfiles::ReplicaLogWriter> logs;  // "role/replica"
 
   std::string Handle() const;
   core::AppStatus Status() const;
@@ -65,6 +70,8 @@ inline std::string ReplicaKey(const std::string& role, int replica_id) {
 }
 
 nlohmann::json ReplicaInfoToJson(const supervisor::ReplicaInfo& info);
+nlohmann::json ReplicaRequestToStoredJson(const core::ReplicaRequest& request);
+std::optional<core::ReplicaRequest> ReplicaRequestFromStoredJson(const nlohmann::json& json);
 supervisor::ReplicaInfo ReplicaInfoFromJson(const nlohmann::json& json);
 
 }  // namespace torchxd::daemon

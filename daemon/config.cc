@@ -96,6 +96,9 @@ ParsedArgs ParseDaemonArgs(int argc, char** argv, const core::EnvLookup& env) {
                  "replicas one app may have, all roles together (default 1024); more is refused at submit")
       ->check(CLI::Range(size_t{1}, size_t{1000000}));
   app.add_option("--shim", c.shim, "path to torchxd-shim");
+  app.add_flag("--live-restore", c.live_restore,
+               "replicas keep running when torchxd stops or dies; the next torchxd re-adopts them");
+  app.add_option("--run-dir", c.run_dir, "where each replica's monitor keeps its state (default: $state_dir/shims)");
   app.add_option("--admin-group", c.admin_group, "members may see and act on every user's apps (system mode)");
   app.add_option("--kubeconfig", c.kubeconfig,
                  "kubeconfig for the kubernetes scheduler (default: $KUBECONFIG, ~/.kube/config, in-cluster)");
@@ -123,8 +126,9 @@ ParsedArgs ParseDaemonArgs(int argc, char** argv, const core::EnvLookup& env) {
     c.state_dir = c.system ? std::string(core::kSystemStateDir) : core::UserStateDir(env);
   }
   if (c.log_dir.empty()) c.log_dir = c.state_dir + "/logs";
+  if (c.run_dir.empty()) c.run_dir = c.state_dir + "/shims";
   if (c.shim.empty()) c.shim = DefaultShim();
-  for (std::string* p : {&c.socket, &c.state_dir, &c.log_dir, &c.shim}) {
+  for (std::string* p : {&c.socket, &c.state_dir, &c.log_dir, &c.shim, &c.run_dir}) {
     *p = fs::absolute(*p).lexically_normal().string();
   }
   return {c, 0};

@@ -21,6 +21,8 @@ namespace torchxd::daemon {
 
 struct DaemonConfig {
   bool system = false;
+  bool live_restore = false;  // replicas outlive the daemon (SIGTERM, crash); the next one adopts them
+  std::string run_dir;        // the shims' run directories; default $state_dir/shims
   std::string socket;
   std::string state_dir;
   std::string log_dir;  // default $state_dir/logs

@@ -99,17 +99,22 @@ Result<void> Daemon::Prepare() {
   bool private_dirs = !config_.system;
   if (auto ok = PrepareDirectory(config_.state_dir, private_dirs); !ok) return ok;
   if (auto ok = PrepareDirectory(config_.log_dir, false); !ok) return ok;
+  // A socket handed over by systemd, or by the torchxd this one replaced (`torchx daemon restart`).
+  bool handed_over = std::getenv("TORCHXD_OWN_SOCKET") != nullptr;
+  ::unsetenv("TORCHXD_OWN_SOCKET");
   auto activation = TakeActivationSocket();
-  activated_ = activation.has_value();
-  if (!activated_) {
+  activated_ = activation.has_value() && !handed_over;
+  if (activation && handed_over) listening_ = true;  // ours: removed when this daemon stops for good
+  if (!activation) {
     if (auto ok = PrepareDirectory(fs::path(config_.socket).parent_path().string(), private_dirs); !ok) {
       return ok;
     }
   }
   if (auto ok = TakeLock(); !ok) return ok;
-  if (!activated_) {
+  if (!activation) {
     if (auto ok = ClearStaleSocket(); !ok) return ok;
   }
+  if (auto ok = PrepareDirectory(config_.run_dir, true); !ok) return ok;
   std::string warning;
   auto store = Store::Open(config_.state_dir + "/torchxd.db", &warning);
   if (!store) return Fail(store.error());
@@ -120,6 +125,8 @@ Result<void> Daemon::Prepare() {
   opts.cache_size = config_.cache_size;
   opts.grace_seconds = config_.grace_period;
   opts.shim_path = config_.shim;
+  opts.run_dir = config_.run_dir;
+  opts.live_restore = config_.live_restore;
   if (const char* host = std::getenv("DOCKER_HOST")) opts.docker_host = host;
   opts.log_max_bytes = *ParseByteSize(config_.log_max_bytes);
   uint64_t log_max_total = 0;
@@ -153,7 +160,8 @@ Result<void> Daemon::Prepare() {
   info.state_dir = config_.state_dir;
   info.started_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                         std::chrono::system_clock::now().time_since_epoch()).count();
-  info.request_shutdown = [this] { OnSignal(SIGTERM); };
+  info.request_shutdown = [this](Service::ShutdownMode mode) { Stop(mode, "requested"); };
+  info.live_restore = config_.live_restore;
   info.commit_store = [this] { CommitStore(); };
   info.system_mode = config_.system;
   info.max_replicas_per_app = config_.max_replicas_per_app;
@@ -169,10 +177,7 @@ Result<void> Daemon::Prepare() {
   std::optional<uid_t> only_uid;
   if (!config_.system) only_uid = ::getuid();
   server_ = std::make_unique<Server>(&loop_, service_.get(), limits, only_uid);
-  if (activated_) {
-    if (auto ok = server_->Adopt(*activation); !ok) return ok;
-    return {};
-  }
+  if (activation) return server_->Adopt(*activation);
   return Listen();
 }
 
@@ -227,23 +232,36 @@ void Daemon::CommitStore() {
   }
 }
 
-void Daemon::OnSignal(int signum) {
+void Daemon::OnSignal(int signum) { Stop(Service::ShutdownMode::kDefault, strsignal(signum)); }
+
+void Daemon::Stop(Service::ShutdownMode mode, const char* reason) {
   if (stopping_) return;
   stopping_ = true;
-  notifier_.Send("STOPPING=1");
-  spdlog::info("stopping reason={} running_apps={}", strsignal(signum), CountApps(schedulers_).running);
+  bool restart = mode == Service::ShutdownMode::kRestart;
+  bool keep = restart || (mode == Service::ShutdownMode::kDefault && config_.live_restore);
+  notifier_.Send(restart ? "RELOADING=1" : "STOPPING=1");
+  spdlog::info("{} reason={} running_apps={} replicas={}", restart ? "restarting" : "stopping", reason,
+               CountApps(schedulers_).running, keep ? "keep running" : "stopped");
   service_->set_shutting_down();
+  // The next image takes the listening socket over: clients queue, none is refused.
+  if (restart) restart_fd_ = ::fcntl(server_->listener_fd(), F_DUPFD_CLOEXEC, 10);
   server_->Close();
   auto remaining = std::make_shared<size_t>(schedulers_.size());
   for (Scheduler* s : schedulers_) {
-    s->Shutdown([this, remaining] {
+    s->Shutdown(keep, [this, remaining] {
       if (--*remaining == 0) Finish();
     });
   }
 }
 
+int Daemon::TakeRestartSocket() {
+  int fd = restart_fd_;
+  restart_fd_ = -1;
+  return fd;
+}
+
 void Daemon::Finish() {
-  spdlog::info("all replicas stopped; exiting");
+  spdlog::info(restart_fd_ >= 0 ? "handing over to a new torchxd" : "exiting");
   server_->Close();  // connections still busy (e.g. a wait) have had their answers
   CommitStore();
   sigterm_.reset();
@@ -288,7 +306,7 @@ int Daemon::Run() {
   spdlog::info("torchxd ready socket={} state_dir={} pid={}{}", config_.socket, config_.state_dir, ::getpid(),
                activated_ ? " (socket from systemd)" : "");
   uv_run(&loop_, UV_RUN_DEFAULT);
-  if (listening_) ::unlink(config_.socket.c_str());
+  if (listening_ && restart_fd_ < 0) ::unlink(config_.socket.c_str());
   return 0;
 }
 

@@ -33,12 +33,16 @@ class Daemon {
   explicit Daemon(DaemonConfig config);
   ~Daemon();
   int Run();  // exit code
+  // After Run(): the listening socket to hand to a re-executed torchxd, or -1
+  // when no restart was asked for. The caller owns it.
+  int TakeRestartSocket();
 
  private:
   [[nodiscard]] Result<void> Prepare();
   [[nodiscard]] Result<void> TakeLock();
   [[nodiscard]] Result<void> ClearStaleSocket();
   void OnSignal(int signum);
+  void Stop(Service::ShutdownMode mode, const char* reason);
   void Finish();
   void CommitStore();
   void UpdateStatus();
@@ -67,6 +71,7 @@ class Daemon {
   uint64_t next_resync_ms_ = 0;
   bool activated_ = false;  // the socket came from systemd: never unlink it
   bool stopping_ = false;
+  int restart_fd_ = -1;  // the listener, kept for the next image
   bool listening_ = false;
 };
 

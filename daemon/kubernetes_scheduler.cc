@@ -375,7 +375,7 @@ void KubernetesScheduler::ApplyPod(KubeApp& app, const json& pod) {
     t.after_ns = 0;
     t.log_done = false;
     r->attempt = t.attempt;
-    if (ReplicaLogWriter* w = Writer(app, key, *r)) w->BeginAttempt(t.attempt, core::UnixNowMs());
+    if (logfiles::ReplicaLogWriter* w = Writer(app, key, *r)) w->BeginAttempt(t.attempt, core::UnixNowMs());
   }
   t.terminal = core::IsTerminal(v.state);
   r->state = v.state;
@@ -388,10 +388,10 @@ void KubernetesScheduler::ApplyPod(KubeApp& app, const json& pod) {
   Changed(app);
 }
 
-ReplicaLogWriter* KubernetesScheduler::Writer(KubeApp& app, const std::string& key, supervisor::ReplicaInfo& r) {
+logfiles::ReplicaLogWriter* KubernetesScheduler::Writer(KubeApp& app, const std::string& key, supervisor::ReplicaInfo& r) {
   auto it = app.rec->logs.find(key);
   if (it != app.rec->logs.end()) return &it->second;
-  auto writer = ReplicaLogWriter::Open(r.log_dir, app.rec->log_max_bytes);
+  auto writer = logfiles::ReplicaLogWriter::Open(r.log_dir, app.rec->log_max_bytes);
   if (!writer) {
     spdlog::error("cannot open replica log app={} replica={} error={}", app.rec->app_id, key, writer.error().message);
     return nullptr;
@@ -422,7 +422,7 @@ void KubernetesScheduler::StoreLine(const std::string& app_id, const std::string
   track.after_ns = time_ns;
   auto slash = key.rfind('/');
   supervisor::ReplicaInfo* r = a.Replica(key.substr(0, slash), std::stoi(key.substr(slash + 1)));
-  if (ReplicaLogWriter* w = r != nullptr ? Writer(a, key, *r) : nullptr) {
+  if (logfiles::ReplicaLogWriter* w = r != nullptr ? Writer(a, key, *r) : nullptr) {
     uint64_t before = w->disk_bytes(), lost_before = w->bytes_lost();
     w->WriteCombined(line, time_ns / 1000000);
     budget_->NoteWrite(w->bytes_lost() != lost_before, a.rec->app_id, r->log_dir);
@@ -659,7 +659,7 @@ void KubernetesScheduler::Delete(AppRecord& rec, std::function<void(Result<core:
                });
 }
 
-void KubernetesScheduler::Shutdown(std::function<void()> done) {
+void KubernetesScheduler::Shutdown(bool, std::function<void()> done) {
   // The jobs keep running on the cluster; a restarted torchxd picks them up.
   shut_down_ = true;
   for (auto& [id, app] : apps_) {

@@ -65,7 +65,7 @@ class KubernetesScheduler : public Scheduler {
               std::function<void(Result<CancelOutcome>)> done) override;
   void Wait(AppRecord& app, std::function<void(const AppRecord&)> done) override;
   void Delete(AppRecord& app, std::function<void(Result<core::AppState>)> done) override;
-  void Shutdown(std::function<void()> done) override;
+  void Shutdown(bool keep, std::function<void()> done) override;  // Jobs always keep running in the cluster
   size_t running_apps() const override;
   size_t app_count() const override { return apps_.size(); }
   void PersistAll() override;
@@ -107,7 +107,7 @@ class KubernetesScheduler : public Scheduler {
   void Changed(KubeApp& app);
   [[nodiscard]] Result<void> Persist(KubeApp& app);
   KubeApp* ByJob(const std::string& ns, const std::string& name);
-  ReplicaLogWriter* Writer(KubeApp& app, const std::string& key, supervisor::ReplicaInfo& replica);
+  logfiles::ReplicaLogWriter* Writer(KubeApp& app, const std::string& key, supervisor::ReplicaInfo& replica);
   // The budget's Source: the oldest finished app whose every pod log is stored.
   std::optional<LogBudget::Candidate> OldestEvictableLogs();
   // Closes the app's log writers and follows and discards its logs (eviction, delete).

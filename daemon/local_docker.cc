@@ -10,7 +10,7 @@
 #include "core/scheduler_opts.h"
 #include "core/text.h"
 #include "daemon/local_scheduler.h"
-#include "daemon/log_stream.h"
+#include "logfiles/log_stream.h"
 
 namespace torchxd::daemon {
 namespace {
@@ -19,7 +19,7 @@ using nlohmann::json;
 
 // Bytes of the latest attempt already stored in a replica's stream.
 uint64_t StoredAttemptBytes(const std::string& dir, const std::string& stream) {
-  auto layout = LoadLogStream(dir, stream);
+  auto layout = logfiles::LoadLogStream(dir, stream);
   if (!layout) return 0;
   uint64_t start = layout->attempts.empty() ? 0 : layout->attempts.back().offset;
   return layout->end_offset - std::min(start, layout->end_offset);
@@ -117,20 +117,16 @@ bool LocalScheduler::AdoptContainers(AppRecord& app) {
   for (const auto& req : requests) {
     std::string key = ReplicaKey(req.role, req.replica_id);
     if (app.logs.count(key) == 0) {
-      if (auto writer = ReplicaLogWriter::Open(req.log_dir, app.log_max_bytes)) app.logs.emplace(key, std::move(*writer));
+      if (auto writer = logfiles::ReplicaLogWriter::Open(req.log_dir, app.log_max_bytes)) app.logs.emplace(key, std::move(*writer));
     }
     after.emplace_back(StoredAttemptBytes(req.log_dir, "stdout"), StoredAttemptBytes(req.log_dir, "stderr"));
   }
-  supervisor::AppOptions opts;
-  opts.grace_seconds = options_.grace_seconds;
-  opts.backoff_initial_seconds = app.cfg.value("restart_backoff", 1.0);
-  opts.backoff_max_seconds = app.cfg.value("restart_backoff_max", 30.0);
-  opts.stop_on_failure = app.cfg.value("stop_on_failure", true);
-  opts.runtime = containers_.get();
+  supervisor::AppOptions opts = RunnerOptions(app, {});
   app.runner = std::make_unique<supervisor::AppRunner>(loop_, app.Handle(), app.app, std::move(requests), opts, this);
   by_runner_[app.runner.get()] = &app;
   spdlog::info("re-adopting containers app={} replicas={}", app.app_id, app.replicas.size());
   app.runner->Adopt(app.replicas, after);
+  if (app.cancelling) app.runner->Cancel(options_.grace_seconds, app.msg);
   return true;
 }
 

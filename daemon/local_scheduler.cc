@@ -24,7 +24,7 @@
 #include "core/replica_request.h"
 #include "daemon/as_user.h"
 #include "daemon/config.h"
-#include "daemon/safe_file.h"
+#include "logfiles/safe_file.h"
 #include "imageproviders/image_provider.h"
 
 namespace torchxd::daemon {
@@ -84,7 +84,10 @@ Result<void> LocalScheduler::Load(const std::vector<StoredApp>& stored) {
     std::sort(rec->replicas.begin(), rec->replicas.end(), [](const auto& a, const auto& b) {
       return std::tie(a.role_index, a.replica_id) < std::tie(b.role_index, b.replica_id);
     });
-    bool adopt = rec->scheduler == "local_docker" && !core::IsTerminal(rec->state);
+    // Replicas outlive a daemon that stopped without stopping them (containers;
+    // shims with live-restore or after a restart): take them over.
+    bool adopt = !core::IsTerminal(rec->state) &&
+                 (rec->scheduler == "local_docker" || (!rec->requests.empty() && !options_.run_dir.empty()));
     if (!core::IsTerminal(rec->state) && !adopt) {
       // Its replicas died with the daemon (torchxd-shim kills them): say so.
       rec->state = core::AppState::kFailed;
@@ -109,9 +112,11 @@ Result<void> LocalScheduler::Load(const std::vector<StoredApp>& stored) {
     if (adopt) adopted.push_back(apps_[key].get());
   }
   for (AppRecord* app : adopted) {
-    if (AdoptContainers(*app)) continue;
+    bool docker = app->scheduler == "local_docker";
+    if (docker ? AdoptContainers(*app) : AdoptProcesses(*app)) continue;
     app->state = core::AppState::kFailed;
-    app->msg = "torchxd stopped unexpectedly and cannot reach the Docker engine to resume";
+    app->msg = docker ? "torchxd stopped unexpectedly and cannot reach the Docker engine to resume"
+                      : "torchxd stopped unexpectedly and cannot resume the app";
     app->ended_ms = core::UnixNowMs();
     Persist(*app);
   }
@@ -259,6 +264,25 @@ Result<Caller> LookUpCaller(uid_t uid) {
 
 }  // namespace
 
+bool LocalScheduler::AdoptProcesses(AppRecord& app) {
+  auto caller = LookUpCaller(app.owner_uid);
+  if (!caller) return false;
+  std::vector<core::ReplicaRequest> requests;
+  for (const auto& j : app.requests) {
+    auto req = ReplicaRequestFromStoredJson(j);
+    if (!req) return false;
+    requests.push_back(std::move(*req));
+  }
+  if (requests.size() != app.replicas.size()) return false;
+  app.runner = std::make_unique<supervisor::AppRunner>(loop_, app.Handle(), app.app, std::move(requests),
+                                                       RunnerOptions(app, caller->run_as), this);
+  by_runner_[app.runner.get()] = &app;
+  spdlog::info("re-adopting replicas app={} replicas={}", app.app_id, app.replicas.size());
+  app.runner->Adopt(app.replicas, {});
+  if (app.cancelling) app.runner->Cancel(options_.grace_seconds, app.msg);
+  return true;
+}
+
 void LocalScheduler::Submit(SubmitRequest request, std::function<void(Result<const AppRecord*>)> done) {
   if (request.scheduler != "local_docker") return done(SubmitNow(std::move(request)));
   if (auto docker = Docker(); !docker) return done(Fail(docker.error()));
@@ -335,6 +359,9 @@ Result<const AppRecord*> LocalScheduler::SubmitNow(SubmitRequest request) {
     std::string warning = core::AssignCudaVisibleDevices(rec->app, requests, std::max(0, gpu_count_->load()));
     if (!warning.empty()) spdlog::warn("{} app={}", warning, rec->app_id);
   }
+  if (!docker) {
+    for (const auto& req : requests) rec->requests.push_back(ReplicaRequestToStoredJson(req));
+  }
   for (const auto& req : requests) {
     supervisor::ReplicaInfo info;
     info.role = req.role;
@@ -369,14 +396,7 @@ Result<const AppRecord*> LocalScheduler::SubmitNow(SubmitRequest request) {
   }
   MakeRoom();  // CheckRoom said an app can go
 
-  supervisor::AppOptions opts;
-  opts.grace_seconds = options_.grace_seconds;
-  opts.backoff_initial_seconds = core::CfgGet<double>(request.cfg, "restart_backoff").value_or(1.0);
-  opts.backoff_max_seconds = core::CfgGet<double>(request.cfg, "restart_backoff_max").value_or(30.0);
-  opts.stop_on_failure = core::CfgGet<bool>(request.cfg, "stop_on_failure").value_or(true);
-  opts.shim_path = options_.shim_path;
-  opts.run_as = caller->run_as;
-  if (docker) opts.runtime = containers_.get();
+  supervisor::AppOptions opts = RunnerOptions(*rec, caller->run_as);
   AppRecord* raw = rec.get();
   rec->runner = std::make_unique<supervisor::AppRunner>(loop_, rec->Handle(), rec->app,
                                                         std::move(requests), opts, this);
@@ -445,7 +465,34 @@ void LocalScheduler::Delete(AppRecord& app, std::function<void(Result<core::AppS
   });
 }
 
-void LocalScheduler::Shutdown(std::function<void()> done) {
+supervisor::AppOptions LocalScheduler::RunnerOptions(const AppRecord& app, std::vector<unsigned> run_as) const {
+  supervisor::AppOptions opts;
+  opts.grace_seconds = options_.grace_seconds;
+  opts.backoff_initial_seconds = app.cfg.value("restart_backoff", 1.0);
+  opts.backoff_max_seconds = app.cfg.value("restart_backoff_max", 30.0);
+  opts.stop_on_failure = app.cfg.value("stop_on_failure", true);
+  opts.process.shim_path = options_.shim_path;
+  opts.process.run_as = std::move(run_as);
+  opts.process.run_dir = options_.run_dir;
+  opts.process.log_max_bytes = app.log_max_bytes;
+  opts.process.keep = options_.live_restore;
+  if (app.scheduler == "local_docker") opts.runtime = containers_.get();
+  return opts;
+}
+
+void LocalScheduler::Shutdown(bool keep, std::function<void()> done) {
+  if (keep) {
+    // The runners go with the daemon; their replicas (under shims or in
+    // containers) go on, and the store says where to find them.
+    PersistAll();
+    for (auto& [key, rec] : apps_) {
+      if (!rec->runner) continue;
+      by_runner_.erase(rec->runner.get());
+      rec->runner.reset();  // closes its handles, leaves the replicas alone
+      rec->logs.clear();
+    }
+    return done();
+  }
   auto remaining = std::make_shared<size_t>(0);
   auto finish_one = [remaining, done] {
     if (--*remaining == 0) done();
@@ -471,9 +518,14 @@ void LocalScheduler::OnAttemptStarting(supervisor::AppRunner& runner,
   AppRecord* app = RecordOf(runner);
   if (app == nullptr) return;
   std::string key = ReplicaKey(r.role, r.replica_id);
+  if (app->scheduler != "local_docker") {
+    // Its shim writes the logs; a new attempt starts its own count of lost bytes.
+    app->log_lost_before[key] = app->log_bytes_lost[key];
+    return;
+  }
   AsUser as(app->owner_uid, app->owner_gid);
   if (app->logs.count(key) == 0) {
-    auto writer = ReplicaLogWriter::Open(r.log_dir, app->log_max_bytes);
+    auto writer = logfiles::ReplicaLogWriter::Open(r.log_dir, app->log_max_bytes);
     if (!writer) {
       // Said once per minute however many replicas hit it (a full fd table fails them all).
       int64_t now = core::UnixNowMs();
@@ -523,13 +575,27 @@ void LocalScheduler::OnOutput(supervisor::AppRunner& runner, const supervisor::R
     AsUser as(app->owner_uid, app->owner_gid);  // a rotation creates and renames files
     it->second.Write(stream, bytes, core::UnixNowMs());
   }
-  uint64_t after = it->second.disk_bytes();
-  app->log_bytes += after - std::min(after, before);
-  app->log_bytes -= std::min(app->log_bytes, before - std::min(before, after));
-  if (!app->user_log_dir) {
-    budget_->Add(static_cast<int64_t>(after) - static_cast<int64_t>(before));
-  }
+  AccountLogBytes(*app, key, before, it->second.disk_bytes());
   uint64_t lost = it->second.bytes_lost();
+  budget_->NoteWrite(lost != app->log_bytes_lost[key], app->app_id, r.log_dir);
+  app->log_bytes_lost[key] = lost;
+  hub_->Notify(AppKey(*app));
+}
+
+void LocalScheduler::AccountLogBytes(AppRecord& app, const std::string& key, uint64_t before, uint64_t after) {
+  app.log_bytes += after - std::min(after, before);
+  app.log_bytes -= std::min(app.log_bytes, before - std::min(before, after));
+  if (!app.user_log_dir) budget_->Add(static_cast<int64_t>(after) - static_cast<int64_t>(before));
+  app.log_disk_seen[key] = after;
+}
+
+void LocalScheduler::OnLogged(supervisor::AppRunner& runner, const supervisor::ReplicaInfo& r, uint64_t disk_bytes,
+                              uint64_t lost_bytes) {
+  AppRecord* app = RecordOf(runner);
+  if (app == nullptr) return;
+  std::string key = ReplicaKey(r.role, r.replica_id);
+  AccountLogBytes(*app, key, app->log_disk_seen[key], disk_bytes);
+  uint64_t lost = app->log_lost_before[key] + lost_bytes;
   budget_->NoteWrite(lost != app->log_bytes_lost[key], app->app_id, r.log_dir);
   app->log_bytes_lost[key] = lost;
   hub_->Notify(AppKey(*app));
@@ -548,7 +614,7 @@ void LocalScheduler::OnReplicaStreamsClosed(supervisor::AppRunner& runner,
 void LocalScheduler::ReadErrorFile(AppRecord& app, supervisor::ReplicaInfo& replica) {
   // The replica wrote it: it may be anything (a FIFO, a link, deep or huge JSON).
   AsUser as(app.owner_uid, app.owner_gid);
-  auto text = ReadRegularFile(replica.log_dir + "/error.json", kMaxErrorFileBytes);
+  auto text = logfiles::ReadRegularFile(replica.log_dir + "/error.json", kMaxErrorFileBytes);
   if (!text) return;
   auto j = core::ParseJson(*text);
   if (!j) return;
@@ -572,6 +638,7 @@ void LocalScheduler::OnAppChanged(supervisor::AppRunner& runner) {
   app->state = runner.state();
   app->msg = runner.msg();
   app->num_restarts = runner.num_restarts();
+  app->cancelling = runner.cancelling() && !core::IsTerminal(runner.state());
   if (core::IsTerminal(app->state) && !was_terminal) {
     app->ended_ms = core::UnixNowMs();
     WriteSuccessFile(*app);
@@ -619,7 +686,7 @@ void LocalScheduler::WriteSuccessFile(const AppRecord& app) {
                   {"last_updated", static_cast<double>(app.ended_ms.value_or(core::UnixNowMs())) / 1000.0},
                   {"roles", roles}};
   AsUser as(app.owner_uid, app.owner_gid);
-  if (auto ok = WriteRegularFile(app.app_log_dir + "/SUCCESS", success.dump(-1, ' ', false, json::error_handler_t::replace));
+  if (auto ok = logfiles::WriteRegularFile(app.app_log_dir + "/SUCCESS", success.dump(-1, ' ', false, json::error_handler_t::replace));
       !ok) {
     spdlog::warn("cannot write the SUCCESS file app={} error={}", app.app_id, ok.error().message);
   }

@@ -43,6 +43,8 @@ struct LocalSchedulerOptions {
   std::string shim_path;
   uint64_t log_max_bytes = 128ull << 20;  // per stream; 0 = unbounded
   std::string docker_host;                // $DOCKER_HOST of the daemon (local_docker)
+  std::string run_dir;                    // the shims' run directories ("" = none: no re-adoption)
+  bool live_restore = false;              // replicas outlive the daemon
 };
 
 
@@ -64,8 +66,9 @@ class LocalScheduler : public Scheduler, public supervisor::AppRunnerObserver {
               std::function<void(Result<CancelOutcome>)> done) override;
   void Wait(AppRecord& app, std::function<void(const AppRecord&)> done) override;
   void Delete(AppRecord& app, std::function<void(Result<core::AppState>)> done) override;
-  // Stops every app (daemon SIGTERM); `done` when no replica is left.
-  void Shutdown(std::function<void()> done) override;
+  // Stops every app (daemon SIGTERM); `done` when no replica is left. With
+  // `keep`, replicas are left running for the next daemon to adopt.
+  void Shutdown(bool keep, std::function<void()> done) override;
   size_t running_apps() const override;
   size_t app_count() const override { return apps_.size(); }
   void PersistAll() override;
@@ -76,6 +79,8 @@ class LocalScheduler : public Scheduler, public supervisor::AppRunnerObserver {
   void OnReplicaChanged(supervisor::AppRunner& app, const supervisor::ReplicaInfo& r) override;
   void OnOutput(supervisor::AppRunner& app, const supervisor::ReplicaInfo& r,
                 supervisor::OutputStream stream, std::string_view bytes) override;
+  void OnLogged(supervisor::AppRunner& app, const supervisor::ReplicaInfo& r, uint64_t disk_bytes,
+                uint64_t lost_bytes) override;
   void OnReplicaStreamsClosed(supervisor::AppRunner& app, const supervisor::ReplicaInfo& r) override;
   void OnAppChanged(supervisor::AppRunner& app) override;
 
@@ -104,6 +109,10 @@ class LocalScheduler : public Scheduler, public supervisor::AppRunnerObserver {
   std::vector<core::ReplicaRequest> ContainerRequests(const AppRecord& app, std::vector<std::string>* warnings);
   // After a restart: re-attaches to a local_docker app's containers; false = cannot.
   bool AdoptContainers(AppRecord& app);
+  // After a restart: re-attaches to a process app's shims; false = cannot.
+  bool AdoptProcesses(AppRecord& app);
+  supervisor::AppOptions RunnerOptions(const AppRecord& app, std::vector<unsigned> run_as) const;
+  void AccountLogBytes(AppRecord& app, const std::string& key, uint64_t before, uint64_t after);
 
   uv_loop_t* loop_;
   Store* store_;

@@ -11,7 +11,7 @@
 #include "core/json_reader.h"
 #include "core/unique_fd.h"
 #include "daemon/as_user.h"
-#include "daemon/safe_file.h"
+#include "logfiles/safe_file.h"
 
 namespace torchxd::daemon {
 namespace {
@@ -24,13 +24,13 @@ constexpr size_t kMaxQueuedBytes = 4 << 20;    // pause while the client lags th
 constexpr size_t kMaxLineBytes = 1 << 20;      // longer lines are sent in pieces of this size
 
 // Start of the last `n` lines of the stream (a final newline does not start a line).
-uint64_t TailStart(const LogStreamLayout& layout, int n) {
+uint64_t TailStart(const logfiles::LogStreamLayout& layout, int n) {
   if (n <= 0) return layout.end_offset;
   int newlines = 0;
   bool skipped_final = false;
   char buf[65536];
   for (auto seg = layout.segments.rbegin(); seg != layout.segments.rend(); ++seg) {
-    UniqueFd fd = OpenRegular(seg->path, O_RDONLY);
+    UniqueFd fd = logfiles::OpenRegular(seg->path, O_RDONLY);
     if (!fd.valid()) continue;
     uint64_t end = seg->size;
     while (end > 0) {
@@ -53,11 +53,11 @@ uint64_t TailStart(const LogStreamLayout& layout, int n) {
 }
 
 // The offset after the first newline at or after `from` (within the first MiB).
-uint64_t NextLineStart(const LogStreamLayout& layout, uint64_t from) {
+uint64_t NextLineStart(const logfiles::LogStreamLayout& layout, uint64_t from) {
   char buf[65536];
   for (const auto& seg : layout.segments) {
     if (from >= seg.start + seg.size) continue;
-    UniqueFd fd = OpenRegular(seg.path, O_RDONLY);
+    UniqueFd fd = logfiles::OpenRegular(seg.path, O_RDONLY);
     if (!fd.valid()) return from;
     for (uint64_t at = from; at < seg.start + seg.size && at < from + (1 << 20);) {
       ssize_t got = ::pread(fd.get(), buf, sizeof(buf), static_cast<off_t>(at - seg.start));
@@ -110,7 +110,7 @@ Result<LogQuery> ParseLogQuery(const json& params) {
 
 struct LogRequest::Cursor {
   LogTarget target;
-  LogStreamLayout layout;
+  logfiles::LogStreamLayout layout;
   uint64_t pos = 0;
   uint64_t end = UINT64_MAX;  // stop before this offset
   std::string partial;
@@ -157,10 +157,10 @@ Result<void> LogRequest::Start() {
     regex_.emplace(std::move(*compiled));
   }
   for (auto& c : cursors_) {
-    auto layout = LoadLogStream(c->target.dir, query_.stream);
+    auto layout = logfiles::LoadLogStream(c->target.dir, query_.stream);
     if (!layout) {
       // Not written yet (a replica still starting): an empty stream.
-      layout = LogStreamLayout{};
+      layout = logfiles::LogStreamLayout{};
       layout->segments.push_back({c->target.dir + "/" + query_.stream + ".log", 0, 0});
     }
     c->layout = std::move(*layout);
@@ -168,7 +168,7 @@ Result<void> LogRequest::Start() {
     if (query_.attempt) {
       const auto& attempts = c->layout.attempts;
       auto it = std::find_if(attempts.begin(), attempts.end(),
-                             [&](const LogAttempt& a) { return a.attempt == *query_.attempt; });
+                             [&](const logfiles::LogAttempt& a) { return a.attempt == *query_.attempt; });
       if (it == attempts.end()) {
         return Fail(Error::InvalidArgument(c->target.role + "/" + std::to_string(c->target.replica) +
                                            " has no attempt " + std::to_string(*query_.attempt) +
@@ -262,20 +262,20 @@ bool LogRequest::Pump(Cursor& c, size_t& budget) {
       c.partial.clear();
     }
     if (!c.fd.valid() || c.pos < c.fd_start || c.pos >= c.fd_end) {
-      const LogSegment* seg = nullptr;
+      const logfiles::LogSegment* seg = nullptr;
       for (size_t i = 0; i < c.layout.segments.size(); ++i) {
         const auto& s = c.layout.segments[i];
         bool live = i + 1 == c.layout.segments.size();
         if (c.pos >= s.start && (live || c.pos < s.start + s.size)) seg = &s;
       }
       if (seg == nullptr) {  // a segment vanished under us (rotation): look again
-        auto layout = LoadLogStream(c.target.dir, query_.stream);
+        auto layout = logfiles::LoadLogStream(c.target.dir, query_.stream);
         if (!layout) return true;
         c.layout = std::move(*layout);
         if (c.pos < c.layout.first_offset) continue;
         return true;
       }
-      c.fd = OpenRegular(seg->path, O_RDONLY);
+      c.fd = logfiles::OpenRegular(seg->path, O_RDONLY);
       if (!c.fd.valid()) return true;
       struct stat st;
       ::fstat(c.fd.get(), &st);
@@ -291,7 +291,7 @@ bool LogRequest::Pump(Cursor& c, size_t& budget) {
       struct stat st;
       std::string live = c.target.dir + "/" + query_.stream + ".log";
       if (c.fd_end == UINT64_MAX && ::stat(live.c_str(), &st) == 0 && st.st_ino != c.fd_inode) {
-        auto layout = LoadLogStream(c.target.dir, query_.stream);
+        auto layout = logfiles::LoadLogStream(c.target.dir, query_.stream);
         if (layout) c.layout = std::move(*layout);
         c.fd.reset();
         continue;

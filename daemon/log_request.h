@@ -28,7 +28,7 @@
 #include "core/result.h"
 #include "core/uv_handle.h"
 #include "daemon/log_hub.h"
-#include "daemon/log_stream.h"
+#include "logfiles/log_stream.h"
 #include "daemon/server.h"
 
 namespace torchxd::daemon {

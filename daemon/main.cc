@@ -2,7 +2,13 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <iostream>
+#include <string>
 
 #include "daemon/config.h"
 #include "daemon/daemon.h"
@@ -15,11 +21,26 @@ int main(int argc, char** argv) {
   logger->set_pattern(std::getenv("JOURNAL_STREAM") ? "%l %v" : "%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
   logger->set_level(spdlog::level::from_str(parsed.config->log_level));
   spdlog::set_default_logger(logger);
+  int restart_fd = -1;
+  int code = 1;
   try {
     torchxd::daemon::Daemon daemon(*parsed.config);
-    return daemon.Run();
+    code = daemon.Run();
+    restart_fd = daemon.TakeRestartSocket();
   } catch (const std::exception& e) {
     spdlog::critical("internal error: {}", e.what());
     return 1;
   }
+  if (restart_fd < 0) return code;
+  // `torchx daemon restart`: the same pid runs the (possibly upgraded) binary
+  // again. The shims stay its children, the listening socket stays open as
+  // fd 3 (the socket-activation convention), and the new image adopts both.
+  spdlog::shutdown();
+  if (::dup2(restart_fd, 3) != 3) return 1;
+  ::setenv("LISTEN_FDS", "1", 1);
+  ::setenv("LISTEN_PID", std::to_string(::getpid()).c_str(), 1);
+  ::setenv("TORCHXD_OWN_SOCKET", "1", 1);
+  ::execv("/proc/self/exe", argv);
+  std::fprintf(stderr, "torchxd: cannot re-execute itself: %s\n", std::strerror(errno));
+  return 1;
 }

@@ -55,7 +55,8 @@ class Scheduler {
   // Stops the app if it runs, then forgets it and its logs; `done` gets its last state.
   virtual void Delete(AppRecord& app, std::function<void(Result<core::AppState>)> done) = 0;
   // Daemon shutdown: `done` when nothing of this scheduler needs the loop.
-  virtual void Shutdown(std::function<void()> done) = 0;
+  // `keep`: what runs is left running for the next daemon (live-restore, restart).
+  virtual void Shutdown(bool keep, std::function<void()> done) = 0;
   // Writes every app's record again: the store lost a transaction (a full disk).
   virtual void PersistAll() = 0;
   virtual size_t running_apps() const = 0;

@@ -1,5 +1,7 @@
 #include "daemon/server.h"
 
+#include "core/unique_fd.h"
+
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -379,22 +381,22 @@ Result<void> Server::Listen(const std::string& path, std::optional<gid_t> group)
                                        std::to_string(sizeof(sockaddr_un{}.sun_path) - 1) +
                                        " (pick a shorter --socket)"));
   }
-  listener_ = NewUvHandle<uv_pipe_t>(this);
-  uv_pipe_init(loop_, listener_.get(), 0);
-  listener_->data = this;
+  // Bound here rather than with uv_pipe_bind, which unlinks the path when the
+  // handle closes: the daemon decides when the path goes (not on a restart,
+  // where the next image keeps listening on the same socket).
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!fd.valid()) return Fail(Error::Io(std::string("socket: ") + strerror(errno)));
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size());
   mode_t old = ::umask(0177);  // the socket is created 0600
-  int rc = uv_pipe_bind(listener_.get(), path.c_str());
+  int rc = ::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
   ::umask(old);
-  if (rc != 0) return Fail(Error::Io(UvError(("bind " + path).c_str(), rc)));
+  if (rc != 0) return Fail(Error::Io("bind " + path + ": " + strerror(errno)));
   if (group && (::chown(path.c_str(), 0, *group) != 0 || ::chmod(path.c_str(), 0660) != 0)) {
     return Fail(Error::Io("chown/chmod " + path + ": " + strerror(errno)));
   }
-  rc = uv_listen(reinterpret_cast<uv_stream_t*>(listener_.get()), 128, [](uv_stream_t* s, int status) {
-    auto* self = static_cast<Server*>(s->data);
-    if (self != nullptr && status == 0) self->OnConnection();
-  });
-  if (rc != 0) return Fail(Error::Io(UvError(("listen " + path).c_str(), rc)));
-  return {};
+  return Adopt(fd.release());
 }
 
 Result<void> Server::Adopt(int fd) {
@@ -402,14 +404,21 @@ Result<void> Server::Adopt(int fd) {
   uv_pipe_init(loop_, listener_.get(), 0);
   listener_->data = this;
   if (int rc = uv_pipe_open(listener_.get(), fd); rc != 0) {
-    return Fail(Error::Io(UvError("adopt the activation socket (fd 3)", rc)));
+    ::close(fd);
+    return Fail(Error::Io(UvError("adopt the listening socket", rc)));
   }
   int rc = uv_listen(reinterpret_cast<uv_stream_t*>(listener_.get()), 128, [](uv_stream_t* s, int status) {
     auto* self = static_cast<Server*>(s->data);
     if (self != nullptr && status == 0) self->OnConnection();
   });
-  if (rc != 0) return Fail(Error::Io(UvError("listen on the activation socket", rc)));
+  if (rc != 0) return Fail(Error::Io(UvError("listen on the socket", rc)));
   return {};
+}
+
+int Server::listener_fd() const {
+  uv_os_fd_t fd = -1;
+  if (!listener_ || uv_fileno(reinterpret_cast<const uv_handle_t*>(listener_.get()), &fd) != 0) return -1;
+  return fd;
 }
 
 void Server::Close() {

@@ -107,6 +107,12 @@ class Server {
   ServerLimits limits_;
   std::optional<uid_t> only_uid_;
   UvHandle<uv_pipe_t> listener_;
+
+ public:
+  // The listening socket's descriptor (-1 when closed), e.g. to hand it to the next daemon image.
+  int listener_fd() const;
+
+ private:
   std::map<Connection*, std::shared_ptr<Connection>> connections_;
   bool closing_ = false;
 };

@@ -60,8 +60,17 @@ void Service::Dispatch(const protocol::Request& request, const PeerInfo& peer,
     if (!MayActOnAll(peer)) {
       return responder->Error(Error::PermissionDenied("only root (or the admin group) may stop this torchxd"));
     }
-    responder->Result({{"stopping", true}, {"pid", ::getpid()}});
-    if (info_.request_shutdown) info_.request_shutdown();
+    core::JsonReader r(p, "params", {"cancel_all", "restart"});
+    bool cancel_all = r.Bool("cancel_all", false);
+    bool restart = r.Bool("restart", false);
+    if (auto ok = r.Finish(); !ok) return responder->Error(ok.error());
+    if (cancel_all && restart) {
+      return responder->Error(Error::InvalidArgument("shutdown: cancel_all and restart exclude each other"));
+    }
+    ShutdownMode mode = restart ? ShutdownMode::kRestart : cancel_all ? ShutdownMode::kCancelAll : ShutdownMode::kDefault;
+    bool keeps = restart || (!cancel_all && info_.live_restore);
+    responder->Result({{"stopping", true}, {"pid", ::getpid()}, {"restarting", restart}, {"replicas_keep_running", keeps}});
+    if (info_.request_shutdown) info_.request_shutdown(mode);
     return;
   }
   if (m == "run") return Run(p, peer, responder);
@@ -323,6 +332,8 @@ void Service::Version(const Reply& reply) {
                  {"socket", info_.socket},
                  {"state_dir", info_.state_dir},
                  {"started", core::FormatRfc3339Utc(info_.started_ms)},
+                 {"started_ms", info_.started_ms},
+                 {"live_restore", info_.live_restore},
                  {"apps", counts.apps},
                  {"running_apps", counts.running}});
 }

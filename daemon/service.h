@@ -28,13 +28,20 @@ inline constexpr size_t kMaxListRows = 5000;
 
 class Service : public RequestHandler {
  public:
+  enum class ShutdownMode {
+    kDefault,    // as on SIGTERM: live-restore keeps the replicas, else they are stopped
+    kCancelAll,  // stop every replica, whatever the mode
+    kRestart,    // re-execute torchxd; replicas keep running and are re-adopted
+  };
   struct DaemonInfo {
     std::string socket;
     std::string state_dir;
     int64_t started_ms = 0;
-    std::function<void()> request_shutdown;  // `torchx daemon stop`
+    // `torchx daemon stop [--cancel-all]` / `torchx daemon restart`.
+    std::function<void(ShutdownMode)> request_shutdown;
     std::function<void()> commit_store;      // before acknowledging a change
     bool system_mode = false;
+    bool live_restore = false;
     std::optional<gid_t> admin_gid;  // --admin-group: may act on every app
     size_t max_replicas_per_app = 1024;
   };

@@ -17,6 +17,7 @@ struct AppRunner::Slot {
   UvHandle<uv_timer_t> restart_timer;
   UvHandle<uv_timer_t> kill_timer;
   StopReason stopping = StopReason::kNone;
+  double stop_grace = 0;
   int retries_used = 0;  // REPLICA budget
   size_t index = 0;
   AppRunner* owner = nullptr;
@@ -37,7 +38,7 @@ AppRunner::AppRunner(uv_loop_t* loop, std::string key, core::AppDef app,
       observer_(observer),
       role_retries_(app_.roles.size(), 0) {
   if (options_.runtime == nullptr) {
-    own_runtime_ = std::make_unique<ProcessRuntime>(loop_, options_.shim_path, options_.run_as);
+    own_runtime_ = std::make_unique<ProcessRuntime>(loop_, options_.process);
   }
   runtime_ = options_.runtime != nullptr ? options_.runtime : own_runtime_.get();
   for (auto& req : requests) {
@@ -83,9 +84,10 @@ void AppRunner::StartSlot(size_t index) {
   s.info.end_ms.reset();
   s.info.start_ms = core::UnixNowMs();
   s.info.error_message.clear();
+  s.info.monitor = runtime_->Prepare();
   observer_->OnAttemptStarting(*this, s.info);
-  Changed(index);
-  s.process = runtime_->Start(s.request, s.info.attempt, Callbacks(index));
+  Changed(index);  // recorded (with where its monitor will be) before it starts
+  s.process = runtime_->Start(s.request, s.info.attempt, s.info.monitor, Callbacks(index));
 }
 
 ReplicaCallbacks AppRunner::Callbacks(size_t index) {
@@ -93,6 +95,9 @@ ReplicaCallbacks AppRunner::Callbacks(size_t index) {
   cb.on_started = [this, index](int pid) { OnSlotStarted(index, pid); };
   cb.on_output = [this, index](OutputStream stream, std::string_view bytes) {
     observer_->OnOutput(*this, slots_[index]->info, stream, bytes);
+  };
+  cb.on_logged = [this, index](uint64_t disk_bytes, uint64_t lost_bytes) {
+    observer_->OnLogged(*this, slots_[index]->info, disk_bytes, lost_bytes);
   };
   cb.on_exit = [this, index](const ReplicaExit& exit) { OnSlotExit(index, exit); };
   return cb;
@@ -113,7 +118,7 @@ void AppRunner::Adopt(const std::vector<ReplicaInfo>& previous,
       continue;
     }
     auto after = i < stored_bytes.size() ? stored_bytes[i] : std::pair<uint64_t, uint64_t>{0, 0};
-    s.process = runtime_->Adopt(s.request, after.first, after.second, Callbacks(i));
+    s.process = runtime_->Adopt(s.request, s.info.attempt, s.info.monitor, after.first, after.second, Callbacks(i));
     if (!s.process) {
       ReplicaExit lost;
       lost.spawn_failed = true;
@@ -131,7 +136,7 @@ void AppRunner::OnSlotStarted(size_t index, int pid) {
   s.info.state = ReplicaState::kRunning;
   Changed(index);
   // A stop requested before the pid was known still has to reach the replica.
-  if (s.stopping != StopReason::kNone) s.process->Terminate();
+  if (s.stopping != StopReason::kNone) s.process->Terminate(s.stop_grace);
 }
 
 void AppRunner::OnSlotExit(size_t index, const ReplicaExit& exit) {
@@ -139,10 +144,10 @@ void AppRunner::OnSlotExit(size_t index, const ReplicaExit& exit) {
   std::unique_ptr<ReplicaHandle> finished = std::move(s.process);  // freed at return
   s.kill_timer.reset();
   observer_->OnReplicaStreamsClosed(*this, s.info);
-  s.info.end_ms = core::UnixNowMs();
+  s.info.end_ms = exit.ended_ms.value_or(core::UnixNowMs());
   s.info.exit_code = exit.exit_code;
   s.info.signal = exit.signal;
-  if (exit.spawn_failed) {
+  if (exit.spawn_failed || (exit.final && !exit.message.empty())) {
     s.info.error_message = exit.message;
   } else if (exit.signal) {
     s.info.error_message = "killed by signal " + std::to_string(*exit.signal);
@@ -171,12 +176,12 @@ void AppRunner::OnSlotExit(size_t index, const ReplicaExit& exit) {
     s.info.error_message.clear();
     Changed(index);
   } else {
-    OnFailure(index);
+    OnFailure(index, exit.final);
   }
   CheckDone();
 }
 
-void AppRunner::OnFailure(size_t index) {
+void AppRunner::OnFailure(size_t index, bool final) {
   Slot& s = *slots_[index];
   const core::Role& role = app_.roles[static_cast<size_t>(s.info.role_index)];
   auto fail = [&] {
@@ -184,7 +189,9 @@ void AppRunner::OnFailure(size_t index) {
     Changed(index);
     if (!failed_) {
       failed_ = true;
-      msg_ = s.info.role + "/" + std::to_string(s.info.replica_id) + " failed: " + s.info.error_message;
+      // A failure that is not the replica's own (the daemon or the machine went away) is the app's message as is.
+      msg_ = final ? s.info.error_message
+                   : s.info.role + "/" + std::to_string(s.info.replica_id) + " failed: " + s.info.error_message;
       observer_->OnAppChanged(*this);
     }
     if (options_.stop_on_failure) {
@@ -193,7 +200,7 @@ void AppRunner::OnFailure(size_t index) {
       }
     }
   };
-  if (cancelling_ || failed_) return fail();
+  if (cancelling_ || failed_ || final) return fail();
   switch (role.retry_policy) {
     case core::RetryPolicy::kReplica:
       if (s.retries_used >= role.max_retries) return fail();
@@ -289,7 +296,8 @@ void AppRunner::StopSlot(size_t index, StopReason reason, double grace_seconds) 
   }
   if (s.stopping == StopReason::kCancel) return;  // already stopping for good
   if (s.stopping == StopReason::kNone || reason == StopReason::kCancel) s.stopping = reason;
-  s.process->Terminate();
+  s.stop_grace = grace_seconds;
+  s.process->Terminate(grace_seconds);
   s.kill_timer = NewUvHandle<uv_timer_t>(&s);
   uv_timer_init(loop_, s.kill_timer.get());
   uv_timer_start(

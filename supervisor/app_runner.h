@@ -39,8 +39,7 @@ struct AppOptions {
   double backoff_initial_seconds = 1.0;
   double backoff_max_seconds = 30.0;
   bool stop_on_failure = true;
-  std::string shim_path;
-  std::vector<unsigned> run_as;  // empty, or {uid, gid, groups...} for torchxd-shim
+  ProcessRuntimeOptions process;      // for processes under torchxd-shim
   ReplicaRuntime* runtime = nullptr;  // borrowed; null = processes under torchxd-shim
 };
 
@@ -58,6 +57,7 @@ struct ReplicaInfo {
   std::string error_message;
   std::string log_dir;
   std::string hostname;  // "" = this machine (localhost)
+  MonitorRecord monitor;  // where this attempt's monitor is found after a daemon restart
 };
 
 class AppRunner;
@@ -71,6 +71,8 @@ class AppRunnerObserver {
   virtual void OnReplicaChanged(AppRunner& app, const ReplicaInfo& replica) = 0;
   virtual void OnOutput(AppRunner& app, const ReplicaInfo& replica, OutputStream stream,
                         std::string_view bytes) = 0;
+  // The monitor stored output itself (ReplicaCallbacks::on_logged).
+  virtual void OnLogged(AppRunner& app, const ReplicaInfo& replica, uint64_t disk_bytes, uint64_t lost_bytes) = 0;
   virtual void OnReplicaStreamsClosed(AppRunner& app, const ReplicaInfo& replica) = 0;
   virtual void OnAppChanged(AppRunner& app) = 0;  // state, msg or num_restarts changed
 };
@@ -102,6 +104,7 @@ class AppRunner {
   int num_restarts() const { return num_restarts_; }
   const std::vector<ReplicaInfo>& replicas() const;
   bool terminal() const { return core::IsTerminal(state_); }
+  bool cancelling() const { return cancelling_; }
 
  private:
   enum class StopReason { kNone, kCancel, kSiblingFailed, kRestart };
@@ -111,7 +114,7 @@ class AppRunner {
   ReplicaCallbacks Callbacks(size_t index);
   void OnSlotStarted(size_t index, int pid);
   void OnSlotExit(size_t index, const ReplicaExit& exit);
-  void OnFailure(size_t index);
+  void OnFailure(size_t index, bool final);
   void StopSlot(size_t index, StopReason reason, double grace_seconds);
   void ScheduleRestart(size_t index, int restart_number);
   void RestartGroupWhenStopped();

@@ -86,7 +86,7 @@ class ContainerReplica : public ReplicaHandle {
     });
   }
 
-  void Terminate() override { Signal("SIGTERM"); }
+  void Terminate(double) override { Signal("SIGTERM"); }
   void Kill() override {
     Signal("SIGKILL");
     ArmKillCheck();
@@ -298,13 +298,14 @@ class ContainerReplica : public ReplicaHandle {
 }  // namespace
 
 std::unique_ptr<ReplicaHandle> ContainerRuntime::Start(const core::ReplicaRequest& request, int,
-                                                       ReplicaCallbacks callbacks) {
+                                                       const MonitorRecord&, ReplicaCallbacks callbacks) {
   auto replica = std::make_unique<ContainerReplica>(loop_, docker_, request, std::move(callbacks));
   replica->Begin();
   return replica;
 }
 
-std::unique_ptr<ReplicaHandle> ContainerRuntime::Adopt(const core::ReplicaRequest& request, uint64_t stdout_skip,
+std::unique_ptr<ReplicaHandle> ContainerRuntime::Adopt(const core::ReplicaRequest& request, int,
+                                                       const MonitorRecord&, uint64_t stdout_skip,
                                                        uint64_t stderr_skip, ReplicaCallbacks callbacks) {
   auto replica = std::make_unique<ContainerReplica>(loop_, docker_, request, std::move(callbacks));
   replica->Resume(stdout_skip, stderr_skip);

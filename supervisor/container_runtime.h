@@ -35,10 +35,10 @@ namespace torchxd::supervisor {
 class ContainerRuntime : public ReplicaRuntime {
  public:
   ContainerRuntime(uv_loop_t* loop, DockerClient* docker) : loop_(loop), docker_(docker) {}
-  std::unique_ptr<ReplicaHandle> Start(const core::ReplicaRequest& request, int attempt,
+  std::unique_ptr<ReplicaHandle> Start(const core::ReplicaRequest& request, int attempt, const MonitorRecord&,
                                        ReplicaCallbacks callbacks) override;
-  std::unique_ptr<ReplicaHandle> Adopt(const core::ReplicaRequest& request, uint64_t stdout_skip,
-                                       uint64_t stderr_skip, ReplicaCallbacks callbacks) override;
+  std::unique_ptr<ReplicaHandle> Adopt(const core::ReplicaRequest& request, int attempt, const MonitorRecord&,
+                                       uint64_t stdout_skip, uint64_t stderr_skip, ReplicaCallbacks callbacks) override;
   // Removes the app's containers (force), `done` when the engine answered for each.
   void Cleanup(const std::vector<core::ReplicaRequest>& requests, std::function<void()> done) override;
 

@@ -1,19 +1,26 @@
 #include "supervisor/replica_process.h"
 
-#include "supervisor/spawn_attr.h"
-
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
+
+#include "supervisor/proc_info.h"
+#include "supervisor/shim_files.h"
+#include "supervisor/spawn_attr.h"
 
 namespace torchxd::supervisor {
 namespace {
@@ -23,56 +30,90 @@ struct WriteReq {
   std::string data;
 };
 
-// Output is consumed synchronously by on_output, so one buffer serves all reads.
-char g_read_buffer[256 * 1024];
+char g_read_buffer[64 * 1024];
 
 // The soft open-files limit the process started with, before the daemon raised its own.
 std::atomic<unsigned long> g_replica_nofile{0};
+
+constexpr uint64_t kHandshakeTimeoutMs = 5000;
+
+std::string RandomHex(size_t bytes) {
+  unsigned char buf[32];
+  size_t got = 0;
+  while (got < bytes) {
+    ssize_t n = ::getrandom(buf + got, bytes - got, 0);
+    if (n > 0) got += static_cast<size_t>(n);
+  }
+  std::string out;
+  char hex[3];
+  for (size_t i = 0; i < bytes; ++i) {
+    std::snprintf(hex, sizeof(hex), "%02x", buf[i]);
+    out += hex;
+  }
+  return out;
+}
+
+// A descriptor at 10 or above: never one of the numbers it is about to be moved to.
+int HighFd(int fd) {
+  if (fd < 0) return fd;
+  int high = ::fcntl(fd, F_DUPFD_CLOEXEC, 10);
+  ::close(fd);
+  return high;
+}
 
 }  // namespace
 
 void SetReplicaNofileLimit(unsigned long soft) { g_replica_nofile = soft; }
 unsigned long ReplicaNofileLimit() { return g_replica_nofile; }
 
-ReplicaProcess::ReplicaProcess(uv_loop_t* loop, Callbacks callbacks)
-    : loop_(loop), callbacks_(std::move(callbacks)) {}
+ReplicaProcess::ReplicaProcess(uv_loop_t* loop, Callbacks callbacks) : loop_(loop), callbacks_(std::move(callbacks)) {}
 
 ReplicaProcess::~ReplicaProcess() {
-  // UvHandle closes every handle. A shim still running here (the daemon is
-  // going away) dies by its parent-death signal; its pidfd must not leak.
+  // UvHandle closes every handle; the shim itself is left alone (see the header).
   if (pidfd_ >= 0) {
     exit_watch_.reset();
     ::close(pidfd_);
   }
+  if (dir_fd_ >= 0) ::close(dir_fd_);
 }
 
 std::unique_ptr<ReplicaProcess> ReplicaProcess::Start(uv_loop_t* loop, const std::string& shim_path,
-                                                      const ShimSpec& spec, Callbacks callbacks) {
+                                                      const ShimSpec& spec, const MonitorRecord& monitor,
+                                                      Callbacks callbacks) {
   std::unique_ptr<ReplicaProcess> self(new ReplicaProcess(loop, std::move(callbacks)));
-  self->Spawn(shim_path, spec);
+  self->Spawn(shim_path, spec, monitor);
   return self;
 }
 
-void ReplicaProcess::Spawn(const std::string& shim_path, const ShimSpec& spec) {
-  stdout_ = NewUvHandle<uv_pipe_t>(this);
-  stderr_ = NewUvHandle<uv_pipe_t>(this);
-  control_ = NewUvHandle<uv_pipe_t>(this);
-  for (uv_pipe_t* p : {stdout_.get(), stderr_.get(), control_.get()}) {
-    uv_pipe_init(loop_, p, 0);
-    p->data = this;
+std::unique_ptr<ReplicaProcess> ReplicaProcess::Adopt(uv_loop_t* loop, const MonitorRecord& monitor,
+                                                      Callbacks callbacks) {
+  std::unique_ptr<ReplicaProcess> self(new ReplicaProcess(loop, std::move(callbacks)));
+  self->Attach(monitor);
+  return self;
+}
+
+void ReplicaProcess::Spawn(const std::string& shim_path, const ShimSpec& spec, const MonitorRecord& monitor) {
+  run_dir_ = monitor.run_dir;
+  if (!run_dir_.empty()) {
+    // The attempt's run directory belongs to the replica's user: the shim writes there as that user.
+    if (::mkdir(run_dir_.c_str(), 0700) != 0 && errno != EEXIST) {
+      return FailLater("cannot create the replica's run directory " + run_dir_ + ": " + strerror(errno));
+    }
+    if ((spec.credentials.uid != ::geteuid() || spec.credentials.gid != ::getegid()) &&
+        ::chown(run_dir_.c_str(), spec.credentials.uid, spec.credentials.gid) != 0) {
+      return FailLater("cannot hand the run directory " + run_dir_ + " to uid " +
+                       std::to_string(spec.credentials.uid) + ": " + strerror(errno));
+    }
+    dir_fd_ = HighFd(::open(run_dir_.c_str(), O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (dir_fd_ < 0) return FailLater("cannot open the run directory " + run_dir_ + ": " + strerror(errno));
   }
   // Every descriptor has one owner until it is handed on: a failure (EMFILE)
   // part way leaks none and fails this replica, never the daemon.
-  int out[2] = {-1, -1}, err[2] = {-1, -1}, ctl[2] = {-1, -1};
-  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0 ||
-      ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) != 0) {
-    int e = errno;
-    for (int fd : {out[0], out[1], err[0], err[1], ctl[0], ctl[1]}) {
-      if (fd >= 0) ::close(fd);
-    }
-    shim_exited_ = true;
-    return FailLater(std::string("cannot create the replica's pipes: ") + strerror(e));
+  int ctl[2] = {-1, -1};
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) != 0) {
+    return FailLater(std::string("cannot create the replica's control socket: ") + strerror(errno));
   }
+  ctl[1] = HighFd(ctl[1]);
   std::string daemon_pid = std::to_string(::getpid());
   std::string shim = shim_path;
   char* args[] = {shim.data(), daemon_pid.data(), nullptr};
@@ -81,26 +122,23 @@ void ReplicaProcess::Spawn(const std::string& shim_path, const ShimSpec& spec) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, err[1], 2);
-  posix_spawn_file_actions_adddup2(&actions, ctl[1], 3);
+  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, ctl[1], kShimControlFd);
+  if (dir_fd_ >= 0) posix_spawn_file_actions_adddup2(&actions, dir_fd_, kShimRunDirFd);
   posix_spawnattr_t attr;
   InitChildSpawnAttr(&attr);  // its own session: a terminal's ^C is the daemon's to handle
   pid_t pid = -1;
   int rc = posix_spawn(&pid, shim.c_str(), &actions, &attr, args, env);
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
-  for (int fd : {out[1], err[1], ctl[1]}) ::close(fd);
-  uv_pipe_open(stdout_.get(), out[0]);
-  uv_pipe_open(stderr_.get(), err[0]);
-  uv_pipe_open(control_.get(), ctl[0]);
+  ::close(ctl[1]);
+  OpenControl(ctl[0]);
   if (rc != 0) {
     shim_exited_ = true;
     return FailLater("spawn " + shim_path + ": " + strerror(rc));
   }
-  pid_ = pid;
-  pidfd_ = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-  if (pidfd_ < 0) {
+  if (!WatchPid(pid)) {
     // Without a pidfd the shim cannot be watched: stop it now (it is our
     // unreaped child, so the pid cannot have been reused) and fail the replica.
     int e = errno;
@@ -109,41 +147,129 @@ void ReplicaProcess::Spawn(const std::string& shim_path, const ShimSpec& spec) {
     shim_exited_ = true;
     return FailLater(std::string("cannot watch the replica's helper: pidfd_open: ") + strerror(e));
   }
+  Send(EncodeShimSpec(spec));
+}
+
+bool ReplicaProcess::WatchPid(int pid) {
+  pidfd_ = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (pidfd_ < 0) return false;
+  pid_ = pid;
   exit_watch_ = NewUvHandle<uv_poll_t>(this);
   uv_poll_init(loop_, exit_watch_.get(), pidfd_);
   uv_poll_start(exit_watch_.get(), UV_READABLE, [](uv_poll_t* h, int, int) {
     if (auto* self = static_cast<ReplicaProcess*>(h->data)) self->OnPidfdReadable();
   });
-  open_streams_ = 3;
-  for (uv_pipe_t* p : {stdout_.get(), stderr_.get(), control_.get()}) {
-    uv_read_start(reinterpret_cast<uv_stream_t*>(p), OnAlloc, OnRead);
-  }
-  auto* w = new WriteReq{{}, EncodeShimSpec(spec)};
+  return true;
+}
+
+void ReplicaProcess::OpenControl(int fd) {
+  control_ = NewUvHandle<uv_pipe_t>(this);
+  uv_pipe_init(loop_, control_.get(), 0);
+  uv_pipe_open(control_.get(), fd);
+  control_open_ = true;
+  uv_read_start(reinterpret_cast<uv_stream_t*>(control_.get()), OnAlloc, OnRead);
+}
+
+void ReplicaProcess::Send(const std::string& bytes) {
+  if (!control_open_) return;
+  auto* w = new WriteReq{{}, bytes};
   uv_buf_t buf = uv_buf_init(w->data.data(), static_cast<unsigned>(w->data.size()));
   if (uv_write(&w->req, reinterpret_cast<uv_stream_t*>(control_.get()), &buf, 1,
                [](uv_write_t* req, int) { delete reinterpret_cast<WriteReq*>(req); }) != 0) {
-    delete w;  // the shim then reads an incomplete spec and runs nothing
+    delete w;  // the shim then reads an incomplete spec and runs nothing, or misses a stop (signals follow)
   }
+}
+
+void ReplicaProcess::Attach(const MonitorRecord& monitor) {
+  adopted_ = true;
+  ready_ = false;
+  run_dir_ = monitor.run_dir;
+  if (run_dir_.empty()) return Lost("torchxd stopped unexpectedly and this replica had no monitor to re-attach to");
+  if (monitor.boot_id != BootId()) {
+    // The machine restarted: nothing of the attempt can still run, and its
+    // outcome was never recorded by anything that survived.
+    dir_fd_ = ::open(run_dir_.c_str(), O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    return FailLater("the machine restarted while the replica ran (boot id changed); its outcome is unknown", true);
+  }
+  dir_fd_ = ::open(run_dir_.c_str(), O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dir_fd_ < 0) return Lost("the replica's monitor left no run directory (" + run_dir_ + "); its outcome is unknown");
+  auto ended = [&] {
+    if (!ReadShimFile(dir_fd_, kShimExitFile)) return false;
+    // A shim this process spawned before it re-executed itself is its child: reap it
+    // (waitpid on one pid never touches another's status; a stranger's pid gives ECHILD).
+    if (auto text = ReadShimFile(dir_fd_, kShimStateFile)) {
+      if (auto state = DecodeShimState(*text)) ::waitpid(static_cast<pid_t>(state->shim_pid), nullptr, WNOHANG);
+    }
+    return true;
+  };
+  if (ended()) {  // it ended while no daemon watched
+    shim_exited_ = true;
+    return FailLater("");  // MaybeFinish reads exit.json
+  }
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  struct sockaddr_un addr {};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof(addr.sun_path), "/proc/self/fd/%d/%s", dir_fd_, kShimSocket);
+  struct ucred cred {};
+  socklen_t len = sizeof(cred);
+  bool connected = fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+                   ::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && cred.pid > 0;
+  // The pidfd is taken after the connection: if the peer died in between, the hello goes unanswered.
+  if (!connected || !WatchPid(cred.pid)) {
+    if (fd >= 0) ::close(fd);
+    if (ended()) {
+      shim_exited_ = true;
+      return FailLater("");
+    }
+    return Lost("the replica's monitor (torchxd-shim) is gone and recorded no exit; its outcome is unknown");
+  }
+  OpenControl(fd);
+  Send("hello " + std::to_string(kShimControlVersion) + " " + monitor.nonce + "\n");
+  handshake_timer_ = NewUvHandle<uv_timer_t>(this);
+  uv_timer_init(loop_, handshake_timer_.get());
+  uv_timer_start(
+      handshake_timer_.get(),
+      [](uv_timer_t* t) {
+        auto* self = static_cast<ReplicaProcess*>(t->data);
+        if (self == nullptr || self->ready_) return;
+        // Not verified: never signaled. Only the files tell what happened.
+        self->control_.reset();
+        self->control_open_ = false;
+        self->exit_watch_.reset();
+        self->shim_exited_ = true;
+        self->Lost("the process at the replica's monitor socket did not answer as its torchxd-shim; its outcome is unknown");
+      },
+      kHandshakeTimeoutMs, 0);
+}
+
+void ReplicaProcess::Lost(const std::string& message) {
+  shim_exited_ = true;
+  control_open_ = false;
+  FailLater(message, true);
 }
 
 void ReplicaProcess::OnPidfdReadable() {
+  // Our own child (spawned here, or by this daemon before it re-executed
+  // itself) is reaped by pidfd; another's cannot be and needs not be.
   siginfo_t info{};
-  // Our own child, by pidfd: never anyone else's status, never waitpid(-1).
-  if (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_), &info, WEXITED | WNOHANG) != 0 ||
-      info.si_pid == 0) {
-    return;
-  }
+  ::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_), &info, WEXITED | WNOHANG);
   exit_watch_.reset();
   ::close(pidfd_);
   pidfd_ = -1;
-  bool signaled = info.si_code == CLD_KILLED || info.si_code == CLD_DUMPED;
-  OnShimExit(signaled ? 0 : info.si_status, signaled ? info.si_status : 0);  // may destroy this
+  shim_exited_ = true;
+  MaybeFinish();  // may destroy this
 }
 
-void ReplicaProcess::FailLater(std::string message) {
-  exit_.spawn_failed = true;
-  exit_.message = std::move(message);
-  have_status_ = true;
+void ReplicaProcess::FailLater(std::string message, bool final) {
+  if (!message.empty()) {
+    exit_.spawn_failed = true;
+    exit_.final = final;
+    exit_.message = std::move(message);
+    have_status_ = true;
+  }
+  shim_exited_ = true;
+  control_.reset();
+  control_open_ = false;
   defer_ = NewUvHandle<uv_timer_t>(this);
   uv_timer_init(loop_, defer_.get());
   uv_timer_start(
@@ -161,19 +287,10 @@ void ReplicaProcess::OnAlloc(uv_handle_t*, size_t, uv_buf_t* buf) {
 void ReplicaProcess::OnRead(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
   auto* self = static_cast<ReplicaProcess*>(stream->data);
   if (self == nullptr) return;
-  if (nread > 0) {
-    std::string_view bytes(buf->base, static_cast<size_t>(nread));
-    if (stream == reinterpret_cast<uv_stream_t*>(self->control_.get())) {
-      self->OnControl(bytes);
-    } else if (self->callbacks_.on_output) {
-      bool is_stdout = stream == reinterpret_cast<uv_stream_t*>(self->stdout_.get());
-      self->callbacks_.on_output(is_stdout ? OutputStream::kStdout : OutputStream::kStderr, bytes);
-    }
-    return;
-  }
-  if (nread < 0) {  // EOF or error: this stream is done
+  if (nread > 0) return self->OnControl(std::string_view(buf->base, static_cast<size_t>(nread)));
+  if (nread < 0) {  // EOF or error: the shim said all it will
     uv_read_stop(stream);
-    --self->open_streams_;
+    self->control_open_ = false;
     self->MaybeFinish();  // may destroy self: nothing after this
   }
 }
@@ -185,60 +302,123 @@ void ReplicaProcess::OnControl(std::string_view bytes) {
     control_buffer_.erase(0, nl + 1);
     OnControlLine(line);
   }
+  if (control_buffer_.size() > kMaxControlLineBytes) control_buffer_.clear();
 }
 
 void ReplicaProcess::OnControlLine(const std::string& line) {
-  auto rest = [&](size_t skip) { return line.size() > skip ? line.substr(skip) : std::string(); };
-  if (line.rfind("started ", 0) == 0) {
-    if (callbacks_.on_started) callbacks_.on_started(std::atoi(rest(8).c_str()));
-  } else if (line.rfind("spawn-failed ", 0) == 0) {
-    exit_.spawn_failed = true;
-    std::string tail = rest(13);
-    size_t space = tail.find(' ');
-    exit_.message = space == std::string::npos ? tail : tail.substr(space + 1);
-    have_status_ = true;
-  } else if (line.rfind("exited ", 0) == 0) {
-    exit_.exit_code = std::atoi(rest(7).c_str());
-    have_status_ = true;
-  } else if (line.rfind("signaled ", 0) == 0) {
-    exit_.signal = std::atoi(rest(9).c_str());
-    have_status_ = true;
+  auto msg = ParseControlLine(line);
+  if (!msg) return;
+  auto started = [&](uint64_t pid) {
+    if (started_reported_ || pid == 0) return;
+    started_reported_ = true;
+    if (callbacks_.on_started) callbacks_.on_started(static_cast<int>(pid));
+  };
+  switch (msg->kind) {
+    case ControlKind::kReady:
+      if (!adopted_ || ready_) return;
+      ready_ = true;
+      handshake_timer_.reset();
+      started(msg->b);
+      if (callbacks_.on_logged) callbacks_.on_logged(msg->c, msg->d);
+      return;
+    case ControlKind::kStarted:
+      return started(msg->a);
+    case ControlKind::kLogged:
+      if (ready_ && callbacks_.on_logged) callbacks_.on_logged(msg->a, msg->b);
+      return;
+    case ControlKind::kSpawnFailed:
+      exit_.spawn_failed = true;
+      exit_.message = msg->text;
+      have_status_ = true;
+      return;
+    case ControlKind::kExited:
+      exit_.exit_code = static_cast<int>(msg->a & 0xff);
+      have_status_ = true;
+      return;
+    case ControlKind::kSignaled:
+      exit_.signal = static_cast<int>(msg->a & 0x7f);
+      have_status_ = true;
+      return;
+    default:
+      return;
   }
-}
-
-void ReplicaProcess::OnShimExit(int64_t status, int signal) {
-  shim_exited_ = true;
-  shim_status_ = status;
-  shim_signal_ = signal;
-  MaybeFinish();  // may destroy self
 }
 
 void ReplicaProcess::MaybeFinish() {
-  if (finished_ || !shim_exited_ || open_streams_ > 0) return;
+  if (finished_ || !shim_exited_ || control_open_) return;
   finished_ = true;
-  if (!have_status_) {
-    exit_.spawn_failed = false;
-    exit_.signal = shim_signal_ != 0 ? std::optional<int>(shim_signal_) : std::nullopt;
-    exit_.exit_code = shim_signal_ == 0 ? std::optional<int>(static_cast<int>(shim_status_)) : std::nullopt;
-    exit_.message = "torchxd-shim ended without reporting the replica's exit (status " +
-                    std::to_string(shim_status_) + ", signal " + std::to_string(shim_signal_) + ")";
+  ReplicaExit exit = exit_;
+  auto recorded = dir_fd_ >= 0 ? ReadShimFile(dir_fd_, kShimExitFile) : Result<std::string>(Fail(Error::NotFound("")));
+  auto file = recorded ? DecodeShimExit(*recorded) : Result<ShimExit>(Fail(recorded.error()));
+  if (file) {
+    exit = ReplicaExit{};
+    exit.exit_code = file->exit_code;
+    exit.signal = file->signal;
+    if (file->ended_ms > 0) exit.ended_ms = file->ended_ms;
+    if (file->reason == ShimExitReason::kSpawnFailed) {
+      exit.spawn_failed = true;
+      exit.exit_code.reset();
+      exit.signal.reset();
+      exit.message = file->message;
+    } else if (file->reason == ShimExitReason::kDaemonLost) {
+      exit.final = true;
+      exit.message = "torchxd stopped unexpectedly";
+    }
+    if (callbacks_.on_logged) callbacks_.on_logged(file->log_disk_bytes, file->log_lost_bytes);
+  } else if (!have_status_) {
+    exit.spawn_failed = true;
+    exit.final = true;
+    exit.message = "the replica's monitor (torchxd-shim) ended without recording its exit; its outcome is unknown";
   }
+  RemoveRunDir();
   // The owner may destroy `this` in on_exit: call through a local copy, touch nothing after.
   auto on_exit = std::move(callbacks_.on_exit);
-  ReplicaExit exit = exit_;
   if (on_exit) on_exit(exit);
 }
 
-void ReplicaProcess::Terminate() {
-  if (!shim_exited_ && pidfd_ >= 0) ::syscall(SYS_pidfd_send_signal, pidfd_, SIGTERM, nullptr, 0);
+void ReplicaProcess::RemoveRunDir() {
+  if (dir_fd_ < 0) return;
+  if (int fd = ::dup(dir_fd_); fd >= 0) {
+    if (DIR* d = ::fdopendir(fd)) {
+      // Only names in this directory: a link there is removed, never followed.
+      while (struct dirent* e = ::readdir(d)) {
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) ::unlinkat(dir_fd_, e->d_name, 0);
+      }
+      ::closedir(d);
+    } else {
+      ::close(fd);
+    }
+  }
+  ::close(dir_fd_);
+  dir_fd_ = -1;
+  ::rmdir(run_dir_.c_str());
+}
+
+void ReplicaProcess::Terminate(double grace_seconds) {
+  if (shim_exited_) return;
+  if (control_open_ && ready_) {
+    return Send("stop " + std::to_string(static_cast<uint64_t>(std::max(0.0, grace_seconds) * 1000.0)) + "\n");
+  }
+  if (pidfd_ >= 0 && ready_) ::syscall(SYS_pidfd_send_signal, pidfd_, SIGTERM, nullptr, 0);
 }
 
 void ReplicaProcess::Kill() {
-  if (!shim_exited_ && pidfd_ >= 0) ::syscall(SYS_pidfd_send_signal, pidfd_, SIGUSR1, nullptr, 0);
+  if (shim_exited_) return;
+  if (control_open_ && ready_) return Send("kill\n");
+  if (pidfd_ >= 0 && ready_) ::syscall(SYS_pidfd_send_signal, pidfd_, SIGUSR1, nullptr, 0);
 }
 
-std::unique_ptr<ReplicaHandle> ProcessRuntime::Start(const core::ReplicaRequest& request, int,
-                                                     ReplicaCallbacks callbacks) {
+MonitorRecord ProcessRuntime::Prepare() {
+  MonitorRecord m;
+  if (options_.run_dir.empty()) return m;
+  m.run_dir = options_.run_dir + "/" + RandomHex(8);
+  m.nonce = RandomHex(16);
+  m.boot_id = BootId();
+  return m;
+}
+
+std::unique_ptr<ReplicaHandle> ProcessRuntime::Start(const core::ReplicaRequest& request, int attempt,
+                                                     const MonitorRecord& monitor, ReplicaCallbacks callbacks) {
   ShimSpec spec;
   spec.cwd = request.cwd;
   spec.argv.push_back(request.entrypoint);
@@ -246,15 +426,26 @@ std::unique_ptr<ReplicaHandle> ProcessRuntime::Start(const core::ReplicaRequest&
   for (const auto& [k, v] : request.env) spec.env.push_back(k + "=" + v);
   spec.nofile = ReplicaNofileLimit();
   // Always explicit: the shim runs nothing without knowing whom to run it as.
-  if (run_as_.size() >= 2) {
-    spec.credentials.uid = run_as_[0];
-    spec.credentials.gid = run_as_[1];
-    spec.credentials.groups.assign(run_as_.begin() + 2, run_as_.end());
+  const auto& run_as = options_.run_as;
+  if (run_as.size() >= 2) {
+    spec.credentials.uid = run_as[0];
+    spec.credentials.gid = run_as[1];
+    spec.credentials.groups.assign(run_as.begin() + 2, run_as.end());
   } else {
     spec.credentials.uid = ::geteuid();
     spec.credentials.gid = ::getegid();
   }
-  return ReplicaProcess::Start(loop_, shim_path_, spec, std::move(callbacks));
+  spec.log_dir = request.log_dir;
+  spec.log_max_bytes = options_.log_max_bytes;
+  spec.attempt = std::max(1, attempt);
+  spec.nonce = monitor.nonce;
+  spec.keep = options_.keep;
+  return ReplicaProcess::Start(loop_, options_.shim_path, spec, monitor, std::move(callbacks));
+}
+
+std::unique_ptr<ReplicaHandle> ProcessRuntime::Adopt(const core::ReplicaRequest&, int, const MonitorRecord& monitor,
+                                                     uint64_t, uint64_t, ReplicaCallbacks callbacks) {
+  return ReplicaProcess::Adopt(loop_, monitor, std::move(callbacks));
 }
 
 }  // namespace torchxd::supervisor

@@ -1,24 +1,36 @@
-// ReplicaProcess: one attempt of one replica, run through torchxd-shim.
+// ReplicaProcess: one attempt of one replica, run by torchxd-shim.
 //
-// It spawns the shim (its own session, clean environment, /dev/null stdin,
-// stdout/stderr pipes, a control socketpair on fd 3), hands it the replica
-// spec, reports the replica's pid, its output bytes as they arrive, and one
-// final Exit once the shim is gone and both output pipes reached EOF (the
-// shim kills the replica's whole tree before it exits, so that is prompt).
+// Start: the attempt's run directory (shim_files.h) is made for the replica's
+// user, then the shim is spawned (its own session, clean environment,
+// /dev/null as stdin/stdout/stderr, the control socketpair as fd 3, the run
+// directory as fd 4) and handed the spec. The shim writes the replica's logs
+// itself; this side hears `started`, `logged` and the exit over the control
+// channel and watches the shim through a pidfd.
+// Adopt: the same for an attempt a previous daemon started. The shim is found
+// through its run directory's socket and believed only when every check
+// holds: same boot, the socket's peer (SO_PEERCRED) is a live process held
+// by pidfd, and it answers the attempt's nonce. An attempt that ended while
+// no daemon watched is read from exit.json. Nothing unverified is signaled.
+// The exit always comes from exit.json when there is one (the same path for
+// adopted and spawned shims), then the run directory is removed.
 //
 // Rules:
 //  - OnExit is the last callback; the owner may destroy the object in it.
 //  - The shim is started with posix_spawn (vfork semantics: no page-table
-//    copy, unlike uv_spawn's fork) and its exit is watched through a pidfd on
-//    the loop; only that pid is ever waited for, never waitpid(-1), so libuv's
-//    own child reaping is untouched.
-//  - Terminate()/Kill() signal the shim through its pidfd, so the signal can
-//    never reach a recycled pid.
+//    copy, unlike uv_spawn's fork); only that pid is ever waited for, through
+//    its pidfd, so libuv's own child reaping is untouched.
+//  - Stop goes over the control channel (the shim then enforces the grace
+//    itself, also if this daemon dies meanwhile), else as signals through the
+//    pidfd, which can never reach a recycled pid.
+//  - Destroying a running ReplicaProcess leaves the shim alone: without
+//    live-restore the shim's parent-death signal stops the replica when the
+//    daemon exits; with it, the replica goes on.
 //
 // Thread contract: loop thread only.
 #ifndef TORCHXD_SUPERVISOR_REPLICA_PROCESS_H_
 #define TORCHXD_SUPERVISOR_REPLICA_PROCESS_H_
 
+#include <sys/types.h>
 #include <uv.h>
 
 #include <functional>
@@ -39,22 +51,28 @@ class ReplicaProcess : public ReplicaHandle {
 
   // Never returns null: a failure to start the shim is reported through
   // on_exit (spawn_failed) on a later loop iteration.
-  static std::unique_ptr<ReplicaProcess> Start(uv_loop_t* loop, const std::string& shim_path,
-                                               const ShimSpec& spec, Callbacks callbacks);
+  static std::unique_ptr<ReplicaProcess> Start(uv_loop_t* loop, const std::string& shim_path, const ShimSpec& spec,
+                                               const MonitorRecord& monitor, Callbacks callbacks);
+  static std::unique_ptr<ReplicaProcess> Adopt(uv_loop_t* loop, const MonitorRecord& monitor, Callbacks callbacks);
   ~ReplicaProcess() override;
 
-  void Terminate() override;  // SIGTERM + SIGCONT to the replica's process group
-  void Kill() override;       // SIGKILL to the replica's whole tree
+  void Terminate(double grace_seconds) override;
+  void Kill() override;
 
  private:
   ReplicaProcess(uv_loop_t* loop, Callbacks callbacks);
-  void Spawn(const std::string& shim_path, const ShimSpec& spec);
+  void Spawn(const std::string& shim_path, const ShimSpec& spec, const MonitorRecord& monitor);
+  void Attach(const MonitorRecord& monitor);
+  bool WatchPid(int pid);
+  void OpenControl(int fd);
+  void Send(const std::string& line);
   void OnControl(std::string_view bytes);
   void OnControlLine(const std::string& line);
-  void OnShimExit(int64_t status, int signal);
   void OnPidfdReadable();
   void MaybeFinish();
-  void FailLater(std::string message);
+  void FailLater(std::string message, bool final = false);
+  void Lost(const std::string& message);
+  void RemoveRunDir();
 
   static void OnRead(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf);
   static void OnAlloc(uv_handle_t* handle, size_t suggested, uv_buf_t* buf);
@@ -64,38 +82,48 @@ class ReplicaProcess : public ReplicaHandle {
   UvHandle<uv_poll_t> exit_watch_;  // the shim's pidfd
   int pid_ = -1;
   int pidfd_ = -1;
-  UvHandle<uv_pipe_t> stdout_;
-  UvHandle<uv_pipe_t> stderr_;
   UvHandle<uv_pipe_t> control_;
   UvHandle<uv_timer_t> defer_;
-  std::string spec_bytes_;
+  UvHandle<uv_timer_t> handshake_timer_;
   std::string control_buffer_;
+  std::string run_dir_;
+  int dir_fd_ = -1;
+  bool adopted_ = false;
+  bool ready_ = true;         // false while an adopted shim has not answered hello
   bool shim_exited_ = false;
-  int open_streams_ = 0;
+  bool control_open_ = false;
   bool finished_ = false;
-  ReplicaExit exit_;
+  bool started_reported_ = false;
+  ReplicaExit exit_;          // from the control channel
   bool have_status_ = false;
-  int64_t shim_status_ = 0;
-  int shim_signal_ = 0;
 };
 
-// The daemon raises its own limit of open files (each replica costs it ~10
+// The daemon raises its own limit of open files (each replica costs it a few
 // fds); replicas get the limit it started with (0 = leave theirs alone).
 void SetReplicaNofileLimit(unsigned long soft);
 unsigned long ReplicaNofileLimit();
 
+struct ProcessRuntimeOptions {
+  std::string shim_path;
+  std::vector<unsigned> run_as;  // empty, or {uid, gid, groups...}
+  std::string run_dir;           // where attempts' run directories go ("" = none)
+  uint64_t log_max_bytes = 0;    // per stream
+  bool keep = false;             // live-restore
+};
+
 // The process runtime: each attempt under torchxd-shim, optionally as another user.
 class ProcessRuntime : public ReplicaRuntime {
  public:
-  ProcessRuntime(uv_loop_t* loop, std::string shim_path, std::vector<unsigned> run_as)
-      : loop_(loop), shim_path_(std::move(shim_path)), run_as_(std::move(run_as)) {}
-  std::unique_ptr<ReplicaHandle> Start(const core::ReplicaRequest& request, int attempt,
+  ProcessRuntime(uv_loop_t* loop, ProcessRuntimeOptions options) : loop_(loop), options_(std::move(options)) {}
+  MonitorRecord Prepare() override;
+  std::unique_ptr<ReplicaHandle> Start(const core::ReplicaRequest& request, int attempt, const MonitorRecord& monitor,
                                        ReplicaCallbacks callbacks) override;
+  std::unique_ptr<ReplicaHandle> Adopt(const core::ReplicaRequest& request, int attempt, const MonitorRecord& monitor,
+                                       uint64_t stdout_skip, uint64_t stderr_skip, ReplicaCallbacks callbacks) override;
 
  private:
   uv_loop_t* loop_;
-  std::string shim_path_;
-  std::vector<unsigned> run_as_;
+  ProcessRuntimeOptions options_;
 };
 
 }  // namespace torchxd::supervisor

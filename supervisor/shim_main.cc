@@ -1,43 +1,49 @@
-// torchxd-shim: the per-replica helper between torchxd and a replica.
+// torchxd-shim: the per-replica-attempt monitor between torchxd and a replica.
 //
-// Why it exists: a replica (and anything it forks, even with setsid) must not
-// outlive the daemon, even when the daemon is SIGKILLed, and a non-root daemon
-// has no cgroup to kill. The shim is a child subreaper with a parent-death
-// signal: every orphaned descendant is reparented to it, so it can always
-// find and kill the whole tree.
+// It is the replica's parent and a child subreaper (every orphaned descendant
+// is reparented to it, so it can always find and kill the whole tree, also
+// for a non-root daemon without cgroups), it holds the replica's stdout and
+// stderr and writes them into the replica's log files itself, and it records
+// how the attempt ended in exit.json before it exits (shim_loop.h). Without
+// live-restore (`keep`) its parent-death signal makes it stop the replica
+// when the daemon dies; with it, the replica and its logs go on and a new
+// daemon re-adopts the shim through its run directory's socket.
 //
 // Rules:
 //  - The shim runs with the clean environment the daemon gave it; the client's
 //    environment is applied only at the replica's exec.
-//  - Only fds 0-2 reach the replica (fd 3 is close-on-exec, the rest closed).
-//  - It is statically linked and uses no heap-heavy library: it must start fast.
+//  - It becomes the replica's user before it touches any of the user's paths
+//    (logs, cwd) and cannot be ptraced by that user (it holds the nonce).
+//  - Only fds 0-2 reach the replica.
+//  - It is statically linked: it must start fast and need nothing at run time.
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <grp.h>
 #include <sys/prctl.h>
-#include <sys/resource.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <string>
 #include <vector>
 
+#include "supervisor/shim_loop.h"
 #include "supervisor/shim_protocol.h"
-#include "supervisor/spawn_attr.h"
+#include "supervisor/shim_tree.h"
 
 namespace {
 
-constexpr int kControlFd = 3;
+using namespace torchxd::supervisor;
 
-void Say(const std::string& line) {
-  std::string msg = torchxd::supervisor::OneLine(line) + "\n";
+constexpr int kControlFd = kShimControlFd;
+
+void SayRaw(const std::string& line) {
+  std::string msg = OneLine(line) + "\n";
   const char* p = msg.data();
   size_t left = msg.size();
   while (left > 0) {
@@ -51,12 +57,11 @@ void Say(const std::string& line) {
 
 // Reads the spec the daemon sends once; false (with `error`) when it is not a
 // complete, valid one: then nothing runs.
-bool ReadSpec(torchxd::supervisor::ShimSpec& spec, std::string& error) {
-  using torchxd::supervisor::ShimDecode;
+bool ReadSpec(ShimSpec& spec, std::string& error) {
   std::string buf;
   char chunk[65536];
   for (;;) {
-    switch (torchxd::supervisor::DecodeShimSpec(buf, spec, error)) {
+    switch (DecodeShimSpec(buf, spec, error)) {
       case ShimDecode::kComplete:
         return true;
       case ShimDecode::kInvalid:
@@ -77,7 +82,7 @@ bool ReadSpec(torchxd::supervisor::ShimSpec& spec, std::string& error) {
 // Becomes exactly the user the spec names, or says why not (fail closed: on
 // any doubt nothing runs). Without supplementary groups in the spec, the shim
 // must already be that user (the daemon's own).
-bool TakeCredentials(const torchxd::supervisor::ShimCredentials& c, std::string& error) {
+bool TakeCredentials(const ShimCredentials& c, std::string& error) {
   uid_t uid = c.uid;
   gid_t gid = c.gid;
   bool already = ::getuid() == uid && ::geteuid() == uid && ::getgid() == gid && ::getegid() == gid;
@@ -106,106 +111,10 @@ bool TakeCredentials(const torchxd::supervisor::ShimCredentials& c, std::string&
   return true;
 }
 
-std::string LookupEnv(const std::vector<std::string>& env, const std::string& key) {
-  for (const auto& kv : env) {
-    if (kv.size() > key.size() && kv.compare(0, key.size(), key) == 0 && kv[key.size()] == '=') {
-      return kv.substr(key.size() + 1);
-    }
-  }
-  return "";
-}
-
-bool IsExecutableFile(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
-}
-
-// The program to exec: a name with '/' as is (relative to cwd), a bare name
-// searched in the replica's PATH.
-std::string Resolve(const std::string& entrypoint, const std::string& cwd,
-                    const std::vector<std::string>& env, int& err) {
-  if (entrypoint.find('/') != std::string::npos) {
-    return entrypoint[0] == '/' ? entrypoint : cwd + "/" + entrypoint;
-  }
-  std::string path = LookupEnv(env, "PATH");
-  size_t start = 0;
-  bool found_non_exec = false;
-  while (start <= path.size()) {
-    size_t colon = path.find(':', start);
-    std::string dir = path.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
-    if (dir.empty()) dir = ".";
-    std::string candidate = (dir[0] == '/' ? dir : cwd + "/" + dir) + "/" + entrypoint;
-    if (IsExecutableFile(candidate)) return candidate;
-    if (::access(candidate.c_str(), F_OK) == 0) found_non_exec = true;
-    if (colon == std::string::npos) break;
-    start = colon + 1;
-  }
-  err = found_non_exec ? EACCES : ENOENT;
-  return "";
-}
-
-std::vector<pid_t> Children() {
-  std::vector<pid_t> out;
-  char path[64];
-  snprintf(path, sizeof(path), "/proc/%d/task/%d/children", getpid(), getpid());
-  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return out;
-  char buf[8192];
-  ssize_t n = ::read(fd, buf, sizeof(buf) - 1);
-  ::close(fd);
-  if (n <= 0) return out;
-  buf[n] = '\0';
-  for (char* tok = strtok(buf, " \n"); tok != nullptr; tok = strtok(nullptr, " \n")) {
-    out.push_back(static_cast<pid_t>(atol(tok)));
-  }
-  return out;
-}
-
-struct Replica {
-  pid_t pid = -1;
-  bool reaped = false;
-  int status = 0;
-};
-
-void ReapAvailable(Replica& replica) {
-  for (;;) {
-    int status = 0;
-    pid_t p = ::waitpid(-1, &status, WNOHANG);
-    if (p <= 0) return;
-    if (p == replica.pid) {
-      replica.reaped = true;
-      replica.status = status;
-    }
-  }
-}
-
-// SIGKILL the replica's group and every descendant (reparented to us) until
-// nothing is left. SIGKILLed processes cannot fork, so this terminates.
-void KillTree(Replica& replica) {
-  if (replica.pid > 0) ::kill(-replica.pid, SIGKILL);
-  for (int round = 0; round < 20000; ++round) {  // ~20 s for D-state stragglers
-    ReapAvailable(replica);
-    auto kids = Children();
-    if (kids.empty()) {
-      errno = 0;
-      if (::waitpid(-1, nullptr, WNOHANG) < 0 && errno == ECHILD) return;
-    }
-    for (pid_t k : kids) {
-      ::kill(k, SIGKILL);
-      ::kill(-k, SIGKILL);
-    }
-    struct timespec ts = {0, 1000000};
-    nanosleep(&ts, nullptr);
-  }
-}
-
-int Report(Replica& replica) {
-  if (WIFSIGNALED(replica.status)) {
-    Say("signaled " + std::to_string(WTERMSIG(replica.status)));
-  } else {
-    Say("exited " + std::to_string(WEXITSTATUS(replica.status)));
-  }
-  return 0;
+int64_t WallMs() {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
 }
 
 }  // namespace
@@ -213,94 +122,73 @@ int Report(Replica& replica) {
 int main(int argc, char** argv) {
   // argv[1] = the daemon's pid: if it already died before PDEATHSIG was set, stop.
   ::prctl(PR_SET_PDEATHSIG, SIGHUP);
-  if (argc < 2 || ::getppid() != static_cast<pid_t>(atol(argv[1]))) return 1;
+  pid_t daemon = argc >= 2 ? static_cast<pid_t>(atol(argv[1])) : 0;
+  if (argc < 2 || ::getppid() != daemon) return 1;
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   ::fcntl(kControlFd, F_SETFD, FD_CLOEXEC);
-  ::close_range(kControlFd + 1, ~0U, 0);
+  struct stat run_st;
+  bool have_run_dir = ::fstat(kShimRunDirFd, &run_st) == 0 && S_ISDIR(run_st.st_mode);
+  if (have_run_dir) ::fcntl(kShimRunDirFd, F_SETFD, FD_CLOEXEC);
+  ::close_range(have_run_dir ? kShimRunDirFd + 1 : kControlFd + 1, ~0U, 0);
 
   sigset_t handled;
   sigemptyset(&handled);
-  for (int s : {SIGCHLD, SIGTERM, SIGUSR1, SIGHUP, SIGINT, SIGPIPE}) sigaddset(&handled, s);
+  for (int s : {SIGCHLD, SIGTERM, SIGUSR1, SIGHUP, SIGINT}) sigaddset(&handled, s);
   sigprocmask(SIG_BLOCK, &handled, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
 
-  torchxd::supervisor::ShimSpec spec;
+  ShimSpec spec;
   std::string refused;
   if (!ReadSpec(spec, refused)) {
-    Say("spawn-failed " + std::to_string(EINVAL) + " torchxd-shim refused the replica spec: " + refused);
+    SayRaw("spawn-failed " + std::to_string(EINVAL) + " torchxd-shim refused the replica spec: " + refused);
     return 0;
   }
   // Become the submitting user before touching any of its paths.
   if (!TakeCredentials(spec.credentials, refused)) {
-    Say("spawn-failed " + std::to_string(EPERM) + " torchxd-shim: " + refused);
+    SayRaw("spawn-failed " + std::to_string(EPERM) + " torchxd-shim: " + refused);
     return 0;
   }
-  // A change of credentials clears the parent-death signal: arm it again.
-  ::prctl(PR_SET_PDEATHSIG, SIGHUP);
-  if (::getppid() != static_cast<pid_t>(atol(argv[1]))) return 1;
-  if (spec.nofile != 0) {
-    struct rlimit limit;
-    if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && spec.nofile < limit.rlim_cur) {
-      limit.rlim_cur = spec.nofile;
-      ::setrlimit(RLIMIT_NOFILE, &limit);
-    }
-  }
-  const std::string& cwd = spec.cwd;
-  std::vector<std::string>& args = spec.argv;
-  std::vector<std::string> env = spec.env;
+  // The shim holds the nonce: the replica's user may not read its memory.
+  ::prctl(PR_SET_DUMPABLE, 0);
+  // A change of credentials clears the parent-death signal: arm it again, or
+  // drop it for live-restore (the replica outlives the daemon).
+  ::prctl(PR_SET_PDEATHSIG, spec.keep ? 0 : SIGHUP);
+  if (!spec.keep && ::getppid() != daemon) return 1;
+  int signal_fd = ::signalfd(-1, &handled, SFD_NONBLOCK | SFD_CLOEXEC);
+
+  ShimLoop shim(spec, kControlFd, have_run_dir ? kShimRunDirFd : -1, signal_fd);
+  int stdout_write = -1, stderr_write = -1;
+  if (auto error = shim.Prepare(stdout_write, stderr_write)) return shim.SpawnFailed(EIO, *error);
 
   struct stat st;
-  if (::stat(cwd.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+  if (::stat(spec.cwd.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     int e = errno ? errno : ENOTDIR;
-    Say("spawn-failed " + std::to_string(e) + " working directory " + cwd + ": " + strerror(e));
-    return 0;
+    return shim.SpawnFailed(e, "working directory " + spec.cwd + ": " + strerror(e));
   }
   int err = 0;
-  std::string program = Resolve(args[0], cwd, env, err);
-  if (program.empty()) {
-    Say("spawn-failed " + std::to_string(err) + " " + args[0] + ": " +
-        (err == ENOENT ? "command not found in PATH" : strerror(err)));
-    return 0;
+  ReplicaLaunch launch;
+  launch.program = ResolveProgram(spec.argv[0], spec.cwd, spec.env, err);
+  if (launch.program.empty()) {
+    return shim.SpawnFailed(err, spec.argv[0] + ": " + (err == ENOENT ? "command not found in PATH" : strerror(err)));
   }
-
-  std::vector<char*> cargv, cenv;
-  for (auto& a : args) cargv.push_back(a.data());
-  cargv.push_back(nullptr);
-  for (auto& e : env) cenv.push_back(e.data());
-  cenv.push_back(nullptr);
-
-  posix_spawnattr_t attr;
-  torchxd::supervisor::InitChildSpawnAttr(&attr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addchdir_np(&actions, cwd.c_str());
-
-  Replica replica;
-  int rc = posix_spawn(&replica.pid, program.c_str(), &actions, &attr, cargv.data(), cenv.data());
+  launch.argv = spec.argv;
+  launch.env = spec.env;
+  launch.cwd = spec.cwd;
+  launch.stdout_fd = stdout_write;
+  launch.stderr_fd = stderr_write;
+  launch.nofile = spec.nofile;
+  ReplicaChild child;
+  int64_t started_ms = WallMs();
+  int rc = LaunchReplica(launch, child);
+  ::close(stdout_write);
+  ::close(stderr_write);
   if (rc != 0) {
     std::string why = strerror(rc);
-    if (rc == ENOENT && ::access(program.c_str(), F_OK) == 0) why = "bad interpreter (the #! line names a missing program)";
+    if (rc == ENOENT && ::access(launch.program.c_str(), F_OK) == 0) {
+      why = "bad interpreter (the #! line names a missing program)";
+    }
     if (rc == ENOEXEC) why = "not an executable format";
-    Say("spawn-failed " + std::to_string(rc) + " " + program + ": " + why);
-    return 0;
+    return shim.SpawnFailed(rc, launch.program + ": " + why);
   }
-  Say("started " + std::to_string(replica.pid));
-
-  for (;;) {
-    siginfo_t info;
-    int sig = sigwaitinfo(&handled, &info);
-    if (sig < 0) continue;
-    if (sig == SIGTERM) {
-      ::kill(-replica.pid, SIGTERM);
-      ::kill(-replica.pid, SIGCONT);
-    } else if (sig == SIGUSR1 || sig == SIGHUP || sig == SIGINT) {
-      KillTree(replica);
-      if (sig != SIGUSR1) return 0;  // the daemon is gone
-    } else if (sig == SIGCHLD) {
-      ReapAvailable(replica);
-    }
-    if (replica.reaped) {
-      KillTree(replica);  // leftovers of the replica's tree
-      return Report(replica);
-    }
-  }
+  return shim.Run(child, started_ms);
 }

@@ -29,7 +29,8 @@ bool ParseId(std::string_view s, unsigned& out) {
 }
 
 int FieldRank(std::string_view name) {
-  static constexpr std::string_view kOrder[] = {"cwd", "arg", "env", "nofile", "uid", "gid", "group", "end"};
+  static constexpr std::string_view kOrder[] = {"cwd",   "arg",    "env",     "nofile", "uid",  "gid",
+                                                 "group", "log",    "logmax", "attempt", "nonce", "keep", "end"};
   for (size_t i = 0; i < std::size(kOrder); ++i) {
     if (kOrder[i] == name) return static_cast<int>(i) + 1;
   }
@@ -48,6 +49,18 @@ bool HeaderPrefixOk(std::string_view h) {
   return true;
 }
 
+// Canonical decimal, up to 2^63.
+bool ParseU64(std::string_view s, uint64_t& out) {
+  if (s.empty() || s.size() > 19 || (s.size() > 1 && s[0] == '0')) return false;
+  uint64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + static_cast<uint64_t>(c - '0');
+  }
+  out = v;
+  return true;
+}
+
 }  // namespace
 
 std::string EncodeShimSpec(const ShimSpec& spec) {
@@ -60,6 +73,11 @@ std::string EncodeShimSpec(const ShimSpec& spec) {
   Field(out, "uid", std::to_string(spec.credentials.uid));
   Field(out, "gid", std::to_string(spec.credentials.gid));
   for (unsigned g : spec.credentials.groups) Field(out, "group", std::to_string(g));
+  if (!spec.log_dir.empty()) Field(out, "log", spec.log_dir);
+  if (spec.log_max_bytes != 0) Field(out, "logmax", std::to_string(spec.log_max_bytes));
+  if (spec.attempt != 1) Field(out, "attempt", std::to_string(spec.attempt));
+  if (!spec.nonce.empty()) Field(out, "nonce", spec.nonce);
+  if (spec.keep) Field(out, "keep", "1");
   Field(out, "end", "");
   return out;
 }
@@ -67,7 +85,8 @@ std::string EncodeShimSpec(const ShimSpec& spec) {
 ShimDecode DecodeShimSpec(std::string_view bytes, ShimSpec& spec, std::string& error) {
   spec = ShimSpec{};
   error.clear();
-  bool have_cwd = false, have_uid = false, have_gid = false;
+  bool have_cwd = false, have_uid = false, have_gid = false, have_log = false, have_logmax = false,
+       have_attempt = false, have_nonce = false, have_keep = false;
   int last_rank = 0;
   size_t pos = 0;
   for (int index = 0;; ++index) {
@@ -163,6 +182,43 @@ ShimDecode DecodeShimSpec(std::string_view bytes, ShimSpec& spec, std::string& e
         return ShimDecode::kInvalid;
       }
       spec.credentials.groups.push_back(g);
+    } else if (name == "log") {
+      if (!once(have_log)) return ShimDecode::kInvalid;
+      if (value.empty() || value[0] != '/' || value.find('\0') != std::string_view::npos) {
+        error = "invalid log directory";
+        return ShimDecode::kInvalid;
+      }
+      spec.log_dir = value;
+    } else if (name == "logmax") {
+      if (!once(have_logmax)) return ShimDecode::kInvalid;
+      if (!ParseU64(value, spec.log_max_bytes) || spec.log_max_bytes == 0) {
+        error = "invalid logmax";
+        return ShimDecode::kInvalid;
+      }
+    } else if (name == "attempt") {
+      if (!once(have_attempt)) return ShimDecode::kInvalid;
+      unsigned n = 0;
+      if (!ParseId(value, n) || n < 2 || n > 1000000000) {
+        error = "invalid attempt";
+        return ShimDecode::kInvalid;
+      }
+      spec.attempt = static_cast<int>(n);
+    } else if (name == "nonce") {
+      if (!once(have_nonce)) return ShimDecode::kInvalid;
+      bool ok = !value.empty() && value.size() <= 64;
+      for (char c : value) ok = ok && ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'));
+      if (!ok) {
+        error = "invalid nonce";
+        return ShimDecode::kInvalid;
+      }
+      spec.nonce = value;
+    } else if (name == "keep") {
+      if (!once(have_keep)) return ShimDecode::kInvalid;
+      if (value != "1") {
+        error = "invalid keep";
+        return ShimDecode::kInvalid;
+      }
+      spec.keep = true;
     } else if (name == "end") {
       if (!value.empty() || pos != bytes.size()) {
         error = "bytes after the end of the spec";
@@ -183,6 +239,48 @@ ShimDecode DecodeShimSpec(std::string_view bytes, ShimSpec& spec, std::string& e
       return ShimDecode::kInvalid;
     }
   }
+}
+
+std::optional<ControlMessage> ParseControlLine(std::string_view line) {
+  if (line.size() > kMaxControlLineBytes) return std::nullopt;
+  static constexpr struct {
+    std::string_view word;
+    ControlKind kind;
+    int numbers;    // canonical decimals after the word
+    bool has_text;  // then one space and the rest of the line
+  } kForms[] = {
+      {"hello", ControlKind::kHello, 1, true},        {"stop", ControlKind::kStop, 1, false},
+      {"kill", ControlKind::kKill, 0, false},         {"ready", ControlKind::kReady, 4, false},
+      {"started", ControlKind::kStarted, 1, false},   {"spawn-failed", ControlKind::kSpawnFailed, 1, true},
+      {"logged", ControlKind::kLogged, 2, false},     {"exited", ControlKind::kExited, 1, false},
+      {"signaled", ControlKind::kSignaled, 1, false},
+  };
+  size_t space = line.find(' ');
+  std::string_view word = line.substr(0, space);
+  for (const auto& form : kForms) {
+    if (form.word != word) continue;
+    if (form.numbers == 0 && !form.has_text && space != std::string_view::npos) return std::nullopt;
+    ControlMessage m;
+    m.kind = form.kind;
+    uint64_t* slots[] = {&m.a, &m.b, &m.c, &m.d};
+    std::string_view rest = space == std::string_view::npos ? std::string_view() : line.substr(space + 1);
+    if (space == std::string_view::npos && (form.numbers > 0 || form.has_text)) return std::nullopt;
+    for (int i = 0; i < form.numbers; ++i) {
+      size_t end = rest.find(' ');
+      bool last = i + 1 == form.numbers && !form.has_text;
+      if ((end == std::string_view::npos) != last) return std::nullopt;
+      if (!ParseU64(rest.substr(0, end), *slots[i])) return std::nullopt;
+      rest = last ? std::string_view() : rest.substr(end + 1);
+    }
+    if (form.has_text) {
+      for (char c : rest) {
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return std::nullopt;
+      }
+      m.text = rest;
+    }
+    return m;
+  }
+  return std::nullopt;
 }
 
 std::string OneLine(std::string_view message) {

@@ -1,34 +1,58 @@
-// What the daemon and torchxd-shim say to each other over the shim's fd 3 (a
-// socketpair).
+// What the daemon and torchxd-shim say to each other.
 //
-// Daemon -> shim, once: the replica spec, a sequence of fields
+// The spec, daemon -> shim, once, on the shim's fd 3 (a socketpair): a
+// sequence of fields
 //     <name> <length>\n<length bytes>\n
 // so that no value (a NUL, a newline, anything) can end a field early or
 // start another. The fields, in order: `torchxd-shim-spec` (the version,
-// "1"), `cwd`, `arg` (one or more: argv[0] first, as given), `env` (zero or
+// "2"), `cwd`, `arg` (one or more: argv[0] first, as given), `env` (zero or
 // more "K=V"), `nofile` (optional: the replica's soft limit of open files,
 // the one the daemon started with before raising its own), `uid`, `gid`,
-// `group` (zero or more supplementary gids), then `end` (empty). Lengths and
-// ids are canonical decimal (no leading zeros) and fields come in this order,
-// so that a spec has exactly one spelling. The credentials are never
-// optional: the shim runs the replica as exactly `uid`/`gid` (becoming them
-// when it is root, checking that it already is them otherwise) and refuses
-// to run anything when they are missing, malformed, or cannot be taken
-// (fail closed).
+// `group` (zero or more supplementary gids), `log` (optional: the replica's
+// log directory; without it the output is discarded), `logmax` (optional:
+// the per-stream log budget in bytes), `attempt` (optional, default 1),
+// `nonce` (optional: what a daemon must say to take control over the run
+// directory's socket), `keep` (optional, "1": live-restore, the replica
+// outlives the daemon), then `end` (empty). Numbers are canonical decimal (no
+// leading zeros) and fields come in this order, so that a spec has exactly
+// one spelling. The credentials are never optional: the shim runs the
+// replica as exactly `uid`/`gid` (becoming them when it is root, checking
+// that it already is them otherwise) and refuses to run anything when they
+// are missing, malformed, or cannot be taken (fail closed). The run
+// directory (shim_files.h), when there is one, is the shim's fd 4.
 //
-// Shim -> daemon, lines (messages never hold a newline):
-//   started <pid>
-//   spawn-failed <errno> <message>
-//   exited <code>        | signaled <signal>       (after the tree is gone)
-// Signals daemon -> shim: SIGTERM = forward TERM+CONT to the replica's group;
-// SIGUSR1 = SIGKILL the replica's whole tree. The shim's parent-death signal
-// is SIGHUP: the daemon died, kill the tree and exit.
+// The control channel: fd 3 after the spec, or a connection to the run
+// directory's socket `s` (a daemon that restarted). Lines, never holding a
+// newline; numbers canonical decimal.
+//   daemon -> shim
+//     hello <version> <nonce>   first line on the socket (not on fd 3): a wrong
+//                               nonce or version closes the connection
+//     stop <grace_ms>           TERM+CONT to the replica's group now, SIGKILL to
+//                               its whole tree after the grace (the shim keeps
+//                               the earliest deadline: repeating is harmless)
+//     kill                      SIGKILL to the whole tree now
+//   shim -> daemon
+//     ready <version> <child_pid> <log_disk_bytes> <log_lost_bytes>
+//                               the answer to hello (child_pid 0: not started)
+//     started <pid>
+//     spawn-failed <errno> <message>
+//     logged <log_disk_bytes> <log_lost_bytes>   the replica's logs grew
+//                               (the bytes are in the files already)
+//     exited <code> | signaled <signal>          after the tree is gone and
+//                               exit.json is written; then the shim exits
+// Only one daemon is connected at a time: the newest after its hello.
+// Signals, daemon -> shim (a daemon that cannot reach the socket):
+// SIGTERM = forward TERM+CONT to the replica's group; SIGUSR1 = SIGKILL the
+// whole tree. Without `keep` the shim's parent-death signal is SIGHUP: the
+// daemon died, kill the tree, record it, exit.
 //
 // Thread contract: constants and pure functions (also built into the static shim).
 #ifndef TORCHXD_SUPERVISOR_SHIM_PROTOCOL_H_
 #define TORCHXD_SUPERVISOR_SHIM_PROTOCOL_H_
 
 #include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -36,7 +60,10 @@
 namespace torchxd::supervisor {
 
 inline constexpr int kShimControlFd = 3;
-inline constexpr std::string_view kShimSpecVersion = "1";
+inline constexpr std::string_view kShimSpecVersion = "2";
+inline constexpr int kShimRunDirFd = 4;
+inline constexpr uint64_t kShimControlVersion = 1;
+inline constexpr size_t kMaxControlLineBytes = 8192;
 inline constexpr size_t kMaxShimFieldBytes = 16u << 20;
 inline constexpr size_t kMaxShimSpecBytes = 64u << 20;
 
@@ -52,6 +79,11 @@ struct ShimSpec {
   std::vector<std::string> env;   // "K=V"
   unsigned long nofile = 0;       // RLIMIT_NOFILE soft limit for the replica; 0 = as inherited
   ShimCredentials credentials;
+  std::string log_dir;            // "" = discard the output
+  uint64_t log_max_bytes = 0;     // per stream; 0 = unbounded
+  int attempt = 1;
+  std::string nonce;
+  bool keep = false;              // live-restore: no parent-death signal
 };
 
 std::string EncodeShimSpec(const ShimSpec& spec);
@@ -60,6 +92,18 @@ enum class ShimDecode { kComplete, kNeedMore, kInvalid };
 // Decodes a spec from the start of `bytes`. kNeedMore: a prefix of a valid
 // spec; kInvalid: never valid, `error` says why.
 ShimDecode DecodeShimSpec(std::string_view bytes, ShimSpec& spec, std::string& error);
+
+enum class ControlKind {
+  kHello, kStop, kKill,                                           // daemon -> shim
+  kReady, kStarted, kSpawnFailed, kLogged, kExited, kSignaled,   // shim -> daemon
+};
+struct ControlMessage {
+  ControlKind kind = ControlKind::kKill;
+  uint64_t a = 0, b = 0, c = 0, d = 0;  // the numbers, in order
+  std::string text;                     // hello's nonce, spawn-failed's message
+};
+// One control line (without its newline); nullopt when it is not one.
+std::optional<ControlMessage> ParseControlLine(std::string_view line);
 
 // A message on one control line: newlines and other control characters become spaces.
 std::string OneLine(std::string_view message);

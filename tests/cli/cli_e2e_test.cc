@@ -169,7 +169,7 @@ TEST_F(CliE2eTest, ExitCodesAndMessages) {
       {"unknown role", {"log", "local_cwd://torchx/nope-1/r"}, 1, "does not exist"},
       {"bad grace", {"cancel", "--grace-period", "-1", "local_cwd://torchx/x"}, 2, "--grace-period"},
       {"missing handle", {"status"}, 2, "app_handle is required"},
-      {"bad daemon action", {"daemon", "restart"}, 2, "restart not in {status,stop}"},
+      {"bad daemon action", {"daemon", "reload"}, 2, "reload not in {status,stop,restart}"},
       {"5,000-byte app name", {"run", "./long.json"}, 2, "name: must be at most 128 bytes, got 5000"},
       {"300-byte role name", {"run", "./longrole.json"}, 2, "roles[0].name: must be at most 128 bytes, got 300"},
       {"nested 80,000 deep", {"run", "./deep.json"}, 2, "an AppDef may nest at most 32 levels"},

@@ -5,11 +5,13 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <gmock/gmock.h>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -24,8 +26,29 @@ using ::testing::StartsWith;
 
 struct ShimRun {
   std::string control;  // what the shim said on fd 3
-  std::string out;      // the replica's stdout
+  std::string out;      // the replica's stdout (the shim writes it to the log dir)
 };
+
+// The log directory of the last spec IdSpec made: open to every uid, since
+// the replica's user (whoever the spec names) creates its files.
+std::string g_log_dir;
+
+std::string NewLogDir() {
+  std::error_code ec;
+  if (!g_log_dir.empty()) std::filesystem::remove_all(g_log_dir, ec);
+  char tmpl[] = "/tmp/shim-test-XXXXXX";
+  std::string dir = ::mkdtemp(tmpl);
+  ::chmod(dir.c_str(), 0777);
+  return g_log_dir = dir;
+}
+
+std::string ReadAll(const std::string& path) {
+  std::string out;
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  char buf[4096];
+  for (ssize_t n; fd.valid() && (n = ::read(fd.get(), buf, sizeof(buf))) > 0;) out.append(buf, static_cast<size_t>(n));
+  return out;
+}
 
 // Runs the shim with `spec` on its fd 3 and collects what it says.
 ShimRun RunShim(const std::string& spec) {
@@ -58,6 +81,12 @@ ShimRun RunShim(const std::string& spec) {
   for (ssize_t n; (n = ::read(control.get(), buf, sizeof(buf))) > 0;) r.control.append(buf, static_cast<size_t>(n));
   for (ssize_t n; (n = ::read(output.get(), buf, sizeof(buf))) > 0;) r.out.append(buf, static_cast<size_t>(n));
   ::waitpid(pid, nullptr, 0);
+  if (!g_log_dir.empty()) {
+    r.out += ReadAll(g_log_dir + "/stdout.log");
+    std::error_code ec;
+    std::filesystem::remove_all(g_log_dir, ec);
+    g_log_dir.clear();
+  }
   return r;
 }
 
@@ -68,6 +97,7 @@ ShimSpec IdSpec(unsigned uid, unsigned gid) {
   spec.env = {"PATH=/usr/bin:/bin"};
   spec.credentials.uid = uid;
   spec.credentials.gid = gid;
+  spec.log_dir = NewLogDir();
   return spec;
 }
 
@@ -117,8 +147,11 @@ TEST(ShimSpecTest, ForgedSpecsAreRefused) {
       {"uid not a number", std::string(good).replace(good.find("uid 1\n0"), 7, "uid 2\n-1"), "invalid uid"},
       {"uid -1", std::string(good).replace(good.find("uid 1\n0"), 7, "uid 10\n4294967295"), "invalid uid"},
       {"a length that lies", std::string(good).replace(good.find("cwd 1\n/"), 7, "cwd 9\n/"), "does not end where"},
-      {"unknown field", "torchxd-shim-spec 1\n1\nrun-as-root 1\n1\n", "unknown field run-as-root"},
-      {"another version", "torchxd-shim-spec 1\n2\n", "not a version 1 spec"},
+      {"unknown field", "torchxd-shim-spec 1\n2\nrun-as-root 1\n1\n", "unknown field run-as-root"},
+      {"another version", "torchxd-shim-spec 1\n1\n", "not a version 2 spec"},
+      {"a relative log directory", std::string(good).replace(good.find("log "), 4 + std::to_string(g_log_dir.size()).size() + 1 + g_log_dir.size(), "log 1\nx"), "invalid log directory"},
+      {"keep other than 1", good.substr(0, good.find("end ")) + "keep 1\n0\nend 0\n\n", "invalid keep"},
+      {"a nonce that is not hex", good.substr(0, good.find("end ")) + "nonce 2\nzz\nend 0\n\n", "invalid nonce"},
       {"bytes after the end", good + "x", "bytes after the end of the spec"},
   };
   for (const auto& c : cases) {
@@ -128,6 +161,9 @@ TEST(ShimSpecTest, ForgedSpecsAreRefused) {
     EXPECT_EQ(DecodeShimSpec(c.spec, spec, error), ShimDecode::kInvalid);
     EXPECT_THAT(error, HasSubstr(c.error));
   }
+  std::error_code ec;
+  std::filesystem::remove_all(g_log_dir, ec);
+  g_log_dir.clear();
 }
 
 TEST(ShimTest, AForgedSpecRunsNothing) {

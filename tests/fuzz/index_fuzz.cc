@@ -5,17 +5,17 @@
 #include <cstdint>
 #include <string_view>
 
-#include "daemon/log_stream.h"
+#include "logfiles/log_stream.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);
-  torchxd::daemon::LogStreamLayout layout;
+  torchxd::logfiles::LogStreamLayout layout;
   uint64_t live_start = 0;
   size_t start = 0;
   for (size_t nl; (nl = text.find('\n', start)) != std::string_view::npos; start = nl + 1) {
-    torchxd::daemon::ParseIndexLine(text.substr(start, nl - start), layout, live_start);
+    torchxd::logfiles::ParseIndexLine(text.substr(start, nl - start), layout, live_start);
   }
-  torchxd::daemon::ParseIndexLine(text.substr(start), layout, live_start);
+  torchxd::logfiles::ParseIndexLine(text.substr(start), layout, live_start);
   std::sort(layout.times.begin(), layout.times.end());  // as LoadLogStream does
   layout.end_offset = live_start + 100;
   (void)layout.TimeAt(live_start);

@@ -76,7 +76,7 @@ class MemoryScheduler : public Scheduler {
     apps_.erase({app.scheduler, app.app_id});
     done(last);
   }
-  void Shutdown(std::function<void()> done) override { done(); }
+  void Shutdown(bool, std::function<void()> done) override { done(); }
   void PersistAll() override {}
   size_t running_apps() const override { return 0; }
   size_t app_count() const override { return apps_.size(); }

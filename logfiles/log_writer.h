@@ -12,8 +12,8 @@
 // where the gap is (before the output that came after it).
 //
 // Thread contract: loop thread only.
-#ifndef TORCHXD_DAEMON_LOG_WRITER_H_
-#define TORCHXD_DAEMON_LOG_WRITER_H_
+#ifndef TORCHXD_LOGFILES_LOG_WRITER_H_
+#define TORCHXD_LOGFILES_LOG_WRITER_H_
 
 #include <cstdint>
 #include <optional>
@@ -21,10 +21,10 @@
 #include <string_view>
 
 #include "core/result.h"
-#include "daemon/log_stream.h"
-#include "supervisor/replica_process.h"
+#include "logfiles/log_stream.h"
+#include "logfiles/output_stream.h"
 
-namespace torchxd::daemon {
+namespace torchxd::logfiles {
 
 class ReplicaLogWriter {
  public:
@@ -33,7 +33,7 @@ class ReplicaLogWriter {
   [[nodiscard]] static Result<ReplicaLogWriter> Open(const std::string& dir, uint64_t budget_bytes);
 
   void BeginAttempt(int attempt, int64_t now_ms);
-  void Write(supervisor::OutputStream stream, std::string_view bytes, int64_t now_ms);
+  void Write(OutputStream stream, std::string_view bytes, int64_t now_ms);
   void EndAttempt(int64_t now_ms);  // flushes partial lines
   // A source with one stream (a Kubernetes pod): whole lines, combined.log only.
   void WriteCombined(std::string_view lines, int64_t time_ms);
@@ -56,6 +56,6 @@ class ReplicaLogWriter {
   uint64_t loss_notes_lost_ = 0;   // bytes of our own loss notes that did not fit either
 };
 
-}  // namespace torchxd::daemon
+}  // namespace torchxd::logfiles
 
-#endif  // TORCHXD_DAEMON_LOG_WRITER_H_
+#endif  // TORCHXD_LOGFILES_LOG_WRITER_H_

@@ -16,8 +16,8 @@
 // offset). A budget of 0 means unbounded: no rotation.
 //
 // Thread contract: the writer is loop-thread only; Load() is a pure read.
-#ifndef TORCHXD_DAEMON_LOG_STREAM_H_
-#define TORCHXD_DAEMON_LOG_STREAM_H_
+#ifndef TORCHXD_LOGFILES_LOG_STREAM_H_
+#define TORCHXD_LOGFILES_LOG_STREAM_H_
 
 #include <cstdint>
 #include <string>
@@ -27,7 +27,7 @@
 #include "core/result.h"
 #include "core/unique_fd.h"
 
-namespace torchxd::daemon {
+namespace torchxd::logfiles {
 
 inline constexpr int64_t kTimeGranularityMs = 10;
 
@@ -94,6 +94,6 @@ struct LogStreamLayout {
 // One line of an index file into `layout` (exposed for the fuzzer); junk is ignored.
 void ParseIndexLine(std::string_view line, LogStreamLayout& layout, uint64_t& live_start);
 
-}  // namespace torchxd::daemon
+}  // namespace torchxd::logfiles
 
-#endif  // TORCHXD_DAEMON_LOG_STREAM_H_
+#endif  // TORCHXD_LOGFILES_LOG_STREAM_H_

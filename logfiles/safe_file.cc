@@ -1,4 +1,4 @@
-#include "daemon/safe_file.h"
+#include "logfiles/safe_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -6,7 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-namespace torchxd::daemon {
+namespace torchxd::logfiles {
 
 UniqueFd OpenRegular(const std::string& path, int flags, mode_t mode) {
   UniqueFd fd(::open(path.c_str(), flags | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, mode));
@@ -52,4 +52,4 @@ Result<void> WriteRegularFile(const std::string& path, std::string_view data, mo
   return {};
 }
 
-}  // namespace torchxd::daemon
+}  // namespace torchxd::logfiles

@@ -1,4 +1,4 @@
-#include "daemon/log_stream.h"
+#include "logfiles/log_stream.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -10,9 +10,9 @@
 #include <filesystem>
 #include <vector>
 
-#include "daemon/safe_file.h"
+#include "logfiles/safe_file.h"
 
-namespace torchxd::daemon {
+namespace torchxd::logfiles {
 namespace {
 
 namespace fs = std::filesystem;
@@ -239,4 +239,4 @@ Result<LogStreamLayout> LoadLogStream(const std::string& dir, const std::string&
   return layout;
 }
 
-}  // namespace torchxd::daemon
+}  // namespace torchxd::logfiles

@@ -8,8 +8,8 @@
 // (as_user.h): a symlinked directory on the way gives the user nothing.
 //
 // Thread contract: pure system calls; any thread.
-#ifndef TORCHXD_DAEMON_SAFE_FILE_H_
-#define TORCHXD_DAEMON_SAFE_FILE_H_
+#ifndef TORCHXD_LOGFILES_SAFE_FILE_H_
+#define TORCHXD_LOGFILES_SAFE_FILE_H_
 
 #include <sys/types.h>
 
@@ -20,7 +20,7 @@
 #include "core/result.h"
 #include "core/unique_fd.h"
 
-namespace torchxd::daemon {
+namespace torchxd::logfiles {
 
 // open(2) with O_CLOEXEC|O_NOFOLLOW|O_NONBLOCK added; refuses (ENXIO-like
 // error, errno set) anything but a regular file. O_NONBLOCK is cleared again.
@@ -31,6 +31,6 @@ UniqueFd OpenRegular(const std::string& path, int flags, mode_t mode = 0640);
 // Creates or truncates a regular file and writes `data`.
 [[nodiscard]] Result<void> WriteRegularFile(const std::string& path, std::string_view data, mode_t mode = 0640);
 
-}  // namespace torchxd::daemon
+}  // namespace torchxd::logfiles
 
-#endif  // TORCHXD_DAEMON_SAFE_FILE_H_
+#endif  // TORCHXD_LOGFILES_SAFE_FILE_H_

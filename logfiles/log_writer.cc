@@ -1,8 +1,8 @@
-#include "daemon/log_writer.h"
+#include "logfiles/log_writer.h"
 
 #include <filesystem>
 
-namespace torchxd::daemon {
+namespace torchxd::logfiles {
 
 Result<ReplicaLogWriter> ReplicaLogWriter::Open(const std::string& dir, uint64_t budget_bytes) {
   std::error_code ec;
@@ -58,8 +58,8 @@ void ReplicaLogWriter::ReportLoss(int64_t now_ms) {
   }
 }
 
-void ReplicaLogWriter::Write(supervisor::OutputStream stream, std::string_view bytes, int64_t now_ms) {
-  bool is_out = stream == supervisor::OutputStream::kStdout;
+void ReplicaLogWriter::Write(OutputStream stream, std::string_view bytes, int64_t now_ms) {
+  bool is_out = stream == OutputStream::kStdout;
   LogStreamWriter& file = is_out ? *out_ : *err_;
   std::string& partial = (is_out ? out_partial_ : err_partial_).bytes;
   file.Write(bytes, now_ms);
@@ -115,4 +115,4 @@ void ReplicaLogWriter::EndAttempt(int64_t now_ms) {
   }
 }
 
-}  // namespace torchxd::daemon
+}  // namespace torchxd::logfiles

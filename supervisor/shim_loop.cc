@@ -1,0 +1,404 @@
+#include "supervisor/shim_loop.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "supervisor/proc_info.h"
+
+namespace torchxd::supervisor {
+namespace {
+
+enum Tag : uint64_t { kSignal = 1, kStdout, kStderr, kListen, kControl, kCandidate };
+constexpr uint64_t TagOf(Tag kind, int fd) { return (static_cast<uint64_t>(kind) << 32) | static_cast<uint32_t>(fd); }
+
+constexpr int64_t kNotifyEveryMs = 10;    // `logged` at most this often
+constexpr int64_t kDrainMs = 2000;        // after the tree is gone, for the pipes' last bytes
+constexpr size_t kMaxCandidates = 8;
+constexpr size_t kMaxPendingOut = 1 << 20;
+
+char g_buffer[256 * 1024];
+
+int64_t MonotonicMs() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t WallMs() {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
+void SetNonBlocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
+
+}  // namespace
+
+ShimLoop::ShimLoop(const ShimSpec& spec, int control_fd, int run_dir_fd, int signal_fd)
+    : spec_(spec), run_dir_fd_(run_dir_fd), signal_fd_(signal_fd) {
+  control_.fd = control_fd;
+}
+
+std::optional<std::string> ShimLoop::Prepare(int& stdout_write, int& stderr_write) {
+  if (!spec_.log_dir.empty()) {
+    auto logs = logfiles::ReplicaLogWriter::Open(spec_.log_dir, spec_.log_max_bytes);
+    if (!logs) return "cannot open the replica's logs: " + logs.error().message;
+    logs_.emplace(std::move(*logs));
+    logs_->BeginAttempt(spec_.attempt, WallMs());
+  }
+  int out[2], err[2];
+  if (::pipe2(out, O_CLOEXEC) != 0) return std::string("pipe: ") + strerror(errno);
+  if (::pipe2(err, O_CLOEXEC) != 0) return std::string("pipe: ") + strerror(errno);
+  out_fd_ = out[0];
+  err_fd_ = err[0];
+  stdout_write = out[1];
+  stderr_write = err[1];
+  if (run_dir_fd_ >= 0) {
+    // The socket a restarted daemon connects to; bound relative to the run
+    // directory (its path may pass sockaddr_un's 108 bytes).
+    listen_fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    struct sockaddr_un addr {};
+    addr.sun_family = AF_UNIX;
+    ::strcpy(addr.sun_path, kShimSocket);
+    ::unlinkat(run_dir_fd_, kShimSocket, 0);
+    if (listen_fd_ < 0 || ::fchdir(run_dir_fd_) != 0 ||
+        ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(listen_fd_, 4) != 0 ||
+        ::chdir("/") != 0) {
+      return std::string("cannot listen in the run directory: ") + strerror(errno);
+    }
+  }
+  return std::nullopt;
+}
+
+void ShimLoop::Watch(int fd, uint64_t tag, uint32_t events) {
+  struct epoll_event ev {};
+  ev.events = events;
+  ev.data.u64 = tag;
+  ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
+}
+
+int ShimLoop::SpawnFailed(int err, const std::string& message) {
+  ShimExit e;
+  e.attempt = spec_.attempt;
+  e.reason = ShimExitReason::kSpawnFailed;
+  e.message = message;
+  e.started_ms = e.ended_ms = WallMs();
+  if (logs_) {
+    logs_->EndAttempt(e.ended_ms);
+    e.log_disk_bytes = logs_->disk_bytes();
+    e.log_lost_bytes = logs_->bytes_lost();
+  }
+  if (run_dir_fd_ >= 0) {
+    (void)WriteFileAtomically(run_dir_fd_, kShimExitFile, EncodeShimExit(e));
+    ::unlinkat(run_dir_fd_, kShimSocket, 0);
+  }
+  if (control_.fd >= 0) {
+    Say("spawn-failed " + std::to_string(err) + " " + OneLine(message));
+    Flush(true);
+  }
+  return 0;
+}
+
+int ShimLoop::Run(const ReplicaChild& child, int64_t started_ms) {
+  child_ = child;
+  started_ms_ = started_ms;
+  epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+  for (int fd : {out_fd_, err_fd_, control_.fd}) {
+    if (fd >= 0) SetNonBlocking(fd);
+  }
+  Watch(signal_fd_, TagOf(kSignal, signal_fd_), EPOLLIN);
+  Watch(out_fd_, TagOf(kStdout, out_fd_), EPOLLIN);
+  Watch(err_fd_, TagOf(kStderr, err_fd_), EPOLLIN);
+  if (listen_fd_ >= 0) Watch(listen_fd_, TagOf(kListen, listen_fd_), EPOLLIN);
+  if (control_.fd >= 0) Watch(control_.fd, TagOf(kControl, control_.fd), EPOLLIN);
+  if (run_dir_fd_ >= 0) {
+    ShimState state;
+    state.shim_pid = ::getpid();
+    state.shim_start = ProcessStartTime(::getpid()).value_or(0);
+    state.child_pid = child_.pid;
+    state.child_start = ProcessStartTime(child_.pid).value_or(0);
+    state.boot_id = BootId();
+    state.attempt = spec_.attempt;
+    state.started_ms = started_ms_;
+    (void)WriteFileAtomically(run_dir_fd_, kShimStateFile, EncodeShimState(state));
+  }
+  Say("started " + std::to_string(child_.pid));
+  Loop();
+  return Finish();
+}
+
+int64_t ShimLoop::Timeout(int64_t now) const {
+  int64_t next = -1;
+  auto consider = [&](int64_t at) {
+    if (at <= 0) return;
+    int64_t wait = std::max<int64_t>(0, at - now);
+    next = next < 0 ? wait : std::min(next, wait);
+  };
+  if (!child_.reaped) consider(kill_at_);
+  if (tree_gone_) consider(drain_until_);
+  if (notify_pending_) consider(last_notify_ + kNotifyEveryMs);
+  return next;
+}
+
+void ShimLoop::Loop() {
+  struct epoll_event events[16];
+  for (;;) {
+    int64_t now = MonotonicMs();
+    if (child_.reaped && !tree_gone_) {
+      KillTree(child_);  // what is left of its tree holds the pipes open
+      tree_gone_ = true;
+      drain_until_ = now + kDrainMs;
+    }
+    if (tree_gone_ && ((out_fd_ < 0 && err_fd_ < 0) || now >= drain_until_)) return;
+    if (kill_at_ > 0 && now >= kill_at_ && !child_.reaped) {
+      KillTree(child_);
+      continue;
+    }
+    Notify(now);
+    int n = ::epoll_wait(epoll_fd_, events, 16, static_cast<int>(Timeout(now)));
+    for (int i = 0; i < n; ++i) {
+      auto kind = static_cast<Tag>(events[i].data.u64 >> 32);
+      int fd = static_cast<int>(events[i].data.u64 & 0xffffffffu);
+      switch (kind) {
+        case kSignal: OnSignal(); break;
+        case kStdout: OnOutput(out_fd_, OutputStream::kStdout); break;
+        case kStderr: OnOutput(err_fd_, OutputStream::kStderr); break;
+        case kListen: OnAccept(); break;
+        case kControl:
+          if (events[i].events & EPOLLOUT) Flush(false);
+          if (control_.fd == fd && (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR))) OnPeerReadable(control_, true);
+          break;
+        case kCandidate:
+          for (auto& c : candidates_) {
+            if (c.fd == fd) {
+              OnPeerReadable(c, false);
+              break;
+            }
+          }
+          candidates_.erase(std::remove_if(candidates_.begin(), candidates_.end(), [](const Peer& p) { return p.fd < 0; }),
+                            candidates_.end());
+          break;
+      }
+    }
+  }
+}
+
+void ShimLoop::OnSignal() {
+  struct signalfd_siginfo info;
+  while (::read(signal_fd_, &info, sizeof(info)) == sizeof(info)) {
+    switch (info.ssi_signo) {
+      case SIGCHLD:
+        ReapAvailable(child_);
+        break;
+      case SIGTERM:
+        stop_requested_ = true;
+        TerminateGroup(child_);
+        break;
+      case SIGUSR1:
+        stop_requested_ = true;
+        kill_at_ = MonotonicMs();
+        break;
+      case SIGHUP:
+      case SIGINT:
+        // The parent-death signal: the daemon died and the replica must not outlive it.
+        if (!spec_.keep) {
+          daemon_lost_ = true;
+          kill_at_ = MonotonicMs();
+        }
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+void ShimLoop::OnOutput(int& fd, OutputStream stream) {
+  // A bounded amount per wake-up: the other stream and the control channel get their turn.
+  for (int round = 0; round < 4 && fd >= 0; ++round) {
+    ssize_t n = ::read(fd, g_buffer, sizeof(g_buffer));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) return;
+    if (n <= 0) {
+      ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+      ::close(fd);
+      fd = -1;
+      return;
+    }
+    (stream == OutputStream::kStdout ? stdout_bytes_ : stderr_bytes_) += static_cast<uint64_t>(n);
+    if (logs_) {
+      logs_->Write(stream, std::string_view(g_buffer, static_cast<size_t>(n)), WallMs());
+      notify_pending_ = true;
+    }
+    if (static_cast<size_t>(n) < sizeof(g_buffer)) return;
+  }
+}
+
+void ShimLoop::Notify(int64_t now) {
+  if (!notify_pending_ || control_.fd < 0 || !out_.empty() || now < last_notify_ + kNotifyEveryMs) return;
+  notify_pending_ = false;
+  last_notify_ = now;
+  Say("logged " + std::to_string(logs_->disk_bytes()) + " " + std::to_string(logs_->bytes_lost()), true);
+}
+
+void ShimLoop::OnAccept() {
+  for (;;) {
+    int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return;
+    struct ucred cred {};
+    socklen_t len = sizeof(cred);
+    // Only root (a system daemon) or the replica's own user may take control.
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || (cred.uid != 0 && cred.uid != ::getuid()) ||
+        candidates_.size() >= kMaxCandidates) {
+      ::close(fd);
+      continue;
+    }
+    candidates_.push_back(Peer{fd, ""});
+    Watch(fd, TagOf(kCandidate, fd), EPOLLIN);
+  }
+}
+
+void ShimLoop::DropPeer(Peer& peer) {
+  if (peer.fd < 0) return;
+  ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, peer.fd, nullptr);
+  ::close(peer.fd);
+  peer.fd = -1;
+  peer.in.clear();
+  if (&peer == &control_) out_.clear();
+}
+
+void ShimLoop::OnPeerReadable(Peer& peer, bool trusted) {
+  char buf[4096];
+  for (;;) {
+    if (peer.fd < 0) return;
+    ssize_t n = ::read(peer.fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) return;
+    if (n <= 0) {
+      // The daemon went away: the replica goes on (a parent-death signal says
+      // when the daemon is gone for good); a new one may connect.
+      return DropPeer(peer);
+    }
+    peer.in.append(buf, static_cast<size_t>(n));
+    for (size_t nl; peer.fd >= 0 && (nl = peer.in.find('\n')) != std::string::npos;) {
+      std::string line = peer.in.substr(0, nl);
+      peer.in.erase(0, nl + 1);
+      OnControlLine(line, peer, trusted);  // may close `peer` or hand its fd to control_
+    }
+    if (peer.in.size() > kMaxControlLineBytes) return DropPeer(peer);
+  }
+}
+
+void ShimLoop::OnControlLine(const std::string& line, Peer& peer, bool trusted) {
+  auto msg = ParseControlLine(line);
+  if (!trusted) {
+    // The first line on the socket must prove the caller is the daemon in charge.
+    if (!msg || msg->kind != ControlKind::kHello || msg->a != kShimControlVersion || spec_.nonce.empty() ||
+        msg->text != spec_.nonce) {
+      return DropPeer(peer);
+    }
+    DropPeer(control_);
+    control_.fd = peer.fd;
+    control_.in = peer.in;
+    peer.fd = -1;
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, control_.fd, nullptr);
+    Watch(control_.fd, TagOf(kControl, control_.fd), EPOLLIN);
+    uint64_t disk = logs_ ? logs_->disk_bytes() : 0, lost = logs_ ? logs_->bytes_lost() : 0;
+    Say("ready " + std::to_string(kShimControlVersion) + " " + std::to_string(child_.pid) + " " +
+        std::to_string(disk) + " " + std::to_string(lost));
+    return;
+  }
+  if (!msg) return;  // unknown lines from the daemon in charge are ignored (a newer daemon)
+  if (msg->kind == ControlKind::kStop) Stop(static_cast<int64_t>(std::min<uint64_t>(msg->a, 86400000ull * 365)));
+  if (msg->kind == ControlKind::kKill) Stop(0);
+}
+
+void ShimLoop::Stop(int64_t grace_ms) {
+  stop_requested_ = true;
+  int64_t at = MonotonicMs() + grace_ms;
+  if (grace_ms > 0) TerminateGroup(child_);
+  kill_at_ = kill_at_ > 0 ? std::min(kill_at_, at) : std::max<int64_t>(at, 1);
+}
+
+void ShimLoop::Say(const std::string& line, bool droppable) {
+  if (control_.fd < 0) return;
+  if (droppable && !out_.empty()) return;
+  if (out_.size() > kMaxPendingOut) return;  // a daemon that does not read: files hold the truth
+  out_ += OneLine(line);
+  out_ += '\n';
+  Flush(false);
+}
+
+void ShimLoop::Flush(bool block) {
+  int64_t give_up = MonotonicMs() + 1000;  // a blocking flush waits at most this for the daemon
+  while (!out_.empty() && control_.fd >= 0) {
+    ssize_t n = ::send(control_.fd, out_.data(), out_.size(), MSG_NOSIGNAL | (block ? 0 : MSG_DONTWAIT));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (block) {
+        int64_t left = give_up - MonotonicMs();
+        struct pollfd p = {control_.fd, POLLOUT, 0};
+        if (left <= 0 || ::poll(&p, 1, static_cast<int>(left)) <= 0) return;
+        continue;
+      }
+      struct epoll_event ev {};
+      ev.events = EPOLLIN | EPOLLOUT;
+      ev.data.u64 = TagOf(kControl, control_.fd);
+      ::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, control_.fd, &ev);
+      return;
+    }
+    if (n <= 0) return DropPeer(control_);
+    out_.erase(0, static_cast<size_t>(n));
+  }
+  if (control_.fd >= 0 && epoll_fd_ >= 0) {
+    struct epoll_event ev {};
+    ev.events = EPOLLIN;
+    ev.data.u64 = TagOf(kControl, control_.fd);
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, control_.fd, &ev);
+  }
+}
+
+int ShimLoop::Finish() {
+  ShimExit e;
+  e.attempt = spec_.attempt;
+  e.pid = child_.pid;
+  if (WIFSIGNALED(child_.status)) {
+    e.signal = WTERMSIG(child_.status);
+    e.core_dumped = WCOREDUMP(child_.status);
+  } else {
+    e.exit_code = WEXITSTATUS(child_.status);
+  }
+  e.reason = daemon_lost_ ? ShimExitReason::kDaemonLost
+             : stop_requested_ ? ShimExitReason::kStopped
+                               : ShimExitReason::kExited;
+  e.started_ms = started_ms_;
+  e.ended_ms = WallMs();
+  e.stdout_bytes = stdout_bytes_;
+  e.stderr_bytes = stderr_bytes_;
+  if (logs_) {
+    logs_->EndAttempt(e.ended_ms);
+    e.log_disk_bytes = logs_->disk_bytes();
+    e.log_lost_bytes = logs_->bytes_lost();
+  }
+  if (run_dir_fd_ >= 0) {
+    (void)WriteFileAtomically(run_dir_fd_, kShimExitFile, EncodeShimExit(e));
+    ::unlinkat(run_dir_fd_, kShimSocket, 0);
+  }
+  if (logs_) Say("logged " + std::to_string(e.log_disk_bytes) + " " + std::to_string(e.log_lost_bytes));
+  Say(e.signal ? "signaled " + std::to_string(*e.signal) : "exited " + std::to_string(*e.exit_code));
+  Flush(true);
+  return 0;
+}
+
+}  // namespace torchxd::supervisor

@@ -1,0 +1,87 @@
+// ShimLoop: torchxd-shim once its replica runs. One thread, one epoll set:
+// the replica's stdout and stderr pipes (written into the replica's log files
+// here, so no log byte depends on the daemon being alive), signals (a
+// signalfd), the control channel to the daemon (fd 3, or whoever connected
+// to the run directory's socket and said the right hello), and deadlines
+// (the stop grace, the drain after the exit, a coalesced `logged` note)
+// computed into epoll's timeout. It ends by recording the exit in exit.json
+// and telling the connected daemon (shim_protocol.h).
+//
+// Thread contract: the shim's single thread.
+#ifndef TORCHXD_SUPERVISOR_SHIM_LOOP_H_
+#define TORCHXD_SUPERVISOR_SHIM_LOOP_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "logfiles/log_writer.h"
+#include "supervisor/shim_files.h"
+#include "supervisor/shim_protocol.h"
+#include "supervisor/shim_tree.h"
+
+namespace torchxd::supervisor {
+
+using logfiles::OutputStream;
+
+class ShimLoop {
+ public:
+  // `control_fd`: the daemon that spawned the shim (trusted, no hello);
+  // `run_dir_fd`: -1 when there is no run directory; `signal_fd`: a signalfd
+  // for the signals the shim handles (they are blocked).
+  ShimLoop(const ShimSpec& spec, int control_fd, int run_dir_fd, int signal_fd);
+  // Logs opened, pipes created: what the replica gets as stdout/stderr.
+  [[nodiscard]] std::optional<std::string> Prepare(int& stdout_write, int& stderr_write);
+  // After the replica started (or could not): runs until the shim must exit;
+  // returns its exit status.
+  int Run(const ReplicaChild& child, int64_t started_ms);
+  int SpawnFailed(int err, const std::string& message);
+
+ private:
+  struct Peer {
+    int fd = -1;
+    std::string in;
+  };
+  void Loop();
+  void OnSignal();
+  void OnOutput(int& fd, OutputStream stream);
+  void OnAccept();
+  void OnPeerReadable(Peer& peer, bool trusted);
+  void OnControlLine(const std::string& line, Peer& peer, bool trusted);
+  void Stop(int64_t grace_ms);
+  void Say(const std::string& line, bool droppable = false);
+  void Flush(bool block);
+  void Notify(int64_t now);
+  int Finish();
+  void Watch(int fd, uint64_t tag, uint32_t events);
+  void DropPeer(Peer& peer);
+  int64_t Timeout(int64_t now) const;
+
+  ShimSpec spec_;
+  Peer control_;                 // the daemon in charge (may be none)
+  std::vector<Peer> candidates_; // connected, not yet said hello
+  int run_dir_fd_;
+  int signal_fd_;
+  int listen_fd_ = -1;
+  int epoll_fd_ = -1;
+  int out_fd_ = -1, err_fd_ = -1;
+  std::optional<logfiles::ReplicaLogWriter> logs_;
+  ReplicaChild child_;
+  int64_t started_ms_ = 0;
+  uint64_t stdout_bytes_ = 0, stderr_bytes_ = 0;
+  bool stop_requested_ = false;
+  bool daemon_lost_ = false;
+  int64_t kill_at_ = 0;          // monotonic ms; 0 = none
+  bool tree_gone_ = false;
+  int64_t drain_until_ = 0;
+  bool notify_pending_ = false;
+  int64_t last_notify_ = 0;
+  std::string out_;              // to the daemon, not yet written
+};
+
+}  // namespace torchxd::supervisor
+
+#endif  // TORCHXD_SUPERVISOR_SHIM_LOOP_H_

@@ -1,0 +1,176 @@
+#include "supervisor/shim_tree.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+namespace torchxd::supervisor {
+namespace {
+
+std::vector<pid_t> Children() {
+  std::vector<pid_t> out;
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/task/%d/children", getpid(), getpid());
+  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return out;
+  char buf[8192];
+  ssize_t n = ::read(fd, buf, sizeof(buf) - 1);
+  ::close(fd);
+  if (n <= 0) return out;
+  buf[n] = '\0';
+  char* save = nullptr;
+  for (char* tok = strtok_r(buf, " \n", &save); tok != nullptr; tok = strtok_r(nullptr, " \n", &save)) {
+    out.push_back(static_cast<pid_t>(atol(tok)));
+  }
+  return out;
+}
+
+std::string LookupEnv(const std::vector<std::string>& env, const std::string& key) {
+  for (const auto& kv : env) {
+    if (kv.size() > key.size() && kv.compare(0, key.size(), key) == 0 && kv[key.size()] == '=') {
+      return kv.substr(key.size() + 1);
+    }
+  }
+  return "";
+}
+
+bool IsExecutableFile(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+}
+
+// In the forked child: everything before exec. Returns only on failure.
+[[noreturn]] void ExecChild(const ReplicaLaunch& l, pid_t shim, int report_fd, char** argv, char** envp) {
+  auto fail = [&](int e) {
+    while (::write(report_fd, &e, sizeof(e)) < 0 && errno == EINTR) {
+    }
+    _exit(127);
+  };
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != shim) _exit(127);  // the shim died already
+  if (::setsid() < 0) fail(errno);
+  if (::dup2(l.stdout_fd, 1) < 0 || ::dup2(l.stderr_fd, 2) < 0) fail(errno);
+  sigset_t none;
+  sigemptyset(&none);
+  for (int s = 1; s < NSIG; ++s) ::signal(s, SIG_DFL);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  if (l.nofile != 0) {
+    struct rlimit limit;
+    if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && l.nofile < limit.rlim_cur) {
+      limit.rlim_cur = l.nofile;
+      ::setrlimit(RLIMIT_NOFILE, &limit);
+    }
+  }
+  if (::chdir(l.cwd.c_str()) != 0) fail(errno);
+  ::execve(l.program.c_str(), argv, envp);
+  fail(errno);
+  _exit(127);
+}
+
+}  // namespace
+
+int LaunchReplica(const ReplicaLaunch& l, ReplicaChild& child) {
+  std::vector<char*> argv, envp;
+  for (const auto& a : l.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  for (const auto& e : l.env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  int report[2];
+  if (::pipe2(report, O_CLOEXEC) != 0) return errno;
+  pid_t shim = ::getpid();
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    int e = errno;
+    ::close(report[0]);
+    ::close(report[1]);
+    return e;
+  }
+  if (pid == 0) {
+    ::close(report[0]);
+    ExecChild(l, shim, report[1], argv.data(), envp.data());
+  }
+  ::close(report[1]);
+  int err = 0;
+  ssize_t n;
+  do {
+    n = ::read(report[0], &err, sizeof(err));
+  } while (n < 0 && errno == EINTR);
+  ::close(report[0]);
+  child.pid = pid;
+  if (n == static_cast<ssize_t>(sizeof(err))) {  // exec failed: the child is exiting
+    ::waitpid(pid, &child.status, 0);
+    child.reaped = true;
+    return err == 0 ? EINVAL : err;
+  }
+  return 0;
+}
+
+void ReapAvailable(ReplicaChild& child) {
+  for (;;) {
+    int status = 0;
+    pid_t p = ::waitpid(-1, &status, WNOHANG);
+    if (p <= 0) return;
+    if (p == child.pid) {
+      child.reaped = true;
+      child.status = status;
+    }
+  }
+}
+
+void KillTree(ReplicaChild& child) {
+  // Once the leader is reaped its pid may be reused: its group is reached through its members.
+  if (child.pid > 0 && !child.reaped) ::kill(-child.pid, SIGKILL);
+  for (int round = 0; round < 20000; ++round) {
+    ReapAvailable(child);
+    auto kids = Children();
+    if (kids.empty()) {
+      errno = 0;
+      if (::waitpid(-1, nullptr, WNOHANG) < 0 && errno == ECHILD) return;
+    }
+    for (pid_t k : kids) {
+      ::kill(k, SIGKILL);
+      ::kill(-k, SIGKILL);
+    }
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, nullptr);
+  }
+}
+
+void TerminateGroup(const ReplicaChild& child) {
+  if (child.pid <= 0 || child.reaped) return;
+  ::kill(-child.pid, SIGTERM);
+  ::kill(-child.pid, SIGCONT);
+}
+
+std::string ResolveProgram(const std::string& entrypoint, const std::string& cwd,
+                           const std::vector<std::string>& env, int& err) {
+  if (entrypoint.find('/') != std::string::npos) {
+    return entrypoint[0] == '/' ? entrypoint : cwd + "/" + entrypoint;
+  }
+  std::string path = LookupEnv(env, "PATH");
+  size_t start = 0;
+  bool found_non_exec = false;
+  while (start <= path.size()) {
+    size_t colon = path.find(':', start);
+    std::string dir = path.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
+    if (dir.empty()) dir = ".";
+    std::string candidate = (dir[0] == '/' ? dir : cwd + "/" + dir) + "/" + entrypoint;
+    if (IsExecutableFile(candidate)) return candidate;
+    if (::access(candidate.c_str(), F_OK) == 0) found_non_exec = true;
+    if (colon == std::string::npos) break;
+    start = colon + 1;
+  }
+  err = found_non_exec ? EACCES : ENOENT;
+  return "";
+}
+
+}  // namespace torchxd::supervisor
