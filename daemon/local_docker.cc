@@ -125,8 +125,10 @@ bool LocalScheduler::AdoptContainers(AppRecord& app) {
   app.runner = std::make_unique<supervisor::AppRunner>(loop_, app.Handle(), app.app, std::move(requests), opts, this);
   by_runner_[app.runner.get()] = &app;
   spdlog::info("re-adopting containers app={} replicas={}", app.app_id, app.replicas.size());
+  bool cancelling = app.cancelling;  // Adopt reports the runner's own (not yet cancelling) state
+  std::string msg = app.msg;
   app.runner->Adopt(app.replicas, after);
-  if (app.cancelling) app.runner->Cancel(options_.grace_seconds, app.msg);
+  if (cancelling) app.runner->Cancel(options_.grace_seconds, msg);
   return true;
 }
 

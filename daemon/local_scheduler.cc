@@ -278,8 +278,10 @@ bool LocalScheduler::AdoptProcesses(AppRecord& app) {
                                                        RunnerOptions(app, caller->run_as), this);
   by_runner_[app.runner.get()] = &app;
   spdlog::info("re-adopting replicas app={} replicas={}", app.app_id, app.replicas.size());
+  bool cancelling = app.cancelling;  // Adopt reports the runner's own (not yet cancelling) state
+  std::string msg = app.msg;
   app.runner->Adopt(app.replicas, {});
-  if (app.cancelling) app.runner->Cancel(options_.grace_seconds, app.msg);
+  if (cancelling) app.runner->Cancel(options_.grace_seconds, msg);
   return true;
 }
 

@@ -159,6 +159,9 @@ void AppRunner::OnSlotExit(size_t index, const ReplicaExit& exit) {
   }
   StopReason reason = s.stopping;
   s.stopping = StopReason::kNone;
+  // It ended by itself before the sibling's failure stopped it (e.g. both ended
+  // while no daemon watched): its own outcome stands.
+  if (reason == StopReason::kSiblingFailed && exit.on_its_own) reason = StopReason::kNone;
   if (reason == StopReason::kCancel) {
     s.info.state = ReplicaState::kCancelled;
     Changed(index);

@@ -355,6 +355,7 @@ void ReplicaProcess::MaybeFinish() {
     exit.exit_code = file->exit_code;
     exit.signal = file->signal;
     if (file->ended_ms > 0) exit.ended_ms = file->ended_ms;
+    exit.on_its_own = file->reason == ShimExitReason::kExited;
     if (file->reason == ShimExitReason::kSpawnFailed) {
       exit.spawn_failed = true;
       exit.exit_code.reset();

@@ -203,11 +203,11 @@ void ShimLoop::OnSignal() {
         ReapAvailable(child_);
         break;
       case SIGTERM:
-        stop_requested_ = true;
+        stop_requested_ = stop_requested_ || !child_.reaped;
         TerminateGroup(child_);
         break;
       case SIGUSR1:
-        stop_requested_ = true;
+        stop_requested_ = stop_requested_ || !child_.reaped;
         kill_at_ = MonotonicMs();
         break;
       case SIGHUP:
@@ -325,6 +325,8 @@ void ShimLoop::OnControlLine(const std::string& line, Peer& peer, bool trusted) 
 }
 
 void ShimLoop::Stop(int64_t grace_ms) {
+  ReapAvailable(child_);      // a SIGCHLD not read yet
+  if (child_.reaped) return;  // it ended first: on its own
   stop_requested_ = true;
   int64_t at = MonotonicMs() + grace_ms;
   if (grace_ms > 0) TerminateGroup(child_);

@@ -34,6 +34,7 @@ void DaemonFixture::SetUp() {
 
 void DaemonFixture::TearDown() {
   if (daemon_pid_ > 0) StopDaemon(SIGTERM);
+  KillLeftoverShims();
   if (HasFailure()) {
     std::cerr << "---- torchxd log ----\n" << ReadFile(daemon_log_) << "---------------------\n";
   }
@@ -71,6 +72,27 @@ void DaemonFixture::StartDaemon(const std::vector<std::string>& extra_args) {
     return DaemonClient::Connect(socket_).has_value();
   });
   ASSERT_TRUE(up && daemon_pid_ > 0) << "torchxd did not come up:\n" << ReadFile(daemon_log_);
+}
+
+std::vector<pid_t> DaemonFixture::ShimPids() {
+  std::vector<pid_t> pids;
+  std::error_code ec;
+  for (const auto& dir : fs::directory_iterator(state_dir_ + "/shims", ec)) {
+    std::string text = ReadFile(dir.path() / "state.json");
+    size_t at = text.find("\"shim_pid\":");
+    if (at == std::string::npos) continue;
+    pid_t pid = static_cast<pid_t>(std::atol(text.c_str() + at + 11));
+    // Only a live torchxd-shim: never a stranger that reused the pid.
+    if (pid > 0 && ReadFile("/proc/" + std::to_string(pid) + "/cmdline").find("torchxd-shim") != std::string::npos) {
+      pids.push_back(pid);
+    }
+  }
+  return pids;
+}
+
+void DaemonFixture::KillLeftoverShims() {
+  // Live-restore leaves replicas running by design; a test leaves none.
+  for (pid_t pid : ShimPids()) ::kill(pid, SIGKILL);
 }
 
 int DaemonFixture::StopDaemon(int sig) {

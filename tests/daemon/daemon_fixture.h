@@ -39,6 +39,9 @@ class DaemonFixture : public ::testing::Test {
   void StartDaemon(const std::vector<std::string>& extra_args = {});
   // Sends `sig` and reaps the daemon; returns its exit code (or 128+signal).
   int StopDaemon(int sig = SIGTERM);
+  // The live torchxd-shims of this daemon's run directory (from their state.json).
+  std::vector<pid_t> ShimPids();
+  void KillLeftoverShims();
 
   Result<json> Call(const std::string& method, const json& params);
   // A plain connection to the daemon's socket, for bytes no client would send.

@@ -97,6 +97,16 @@ int main(int argc, char** argv) {
         AppendPid(file, getpid());
         for (;;) pause();
       }
+    } else if (a == "--numbered") {
+      // N numbered lines on each stream, spread over S seconds: "out <k>" and "err <k>".
+      long n = atol(next());
+      double seconds = atof(next());
+      for (long k = 0; k < n; ++k) {
+        std::string o = "out " + std::to_string(k) + "\n", e = "err " + std::to_string(k) + "\n";
+        (void)!write(1, o.data(), o.size());
+        (void)!write(2, e.data(), e.size());
+        if (seconds > 0) Sleep(seconds / static_cast<double>(n));
+      }
     } else if (a == "--lines") {
       long n = atol(next());
       for (long k = 0; k < n; ++k) printf("line %ld\n", k);

@@ -1,0 +1,186 @@
+// Live-restore: replicas outlive the daemon (SIGKILL, SIGTERM with
+// --live-restore, `daemon restart`), the next daemon adopts them through their
+// shims, and nothing is lost, duplicated, orphaned or wrongly signaled.
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gmock/gmock.h>
+
+#include <fstream>
+#include <random>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "tests/daemon/daemon_fixture.h"
+
+namespace torchxd::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+class LiveRestoreTest : public DaemonFixture {
+ protected:
+  void StartLive() { StartDaemon({"--live-restore"}); }
+  // The app's state once it is terminal, waiting through the daemon (it may be adopting).
+  json Finished(const std::string& h, double seconds = 30) {
+    json st;
+    EXPECT_TRUE(WaitUntil(
+        [&] {
+          auto r = Call("status", {{"app_handle", h}});
+          if (!r) return false;
+          st = *r;
+          std::string s = st.value("state", "");
+          return s == "SUCCEEDED" || s == "FAILED" || s == "CANCELLED";
+        },
+        seconds));
+    return st;
+  }
+  // Lines "<prefix> 0" .. "<prefix> n-1", each exactly once and in order.
+  static void ExpectNumbered(const std::string& text, const std::string& prefix, int n) {
+    std::istringstream in(text);
+    std::string line;
+    int next = 0;
+    while (std::getline(in, line)) {
+      ASSERT_EQ(line, prefix + " " + std::to_string(next)) << "line " << next;
+      ++next;
+    }
+    EXPECT_EQ(next, n);
+  }
+};
+
+TEST_F(LiveRestoreTest, ReplicasOutlive20DaemonKillsAndEveryLineIsKeptExactlyOnce) {
+  StartLive();
+  const int kLines = 600;
+  std::string h = Run(App("burst", {FakeRole("w", {"--numbered", std::to_string(kLines), "5"}, 2)}));
+  std::mt19937 rng(12345);
+  for (int kill = 0; kill < 20; ++kill) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50 + rng() % 150));
+    StopDaemon(SIGKILL);
+    if (kill % 3 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(200));  // output goes on meanwhile
+    StartLive();
+  }
+  json st = Finished(h);
+  EXPECT_EQ(st["state"], "SUCCEEDED") << st.dump();
+  for (int r = 0; r < 2; ++r) {
+    SCOPED_TRACE("replica " + std::to_string(r));
+    EXPECT_EQ(Replica(st, "w", r)["attempt"], 1);
+    ExpectNumbered(ReadLog(h, "w", r, "stdout"), "out", kLines);
+    ExpectNumbered(ReadLog(h, "w", r, "stderr"), "err", kLines);
+    std::string combined = ReadLog(h, "w", r, "combined");
+    EXPECT_EQ(std::count(combined.begin(), combined.end(), '\n'), 2 * kLines);
+  }
+  EXPECT_TRUE(ShimPids().empty());
+  EXPECT_TRUE(fs::is_empty(state_dir_ + "/shims"));
+}
+
+TEST_F(LiveRestoreTest, AnExitWhileTheDaemonIsDownIsReportedWithItsRealCodeAndSignal) {
+  StartLive();
+  std::string h = Run(App("down", {FakeRole("code", {"--sleep", "0.5", "--exit", "3"}),
+                                   FakeRole("segv", {"--sleep", "0.5", "--kill-self", "11"})}));
+  ASSERT_TRUE(WaitUntil([&] { return ShimPids().size() == 2; }, 5));
+  StopDaemon(SIGKILL);
+  ASSERT_TRUE(WaitUntil([&] { return ShimPids().empty(); }, 10));  // both ended with no daemon
+  StartLive();
+  json st = Finished(h);
+  EXPECT_EQ(st["state"], "FAILED");
+  EXPECT_EQ(Replica(st, "code", 0)["exit_code"], 3);
+  EXPECT_EQ(Replica(st, "code", 0)["error_message"], "exited with code 3");
+  EXPECT_EQ(Replica(st, "segv", 0)["signal"], 11);
+  EXPECT_EQ(Replica(st, "segv", 0)["error_message"], "killed by signal 11");
+}
+
+TEST_F(LiveRestoreTest, ACancelUnderWayFinishesWhileTheDaemonIsDown) {
+  StartLive();
+  std::string h = Run(App("stubborn", {FakeRole("w", {"--pidfile", (dir_ / "pids").string(), "--ignore-term",
+                                                      "--sleep", "60"})}));
+  ASSERT_TRUE(WaitUntil([&] { return ReadPids(dir_ / "pids").size() == 1; }));
+  pid_t replica = ReadPids(dir_ / "pids")[0];
+  std::thread cancel([&] { (void)Call("cancel", {{"app_handle", h}, {"grace_period", 1.0}}); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  StopDaemon(SIGKILL);  // mid-grace: the shim still owes the replica its SIGKILL
+  cancel.join();
+  EXPECT_TRUE(WaitUntil([&] { return ProcessGone(replica); }, 5));
+  StartLive();
+  json st = Finished(h);
+  EXPECT_EQ(st["state"], "CANCELLED") << st.dump();
+  EXPECT_EQ(Replica(st, "w", 0)["signal"], 9);
+}
+
+TEST_F(LiveRestoreTest, AKilledShimTakesItsReplicaAlongAndTheOutcomeIsUnknownNotFaked) {
+  StartLive();
+  std::string h = Run(App("orphan", {FakeRole("w", {"--pidfile", (dir_ / "pids").string(), "--sleep", "60"})}));
+  ASSERT_TRUE(WaitUntil([&] { return ReadPids(dir_ / "pids").size() == 1 && ShimPids().size() == 1; }));
+  ::kill(ShimPids()[0], SIGKILL);
+  EXPECT_TRUE(WaitUntil([&] { return ProcessGone(ReadPids(dir_ / "pids")[0]); }, 5));  // parent-death signal
+  json st = Finished(h);
+  EXPECT_EQ(st["state"], "FAILED");
+  EXPECT_THAT(Replica(st, "w", 0)["error_message"].get<std::string>(), HasSubstr("outcome is unknown"));
+  EXPECT_FALSE(Replica(st, "w", 0).contains("exit_code") && !Replica(st, "w", 0)["exit_code"].is_null());
+}
+
+TEST_F(LiveRestoreTest, APlantedStateFileNamingAStrangerAdoptsNothingAndKillsNothing) {
+  pid_t stranger = ::fork();
+  if (stranger == 0) {
+    ::execl("/bin/sleep", "sleep", "60", nullptr);
+    ::_exit(127);
+  }
+  StartLive();
+  std::string h = Run(App("planted", {FakeRole("w", {"--sleep", "60"})}));
+  ASSERT_TRUE(WaitUntil([&] { return ShimPids().size() == 1; }));
+  StopDaemon(SIGKILL);
+  ::kill(ShimPids()[0], SIGKILL);
+  // The attempt's files now name the stranger, as a replica's user could make them.
+  for (const auto& dir : fs::directory_iterator(state_dir_ + "/shims")) {
+    std::ofstream(dir.path() / "state.json")
+        << R"({"version":1,"shim_pid":)" << stranger << R"(,"shim_start":1,"child_pid":)" << stranger
+        << R"(,"child_start":1,"boot_id":"x","attempt":1,"started_ms":1})";
+  }
+  StartLive();
+  json st = Finished(h);
+  EXPECT_EQ(st["state"], "FAILED");
+  EXPECT_THAT(Replica(st, "w", 0)["error_message"].get<std::string>(), HasSubstr("outcome is unknown"));
+  EXPECT_FALSE(ProcessGone(stranger));
+  ::kill(stranger, SIGKILL);
+  ::waitpid(stranger, nullptr, 0);
+}
+
+TEST_F(LiveRestoreTest, DaemonRestartKeepsReplicasRunningEvenWithoutTheFlag) {
+  StartDaemon();  // no --live-restore
+  std::string h = Run(App("kept", {FakeRole("w", {"--pidfile", (dir_ / "pids").string(), "--sleep", "60"})}));
+  ASSERT_TRUE(WaitUntil([&] { return ReadPids(dir_ / "pids").size() == 1; }));
+  int64_t started = CallOk("version", json::object())["started_ms"];
+  CallOk("shutdown", {{"restart", true}});
+  ASSERT_TRUE(WaitUntil([&] {
+    auto v = Call("version", json::object());
+    return v && (*v)["started_ms"].get<int64_t>() != started;
+  }));
+  EXPECT_FALSE(ProcessGone(ReadPids(dir_ / "pids")[0]));
+  EXPECT_EQ(Status(h)["state"], "RUNNING");
+  CallOk("cancel", {{"app_handle", h}});
+  json st = Finished(h);
+  EXPECT_EQ(st["state"], "CANCELLED");
+  EXPECT_TRUE(ProcessGone(ReadPids(dir_ / "pids")[0]));
+}
+
+TEST_F(LiveRestoreTest, SigtermKeepsReplicasAndStopCancelAllDoesNot) {
+  StartLive();
+  std::string h = Run(App("term", {FakeRole("w", {"--pidfile", (dir_ / "pids").string(), "--sleep", "60"})}));
+  ASSERT_TRUE(WaitUntil([&] { return ReadPids(dir_ / "pids").size() == 1; }));
+  EXPECT_EQ(StopDaemon(SIGTERM), 0);
+  pid_t replica = ReadPids(dir_ / "pids")[0];
+  EXPECT_FALSE(ProcessGone(replica));
+  StartLive();
+  EXPECT_EQ(Status(h)["state"], "RUNNING");
+  auto stopping = CallOk("shutdown", {{"cancel_all", true}});
+  EXPECT_EQ(stopping["replicas_keep_running"], false);
+  EXPECT_TRUE(WaitUntil([&] { return ProcessGone(replica); }, 10));
+  StopDaemon(SIGTERM);  // reaps it
+  StartLive();
+  EXPECT_EQ(Status(h)["state"], "CANCELLED");
+}
+
+}  // namespace
+}  // namespace torchxd::testing
