@@ -267,16 +267,23 @@ double CopyBaseline(const std::string& writer, const std::string& mode, long lon
   (void)!::pipe2(p, O_CLOEXEC);
   pid_t pid = Spawn({writer, mode, std::to_string(n)}, {}, p[1]);
   ::close(p[1]);
+  // TorchX's layout at its minimum: every byte in the stream's file and in combined.log.
+  fs::path second = file.string() + ".combined";
   int out = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int comb = ::open(second.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   std::vector<char> buf(65536);
   for (ssize_t got; (got = ::read(p[0], buf.data(), buf.size())) > 0;) {
-    for (ssize_t off = 0; off < got;) off += ::write(out, buf.data() + off, static_cast<size_t>(got - off));
+    for (int fd : {out, comb}) {
+      for (ssize_t off = 0; off < got;) off += ::write(fd, buf.data() + off, static_cast<size_t>(got - off));
+    }
   }
   ::close(out);
+  ::close(comb);
   ::close(p[0]);
   WaitExit(pid);
   double t = SecondsSince(start);
   fs::remove(file);
+  fs::remove(second);
   return t;
 }
 
@@ -371,7 +378,7 @@ int main(int argc, char** argv) {
     // 4. Log capture.
     if (!want("capture")) {
     } else if (FreeBytes(work.string()) < (4ull << 30)) {
-      rows.push_back({"capture", "skipped", {}, "-", std::nullopt, ">= 0.5x baseline", false,
+      rows.push_back({"capture", "skipped", {}, "-", std::nullopt, ">= 0.8x two-file baseline", false,
                       "needs 4 GiB free in " + work.string()});
     } else {
       Daemon d(bin, work / "cap");
@@ -399,8 +406,8 @@ int main(int argc, char** argv) {
           ours.push_back(static_cast<double>(load.bytes) / t / 1e6);
           base.push_back(static_cast<double>(load.bytes) / CopyBaseline(bin + "/bench_writer", load.mode, load.n, work / "copy.out") / 1e6);
         }
-        Row r{"capture", load.label, Summarize(ours), "MB/s", Summarize(base), ">= 0.5x baseline, 0 lost", false, ""};
-        r.met = lost.empty() && r.value.median >= 0.5 * r.baseline->median;
+        Row r{"capture", load.label, Summarize(ours), "MB/s", Summarize(base), ">= 0.8x two-file baseline, 0 lost", false, ""};
+        r.met = lost.empty() && r.value.median >= 0.8 * r.baseline->median;
         r.note = lost.empty() ? "0 bytes lost, ratio " + std::to_string(r.value.median / r.baseline->median).substr(0, 5) : lost;
         add(r);
       }
