@@ -1,28 +1,10 @@
 #include "supervisor/proc_info.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cstdio>
 
+#include "logfiles/safe_file.h"
+
 namespace torchxd::supervisor {
-namespace {
-
-std::string ReadSmall(const char* path) {
-  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return "";
-  std::string out;
-  char buf[1024];
-  for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof(buf));
-    if (n <= 0 || out.size() > 8192) break;
-    out.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  return out;
-}
-
-}  // namespace
 
 std::optional<uint64_t> ParseStartTime(std::string_view stat_text) {
   size_t paren = stat_text.rfind(')');
@@ -53,13 +35,13 @@ std::optional<uint64_t> ProcessStartTime(pid_t pid) {
   if (pid <= 0) return std::nullopt;
   char path[64];
   std::snprintf(path, sizeof(path), "/proc/%d/stat", static_cast<int>(pid));
-  std::string text = ReadSmall(path);
-  if (text.empty()) return std::nullopt;
-  return ParseStartTime(text);
+  auto text = logfiles::ReadRegularFile(path, 8192);
+  if (!text || text->empty()) return std::nullopt;
+  return ParseStartTime(*text);
 }
 
 std::string BootId() {
-  std::string id = ReadSmall("/proc/sys/kernel/random/boot_id");
+  std::string id = logfiles::ReadRegularFile("/proc/sys/kernel/random/boot_id", 256).value_or("");
   while (!id.empty() && (id.back() == '\n' || id.back() == ' ')) id.pop_back();
   return id;
 }

@@ -6,6 +6,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <iterator>
+#include <limits>
+#include <optional>
+
 #include <nlohmann/json.hpp>
 
 #include "core/json_parse.h"
@@ -43,13 +48,25 @@ Result<T> Get(const json& j, const char* key, const char* file) {
   return it->get<T>();
 }
 
-Result<std::optional<int>> GetOptionalInt(const json& j, const char* key, const char* file) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return std::optional<int>();
-  auto v = Get<int>(j, key, file);
-  if (!v) return Fail(v.error());
-  return std::optional<int>(*v);
-}
+// Reads fields one after the other and keeps the first error: one check at the end.
+struct Fields {
+  const json& j;
+  const char* file;
+  std::optional<Error> error;
+
+  template <class T>
+  T Take(const char* key) {
+    auto v = Get<T>(j, key, file);
+    if (v) return *v;
+    if (!error) error = v.error();
+    return T{};
+  }
+  std::optional<int> TakeOptionalInt(const char* key) {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) return std::nullopt;
+    return Take<int>(key);
+  }
+};
 
 Result<json> ParseObject(std::string_view text, const char* file) {
   auto j = core::ParseJson(text, 4);
@@ -75,30 +92,18 @@ std::string EncodeShimState(const ShimState& s) {
 }
 
 Result<ShimState> DecodeShimState(std::string_view text) {
-  const char* file = kShimStateFile;
-  auto j = ParseObject(text, file);
+  auto j = ParseObject(text, kShimStateFile);
   if (!j) return Fail(j.error());
+  Fields f{*j, kShimStateFile, std::nullopt};
   ShimState s;
-  auto shim_pid = Get<int64_t>(*j, "shim_pid", file);
-  auto shim_start = Get<uint64_t>(*j, "shim_start", file);
-  auto child_pid = Get<int64_t>(*j, "child_pid", file);
-  auto child_start = Get<uint64_t>(*j, "child_start", file);
-  auto boot_id = Get<std::string>(*j, "boot_id", file);
-  auto attempt = Get<int>(*j, "attempt", file);
-  auto started = Get<int64_t>(*j, "started_ms", file);
-  for (const Error* e : {shim_pid ? nullptr : &shim_pid.error(), shim_start ? nullptr : &shim_start.error(),
-                         child_pid ? nullptr : &child_pid.error(), child_start ? nullptr : &child_start.error(),
-                         boot_id ? nullptr : &boot_id.error(), attempt ? nullptr : &attempt.error(),
-                         started ? nullptr : &started.error()}) {
-    if (e != nullptr) return Fail(*e);
-  }
-  s.shim_pid = *shim_pid;
-  s.shim_start = *shim_start;
-  s.child_pid = *child_pid;
-  s.child_start = *child_start;
-  s.boot_id = *boot_id;
-  s.attempt = *attempt;
-  s.started_ms = *started;
+  s.shim_pid = f.Take<int64_t>("shim_pid");
+  s.shim_start = f.Take<uint64_t>("shim_start");
+  s.child_pid = f.Take<int64_t>("child_pid");
+  s.child_start = f.Take<uint64_t>("child_start");
+  s.boot_id = f.Take<std::string>("boot_id");
+  s.attempt = f.Take<int>("attempt");
+  s.started_ms = f.Take<int64_t>("started_ms");
+  if (f.error) return Fail(*f.error);
   if (s.shim_pid <= 0 || s.shim_pid > INT32_MAX) return Fail(Error::InvalidArgument("state.json: invalid shim_pid"));
   return s;
 }
@@ -122,51 +127,29 @@ std::string EncodeShimExit(const ShimExit& e) {
 }
 
 Result<ShimExit> DecodeShimExit(std::string_view text) {
-  const char* file = kShimExitFile;
-  auto j = ParseObject(text, file);
+  auto j = ParseObject(text, kShimExitFile);
   if (!j) return Fail(j.error());
+  Fields f{*j, kShimExitFile, std::nullopt};
   ShimExit e;
-  auto attempt = Get<int>(*j, "attempt", file);
-  auto pid = Get<int64_t>(*j, "pid", file);
-  auto code = GetOptionalInt(*j, "exit_code", file);
-  auto signal = GetOptionalInt(*j, "signal", file);
-  auto core = Get<bool>(*j, "core_dumped", file);
-  auto reason = Get<std::string>(*j, "reason", file);
-  auto message = Get<std::string>(*j, "message", file);
-  auto started = Get<int64_t>(*j, "started_ms", file);
-  auto ended = Get<int64_t>(*j, "ended_ms", file);
-  auto out = Get<uint64_t>(*j, "stdout_bytes", file);
-  auto err = Get<uint64_t>(*j, "stderr_bytes", file);
-  auto disk = Get<uint64_t>(*j, "log_disk_bytes", file);
-  auto lost = Get<uint64_t>(*j, "log_lost_bytes", file);
-  for (const Error* x : {attempt ? nullptr : &attempt.error(), pid ? nullptr : &pid.error(),
-                         code ? nullptr : &code.error(), signal ? nullptr : &signal.error(),
-                         core ? nullptr : &core.error(), reason ? nullptr : &reason.error(),
-                         message ? nullptr : &message.error(), started ? nullptr : &started.error(),
-                         ended ? nullptr : &ended.error(), out ? nullptr : &out.error(), err ? nullptr : &err.error(),
-                         disk ? nullptr : &disk.error(), lost ? nullptr : &lost.error()}) {
-    if (x != nullptr) return Fail(*x);
+  e.attempt = f.Take<int>("attempt");
+  e.pid = f.Take<int64_t>("pid");
+  e.exit_code = f.TakeOptionalInt("exit_code");
+  e.signal = f.TakeOptionalInt("signal");
+  e.core_dumped = f.Take<bool>("core_dumped");
+  std::string reason = f.Take<std::string>("reason");
+  e.message = f.Take<std::string>("message").substr(0, 4096);
+  e.started_ms = f.Take<int64_t>("started_ms");
+  e.ended_ms = f.Take<int64_t>("ended_ms");
+  e.stdout_bytes = f.Take<uint64_t>("stdout_bytes");
+  e.stderr_bytes = f.Take<uint64_t>("stderr_bytes");
+  e.log_disk_bytes = f.Take<uint64_t>("log_disk_bytes");
+  e.log_lost_bytes = f.Take<uint64_t>("log_lost_bytes");
+  if (f.error) return Fail(*f.error);
+  auto known = std::find(std::begin(kReasons), std::end(kReasons), reason);
+  if (known == std::end(kReasons)) {
+    return Fail(Error::InvalidArgument("exit.json: unknown reason `" + reason.substr(0, 32) + "`"));
   }
-  bool known = false;
-  for (size_t i = 0; i < std::size(kReasons); ++i) {
-    if (*reason == kReasons[i]) {
-      e.reason = static_cast<ShimExitReason>(i);
-      known = true;
-    }
-  }
-  if (!known) return Fail(Error::InvalidArgument("exit.json: unknown reason `" + reason->substr(0, 32) + "`"));
-  e.attempt = *attempt;
-  e.pid = *pid;
-  e.exit_code = *code;
-  e.signal = *signal;
-  e.core_dumped = *core;
-  e.message = message->substr(0, 4096);
-  e.started_ms = *started;
-  e.ended_ms = *ended;
-  e.stdout_bytes = *out;
-  e.stderr_bytes = *err;
-  e.log_disk_bytes = *disk;
-  e.log_lost_bytes = *lost;
+  e.reason = static_cast<ShimExitReason>(known - std::begin(kReasons));
   if (e.reason != ShimExitReason::kSpawnFailed && e.exit_code.has_value() == e.signal.has_value()) {
     return Fail(Error::InvalidArgument("exit.json: exactly one of exit_code and signal must be set"));
   }

@@ -95,15 +95,7 @@ int ShimLoop::SpawnFailed(int err, const std::string& message) {
   e.reason = ShimExitReason::kSpawnFailed;
   e.message = message;
   e.started_ms = e.ended_ms = WallMs();
-  if (logs_) {
-    logs_->EndAttempt(e.ended_ms);
-    e.log_disk_bytes = logs_->disk_bytes();
-    e.log_lost_bytes = logs_->bytes_lost();
-  }
-  if (run_dir_fd_ >= 0) {
-    (void)WriteFileAtomically(run_dir_fd_, kShimExitFile, EncodeShimExit(e));
-    ::unlinkat(run_dir_fd_, kShimSocket, 0);
-  }
+  RecordExit(e);
   if (control_.fd >= 0) {
     Say("spawn-failed " + std::to_string(err) + " " + OneLine(message));
     Flush(true);
@@ -371,6 +363,18 @@ void ShimLoop::Flush(bool block) {
   }
 }
 
+void ShimLoop::RecordExit(ShimExit& e) {
+  if (logs_) {
+    logs_->EndAttempt(e.ended_ms);
+    e.log_disk_bytes = logs_->disk_bytes();
+    e.log_lost_bytes = logs_->bytes_lost();
+  }
+  if (run_dir_fd_ >= 0) {
+    (void)WriteFileAtomically(run_dir_fd_, kShimExitFile, EncodeShimExit(e));
+    ::unlinkat(run_dir_fd_, kShimSocket, 0);  // nobody may connect to a shim that is leaving
+  }
+}
+
 int ShimLoop::Finish() {
   ShimExit e;
   e.attempt = spec_.attempt;
@@ -388,15 +392,7 @@ int ShimLoop::Finish() {
   e.ended_ms = WallMs();
   e.stdout_bytes = stdout_bytes_;
   e.stderr_bytes = stderr_bytes_;
-  if (logs_) {
-    logs_->EndAttempt(e.ended_ms);
-    e.log_disk_bytes = logs_->disk_bytes();
-    e.log_lost_bytes = logs_->bytes_lost();
-  }
-  if (run_dir_fd_ >= 0) {
-    (void)WriteFileAtomically(run_dir_fd_, kShimExitFile, EncodeShimExit(e));
-    ::unlinkat(run_dir_fd_, kShimSocket, 0);
-  }
+  RecordExit(e);
   if (logs_) Say("logged " + std::to_string(e.log_disk_bytes) + " " + std::to_string(e.log_lost_bytes));
   Say(e.signal ? "signaled " + std::to_string(*e.signal) : "exited " + std::to_string(*e.exit_code));
   Flush(true);

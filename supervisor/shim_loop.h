@@ -56,6 +56,8 @@ class ShimLoop {
   void Flush(bool block);
   void Notify(int64_t now);
   int Finish();
+  // Ends the attempt's logs (their figures go into `e`) and writes exit.json.
+  void RecordExit(ShimExit& e);
   void Watch(int fd, uint64_t tag, uint32_t events);
   void DropPeer(Peer& peer);
   int64_t Timeout(int64_t now) const;
