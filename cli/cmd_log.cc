@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "cli/daemon_connection.h"
+#include "cli/reconnect.h"
 #include "core/app_status.h"
 #include "core/line_regex.h"
 #include "core/text.h"
@@ -131,21 +132,41 @@ int CmdLog(const GlobalArgs& global, const LogArgs& args, const CliContext& ctx)
   }
   if (args.lines) params["tail_lines"] = *args.lines;
   if (args.attempt) params["attempt"] = *args.attempt;
-  auto client = ConnectToDaemon({global.socket, true}, ctx);
+  ConnectOptions connect{global.socket, true};
+  auto client = ConnectToDaemon(connect, ctx);
   if (!client) return ReportError(ctx, client.error().message, kExitNoDaemon);
   Printer printer{ctx, *ctx.out, ctx.color, args.timestamps, args.json};
-  auto done = client->Call("log", params, [&](const json& e) { printer.Event(e); });
+  LogCursors cursors;
+  auto done = CallAcrossRestarts(
+      connect, ctx, std::move(*client), "log",
+      [&] {
+        json p = params;
+        cursors.AddTo(p);
+        return p;
+      },
+      [&](const json& e) {
+        printer.Event(e);
+        cursors.Note(e);
+      });
   if (!done) return ReportCallError(ctx, done.error());
   return kExitOk;
 }
 
 int StreamLogs(const GlobalArgs& global, const std::string& handle, const CliContext& ctx) {
-  auto client = ConnectToDaemon({global.socket, true}, ctx);
-  if (!client) return ReportError(ctx, client.error().message, kExitNoDaemon);
   bool err_tty = ::isatty(STDERR_FILENO) == 1;
   Printer printer{ctx, *ctx.err, err_tty, false, false};
-  auto done = client->Call("log", {{"app_handle", handle}, {"follow", true}},
-                           [&](const json& e) { printer.Event(e); });
+  LogCursors cursors;
+  auto done = CallAcrossRestarts(
+      {global.socket, true}, ctx, std::nullopt, "log",
+      [&] {
+        json p = {{"app_handle", handle}, {"follow", true}};
+        cursors.AddTo(p);
+        return p;
+      },
+      [&](const json& e) {
+        printer.Event(e);
+        cursors.Note(e);
+      });
   if (!done) return ReportCallError(ctx, done.error());
   return kExitOk;
 }

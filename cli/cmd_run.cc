@@ -8,6 +8,7 @@
 #include "cli/app_resolver.h"
 #include "cli/commands.h"
 #include "cli/daemon_connection.h"
+#include "cli/reconnect.h"
 #include "core/app_status.h"
 #include "core/app_handle.h"
 #include "core/app_json.h"
@@ -122,7 +123,8 @@ int CmdRun(const GlobalArgs& global, const RunArgs& args, const CliContext& ctx)
   if (args.log) {
     if (int rc = StreamLogs(global, handle, ctx); rc != kExitOk) return rc;
   }
-  auto final_status = client->Call("wait", {{"app_handle", handle}});
+  auto final_status = CallAcrossRestarts({global.socket, true}, ctx, std::move(*client), "wait",
+                                         [&] { return nlohmann::json{{"app_handle", handle}}; });
   if (!final_status) return ReportCallError(ctx, final_status.error());
   if ((*final_status)["state"] == "SUCCEEDED") return kExitOk;
   auto status = core::AppStatusFromJson(*final_status);

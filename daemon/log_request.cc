@@ -74,9 +74,24 @@ uint64_t NextLineStart(const logfiles::LogStreamLayout& layout, uint64_t from) {
 
 }  // namespace
 
+Result<LogCursor> ParseLogCursor(const std::string& text) {
+  LogCursor c;
+  std::string_view digits = text;
+  if (!digits.empty() && digits.back() == 'a') {
+    c.attempt_sent = true;
+    digits.remove_suffix(1);
+  }
+  if (digits.empty() || digits.size() > 19 ||
+      digits.find_first_not_of("0123456789") != std::string_view::npos) {
+    return Fail(Error::InvalidArgument("`" + text + "` is not a log cursor (pass one an event carried)"));
+  }
+  c.offset = std::stoull(std::string(digits));
+  return c;
+}
+
 Result<LogQuery> ParseLogQuery(const json& params) {
   core::JsonReader r(params, "params", {"app_handle", "stream", "role", "replicas", "regex", "since_ms",
-                                        "until_ms", "follow", "tail_lines", "attempt"});
+                                        "until_ms", "follow", "tail_lines", "attempt", "cursors"});
   r.Field("app_handle");
   LogQuery q;
   q.stream = r.String("stream", "combined");
@@ -100,6 +115,21 @@ Result<LogQuery> ParseLogQuery(const json& params) {
   q.follow = r.Bool("follow", false);
   q.tail_lines = r.OptionalInt("tail_lines");
   q.attempt = r.OptionalInt("attempt");
+  if (const json* cursors = r.Field("cursors"); cursors != nullptr && !cursors->is_null()) {
+    if (!cursors->is_object()) {
+      r.SetError("params.cursors", "must be an object of \"role/replica\": cursor");
+    } else {
+      for (const auto& [who, text] : cursors->items()) {
+        auto cursor = text.is_string() ? ParseLogCursor(text.get<std::string>())
+                                       : Result<LogCursor>(Fail(Error::InvalidArgument("not a string")));
+        if (!cursor) {
+          r.SetError("params.cursors." + who, cursor.error().message);
+          break;
+        }
+        q.cursors[who] = *cursor;
+      }
+    }
+  }
   if (auto ok = r.Finish(); !ok) return Fail(ok.error());
   if (q.stream != "combined" && q.stream != "stdout" && q.stream != "stderr") {
     return Fail(Error::InvalidArgument("params.stream: must be combined, stdout or stderr, got \"" + q.stream + "\""));
@@ -113,6 +143,7 @@ struct LogRequest::Cursor {
   logfiles::LogStreamLayout layout;
   uint64_t pos = 0;
   uint64_t end = UINT64_MAX;  // stop before this offset
+  LogCursor mark;             // where a client resumes after the events sent so far
   std::string partial;
   uint64_t partial_start = 0;
   size_t next_attempt = 0;
@@ -177,23 +208,38 @@ Result<void> LogRequest::Start() {
       c->pos = std::max(c->pos, it->offset);
       if (std::next(it) != attempts.end()) c->end = std::next(it)->offset;
     }
+    auto resume = query_.cursors.find(c->target.role + "/" + std::to_string(c->target.replica));
+    if (resume != query_.cursors.end()) {
+      // Everything before the cursor was delivered, the notices included.
+      c->pos = std::min(std::max(c->pos, resume->second.offset), c->layout.end_offset);
+      if (resume->second.offset < c->layout.first_offset) c->pos = resume->second.offset;  // missed_bytes
+      bool attempt_sent = resume->second.attempt_sent && c->pos == resume->second.offset;
+      while (c->next_attempt < c->layout.attempts.size() &&
+             (c->layout.attempts[c->next_attempt].offset < c->pos ||
+              (attempt_sent && c->layout.attempts[c->next_attempt].offset == c->pos))) {
+        ++c->next_attempt;
+      }
+      c->mark = {c->pos, attempt_sent};
+      if (!query_.follow) c->end = std::min(c->end, c->layout.end_offset);
+      continue;
+    }
     if (query_.since_ms) c->pos = std::max(c->pos, c->layout.OffsetAtTime(*query_.since_ms));
     if (query_.tail_lines) c->pos = std::max(c->pos, TailStart(c->layout, *query_.tail_lines));
     if (!query_.follow) c->end = std::min(c->end, c->layout.end_offset);
+    c->mark = {c->pos, false};
     if (c->pos == c->layout.first_offset && c->layout.first_offset > 0) {
       // Rotation cut the oldest line: start at the next whole one and count the
       // fragment as dropped too.
       c->pos = NextLineStart(c->layout, c->pos);
-      responder_->Event({{"role", c->target.role}, {"replica", c->target.replica},
-                         {"dropped_bytes", c->pos}});
+      c->mark = {c->pos, false};
+      Event(*c, {{"dropped_bytes", c->pos}});
     }
     while (c->next_attempt < c->layout.attempts.size() &&
            c->layout.attempts[c->next_attempt].offset <= c->pos) {
       ++c->next_attempt;
     }
     if (c->target.lost_bytes > 0) {  // a reader must know the logs have a hole
-      responder_->Event({{"role", c->target.role}, {"replica", c->target.replica},
-                         {"lost_bytes", c->target.lost_bytes}});
+      Event(*c, {{"lost_bytes", c->target.lost_bytes}});
     }
   }
   idle_ = NewUvHandle<uv_idle_t>(this);
@@ -240,7 +286,7 @@ void LogRequest::Step() {
   // Everything is read. On one loop thread no output can land between the
   // last read and this check, and an app is terminal only after its pipes closed.
   for (auto& c : cursors_) {
-    if (!c->partial.empty()) EmitLine(*c, c->partial, c->partial_start);
+    if (!c->partial.empty()) EmitLine(*c, c->partial, c->partial_start, c->partial_start + c->partial.size());
     c->partial.clear();
     Flush(*c);
   }
@@ -256,10 +302,12 @@ bool LogRequest::Pump(Cursor& c, size_t& budget) {
   char buf[65536];
   while (budget > 0 && c.pos < c.end) {
     if (c.pos < c.layout.first_offset) {
-      responder_->Event({{"role", c.target.role}, {"replica", c.target.replica},
-                         {"missed_bytes", c.layout.first_offset - c.pos}});
+      uint64_t missed = c.layout.first_offset - c.pos;
       c.pos = c.layout.first_offset;
       c.partial.clear();
+      Flush(c);
+      c.mark = {c.pos, false};
+      Event(c, {{"missed_bytes", missed}});
     }
     if (!c.fd.valid() || c.pos < c.fd_start || c.pos >= c.fd_end) {
       const logfiles::LogSegment* seg = nullptr;
@@ -304,11 +352,12 @@ bool LogRequest::Pump(Cursor& c, size_t& budget) {
     c.pos += static_cast<uint64_t>(got);
     size_t from = 0;
     for (size_t nl; (nl = data.find('\n', from)) != std::string_view::npos; from = nl + 1) {
+      uint64_t line_end = data_start + nl + 1;
       if (c.partial.empty() && nl - from <= kMaxLineBytes) {
-        EmitLine(c, data.substr(from, nl - from), data_start + from);
+        EmitLine(c, data.substr(from, nl - from), data_start + from, line_end);
       } else {
         AppendToLine(c, data.substr(from, nl - from), data_start + from);
-        EmitLine(c, c.partial, c.partial_start);
+        EmitLine(c, c.partial, c.partial_start, line_end);
         c.partial.clear();
       }
     }
@@ -323,7 +372,7 @@ void LogRequest::AppendToLine(Cursor& c, std::string_view piece, uint64_t piece_
   while (!piece.empty()) {
     if (c.partial.empty()) c.partial_start = piece_start;
     if (c.partial.size() == kMaxLineBytes) {
-      EmitLine(c, c.partial, c.partial_start);
+      EmitLine(c, c.partial, c.partial_start, c.partial_start + kMaxLineBytes);
       c.partial.clear();
       continue;
     }
@@ -334,15 +383,17 @@ void LogRequest::AppendToLine(Cursor& c, std::string_view piece, uint64_t piece_
   }
 }
 
-void LogRequest::EmitLine(Cursor& c, std::string_view line, uint64_t line_start) {
+void LogRequest::EmitLine(Cursor& c, std::string_view line, uint64_t line_start, uint64_t line_end) {
   while (c.next_attempt < c.layout.attempts.size() &&
          c.layout.attempts[c.next_attempt].offset <= line_start) {
     Flush(c);
     int attempt = c.layout.attempts[c.next_attempt++].attempt;
     if (attempt > 1) {
-      responder_->Event({{"role", c.target.role}, {"replica", c.target.replica}, {"attempt", attempt}});
+      c.mark = {line_start, true};
+      Event(c, {{"attempt", attempt}});
     }
   }
+  c.mark = {line_end, false};  // consumed, whether it is sent or filtered out
   int64_t t = line_start < c.layout.end_offset ? c.layout.TimeAt(line_start) : core::UnixNowMs();
   if (query_.since_ms && t < *query_.since_ms) return;
   if (query_.until_ms && t >= *query_.until_ms) {
@@ -361,9 +412,17 @@ void LogRequest::Flush(Cursor& c) {
   responder_->Event({{"role", c.target.role},
                      {"replica", c.target.replica},
                      {"stream", query_.stream},
-                     {"lines", std::move(c.batch)}});
+                     {"lines", std::move(c.batch)},
+                     {"cursor", c.mark.ToString()}});
   c.batch = json::array();
   c.batch_bytes = 0;
+}
+
+void LogRequest::Event(Cursor& c, json event) {
+  event["role"] = c.target.role;
+  event["replica"] = c.target.replica;
+  event["cursor"] = c.mark.ToString();
+  responder_->Event(std::move(event));
 }
 
 void LogRequest::Finish() {

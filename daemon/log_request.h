@@ -17,6 +17,7 @@
 #include <uv.h>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -33,6 +34,17 @@
 
 namespace torchxd::daemon {
 
+// A position in one replica's stream that events carry, so a client can
+// resume exactly after the last event it saw. On the wire it is an opaque
+// string: "<offset>" or "<offset>a" (the attempt boundary at <offset> was
+// already sent).
+struct LogCursor {
+  uint64_t offset = 0;
+  bool attempt_sent = false;
+  std::string ToString() const { return std::to_string(offset) + (attempt_sent ? "a" : ""); }
+};
+[[nodiscard]] Result<LogCursor> ParseLogCursor(const std::string& text);
+
 struct LogQuery {
   std::string stream = "combined";  // combined | stdout | stderr
   std::optional<std::string> role;
@@ -43,6 +55,9 @@ struct LogQuery {
   bool follow = false;
   std::optional<int> tail_lines;
   std::optional<int> attempt;
+  // Where a reconnecting follower stopped, per "role/replica": the `cursor` of
+  // the last event it received. It replaces since/tail_lines for that replica.
+  std::map<std::string, LogCursor> cursors;
 };
 [[nodiscard]] Result<LogQuery> ParseLogQuery(const nlohmann::json& params);
 
@@ -73,9 +88,10 @@ class LogRequest {
   void Schedule();
   void Step();
   bool Pump(Cursor& c, size_t& budget);  // true when this cursor has nothing more for now
-  void EmitLine(Cursor& c, std::string_view line, uint64_t line_start);
+  void EmitLine(Cursor& c, std::string_view line, uint64_t line_start, uint64_t line_end);
   void AppendToLine(Cursor& c, std::string_view piece, uint64_t piece_start);
   void Flush(Cursor& c);
+  void Event(Cursor& c, nlohmann::json event);
   void Finish();
 
   uv_loop_t* loop_;

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <random>
 
+#include <spdlog/spdlog.h>
+
 #include "core/app_status.h"
 
 namespace torchxd::supervisor {
@@ -13,12 +15,13 @@ using core::ReplicaState;
 struct AppRunner::Slot {
   ReplicaInfo info;
   core::ReplicaRequest request;
+  SlotState state = SlotState::kIdle;
   std::unique_ptr<ReplicaHandle> process;
   UvHandle<uv_timer_t> restart_timer;
   UvHandle<uv_timer_t> kill_timer;
-  StopReason stopping = StopReason::kNone;
   double stop_grace = 0;
-  int retries_used = 0;  // REPLICA budget
+  int retries_used = 0;    // REPLICA budget
+  int restart_number = 0;  // which restart the next backoff is for
   size_t index = 0;
   AppRunner* owner = nullptr;
 };
@@ -66,28 +69,145 @@ const std::vector<ReplicaInfo>& AppRunner::replicas() const {
 }
 
 void AppRunner::Start() {
+  phase_ = Phase::kRunning;
   state_ = core::AppState::kRunning;
   observer_->OnAppChanged(*this);
-  for (size_t i = 0; i < slots_.size(); ++i) StartSlot(i);
+  ++dispatch_depth_;
+  for (size_t i = 0; i < slots_.size(); ++i) Dispatch(i, SlotEvent::kStart);
+  --dispatch_depth_;
+  CheckDone();
 }
 
-void AppRunner::Changed(size_t index) { observer_->OnReplicaChanged(*this, slots_[index]->info); }
+void AppRunner::Adopt(const std::vector<ReplicaInfo>& previous,
+                      const std::vector<std::pair<uint64_t, uint64_t>>& stored_bytes) {
+  phase_ = Phase::kRunning;
+  state_ = core::AppState::kRunning;
+  observer_->OnAppChanged(*this);
+  ++dispatch_depth_;
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    Slot& s = *slots_[i];
+    for (const auto& p : previous) {
+      if (p.role == s.info.role && p.replica_id == s.info.replica_id) s.info = p;
+    }
+    switch (s.info.state) {
+      case ReplicaState::kSucceeded:
+        s.state = SlotState::kSucceeded;
+        continue;
+      case ReplicaState::kFailed:
+        s.state = SlotState::kFailed;
+        continue;
+      case ReplicaState::kCancelled:
+        s.state = SlotState::kCancelled;
+        continue;
+      default:
+        break;
+    }
+    if (s.info.attempt == 0) {  // never started: start it now
+      Dispatch(i, SlotEvent::kStart);
+      continue;
+    }
+    adopt_bytes_ = i < stored_bytes.size() ? stored_bytes[i] : std::pair<uint64_t, uint64_t>{0, 0};
+    Dispatch(i, SlotEvent::kAdopt);
+  }
+  --dispatch_depth_;
+  CheckDone();
+}
 
-void AppRunner::StartSlot(size_t index) {
+void AppRunner::Dispatch(size_t index, SlotEvent event) {
   Slot& s = *slots_[index];
-  s.stopping = StopReason::kNone;
+  SlotTransition t = NextTransition(s.state, event);
+  if (t.action == SlotAction::kInvalid) {
+    spdlog::warn("app {}: {}/{} ignored event {} in state {}", key_, s.info.role, s.info.replica_id,
+                 SlotEventName(event), SlotStateName(s.state));
+    return;
+  }
+  ++dispatch_depth_;
+  ReplicaState shown = s.info.state;
+  s.state = t.next;
+  Perform(index, t.action, event);
+  s.info.state = ShownState(s.state, s.info.pid.has_value());
+  --dispatch_depth_;
+  bool exited = event == SlotEvent::kExitOk || event == SlotEvent::kExitFailed || event == SlotEvent::kExitFinal ||
+                event == SlotEvent::kStopped;
+  if (t.action != SlotAction::kNone || shown != s.info.state || exited) observer_->OnReplicaChanged(*this, s.info);
+  if (dispatch_depth_ == 0) {
+    ReleaseGroupWhenStopped();
+    CheckDone();
+  }
+}
+
+void AppRunner::Perform(size_t index, SlotAction action, SlotEvent event) {
+  Slot& s = *slots_[index];
+  switch (action) {
+    case SlotAction::kNone:
+    case SlotAction::kInvalid:
+      return;
+    case SlotAction::kSpawn:
+      return Spawn(index);
+    case SlotAction::kAttach:
+      return Attach(index);
+    case SlotAction::kRecordPid:
+    case SlotAction::kRecordPidAndStop:
+      s.info.pid = started_pid_;
+      s.info.start_ms = core::UnixNowMs();
+      // A stop asked before the pid was known still has to reach the replica.
+      if (action == SlotAction::kRecordPidAndStop && s.process) s.process->Terminate(s.stop_grace);
+      return;
+    case SlotAction::kTerminate:
+      s.stop_grace = stop_grace_;
+      return Terminate(index);
+    case SlotAction::kKill:
+      if (s.process) s.process->Kill();
+      return;
+    case SlotAction::kCancelTimer:
+      s.restart_timer.reset();
+      return;
+    case SlotAction::kScheduleRestart:
+      return ScheduleRestart(index);
+    case SlotAction::kSucceed:
+      s.info.error_message.clear();
+      return;
+    case SlotAction::kCancelled:
+      s.restart_timer.reset();
+      return;
+    case SlotAction::kCancelledBySibling:
+      s.restart_timer.reset();
+      s.info.error_message = "stopped: " + msg_;
+      return;
+    case SlotAction::kDecideFailure:
+      return DecideFailure(index);
+    case SlotAction::kFail:
+      return Fail(index);
+  }
+  (void)event;
+}
+
+void AppRunner::Spawn(size_t index) {
+  Slot& s = *slots_[index];
   s.info.attempt += 1;
-  s.info.state = ReplicaState::kPending;
   s.info.pid.reset();
   s.info.exit_code.reset();
   s.info.signal.reset();
   s.info.end_ms.reset();
   s.info.start_ms = core::UnixNowMs();
   s.info.error_message.clear();
+  s.info.state = ReplicaState::kPending;
   s.info.monitor = runtime_->Prepare();
   observer_->OnAttemptStarting(*this, s.info);
-  Changed(index);  // recorded (with where its monitor will be) before it starts
+  observer_->OnReplicaChanged(*this, s.info);  // recorded (with where its monitor will be) before it starts
   s.process = runtime_->Start(s.request, s.info.attempt, s.info.monitor, Callbacks(index));
+}
+
+void AppRunner::Attach(size_t index) {
+  Slot& s = *slots_[index];
+  s.process = runtime_->Adopt(s.request, s.info.attempt, s.info.monitor, adopt_bytes_.first, adopt_bytes_.second,
+                              Callbacks(index));
+  if (!s.process) {
+    ReplicaExit lost;
+    lost.spawn_failed = true;
+    lost.message = "torchxd stopped unexpectedly";
+    OnSlotExit(index, lost);
+  }
 }
 
 ReplicaCallbacks AppRunner::Callbacks(size_t index) {
@@ -103,40 +223,9 @@ ReplicaCallbacks AppRunner::Callbacks(size_t index) {
   return cb;
 }
 
-void AppRunner::Adopt(const std::vector<ReplicaInfo>& previous,
-                      const std::vector<std::pair<uint64_t, uint64_t>>& stored_bytes) {
-  state_ = core::AppState::kRunning;
-  observer_->OnAppChanged(*this);
-  for (size_t i = 0; i < slots_.size(); ++i) {
-    Slot& s = *slots_[i];
-    for (const auto& p : previous) {
-      if (p.role == s.info.role && p.replica_id == s.info.replica_id) s.info = p;
-    }
-    if (core::IsTerminal(s.info.state)) continue;
-    if (s.info.attempt == 0) {  // never started: start it now
-      StartSlot(i);
-      continue;
-    }
-    auto after = i < stored_bytes.size() ? stored_bytes[i] : std::pair<uint64_t, uint64_t>{0, 0};
-    s.process = runtime_->Adopt(s.request, s.info.attempt, s.info.monitor, after.first, after.second, Callbacks(i));
-    if (!s.process) {
-      ReplicaExit lost;
-      lost.spawn_failed = true;
-      lost.message = "torchxd stopped unexpectedly";
-      OnSlotExit(i, lost);
-    }
-  }
-  CheckDone();
-}
-
 void AppRunner::OnSlotStarted(size_t index, int pid) {
-  Slot& s = *slots_[index];
-  s.info.pid = pid;
-  s.info.start_ms = core::UnixNowMs();
-  s.info.state = ReplicaState::kRunning;
-  Changed(index);
-  // A stop requested before the pid was known still has to reach the replica.
-  if (s.stopping != StopReason::kNone) s.process->Terminate(s.stop_grace);
+  started_pid_ = pid;
+  Dispatch(index, SlotEvent::kStarted);
 }
 
 void AppRunner::OnSlotExit(size_t index, const ReplicaExit& exit) {
@@ -144,6 +233,17 @@ void AppRunner::OnSlotExit(size_t index, const ReplicaExit& exit) {
   std::unique_ptr<ReplicaHandle> finished = std::move(s.process);  // freed at return
   s.kill_timer.reset();
   observer_->OnReplicaStreamsClosed(*this, s.info);
+  RecordExit(s, exit);
+  SlotEvent event = exit.Succeeded() ? SlotEvent::kExitOk
+                    : (exit.spawn_failed || exit.final) ? SlotEvent::kExitFinal
+                                                        : SlotEvent::kExitFailed;
+  // A stop was on its way: unless the monitor knows it ended before the stop
+  // reached it (e.g. both ended while no daemon watched), the stop ended it.
+  if (IsStopping(s.state) && !exit.on_its_own) event = SlotEvent::kStopped;
+  Dispatch(index, event);
+}
+
+void AppRunner::RecordExit(Slot& s, const ReplicaExit& exit) {
   s.info.end_ms = exit.ended_ms.value_or(core::UnixNowMs());
   s.info.exit_code = exit.exit_code;
   s.info.signal = exit.signal;
@@ -157,114 +257,107 @@ void AppRunner::OnSlotExit(size_t index, const ReplicaExit& exit) {
   } else if (!exit.message.empty()) {
     s.info.error_message = exit.message;
   }
-  StopReason reason = s.stopping;
-  s.stopping = StopReason::kNone;
-  // It ended by itself before the sibling's failure stopped it (e.g. both ended
-  // while no daemon watched): its own outcome stands.
-  if (reason == StopReason::kSiblingFailed && exit.on_its_own) reason = StopReason::kNone;
-  if (reason == StopReason::kCancel) {
-    s.info.state = ReplicaState::kCancelled;
-    Changed(index);
-  } else if (reason == StopReason::kSiblingFailed) {
-    s.info.state = ReplicaState::kCancelled;
-    s.info.error_message = "stopped: " + msg_;
-    Changed(index);
-  } else if (reason == StopReason::kRestart) {
-    s.info.state = ReplicaState::kPending;
-    Changed(index);
-    RestartGroupWhenStopped();
-    return;
-  } else if (exit.Succeeded()) {
-    s.info.state = ReplicaState::kSucceeded;
-    s.info.error_message.clear();
-    Changed(index);
-  } else {
-    OnFailure(index, exit.final);
-  }
-  CheckDone();
+  exit_final_ = exit.spawn_failed || exit.final;
 }
 
-void AppRunner::OnFailure(size_t index, bool final) {
+void AppRunner::DecideFailure(size_t index) {
   Slot& s = *slots_[index];
   const core::Role& role = app_.roles[static_cast<size_t>(s.info.role_index)];
-  auto fail = [&] {
-    s.info.state = ReplicaState::kFailed;
-    Changed(index);
-    if (!failed_) {
-      failed_ = true;
-      // A failure that is not the replica's own (the daemon or the machine went away) is the app's message as is.
-      msg_ = final ? s.info.error_message
-                   : s.info.role + "/" + std::to_string(s.info.replica_id) + " failed: " + s.info.error_message;
-      observer_->OnAppChanged(*this);
-    }
-    if (options_.stop_on_failure) {
-      for (size_t i = 0; i < slots_.size(); ++i) {
-        if (i != index) StopSlot(i, StopReason::kSiblingFailed, options_.grace_seconds);
-      }
-    }
-  };
-  if (cancelling_ || failed_ || final) return fail();
+  if (phase_ != Phase::kRunning) {
+    s.state = SlotState::kFailed;
+    return Fail(index);
+  }
   switch (role.retry_policy) {
     case core::RetryPolicy::kReplica:
-      if (s.retries_used >= role.max_retries) return fail();
+      if (s.retries_used >= role.max_retries) break;
       s.retries_used += 1;
       num_restarts_ += 1;
-      s.info.state = ReplicaState::kPending;
-      Changed(index);
+      s.restart_number = s.retries_used;
+      s.state = SlotState::kBackoff;
       observer_->OnAppChanged(*this);
-      ScheduleRestart(index, s.retries_used);
-      return;
-    case core::RetryPolicy::kRole: {
-      int& used = role_retries_[static_cast<size_t>(s.info.role_index)];
-      if (used >= role.max_retries) return fail();
-      used += 1;
-      restart_group_number_ = used;
-      break;
-    }
+      return ScheduleRestart(index);
+    case core::RetryPolicy::kRole:
     case core::RetryPolicy::kApplication: {
       int budget = role.max_retries;
-      for (const auto& r : app_.roles) budget = std::min(budget, r.max_retries);
-      if (app_retries_ >= budget) return fail();
-      app_retries_ += 1;
-      restart_group_number_ = app_retries_;
-      break;
+      int* used = &role_retries_[static_cast<size_t>(s.info.role_index)];
+      if (role.retry_policy == core::RetryPolicy::kApplication) {
+        for (const auto& r : app_.roles) budget = std::min(budget, r.max_retries);
+        used = &app_retries_;
+      }
+      if (*used >= budget) break;
+      *used += 1;
+      restart_group_number_ = *used;
+      num_restarts_ += 1;
+      restart_group_.clear();
+      for (size_t i = 0; i < slots_.size(); ++i) {
+        bool same_role = slots_[i]->info.role_index == s.info.role_index;
+        if (role.retry_policy == core::RetryPolicy::kApplication || same_role) restart_group_.push_back(i);
+      }
+      s.state = SlotState::kGrouped;
+      observer_->OnAppChanged(*this);
+      stop_grace_ = options_.grace_seconds;
+      for (size_t i : restart_group_) {
+        if (i != index) Dispatch(i, SlotEvent::kGroupStop);
+      }
+      return;
     }
   }
-  num_restarts_ += 1;
-  restart_group_.clear();
-  for (size_t i = 0; i < slots_.size(); ++i) {
-    bool same_role = slots_[i]->info.role_index == s.info.role_index;
-    if (role.retry_policy == core::RetryPolicy::kApplication || same_role) restart_group_.push_back(i);
-  }
-  s.info.state = ReplicaState::kPending;
-  Changed(index);
-  observer_->OnAppChanged(*this);
-  for (size_t i : restart_group_) {
-    if (i != index) StopSlot(i, StopReason::kRestart, options_.grace_seconds);
-  }
-  RestartGroupWhenStopped();
+  s.state = SlotState::kFailed;
+  Fail(index);
 }
 
-void AppRunner::RestartGroupWhenStopped() {
-  if (restart_group_.empty() || cancelling_) return CheckDone();
+void AppRunner::Fail(size_t index) {
+  Slot& s = *slots_[index];
+  if (phase_ != Phase::kRunning) return;  // the app already failed or is being cancelled
+  phase_ = Phase::kFailing;
+  restart_group_.clear();  // a failing app restarts nothing
+  // A failure that is not the replica's own (the daemon or the machine went away) is the app's message as is.
+  msg_ = exit_final_ ? s.info.error_message
+                     : s.info.role + "/" + std::to_string(s.info.replica_id) + " failed: " + s.info.error_message;
+  observer_->OnAppChanged(*this);
+  if (!options_.stop_on_failure) return;
+  stop_grace_ = options_.grace_seconds;
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    if (i != index) Dispatch(i, SlotEvent::kSiblingFailed);
+  }
+}
+
+void AppRunner::Terminate(size_t index) {
+  Slot& s = *slots_[index];
+  if (!s.process) return;
+  s.process->Terminate(s.stop_grace);
+  s.kill_timer = NewUvHandle<uv_timer_t>(&s);
+  uv_timer_init(loop_, s.kill_timer.get());
+  uv_timer_start(
+      s.kill_timer.get(),
+      [](uv_timer_t* t) {
+        auto* slot = static_cast<Slot*>(t->data);
+        if (slot != nullptr) slot->owner->Dispatch(slot->index, SlotEvent::kGraceElapsed);
+      },
+      static_cast<uint64_t>(std::max(0.0, s.stop_grace) * 1000.0), 0);
+}
+
+void AppRunner::ReleaseGroupWhenStopped() {
+  if (restart_group_.empty() || phase_ != Phase::kRunning) return;
   for (size_t i : restart_group_) {
-    if (slots_[i]->process) return;  // still stopping
+    if (slots_[i]->state != SlotState::kGrouped) return;  // still stopping
   }
   auto group = std::move(restart_group_);
   restart_group_.clear();
+  ++dispatch_depth_;
   for (size_t i : group) {
-    slots_[i]->info.state = ReplicaState::kPending;
-    Changed(i);
-    ScheduleRestart(i, restart_group_number_);
+    slots_[i]->restart_number = restart_group_number_;
+    Dispatch(i, SlotEvent::kGroupGo);
   }
+  --dispatch_depth_;
 }
 
-void AppRunner::ScheduleRestart(size_t index, int restart_number) {
+void AppRunner::ScheduleRestart(size_t index) {
   static std::mt19937 rng(std::random_device{}());
   double jitter = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
-  double delay = RestartDelaySeconds(restart_number, options_.backoff_initial_seconds,
-                                     options_.backoff_max_seconds, jitter);
   Slot& s = *slots_[index];
+  double delay = RestartDelaySeconds(s.restart_number, options_.backoff_initial_seconds,
+                                     options_.backoff_max_seconds, jitter);
   s.restart_timer = NewUvHandle<uv_timer_t>(&s);
   uv_timer_init(loop_, s.restart_timer.get());
   uv_timer_start(
@@ -273,52 +366,21 @@ void AppRunner::ScheduleRestart(size_t index, int restart_number) {
         auto* slot = static_cast<Slot*>(t->data);
         if (slot == nullptr) return;
         auto timer = std::move(slot->restart_timer);  // closed at return
-        slot->owner->StartSlot(slot->index);
+        slot->owner->Dispatch(slot->index, SlotEvent::kBackoffElapsed);
       },
       static_cast<uint64_t>(delay * 1000.0), 0);
 }
 
-void AppRunner::StopSlot(size_t index, StopReason reason, double grace_seconds) {
-  Slot& s = *slots_[index];
-  if (s.restart_timer) {  // waiting to restart: nothing runs, it just ends here
-    s.restart_timer.reset();
-    if (reason != StopReason::kRestart) {
-      s.info.state = ReplicaState::kCancelled;
-      if (reason == StopReason::kSiblingFailed) s.info.error_message = "stopped: " + msg_;
-      Changed(index);
-    }
-    return;
-  }
-  if (!s.process) {
-    // Exited, or PENDING as part of a restart group: a cancel ends it here.
-    if (s.info.state == ReplicaState::kPending && reason != StopReason::kRestart) {
-      s.info.state = ReplicaState::kCancelled;
-      Changed(index);
-    }
-    return;
-  }
-  if (s.stopping == StopReason::kCancel) return;  // already stopping for good
-  if (s.stopping == StopReason::kNone || reason == StopReason::kCancel) s.stopping = reason;
-  s.stop_grace = grace_seconds;
-  s.process->Terminate(grace_seconds);
-  s.kill_timer = NewUvHandle<uv_timer_t>(&s);
-  uv_timer_init(loop_, s.kill_timer.get());
-  uv_timer_start(
-      s.kill_timer.get(),
-      [](uv_timer_t* t) {
-        auto* slot = static_cast<Slot*>(t->data);
-        if (slot != nullptr && slot->process) slot->process->Kill();
-      },
-      static_cast<uint64_t>(std::max(0.0, grace_seconds) * 1000.0), 0);
-}
-
 void AppRunner::Cancel(double grace_seconds, const std::string& msg) {
   // Everything already ended (the runtime is cleaning up): the app keeps its outcome.
-  if (terminal() || cancelling_ || cleanup_ == Cleanup::kRunning) return;
-  cancelling_ = true;
+  if (phase_ == Phase::kCancelling || phase_ == Phase::kCleaningUp || phase_ == Phase::kDone) return;
+  phase_ = Phase::kCancelling;
   msg_ = msg;
   restart_group_.clear();
-  for (size_t i = 0; i < slots_.size(); ++i) StopSlot(i, StopReason::kCancel, grace_seconds);
+  stop_grace_ = grace_seconds;
+  ++dispatch_depth_;
+  for (size_t i = 0; i < slots_.size(); ++i) Dispatch(i, SlotEvent::kCancel);
+  --dispatch_depth_;
   observer_->OnAppChanged(*this);
   CheckDone();
 }
@@ -332,38 +394,39 @@ void AppRunner::OnTerminal(std::function<void()> callback) {
 }
 
 void AppRunner::CheckDone() {
-  if (terminal() || !restart_group_.empty()) return;
+  if (phase_ == Phase::kNotStarted || phase_ == Phase::kCleaningUp || phase_ == Phase::kDone) return;
   bool any_failed = false, any_cancelled = false;
   for (const auto& s : slots_) {
-    if (s->process || s->restart_timer) return;  // something still runs or will
-    if (!core::IsTerminal(s->info.state)) return;
-    any_failed = any_failed || s->info.state == ReplicaState::kFailed;
-    any_cancelled = any_cancelled || s->info.state == ReplicaState::kCancelled;
+    switch (s->state) {
+      case SlotState::kSucceeded:
+        break;
+      case SlotState::kFailed:
+        any_failed = true;
+        break;
+      case SlotState::kCancelled:
+        any_cancelled = true;
+        break;
+      default:
+        return;  // something still runs or will
+    }
   }
   // Nothing runs any more: the runtime frees what it kept for the app (containers), then the app ends.
-  if (cleanup_ != Cleanup::kDone) {
-    if (cleanup_ == Cleanup::kRunning) return;
-    cleanup_ = Cleanup::kRunning;
-    std::vector<core::ReplicaRequest> requests;
-    for (const auto& s : slots_) requests.push_back(s->request);
-    std::weak_ptr<bool> alive = alive_;
-    runtime_->Cleanup(requests, [this, alive] {
-      if (auto a = alive.lock(); !a || !*a) return;
-      cleanup_ = Cleanup::kDone;
-      CheckDone();
-    });
-    return;
-  }
-  if (cancelling_) {
-    state_ = core::AppState::kCancelled;
-  } else if (any_failed || any_cancelled) {
-    state_ = core::AppState::kFailed;
-  } else {
-    state_ = core::AppState::kSucceeded;
-  }
-  observer_->OnAppChanged(*this);
-  auto listeners = std::move(terminal_listeners_);
-  for (auto& listener : listeners) listener();
+  bool cancelled = phase_ == Phase::kCancelling;
+  phase_ = Phase::kCleaningUp;
+  cleanup_after_cancel_ = cancelled;
+  std::vector<core::ReplicaRequest> requests;
+  for (const auto& s : slots_) requests.push_back(s->request);
+  std::weak_ptr<bool> alive = alive_;
+  runtime_->Cleanup(requests, [this, alive, cancelled, any_failed, any_cancelled] {
+    if (auto a = alive.lock(); !a || !*a) return;
+    phase_ = Phase::kDone;
+    state_ = cancelled                       ? core::AppState::kCancelled
+             : any_failed || any_cancelled ? core::AppState::kFailed
+                                           : core::AppState::kSucceeded;
+    observer_->OnAppChanged(*this);
+    auto listeners = std::move(terminal_listeners_);
+    for (auto& listener : listeners) listener();
+  });
 }
 
 }  // namespace torchxd::supervisor

@@ -1,7 +1,9 @@
 // AppRunner: supervises every replica of one local app on the event loop.
 //
 // Lifecycle (docs/ARCHITECTURE.md "Supervision"): each replica attempt runs
-// through torchxd-shim (ReplicaProcess). On a failure with retries left the
+// through torchxd-shim (ReplicaProcess). Each replica slot is a state machine
+// whose transitions are the table in replica_machine.h; the app itself goes
+// kRunning -> (kFailing | kCancelling) -> kCleaningUp -> kDone. On a failure with retries left the
 // role's retry_policy decides what restarts:
 //   REPLICA      that replica only (budget per replica),
 //   ROLE         every replica of its role (budget per role),
@@ -29,6 +31,7 @@
 #include "core/app_def.h"
 #include "core/replica_request.h"
 #include "core/uv_handle.h"
+#include "supervisor/replica_machine.h"
 #include "supervisor/replica_process.h"
 #include "supervisor/replica_runtime.h"
 
@@ -104,22 +107,30 @@ class AppRunner {
   int num_restarts() const { return num_restarts_; }
   const std::vector<ReplicaInfo>& replicas() const;
   bool terminal() const { return core::IsTerminal(state_); }
-  bool cancelling() const { return cancelling_; }
+  // A cancel is under way (until the app is terminal).
+  bool cancelling() const {
+    return phase_ == Phase::kCancelling || (phase_ == Phase::kCleaningUp && cleanup_after_cancel_);
+  }
 
  private:
-  enum class StopReason { kNone, kCancel, kSiblingFailed, kRestart };
+  enum class Phase { kNotStarted, kRunning, kFailing, kCancelling, kCleaningUp, kDone };
   struct Slot;
 
-  void StartSlot(size_t index);
+  // Feeds one event to a slot: looks up its transition and performs the action.
+  void Dispatch(size_t index, SlotEvent event);
+  void Perform(size_t index, SlotAction action, SlotEvent event);
+  void Spawn(size_t index);
+  void Attach(size_t index);
   ReplicaCallbacks Callbacks(size_t index);
   void OnSlotStarted(size_t index, int pid);
   void OnSlotExit(size_t index, const ReplicaExit& exit);
-  void OnFailure(size_t index, bool final);
-  void StopSlot(size_t index, StopReason reason, double grace_seconds);
-  void ScheduleRestart(size_t index, int restart_number);
-  void RestartGroupWhenStopped();
+  void RecordExit(Slot& s, const ReplicaExit& exit);
+  void DecideFailure(size_t index);
+  void Fail(size_t index);
+  void Terminate(size_t index);
+  void ScheduleRestart(size_t index);
+  void ReleaseGroupWhenStopped();
   void CheckDone();
-  void Changed(size_t index);
 
   uv_loop_t* loop_;
   std::string key_;
@@ -134,14 +145,18 @@ class AppRunner {
   int app_retries_ = 0;
   int num_restarts_ = 0;
   core::AppState state_ = core::AppState::kPending;
+  Phase phase_ = Phase::kNotStarted;
   std::string msg_;
-  bool cancelling_ = false;
-  bool failed_ = false;
+  double stop_grace_ = 0;              // the grace of the stop being dispatched
   std::vector<size_t> restart_group_;  // slots to restart once all of them stopped
   int restart_group_number_ = 0;
+  int dispatch_depth_ = 0;
+  bool cleanup_after_cancel_ = false;
+  // What the event being dispatched carries.
+  int started_pid_ = 0;
+  bool exit_final_ = false;
+  std::pair<uint64_t, uint64_t> adopt_bytes_;
   std::vector<std::function<void()>> terminal_listeners_;
-  enum class Cleanup { kNotStarted, kRunning, kDone };
-  Cleanup cleanup_ = Cleanup::kNotStarted;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // for the runtime's late callbacks
 };
 

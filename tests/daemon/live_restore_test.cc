@@ -1,6 +1,7 @@
 // Live-restore: replicas outlive the daemon (SIGKILL, SIGTERM with
 // --live-restore, `daemon restart`), the next daemon adopts them through their
 // shims, and nothing is lost, duplicated, orphaned or wrongly signaled.
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -49,12 +50,46 @@ class LiveRestoreTest : public DaemonFixture {
     }
     EXPECT_EQ(next, n);
   }
+  // Starts `torchx log -t SELECTOR` on this daemon's socket, its stdout and stderr in files.
+  pid_t Follow(const std::string& selector, const fs::path& out, const fs::path& err) {
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      ::dup2(o, 1);
+      ::dup2(e, 2);
+      ::execl(TORCHX_BIN, TORCHX_BIN, "--socket", socket_.c_str(), "log", "-t", selector.c_str(), nullptr);
+      ::_exit(127);
+    }
+    return pid;
+  }
+  // The follower's exit code, or -1 when it did not end within `seconds`.
+  static int Reap(pid_t pid, double seconds) {
+    int status = 0;
+    if (!WaitUntil([&] { return ::waitpid(pid, &status, WNOHANG) == pid; }, seconds)) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+      return -1;
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  // The lines of `text` that start with `prefix`, the prefix removed.
+  static std::string LinesWith(const std::string& text, const std::string& prefix) {
+    std::istringstream in(text);
+    std::string line, kept;
+    while (std::getline(in, line)) {
+      if (line.rfind(prefix, 0) == 0) kept += line.substr(prefix.size()) + "\n";
+    }
+    return kept;
+  }
 };
 
 TEST_F(LiveRestoreTest, ReplicasOutlive20DaemonKillsAndEveryLineIsKeptExactlyOnce) {
   StartLive();
   const int kLines = 600;
   std::string h = Run(App("burst", {FakeRole("w", {"--numbered", std::to_string(kLines), "5"}, 2)}));
+  // A follower connected across every kill: it reconnects and resumes from its cursors.
+  pid_t follower = Follow(h, dir_ / "follow.out", dir_ / "follow.err");
   std::mt19937 rng(12345);
   for (int kill = 0; kill < 20; ++kill) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50 + rng() % 150));
@@ -72,6 +107,15 @@ TEST_F(LiveRestoreTest, ReplicasOutlive20DaemonKillsAndEveryLineIsKeptExactlyOnc
     std::string combined = ReadLog(h, "w", r, "combined");
     EXPECT_EQ(std::count(combined.begin(), combined.end(), '\n'), 2 * kLines);
   }
+  EXPECT_EQ(Reap(follower, 30), 0) << ReadFile(dir_ / "follow.err");
+  std::string followed = ReadFile(dir_ / "follow.out");
+  for (int r = 0; r < 2; ++r) {
+    SCOPED_TRACE("follower, replica " + std::to_string(r));
+    std::string mine = LinesWith(followed, "w/" + std::to_string(r) + " ");
+    ExpectNumbered(LinesWith(mine, "out"), "", kLines);
+    ExpectNumbered(LinesWith(mine, "err"), "", kLines);
+  }
+  EXPECT_THAT(ReadFile(dir_ / "follow.err"), HasSubstr("reconnected to torchxd"));
   EXPECT_TRUE(ShimPids().empty());
   EXPECT_TRUE(fs::is_empty(state_dir_ + "/shims"));
 }

@@ -163,6 +163,45 @@ TEST_F(LogsTest, RetriedAttemptsAppendAndAreMarkedAndSelectable) {
   EXPECT_THAT(missing.error().message, HasSubstr("has no attempt 7"));
 }
 
+// Every event carries a cursor; a read resumed from any of them gives exactly
+// what followed that event (lines and attempt marks), nothing twice.
+TEST_F(LogsTest, ResumingFromAnyEventsCursorGivesExactlyTheRest) {
+  json role = FakeRole("r", {"--lines", "9000", "--fail-until", "3", (dir_ / "count").string()});
+  role["max_retries"] = 3;
+  role["retry_policy"] = "REPLICA";
+  std::string h = Run(App("resume", {role}), {{"restart_backoff", 0.01}});
+  ASSERT_EQ(Wait(h)["state"], "SUCCEEDED");
+  auto read = [&](json params) {
+    std::vector<json> events;
+    auto client = DaemonClient::Connect(socket_);
+    EXPECT_TRUE(client.has_value());
+    auto r = client->Call("log", params, [&](const json& e) { events.push_back(e); });
+    EXPECT_TRUE(r.has_value()) << (r ? "" : r.error().message);
+    return events;
+  };
+  auto flatten = [](const std::vector<json>& events, size_t from) {
+    std::vector<std::string> out;
+    for (size_t i = from; i < events.size(); ++i) {
+      if (events[i].contains("attempt")) out.push_back("attempt " + events[i]["attempt"].dump());
+      for (const auto& l : events[i].value("lines", json::array())) out.push_back(l[1].get<std::string>());
+    }
+    return out;
+  };
+  auto all = read({{"app_handle", h}});
+  std::vector<std::string> everything = flatten(all, 0);
+  ASSERT_EQ(everything.size(), 3u * 9000 + 2);
+  ASSERT_GE(all.size(), 8u);  // several batches per attempt, and two attempt marks
+  for (size_t i = 0; i < all.size(); ++i) {
+    SCOPED_TRACE("resumed after event " + std::to_string(i) + ": " + all[i].dump().substr(0, 80));
+    ASSERT_TRUE(all[i].contains("cursor"));
+    auto rest = read({{"app_handle", h}, {"cursors", {{"r/0", all[i]["cursor"]}}}});
+    EXPECT_EQ(flatten(rest, 0), flatten(all, i + 1));
+  }
+  auto bad = Call("log", {{"app_handle", h}, {"cursors", {{"r/0", "12x"}}}});
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_THAT(bad.error().message, HasSubstr("params.cursors.r/0"));
+}
+
 TEST_F(LogsTest, TwoFollowersEachGetEveryLineUntilTheEnd) {
   std::string h = Run(App("follow", {FakeRole("r", {"--sleep", "0.3", "--lines", "300", "--sleep", "0.2", "--lines", "10"})}));
   LogResult one, two;

@@ -1,0 +1,116 @@
+#include "supervisor/replica_machine.h"
+
+#include <array>
+
+namespace torchxd::supervisor {
+namespace {
+
+using S = SlotState;
+using A = SlotAction;
+
+constexpr SlotTransition T(S next, A action) { return {next, action}; }
+
+// Rows: states in SlotState order. Columns: events in SlotEvent order:
+//   Start, Adopt, Started, ExitOk, ExitFailed, ExitFinal, Stopped,
+//   Cancel, SiblingFailed, GroupStop, GroupGo, BackoffElapsed, GraceElapsed
+#define X(state) T(S::state, A::kInvalid)
+#define KEEP(state) T(S::state, A::kNone)
+constexpr std::array<std::array<SlotTransition, kSlotEvents>, kSlotStates> kTable = {{
+    // kIdle
+    {T(S::kStarting, A::kSpawn), T(S::kRunning, A::kAttach), X(kIdle), X(kIdle), X(kIdle), X(kIdle), X(kIdle),
+     T(S::kCancelled, A::kCancelled), T(S::kCancelled, A::kCancelledBySibling), KEEP(kGrouped), X(kIdle),
+     X(kIdle), KEEP(kIdle)},
+    // kStarting
+    {X(kStarting), X(kStarting), T(S::kRunning, A::kRecordPid), T(S::kSucceeded, A::kSucceed),
+     T(S::kStarting, A::kDecideFailure), T(S::kFailed, A::kFail), X(kStarting),
+     T(S::kStoppingCancel, A::kTerminate), T(S::kStoppingSibling, A::kTerminate),
+     T(S::kStoppingRestart, A::kTerminate), X(kStarting), X(kStarting), KEEP(kStarting)},
+    // kRunning
+    {X(kRunning), X(kRunning), X(kRunning), T(S::kSucceeded, A::kSucceed), T(S::kRunning, A::kDecideFailure),
+     T(S::kFailed, A::kFail), X(kRunning), T(S::kStoppingCancel, A::kTerminate),
+     T(S::kStoppingSibling, A::kTerminate), T(S::kStoppingRestart, A::kTerminate), X(kRunning), X(kRunning),
+     KEEP(kRunning)},
+    // kStoppingCancel: whatever ends it, the app was cancelled
+    {X(kStoppingCancel), X(kStoppingCancel), T(S::kStoppingCancel, A::kRecordPidAndStop),
+     T(S::kCancelled, A::kCancelled), T(S::kCancelled, A::kCancelled), T(S::kCancelled, A::kCancelled),
+     T(S::kCancelled, A::kCancelled), KEEP(kStoppingCancel), KEEP(kStoppingCancel), KEEP(kStoppingCancel),
+     X(kStoppingCancel), X(kStoppingCancel), T(S::kStoppingCancel, A::kKill)},
+    // kStoppingSibling: an exit known to be its own keeps its outcome (the app fails anyway)
+    {X(kStoppingSibling), X(kStoppingSibling), T(S::kStoppingSibling, A::kRecordPidAndStop),
+     T(S::kSucceeded, A::kSucceed), T(S::kFailed, A::kFail), T(S::kFailed, A::kFail),
+     T(S::kCancelled, A::kCancelledBySibling), T(S::kStoppingCancel, A::kTerminate), KEEP(kStoppingSibling),
+     KEEP(kStoppingSibling), X(kStoppingSibling), X(kStoppingSibling), T(S::kStoppingSibling, A::kKill)},
+    // kStoppingRestart: once it is gone it waits for its group
+    {X(kStoppingRestart), X(kStoppingRestart), T(S::kStoppingRestart, A::kRecordPidAndStop),
+     KEEP(kGrouped), KEEP(kGrouped), KEEP(kGrouped), KEEP(kGrouped), T(S::kStoppingCancel, A::kTerminate),
+     KEEP(kStoppingSibling), KEEP(kStoppingRestart), X(kStoppingRestart), X(kStoppingRestart),
+     T(S::kStoppingRestart, A::kKill)},
+    // kBackoff
+    {X(kBackoff), X(kBackoff), X(kBackoff), X(kBackoff), X(kBackoff), X(kBackoff), X(kBackoff),
+     T(S::kCancelled, A::kCancelled), T(S::kCancelled, A::kCancelledBySibling), T(S::kGrouped, A::kCancelTimer),
+     X(kBackoff), T(S::kStarting, A::kSpawn), KEEP(kBackoff)},
+    // kGrouped
+    {X(kGrouped), X(kGrouped), X(kGrouped), X(kGrouped), X(kGrouped), X(kGrouped), X(kGrouped),
+     T(S::kCancelled, A::kCancelled), T(S::kCancelled, A::kCancelledBySibling), KEEP(kGrouped),
+     T(S::kBackoff, A::kScheduleRestart), X(kGrouped), KEEP(kGrouped)},
+    // kSucceeded: an APPLICATION restart runs it again
+    {X(kSucceeded), X(kSucceeded), X(kSucceeded), X(kSucceeded), X(kSucceeded), X(kSucceeded), X(kSucceeded),
+     KEEP(kSucceeded), KEEP(kSucceeded), KEEP(kGrouped), X(kSucceeded), X(kSucceeded), KEEP(kSucceeded)},
+    // kFailed
+    {X(kFailed), X(kFailed), X(kFailed), X(kFailed), X(kFailed), X(kFailed), X(kFailed), KEEP(kFailed),
+     KEEP(kFailed), KEEP(kFailed), X(kFailed), X(kFailed), KEEP(kFailed)},
+    // kCancelled
+    {X(kCancelled), X(kCancelled), X(kCancelled), X(kCancelled), X(kCancelled), X(kCancelled), X(kCancelled),
+     KEEP(kCancelled), KEEP(kCancelled), KEEP(kCancelled), X(kCancelled), X(kCancelled), KEEP(kCancelled)},
+}};
+#undef X
+#undef KEEP
+
+}  // namespace
+
+SlotTransition NextTransition(SlotState state, SlotEvent event) {
+  return kTable[static_cast<size_t>(state)][static_cast<size_t>(event)];
+}
+
+bool IsStopping(SlotState state) {
+  return state == S::kStoppingCancel || state == S::kStoppingSibling || state == S::kStoppingRestart;
+}
+
+core::ReplicaState ShownState(SlotState state, bool has_pid) {
+  switch (state) {
+    case S::kRunning:
+      return core::ReplicaState::kRunning;
+    case S::kStoppingCancel:
+    case S::kStoppingSibling:
+    case S::kStoppingRestart:
+      return has_pid ? core::ReplicaState::kRunning : core::ReplicaState::kPending;
+    case S::kSucceeded:
+      return core::ReplicaState::kSucceeded;
+    case S::kFailed:
+      return core::ReplicaState::kFailed;
+    case S::kCancelled:
+      return core::ReplicaState::kCancelled;
+    case S::kIdle:
+    case S::kStarting:
+    case S::kBackoff:
+    case S::kGrouped:
+      break;
+  }
+  return core::ReplicaState::kPending;
+}
+
+std::string_view SlotStateName(SlotState state) {
+  static constexpr std::array<std::string_view, kSlotStates> kNames = {
+      "idle",    "starting", "running", "stopping-cancel", "stopping-sibling", "stopping-restart",
+      "backoff", "grouped",  "succeeded", "failed",        "cancelled"};
+  return kNames[static_cast<size_t>(state)];
+}
+
+std::string_view SlotEventName(SlotEvent event) {
+  static constexpr std::array<std::string_view, kSlotEvents> kNames = {
+      "start",  "adopt",          "started",    "exit-ok",  "exit-failed",     "exit-final",    "stopped",
+      "cancel", "sibling-failed", "group-stop", "group-go", "backoff-elapsed", "grace-elapsed"};
+  return kNames[static_cast<size_t>(event)];
+}
+
+}  // namespace torchxd::supervisor
