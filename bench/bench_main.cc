@@ -47,7 +47,13 @@ class Daemon {
   Daemon(std::string bin, fs::path dir, std::vector<std::string> extra = {}, std::vector<std::string> env = {})
       : dir_(std::move(dir)) {
     fs::create_directories(dir_);
-    socket_ = (dir_ / "d.sock").string();
+    // Where a user's daemon has its socket (and so its run dir): $XDG_RUNTIME_DIR, a tmpfs.
+    const char* runtime = std::getenv("XDG_RUNTIME_DIR");
+    fs::path sock_dir = runtime != nullptr && *runtime != '\0' ? fs::path(runtime) : fs::path("/dev/shm");
+    sock_dir /= "torchxd-bench-" + std::to_string(::getpid()) + "-" + dir_.filename().string();
+    fs::create_directories(sock_dir);
+    socket_ = (sock_dir / "torchxd.sock").string();
+    sock_dir_ = sock_dir;
     std::vector<std::string> argv = {bin + "/torchxd", "--socket", socket_, "--state-dir",
                                      (dir_ / "state").string(), "--log-level", "warn", "--grace-period", "1"};
     argv.insert(argv.end(), extra.begin(), extra.end());
@@ -56,7 +62,11 @@ class Daemon {
     ::close(log);
     for (int i = 0; i < 2000 && !DaemonClient::Connect(socket_); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  ~Daemon() { Stop(); }
+  ~Daemon() {
+    Stop();
+    std::error_code ec;
+    fs::remove_all(sock_dir_, ec);
+  }
   void Stop() {
     if (pid_ <= 0) return;
     ::kill(pid_, SIGTERM);
@@ -80,6 +90,7 @@ class Daemon {
  private:
   fs::path dir_;
   std::string socket_;
+  fs::path sock_dir_;
   pid_t pid_ = -1;
 };
 

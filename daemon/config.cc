@@ -3,6 +3,7 @@
 #include "core/paths.h"
 
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -25,7 +26,30 @@ std::string DefaultShim() {
   return dir + "/torchxd-shim";
 }
 
+// Each attempt's monitor files (a directory, a socket, its state and exit
+// files) are made and removed by the thousand. On a tmpfs that costs nothing;
+// on ext4 the inode allocator slows down over recently deleted inodes (a
+// 200-replica app spent a third of its start there). The daemon's socket lives
+// on a tmpfs in both modes ($XDG_RUNTIME_DIR, /run/torchxd) and names one
+// daemon, so the run dir goes beside it; the state dir is the fallback.
+bool OnTmpfs(fs::path dir) {
+  constexpr long kTmpfsMagic = 0x01021994;
+  while (!dir.empty()) {
+    struct statfs st;
+    if (::statfs(dir.c_str(), &st) == 0) return static_cast<long>(st.f_type) == kTmpfsMagic;
+    if (!dir.has_parent_path() || dir.parent_path() == dir) break;
+    dir = dir.parent_path();  // not made yet: the filesystem it will be on
+  }
+  return false;
+}
+
 }  // namespace
+
+std::string DefaultRunDir(const std::string& socket, const std::string& state_dir) {
+  fs::path sock = fs::absolute(socket).lexically_normal();
+  if (OnTmpfs(sock.parent_path())) return (sock.parent_path() / (sock.stem().string() + ".shims")).string();
+  return state_dir + "/shims";
+}
 
 Result<uint64_t> ParseByteSize(const std::string& text) {
   if (text.empty()) return Fail(Error::InvalidArgument("empty byte size"));
@@ -98,7 +122,9 @@ ParsedArgs ParseDaemonArgs(int argc, char** argv, const core::EnvLookup& env) {
   app.add_option("--shim", c.shim, "path to torchxd-shim");
   app.add_flag("--live-restore", c.live_restore,
                "replicas keep running when torchxd stops or dies; the next torchxd re-adopts them");
-  app.add_option("--run-dir", c.run_dir, "where each replica's monitor keeps its state (default: $state_dir/shims)");
+  app.add_option("--run-dir", c.run_dir,
+                 "where each replica's monitor keeps its state (default: SOCKET_DIR/NAME.shims beside the socket "
+                 "when that is a tmpfs, else $state_dir/shims)");
   app.add_option("--admin-group", c.admin_group, "members may see and act on every user's apps (system mode)");
   app.add_option("--kubeconfig", c.kubeconfig,
                  "kubeconfig for the kubernetes scheduler (default: $KUBECONFIG, ~/.kube/config, in-cluster)");
@@ -126,7 +152,7 @@ ParsedArgs ParseDaemonArgs(int argc, char** argv, const core::EnvLookup& env) {
     c.state_dir = c.system ? std::string(core::kSystemStateDir) : core::UserStateDir(env);
   }
   if (c.log_dir.empty()) c.log_dir = c.state_dir + "/logs";
-  if (c.run_dir.empty()) c.run_dir = c.state_dir + "/shims";
+  if (c.run_dir.empty()) c.run_dir = DefaultRunDir(c.socket, c.state_dir);
   if (c.shim.empty()) c.shim = DefaultShim();
   for (std::string* p : {&c.socket, &c.state_dir, &c.log_dir, &c.shim, &c.run_dir}) {
     *p = fs::absolute(*p).lexically_normal().string();

@@ -46,6 +46,11 @@ struct ParsedArgs {
 };
 ParsedArgs ParseDaemonArgs(int argc, char** argv, const core::EnvLookup& env);
 
+// Where the replicas' monitors keep their files when --run-dir is not given:
+// SOCKET_DIR/<socket stem>.shims when the socket's directory is on a tmpfs,
+// else STATE_DIR/shims.
+[[nodiscard]] std::string DefaultRunDir(const std::string& socket, const std::string& state_dir);
+
 // Parses "128M", "4096", "1G", "0" (= unbounded) into bytes.
 [[nodiscard]] Result<uint64_t> ParseByteSize(const std::string& text);
 

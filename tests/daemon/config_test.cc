@@ -1,5 +1,6 @@
 #include "daemon/config.h"
 
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -31,6 +32,19 @@ TEST(DaemonConfigTest, SystemModePaths) {
   auto p = Parse({"--system"}, {{"XDG_RUNTIME_DIR", "/run/user/7"}});
   EXPECT_EQ(p.config->socket, "/run/torchxd/torchxd.sock");
   EXPECT_EQ(p.config->state_dir, "/var/lib/torchxd");
+}
+
+TEST(DaemonConfigTest, TheRunDirGoesBesideASocketOnATmpfsElseIntoTheStateDir) {
+  struct statfs st;
+  if (::statfs("/dev/shm", &st) != 0 || st.f_type != 0x01021994) GTEST_SKIP() << "/dev/shm is not a tmpfs here";
+  // A tmpfs socket dir that does not exist yet counts by the filesystem it will be on.
+  EXPECT_EQ(DefaultRunDir("/dev/shm/not-yet/a/d.sock", "/s"), "/dev/shm/not-yet/a/d.shims");
+  EXPECT_EQ(Parse({"--socket", "/dev/shm/x/torchxd.sock", "--state-dir", "/s"}, {}).config->run_dir,
+            "/dev/shm/x/torchxd.shims");
+  if (::statfs("/", &st) == 0 && st.f_type != 0x01021994) {
+    EXPECT_EQ(DefaultRunDir("/var/x/d.sock", "/s"), "/s/shims");
+  }
+  EXPECT_EQ(Parse({"--socket", "/dev/shm/x/torchxd.sock", "--run-dir", "/r"}, {}).config->run_dir, "/r");
 }
 
 TEST(DaemonConfigTest, ConfigFileIsReadAndFlagsBeatIt) {
