@@ -383,20 +383,35 @@ Result<void> Server::Listen(const std::string& path, std::optional<gid_t> group)
   }
   // Bound here rather than with uv_pipe_bind, which unlinks the path when the
   // handle closes: the daemon decides when the path goes (not on a restart,
-  // where the next image keeps listening on the same socket).
+  // where the next image keeps listening on the same socket). Bound under a
+  // temporary name and renamed into place once listening, so the path never
+  // exists without answering (a client that sees it can connect).
+  std::string bound = path + ".new";
+  if (bound.size() >= sizeof(sockaddr_un{}.sun_path)) bound = path;  // no room: bind in place
   UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!fd.valid()) return Fail(Error::Io(std::string("socket: ") + strerror(errno)));
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
-  std::memcpy(addr.sun_path, path.c_str(), path.size());
+  std::memcpy(addr.sun_path, bound.c_str(), bound.size());
+  if (bound != path) ::unlink(bound.c_str());  // a leftover of a daemon that died here
   mode_t old = ::umask(0177);  // the socket is created 0600
   int rc = ::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
   ::umask(old);
-  if (rc != 0) return Fail(Error::Io("bind " + path + ": " + strerror(errno)));
-  if (group && (::chown(path.c_str(), 0, *group) != 0 || ::chmod(path.c_str(), 0660) != 0)) {
-    return Fail(Error::Io("chown/chmod " + path + ": " + strerror(errno)));
+  if (rc != 0) return Fail(Error::Io("bind " + bound + ": " + strerror(errno)));
+  auto drop = [&](const std::string& what) {
+    std::string why = what + " " + bound + ": " + strerror(errno);
+    if (bound != path) ::unlink(bound.c_str());
+    return Fail(Error::Io(why));
+  };
+  if (group && (::chown(bound.c_str(), 0, *group) != 0 || ::chmod(bound.c_str(), 0660) != 0)) {
+    return drop("chown/chmod");
   }
-  return Adopt(fd.release());
+  if (auto ok = Adopt(fd.release()); !ok) {
+    if (bound != path) ::unlink(bound.c_str());
+    return ok;
+  }
+  if (bound != path && ::rename(bound.c_str(), path.c_str()) != 0) return drop("rename to " + path + ":");
+  return {};
 }
 
 Result<void> Server::Adopt(int fd) {
