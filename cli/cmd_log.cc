@@ -62,6 +62,25 @@ struct Printer {
   }
 };
 
+// One `log` call printed by `printer`; across a daemon restart it resumes from the cursors seen.
+int ReadLogs(const ConnectOptions& connect, const CliContext& ctx, std::optional<DaemonClient> client,
+             const json& params, Printer& printer) {
+  LogCursors cursors;
+  auto done = CallAcrossRestarts(
+      connect, ctx, std::move(client), "log",
+      [&] {
+        json p = params;
+        cursors.AddTo(p);
+        return p;
+      },
+      [&](const json& e) {
+        printer.Event(e);
+        cursors.Note(e);
+      });
+  if (!done) return ReportCallError(ctx, done.error());
+  return kExitOk;
+}
+
 }  // namespace
 
 Result<int64_t> ParseLogTime(const std::string& text, int64_t now_ms) {
@@ -136,39 +155,13 @@ int CmdLog(const GlobalArgs& global, const LogArgs& args, const CliContext& ctx)
   auto client = ConnectToDaemon(connect, ctx);
   if (!client) return ReportError(ctx, client.error().message, kExitNoDaemon);
   Printer printer{ctx, *ctx.out, ctx.color, args.timestamps, args.json};
-  LogCursors cursors;
-  auto done = CallAcrossRestarts(
-      connect, ctx, std::move(*client), "log",
-      [&] {
-        json p = params;
-        cursors.AddTo(p);
-        return p;
-      },
-      [&](const json& e) {
-        printer.Event(e);
-        cursors.Note(e);
-      });
-  if (!done) return ReportCallError(ctx, done.error());
-  return kExitOk;
+  return ReadLogs(connect, ctx, std::move(*client), params, printer);
 }
 
 int StreamLogs(const GlobalArgs& global, const std::string& handle, const CliContext& ctx) {
   bool err_tty = ::isatty(STDERR_FILENO) == 1;
   Printer printer{ctx, *ctx.err, err_tty, false, false};
-  LogCursors cursors;
-  auto done = CallAcrossRestarts(
-      {global.socket, true}, ctx, std::nullopt, "log",
-      [&] {
-        json p = {{"app_handle", handle}, {"follow", true}};
-        cursors.AddTo(p);
-        return p;
-      },
-      [&](const json& e) {
-        printer.Event(e);
-        cursors.Note(e);
-      });
-  if (!done) return ReportCallError(ctx, done.error());
-  return kExitOk;
+  return ReadLogs({global.socket, true}, ctx, std::nullopt, {{"app_handle", handle}, {"follow", true}}, printer);
 }
 
 }  // namespace torchxd::cli

@@ -124,7 +124,7 @@ void AppRunner::Dispatch(size_t index, SlotEvent event) {
   ++dispatch_depth_;
   ReplicaState shown = s.info.state;
   s.state = t.next;
-  Perform(index, t.action, event);
+  Perform(index, t.action);
   s.info.state = ShownState(s.state, s.info.pid.has_value());
   --dispatch_depth_;
   bool exited = event == SlotEvent::kExitOk || event == SlotEvent::kExitFailed || event == SlotEvent::kExitFinal ||
@@ -136,7 +136,7 @@ void AppRunner::Dispatch(size_t index, SlotEvent event) {
   }
 }
 
-void AppRunner::Perform(size_t index, SlotAction action, SlotEvent event) {
+void AppRunner::Perform(size_t index, SlotAction action) {
   Slot& s = *slots_[index];
   switch (action) {
     case SlotAction::kNone:
@@ -179,7 +179,6 @@ void AppRunner::Perform(size_t index, SlotAction action, SlotEvent event) {
     case SlotAction::kFail:
       return Fail(index);
   }
-  (void)event;
 }
 
 void AppRunner::Spawn(size_t index) {

@@ -118,7 +118,7 @@ class AppRunner {
 
   // Feeds one event to a slot: looks up its transition and performs the action.
   void Dispatch(size_t index, SlotEvent event);
-  void Perform(size_t index, SlotAction action, SlotEvent event);
+  void Perform(size_t index, SlotAction action);
   void Spawn(size_t index);
   void Attach(size_t index);
   ReplicaCallbacks Callbacks(size_t index);
