@@ -53,6 +53,12 @@ class Podman : public ::testing::Environment {
 
   void SetUp() override {
     instance = this;
+    // What a killed earlier run left (its service died with it).
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(fs::temp_directory_path(), ec)) {
+      std::string name = e.path().filename().string();
+      if (name.rfind("txdocker_", 0) == 0 && !fs::exists("/proc/" + name.substr(9))) fs::remove_all(e.path(), ec);
+    }
     skip_reason = service_.Start(fs::temp_directory_path() / ("txdocker_" + std::to_string(::getpid())));
     dir = service_.dir;
     socket = service_.socket;

@@ -4,6 +4,14 @@
 // storage, a private network config dir) on a socket in `dir`, with a busybox
 // image imported from busybox-static (no registry). Start() returns "" or why
 // podman cannot run here.
+//
+// The service runs in its own network and mount namespaces: podman 4.3 keeps
+// aardvark-dns state in the fixed /run/containers/networks and names bridges
+// podmanN host-wide, so two suites on one machine (or one killed mid-test)
+// would otherwise share and poison each other's container DNS. Here the
+// bridges, veths, netns files and aardvark state live and die with the
+// service. Everything after Start() therefore talks to the service's socket
+// (RemoteCommand), never to podman's local mode.
 #ifndef TORCHXD_TESTS_DOCKER_PODMAN_SERVICE_H_
 #define TORCHXD_TESTS_DOCKER_PODMAN_SERVICE_H_
 
@@ -16,6 +24,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -57,19 +66,25 @@ class PodmanService {
     Output imported = RunShell(build, (dir / "import.err").string());
     if (imported.exit_code != 0) return "podman cannot import an image here: " + imported.err.substr(0, 300);
     socket = (dir / "podman.sock").string();
+    if (RunShell("command -v unshare && command -v setpriv && command -v ip", (dir / "tools.err").string())
+            .exit_code != 0)
+      return "unshare, setpriv or ip is missing (apt-get install util-linux iproute2)";
+    std::string inside = "set -e; ip link set lo up; mkdir -p /run/containers/networks /run/netns; "
+                         "mount -t tmpfs torchxd-test /run/containers/networks; mount -t tmpfs torchxd-test /run/netns; "
+                         "exec " +
+                         Command() + " system service --time=0 unix://" + socket;
     std::vector<std::string> argv = {"/bin/sh", "-c",
                                      // pdeathsig: a killed test takes its engine along
-                                     "exec setpriv --pdeathsig TERM " + Command() + " system service --time=0 unix://" +
-                                         socket + " 2>" +
-                                         Quote((dir / "service.log").string())};
+                                     "exec setpriv --pdeathsig TERM unshare --mount --net --propagation private sh -c " +
+                                         Quote(inside) + " 2>" + Quote((dir / "service.log").string())};
     std::vector<char*> args;
     for (auto& a : argv) args.push_back(a.data());
     args.push_back(nullptr);
     if (::posix_spawn(&pid_, "/bin/sh", nullptr, nullptr, args.data(), environ) != 0) return "cannot spawn podman";
     for (int i = 0; i < 300 && !fs::exists(socket); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    if (!fs::exists(socket)) return "podman system service did not start";
+    if (!fs::exists(socket)) return "podman system service did not start: " + Slurp(dir / "service.log").substr(0, 300);
     // A trial container proves the runtime works here (cgroups, network).
-    Output trial = RunShell(Command() + " run --rm --network none " + kBusyboxImage + " true",
+    Output trial = RunShell(RemoteCommand() + " run --rm --network none " + kBusyboxImage + " true",
                             (dir / "trial.err").string());
     if (trial.exit_code != 0) return "podman cannot run a container here: " + trial.err.substr(0, 300);
     return "";
@@ -77,7 +92,7 @@ class PodmanService {
 
   void Stop() {
     if (pid_ > 0) {
-      RunShell(Command() + " rm -af -t 0 >/dev/null", (dir / "rm.err").string());
+      RunShell(RemoteCommand() + " rm -af -t 0 >/dev/null", (dir / "rm.err").string());
       ::kill(pid_, SIGTERM);
       ::waitpid(pid_, nullptr, 0);
       pid_ = -1;
@@ -87,12 +102,21 @@ class PodmanService {
     std::filesystem::remove_all(dir, ec);
   }
 
+  // Through the running service, inside its namespaces.
+  std::string RemoteCommand() const { return "podman --remote --url unix://" + socket; }
+
+  // Local mode: only before the service starts and after it stopped.
   std::string Command() const {
     return "podman --root " + Quote((dir / "root").string()) + " --runroot " + Quote((dir / "runroot").string()) +
            " --storage-driver vfs";
   }
 
  private:
+  static std::string Slurp(const std::filesystem::path& p) {
+    std::ifstream in(p);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+
   pid_t pid_ = -1;
 };
 
