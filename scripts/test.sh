@@ -4,11 +4,12 @@
 # (torchxd-shim stays static and plain) and runs the same suite there.
 # The local_docker tests also need a Docker-API engine: podman with runc
 # (aardvark-dns for container names, iptables for netavark's bridge) and a
-# busybox-static rootfs for their image.
+# busybox-static rootfs for their image; unshare (util-linux) and ip (iproute2)
+# give that engine its own network and mount namespaces.
 #   TORCHXD_SANITIZERS=0 scripts/test.sh   # the plain build only
 set -euo pipefail
 cd "$(dirname "$0")/.."
-EXTRA_PACKAGES="podman runc aardvark-dns netavark iptables busybox-static uidmap openssl ${EXTRA_PACKAGES:-}" scripts/setup.sh
+EXTRA_PACKAGES="podman runc aardvark-dns netavark iptables iproute2 busybox-static uidmap openssl ${EXTRA_PACKAGES:-}" scripts/setup.sh
 ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j"$(nproc)"
 if [[ ${TORCHXD_SANITIZERS:-1} != 0 ]]; then
   BUILD_DIR=build-asan CMAKE_ARGS=-DTORCHXD_SANITIZE=ON scripts/setup.sh
