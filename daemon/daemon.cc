@@ -227,6 +227,7 @@ void Daemon::CommitStore() {
   }
   if (resyncing && ok) {
     resync_pending_ = false;
+    store_->Rewritten();
     if (store_failing_) spdlog::info("store writes work again; every app's state was written");
     store_failing_ = false;
   }

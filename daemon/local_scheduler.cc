@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -119,6 +120,17 @@ Result<void> LocalScheduler::Load(const std::vector<StoredApp>& stored) {
                       : "torchxd stopped unexpectedly and cannot resume the app";
     app->ended_ms = core::UnixNowMs();
     Persist(*app);
+  }
+  if (!options_.run_dir.empty()) {
+    std::set<std::string> running;
+    for (const auto& [key, rec] : apps_) {
+      for (const auto& r : rec->replicas) {
+        if (!core::IsTerminal(r.state) && !r.monitor.run_dir.empty()) running.insert(r.monitor.run_dir);
+      }
+    }
+    for (const auto& path : supervisor::SweepRunDirs(options_.run_dir, running)) {
+      spdlog::warn("a torchxd-shim no stored attempt knows still runs; left alone run_dir={}", path);
+    }
   }
   budget_->Enforce();  // the budget may have shrunk since the last run
   // Off the loop; the thread owns a share of the count, so it never writes into a gone scheduler.
@@ -478,6 +490,7 @@ supervisor::AppOptions LocalScheduler::RunnerOptions(const AppRecord& app, std::
   opts.process.run_dir = options_.run_dir;
   opts.process.log_max_bytes = app.log_max_bytes;
   opts.process.keep = options_.live_restore;
+  opts.process.when_stored = [store = store_](std::function<void()> fn) { store->WhenStored(std::move(fn)); };
   if (app.scheduler == "local_docker") opts.runtime = containers_.get();
   return opts;
 }
@@ -545,6 +558,12 @@ void LocalScheduler::OnAttemptStarting(supervisor::AppRunner& runner,
     app->logs.emplace(key, std::move(*writer));
   }
   app->logs.at(key).BeginAttempt(r.attempt, core::UnixNowMs());
+}
+
+void LocalScheduler::OnAttemptsRecorded(supervisor::AppRunner&) {
+  // A failure is the store's to report and repair (the daemon writes every
+  // app again once commits work); the attempts start anyway.
+  (void)store_->Commit();
 }
 
 void LocalScheduler::OnReplicaChanged(supervisor::AppRunner& runner,

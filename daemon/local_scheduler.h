@@ -83,6 +83,7 @@ class LocalScheduler : public Scheduler, public supervisor::AppRunnerObserver {
                 uint64_t lost_bytes) override;
   void OnReplicaStreamsClosed(supervisor::AppRunner& app, const supervisor::ReplicaInfo& r) override;
   void OnAppChanged(supervisor::AppRunner& app) override;
+  void OnAttemptsRecorded(supervisor::AppRunner& app) override;
 
  private:
   using Key = std::pair<std::string, std::string>;  // scheduler, app_id

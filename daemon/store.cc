@@ -133,7 +133,11 @@ Result<void> Store::Commit() {
   if (!in_transaction_) return {};
   in_transaction_ = false;
   auto committed = Exec("COMMIT");
-  if (committed) return {};
+  if (committed) {
+    if (!awaiting_rewrite_) RunStored();
+    return {};
+  }
+  awaiting_rewrite_ = true;
   // Whether or not sqlite already rolled back (it does on a full disk), the
   // turn's writes are gone: the owners of that state must write it again.
   if (sqlite3_get_autocommit(db_) == 0) (void)Exec("ROLLBACK");
@@ -146,6 +150,23 @@ void Store::Rollback() {
   in_transaction_ = false;
   if (sqlite3_get_autocommit(db_) == 0) (void)Exec("ROLLBACK");
   lost_writes_ = true;
+  awaiting_rewrite_ = true;
+}
+
+void Store::WhenStored(std::function<void()> fn) {
+  if (!in_transaction_ && !awaiting_rewrite_) return fn();
+  when_stored_.push_back(std::move(fn));
+}
+
+void Store::Rewritten() {
+  awaiting_rewrite_ = false;
+  if (!in_transaction_) RunStored();
+}
+
+void Store::RunStored() {
+  std::vector<std::function<void()>> ready;
+  ready.swap(when_stored_);
+  for (auto& fn : ready) fn();
 }
 
 bool Store::TakeLostWrites() {

@@ -17,6 +17,7 @@
 #include <sqlite3.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -58,6 +59,13 @@ class Store {
   // Abandons the open transaction (a write of it failed); its writes are lost as above.
   void Rollback();
   bool TakeLostWrites();
+  // Runs `fn` once everything written so far is durable: at once when nothing
+  // is pending, else after the next commit that succeeds while no failed one
+  // awaits its rewrite (see Rewritten). What must not outlive a record that
+  // was never stored waits here (an attempt's run directory and exit.json).
+  void WhenStored(std::function<void()> fn);
+  // Every app was written again after a failed commit, and committed.
+  void Rewritten();
 
   static constexpr int kSchemaVersion = 1;
 
@@ -74,8 +82,12 @@ class Store {
   sqlite3_stmt* put_app_ = nullptr;
   sqlite3_stmt* put_replica_ = nullptr;
   sqlite3_stmt* add_event_ = nullptr;
+  void RunStored();
+
   bool in_transaction_ = false;
   bool lost_writes_ = false;
+  bool awaiting_rewrite_ = false;
+  std::vector<std::function<void()>> when_stored_;
 };
 
 }  // namespace torchxd::daemon

@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/app_status.h"
+#include "supervisor/crash_point.h"
 
 namespace torchxd::supervisor {
 
@@ -73,9 +74,21 @@ void AppRunner::Start() {
   state_ = core::AppState::kRunning;
   observer_->OnAppChanged(*this);
   ++dispatch_depth_;
+  defer_starts_ = true;
   for (size_t i = 0; i < slots_.size(); ++i) Dispatch(i, SlotEvent::kStart);
+  StartDeferred();
   --dispatch_depth_;
   CheckDone();
+}
+
+void AppRunner::StartDeferred() {
+  defer_starts_ = false;
+  if (deferred_starts_.empty()) return;
+  std::vector<size_t> starts;
+  starts.swap(deferred_starts_);
+  observer_->OnAttemptsRecorded(*this);
+  CrashPoint("after_intent");
+  for (size_t i : starts) StartRecorded(i);
 }
 
 void AppRunner::Adopt(const std::vector<ReplicaInfo>& previous,
@@ -84,6 +97,7 @@ void AppRunner::Adopt(const std::vector<ReplicaInfo>& previous,
   state_ = core::AppState::kRunning;
   observer_->OnAppChanged(*this);
   ++dispatch_depth_;
+  defer_starts_ = true;
   for (size_t i = 0; i < slots_.size(); ++i) {
     Slot& s = *slots_[i];
     for (const auto& p : previous) {
@@ -109,6 +123,7 @@ void AppRunner::Adopt(const std::vector<ReplicaInfo>& previous,
     adopt_bytes_ = i < stored_bytes.size() ? stored_bytes[i] : std::pair<uint64_t, uint64_t>{0, 0};
     Dispatch(i, SlotEvent::kAdopt);
   }
+  StartDeferred();
   --dispatch_depth_;
   CheckDone();
 }
@@ -143,6 +158,9 @@ void AppRunner::Perform(size_t index, SlotAction action) {
     case SlotAction::kInvalid:
       return;
     case SlotAction::kSpawn:
+      return Spawn(index);
+    case SlotAction::kRespawn:
+      s.info.attempt -= 1;  // the same attempt: it never ran
       return Spawn(index);
     case SlotAction::kAttach:
       return Attach(index);
@@ -194,6 +212,14 @@ void AppRunner::Spawn(size_t index) {
   s.info.monitor = runtime_->Prepare();
   observer_->OnAttemptStarting(*this, s.info);
   observer_->OnReplicaChanged(*this, s.info);  // recorded (with where its monitor will be) before it starts
+  if (defer_starts_) return deferred_starts_.push_back(index);
+  observer_->OnAttemptsRecorded(*this);
+  CrashPoint("after_intent");
+  StartRecorded(index);
+}
+
+void AppRunner::StartRecorded(size_t index) {
+  Slot& s = *slots_[index];
   s.process = runtime_->Start(s.request, s.info.attempt, s.info.monitor, Callbacks(index));
 }
 
@@ -239,6 +265,7 @@ void AppRunner::OnSlotExit(size_t index, const ReplicaExit& exit) {
   // A stop was on its way: unless the monitor knows it ended before the stop
   // reached it (e.g. both ended while no daemon watched), the stop ended it.
   if (IsStopping(s.state) && !exit.on_its_own) event = SlotEvent::kStopped;
+  if (exit.never_started) event = SlotEvent::kNeverStarted;
   Dispatch(index, event);
 }
 

@@ -78,6 +78,10 @@ class AppRunnerObserver {
   virtual void OnLogged(AppRunner& app, const ReplicaInfo& replica, uint64_t disk_bytes, uint64_t lost_bytes) = 0;
   virtual void OnReplicaStreamsClosed(AppRunner& app, const ReplicaInfo& replica) = 0;
   virtual void OnAppChanged(AppRunner& app) = 0;  // state, msg or num_restarts changed
+  // The attempts recorded (OnReplicaChanged) since the last call are about to
+  // start: their records must be durable when this returns, so that a daemon
+  // that dies right after finds every attempt it started, and its monitor.
+  virtual void OnAttemptsRecorded(AppRunner& app) = 0;
 };
 
 // Capped exponential backoff: initial * 2^(n-1), at most max, plus up to 10% jitter.
@@ -120,6 +124,8 @@ class AppRunner {
   void Dispatch(size_t index, SlotEvent event);
   void Perform(size_t index, SlotAction action);
   void Spawn(size_t index);
+  void StartRecorded(size_t index);
+  void StartDeferred();  // the attempts Spawn recorded while starts were deferred
   void Attach(size_t index);
   ReplicaCallbacks Callbacks(size_t index);
   void OnSlotStarted(size_t index, int pid);
@@ -151,6 +157,10 @@ class AppRunner {
   std::vector<size_t> restart_group_;  // slots to restart once all of them stopped
   int restart_group_number_ = 0;
   int dispatch_depth_ = 0;
+  // While the app starts (or is adopted) every attempt is recorded first and
+  // all are made durable with one store commit before any is started.
+  bool defer_starts_ = false;
+  std::vector<size_t> deferred_starts_;
   bool cleanup_after_cancel_ = false;
   // What the event being dispatched carries.
   int started_pid_ = 0;

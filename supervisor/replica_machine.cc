@@ -19,49 +19,53 @@ constexpr std::array<std::array<SlotTransition, kSlotEvents>, kSlotStates> kTabl
     // kIdle
     {T(S::kStarting, A::kSpawn), T(S::kRunning, A::kAttach), X(kIdle), X(kIdle), X(kIdle), X(kIdle), X(kIdle),
      T(S::kCancelled, A::kCancelled), T(S::kCancelled, A::kCancelledBySibling), KEEP(kGrouped), X(kIdle),
-     X(kIdle), KEEP(kIdle)},
+     X(kIdle), KEEP(kIdle), X(kIdle)},
     // kStarting
     {X(kStarting), X(kStarting), T(S::kRunning, A::kRecordPid), T(S::kSucceeded, A::kSucceed),
      T(S::kStarting, A::kDecideFailure), T(S::kFailed, A::kFail), X(kStarting),
      T(S::kStoppingCancel, A::kTerminate), T(S::kStoppingSibling, A::kTerminate),
-     T(S::kStoppingRestart, A::kTerminate), X(kStarting), X(kStarting), KEEP(kStarting)},
+     T(S::kStoppingRestart, A::kTerminate), X(kStarting), X(kStarting), KEEP(kStarting),
+     T(S::kStarting, A::kRespawn)},
     // kRunning
     {X(kRunning), X(kRunning), X(kRunning), T(S::kSucceeded, A::kSucceed), T(S::kRunning, A::kDecideFailure),
      T(S::kFailed, A::kFail), X(kRunning), T(S::kStoppingCancel, A::kTerminate),
      T(S::kStoppingSibling, A::kTerminate), T(S::kStoppingRestart, A::kTerminate), X(kRunning), X(kRunning),
-     KEEP(kRunning)},
+     KEEP(kRunning), T(S::kStarting, A::kRespawn)},
     // kStoppingCancel: whatever ends it, the app was cancelled
     {X(kStoppingCancel), X(kStoppingCancel), T(S::kStoppingCancel, A::kRecordPidAndStop),
      T(S::kCancelled, A::kCancelled), T(S::kCancelled, A::kCancelled), T(S::kCancelled, A::kCancelled),
      T(S::kCancelled, A::kCancelled), KEEP(kStoppingCancel), KEEP(kStoppingCancel), KEEP(kStoppingCancel),
-     X(kStoppingCancel), X(kStoppingCancel), T(S::kStoppingCancel, A::kKill)},
+     X(kStoppingCancel), X(kStoppingCancel), T(S::kStoppingCancel, A::kKill), T(S::kCancelled, A::kCancelled)},
     // kStoppingSibling: an exit known to be its own keeps its outcome (the app fails anyway)
     {X(kStoppingSibling), X(kStoppingSibling), T(S::kStoppingSibling, A::kRecordPidAndStop),
      T(S::kSucceeded, A::kSucceed), T(S::kFailed, A::kFail), T(S::kFailed, A::kFail),
      T(S::kCancelled, A::kCancelledBySibling), T(S::kStoppingCancel, A::kTerminate), KEEP(kStoppingSibling),
-     KEEP(kStoppingSibling), X(kStoppingSibling), X(kStoppingSibling), T(S::kStoppingSibling, A::kKill)},
+     KEEP(kStoppingSibling), X(kStoppingSibling), X(kStoppingSibling), T(S::kStoppingSibling, A::kKill),
+     T(S::kCancelled, A::kCancelledBySibling)},
     // kStoppingRestart: once it is gone it waits for its group
     {X(kStoppingRestart), X(kStoppingRestart), T(S::kStoppingRestart, A::kRecordPidAndStop),
      KEEP(kGrouped), KEEP(kGrouped), KEEP(kGrouped), KEEP(kGrouped), T(S::kStoppingCancel, A::kTerminate),
      KEEP(kStoppingSibling), KEEP(kStoppingRestart), X(kStoppingRestart), X(kStoppingRestart),
-     T(S::kStoppingRestart, A::kKill)},
+     T(S::kStoppingRestart, A::kKill), KEEP(kGrouped)},
     // kBackoff
     {X(kBackoff), X(kBackoff), X(kBackoff), X(kBackoff), X(kBackoff), X(kBackoff), X(kBackoff),
      T(S::kCancelled, A::kCancelled), T(S::kCancelled, A::kCancelledBySibling), T(S::kGrouped, A::kCancelTimer),
-     X(kBackoff), T(S::kStarting, A::kSpawn), KEEP(kBackoff)},
+     X(kBackoff), T(S::kStarting, A::kSpawn), KEEP(kBackoff), X(kBackoff)},
     // kGrouped
     {X(kGrouped), X(kGrouped), X(kGrouped), X(kGrouped), X(kGrouped), X(kGrouped), X(kGrouped),
      T(S::kCancelled, A::kCancelled), T(S::kCancelled, A::kCancelledBySibling), KEEP(kGrouped),
-     T(S::kBackoff, A::kScheduleRestart), X(kGrouped), KEEP(kGrouped)},
+     T(S::kBackoff, A::kScheduleRestart), X(kGrouped), KEEP(kGrouped), X(kGrouped)},
     // kSucceeded: an APPLICATION restart runs it again
     {X(kSucceeded), X(kSucceeded), X(kSucceeded), X(kSucceeded), X(kSucceeded), X(kSucceeded), X(kSucceeded),
-     KEEP(kSucceeded), KEEP(kSucceeded), KEEP(kGrouped), X(kSucceeded), X(kSucceeded), KEEP(kSucceeded)},
+     KEEP(kSucceeded), KEEP(kSucceeded), KEEP(kGrouped), X(kSucceeded), X(kSucceeded), KEEP(kSucceeded),
+     X(kSucceeded)},
     // kFailed
     {X(kFailed), X(kFailed), X(kFailed), X(kFailed), X(kFailed), X(kFailed), X(kFailed), KEEP(kFailed),
-     KEEP(kFailed), KEEP(kFailed), X(kFailed), X(kFailed), KEEP(kFailed)},
+     KEEP(kFailed), KEEP(kFailed), X(kFailed), X(kFailed), KEEP(kFailed), X(kFailed)},
     // kCancelled
     {X(kCancelled), X(kCancelled), X(kCancelled), X(kCancelled), X(kCancelled), X(kCancelled), X(kCancelled),
-     KEEP(kCancelled), KEEP(kCancelled), KEEP(kCancelled), X(kCancelled), X(kCancelled), KEEP(kCancelled)},
+     KEEP(kCancelled), KEEP(kCancelled), KEEP(kCancelled), X(kCancelled), X(kCancelled), KEEP(kCancelled),
+     X(kCancelled)},
 }};
 #undef X
 #undef KEEP
@@ -109,7 +113,8 @@ std::string_view SlotStateName(SlotState state) {
 std::string_view SlotEventName(SlotEvent event) {
   static constexpr std::array<std::string_view, kSlotEvents> kNames = {
       "start",  "adopt",          "started",    "exit-ok",  "exit-failed",     "exit-final",    "stopped",
-      "cancel", "sibling-failed", "group-stop", "group-go", "backoff-elapsed", "grace-elapsed"};
+      "cancel", "sibling-failed", "group-stop", "group-go", "backoff-elapsed", "grace-elapsed",
+      "never-started"};
   return kNames[static_cast<size_t>(event)];
 }
 

@@ -45,12 +45,14 @@ enum class SlotEvent : uint8_t {
   kGroupGo,         // the whole group stopped: wait the backoff
   kBackoffElapsed,
   kGraceElapsed,    // the stop's grace period is over
+  kNeverStarted,    // adopted, but the daemon stopped before starting it: nothing ran
 };
-inline constexpr int kSlotEvents = 13;
+inline constexpr int kSlotEvents = 14;
 
 enum class SlotAction : uint8_t {
   kNone,            // stays as it is
   kSpawn,           // start a new attempt
+  kRespawn,         // start the attempt that never ran again, under the same number
   kAttach,          // re-attach to the running attempt
   kRecordPid,
   kRecordPidAndStop,  // a stop asked before the pid was known reaches it now

@@ -17,7 +17,9 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <utility>
 
+#include "supervisor/crash_point.h"
 #include "supervisor/proc_info.h"
 #include "supervisor/shim_files.h"
 #include "supervisor/spawn_attr.h"
@@ -36,6 +38,10 @@ char g_read_buffer[64 * 1024];
 std::atomic<unsigned long> g_replica_nofile{0};
 
 constexpr uint64_t kHandshakeTimeoutMs = 5000;
+// How long an adopted shim that has not recorded its state yet may take to
+// open its socket (it was started just before the daemon went down).
+constexpr uint64_t kStartingShimWaitMs = 2000;
+constexpr uint64_t kStartingShimPollMs = 20;
 
 std::string RandomHex(size_t bytes) {
   unsigned char buf[32];
@@ -66,7 +72,8 @@ int HighFd(int fd) {
 void SetReplicaNofileLimit(unsigned long soft) { g_replica_nofile = soft; }
 unsigned long ReplicaNofileLimit() { return g_replica_nofile; }
 
-ReplicaProcess::ReplicaProcess(uv_loop_t* loop, Callbacks callbacks) : loop_(loop), callbacks_(std::move(callbacks)) {}
+ReplicaProcess::ReplicaProcess(uv_loop_t* loop, Callbacks callbacks, WhenStored when_stored)
+    : loop_(loop), callbacks_(std::move(callbacks)), when_stored_(std::move(when_stored)) {}
 
 ReplicaProcess::~ReplicaProcess() {
   // UvHandle closes every handle; the shim itself is left alone (see the header).
@@ -79,15 +86,15 @@ ReplicaProcess::~ReplicaProcess() {
 
 std::unique_ptr<ReplicaProcess> ReplicaProcess::Start(uv_loop_t* loop, const std::string& shim_path,
                                                       const ShimSpec& spec, const MonitorRecord& monitor,
-                                                      Callbacks callbacks) {
-  std::unique_ptr<ReplicaProcess> self(new ReplicaProcess(loop, std::move(callbacks)));
+                                                      Callbacks callbacks, WhenStored when_stored) {
+  std::unique_ptr<ReplicaProcess> self(new ReplicaProcess(loop, std::move(callbacks), std::move(when_stored)));
   self->Spawn(shim_path, spec, monitor);
   return self;
 }
 
 std::unique_ptr<ReplicaProcess> ReplicaProcess::Adopt(uv_loop_t* loop, const MonitorRecord& monitor,
-                                                      Callbacks callbacks) {
-  std::unique_ptr<ReplicaProcess> self(new ReplicaProcess(loop, std::move(callbacks)));
+                                                      Callbacks callbacks, WhenStored when_stored) {
+  std::unique_ptr<ReplicaProcess> self(new ReplicaProcess(loop, std::move(callbacks), std::move(when_stored)));
   self->Attach(monitor);
   return self;
 }
@@ -148,6 +155,7 @@ void ReplicaProcess::Spawn(const std::string& shim_path, const ShimSpec& spec, c
     return FailLater(std::string("cannot watch the replica's helper: pidfd_open: ") + strerror(e));
   }
   Send(EncodeShimSpec(spec));
+  CrashPoint("after_spawn");
 }
 
 bool ReplicaProcess::WatchPid(int pid) {
@@ -192,17 +200,34 @@ void ReplicaProcess::Attach(const MonitorRecord& monitor) {
     return FailLater("the machine restarted while the replica ran (boot id changed); its outcome is unknown", true);
   }
   dir_fd_ = ::open(run_dir_.c_str(), O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (dir_fd_ < 0) return Lost("the replica's monitor left no run directory (" + run_dir_ + "); its outcome is unknown");
-  auto ended = [&] {
-    if (!ReadShimFile(dir_fd_, kShimExitFile)) return false;
-    // A shim this process spawned before it re-executed itself is its child: reap it
-    // (waitpid on one pid never touches another's status; a stranger's pid gives ECHILD).
-    if (auto text = ReadShimFile(dir_fd_, kShimStateFile)) {
-      if (auto state = DecodeShimState(*text)) ::waitpid(static_cast<pid_t>(state->shim_pid), nullptr, WNOHANG);
-    }
-    return true;
-  };
-  if (ended()) {  // it ended while no daemon watched
+  if (dir_fd_ < 0 && errno == ENOENT) {
+    // The directory is made before the shim is started and removed only once
+    // the attempt's exit is stored: the daemon stopped between storing the
+    // attempt and starting it. Nothing ran; the attempt starts again.
+    exit_.never_started = true;
+    exit_.message = "torchxd stopped before the replica started";
+    have_status_ = true;
+    return FailLater("");
+  }
+  if (dir_fd_ < 0) return Lost("cannot open the replica's run directory " + run_dir_ + ": " + strerror(errno) +
+                                "; its outcome is unknown");
+  nonce_ = monitor.nonce;
+  adopt_started_ms_ = uv_now(loop_);
+  Connect();
+}
+
+bool ReplicaProcess::EndedUnwatched() {
+  if (!ReadShimFile(dir_fd_, kShimExitFile)) return false;
+  // A shim this process spawned before it re-executed itself is its child: reap it
+  // (waitpid on one pid never touches another's status; a stranger's pid gives ECHILD).
+  if (auto text = ReadShimFile(dir_fd_, kShimStateFile)) {
+    if (auto state = DecodeShimState(*text)) ::waitpid(static_cast<pid_t>(state->shim_pid), nullptr, WNOHANG);
+  }
+  return true;
+}
+
+void ReplicaProcess::Connect() {
+  if (EndedUnwatched()) {  // it ended while no daemon watched
     shim_exited_ = true;
     return FailLater("");  // MaybeFinish reads exit.json
   }
@@ -217,14 +242,27 @@ void ReplicaProcess::Attach(const MonitorRecord& monitor) {
   // The pidfd is taken after the connection: if the peer died in between, the hello goes unanswered.
   if (!connected || !WatchPid(cred.pid)) {
     if (fd >= 0) ::close(fd);
-    if (ended()) {
+    if (EndedUnwatched()) {
       shim_exited_ = true;
       return FailLater("");
+    }
+    // A shim started just before the daemon went down may not listen yet:
+    // it records its state only after it does, so wait for it a little.
+    if (!ReadShimFile(dir_fd_, kShimStateFile) && uv_now(loop_) - adopt_started_ms_ < kStartingShimWaitMs) {
+      defer_ = NewUvHandle<uv_timer_t>(this);
+      uv_timer_init(loop_, defer_.get());
+      uv_timer_start(
+          defer_.get(),
+          [](uv_timer_t* t) {
+            if (auto* self = static_cast<ReplicaProcess*>(t->data)) self->Connect();
+          },
+          kStartingShimPollMs, 0);
+      return;
     }
     return Lost("the replica's monitor (torchxd-shim) is gone and recorded no exit; its outcome is unknown");
   }
   OpenControl(fd);
-  Send("hello " + std::to_string(kShimControlVersion) + " " + monitor.nonce + "\n");
+  Send("hello " + std::to_string(kShimControlVersion) + " " + nonce_ + "\n");
   handshake_timer_ = NewUvHandle<uv_timer_t>(this);
   uv_timer_init(loop_, handshake_timer_.get());
   uv_timer_start(
@@ -371,28 +409,37 @@ void ReplicaProcess::MaybeFinish() {
     exit.final = true;
     exit.message = "the replica's monitor (torchxd-shim) ended without recording its exit; its outcome is unknown";
   }
-  RemoveRunDir();
-  // The owner may destroy `this` in on_exit: call through a local copy, touch nothing after.
+  // The run directory goes only once the exit on_exit records is stored: a
+  // daemon that dies before finds exit.json again. The owner may destroy
+  // `this` in on_exit: everything after it works on local copies.
+  int dir_fd = std::exchange(dir_fd_, -1);
+  auto remove = [dir_fd, run_dir = run_dir_] {
+    CrashPoint("after_exit_stored");
+    RemoveRunDir(dir_fd, run_dir);
+  };
+  WhenStored when_stored = when_stored_;
   auto on_exit = std::move(callbacks_.on_exit);
   if (on_exit) on_exit(exit);
+  CrashPoint("after_exit_read");
+  if (when_stored) return when_stored(std::move(remove));
+  remove();
 }
 
-void ReplicaProcess::RemoveRunDir() {
-  if (dir_fd_ < 0) return;
-  if (int fd = ::dup(dir_fd_); fd >= 0) {
+void RemoveRunDir(int dir_fd, const std::string& run_dir) {
+  if (dir_fd < 0) return;
+  if (int fd = ::dup(dir_fd); fd >= 0) {
     if (DIR* d = ::fdopendir(fd)) {
       // Only names in this directory: a link there is removed, never followed.
       while (struct dirent* e = ::readdir(d)) {
-        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) ::unlinkat(dir_fd_, e->d_name, 0);
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) ::unlinkat(dir_fd, e->d_name, 0);
       }
       ::closedir(d);
     } else {
       ::close(fd);
     }
   }
-  ::close(dir_fd_);
-  dir_fd_ = -1;
-  ::rmdir(run_dir_.c_str());
+  ::close(dir_fd);
+  ::rmdir(run_dir.c_str());
 }
 
 void ReplicaProcess::Terminate(double grace_seconds) {
@@ -407,6 +454,39 @@ void ReplicaProcess::Kill() {
   if (shim_exited_) return;
   if (control_open_ && ready_) return Send("kill\n");
   if (pidfd_ >= 0 && ready_) ::syscall(SYS_pidfd_send_signal, pidfd_, SIGUSR1, nullptr, 0);
+}
+
+std::vector<std::string> SweepRunDirs(const std::string& root, const std::set<std::string>& referenced) {
+  std::vector<std::string> live;
+  DIR* d = ::opendir(root.c_str());
+  if (d == nullptr) return live;
+  std::vector<std::string> names;
+  while (struct dirent* e = ::readdir(d)) {
+    if (e->d_name[0] != '.') names.push_back(e->d_name);
+  }
+  ::closedir(d);
+  for (const auto& name : names) {
+    std::string path = root + "/" + name;
+    if (referenced.count(path) != 0) continue;
+    int dir_fd = ::open(path.c_str(), O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dir_fd < 0) continue;  // not a directory of ours
+    bool answers = false;
+    if (!ReadShimFile(dir_fd, kShimExitFile)) {
+      int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+      struct sockaddr_un addr {};
+      addr.sun_family = AF_UNIX;
+      std::snprintf(addr.sun_path, sizeof(addr.sun_path), "/proc/self/fd/%d/%s", dir_fd, kShimSocket);
+      answers = fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+      if (fd >= 0) ::close(fd);
+    }
+    if (answers) {
+      ::close(dir_fd);
+      live.push_back(path);
+      continue;
+    }
+    RemoveRunDir(dir_fd, path);
+  }
+  return live;
 }
 
 MonitorRecord ProcessRuntime::Prepare() {
@@ -441,12 +521,12 @@ std::unique_ptr<ReplicaHandle> ProcessRuntime::Start(const core::ReplicaRequest&
   spec.attempt = std::max(1, attempt);
   spec.nonce = monitor.nonce;
   spec.keep = options_.keep;
-  return ReplicaProcess::Start(loop_, options_.shim_path, spec, monitor, std::move(callbacks));
+  return ReplicaProcess::Start(loop_, options_.shim_path, spec, monitor, std::move(callbacks), options_.when_stored);
 }
 
 std::unique_ptr<ReplicaHandle> ProcessRuntime::Adopt(const core::ReplicaRequest&, int, const MonitorRecord& monitor,
                                                      uint64_t, uint64_t, ReplicaCallbacks callbacks) {
-  return ReplicaProcess::Adopt(loop_, monitor, std::move(callbacks));
+  return ReplicaProcess::Adopt(loop_, monitor, std::move(callbacks), options_.when_stored);
 }
 
 }  // namespace torchxd::supervisor

@@ -12,7 +12,8 @@
 // by pidfd, and it answers the attempt's nonce. An attempt that ended while
 // no daemon watched is read from exit.json. Nothing unverified is signaled.
 // The exit always comes from exit.json when there is one (the same path for
-// adopted and spawned shims), then the run directory is removed.
+// adopted and spawned shims); the run directory is removed once the daemon
+// stored the exit (WhenStored), so a daemon that dies in between finds it.
 //
 // Rules:
 //  - OnExit is the last callback; the owner may destroy the object in it.
@@ -36,14 +37,20 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/uv_handle.h"
 #include "supervisor/replica_runtime.h"
 #include "supervisor/shim_protocol.h"
 
 namespace torchxd::supervisor {
+
+// Runs a function once the daemon's records so far are durable (the store's
+// WhenStored); unset = at once.
+using WhenStored = std::function<void(std::function<void()>)>;
 
 class ReplicaProcess : public ReplicaHandle {
  public:
@@ -52,17 +59,21 @@ class ReplicaProcess : public ReplicaHandle {
   // Never returns null: a failure to start the shim is reported through
   // on_exit (spawn_failed) on a later loop iteration.
   static std::unique_ptr<ReplicaProcess> Start(uv_loop_t* loop, const std::string& shim_path, const ShimSpec& spec,
-                                               const MonitorRecord& monitor, Callbacks callbacks);
-  static std::unique_ptr<ReplicaProcess> Adopt(uv_loop_t* loop, const MonitorRecord& monitor, Callbacks callbacks);
+                                               const MonitorRecord& monitor, Callbacks callbacks,
+                                               WhenStored when_stored = {});
+  static std::unique_ptr<ReplicaProcess> Adopt(uv_loop_t* loop, const MonitorRecord& monitor, Callbacks callbacks,
+                                               WhenStored when_stored = {});
   ~ReplicaProcess() override;
 
   void Terminate(double grace_seconds) override;
   void Kill() override;
 
  private:
-  ReplicaProcess(uv_loop_t* loop, Callbacks callbacks);
+  ReplicaProcess(uv_loop_t* loop, Callbacks callbacks, WhenStored when_stored);
   void Spawn(const std::string& shim_path, const ShimSpec& spec, const MonitorRecord& monitor);
   void Attach(const MonitorRecord& monitor);
+  void Connect();          // to an adopted shim's socket; retried while it may still be starting
+  bool EndedUnwatched();   // exit.json is there: it ended while no daemon watched
   bool WatchPid(int pid);
   void OpenControl(int fd);
   void Send(const std::string& line);
@@ -72,13 +83,13 @@ class ReplicaProcess : public ReplicaHandle {
   void MaybeFinish();
   void FailLater(std::string message, bool final = false);
   void Lost(const std::string& message);
-  void RemoveRunDir();
 
   static void OnRead(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf);
   static void OnAlloc(uv_handle_t* handle, size_t suggested, uv_buf_t* buf);
 
   uv_loop_t* loop_;
   Callbacks callbacks_;
+  WhenStored when_stored_;
   UvHandle<uv_poll_t> exit_watch_;  // the shim's pidfd
   int pid_ = -1;
   int pidfd_ = -1;
@@ -88,6 +99,8 @@ class ReplicaProcess : public ReplicaHandle {
   std::string control_buffer_;
   std::string run_dir_;
   int dir_fd_ = -1;
+  std::string nonce_;               // what an adopted shim must be greeted with
+  uint64_t adopt_started_ms_ = 0;
   bool adopted_ = false;
   bool ready_ = true;         // false while an adopted shim has not answered hello
   bool shim_exited_ = false;
@@ -97,6 +110,18 @@ class ReplicaProcess : public ReplicaHandle {
   ReplicaExit exit_;          // from the control channel
   bool have_status_ = false;
 };
+
+// Removes an attempt's run directory: only the names in it (a link there is
+// removed, never followed), then the directory. Closes `dir_fd`.
+void RemoveRunDir(int dir_fd, const std::string& run_dir);
+
+// Clears `root` (the daemon's run directory) of the attempts' run directories
+// no running attempt refers to (`referenced`): what a crash between storing
+// an exit and removing its directory, or a lost store, leaves. A directory is
+// removed when its shim recorded its exit or no longer answers; a shim that
+// still answers is left alone (without its nonce it cannot be verified, and
+// nothing unverified is signaled): its path is returned.
+std::vector<std::string> SweepRunDirs(const std::string& root, const std::set<std::string>& referenced);
 
 // The daemon raises its own limit of open files (each replica costs it a few
 // fds); replicas get the limit it started with (0 = leave theirs alone).
@@ -109,6 +134,7 @@ struct ProcessRuntimeOptions {
   std::string run_dir;           // where attempts' run directories go ("" = none)
   uint64_t log_max_bytes = 0;    // per stream
   bool keep = false;             // live-restore
+  WhenStored when_stored;        // an attempt's run directory goes only once its exit is stored
 };
 
 // The process runtime: each attempt under torchxd-shim, optionally as another user.

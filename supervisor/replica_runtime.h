@@ -35,6 +35,7 @@ struct ReplicaExit {
   std::optional<int> signal;      // killed by a signal
   std::optional<int64_t> ended_ms;  // when it ended, if known better than "now" (while the daemon was down)
   bool on_its_own = false;        // known to have ended before any stop reached it
+  bool never_started = false;     // adopted, but the daemon stopped before starting it: nothing ran
   bool Succeeded() const { return !spawn_failed && exit_code == 0; }
 };
 

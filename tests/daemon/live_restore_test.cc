@@ -137,6 +137,60 @@ TEST_F(LiveRestoreTest, AnExitWhileTheDaemonIsDownIsReportedWithItsRealCodeAndSi
   EXPECT_EQ(Replica(st, "segv", 0)["error_message"], "killed by signal 11");
 }
 
+TEST_F(LiveRestoreTest, ACrashAtEachCommitStepLosesNothingRunsNothingTwiceAndLeavesNothing) {
+  for (const char* step : {"after_intent", "after_spawn", "after_exit_read", "after_exit_stored"}) {
+    SCOPED_TRACE(step);
+    fs::path pids = dir_ / (std::string(step) + ".pids");
+    ::setenv("TORCHXD_CRASH_AT", step, 1);
+    StartLive();
+    ::unsetenv("TORCHXD_CRASH_AT");  // the replica's environment is the test's
+    auto submitted = Call("run", {{"app", App(step, {FakeRole("w", {"--pidfile", pids.string(), "--sleep", "0.5",
+                                                                     "--exit", "3"})})},
+                                  {"cwd", dir_.string()},
+                                  {"env", {{"PATH", "/usr/bin:/bin"}}}});
+    // The first two steps come while `run` is answered: the answer may be lost with the daemon.
+    siginfo_t info{};
+    ASSERT_TRUE(WaitUntil([&] {
+      info.si_pid = 0;
+      return ::waitid(P_PID, static_cast<id_t>(daemon_pid_), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+             info.si_pid == daemon_pid_;
+    })) << "torchxd did not crash at " << step;
+    EXPECT_EQ(StopDaemon(0), 128 + SIGKILL);
+    StartLive();
+    json apps = CallOk("list", json::object())["apps"];
+    std::string h;
+    for (const auto& a : apps) {
+      if (a[0].get<std::string>().find(std::string("/") + step) != std::string::npos) h = a[0];
+    }
+    ASSERT_FALSE(h.empty()) << apps.dump();
+    if (submitted) {
+      EXPECT_EQ((*submitted)["app_handle"], h);
+    }
+    json st = Finished(h);
+    EXPECT_EQ(st["state"], "FAILED") << st.dump();
+    EXPECT_EQ(Replica(st, "w", 0)["exit_code"], 3) << st.dump();
+    EXPECT_EQ(Replica(st, "w", 0)["attempt"], 1);
+    EXPECT_EQ(ReadPids(pids).size(), 1u) << "the replica ran more or less than once";
+    for (pid_t p : ReadPids(pids)) EXPECT_TRUE(ProcessGone(p));
+    EXPECT_TRUE(ShimPids().empty());
+    EXPECT_TRUE(WaitUntil([&] { return fs::is_empty(state_dir_ + "/shims"); }, 5));
+    StopDaemon();
+  }
+}
+
+TEST_F(LiveRestoreTest, RunDirectoriesNoStoredAttemptKnowsAreSweptAtStart) {
+  StartLive();
+  fs::path stale = fs::path(state_dir_) / "shims" / "0123456789abcdef";
+  fs::create_directories(stale);
+  std::ofstream(stale / "exit.json") << "{}";
+  fs::path dead = fs::path(state_dir_) / "shims" / "fedcba9876543210";
+  fs::create_directories(dead);  // no exit, no shim answering
+  StopDaemon(SIGKILL);
+  StartLive();
+  EXPECT_FALSE(fs::exists(stale));
+  EXPECT_FALSE(fs::exists(dead));
+}
+
 TEST_F(LiveRestoreTest, ACancelUnderWayFinishesWhileTheDaemonIsDown) {
   StartLive();
   std::string h = Run(App("stubborn", {FakeRole("w", {"--pidfile", (dir_ / "pids").string(), "--ignore-term",

@@ -59,6 +59,18 @@ TEST(ReplicaMachineTest, AStopAskedBeforeThePidIsKnownReachesTheReplicaOnceItIs)
   EXPECT_EQ(ShownState(S::kStoppingCancel, true), core::ReplicaState::kRunning);
 }
 
+TEST(ReplicaMachineTest, AnAdoptedAttemptThatNeverRanStartsAgainUnlessItWasBeingStopped) {
+  SlotTransition adopted = NextTransition(S::kIdle, E::kAdopt);
+  EXPECT_EQ(NextTransition(adopted.next, E::kNeverStarted).action, A::kRespawn);
+  EXPECT_EQ(NextTransition(adopted.next, E::kNeverStarted).next, S::kStarting);
+  EXPECT_EQ(NextTransition(S::kStoppingCancel, E::kNeverStarted).next, S::kCancelled);
+  EXPECT_EQ(NextTransition(S::kStoppingSibling, E::kNeverStarted).action, A::kCancelledBySibling);
+  EXPECT_EQ(NextTransition(S::kStoppingRestart, E::kNeverStarted).next, S::kGrouped);
+  for (S state : {S::kBackoff, S::kGrouped, S::kSucceeded, S::kFailed, S::kCancelled}) {
+    EXPECT_EQ(NextTransition(state, E::kNeverStarted).action, A::kInvalid) << SlotStateName(state);
+  }
+}
+
 TEST(ReplicaMachineTest, StoppedForASiblingsFailureAnExitOfItsOwnKeepsItsOutcome) {
   EXPECT_EQ(NextTransition(S::kStoppingSibling, E::kExitOk).next, S::kSucceeded);
   EXPECT_EQ(NextTransition(S::kStoppingSibling, E::kExitFailed).next, S::kFailed);

@@ -72,12 +72,16 @@ TEST_F(SupervisionTest, ReplicaPolicyBudgetIsPerReplicaAndThenTheAppFails) {
   json st = Wait(h);
   EXPECT_EQ(st["state"], "FAILED");
   EXPECT_THAT(st["msg"].get<std::string>(), HasSubstr("failed: exited with code 4"));
-  // Whichever replica ran out first failed; it had used its own budget of one restart.
-  int failed_attempts = 0;
+  // Whichever replica ran out first failed on its second attempt (its own
+  // budget of one restart); the other, stopped then, may have failed on its
+  // own first (under load) but never ran a third time.
+  bool one_used_its_budget = false;
   for (int i = 0; i < 2; ++i) {
-    if (Replica(st, "w", i)["state_name"] == "FAILED") failed_attempts = Replica(st, "w", i)["attempt"];
+    const json& r = Replica(st, "w", i);
+    EXPECT_LE(r["attempt"].get<int>(), 2) << st.dump();
+    if (r["state_name"] == "FAILED" && r["attempt"] == 2) one_used_its_budget = true;
   }
-  EXPECT_EQ(failed_attempts, 2);
+  EXPECT_TRUE(one_used_its_budget) << st.dump();
 }
 
 TEST_F(SupervisionTest, RolePolicyRestartsEveryReplicaOfThatRole) {

@@ -60,7 +60,7 @@ class PodmanService {
     std::string root = (dir / "rootfs").string();
     std::string build = "set -e; mkdir -p " + root + "/bin " + root + "/proc " + root + "/sys " + root + "/dev " +
                         root + "/etc " + root + "/tmp; cp /bin/busybox " + root +
-                        "/bin/; for a in sh echo cat sleep true hostname nslookup ping env; do ln -sf busybox " +
+                        "/bin/; for a in sh echo cat sleep true hostname nslookup ping env nc timeout [; do ln -sf busybox " +
                         root + "/bin/$a; done; tar -C " + root + " -c . | " + Command() + " import - " +
                         kBusyboxImage + " >/dev/null";
     Output imported = RunShell(build, (dir / "import.err").string());
