@@ -55,7 +55,8 @@ class Daemon {
     socket_ = (sock_dir / "torchxd.sock").string();
     sock_dir_ = sock_dir;
     std::vector<std::string> argv = {bin + "/torchxd", "--socket", socket_, "--state-dir",
-                                     (dir_ / "state").string(), "--log-level", "warn", "--grace-period", "1"};
+                                     (dir_ / "state").string(), "--run-dir", (sock_dir / "shims").string(),
+                                     "--log-level", "warn", "--grace-period", "1"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     int log = ::open((dir_ / "daemon.log").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     pid_ = Spawn(argv, env, log);
@@ -65,11 +66,13 @@ class Daemon {
   ~Daemon() {
     Stop();
     std::error_code ec;
-    fs::remove_all(sock_dir_, ec);
+    if (!keep_sock_dir_) fs::remove_all(sock_dir_, ec);
   }
-  void Stop() {
+  // The next Daemon on the same dir needs the run dir beside the socket.
+  void KeepSocketDir() { keep_sock_dir_ = true; }
+  void Stop(int sig = SIGTERM) {
     if (pid_ <= 0) return;
-    ::kill(pid_, SIGTERM);
+    ::kill(pid_, sig);
     WaitExit(pid_);
     pid_ = -1;
   }
@@ -86,11 +89,13 @@ class Daemon {
   pid_t pid() const { return pid_; }
   const std::string& socket() const { return socket_; }
   fs::path state() const { return dir_ / "state"; }
+  fs::path run_dir() const { return sock_dir_ / "shims"; }
 
  private:
   fs::path dir_;
   std::string socket_;
   fs::path sock_dir_;
+  bool keep_sock_dir_ = false;
   pid_t pid_ = -1;
 };
 
@@ -163,6 +168,91 @@ std::vector<Row> BenchKubernetes(const std::string& bin, const fs::path& dir) {
                     std::to_string(follow * 1000).substr(0, 6) + " ms"};
   st.met = st.value.median <= 1.5 * st.baseline->median;
   rows.push_back(st);
+  return rows;
+}
+
+// The torchxd-shims of a daemon's run dir (their state.json).
+std::vector<pid_t> ShimPids(const fs::path& run_dir) {
+  std::vector<pid_t> pids;
+  std::error_code ec;
+  for (const auto& d : fs::directory_iterator(run_dir, ec)) {
+    std::ifstream in(d.path() / "state.json");
+    std::string text((std::istreambuf_iterator<char>(in)), {});
+    size_t at = text.find("\"shim_pid\":");
+    if (at != std::string::npos) pids.push_back(static_cast<pid_t>(std::atol(text.c_str() + at + 11)));
+  }
+  return pids;
+}
+
+// Scenario 5b: one app of 100 `sleep` replicas under a --live-restore daemon.
+// Each shim's PSS and the CPU all of them use over 5 s; then the daemon is
+// SIGKILLed and started again: until `status` answers, and until a cancel of
+// the app (which needs every shim adopted: the stop goes through each one's
+// socket) has ended it. Baseline: a daemon with no apps, started to `status`.
+std::vector<Row> BenchRestore(const std::string& bin, const fs::path& dir) {
+  std::fprintf(stderr, "restore: 100 running replicas, shims' cost, daemon SIGKILL + restart\n");
+  const int kReplicas = 100;
+  std::vector<double> answering, adopted, base, pss;
+  long shim_ticks = -1;
+  for (int rep = 0; rep < 3; ++rep) {
+    fs::path d_dir = dir / ("r" + std::to_string(rep));
+    std::string h;
+    fs::path run_dir;
+    {
+      auto d = std::make_unique<Daemon>(bin, d_dir, std::vector<std::string>{"--live-restore"});
+      run_dir = d->run_dir();
+      auto c = d->Client();
+      auto r = c.Call("run", {{"app", App("keep", "/bin/sleep", {"300"}, kReplicas)}, {"cwd", dir.string()},
+                              {"env", {{"PATH", "/usr/bin:/bin"}}}});
+      if (!r) throw std::runtime_error("restore run: " + r.error().message);
+      h = (*r)["app_handle"];
+      for (int i = 0; i < 2000 && ShimPids(run_dir).size() < kReplicas; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      auto pids = ShimPids(run_dir);
+      if (pids.size() != kReplicas) throw std::runtime_error("restore: not every shim started");
+      if (rep == 0) {
+        std::this_thread::sleep_for(std::chrono::seconds(1));
+        long t0 = 0, t1 = 0;
+        for (pid_t p : pids) t0 += CpuTicks(p);
+        std::this_thread::sleep_for(std::chrono::seconds(5));
+        for (pid_t p : pids) t1 += CpuTicks(p);
+        shim_ticks = t1 - t0;
+        for (pid_t p : pids) pss.push_back(static_cast<double>(PssKiB(p)) / 1024.0);
+      }
+      d->Stop(SIGKILL);
+      d->KeepSocketDir();
+    }
+    auto start = Clock::now();
+    Daemon again(bin, d_dir, {"--live-restore"});
+    auto c = again.Client();
+    auto st = c.Call("status", {{"app_handle", h}});
+    answering.push_back(SecondsSince(start));
+    if (!st || (*st)["state"] != "RUNNING") throw std::runtime_error("restore: the app is not RUNNING after the restart");
+    auto cancelled = c.Call("cancel", {{"app_handle", h}, {"grace_period", 10.0}});
+    auto w = c.Call("wait", {{"app_handle", h}});
+    adopted.push_back(SecondsSince(start));
+    if (!w || (*w)["state"] != "CANCELLED") throw std::runtime_error("restore: the adopted app did not end CANCELLED");
+    again.Stop();
+    auto base_start = Clock::now();
+    {
+      Daemon empty(bin, dir / ("empty" + std::to_string(rep)));
+      (void)empty.Client().Call("list", json::object());
+      base.push_back(SecondsSince(base_start));
+    }
+  }
+  std::vector<Row> rows;
+  Row a{"restore", "SIGKILL + restart with 100 replicas -> status answers", Summarize(answering), "s",
+        Summarize(base), "(reported)", true, ""};
+  rows.push_back(a);
+  Row b{"restore", "SIGKILL + restart -> 100 adopted and cancelled", Summarize(adopted), "s", std::nullopt, "<= 1 s",
+        false, ""};
+  b.met = b.value.median <= 1.0;
+  rows.push_back(b);
+  Stats p = Summarize(pss);
+  rows.push_back({"restore", "PSS per idle shim (100)", p, "MiB", std::nullopt, "<= 2 MiB", p.max <= 2.0, ""});
+  rows.push_back({"restore", "CPU ticks of 100 idle shims over 5 s", {double(shim_ticks), double(shim_ticks), double(shim_ticks)},
+                  "ticks", std::nullopt, "0", shim_ticks == 0, ""});
   return rows;
 }
 
@@ -438,6 +528,10 @@ int main(int argc, char** argv) {
       for (int i = 0; i < 100; ++i) d.RunAndWait(App("many", "/bin/true", {}, 8));
       double rss100 = RssKiB(d.pid()) / 1024.0;
       add({"idle", "RSS, 100 finished apps x 8", {rss100, rss100, rss100}, "MiB", std::nullopt, "(reported)", true, ""});
+    }
+    // 5b. Live-restore: 100 running replicas, their shims' cost, and a daemon SIGKILLed and started again.
+    if (want("restore")) {
+      for (auto& r : BenchRestore(bin, work / "restore")) add(r);
     }
     // 6. History: torchx list with 10,000 apps in the store.
     if (want("history")) {

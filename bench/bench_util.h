@@ -27,6 +27,7 @@ double TimeCommand(const std::vector<std::string>& argv, const std::vector<std::
 
 long RssKiB(pid_t pid);
 long CpuTicks(pid_t pid);  // utime + stime
+long PssKiB(pid_t pid);    // proportional set size (smaps_rollup), -1 if unreadable
 unsigned long long FreeBytes(const std::string& path);
 
 }  // namespace torchxd::bench

@@ -166,8 +166,10 @@ void AppRunner::Perform(size_t index, SlotAction action) {
       return Attach(index);
     case SlotAction::kRecordPid:
     case SlotAction::kRecordPidAndStop:
-      s.info.pid = started_pid_;
-      s.info.start_ms = core::UnixNowMs();
+      if (s.info.pid != started_pid_) {  // an adopted attempt keeps its start time
+        s.info.pid = started_pid_;
+        s.info.start_ms = core::UnixNowMs();
+      }
       // A stop asked before the pid was known still has to reach the replica.
       if (action == SlotAction::kRecordPidAndStop && s.process) s.process->Terminate(s.stop_grace);
       return;

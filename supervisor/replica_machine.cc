@@ -26,8 +26,8 @@ constexpr std::array<std::array<SlotTransition, kSlotEvents>, kSlotStates> kTabl
      T(S::kStoppingCancel, A::kTerminate), T(S::kStoppingSibling, A::kTerminate),
      T(S::kStoppingRestart, A::kTerminate), X(kStarting), X(kStarting), KEEP(kStarting),
      T(S::kStarting, A::kRespawn)},
-    // kRunning
-    {X(kRunning), X(kRunning), X(kRunning), T(S::kSucceeded, A::kSucceed), T(S::kRunning, A::kDecideFailure),
+    // kRunning (an adopted attempt's shim reports its pid again when it answers)
+    {X(kRunning), X(kRunning), T(S::kRunning, A::kRecordPid), T(S::kSucceeded, A::kSucceed), T(S::kRunning, A::kDecideFailure),
      T(S::kFailed, A::kFail), X(kRunning), T(S::kStoppingCancel, A::kTerminate),
      T(S::kStoppingSibling, A::kTerminate), T(S::kStoppingRestart, A::kTerminate), X(kRunning), X(kRunning),
      KEEP(kRunning), T(S::kStarting, A::kRespawn)},

@@ -44,7 +44,7 @@ void DaemonFixture::TearDown() {
 
 void DaemonFixture::StartDaemon(const std::vector<std::string>& extra_args) {
   // The run dir explicitly: where the default puts it depends on the socket's filesystem.
-  std::vector<std::string> args = {TORCHXD_BIN, "--socket", socket_, "--state-dir", state_dir_,
+  std::vector<std::string> args = {daemon_bin_, "--socket", socket_, "--state-dir", state_dir_,
                                    "--run-dir", state_dir_ + "/shims", "--grace-period", "0.5",
                                    "--log-level", "debug"};
   args.insert(args.end(), extra_args.begin(), extra_args.end());

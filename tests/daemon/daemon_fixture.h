@@ -74,6 +74,7 @@ class DaemonFixture : public ::testing::Test {
   std::string socket_;
   std::string state_dir_;
   pid_t daemon_pid_ = -1;
+  std::string daemon_bin_ = TORCHXD_BIN;  // the torchxd StartDaemon runs
   std::string daemon_log_;
 };
 

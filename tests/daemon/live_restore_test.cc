@@ -8,7 +8,9 @@
 #include <unistd.h>
 
 #include <gmock/gmock.h>
+#include <sqlite3.h>
 
+#include <algorithm>
 #include <fstream>
 #include <random>
 #include <set>
@@ -244,6 +246,70 @@ TEST_F(LiveRestoreTest, APlantedStateFileNamingAStrangerAdoptsNothingAndKillsNot
   EXPECT_FALSE(ProcessGone(stranger));
   ::kill(stranger, SIGKILL);
   ::waitpid(stranger, nullptr, 0);
+}
+
+TEST_F(LiveRestoreTest, AChangedBootIdMeansTheRunsAreLostNeverGivenAFakeExit) {
+  StartLive();
+  std::string h = Run(App("boot", {FakeRole("w", {"--sleep", "60"}, 2)}));
+  ASSERT_TRUE(WaitUntil([&] { return ShimPids().size() == 2; }));
+  StopDaemon(SIGKILL);
+  // The machine restarts: nothing of it runs any more, and the kernel has a new boot id.
+  std::vector<pid_t> shims = ShimPids();
+  KillLeftoverShims();
+  ASSERT_TRUE(WaitUntil([&] { return std::all_of(shims.begin(), shims.end(), ProcessGone); }));
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open((state_dir_ + "/torchxd.db").c_str(), &db), SQLITE_OK);
+  char* err = nullptr;
+  ASSERT_EQ(sqlite3_exec(db, "UPDATE replicas SET record = json_set(record, '$.monitor.boot_id', 'another-boot')",
+                         nullptr, nullptr, &err),
+            SQLITE_OK)
+      << (err ? err : "");
+  EXPECT_EQ(sqlite3_changes(db), 2);
+  sqlite3_close(db);
+  StartLive();
+  json st = Finished(h);
+  EXPECT_EQ(st["state"], "FAILED");
+  for (int r = 0; r < 2; ++r) {
+    const json& rep = Replica(st, "w", r);
+    EXPECT_THAT(rep["error_message"].get<std::string>(), HasSubstr("the machine restarted")) << rep.dump();
+    EXPECT_TRUE(!rep.contains("exit_code") || rep["exit_code"].is_null()) << rep.dump();
+    EXPECT_EQ(rep["attempt"], 1) << "a lost run is not retried as if it had failed";
+  }
+  EXPECT_TRUE(WaitUntil([&] { return fs::is_empty(state_dir_ + "/shims"); }, 5));
+}
+
+// An upgrade: what a previous build's daemon and shims started is adopted,
+// cancelled and finished by this build. TORCHXD_PREVIOUS_BIN names the
+// directory of that build's torchxd and torchxd-shim; scripts/upgrade-check.sh
+// builds one from a git ref and runs this test with it.
+TEST_F(LiveRestoreTest, APreviousBuildsReplicasAreAdoptedCancelledAndFinished) {
+  const char* previous = std::getenv("TORCHXD_PREVIOUS_BIN");
+  if (previous == nullptr || *previous == '\0') {
+    GTEST_SKIP() << "TORCHXD_PREVIOUS_BIN is not set (scripts/upgrade-check.sh REF builds REF and sets it)";
+  }
+  daemon_bin_ = std::string(previous) + "/torchxd";
+  StartLive();
+  fs::path pids = dir_ / "pids";
+  std::string h = Run(App("upgrade", {FakeRole("w", {"--pidfile", pids.string(), "--stdout", "hello", "--sleep", "60"}, 2),
+                                      FakeRole("quick", {"--sleep", "0.3", "--stdout", "bye"})}));
+  ASSERT_TRUE(WaitUntil([&] { return ReadPids(pids).size() == 2 && ShimPids().size() == 3; }));
+  EXPECT_EQ(StopDaemon(SIGTERM), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));  // "quick" ends while no daemon runs
+  daemon_bin_ = TORCHXD_BIN;
+  StartLive();
+  json st = Status(h);
+  EXPECT_EQ(st["state"], "RUNNING") << st.dump();
+  EXPECT_TRUE(WaitUntil([&] { return Replica(Status(h), "quick", 0)["state_name"] == "SUCCEEDED"; }, 10));
+  CallOk("cancel", {{"app_handle", h}});
+  st = Finished(h);
+  EXPECT_EQ(st["state"], "CANCELLED") << st.dump();
+  EXPECT_EQ(Replica(st, "quick", 0)["exit_code"], 0);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(Replica(st, "w", r)["state_name"], "CANCELLED");
+    EXPECT_EQ(ReadLog(h, "w", r), "hello\n");
+  }
+  for (pid_t p : ReadPids(pids)) EXPECT_TRUE(ProcessGone(p));
+  EXPECT_TRUE(WaitUntil([&] { return fs::is_empty(state_dir_ + "/shims"); }, 5));
 }
 
 TEST_F(LiveRestoreTest, DaemonRestartKeepsReplicasRunningEvenWithoutTheFlag) {

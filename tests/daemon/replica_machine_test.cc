@@ -61,6 +61,8 @@ TEST(ReplicaMachineTest, AStopAskedBeforeThePidIsKnownReachesTheReplicaOnceItIs)
 
 TEST(ReplicaMachineTest, AnAdoptedAttemptThatNeverRanStartsAgainUnlessItWasBeingStopped) {
   SlotTransition adopted = NextTransition(S::kIdle, E::kAdopt);
+  // Its shim names the replica's pid again when it answers the new daemon.
+  EXPECT_EQ(NextTransition(adopted.next, E::kStarted).action, A::kRecordPid);
   EXPECT_EQ(NextTransition(adopted.next, E::kNeverStarted).action, A::kRespawn);
   EXPECT_EQ(NextTransition(adopted.next, E::kNeverStarted).next, S::kStarting);
   EXPECT_EQ(NextTransition(S::kStoppingCancel, E::kNeverStarted).next, S::kCancelled);
