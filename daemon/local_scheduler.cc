@@ -42,19 +42,6 @@ std::string SessionId() {
   return buf;
 }
 
-// TorchX reads the GPU count from `nvidia-smi -L`; absent -> 0. Off the loop.
-int CountGpus() {
-  FILE* p = ::popen("nvidia-smi -L 2>/dev/null", "r");
-  if (p == nullptr) return 0;
-  int count = 0;
-  char line[512];
-  while (std::fgets(line, sizeof(line), p) != nullptr) {
-    if (line[0] != '\n' && line[0] != '\0') ++count;
-  }
-  ::pclose(p);
-  return count;
-}
-
 std::string ToLowerState(core::AppState state) {
   std::string s(core::AppStateName(state));
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -62,6 +49,15 @@ std::string ToLowerState(core::AppState state) {
 }
 
 }  // namespace
+
+int CountNvidiaGpus(const std::string& proc_dir) {
+  std::error_code ec;
+  int count = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(proc_dir, ec)) {
+    if (entry.is_directory(ec)) ++count;
+  }
+  return count;
+}
 
 LocalScheduler::LocalScheduler(uv_loop_t* loop, Store* store, LogHub* hub, LogBudget* budget,
                                LocalSchedulerOptions options)
@@ -133,8 +129,7 @@ Result<void> LocalScheduler::Load(const std::vector<StoredApp>& stored) {
     }
   }
   budget_->Enforce();  // the budget may have shrunk since the last run
-  // Off the loop; the thread owns a share of the count, so it never writes into a gone scheduler.
-  std::thread([count = gpu_count_] { *count = CountGpus(); }).detach();
+  gpu_count_ = CountNvidiaGpus(options_.nvidia_proc_dir);
   return {};
 }
 
@@ -370,7 +365,7 @@ Result<const AppRecord*> LocalScheduler::SubmitNow(SubmitRequest request) {
     }
   }
   if (core::CfgGet<bool>(request.cfg, "auto_set_cuda_visible_devices").value_or(false)) {
-    std::string warning = core::AssignCudaVisibleDevices(rec->app, requests, std::max(0, gpu_count_->load()));
+    std::string warning = core::AssignCudaVisibleDevices(rec->app, requests, gpu_count_);
     if (!warning.empty()) spdlog::warn("{} app={}", warning, rec->app_id);
   }
   if (!docker) {

@@ -45,7 +45,15 @@ struct LocalSchedulerOptions {
   std::string docker_host;                // $DOCKER_HOST of the daemon (local_docker)
   std::string run_dir;                    // the shims' run directories ("" = none: no re-adoption)
   bool live_restore = false;              // replicas outlive the daemon
+  // The NVIDIA driver's directory of GPUs (one entry per GPU, by PCI bus id).
+  std::string nvidia_proc_dir = "/proc/driver/nvidia/gpus";
 };
+
+// How many GPUs the NVIDIA driver lists in `proc_dir` (0 without the driver).
+// A directory read, never a helper process: a child started from a thread
+// holds the daemon's descriptors (its lock, its socket) until it execs, which
+// made a daemon started right after another one's exit find the lock held.
+int CountNvidiaGpus(const std::string& proc_dir);
 
 
 class LocalScheduler : public Scheduler, public supervisor::AppRunnerObserver {
@@ -124,7 +132,7 @@ class LocalScheduler : public Scheduler, public supervisor::AppRunnerObserver {
   std::unique_ptr<supervisor::ContainerRuntime> containers_;
   std::map<Key, std::unique_ptr<AppRecord>> apps_;
   std::map<const supervisor::AppRunner*, AppRecord*> by_runner_;
-  std::shared_ptr<std::atomic<int>> gpu_count_ = std::make_shared<std::atomic<int>>(-1);
+  int gpu_count_ = 0;
   LogHub* hub_;
   LogBudget* budget_;
   int64_t log_open_error_ms_ = -60000;  // the last "cannot open replica logs", said once a minute
