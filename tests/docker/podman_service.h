@@ -17,10 +17,13 @@
 
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -81,8 +84,9 @@ class PodmanService {
     for (auto& a : argv) args.push_back(a.data());
     args.push_back(nullptr);
     if (::posix_spawn(&pid_, "/bin/sh", nullptr, nullptr, args.data(), environ) != 0) return "cannot spawn podman";
-    for (int i = 0; i < 300 && !fs::exists(socket); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    if (!fs::exists(socket)) return "podman system service did not start: " + Slurp(dir / "service.log").substr(0, 300);
+    // Answering, not only there: the file exists from bind(), a moment before listen().
+    for (int i = 0; i < 300 && !Answers(socket); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (!Answers(socket)) return "podman system service did not start: " + Slurp(dir / "service.log").substr(0, 300);
     // A trial container proves the runtime works here (cgroups, network).
     Output trial = RunShell(RemoteCommand() + " run --rm --network none " + kBusyboxImage + " true",
                             (dir / "trial.err").string());
@@ -112,6 +116,16 @@ class PodmanService {
   }
 
  private:
+  static bool Answers(const std::string& path) {
+    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return false;
+    struct sockaddr_un addr {};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path.c_str());
+    bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+    ::close(fd);
+    return ok;
+  }
   static std::string Slurp(const std::filesystem::path& p) {
     std::ifstream in(p);
     return std::string(std::istreambuf_iterator<char>(in), {});

@@ -134,16 +134,15 @@ TEST_F(SystemdTest, SocketActivationNotifyWatchdogAndStopping) {
   std::string socket = (dir_ / "act.sock").string();
   Start({"systemd-socket-activate", "-l", socket, "-E", "NOTIFY_SOCKET=" + notify, "-E", "WATCHDOG_USEC=200000",
          TORCHXD_BIN, "--socket", socket, "--state-dir", (dir_ / "state").string()});
-  ASSERT_TRUE([&] {
-    for (int i = 0; i < 500; ++i) {
-      if (fs::exists(socket)) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return false;
-  }());
-  // The first connection makes systemd-socket-activate exec torchxd with the socket as fd 3.
+  // The first connection makes systemd-socket-activate exec torchxd with the
+  // socket as fd 3. Its socket file exists from bind(), a moment before it
+  // listens: a connection is refused until then.
   auto client = DaemonClient::Connect(socket);
-  ASSERT_TRUE(client.has_value());
+  for (int i = 0; i < 500 && !client.has_value(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    client = DaemonClient::Connect(socket);
+  }
+  ASSERT_TRUE(client.has_value()) << client.error().message;
   auto version = client->Call("version", nlohmann::json::object());
   ASSERT_TRUE(version.has_value()) << version.error().message;
   auto msgs = Receive(1.0);
