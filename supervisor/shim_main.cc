@@ -120,10 +120,13 @@ int64_t WallMs() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // argv[1] = the daemon's pid: if it already died before PDEATHSIG was set, stop.
+  // argv[1] = the daemon's pid. If it died before PDEATHSIG was set, no
+  // signal comes: the spec (already written) says whether the replica must
+  // then run anyway (live-restore: the next daemon adopts it) or not.
   ::prctl(PR_SET_PDEATHSIG, SIGHUP);
-  pid_t daemon = argc >= 2 ? static_cast<pid_t>(atol(argv[1])) : 0;
-  if (argc < 2 || ::getppid() != daemon) return 1;
+  if (argc < 2) return 1;
+  pid_t daemon = static_cast<pid_t>(atol(argv[1]));
+  bool orphaned = ::getppid() != daemon;
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   ::fcntl(kControlFd, F_SETFD, FD_CLOEXEC);
   struct stat run_st;
@@ -139,7 +142,9 @@ int main(int argc, char** argv) {
 
   ShimSpec spec;
   std::string refused;
-  if (!ReadSpec(spec, refused)) {
+  bool complete = ReadSpec(spec, refused);
+  if (!spec.keep && orphaned) return 1;
+  if (!complete) {
     SayRaw("spawn-failed " + std::to_string(EINVAL) + " torchxd-shim refused the replica spec: " + refused);
     return 0;
   }
