@@ -11,7 +11,6 @@
 #include <random>
 #include <set>
 #include <sstream>
-#include <thread>
 
 #include <grp.h>
 #include <pwd.h>

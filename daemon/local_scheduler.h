@@ -13,7 +13,6 @@
 #include <sys/types.h>
 #include <uv.h>
 
-#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>

@@ -67,6 +67,22 @@ int HighFd(int fd) {
   return high;
 }
 
+// A non-blocking connection to the socket of the run directory `dir_fd`
+// (through /proc: the directory's path may pass sockaddr_un's 108 bytes);
+// -1 when nothing listens there.
+int ConnectToRunDir(int dir_fd) {
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return -1;
+  struct sockaddr_un addr {};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof(addr.sun_path), "/proc/self/fd/%d/%s", dir_fd, kShimSocket);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 }  // namespace
 
 void SetReplicaNofileLimit(unsigned long soft) { g_replica_nofile = soft; }
@@ -231,14 +247,10 @@ void ReplicaProcess::Connect() {
     shim_exited_ = true;
     return FailLater("");  // MaybeFinish reads exit.json
   }
-  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  struct sockaddr_un addr {};
-  addr.sun_family = AF_UNIX;
-  std::snprintf(addr.sun_path, sizeof(addr.sun_path), "/proc/self/fd/%d/%s", dir_fd_, kShimSocket);
+  int fd = ConnectToRunDir(dir_fd_);
   struct ucred cred {};
   socklen_t len = sizeof(cred);
-  bool connected = fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-                   ::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && cred.pid > 0;
+  bool connected = fd >= 0 && ::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && cred.pid > 0;
   // The pidfd is taken after the connection: if the peer died in between, the hello goes unanswered.
   if (!connected || !WatchPid(cred.pid)) {
     if (fd >= 0) ::close(fd);
@@ -249,15 +261,7 @@ void ReplicaProcess::Connect() {
     // A shim started just before the daemon went down may not listen yet:
     // it records its state only after it does, so wait for it a little.
     if (!ReadShimFile(dir_fd_, kShimStateFile) && uv_now(loop_) - adopt_started_ms_ < kStartingShimWaitMs) {
-      defer_ = NewUvHandle<uv_timer_t>(this);
-      uv_timer_init(loop_, defer_.get());
-      uv_timer_start(
-          defer_.get(),
-          [](uv_timer_t* t) {
-            if (auto* self = static_cast<ReplicaProcess*>(t->data)) self->Connect();
-          },
-          kStartingShimPollMs, 0);
-      return;
+      return RunLater(kStartingShimPollMs, &ReplicaProcess::Connect);
     }
     return Lost("the replica's monitor (torchxd-shim) is gone and recorded no exit; its outcome is unknown");
   }
@@ -308,14 +312,19 @@ void ReplicaProcess::FailLater(std::string message, bool final) {
   shim_exited_ = true;
   control_.reset();
   control_open_ = false;
+  RunLater(0, &ReplicaProcess::MaybeFinish);
+}
+
+void ReplicaProcess::RunLater(uint64_t ms, void (ReplicaProcess::*step)()) {
+  deferred_step_ = step;
   defer_ = NewUvHandle<uv_timer_t>(this);
   uv_timer_init(loop_, defer_.get());
   uv_timer_start(
       defer_.get(),
       [](uv_timer_t* t) {
-        if (auto* self = static_cast<ReplicaProcess*>(t->data)) self->MaybeFinish();
+        if (auto* self = static_cast<ReplicaProcess*>(t->data)) (self->*self->deferred_step_)();
       },
-      0, 0);
+      ms, 0);
 }
 
 void ReplicaProcess::OnAlloc(uv_handle_t*, size_t, uv_buf_t* buf) {
@@ -472,11 +481,8 @@ std::vector<std::string> SweepRunDirs(const std::string& root, const std::set<st
     if (dir_fd < 0) continue;  // not a directory of ours
     bool answers = false;
     if (!ReadShimFile(dir_fd, kShimExitFile)) {
-      int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-      struct sockaddr_un addr {};
-      addr.sun_family = AF_UNIX;
-      std::snprintf(addr.sun_path, sizeof(addr.sun_path), "/proc/self/fd/%d/%s", dir_fd, kShimSocket);
-      answers = fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+      int fd = ConnectToRunDir(dir_fd);
+      answers = fd >= 0;
       if (fd >= 0) ::close(fd);
     }
     if (answers) {
