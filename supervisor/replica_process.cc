@@ -261,7 +261,7 @@ void ReplicaProcess::Connect() {
     // A shim started just before the daemon went down may not listen yet:
     // it records its state only after it does, so wait for it a little.
     if (!ReadShimFile(dir_fd_, kShimStateFile) && uv_now(loop_) - adopt_started_ms_ < kStartingShimWaitMs) {
-      return RunLater(kStartingShimPollMs, &ReplicaProcess::Connect);
+      return RunLater(kStartingShimPollMs, Step::kConnect);
     }
     return Lost("the replica's monitor (torchxd-shim) is gone and recorded no exit; its outcome is unknown");
   }
@@ -312,17 +312,20 @@ void ReplicaProcess::FailLater(std::string message, bool final) {
   shim_exited_ = true;
   control_.reset();
   control_open_ = false;
-  RunLater(0, &ReplicaProcess::MaybeFinish);
+  RunLater(0, Step::kFinish);
 }
 
-void ReplicaProcess::RunLater(uint64_t ms, void (ReplicaProcess::*step)()) {
+void ReplicaProcess::RunLater(uint64_t ms, Step step) {
   deferred_step_ = step;
   defer_ = NewUvHandle<uv_timer_t>(this);
   uv_timer_init(loop_, defer_.get());
   uv_timer_start(
       defer_.get(),
       [](uv_timer_t* t) {
-        if (auto* self = static_cast<ReplicaProcess*>(t->data)) (self->*self->deferred_step_)();
+        auto* self = static_cast<ReplicaProcess*>(t->data);
+        if (self == nullptr) return;
+        if (self->deferred_step_ == Step::kConnect) return self->Connect();
+        self->MaybeFinish();  // may destroy self
       },
       ms, 0);
 }

@@ -83,7 +83,8 @@ class ReplicaProcess : public ReplicaHandle {
   void MaybeFinish();
   void FailLater(std::string message, bool final = false);
   // Runs `step` on a later loop iteration (after `ms`); a newer call replaces an earlier one.
-  void RunLater(uint64_t ms, void (ReplicaProcess::*step)());
+  enum class Step { kConnect, kFinish };
+  void RunLater(uint64_t ms, Step step);
   void Lost(const std::string& message);
 
   static void OnRead(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf);
@@ -97,7 +98,7 @@ class ReplicaProcess : public ReplicaHandle {
   int pidfd_ = -1;
   UvHandle<uv_pipe_t> control_;
   UvHandle<uv_timer_t> defer_;
-  void (ReplicaProcess::*deferred_step_)() = nullptr;
+  Step deferred_step_ = Step::kFinish;
   UvHandle<uv_timer_t> handshake_timer_;
   std::string control_buffer_;
   std::string run_dir_;
