@@ -18,7 +18,6 @@
 #include "core/app_def.h"
 #include "core/app_status.h"
 #include "core/result.h"
-#include "logfiles/log_writer.h"
 #include "supervisor/app_runner.h"
 
 namespace torchxd::daemon {
@@ -42,6 +41,7 @@ struct AppRecord {
   uid_t owner_uid = 0;
   gid_t owner_gid = 0;
   uint64_t log_max_bytes = 0;
+  // Log accounting: changed by the LogStore only.
   std::map<std::string, uint64_t> log_bytes_lost;  // "role/replica" -> bytes
   uint64_t log_bytes = 0;      // on disk, in the daemon's --log-dir
   bool logs_evicted = false;   // removed to keep under --log-max-total
@@ -56,7 +56,6 @@ struct AppRecord {
   // Live parts (not persisted).
   std::vector<std::string> submit_warnings;  // told to the submitter once
   std::unique_ptr<supervisor::AppRunner> runner;
-  std::map<std::string, logfiles::ReplicaLogWriter> logs;  // "role/replica"
 
   std::string Handle() const;
   core::AppStatus Status() const;
@@ -64,10 +63,13 @@ struct AppRecord {
   [[nodiscard]] static Result<AppRecord> FromJson(const nlohmann::json& json);
 };
 
-// The key of a replica in AppRecord::logs and log_bytes_lost: "role/replica".
+// The key of a replica in the LogStore and in log_bytes_lost: "role/replica".
 inline std::string ReplicaKey(const std::string& role, int replica_id) {
   return role + "/" + std::to_string(replica_id);
 }
+
+// The key the LogStore and its followers know an app by: "scheduler/app_id".
+inline std::string AppKey(const AppRecord& app) { return app.scheduler + "/" + app.app_id; }
 
 nlohmann::json ReplicaInfoToJson(const supervisor::ReplicaInfo& info);
 nlohmann::json ReplicaRequestToStoredJson(const core::ReplicaRequest& request);

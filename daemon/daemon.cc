@@ -138,20 +138,20 @@ Result<void> Daemon::Prepare() {
   } else {
     log_max_total = *ParseByteSize(config_.log_max_total);
   }
-  log_budget_ = std::make_unique<LogBudget>(log_max_total);
+  logs_ = std::make_unique<LogStore>(log_max_total);
   if (::access(opts.shim_path.c_str(), X_OK) != 0) {
     return Fail(Error::NotFound("torchxd-shim not found at " + opts.shim_path + " (pass --shim)"));
   }
   auto stored = store_->LoadApps();  // read once, each scheduler takes its own
   if (!stored) return Fail(stored.error());
-  local_ = std::make_unique<LocalScheduler>(&loop_, store_.get(), &hub_, log_budget_.get(), opts);
+  local_ = std::make_unique<LocalScheduler>(&loop_, store_.get(), logs_.get(), opts);
   if (auto ok = local_->Load(*stored); !ok) return ok;
   schedulers_.push_back(local_.get());
   KubernetesSchedulerOptions kopts;
   kopts.log_dir = config_.log_dir;
   kopts.kubeconfig = config_.kubeconfig;
   kopts.log_max_bytes = opts.log_max_bytes;
-  kubernetes_ = std::make_unique<KubernetesScheduler>(&loop_, store_.get(), &hub_, log_budget_.get(), kopts,
+  kubernetes_ = std::make_unique<KubernetesScheduler>(&loop_, store_.get(), logs_.get(), kopts,
                                                      core::ProcessEnv());
   if (auto ok = kubernetes_->Load(*stored); !ok) return ok;
   schedulers_.push_back(kubernetes_.get());
@@ -170,7 +170,7 @@ Result<void> Daemon::Prepare() {
     if (g == nullptr) return Fail(Error::InvalidArgument("--admin-group " + config_.admin_group + ": no such group"));
     info.admin_gid = g->gr_gid;
   }
-  service_ = std::make_unique<Service>(&loop_, schedulers_, &hub_, info);
+  service_ = std::make_unique<Service>(&loop_, schedulers_, logs_.get(), info);
   ServerLimits limits;
   limits.idle_timeout_seconds = config_.idle_timeout;
   limits.max_connections = config_.max_connections;

@@ -52,8 +52,7 @@ class Daemon {
   uv_loop_t loop_;
   UniqueFd lock_fd_;
   std::unique_ptr<Store> store_;
-  LogHub hub_;
-  std::unique_ptr<LogBudget> log_budget_;  // --log-max-total, across schedulers
+  std::unique_ptr<LogStore> logs_;  // every scheduler's replica logs
   std::unique_ptr<LocalScheduler> local_;
   std::unique_ptr<KubernetesScheduler> kubernetes_;
   std::vector<Scheduler*> schedulers_;  // borrowed from the owners above

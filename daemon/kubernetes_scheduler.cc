@@ -79,10 +79,10 @@ struct KubernetesScheduler::Namespace {
   std::unique_ptr<k8s::Reflector> jobs, pods;
 };
 
-KubernetesScheduler::KubernetesScheduler(uv_loop_t* loop, Store* store, LogHub* hub, LogBudget* budget,
+KubernetesScheduler::KubernetesScheduler(uv_loop_t* loop, Store* store, LogStore* logs,
                                          KubernetesSchedulerOptions options, core::EnvLookup env)
-    : loop_(loop), store_(store), hub_(hub), budget_(budget), options_(std::move(options)), env_(std::move(env)) {
-  budget_->AddSource([this] { return OldestEvictableLogs(); });
+    : loop_(loop), store_(store), logs_(logs), options_(std::move(options)), env_(std::move(env)) {
+  logs_->AddSource([this] { return OldestEvictableLogs(); });
   log_retry_ = NewUvHandle<uv_timer_t>(this);
   uv_timer_init(loop_, log_retry_.get());
 }
@@ -133,11 +133,11 @@ Result<void> KubernetesScheduler::Load(const std::vector<StoredApp>& stored) {
         })) {
       namespaces.insert(app->ns);
     }
-    if (!app->rec->logs_evicted) budget_->Add(static_cast<int64_t>(app->rec->log_bytes));
+    logs_->Count(*app->rec);
     std::string id = app->rec->app_id;
     apps_[id] = std::move(app);
   }
-  budget_->Enforce();
+  logs_->Enforce();
   if (namespaces.empty()) return {};
   auto api = Api();
   if (!api) {
@@ -375,7 +375,7 @@ void KubernetesScheduler::ApplyPod(KubeApp& app, const json& pod) {
     t.after_ns = 0;
     t.log_done = false;
     r->attempt = t.attempt;
-    if (logfiles::ReplicaLogWriter* w = Writer(app, key, *r)) w->BeginAttempt(t.attempt, core::UnixNowMs());
+    logs_->BeginAttempt(*app.rec, key, r->log_dir, t.attempt, std::nullopt);
   }
   t.terminal = core::IsTerminal(v.state);
   r->state = v.state;
@@ -386,17 +386,6 @@ void KubernetesScheduler::ApplyPod(KubeApp& app, const json& pod) {
   r->error_message = v.error_message;
   if (v.started && !t.follower && !t.log_done) FollowLogs(app, key);
   Changed(app);
-}
-
-logfiles::ReplicaLogWriter* KubernetesScheduler::Writer(KubeApp& app, const std::string& key, supervisor::ReplicaInfo& r) {
-  auto it = app.rec->logs.find(key);
-  if (it != app.rec->logs.end()) return &it->second;
-  auto writer = logfiles::ReplicaLogWriter::Open(r.log_dir, app.rec->log_max_bytes);
-  if (!writer) {
-    spdlog::error("cannot open replica log app={} replica={} error={}", app.rec->app_id, key, writer.error().message);
-    return nullptr;
-  }
-  return &app.rec->logs.emplace(key, std::move(*writer)).first->second;
 }
 
 void KubernetesScheduler::FollowLogs(KubeApp& app, const std::string& key) {
@@ -422,16 +411,9 @@ void KubernetesScheduler::StoreLine(const std::string& app_id, const std::string
   track.after_ns = time_ns;
   auto slash = key.rfind('/');
   supervisor::ReplicaInfo* r = a.Replica(key.substr(0, slash), std::stoi(key.substr(slash + 1)));
-  if (logfiles::ReplicaLogWriter* w = r != nullptr ? Writer(a, key, *r) : nullptr) {
-    uint64_t before = w->disk_bytes(), lost_before = w->bytes_lost();
-    w->WriteCombined(line, time_ns / 1000000);
-    budget_->NoteWrite(w->bytes_lost() != lost_before, a.rec->app_id, r->log_dir);
-    if (w->bytes_lost() != lost_before) a.rec->log_bytes_lost[key] = w->bytes_lost();
-    int64_t delta = static_cast<int64_t>(w->disk_bytes()) - static_cast<int64_t>(before);
-    a.rec->log_bytes = static_cast<uint64_t>(std::max<int64_t>(0, static_cast<int64_t>(a.rec->log_bytes) + delta));
-    budget_->Add(delta);
-  }
-  hub_->Notify(AppKey(*a.rec));
+  // A replica whose writer a restarted daemon has not opened yet (its pod was seen before the restart).
+  if (r != nullptr) (void)logs_->Open(*a.rec, key, r->log_dir, std::nullopt);
+  logs_->WriteCombined(*a.rec, key, line, time_ns / 1000000);
   if (core::UnixNowMs() - a.persisted_ms >= 1000) (void)Persist(a);  // bounds what a crash can repeat
 }
 
@@ -515,15 +497,15 @@ void KubernetesScheduler::PersistAll() {
 
 void KubernetesScheduler::Changed(KubeApp& app) {
   (void)Persist(app);
-  hub_->Notify(AppKey(*app.rec));
+  logs_->Notify(AppKey(*app.rec));
   if (!core::IsTerminal(app.rec->state)) return;
-  budget_->Enforce();  // a finished app's logs may now make room
+  logs_->Enforce();  // a finished app's logs may now make room
   auto waiters = std::move(app.waiters);
   app.waiters.clear();
   for (auto& w : waiters) w(*app.rec);
 }
 
-std::optional<LogBudget::Candidate> KubernetesScheduler::OldestEvictableLogs() {
+std::optional<LogStore::Candidate> KubernetesScheduler::OldestEvictableLogs() {
   KubeApp* oldest = nullptr;
   for (auto& [id, app] : apps_) {
     const AppRecord& rec = *app->rec;
@@ -533,7 +515,7 @@ std::optional<LogBudget::Candidate> KubernetesScheduler::OldestEvictableLogs() {
     if (oldest == nullptr || rec.ended_ms.value_or(0) < oldest->rec->ended_ms.value_or(0)) oldest = app.get();
   }
   if (oldest == nullptr) return std::nullopt;
-  return LogBudget::Candidate{oldest->rec->ended_ms.value_or(0), [this, oldest] {
+  return LogStore::Candidate{oldest->rec->ended_ms.value_or(0), [this, oldest] {
                                 spdlog::info("evicting logs to stay under --log-max-total app={} bytes={}",
                                              oldest->rec->app_id, oldest->rec->log_bytes);
                                 RemoveLogs(*oldest);
@@ -544,11 +526,7 @@ std::optional<LogBudget::Candidate> KubernetesScheduler::OldestEvictableLogs() {
 void KubernetesScheduler::RemoveLogs(KubeApp& app) {
   AppRecord& rec = *app.rec;
   if (rec.logs_evicted) return;
-  rec.logs.clear();  // close the writers first
-  DiscardLogDir(rec.app_log_dir);
-  budget_->Add(-static_cast<int64_t>(rec.log_bytes));
-  rec.log_bytes = 0;
-  rec.logs_evicted = true;
+  logs_->Discard(rec, std::nullopt);
   for (auto& [key, t] : app.pods) {
     t.follower.reset();
     t.log_done = true;  // nothing more is fetched for it
@@ -654,7 +632,7 @@ void KubernetesScheduler::Delete(AppRecord& rec, std::function<void(Result<core:
                  if (auto ok = store_->DeleteApp("kubernetes", app_id); !ok) {
                    spdlog::error("store delete failed app={} error={}", app_id, ok.error().message);
                  }
-                 hub_->Notify("kubernetes/" + app_id);
+                 logs_->Notify("kubernetes/" + app_id);
                  done(last);
                });
 }

@@ -28,8 +28,7 @@
 #include "core/environment.h"
 #include "core/http_client.h"
 #include "core/uv_handle.h"
-#include "daemon/log_budget.h"
-#include "daemon/log_hub.h"
+#include "daemon/log_store.h"
 #include "daemon/scheduler.h"
 #include "daemon/store.h"
 #include "k8sbridge/kube_api.h"
@@ -49,8 +48,8 @@ struct KubernetesSchedulerOptions {
 
 class KubernetesScheduler : public Scheduler {
  public:
-  // `budget`: the daemon-wide --log-max-total, shared with the other schedulers.
-  KubernetesScheduler(uv_loop_t* loop, Store* store, LogHub* hub, LogBudget* budget, KubernetesSchedulerOptions options,
+  // `logs`: the daemon's log store, shared with the other schedulers.
+  KubernetesScheduler(uv_loop_t* loop, Store* store, LogStore* logs, KubernetesSchedulerOptions options,
                       core::EnvLookup env);
   ~KubernetesScheduler() override;
 
@@ -107,16 +106,14 @@ class KubernetesScheduler : public Scheduler {
   void Changed(KubeApp& app);
   [[nodiscard]] Result<void> Persist(KubeApp& app);
   KubeApp* ByJob(const std::string& ns, const std::string& name);
-  logfiles::ReplicaLogWriter* Writer(KubeApp& app, const std::string& key, supervisor::ReplicaInfo& replica);
   // The budget's Source: the oldest finished app whose every pod log is stored.
-  std::optional<LogBudget::Candidate> OldestEvictableLogs();
+  std::optional<LogStore::Candidate> OldestEvictableLogs();
   // Closes the app's log writers and follows and discards its logs (eviction, delete).
   void RemoveLogs(KubeApp& app);
 
   uv_loop_t* loop_;
   Store* store_;
-  LogHub* hub_;
-  LogBudget* budget_;
+  LogStore* logs_;
   KubernetesSchedulerOptions options_;
   core::EnvLookup env_;
   std::unique_ptr<HttpClient> http_;

@@ -116,9 +116,7 @@ bool LocalScheduler::AdoptContainers(AppRecord& app) {
   std::vector<std::pair<uint64_t, uint64_t>> after;
   for (const auto& req : requests) {
     std::string key = ReplicaKey(req.role, req.replica_id);
-    if (app.logs.count(key) == 0) {
-      if (auto writer = logfiles::ReplicaLogWriter::Open(req.log_dir, app.log_max_bytes)) app.logs.emplace(key, std::move(*writer));
-    }
+    (void)logs_->Open(app, key, req.log_dir, LogOwner(app));  // the attempt a previous daemon began goes on
     after.emplace_back(StoredAttemptBytes(req.log_dir, "stdout"), StoredAttemptBytes(req.log_dir, "stderr"));
   }
   supervisor::AppOptions opts = RunnerOptions(app, {});

@@ -58,10 +58,10 @@ int CountNvidiaGpus(const std::string& proc_dir) {
   return count;
 }
 
-LocalScheduler::LocalScheduler(uv_loop_t* loop, Store* store, LogHub* hub, LogBudget* budget,
+LocalScheduler::LocalScheduler(uv_loop_t* loop, Store* store, LogStore* logs,
                                LocalSchedulerOptions options)
-    : loop_(loop), store_(store), options_(std::move(options)), hub_(hub), budget_(budget) {
-  budget_->AddSource([this] { return OldestEvictableLogs(); });
+    : loop_(loop), store_(store), options_(std::move(options)), logs_(logs) {
+  logs_->AddSource([this] { return OldestEvictableLogs(); });
 }
 
 LocalScheduler::~LocalScheduler() = default;
@@ -101,7 +101,7 @@ Result<void> LocalScheduler::Load(const std::vector<StoredApp>& stored) {
       Event(*rec, "reconciled", static_cast<int>(rec->state), rec->msg);
       spdlog::warn("app left running by a previous torchxd marked failed app={}", rec->app_id);
     }
-    if (!rec->user_log_dir && !rec->logs_evicted) budget_->Add(static_cast<int64_t>(rec->log_bytes));
+    logs_->Count(*rec);
     Key key{rec->scheduler, rec->app_id};
     apps_[key] = std::make_unique<AppRecord>(std::move(*rec));
     // Containers outlive a crashed daemon: take them over instead of failing them.
@@ -127,7 +127,7 @@ Result<void> LocalScheduler::Load(const std::vector<StoredApp>& stored) {
       spdlog::warn("a torchxd-shim no stored attempt knows still runs; left alone run_dir={}", path);
     }
   }
-  budget_->Enforce();  // the budget may have shrunk since the last run
+  logs_->Enforce();  // the budget may have shrunk since the last run
   gpu_count_ = CountNvidiaGpus(options_.nvidia_proc_dir);
   return {};
 }
@@ -213,22 +213,16 @@ Result<void> LocalScheduler::MakeAppLogDir(const AppRecord& app, const std::stri
   return {};
 }
 
-void LocalScheduler::RemoveLogDir(AppRecord& app) {
-  if (app.user_log_dir || app.logs_evicted || app.app_log_dir.empty()) return;
-  DiscardLogDir(app.app_log_dir, std::make_pair(app.owner_uid, app.owner_gid));
-  budget_->Add(-static_cast<int64_t>(app.log_bytes));
-  app.log_bytes = 0;
-  app.logs_evicted = true;
-}
+void LocalScheduler::RemoveLogDir(AppRecord& app) { logs_->Discard(app, LogOwner(app)); }
 
-std::optional<LogBudget::Candidate> LocalScheduler::OldestEvictableLogs() {
+std::optional<LogStore::Candidate> LocalScheduler::OldestEvictableLogs() {
   AppRecord* oldest = nullptr;
   for (auto& [key, rec] : apps_) {
     if (rec->runner || rec->user_log_dir || rec->logs_evicted || !core::IsTerminal(rec->state)) continue;
     if (oldest == nullptr || rec->ended_ms.value_or(0) < oldest->ended_ms.value_or(0)) oldest = rec.get();
   }
   if (oldest == nullptr) return std::nullopt;
-  return LogBudget::Candidate{oldest->ended_ms.value_or(0), [this, oldest] {
+  return LogStore::Candidate{oldest->ended_ms.value_or(0), [this, oldest] {
                                 spdlog::info("evicting logs to stay under --log-max-total app={} bytes={}",
                                              oldest->app_id, oldest->log_bytes);
                                 RemoveLogDir(*oldest);
@@ -498,7 +492,7 @@ void LocalScheduler::Shutdown(bool keep, std::function<void()> done) {
       if (!rec->runner) continue;
       by_runner_.erase(rec->runner.get());
       rec->runner.reset();  // closes its handles, leaves the replicas alone
-      rec->logs.clear();
+      logs_->CloseWriters(*rec);
     }
     return done();
   }
@@ -527,31 +521,8 @@ void LocalScheduler::OnAttemptStarting(supervisor::AppRunner& runner,
   AppRecord* app = RecordOf(runner);
   if (app == nullptr) return;
   std::string key = ReplicaKey(r.role, r.replica_id);
-  if (app->scheduler != "local_docker") {
-    // Its shim writes the logs; a new attempt starts its own count of lost bytes.
-    app->log_lost_before[key] = app->log_bytes_lost[key];
-    return;
-  }
-  AsUser as(app->owner_uid, app->owner_gid);
-  if (app->logs.count(key) == 0) {
-    auto writer = logfiles::ReplicaLogWriter::Open(r.log_dir, app->log_max_bytes);
-    if (!writer) {
-      // Said once per minute however many replicas hit it (a full fd table fails them all).
-      int64_t now = core::UnixNowMs();
-      if (now - log_open_error_ms_ >= 60000) {
-        spdlog::error("cannot open replica logs app={} replica={} error={}{}", app->app_id, key,
-                      writer.error().message,
-                      log_open_errors_ > 0 ? " (and " + std::to_string(log_open_errors_) + " more since)" : "");
-        log_open_error_ms_ = now;
-        log_open_errors_ = 0;
-      } else {
-        ++log_open_errors_;
-      }
-      return;
-    }
-    app->logs.emplace(key, std::move(*writer));
-  }
-  app->logs.at(key).BeginAttempt(r.attempt, core::UnixNowMs());
+  if (app->scheduler != "local_docker") return logs_->ShimAttemptStarting(*app, key);  // its shim writes the logs
+  logs_->BeginAttempt(*app, key, r.log_dir, r.attempt, LogOwner(*app));
 }
 
 void LocalScheduler::OnAttemptsRecorded(supervisor::AppRunner&) {
@@ -580,50 +551,21 @@ void LocalScheduler::OnReplicaChanged(supervisor::AppRunner& runner,
 
 void LocalScheduler::OnOutput(supervisor::AppRunner& runner, const supervisor::ReplicaInfo& r,
                               supervisor::OutputStream stream, std::string_view bytes) {
-  AppRecord* app = RecordOf(runner);
-  if (app == nullptr) return;
-  std::string key = ReplicaKey(r.role, r.replica_id);
-  auto it = app->logs.find(key);
-  if (it == app->logs.end()) return;
-  uint64_t before = it->second.disk_bytes();
-  {
-    AsUser as(app->owner_uid, app->owner_gid);  // a rotation creates and renames files
-    it->second.Write(stream, bytes, core::UnixNowMs());
+  if (AppRecord* app = RecordOf(runner)) {
+    logs_->Write(*app, ReplicaKey(r.role, r.replica_id), stream, bytes, core::UnixNowMs());
   }
-  AccountLogBytes(*app, key, before, it->second.disk_bytes());
-  uint64_t lost = it->second.bytes_lost();
-  budget_->NoteWrite(lost != app->log_bytes_lost[key], app->app_id, r.log_dir);
-  app->log_bytes_lost[key] = lost;
-  hub_->Notify(AppKey(*app));
-}
-
-void LocalScheduler::AccountLogBytes(AppRecord& app, const std::string& key, uint64_t before, uint64_t after) {
-  app.log_bytes += after - std::min(after, before);
-  app.log_bytes -= std::min(app.log_bytes, before - std::min(before, after));
-  if (!app.user_log_dir) budget_->Add(static_cast<int64_t>(after) - static_cast<int64_t>(before));
-  app.log_disk_seen[key] = after;
 }
 
 void LocalScheduler::OnLogged(supervisor::AppRunner& runner, const supervisor::ReplicaInfo& r, uint64_t disk_bytes,
                               uint64_t lost_bytes) {
-  AppRecord* app = RecordOf(runner);
-  if (app == nullptr) return;
-  std::string key = ReplicaKey(r.role, r.replica_id);
-  AccountLogBytes(*app, key, app->log_disk_seen[key], disk_bytes);
-  uint64_t lost = app->log_lost_before[key] + lost_bytes;
-  budget_->NoteWrite(lost != app->log_bytes_lost[key], app->app_id, r.log_dir);
-  app->log_bytes_lost[key] = lost;
-  hub_->Notify(AppKey(*app));
+  if (AppRecord* app = RecordOf(runner)) {
+    logs_->ShimLogged(*app, ReplicaKey(r.role, r.replica_id), r.log_dir, disk_bytes, lost_bytes);
+  }
 }
 
 void LocalScheduler::OnReplicaStreamsClosed(supervisor::AppRunner& runner,
                                             const supervisor::ReplicaInfo& r) {
-  AppRecord* app = RecordOf(runner);
-  if (app == nullptr) return;
-  auto it = app->logs.find(ReplicaKey(r.role, r.replica_id));
-  AsUser as(app->owner_uid, app->owner_gid);
-  if (it != app->logs.end()) it->second.EndAttempt(core::UnixNowMs());
-  hub_->Notify(AppKey(*app));
+  if (AppRecord* app = RecordOf(runner)) logs_->EndAttempt(*app, ReplicaKey(r.role, r.replica_id), core::UnixNowMs());
 }
 
 void LocalScheduler::ReadErrorFile(AppRecord& app, supervisor::ReplicaInfo& replica) {
@@ -657,13 +599,13 @@ void LocalScheduler::OnAppChanged(supervisor::AppRunner& runner) {
   if (core::IsTerminal(app->state) && !was_terminal) {
     app->ended_ms = core::UnixNowMs();
     WriteSuccessFile(*app);
-    app->logs.clear();
-    budget_->Enforce();
+    logs_->CloseWriters(*app);
+    logs_->Enforce();
     spdlog::info("app {} app={} msg={}", ToLowerState(app->state), app->app_id, app->msg);
   }
   Persist(*app);
   Event(*app, "app", static_cast<int>(app->state), app->msg);
-  hub_->Notify(AppKey(*app));
+  logs_->Notify(AppKey(*app));
   if (core::IsTerminal(app->state) && !was_terminal) {
     // Free the runner once its callbacks have unwound.
     auto* timer = new uv_timer_t;

@@ -22,8 +22,7 @@
 
 #include "core/runopts.h"
 #include "daemon/app_record.h"
-#include "daemon/log_budget.h"
-#include "daemon/log_hub.h"
+#include "daemon/log_store.h"
 #include "daemon/scheduler.h"
 #include "daemon/store.h"
 #include "core/http_client.h"
@@ -57,8 +56,8 @@ int CountNvidiaGpus(const std::string& proc_dir);
 
 class LocalScheduler : public Scheduler, public supervisor::AppRunnerObserver {
  public:
-  // `budget`: the daemon-wide --log-max-total, shared with the other schedulers.
-  LocalScheduler(uv_loop_t* loop, Store* store, LogHub* hub, LogBudget* budget, LocalSchedulerOptions options);
+  // `logs`: the daemon's log store, shared with the other schedulers.
+  LocalScheduler(uv_loop_t* loop, Store* store, LogStore* logs, LocalSchedulerOptions options);
   ~LocalScheduler() override;
 
   // Takes its apps from what the store holds; apps a daemon that died left
@@ -103,9 +102,11 @@ class LocalScheduler : public Scheduler, public supervisor::AppRunnerObserver {
   void Event(const AppRecord& app, const std::string& what, int state, const std::string& msg);
   void WriteSuccessFile(const AppRecord& app);
   void RemoveLogDir(AppRecord& app);
+  // The rights the app's log files are written and removed with.
+  static LogStore::Owner LogOwner(const AppRecord& app) { return {app.owner_uid, app.owner_gid}; }
   [[nodiscard]] Result<void> MakeAppLogDir(const AppRecord& app, const std::string& base);
   // The budget's Source: the oldest finished app whose logs may go.
-  std::optional<LogBudget::Candidate> OldestEvictableLogs();
+  std::optional<LogStore::Candidate> OldestEvictableLogs();
   void ReadErrorFile(AppRecord& app, supervisor::ReplicaInfo& replica);
 
   // local_docker (daemon/local_docker.cc): the engine client, made on first use.
@@ -120,7 +121,6 @@ class LocalScheduler : public Scheduler, public supervisor::AppRunnerObserver {
   // After a restart: re-attaches to a process app's shims; false = cannot.
   bool AdoptProcesses(AppRecord& app);
   supervisor::AppOptions RunnerOptions(const AppRecord& app, std::vector<unsigned> run_as) const;
-  void AccountLogBytes(AppRecord& app, const std::string& key, uint64_t before, uint64_t after);
 
   uv_loop_t* loop_;
   Store* store_;
@@ -132,10 +132,7 @@ class LocalScheduler : public Scheduler, public supervisor::AppRunnerObserver {
   std::map<Key, std::unique_ptr<AppRecord>> apps_;
   std::map<const supervisor::AppRunner*, AppRecord*> by_runner_;
   int gpu_count_ = 0;
-  LogHub* hub_;
-  LogBudget* budget_;
-  int64_t log_open_error_ms_ = -60000;  // the last "cannot open replica logs", said once a minute
-  int64_t log_open_errors_ = 0;         // and how many were not said since
+  LogStore* logs_;
 };
 
 }  // namespace torchxd::daemon

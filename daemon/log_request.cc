@@ -157,13 +157,13 @@ struct LogRequest::Cursor {
   ino_t fd_inode = 0;
 };
 
-LogRequest::LogRequest(uv_loop_t* loop, LogHub* hub, std::string app_key,
+LogRequest::LogRequest(uv_loop_t* loop, LogStore* logs, std::string app_key,
                        std::vector<LogTarget> targets, LogQuery query,
                        std::function<bool()> app_live, std::shared_ptr<Responder> responder,
                        std::function<void(LogRequest*)> on_done, FileOwner read_as)
     : loop_(loop),
       read_as_(read_as),
-      hub_(hub),
+      logs_(logs),
       app_key_(std::move(app_key)),
       query_(std::move(query)),
       app_live_(std::move(app_live)),
@@ -177,7 +177,7 @@ LogRequest::LogRequest(uv_loop_t* loop, LogHub* hub, std::string app_key,
 }
 
 LogRequest::~LogRequest() {
-  if (subscription_ != 0) hub_->Unsubscribe(subscription_);
+  if (subscription_ != 0) logs_->Unsubscribe(subscription_);
 }
 
 Result<void> LogRequest::Start() {
@@ -244,7 +244,7 @@ Result<void> LogRequest::Start() {
   }
   idle_ = NewUvHandle<uv_idle_t>(this);
   uv_idle_init(loop_, idle_.get());
-  if (query_.follow) subscription_ = hub_->Subscribe(app_key_, [this] { Schedule(); });
+  if (query_.follow) subscription_ = logs_->Subscribe(app_key_, [this] { Schedule(); });
   responder_->OnGone([this] {
     done_ = true;
     Schedule();  // finish on the loop, never inside the connection's callback
@@ -282,7 +282,7 @@ void LogRequest::Step() {
   }
   for (auto& c : cursors_) Flush(*c);
   if (!all_caught_up || budget == 0) return Schedule();
-  if (query_.follow && app_live_()) return;  // the hub wakes us when more arrives
+  if (query_.follow && app_live_()) return;  // the log store wakes us when more arrives
   // Everything is read. On one loop thread no output can land between the
   // last read and this check, and an app is terminal only after its pipes closed.
   for (auto& c : cursors_) {
@@ -428,7 +428,7 @@ void LogRequest::Event(Cursor& c, json event) {
 void LogRequest::Finish() {
   if (!idle_) return;
   idle_.reset();
-  if (subscription_ != 0) hub_->Unsubscribe(subscription_);
+  if (subscription_ != 0) logs_->Unsubscribe(subscription_);
   subscription_ = 0;
   auto on_done = std::move(on_done_);
   if (on_done) on_done(this);  // destroys this

@@ -4,7 +4,7 @@
 // loop (never a large synchronous read), sends lines as events in batches,
 // and pauses while the client's socket is backed up, so a slow or stopped
 // follower costs bounded memory and never blocks a replica: it just resumes
-// from disk. Followers are woken by the LogHub, never by a timer; a follow
+// from disk. Followers are woken by the LogStore, never by a timer; a follow
 // ends once the app is terminal and everything was sent. Bytes a follower
 // could not read because rotation removed them are reported, as are bytes
 // before the first available one when reading from the start.
@@ -28,7 +28,7 @@
 #include "core/line_regex.h"
 #include "core/result.h"
 #include "core/uv_handle.h"
-#include "daemon/log_hub.h"
+#include "daemon/log_store.h"
 #include "logfiles/log_stream.h"
 #include "daemon/server.h"
 
@@ -77,7 +77,7 @@ struct FileOwner {
 class LogRequest {
  public:
   // `app_live` says whether more output may still come (follow mode).
-  LogRequest(uv_loop_t* loop, LogHub* hub, std::string app_key, std::vector<LogTarget> targets,
+  LogRequest(uv_loop_t* loop, LogStore* logs, std::string app_key, std::vector<LogTarget> targets,
              LogQuery query, std::function<bool()> app_live, std::shared_ptr<Responder> responder,
              std::function<void(LogRequest*)> on_done, FileOwner read_as);
   ~LogRequest();
@@ -96,7 +96,7 @@ class LogRequest {
 
   uv_loop_t* loop_;
   FileOwner read_as_;
-  LogHub* hub_;
+  LogStore* logs_;
   std::string app_key_;
   LogQuery query_;
   std::optional<core::LineRegex> regex_;

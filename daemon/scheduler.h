@@ -3,7 +3,7 @@
 // to the scheduler serving its name. LocalScheduler serves local_cwd and
 // local_dir; KubernetesScheduler serves kubernetes. Every scheduler keeps
 // its apps as AppRecords and writes replica output into the same log store
-// (LogHub + per-replica log dirs), so status, list and log read them alike.
+// (LogStore + per-replica log dirs), so status, list and log read them alike.
 //
 // Completion callbacks may run synchronously (local) or later (a remote API).
 //
@@ -88,9 +88,6 @@ inline AppCounts CountApps(const std::vector<Scheduler*>& schedulers) {
   }
   return c;
 }
-
-// The key the LogHub knows an app by.
-inline std::string AppKey(const AppRecord& app) { return app.scheduler + "/" + app.app_id; }
 
 }  // namespace torchxd::daemon
 

@@ -403,7 +403,7 @@ void Service::Log(const json& params, const PeerInfo& peer, const Reply& reply) 
     return a != nullptr && owner->MoreOutputExpected(*a);
   };
   auto start = [this, key, live, reply, read_as, targets = std::move(targets), query = std::move(*query)]() mutable {
-    auto request = std::make_unique<LogRequest>(loop_, hub_, key, std::move(targets), std::move(query), live, reply,
+    auto request = std::make_unique<LogRequest>(loop_, logs_, key, std::move(targets), std::move(query), live, reply,
                                                 [this](LogRequest* done) { log_requests_.erase(done); }, read_as);
     LogRequest* raw = request.get();
     log_requests_[raw] = std::move(request);

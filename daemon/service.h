@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "daemon/log_hub.h"
+#include "daemon/log_store.h"
 #include "daemon/scheduler.h"
 #include "daemon/log_request.h"
 #include "daemon/server.h"
@@ -46,8 +46,8 @@ class Service : public RequestHandler {
     size_t max_replicas_per_app = 1024;
   };
   // `schedulers` serve the names they list; the first to list a name wins.
-  Service(uv_loop_t* loop, std::vector<Scheduler*> schedulers, LogHub* hub, DaemonInfo info)
-      : loop_(loop), schedulers_(std::move(schedulers)), hub_(hub), info_(std::move(info)) {}
+  Service(uv_loop_t* loop, std::vector<Scheduler*> schedulers, LogStore* logs, DaemonInfo info)
+      : loop_(loop), schedulers_(std::move(schedulers)), logs_(logs), info_(std::move(info)) {}
 
   void Handle(const protocol::Request& request, const PeerInfo& peer,
               std::shared_ptr<Responder> responder) override;
@@ -78,7 +78,7 @@ class Service : public RequestHandler {
 
   uv_loop_t* loop_;
   std::vector<Scheduler*> schedulers_;
-  LogHub* hub_;
+  LogStore* logs_;
   DaemonInfo info_;
   bool shutting_down_ = false;
   std::map<LogRequest*, std::unique_ptr<LogRequest>> log_requests_;

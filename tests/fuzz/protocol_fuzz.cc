@@ -21,7 +21,7 @@
 #include "core/check.h"
 #include "core/ids.h"
 #include "core/unique_fd.h"
-#include "daemon/log_hub.h"
+#include "daemon/log_store.h"
 #include "daemon/scheduler.h"
 #include "daemon/server.h"
 #include "daemon/service.h"
@@ -97,12 +97,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   uv_loop_init(&loop);
   {
     MemoryScheduler scheduler;
-    LogHub hub;
+    LogStore logs(0);
     Service::DaemonInfo info;
     info.socket = "fuzz";
     info.state_dir = "/nonexistent";
     info.max_replicas_per_app = 16;
-    Service service(&loop, {&scheduler}, &hub, info);
+    Service service(&loop, {&scheduler}, &logs, info);
     ServerLimits limits;
     limits.max_frame_bytes = 1 << 16;  // small, so the fuzzer reaches the limit
     limits.idle_timeout_seconds = 0;
