@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include "core/app_json.h"
@@ -71,12 +72,16 @@ Result<ResolvedApp> ResolveApp(const std::string& component, const std::vector<s
   return ResolvedApp{false, "", std::move(*app)};
 }
 
-Result<core::Cfg> ResolveCfg(const std::string& scheduler, const std::string& cfg_str,
-                             const CliContext& ctx) {
+namespace {
+
+// -cfg (parsed by `parse`) plus .torchxconfig's [scheduler] section, resolved.
+Result<core::Cfg> ResolveCfgWith(
+    const std::string& scheduler, const CliContext& ctx,
+    const std::function<Result<core::Cfg>(const core::RunOpts&, std::vector<std::string>&)>& parse) {
   auto opts = core::SchedulerRunOpts(scheduler);
   if (!opts) return Fail(Error::InvalidArgument(opts.error().message));
   std::vector<std::string> warnings;
-  auto cfg = (*opts)->CfgFromString(cfg_str, warnings);
+  auto cfg = parse(**opts, warnings);
   if (!cfg) return Fail(Error::InvalidArgument("-cfg: " + cfg.error().message));
   auto config = core::TorchxConfig::Load(ctx.env, ctx.cwd);
   if (!config) return Fail(config.error());
@@ -87,6 +92,22 @@ Result<core::Cfg> ResolveCfg(const std::string& scheduler, const std::string& cf
   auto resolved = (*opts)->Resolve(*cfg);
   if (!resolved) return Fail(Error::InvalidArgument(resolved.error().message));
   return resolved;
+}
+
+}  // namespace
+
+Result<core::Cfg> ResolveCfg(const std::string& scheduler, const std::string& cfg_str,
+                             const CliContext& ctx) {
+  return ResolveCfgWith(scheduler, ctx, [&](const core::RunOpts& opts, std::vector<std::string>& warnings) {
+    return opts.CfgFromString(cfg_str, warnings);
+  });
+}
+
+Result<core::Cfg> ResolveCfgJson(const std::string& scheduler, const std::string& cfg_json,
+                                 const CliContext& ctx) {
+  return ResolveCfgWith(scheduler, ctx, [&](const core::RunOpts& opts, std::vector<std::string>&) {
+    return opts.CfgFromJson(nlohmann::json::parse(cfg_json));
+  });
 }
 
 }  // namespace torchxd::cli

@@ -32,6 +32,9 @@ struct ResolvedApp {
 // Warnings (unknown keys) go to ctx.err.
 [[nodiscard]] Result<core::Cfg> ResolveCfg(const std::string& scheduler,
                                            const std::string& cfg_str, const CliContext& ctx);
+// The same from a JSON object of option -> value (`run --stdin`'s scheduler_args).
+[[nodiscard]] Result<core::Cfg> ResolveCfgJson(const std::string& scheduler, const std::string& cfg_json,
+                                               const CliContext& ctx);
 
 }  // namespace torchxd::cli
 

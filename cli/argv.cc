@@ -26,10 +26,25 @@ std::vector<std::string> NormalizeArgs(std::vector<std::string> args) {
       *it = "--scheduler_args=" + it->substr(5);
       continue;
     }
-    if (it->empty() || (*it)[0] != '-') break;  // COMPONENT: stop touching
+    if (it->empty() || (*it)[0] != '-' || *it == "--") break;  // COMPONENT: stop touching
     if (it->find('=') == std::string::npos && TakesValue(*it) && it + 1 != args.end()) ++it;
   }
   return args;
+}
+
+std::vector<std::string> TakeRunRemainder(std::vector<std::string>& args) {
+  auto run = std::find(args.begin(), args.end(), "run");
+  if (run == args.end()) return {};
+  for (auto it = run + 1; it != args.end(); ++it) {
+    if (*it == "--") {
+      std::vector<std::string> rest(it + 1, args.end());
+      args.erase(it, args.end());
+      return rest;
+    }
+    if (it->empty() || (*it)[0] != '-') break;  // COMPONENT
+    if (it->find('=') == std::string::npos && TakesValue(*it) && it + 1 != args.end()) ++it;
+  }
+  return {};
 }
 
 }  // namespace torchxd::cli

@@ -14,6 +14,10 @@ namespace torchxd::cli {
 // arguments pass through as given.
 std::vector<std::string> NormalizeArgv(int argc, char** argv);
 std::vector<std::string> NormalizeArgs(std::vector<std::string> args);
+// `torchx run [OPTIONS] -- COMPONENT ...`: takes the `--` and what follows it
+// out of `args` (CLI11 would refuse them) and returns what followed; empty
+// when run's options are not ended by `--`.
+std::vector<std::string> TakeRunRemainder(std::vector<std::string>& args);
 
 }  // namespace torchxd::cli
 

@@ -26,6 +26,7 @@ struct CliContext {
   std::string cwd;
   std::string home;
   bool color = false;  // stdout is a terminal
+  std::istream* in = &std::cin;  // `run --stdin`
   std::ostream* out = &std::cout;
   std::ostream* err = &std::cerr;
 

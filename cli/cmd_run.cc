@@ -1,11 +1,15 @@
-// `torchx run`: resolve the component and cfg on the client, then (for now)
-// print the dry run. Submitting to the daemon arrives with torchxd.
+// `torchx run`: completes its arguments (run_args.h), resolves the component
+// and cfg on the client, then prints the dry run or submits to the daemon and,
+// attached, streams the logs and exits with the job's result.
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <sstream>
 #include <vector>
 
 #include "cli/app_resolver.h"
+#include "cli/cancel_on_signal.h"
+#include "cli/run_args.h"
 #include "cli/commands.h"
 #include "cli/daemon_connection.h"
 #include "cli/reconnect.h"
@@ -15,6 +19,8 @@
 #include "core/docker_container.h"
 #include "core/ids.h"
 #include "core/replica_request.h"
+#include "core/text.h"
+#include "core/torchx_config.h"
 #include "imageproviders/image_provider.h"
 #include "k8sbridge/volcano_job.h"
 
@@ -57,14 +63,14 @@ int PrintDockerDryrun(const core::AppDef& app, const core::Cfg& cfg, const CliCo
   return kExitOk;
 }
 
-int PrintDryrun(const RunArgs& args, const core::AppDef& app, const core::Cfg& cfg,
+int PrintDryrun(const std::string& scheduler, const core::AppDef& app, const core::Cfg& cfg,
                 const CliContext& ctx) {
-  if (args.scheduler == "kubernetes") return PrintKubernetesDryrun(app, cfg, ctx);
-  if (args.scheduler == "local_docker") return PrintDockerDryrun(app, cfg, ctx);
-  auto locations = imageproviders::FetchRoles(args.scheduler, app, ctx.cwd);
+  if (scheduler == "kubernetes") return PrintKubernetesDryrun(app, cfg, ctx);
+  if (scheduler == "local_docker") return PrintDockerDryrun(app, cfg, ctx);
+  auto locations = imageproviders::FetchRoles(scheduler, app, ctx.cwd);
   if (!locations) return ReportError(ctx, locations.error().message, kExitUsage);
   core::LocalAppContext local;
-  local.scheduler = args.scheduler;
+  local.scheduler = scheduler;
   local.session = std::string(core::kDefaultSession);
   local.app_id = core::MakeUnique(app.name);
   local.session_id = "<assigned at submit>";
@@ -78,7 +84,7 @@ int PrintDryrun(const RunArgs& args, const core::AppDef& app, const core::Cfg& c
     replicas.push_back(core::ReplicaRequestToJson(req, ctx.environ));
   }
   nlohmann::json request = {
-      {"app_handle", core::MakeAppHandle(args.scheduler, local.session, local.app_id)},
+      {"app_handle", core::MakeAppHandle(scheduler, local.session, local.app_id)},
       {"cfg", core::CfgToJson(cfg)},
       {"replicas", replicas}};
   *ctx.out << "=== APPLICATION ===\n"
@@ -89,26 +95,46 @@ int PrintDryrun(const RunArgs& args, const core::AppDef& app, const core::Cfg& c
 
 }  // namespace
 
-int CmdRun(const GlobalArgs& global, const RunArgs& args, const CliContext& ctx) {
-  if (args.component.empty()) {
+int CmdRun(const GlobalArgs& global, RunArgs args, const CliContext& ctx) {
+  auto config = core::TorchxConfig::Load(ctx.env, ctx.cwd);
+  if (!config) return ReportError(ctx, config.error().message, kExitUsage);
+  std::string stdin_text;
+  if (args.from_stdin) {
+    std::stringstream text;
+    text << ctx.in->rdbuf();
+    stdin_text = text.str();
+  }
+  std::vector<std::string> warnings;
+  if (auto ok = CompleteRunArgs(args, *config, stdin_text, ctx.env, warnings); !ok) {
+    return ReportError(ctx, ok.error().message, kExitUsage);
+  }
+  for (const auto& w : warnings) *ctx.err << "torchx: warning: " << w << "\n";
+  std::string scheduler = args.scheduler.value_or(std::string(kDefaultScheduler));
+  auto cfg = args.scheduler_args_json ? ResolveCfgJson(scheduler, *args.scheduler_args_json, ctx)
+                                      : ResolveCfg(scheduler, args.scheduler_args, ctx);
+  if (!cfg) return ReportError(ctx, cfg.error().message, kExitUsage);
+  if (args.workspace && !args.workspace->empty() && (scheduler == "local_docker" || scheduler == "kubernetes")) {
     return ReportError(ctx,
-                       "missing COMPONENT: pass a builtin (see `torchx builtins`) or a path to "
-                       "an AppDef JSON file",
+                       "--workspace " + *args.workspace + ": torchxd does not build workspace images for " +
+                           scheduler + " (TorchX's image patching); build the image yourself and pass it "
+                           "to the component (e.g. --image), or pass --workspace \"\"",
                        kExitUsage);
   }
-  auto cfg = ResolveCfg(args.scheduler, args.scheduler_args, ctx);
-  if (!cfg) return ReportError(ctx, cfg.error().message, kExitUsage);
   auto resolved = ResolveApp(args.component, args.component_args, ctx);
   if (!resolved) return ReportError(ctx, resolved.error().message, kExitUsage);
   if (resolved->help_requested) {
     *ctx.out << resolved->help;
     return kExitOk;
   }
-  if (args.dryrun) return PrintDryrun(args, resolved->app, *cfg, ctx);
-  auto client = ConnectToDaemon({global.socket, true}, ctx);
+  if (args.parent_run_id && !args.parent_run_id->empty()) {
+    for (auto& role : resolved->app.roles) role.env["TORCHX_PARENT_RUN_ID"] = *args.parent_run_id;
+  }
+  if (args.dryrun) return PrintDryrun(scheduler, resolved->app, *cfg, ctx);
+  ConnectOptions connect{global.socket, true};
+  auto client = ConnectToDaemon(connect, ctx);
   if (!client) return ReportError(ctx, client.error().message, kExitNoDaemon);
   nlohmann::json params = {{"app", core::AppDefToJson(resolved->app)},
-                           {"scheduler", args.scheduler},
+                           {"scheduler", scheduler},
                            {"cfg", core::CfgToJson(*cfg)},
                            {"cwd", ctx.cwd},
                            {"env", ctx.environ}};
@@ -119,17 +145,37 @@ int CmdRun(const GlobalArgs& global, const RunArgs& args, const CliContext& ctx)
     for (const auto& w : (*submitted)["warnings"]) *ctx.err << "torchx: warning: " << w.get<std::string>() << "\n";
   }
   *ctx.out << handle << std::endl;
-  if (!args.wait && !args.log) return kExitOk;
-  if (args.log) {
-    if (int rc = StreamLogs(global, handle, ctx); rc != kExitOk) return rc;
+  // TorchX's contract: on a local scheduler `run` stays attached (logs to
+  // stderr, the job's result as exit code); elsewhere only with --wait/--log.
+  bool local = core::StartsWith(scheduler, "local");
+  bool attached = local ? !args.detach.value_or(false) : (args.wait || args.log);
+  if (!attached) return kExitOk;
+  bool stream = local || args.log;
+  int rc = kExitOk;
+  std::optional<nlohmann::json> final_status;
+  int interrupted = 0;
+  {
+    std::optional<CancelOnSignal> cancel_on_signal;
+    if (local) cancel_on_signal.emplace(connect, handle, ctx);
+    if (stream) rc = StreamLogs(global, handle, ctx);
+    if (rc == kExitOk) {
+      auto waited = CallAcrossRestarts(connect, ctx, std::move(*client), "wait",
+                                       [&] { return nlohmann::json{{"app_handle", handle}}; });
+      if (!waited) {
+        rc = ReportCallError(ctx, waited.error());
+      } else {
+        final_status = std::move(*waited);
+      }
+    }
+    if (cancel_on_signal) interrupted = cancel_on_signal->Stop();
   }
-  auto final_status = CallAcrossRestarts({global.socket, true}, ctx, std::move(*client), "wait",
-                                         [&] { return nlohmann::json{{"app_handle", handle}}; });
-  if (!final_status) return ReportCallError(ctx, final_status.error());
-  if ((*final_status)["state"] == "SUCCEEDED") return kExitOk;
-  auto status = core::AppStatusFromJson(*final_status);
-  *ctx.err << (status ? core::FormatAppStatus(*status) : final_status->dump(2)) << "\n";
-  return kExitFailed;
+  if (final_status && (*final_status)["state"] != "SUCCEEDED") {
+    auto status = core::AppStatusFromJson(*final_status);
+    *ctx.err << (status ? core::FormatAppStatus(*status) : final_status->dump(2)) << "\n";
+    rc = kExitFailed;
+  }
+  if (interrupted != 0) ExitBySignal(interrupted);
+  return rc;
 }
 
 }  // namespace torchxd::cli

@@ -19,12 +19,21 @@ struct GlobalArgs {
   std::string socket;  // --socket
 };
 
+// `torchx run`, as given; CompleteRunArgs (run_args.h) fills in the rest.
 struct RunArgs {
-  std::string scheduler = "local_cwd";
-  std::string scheduler_args;  // -cfg
+  std::optional<std::string> scheduler;  // -s; else [cli:run] scheduler; else local_cwd
+  std::string scheduler_args;            // -cfg
+  std::optional<std::string> scheduler_args_json;  // --stdin's scheduler_args (a JSON object)
   bool dryrun = false;
   bool wait = false;
   bool log = false;
+  std::optional<bool> detach;                // -d/--detach; else [cli:run] detach
+  std::optional<std::string> workspace;      // --workspace/--buck-target; else [cli:run] workspace
+  std::optional<std::string> parent_run_id;  // --parent_run_id; else $TORCHX_PARENT_RUN_ID
+  bool tee_logs = false;
+  bool from_stdin = false;        // --stdin: all of the above from a JSON object on stdin
+  std::vector<std::string> rest;  // [--] [COMPONENT] [ARGS...] as given
+  // Resolved by CompleteRunArgs:
   std::string component;
   std::vector<std::string> component_args;
 };
@@ -56,7 +65,7 @@ int CmdLog(const GlobalArgs& global, const LogArgs& args, const CliContext& ctx)
 // Follows every replica's combined log to stderr with the `role/replica ` prefix.
 int StreamLogs(const GlobalArgs& global, const std::string& handle, const CliContext& ctx);
 int CmdRunopts(const std::string& scheduler, const CliContext& ctx);
-int CmdRun(const GlobalArgs& global, const RunArgs& args, const CliContext& ctx);
+int CmdRun(const GlobalArgs& global, RunArgs args, const CliContext& ctx);
 int CmdStatus(const GlobalArgs& global, const std::string& handle, bool as_json,
               const std::vector<std::string>& roles, const CliContext& ctx);
 int CmdDescribe(const GlobalArgs& global, const std::string& handle, bool as_json,

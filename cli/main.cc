@@ -26,6 +26,7 @@ int Main(int argc, char** argv) {
   namespace cli = torchxd::cli;
   CliContext ctx = CliContext::FromProcess();
   std::vector<std::string> args = cli::NormalizeArgv(argc, argv);
+  std::vector<std::string> run_remainder = cli::TakeRunRemainder(args);
 
   CLI::App app{"torchx: launch and manage TorchX jobs through the torchxd daemon", "torchx"};
   app.footer(kFooter);
@@ -37,18 +38,28 @@ int Main(int argc, char** argv) {
   app.add_option("--log_level", log_level, "accepted for TorchX compatibility");
 
   cli::RunArgs run_args;
-  auto* run = app.add_subcommand("run", "Run a component (a builtin or an AppDef JSON file)");
-  run->add_option("-s,--scheduler", run_args.scheduler, "scheduler (default: local_cwd)");
+  auto* run = app.add_subcommand(
+      "run", "Run a component (a builtin, PATH.py:FUNCTION, MODULE:FUNCTION, or an AppDef JSON file); on a local "
+             "scheduler it stays attached: logs on stderr, Ctrl-C cancels, the exit code is the job's");
+  run->add_option("-s,--scheduler", run_args.scheduler, "scheduler (default: [cli:run] scheduler, else local_cwd)")
+      ->multi_option_policy(CLI::MultiOptionPolicy::Throw);
   run->add_option("--scheduler_args", run_args.scheduler_args,
-                  "-cfg k1=v1,k2=v2: scheduler run options (see `torchx runopts`)");
+                  "-cfg k1=v1,k2=v2: scheduler run options (see `torchx runopts`)")
+      ->multi_option_policy(CLI::MultiOptionPolicy::Throw);
   run->add_flag("--dryrun", run_args.dryrun, "print the AppDef and scheduler request, run nothing");
-  run->add_flag("--wait", run_args.wait, "wait until the app is terminal; exit 1 unless it SUCCEEDED");
-  run->add_flag("--log", run_args.log, "stream every replica's log to stderr (implies --wait)");
-  std::string unsupported;
-  for (const char* flag : {"--workspace", "--buck-target", "--parent_run_id", "--stdin", "--tee_logs"}) {
-    run->add_option_function<std::string>(
-        flag, [&unsupported, flag](const std::string&) { unsupported = flag; }, "not supported yet");
-  }
+  run->add_flag("--wait", run_args.wait, "wait until the app is terminal; exit 1 unless it SUCCEEDED (local: always)");
+  run->add_flag("--log", run_args.log, "stream every replica's log to stderr (implies --wait; local: always)");
+  bool detach = false;
+  auto* detach_flag = run->add_flag("-d,--detach", detach,
+                "print the handle and return at once (local schedulers; default: [cli:run] detach)");
+  run->add_option("--workspace,--buck-target", run_args.workspace,
+                  "accepted for TorchX; empty or absent means none (local_docker/kubernetes cannot build one)")
+      ->multi_option_policy(CLI::MultiOptionPolicy::Throw);
+  run->add_option("--parent_run_id", run_args.parent_run_id,
+                  "TORCHX_PARENT_RUN_ID for the job's trackers ($TORCHX_PARENT_RUN_ID wins, as in TorchX)")
+      ->multi_option_policy(CLI::MultiOptionPolicy::Throw);
+  run->add_flag("--tee_logs", run_args.tee_logs, "accepted for TorchX: lines are always `role/N `-prefixed");
+  run->add_flag("--stdin", run_args.from_stdin, "read all run arguments as a JSON object from standard input");
   run->prefix_command();  // COMPONENT and everything after it stay untouched
 
   std::string handle;
@@ -124,13 +135,10 @@ int Main(int argc, char** argv) {
   }
 
   if (*run) {
-    if (!unsupported.empty()) return NotSupported(ctx, "`torchx run " + unsupported + "`");
-    auto rest = run->remaining();
-    if (!rest.empty()) {
-      run_args.component = rest[0];
-      run_args.component_args.assign(rest.begin() + 1, rest.end());
-    }
-    return cli::CmdRun(global, run_args, ctx);
+    run_args.rest = run->remaining();
+    run_args.rest.insert(run_args.rest.end(), run_remainder.begin(), run_remainder.end());
+    if (detach_flag->count() > 0) run_args.detach = true;
+    return cli::CmdRun(global, std::move(run_args), ctx);
   }
   if (*status) return cli::CmdStatus(global, handle, as_json, roles, ctx);
   if (*describe) return cli::CmdDescribe(global, handle, as_json, ctx);

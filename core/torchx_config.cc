@@ -132,11 +132,16 @@ Result<void> TorchxConfig::ApplySchedulerDefaults(std::string_view scheduler, co
 std::map<std::string, std::string> TorchxConfig::ComponentDefaults(
     std::string_view component) const {
   std::map<std::string, std::string> out;
-  std::string wanted = "component:" + std::string(component);
+  for (auto& [key, value] : Section("component:" + std::string(component))) out.emplace(key, std::move(value.value));
+  return out;
+}
+
+std::map<std::string, TorchxConfig::Value> TorchxConfig::Section(std::string_view name) const {
+  std::map<std::string, Value> out;
   for (const auto& file : files_) {
     for (const auto& [section, entries] : file.sections) {
-      if (section != wanted) continue;
-      for (const auto& [key, value] : entries) out.emplace(key, value);  // earlier file wins
+      if (section != name) continue;
+      for (const auto& [key, value] : entries) out.emplace(key, Value{value, file.path});  // earlier file wins
     }
   }
   return out;

@@ -46,6 +46,13 @@ class TorchxConfig {
                                                     std::vector<std::string>& warnings) const;
   // [component:NAME] key -> value (string form, as a CLI argument).
   std::map<std::string, std::string> ComponentDefaults(std::string_view component) const;
+  // Any section by its full name ("cli:run"), the earlier file winning per key;
+  // each value with the file it came from.
+  struct Value {
+    std::string value;
+    std::string file;
+  };
+  std::map<std::string, Value> Section(std::string_view name) const;
 
  private:
   std::vector<IniFile> files_;

@@ -30,5 +30,18 @@ TEST(ArgvTest, MapsCfgBeforeTheComponentOnly) {
   }
 }
 
+TEST(ArgvTest, TakesWhatFollowsADoubleDashAmongRunsOptions) {
+  std::vector<std::string> args = {"run", "-s", "local_cwd", "--", "utils.sh", "--", "sh", "-c", "x"};
+  EXPECT_EQ(TakeRunRemainder(args), (std::vector<std::string>{"utils.sh", "--", "sh", "-c", "x"}));
+  EXPECT_EQ(args, (std::vector<std::string>{"run", "-s", "local_cwd"}));
+  // A `--` after COMPONENT is the component's: untouched.
+  std::vector<std::string> component = {"run", "utils.sh", "--", "sh"};
+  EXPECT_TRUE(TakeRunRemainder(component).empty());
+  EXPECT_EQ(component.size(), 4u);
+  // The value of an option is not COMPONENT: `--workspace ""` then `--`.
+  std::vector<std::string> empty_value = {"run", "--workspace", "", "--", "--msg", "x"};
+  EXPECT_EQ(TakeRunRemainder(empty_value), (std::vector<std::string>{"--msg", "x"}));
+}
+
 }  // namespace
 }  // namespace torchxd::cli

@@ -39,8 +39,8 @@ class CliE2eTest : public torchxd::testing::TorchxSandbox {
   std::string Socket() { return (dir_ / "xdg/torchxd/torchxd.sock").string(); }
 };
 
-TEST_F(CliE2eTest, RunAutostartsADetachedDaemonAndReturnsTheHandleAtOnce) {
-  auto run = Torchx({"run", "utils.echo", "--msg", "hello"});
+TEST_F(CliE2eTest, RunDetachedAutostartsADetachedDaemonAndReturnsTheHandleAtOnce) {
+  auto run = Torchx({"run", "-d", "utils.echo", "--msg", "hello"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_THAT(run.out, ::testing::MatchesRegex("local_cwd://torchx/echo-[a-z0-9]+\n"));
   EXPECT_TRUE(fs::exists(Socket()));
@@ -61,8 +61,8 @@ TEST_F(CliE2eTest, RunAutostartsADetachedDaemonAndReturnsTheHandleAtOnce) {
 
 TEST_F(CliE2eTest, TwoClisAutostartingAtOnceShareOneDaemon) {
   Output a, b;
-  std::thread t([&] { a = Torchx({"run", "utils.echo"}); });
-  b = Torchx({"run", "utils.echo"});
+  std::thread t([&] { a = Torchx({"run", "-d", "utils.echo"}); });
+  b = Torchx({"run", "-d", "utils.echo"});
   t.join();
   EXPECT_EQ(a.exit_code, 0) << a.err;
   EXPECT_EQ(b.exit_code, 0) << b.err;
@@ -120,7 +120,7 @@ TEST_F(CliE2eTest, WaitLogStatusDescribeListCancelDelete) {
 }
 
 TEST_F(CliE2eTest, CancelReturnsWhenTheAppIsGone) {
-  auto run = Torchx({"run", "utils.sh", "--", "sh", "-c", "trap '' TERM; sleep 60"});
+  auto run = Torchx({"run", "-d", "utils.sh", "--", "sh", "-c", "trap '' TERM; sleep 60"});
   ASSERT_EQ(run.exit_code, 0);
   std::string h = Handle(run);
   auto cancel = Torchx({"cancel", "--grace-period", "0.2", h});
@@ -245,7 +245,7 @@ TEST_F(CliE2eTest, ExplicitSocketThatDoesNotAnswerExitsThree) {
 }
 
 TEST_F(CliE2eTest, DaemonStopStopsItsAppsAndTheDaemon) {
-  auto run = Torchx({"run", "utils.sh", "--", "sleep", "60"});
+  auto run = Torchx({"run", "--detach", "utils.sh", "--", "sleep", "60"});
   ASSERT_EQ(run.exit_code, 0);
   auto stop = Torchx({"daemon", "stop"});
   EXPECT_EQ(stop.exit_code, 0);

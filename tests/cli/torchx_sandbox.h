@@ -53,12 +53,17 @@ class TorchxSandbox : public ::testing::Test {
 
   // torchx ARGS in dir_/work; `extra_env` is "K=V ..." (already quoted).
   virtual Output Torchx(const std::vector<std::string>& args, const std::string& extra_env = "") {
-    std::string cmd = "cd " + Quote((dir_ / "work").string()) +
-                      " && env -u TORCHXCONFIG -u TORCHXD_SOCKET -u TORCHX_NO_AUTOSTART HOME=" + Quote(dir_.string()) +
-                      " XDG_RUNTIME_DIR=" + Quote((dir_ / "xdg").string()) +
+    return RunShell(TorchxCommand(args, extra_env), (dir_ / ("stderr" + std::to_string(++calls_))).string());
+  }
+  // The shell command line Torchx runs; with `exec`, torchx replaces the shell (its pid is the shell's).
+  std::string TorchxCommand(const std::vector<std::string>& args, const std::string& extra_env = "",
+                            bool exec = false) {
+    std::string cmd = "cd " + Quote((dir_ / "work").string()) + " && " + (exec ? "exec " : "") +
+                      "env -u TORCHXCONFIG -u TORCHXD_SOCKET -u TORCHX_NO_AUTOSTART -u TORCHX_PARENT_RUN_ID HOME=" +
+                      Quote(dir_.string()) + " XDG_RUNTIME_DIR=" + Quote((dir_ / "xdg").string()) +
                       " XDG_STATE_HOME=" + Quote((dir_ / "state").string()) + " " + extra_env + " " + TORCHX_BIN;
     for (const auto& a : args) cmd += " " + Quote(a);
-    return RunShell(cmd, (dir_ / ("stderr" + std::to_string(++calls_))).string());
+    return cmd;
   }
   static std::string Handle(const Output& o) { return o.out.substr(0, o.out.find('\n')); }
 

@@ -151,7 +151,7 @@ class DockerE2eTest : public ::testing::Test {
                    {"resource", {{"cpu", 1}, {"gpu", 0}, {"memMB", 128}}}}}}};
     std::ofstream(dir_ / "work/app.json") << app.dump();
     std::vector<std::string> args = {"run", "-s", "local_docker"};
-    if (wait) args.push_back("--wait");
+    args.push_back(wait ? "--wait" : "--detach");
     if (!cfg.empty()) args.insert(args.end(), {"-cfg", cfg});
     args.push_back("./app.json");
     Output out = Torchx(args);
