@@ -5,6 +5,7 @@
 #include <functional>
 #include <sstream>
 
+#include "cli/python_component.h"
 #include "core/app_json.h"
 #include "core/components.h"
 #include "core/named_resources.h"
@@ -44,7 +45,25 @@ Result<ResolvedApp> FromJsonFile(const std::string& path, const std::vector<std:
   options.home = ctx.home;
   auto app = core::ParseAppDefJson(text.str(), options);
   if (!app) return Fail(app.error().WithContext(path));
-  return ResolvedApp{false, "", std::move(*app)};
+  return ResolvedApp{false, "", std::move(*app), std::nullopt};
+}
+
+Result<ResolvedApp> FromPython(const std::string& component, const std::vector<std::string>& args,
+                               const core::NamedResources& resources, const CliContext& ctx) {
+  auto py = MaterializePythonComponent(component, args, ctx);
+  if (!py) return Fail(py.error());
+  if (py->exit_code) {
+    ResolvedApp r;
+    r.exit_code = py->exit_code;
+    return r;
+  }
+  core::AppDefDecodeOptions options;
+  options.lookup = [&](std::string_view name) { return resources.Get(name); };
+  options.home = ctx.home;
+  auto app = core::AppDefFromJson(*py->app, options);
+  if (!app) return Fail(Error::InvalidArgument("component `" + component + "` returned an AppDef torchxd refuses: " +
+                                               app.error().message));
+  return ResolvedApp{false, "", std::move(*app), std::nullopt};
 }
 
 }  // namespace
@@ -55,8 +74,18 @@ Result<ResolvedApp> ResolveApp(const std::string& component, const std::vector<s
   if (!resources) return Fail(resources.error());
   if (IsJsonFile(component, ctx)) return FromJsonFile(component, args, *resources, ctx);
 
+  if (IsPythonComponentName(component)) {
+    auto r = FromPython(component, args, *resources, ctx);
+    if (!r && r.error().code == ErrorCode::kNotFound) return Fail(Error::InvalidArgument(r.error().message));
+    return r;
+  }
   auto builtin = core::FindBuiltin(component);
-  if (!builtin) return Fail(Error::InvalidArgument(builtin.error().message));
+  if (!builtin) {
+    // An entry-point component of the user's TorchX; else the builtin's "unknown component".
+    auto r = FromPython(component, args, *resources, ctx);
+    if (r || (r.error().code != ErrorCode::kNotFound && r.error().code != ErrorCode::kUnavailable)) return r;
+    return Fail(Error::InvalidArgument(builtin.error().message));
+  }
   auto config = core::TorchxConfig::Load(ctx.env, ctx.cwd);
   if (!config) return Fail(config.error());
   auto parsed = core::ParseComponentArgs((*builtin)->spec, args,
@@ -65,11 +94,11 @@ Result<ResolvedApp> ResolveApp(const std::string& component, const std::vector<s
     return Fail(Error::InvalidArgument(component + ": " + parsed.error().message +
                                        " (see `torchx run " + component + " --help`)"));
   }
-  if (parsed->help_requested) return ResolvedApp{true, core::ComponentHelp((*builtin)->spec), {}};
+  if (parsed->help_requested) return ResolvedApp{true, core::ComponentHelp((*builtin)->spec), {}, std::nullopt};
   core::ComponentContext context{ctx.env, &*resources, ctx.home};
   auto app = core::BuildComponent(**builtin, *parsed, context);
   if (!app) return Fail(Error::InvalidArgument(app.error().message));
-  return ResolvedApp{false, "", std::move(*app)};
+  return ResolvedApp{false, "", std::move(*app), std::nullopt};
 }
 
 namespace {

@@ -7,6 +7,7 @@
 #ifndef TORCHXD_CLI_APP_RESOLVER_H_
 #define TORCHXD_CLI_APP_RESOLVER_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,9 +22,12 @@ struct ResolvedApp {
   bool help_requested = false;
   std::string help;  // the component's --help text
   core::AppDef app;
+  std::optional<int> exit_code;  // a Python component's argparse ended `run` (it printed why)
 };
 
-// A component is a path to a JSON file when it names an existing file or ends in ".json".
+// A component is a path to a JSON file when it names an existing file or ends
+// in ".json"; `A:B` is a Python component (python_component.h); a name that is
+// no builtin is looked up among the user's TorchX entry-point components.
 [[nodiscard]] Result<ResolvedApp> ResolveApp(const std::string& component,
                                              const std::vector<std::string>& args,
                                              const CliContext& ctx);

@@ -1,7 +1,9 @@
 // `torchx builtins` and `torchx runopts`: answered on the client, no daemon.
+#include <algorithm>
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "cli/python_component.h"
 #include "core/components.h"
 #include "core/scheduler_opts.h"
 
@@ -13,12 +15,17 @@ int ReportError(const CliContext& ctx, const std::string& message, int exit_code
 }
 
 int CmdBuiltins(const CliContext& ctx) {
-  const auto& builtins = core::Builtins();
-  *ctx.out << "Found " << builtins.size() << " builtin components:\n";
-  for (size_t i = 0; i < builtins.size(); ++i) {
+  std::vector<std::string> names;
+  for (const auto& b : core::Builtins()) names.push_back(b.spec.name);
+  // Then the user's entry-point components, when their TorchX has some.
+  for (const auto& c : ListPythonComponents(ctx)) {
+    if (std::find(names.begin(), names.end(), c.name) == names.end()) names.push_back(c.name);
+  }
+  *ctx.out << "Found " << names.size() << " builtin components:\n";
+  for (size_t i = 0; i < names.size(); ++i) {
     char index[32];
     std::snprintf(index, sizeof(index), " %2zu. ", i + 1);
-    *ctx.out << index << builtins[i].spec.name << "\n";
+    *ctx.out << index << names[i] << "\n";
   }
   return kExitOk;
 }

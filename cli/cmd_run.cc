@@ -122,6 +122,7 @@ int CmdRun(const GlobalArgs& global, RunArgs args, const CliContext& ctx) {
   }
   auto resolved = ResolveApp(args.component, args.component_args, ctx);
   if (!resolved) return ReportError(ctx, resolved.error().message, kExitUsage);
+  if (resolved->exit_code) return *resolved->exit_code;
   if (resolved->help_requested) {
     *ctx.out << resolved->help;
     return kExitOk;
