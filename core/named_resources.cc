@@ -52,7 +52,24 @@ NamedResources NamedResources::Builtin() {
   t["MISSING"] = Resource{};
 
   t["aws_t3.medium"] = Aws(2, 0, 4, "t3.medium");
+  t["aws_m5.large"] = Aws(2, 0, 8, "m5.large");
+  t["aws_m5.xlarge"] = Aws(4, 0, 16, "m5.xlarge");
   t["aws_m5.2xlarge"] = Aws(8, 0, 32, "m5.2xlarge");
+  t["aws_m5.4xlarge"] = Aws(16, 0, 64, "m5.4xlarge");
+  t["aws_m5.8xlarge"] = Aws(32, 0, 128, "m5.8xlarge");
+  t["aws_m5.12xlarge"] = Aws(48, 0, 192, "m5.12xlarge");
+  t["aws_m5.16xlarge"] = Aws(64, 0, 256, "m5.16xlarge");
+  t["aws_m5.24xlarge"] = Aws(96, 0, 384, "m5.24xlarge");
+  t["aws_m5.metal"] = Aws(96, 0, 384, "m5.metal");
+  t["aws_m5d.large"] = Aws(2, 0, 8, "m5d.large");
+  t["aws_m5d.xlarge"] = Aws(4, 0, 16, "m5d.xlarge");
+  t["aws_m5d.2xlarge"] = Aws(8, 0, 32, "m5d.2xlarge");
+  t["aws_m5d.4xlarge"] = Aws(16, 0, 64, "m5d.4xlarge");
+  t["aws_m5d.8xlarge"] = Aws(32, 0, 128, "m5d.8xlarge");
+  t["aws_m5d.12xlarge"] = Aws(48, 0, 192, "m5d.12xlarge");
+  t["aws_m5d.16xlarge"] = Aws(64, 0, 256, "m5d.16xlarge");
+  t["aws_m5d.24xlarge"] = Aws(96, 0, 384, "m5d.24xlarge");
+  t["aws_m5d.metal"] = Aws(96, 0, 384, "m5d.metal");
   t["aws_c5.18xlarge"] = Aws(72, 0, 142, "c5.18xlarge");
   t["aws_p3.2xlarge"] = Aws(8, 1, 61, "p3.2xlarge");
   t["aws_p3.8xlarge"] = Aws(32, 4, 244, "p3.8xlarge");
@@ -63,6 +80,9 @@ NamedResources NamedResources::Builtin() {
   t["aws_p5.48xlarge"] = Aws(192, 8, 2048, "p5.48xlarge", Efa(32));
   t["aws_p5e.48xlarge"] = Aws(192, 8, 2048, "p5e.48xlarge", Efa(32));
   t["aws_p5en.48xlarge"] = Aws(192, 8, 2048, "p5en.48xlarge", Efa(16));
+  t["aws_p6-b200.48xlarge"] = Aws(192, 8, 2048, "p6-b200.48xlarge", Efa(8));
+  t["aws_p6-b300.48xlarge"] = Aws(192, 8, 4096, "p6-b300.48xlarge", Efa(16));
+  t["aws_p6e-gb200.36xlarge"] = Aws(144, 4, 960, "p6e-gb200.36xlarge", Efa(16));
   t["aws_g4dn.xlarge"] = Aws(4, 1, 16, "g4dn.xlarge");
   t["aws_g4dn.2xlarge"] = Aws(8, 1, 32, "g4dn.2xlarge");
   t["aws_g4dn.4xlarge"] = Aws(16, 1, 64, "g4dn.4xlarge");

@@ -18,6 +18,9 @@ TEST(NamedResourcesTest, BuiltinTablesMatchTorchx) {
       {"gpu.small", 8, 1, 32768},     {"gpu.xlarge", 64, 8, 262144}, {"cpu.nano", 1, 0, 512},
       {"cpu.micro", 1, 0, 1024},      {"cpu.xlarge", 8, 0, 32768},
       {"aws_t3.medium", 2, 0, 4 * 983}, {"aws_p4d.24xlarge", 96, 8, 1152 * 983},
+      {"aws_m5.large", 2, 0, 8 * 983},  {"aws_m5.metal", 96, 0, 384 * 983}, {"aws_m5d.12xlarge", 48, 0, 192 * 983},
+      {"aws_p6-b200.48xlarge", 192, 8, 2048 * 983}, {"aws_p6-b300.48xlarge", 192, 8, 4096 * 983},
+      {"aws_p6e-gb200.36xlarge", 144, 4, 960 * 983},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
@@ -33,6 +36,9 @@ TEST(NamedResourcesTest, BuiltinTablesMatchTorchx) {
   auto trn = nr.Get("aws_trn1.32xlarge");
   EXPECT_EQ(trn->devices.at("aws.amazon.com/neurondevice"), 16);
   EXPECT_TRUE(nr.Get("NULL")->IsNull());
+  EXPECT_EQ(nr.Get("aws_p6-b300.48xlarge")->devices.at("vpc.amazonaws.com/efa"), 16);
+  EXPECT_EQ(nr.Get("aws_m5d.metal")->capabilities["node.kubernetes.io/instance-type"], "m5d.metal");
+  EXPECT_EQ(nr.Names().size(), 73u);  // TorchX's generic and AWS tables, NULL and MISSING included
 }
 
 TEST(NamedResourcesTest, UnknownNameSuggestsTheClosest) {
