@@ -11,6 +11,7 @@
 #include "cli/daemon_connection.h"
 #include "core/app_json.h"
 #include "core/app_status.h"
+#include "core/json_parse.h"
 #include "core/text.h"
 
 namespace torchxd::cli {
@@ -106,7 +107,7 @@ int CmdStatus(const GlobalArgs& global, const std::string& handle, bool as_json,
       }
       out["roles"] = kept;
     }
-    *ctx.out << out.dump(2) << "\n";
+    *ctx.out << core::DumpLikePython(out) << "\n";  // one line, as TorchX's json.dumps
   } else {
     *ctx.out << core::FormatAppStatus(*status, roles) << "\n";
   }

@@ -60,4 +60,23 @@ nlohmann::json ParseJsonOrDiscarded(std::string_view text, size_t max_depth) {
   return nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
 }
 
+std::string DumpLikePython(const nlohmann::json& value) {
+  if (value.is_object()) {
+    std::string out = "{";
+    bool first = true;
+    for (const auto& [key, item] : value.items()) {
+      if (!first) out += ", ";
+      first = false;
+      out += nlohmann::json(key).dump(-1, ' ', true, nlohmann::json::error_handler_t::replace) + ": " + DumpLikePython(item);
+    }
+    return out + "}";
+  }
+  if (value.is_array()) {
+    std::string out = "[";
+    for (size_t i = 0; i < value.size(); ++i) out += (i ? ", " : "") + DumpLikePython(value[i]);
+    return out + "]";
+  }
+  return value.dump(-1, ' ', true, nlohmann::json::error_handler_t::replace);
+}
+
 }  // namespace torchxd::core

@@ -32,6 +32,10 @@ size_t JsonDepth(const nlohmann::json& value);
 // The same where any failure just means "not usable": a discarded value (is_discarded()).
 nlohmann::json ParseJsonOrDiscarded(std::string_view text, size_t max_depth = kMaxJsonDepth);
 
+// One line as Python's json.dumps writes it (", " and ": " separators, non-ASCII
+// escaped as \uXXXX, keys in the value's order): what TorchX's `--json` prints.
+std::string DumpLikePython(const nlohmann::json& value);
+
 }  // namespace torchxd::core
 
 #endif  // TORCHXD_CORE_JSON_PARSE_H_

@@ -79,7 +79,10 @@ TEST_F(CliE2eTest, WaitLogStatusDescribeListCancelDelete) {
   EXPECT_EQ(status.exit_code, 0);
   EXPECT_THAT(status.out, HasSubstr("AppStatus:\n    State: SUCCEEDED\n    Num Restarts: 0\n    Roles: \n *echo[0]:SUCCEEDED pid="));
   EXPECT_THAT(status.out, HasSubstr("\n  echo[1]:SUCCEEDED pid="));
-  auto sj = json::parse(Torchx({"status", "--json", h}).out);
+  auto sj_text = Torchx({"status", "--json", h}).out;
+  EXPECT_EQ(std::count(sj_text.begin(), sj_text.end(), '\n'), 1) << "one line, as TorchX's json.dumps";
+  EXPECT_THAT(sj_text, HasSubstr("\"state\": \"SUCCEEDED\", "));
+  auto sj = json::parse(sj_text);
   EXPECT_EQ(sj["state"], "SUCCEEDED");
   EXPECT_EQ(sj["app_handle"], h);
   EXPECT_EQ(sj["roles"][0]["replicas"][1]["state"], 4);

@@ -1,4 +1,5 @@
 #include "core/app_json.h"
+#include "core/json_parse.h"
 
 #include <gtest/gtest.h>
 
@@ -159,6 +160,13 @@ TEST(AppJsonTest, SyntaxErrorsSayWhere) {
   ASSERT_FALSE(app.has_value());
   EXPECT_NE(app.error().message.find("invalid JSON"), std::string::npos);
   EXPECT_NE(app.error().message.find("line 2"), std::string::npos) << app.error().message;
+}
+
+TEST(JsonParseTest, DumpLikePythonMatchesJsonDumps) {
+  // json.dumps({"state": "RUNNING", "roles": [{"replicas": []}], "n": 1, "url": None, "m": "é"})
+  nlohmann::json v = nlohmann::json::parse(R"({"state": "RUNNING", "roles": [{"replicas": []}], "n": 1, "url": null, "m": "é"})");
+  EXPECT_EQ(DumpLikePython(v),
+            R"({"m": "\u00e9", "n": 1, "roles": [{"replicas": []}], "state": "RUNNING", "url": null})");
 }
 
 }  // namespace
