@@ -47,12 +47,9 @@ Result<CfgValue> Convert(const ParamSpec& p, const std::string& raw) {
       if (t.empty() || *end != '\0') return invalid("float");
       return CfgValue{v};
     }
-    case ParamType::kBool: {
-      auto l = ToLower(raw);
-      if (l == "true" || l == "1" || l == "yes" || l == "on") return CfgValue{true};
-      if (l == "false" || l == "0" || l == "no" || l == "off") return CfgValue{false};
-      return invalid("bool (expected true or false)");
-    }
+    case ParamType::kBool:
+      // As TorchX decodes a bool argument: only "true", in any case, is True.
+      return CfgValue{ToLower(raw) == "true"};
     case ParamType::kList:
       if (raw.empty()) return CfgValue{};
       return CfgValue{ParseList(raw)};
