@@ -1,13 +1,19 @@
 // `torchx builtins` and `torchx runopts`: answered on the client, no daemon.
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 
 #include "cli/commands.h"
 #include "cli/python_component.h"
 #include "core/components.h"
 #include "core/scheduler_opts.h"
+#include "core/text.h"
+#include "core/torchx_config.h"
 
 namespace torchxd::cli {
+
+namespace fs = std::filesystem;
 
 int ReportError(const CliContext& ctx, const std::string& message, int exit_code) {
   *ctx.err << "torchx: error: " << message << "\n";
@@ -27,6 +33,33 @@ int CmdBuiltins(const CliContext& ctx) {
     std::snprintf(index, sizeof(index), " %2zu. ", i + 1);
     *ctx.out << index << names[i] << "\n";
   }
+  return kExitOk;
+}
+
+int CmdConfigure(const std::string& schedulers, bool print, bool all, const CliContext& ctx) {
+  std::vector<std::string> names = schedulers.empty() ? core::SchedulerNames() : core::Split(schedulers, ',');
+  auto text = core::ConfigTemplate(names, all);
+  if (!text) return ReportError(ctx, text.error().message, kExitUsage);
+  if (print) {
+    *ctx.out << *text;
+    return kExitOk;
+  }
+  // As TorchX: ./.torchxconfig is rewritten; the previous one is kept beside it.
+  fs::path path = fs::path(ctx.cwd) / ".torchxconfig";
+  fs::path tmp = fs::path(ctx.cwd) / ".torchxconfig.tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << *text;
+    if (!out.flush()) return ReportError(ctx, "cannot write " + tmp.string(), kExitFailed);
+  }
+  std::error_code ec;
+  if (fs::exists(path, ec)) {
+    fs::rename(path, fs::path(ctx.cwd) / ".torchxconfig.bak", ec);
+    if (ec) return ReportError(ctx, "cannot keep the previous " + path.string() + ": " + ec.message(), kExitFailed);
+    *ctx.err << "torchx: the previous .torchxconfig is now .torchxconfig.bak\n";
+  }
+  fs::rename(tmp, path, ec);
+  if (ec) return ReportError(ctx, "cannot write " + path.string() + ": " + ec.message(), kExitFailed);
   return kExitOk;
 }
 

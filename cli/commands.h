@@ -65,6 +65,8 @@ int CmdLog(const GlobalArgs& global, const LogArgs& args, const CliContext& ctx)
 // Follows every replica's combined log to stderr with the `role/replica ` prefix.
 int StreamLogs(const GlobalArgs& global, const std::string& handle, const CliContext& ctx);
 int CmdRunopts(const std::string& scheduler, const CliContext& ctx);
+// `torchx configure [-s a,b] [--print] [-a]`: TorchX's .torchxconfig template.
+int CmdConfigure(const std::string& schedulers, bool print, bool all, const CliContext& ctx);
 int CmdRun(const GlobalArgs& global, RunArgs args, const CliContext& ctx);
 int CmdStatus(const GlobalArgs& global, const std::string& handle, bool as_json,
               const std::vector<std::string>& roles, const CliContext& ctx);

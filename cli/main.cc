@@ -117,9 +117,13 @@ int Main(int argc, char** argv) {
       ->check(CLI::IsMember({"status", "stop", "restart"}));
   daemon->add_flag("--cancel-all", cancel_all, "stop: cancel every app first, even with --live-restore");
 
-  for (const char* name : {"configure", "tracker"}) {
-    app.add_subcommand(name, "not supported yet")->allow_extras()->prefix_command();
-  }
+  std::string configure_schedulers;
+  bool configure_print = false, configure_all = false;
+  auto* configure = app.add_subcommand("configure", "Write .torchxconfig with the schedulers' run options (as TorchX)");
+  configure->add_option("-s,--schedulers", configure_schedulers, "comma-separated schedulers (default: all)");
+  configure->add_flag("--print", configure_print, "print the file to stdout instead of writing it");
+  configure->add_flag("-a,--all", configure_all, "also the optional run options, at their defaults");
+  app.add_subcommand("tracker", "not supported yet")->allow_extras()->prefix_command();
 
   try {
     std::vector<std::string> reversed(args.rbegin(), args.rend());
@@ -148,6 +152,7 @@ int Main(int argc, char** argv) {
   if (*log) return cli::CmdLog(global, log_args, ctx);
   if (*builtins) return cli::CmdBuiltins(ctx);
   if (*runopts) return cli::CmdRunopts(runopts_scheduler, ctx);
+  if (*configure) return cli::CmdConfigure(configure_schedulers, configure_print, configure_all, ctx);
   if (*daemon) {
     if (cancel_all && daemon_action != "stop") return cli::ReportError(ctx, "--cancel-all goes with `daemon stop`", cli::kExitUsage);
     return cli::CmdDaemon(global, daemon_action, cancel_all, ctx);

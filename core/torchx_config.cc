@@ -4,6 +4,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/scheduler_opts.h"
 #include "core/text.h"
 
 namespace torchxd::core {
@@ -143,6 +144,47 @@ std::map<std::string, TorchxConfig::Value> TorchxConfig::Section(std::string_vie
       if (section != name) continue;
       for (const auto& [key, value] : entries) out.emplace(key, Value{value, file.path});  // earlier file wins
     }
+  }
+  return out;
+}
+
+namespace {
+
+// A default as configparser writes TorchX's `f"{opt.default}"`.
+std::string TemplateValue(const CfgValue& value) {
+  if (const auto* list = std::get_if<std::vector<std::string>>(&value)) {
+    return list->empty() ? "None" : Join(*list, ";");
+  }
+  if (const auto* map = std::get_if<std::map<std::string, std::string>>(&value)) {
+    std::vector<std::string> items;
+    for (const auto& [k, v] : *map) items.push_back(k + ":" + v);
+    return items.empty() ? "None" : Join(items, ";");
+  }
+  if (const auto* str = std::get_if<std::string>(&value)) return *str;
+  return CfgValueRepr(value);
+}
+
+}  // namespace
+
+Result<std::string> ConfigTemplate(const std::vector<std::string>& schedulers, bool all) {
+  std::string out;
+  for (const auto& name : schedulers) {
+    auto opts = SchedulerRunOpts(name);
+    if (!opts) return Fail(Error::InvalidArgument(opts.error().message));
+    out += "[" + name + "]\n";
+    for (const auto& opt : (*opts)->options()) {
+      std::string value;
+      if (opt.required) {
+        value = "#FIXME:(" + std::string(OptTypeName(opt.type)) + ") " + opt.help;
+        if (value.size() > 60) value = value.substr(0, 60) + "...";
+      } else if (all) {
+        value = TemplateValue(opt.default_value);
+      } else {
+        continue;
+      }
+      out += opt.name + " = " + value + "\n";
+    }
+    out += "\n";
   }
   return out;
 }

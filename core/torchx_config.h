@@ -58,6 +58,13 @@ class TorchxConfig {
   std::vector<IniFile> files_;
 };
 
+// What `torchx configure` writes, as TorchX's config.dump: a [scheduler]
+// section per scheduler, required options as `#FIXME:(type) help` (cut at 60
+// characters), with `all` also the optional ones at their defaults (lists
+// joined by `;`, maps `k:v;k2:v2`, unset `None`). InvalidArgument for an
+// unknown scheduler.
+[[nodiscard]] Result<std::string> ConfigTemplate(const std::vector<std::string>& schedulers, bool all);
+
 }  // namespace torchxd::core
 
 #endif  // TORCHXD_CORE_TORCHX_CONFIG_H_

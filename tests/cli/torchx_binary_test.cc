@@ -174,7 +174,8 @@ TEST_F(TorchxBinaryTest, BadInputsAreOneClearLineAndExitTwo) {
        "Repeated Command Line Arguments: ['--msg']"},
       {"detach with wait", {"run", "-d", "--wait", "utils.echo"}, "-d/--detach returns at once"},
       {"repeated run option", {"run", "--dryrun", "-s", "local_cwd", "-s", "local_dir", "utils.echo"}, "-s"},
-      {"unsupported command", {"configure"}, "`torchx configure` is not supported by torchxd yet"},
+      {"unsupported command", {"tracker", "list", "jobs"}, "`torchx tracker` is not supported by torchxd yet"},
+      {"configure unknown scheduler", {"configure", "-s", "slurm"}, "unknown scheduler `slurm`"},
       {"unknown command", {"frobnicate"}, "torchx: error: "},
   };
   for (const auto& c : cases) {
@@ -184,6 +185,25 @@ TEST_F(TorchxBinaryTest, BadInputsAreOneClearLineAndExitTwo) {
     EXPECT_THAT(o.err, HasSubstr(c.message));
     EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
   }
+}
+
+TEST_F(TorchxBinaryTest, ConfigureWritesTorchxsTemplateThatRunReadsBack) {
+  auto printed = Torchx({"configure", "-s", "local_cwd,kubernetes", "--print"});
+  ASSERT_EQ(printed.exit_code, 0) << printed.err;
+  EXPECT_EQ(printed.out, "[local_cwd]\n\n[kubernetes]\nqueue = #FIXME:(str) Volcano queue to schedule job in.\n\n");
+  Write(".torchxconfig", "[local_cwd]\nlog_dir = /mine\n");
+  auto written = Torchx({"configure", "-s", "local_cwd", "-a"});
+  ASSERT_EQ(written.exit_code, 0) << written.err;
+  EXPECT_THAT(written.err, HasSubstr("the previous .torchxconfig is now .torchxconfig.bak"));
+  std::ifstream in(dir_ / ".torchxconfig");
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_THAT(text, HasSubstr("[local_cwd]\nlog_dir = None\nprepend_cwd = False\n"));
+  EXPECT_THAT(text, HasSubstr("restart_backoff = 1.0\n"));
+  // The template is valid input: every default reads back as itself.
+  auto dry = Torchx({"run", "--dryrun", "utils.echo"});
+  EXPECT_EQ(dry.exit_code, 0) << dry.err;
+  EXPECT_EQ(dry.err, "");
+  EXPECT_TRUE(fs::exists(dir_ / ".torchxconfig.bak"));
 }
 
 TEST_F(TorchxBinaryTest, ExampleTrainingScriptDryrunsAsTheReadmeShows) {
