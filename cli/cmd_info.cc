@@ -20,7 +20,13 @@ int ReportError(const CliContext& ctx, const std::string& message, int exit_code
   return exit_code;
 }
 
-int CmdBuiltins(const CliContext& ctx) {
+int CmdBuiltins(const std::string& print, const CliContext& ctx) {
+  if (!print.empty()) {
+    auto builtin = core::FindBuiltin(print);
+    if (!builtin) return ReportError(ctx, builtin.error().message, kExitUsage);
+    *ctx.out << core::ComponentSignature((*builtin)->spec);
+    return kExitOk;
+  }
   std::vector<std::string> names;
   for (const auto& b : core::Builtins()) names.push_back(b.spec.name);
   // Then the user's entry-point components, when their TorchX has some.

@@ -60,7 +60,8 @@ struct LogSelector {
 // RFC 3339, a zone-less local time, or relative (30s, 10m, 2h, 1d) before now.
 [[nodiscard]] Result<int64_t> ParseLogTime(const std::string& text, int64_t now_ms);
 
-int CmdBuiltins(const CliContext& ctx);
+// `torchx builtins [--print NAME]`.
+int CmdBuiltins(const std::string& print, const CliContext& ctx);
 int CmdLog(const GlobalArgs& global, const LogArgs& args, const CliContext& ctx);
 // Follows every replica's combined log to stderr with the `role/replica ` prefix.
 int StreamLogs(const GlobalArgs& global, const std::string& handle, const CliContext& ctx);

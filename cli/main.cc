@@ -102,7 +102,9 @@ int Main(int argc, char** argv) {
   log->add_flag("--timestamps", log_args.timestamps, "print each line's arrival time");
   log->add_flag("--json", log_args.json, "one JSON object per line");
 
-  auto* builtins = app.add_subcommand("builtins", "List the builtin components");
+  std::string builtins_print;
+  auto* builtins = app.add_subcommand("builtins", "List the builtin components (and your entry-point components)");
+  builtins->add_option("--print", builtins_print, "print a builtin's signature and docstring");
   std::string runopts_scheduler;
   auto* runopts = app.add_subcommand("runopts", "Show the run options of the schedulers");
   runopts->add_option("scheduler", runopts_scheduler, "only this scheduler");
@@ -150,7 +152,7 @@ int Main(int argc, char** argv) {
   if (*cancel) return cli::CmdCancel(global, handle, grace, ctx);
   if (*del) return cli::CmdDelete(global, handle, ctx);
   if (*log) return cli::CmdLog(global, log_args, ctx);
-  if (*builtins) return cli::CmdBuiltins(ctx);
+  if (*builtins) return cli::CmdBuiltins(builtins_print, ctx);
   if (*runopts) return cli::CmdRunopts(runopts_scheduler, ctx);
   if (*configure) return cli::CmdConfigure(configure_schedulers, configure_print, configure_all, ctx);
   if (*daemon) {

@@ -207,4 +207,39 @@ std::string ComponentHelp(const ComponentSpec& spec) {
   return out;
 }
 
+std::string ComponentSignature(const ComponentSpec& spec) {
+  auto type_name = [](ParamType t) -> std::string {
+    switch (t) {
+      case ParamType::kStr: return "str";
+      case ParamType::kInt: return "int";
+      case ParamType::kFloat: return "float";
+      case ParamType::kBool: return "bool";
+      case ParamType::kList: return "Optional[List[str]]";
+      case ParamType::kDict: return "Optional[Dict[str, str]]";
+    }
+    return "str";
+  };
+  auto default_text = [](const ParamSpec& p) -> std::string {
+    if (!p.default_value) return "None";
+    if (p.type == ParamType::kStr) return PyRepr(*p.default_value);
+    return *p.default_value;
+  };
+  std::string fn = spec.name.substr(spec.name.rfind('.') + 1);
+  std::vector<std::string> params;
+  if (spec.varargs) params.push_back("*" + spec.varargs->name + ": str");
+  for (const auto& p : spec.params) {
+    std::string type = type_name(p.type);
+    if (!p.required && !p.default_value && !StartsWith(type, "Optional")) type = "Optional[" + type + "]";
+    std::string item = p.name + ": " + type;
+    if (!p.required) item += " = " + default_text(p);
+    params.push_back(item);
+  }
+  std::string out = "def " + fn + "(\n";
+  for (const auto& item : params) out += "    " + item + ",\n";
+  out += ") -> specs.AppDef:\n    \"\"\"\n    " + spec.description + "\n\n    Args:\n";
+  if (spec.varargs) out += "        " + spec.varargs->name + ": " + spec.varargs->help + "\n";
+  for (const auto& p : spec.params) out += "        " + p.name + ": " + p.help + "\n";
+  return out + "    \"\"\"\n";
+}
+
 }  // namespace torchxd::core

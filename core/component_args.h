@@ -6,7 +6,7 @@
 //   (a leading "--" is dropped: `dist.ddp --script t.py -- --lr 0.1`),
 //   --help asks for the component's help.
 // Beyond TorchX: a repeated option is an error rather than last-wins, and a
-// bool value must be a bool literal (true/1/yes/on, false/0/no/off).
+// bool value is True only for "true" in any case (as TorchX decodes it).
 //
 // Thread contract: pure functions, safe from any thread.
 #ifndef TORCHXD_CORE_COMPONENT_ARGS_H_
@@ -60,6 +60,9 @@ struct ComponentArgs {
     const std::map<std::string, std::string>& defaults = {});
 
 std::string ComponentHelp(const ComponentSpec& spec);
+// `torchx builtins --print NAME`: the component's Python signature and
+// docstring, as TorchX's source shows them (the body is torchxd's C++).
+std::string ComponentSignature(const ComponentSpec& spec);
 
 }  // namespace torchxd::core
 

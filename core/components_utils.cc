@@ -1,4 +1,6 @@
-// utils.* builtins: echo, touch, sh, python, binary (torchx/components/utils.py).
+// utils.* builtins: echo, touch, sh, python, binary, copy, booth (torchx/components/utils.py).
+#include <charconv>
+
 #include "core/components.h"
 #include "core/components_internal.h"
 #include "core/mounts.h"
@@ -96,6 +98,32 @@ Result<AppDef> BuildBinary(const ComponentArgs& a, const ComponentContext& ctx) 
   return AppDef{*a.Str("name"), {role}, {}};
 }
 
+// Python's str(float): the shortest text that reads back, with ".0" on whole numbers.
+std::string PyFloat(double v) {
+  char buf[64];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v);
+  std::string text(buf, ec == std::errc() ? end : buf);
+  if (text.find_first_of(".eninf") == std::string::npos) text += ".0";
+  return text;
+}
+
+Result<AppDef> BuildCopy(const ComponentArgs& a, const ComponentContext&) {
+  return AppDef{"torchx-utils-copy",
+                {SimpleRole("torchx-utils-copy", *a.Str("image"), "python",
+                            {"-m", "torchx.apps.utils.copy_main", "--src", *a.Str("src"), "--dst", *a.Str("dst")}, 1)},
+                {}};
+}
+
+Result<AppDef> BuildBooth(const ComponentArgs& a, const ComponentContext&) {
+  auto f = [&](const char* name) { return PyFloat(std::get<double>(a.values.at(name))); };
+  return AppDef{"torchx-utils-booth",
+                {SimpleRole("torchx-utils-booth", *a.Str("image"), "python",
+                            {"-m", "torchx.apps.utils.booth_main", "--x1", f("x1"), "--x2", f("x2"), "--trial_idx",
+                             std::to_string(a.Int("trial_idx")), "--tracker_base", *a.Str("tracker_base")},
+                            1)},
+                {}};
+}
+
 ParamSpec Str(std::string name, std::string help, std::optional<std::string> dflt) {
   return {std::move(name), ParamType::kStr, std::move(help), std::move(dflt), false};
 }
@@ -173,6 +201,25 @@ std::vector<Component> UtilsComponents() {
         ParamSpec{"args", ParamType::kStr, "arguments passed to the program in sys.argv[1:]",
                   std::nullopt, false}},
        BuildBinary},
+      {{"utils.copy",
+        "copy copies the file from src to dst. src and dst can be any valid fsspec url. This does not "
+        "support recursive copies or directories.",
+        {{"src", ParamType::kStr, "the source fsspec file location", std::nullopt, true},
+         {"dst", ParamType::kStr, "the destination fsspec file location", std::nullopt, true},
+         Str("image", "the image that contains the copy app", std::string(kTorchxImage))},
+        std::nullopt},
+       BuildCopy},
+      {{"utils.booth",
+        "Evaluates the booth function, ``f(x1, x2) = (x1 + 2*x2 - 7)^2 + (2*x1 + x2 - 5)^2``. Output "
+        "result is accessible via ``FsspecResultTracker(outdir)[trial_idx]``",
+        {{"x1", ParamType::kFloat, "x1", std::nullopt, true},
+         {"x2", ParamType::kFloat, "x2", std::nullopt, true},
+         Int("trial_idx", "ignore if not running hpo", 0),
+         Str("tracker_base", "URI of the tracker's base output directory (e.g. s3://foo/bar)",
+             "/tmp/torchx-util-booth"),
+         Str("image", "the image that contains the booth app", std::string(kTorchxImage))},
+        std::nullopt},
+       BuildBooth},
   };
 }
 

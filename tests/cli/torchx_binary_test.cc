@@ -48,7 +48,7 @@ class TorchxBinaryTest : public ::testing::Test {
 TEST_F(TorchxBinaryTest, BuiltinsListsEveryComponent) {
   auto o = Torchx({"builtins"});
   EXPECT_EQ(o.exit_code, 0);
-  EXPECT_THAT(o.out, HasSubstr("Found 7 builtin components:\n  1. dist.ddp\n"));
+  EXPECT_THAT(o.out, HasSubstr("Found 9 builtin components:\n  1. dist.ddp\n"));
   EXPECT_THAT(o.out, HasSubstr("  3. utils.echo\n"));
 }
 
@@ -175,6 +175,7 @@ TEST_F(TorchxBinaryTest, BadInputsAreOneClearLineAndExitTwo) {
       {"detach with wait", {"run", "-d", "--wait", "utils.echo"}, "-d/--detach returns at once"},
       {"repeated run option", {"run", "--dryrun", "-s", "local_cwd", "-s", "local_dir", "utils.echo"}, "-s"},
       {"unsupported command", {"tracker", "list", "jobs"}, "`torchx tracker` is not supported by torchxd yet"},
+      {"print unknown builtin", {"builtins", "--print", "utils.ecoh"}, "unknown component `utils.ecoh`"},
       {"configure unknown scheduler", {"configure", "-s", "slurm"}, "unknown scheduler `slurm`"},
       {"unknown command", {"frobnicate"}, "torchx: error: "},
   };
@@ -185,6 +186,17 @@ TEST_F(TorchxBinaryTest, BadInputsAreOneClearLineAndExitTwo) {
     EXPECT_THAT(o.err, HasSubstr(c.message));
     EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
   }
+}
+
+TEST_F(TorchxBinaryTest, BuiltinsPrintShowsTheSignatureAndDocstring) {
+  auto o = Torchx({"builtins", "--print", "utils.echo"});
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_THAT(o.out, HasSubstr("def echo(\n    msg: str = 'hello world',\n"));
+  EXPECT_THAT(o.out, HasSubstr("    num_replicas: int = 1,\n) -> specs.AppDef:\n"));
+  EXPECT_THAT(o.out, HasSubstr("        msg: message to echo\n"));
+  auto sh = Torchx({"builtins", "--print", "utils.sh"});
+  EXPECT_THAT(sh.out, HasSubstr("    *args: str,\n"));
+  EXPECT_THAT(sh.out, HasSubstr("    h: Optional[str] = None,\n"));
 }
 
 TEST_F(TorchxBinaryTest, ConfigureWritesTorchxsTemplateThatRunReadsBack) {

@@ -25,7 +25,8 @@ TEST_F(ComponentsTest, BuiltinsAreListed) {
   std::vector<std::string> names;
   for (const auto& c : Builtins()) names.push_back(c.spec.name);
   EXPECT_EQ(names, (std::vector<std::string>{"dist.ddp", "dist.spmd", "utils.echo", "utils.touch",
-                                             "utils.sh", "utils.python", "utils.binary"}));
+                                             "utils.sh", "utils.python", "utils.binary", "utils.copy",
+                                             "utils.booth"}));
   auto unknown = FindBuiltin("utils.ecoh");
   ASSERT_FALSE(unknown.has_value());
   EXPECT_NE(unknown.error().message.find("Did you mean `utils.echo`?"), std::string::npos);
@@ -84,6 +85,23 @@ TEST_F(ComponentsTest, BinaryAndTouch) {
   auto touch = Run("utils.touch", {"--file", "/tmp/x"});
   ASSERT_TRUE(touch.has_value());
   EXPECT_EQ(touch->roles[0].args, std::vector<std::string>{"/tmp/x"});
+}
+
+TEST_F(ComponentsTest, CopyAndBoothMatchTorchx) {
+  auto copy = Run("utils.copy", {"--src", "s3://a/x", "--dst", "/tmp/x"});
+  ASSERT_TRUE(copy.has_value()) << copy.error().message;
+  EXPECT_EQ(copy->name, "torchx-utils-copy");
+  EXPECT_EQ(copy->roles[0].entrypoint, "python");
+  EXPECT_EQ(copy->roles[0].args, (std::vector<std::string>{"-m", "torchx.apps.utils.copy_main", "--src", "s3://a/x",
+                                                           "--dst", "/tmp/x"}));
+  EXPECT_EQ(copy->roles[0].resource.mem_mb, 1024);
+  // str(float) as Python prints it: 1 -> "1.0", 0.25 -> "0.25".
+  auto booth = Run("utils.booth", {"--x1", "1", "--x2", "0.25"});
+  ASSERT_TRUE(booth.has_value()) << booth.error().message;
+  EXPECT_EQ(booth->roles[0].args,
+            (std::vector<std::string>{"-m", "torchx.apps.utils.booth_main", "--x1", "1.0", "--x2", "0.25", "--trial_idx",
+                                      "0", "--tracker_base", "/tmp/torchx-util-booth"}));
+  EXPECT_FALSE(Run("utils.booth", {"--x1", "1"}).has_value());  // x2 is required
 }
 
 TEST_F(ComponentsTest, DdpBuildsTorchxTorchrunCommand) {
