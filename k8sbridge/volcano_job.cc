@@ -181,7 +181,13 @@ Result<VolcanoJob> AppDefToVolcanoJob(const core::AppDef& app, const std::string
       bool explicit_rdzv = !options.rdzv_host.empty();
       core::MacroValues values{"", unique_app_id, std::to_string(id),
                                rank0 || explicit_rdzv ? "TORCHX_RANK0_HOST" : rank0_env};
-      core::Role r = values.Apply(role);
+      core::Role with_id = role;
+      // TorchX's Runner gives every role its job's handle (for trackers); here the
+      // handle `torchx status` takes, namespace included.
+      with_id.env["TORCHX_JOB_ID"] = "kubernetes://torchx/" +
+                                     (options.namespace_.empty() ? std::string("default") : options.namespace_) +
+                                     ":" + unique_app_id;
+      core::Role r = values.Apply(with_id);
       std::map<std::string, std::string> env = r.env;
       json env_json = Env(env);
       if (explicit_rdzv) {

@@ -41,6 +41,8 @@ KubernetesOptions Queue() {
   return o;
 }
 
+// TorchX's scheduler fixture, plus the TORCHX_JOB_ID its Runner adds to every role
+// (with the namespace, so the value is a handle `torchx status` takes).
 TEST(VolcanoJobTest, MatchesTorchxDryrunFixture) {
   auto job = AppDefToVolcanoJob(TorchxFixture(), "app-name-42", Queue());
   ASSERT_TRUE(job.has_value()) << job.error().message;
@@ -69,6 +71,7 @@ TEST(VolcanoJobTest, MatchesTorchxDryrunFixture) {
               "command": ["main", "--output-path", "", "--app-id", "app-name-42", "--rank0-env", "TORCHX_RANK0_HOST"],
               "env": [{"name": "FOO", "value": "bar"},
                       {"name": "FOO_FIELD_PATH", "valueFrom": {"fieldRef": {"fieldPath": "bar"}}},
+                      {"name": "TORCHX_JOB_ID", "value": "kubernetes://torchx/default:app-name-42"},
                       {"name": "TORCHX_RANK0_HOST", "value": "localhost"},
                       {"name": "TORCHX_IMAGE", "value": "pytorch/torchx:latest"}],
               "ports": [{"containerPort": 1234, "name": "foo"}],
@@ -116,7 +119,7 @@ TEST(VolcanoJobTest, ReplicasGetTheirOwnTasksMacrosAndRankZeroHost) {
   EXPECT_EQ(tasks[2]["minAvailable"], 0);
   const json& c1 = tasks[1]["template"]["spec"]["containers"][0];
   EXPECT_EQ(c1["command"], json({"main", "--rank", "1", "--host", "${rank0_env}"}));
-  EXPECT_EQ(c1["env"].size(), 3u);  // no TORCHX_RANK0_HOST off rank 0
+  EXPECT_EQ(c1["env"].size(), 4u);  // no TORCHX_RANK0_HOST off rank 0
   app.roles[0].args = {"${rank0_env}"};
   auto again = AppDefToVolcanoJob(app, "app-name-42", Queue());
   EXPECT_EQ(again->body["spec"]["tasks"][1]["template"]["spec"]["containers"][0]["command"][1], "VC_TRAINERFOO_0_HOSTS");
