@@ -18,6 +18,8 @@
 #include "core/app_json.h"
 #include "core/docker_container.h"
 #include "core/ids.h"
+#include "core/local_plan.h"
+#include "core/paths.h"
 #include "core/replica_request.h"
 #include "core/text.h"
 #include "core/torchx_config.h"
@@ -39,54 +41,43 @@ int PrintKubernetesDryrun(const core::AppDef& app, const core::Cfg& cfg, const C
   return kExitOk;
 }
 
-// The exact Docker Engine API create body of each replica's container.
-int PrintDockerDryrun(const core::AppDef& app, const core::Cfg& cfg, const CliContext& ctx) {
-  core::DockerAppContext d;
-  d.app_id = core::MakeUnique(app.name);
-  d.app_log_dir = "<torchxd --log-dir>/" + d.session + "/" + d.app_id;
-  d.copy_env = core::CfgGet<std::vector<std::string>>(cfg, "copy_env").value_or(std::vector<std::string>{});
-  d.env = core::CfgGet<std::map<std::string, std::string>>(cfg, "env").value_or(std::map<std::string, std::string>{});
-  d.privileged = core::CfgGet<bool>(cfg, "privileged").value_or(false);
-  d.client_env = ctx.environ;
-  std::vector<std::string> warnings;
-  nlohmann::json containers = nlohmann::json::array();
-  for (const auto& req : core::BuildContainerRequests(app, d, &warnings)) {
-    containers.push_back({{"name", req.container_name}, {"create", req.container}});
-  }
-  for (const auto& w : warnings) *ctx.err << "torchx: warning: " << w << "\n";
-  nlohmann::json request = {{"app_handle", core::MakeAppHandle("local_docker", d.session, d.app_id)},
-                            {"network", std::string(core::kDockerNetwork)},
-                            {"containers", containers}};
-  *ctx.out << "=== APPLICATION ===\n"
-           << core::AppDefToJson(app).dump(2) << "\n=== SCHEDULER REQUEST ===\n"
-           << request.dump(2) << "\n";
-  return kExitOk;
-}
-
+// Each replica's request, as the daemon would plan it (core/local_plan.h): for
+// local_docker the Docker Engine API create body of each container, else the
+// process, its cwd and environment.
 int PrintDryrun(const std::string& scheduler, const core::AppDef& app, const core::Cfg& cfg,
                 const CliContext& ctx) {
   if (scheduler == "kubernetes") return PrintKubernetesDryrun(app, cfg, ctx);
-  if (scheduler == "local_docker") return PrintDockerDryrun(app, cfg, ctx);
-  auto locations = imageproviders::FetchRoles(scheduler, app, ctx.cwd);
-  if (!locations) return ReportError(ctx, locations.error().message, kExitUsage);
-  core::LocalAppContext local;
-  local.scheduler = scheduler;
-  local.session = std::string(core::kDefaultSession);
-  local.app_id = core::MakeUnique(app.name);
-  local.session_id = "<assigned at submit>";
-  std::string base = core::CfgGet<std::string>(cfg, "log_dir").value_or("<torchxd --log-dir>");
-  local.app_log_dir = base + "/" + local.session + "/" + local.app_id;
-  local.prepend_cwd = core::CfgGet<bool>(cfg, "prepend_cwd").value_or(false);
-  local.client_env = ctx.environ;
-  local.roles = *locations;
-  nlohmann::json replicas = nlohmann::json::array();
-  for (const auto& req : core::BuildReplicaRequests(app, local)) {
-    replicas.push_back(core::ReplicaRequestToJson(req, ctx.environ));
+  bool docker = scheduler == "local_docker";
+  core::LocalPlanInput in;
+  in.scheduler = scheduler;
+  in.session = std::string(core::kDefaultSession);
+  in.app_id = core::MakeUnique(app.name);
+  in.session_id = "<assigned at submit>";
+  std::string base = docker ? "<torchxd --log-dir>" : core::CfgGet<std::string>(cfg, "log_dir").value_or("<torchxd --log-dir>");
+  in.app_log_dir = base + "/" + in.session + "/" + in.app_id;
+  in.cfg = cfg;
+  in.client_env = ctx.environ;
+  in.gpu_count = core::CountNvidiaGpus();
+  if (!docker) {
+    auto locations = imageproviders::FetchRoles(scheduler, app, ctx.cwd);
+    if (!locations) return ReportError(ctx, locations.error().message, kExitUsage);
+    in.roles = *locations;
   }
-  nlohmann::json request = {
-      {"app_handle", core::MakeAppHandle(scheduler, local.session, local.app_id)},
-      {"cfg", core::CfgToJson(cfg)},
-      {"replicas", replicas}};
+  core::LocalPlan plan = core::PlanLocalApp(app, in);
+  for (const auto& w : plan.warnings) *ctx.err << "torchx: warning: " << w << "\n";
+  nlohmann::json replicas = nlohmann::json::array();
+  for (const auto& req : plan.requests) {
+    replicas.push_back(docker ? nlohmann::json{{"name", req.container_name}, {"create", req.container}}
+                              : core::ReplicaRequestToJson(req, ctx.environ));
+  }
+  nlohmann::json request = {{"app_handle", core::MakeAppHandle(scheduler, in.session, in.app_id)}};
+  if (docker) {
+    request["network"] = std::string(core::kDockerNetwork);
+    request["containers"] = replicas;
+  } else {
+    request["cfg"] = core::CfgToJson(cfg);
+    request["replicas"] = replicas;
+  }
   *ctx.out << "=== APPLICATION ===\n"
            << core::AppDefToJson(app).dump(2) << "\n=== SCHEDULER REQUEST ===\n"
            << request.dump(2) << "\n";

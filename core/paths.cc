@@ -20,4 +20,13 @@ std::string SelfExecutableDir() {
   return ec ? std::string(".") : exe.parent_path().string();
 }
 
+int CountNvidiaGpus(const std::string& proc_dir) {
+  std::error_code ec;
+  int count = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(proc_dir, ec)) {
+    if (entry.is_directory(ec)) ++count;
+  }
+  return count;
+}
+
 }  // namespace torchxd::core

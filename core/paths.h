@@ -27,6 +27,12 @@ std::string UserStateDir(const EnvLookup& env);
 // The directory of the running executable (sibling binaries live there), or ".".
 std::string SelfExecutableDir();
 
+// How many GPUs the NVIDIA driver lists in `proc_dir` (0 without the driver).
+// A directory read, never a helper process: a child started from a daemon's
+// thread holds its descriptors (its lock, its socket) until it execs, which
+// made a daemon started right after another one's exit find the lock held.
+int CountNvidiaGpus(const std::string& proc_dir = "/proc/driver/nvidia/gpus");
+
 }  // namespace torchxd::core
 
 #endif  // TORCHXD_CORE_PATHS_H_

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "core/docker_container.h"
+#include "core/local_plan.h"
 #include "core/scheduler_opts.h"
 #include "core/text.h"
 #include "daemon/local_scheduler.h"
@@ -98,15 +99,17 @@ std::vector<core::ReplicaRequest> LocalScheduler::ContainerRequests(const AppRec
   if (parsed) {
     if (auto c = (*parsed)->CfgFromJson(app.cfg)) cfg = std::move(*c);
   }
-  core::DockerAppContext ctx;
-  ctx.session = app.session;
-  ctx.app_id = app.app_id;
-  ctx.app_log_dir = app.app_log_dir;
-  ctx.copy_env = core::CfgGet<std::vector<std::string>>(cfg, "copy_env").value_or(std::vector<std::string>{});
-  ctx.env = core::CfgGet<std::map<std::string, std::string>>(cfg, "env").value_or(std::map<std::string, std::string>{});
-  ctx.privileged = core::CfgGet<bool>(cfg, "privileged").value_or(false);
-  ctx.client_env = app.client_env;
-  return core::BuildContainerRequests(app.app, ctx, warnings);
+  core::LocalPlanInput in;
+  in.scheduler = "local_docker";
+  in.session = app.session;
+  in.app_id = app.app_id;
+  in.app_log_dir = app.app_log_dir;
+  in.cfg = std::move(cfg);
+  in.client_env = app.client_env;
+  in.gpu_count = gpu_count_;
+  auto plan = core::PlanLocalApp(app.app, in);
+  if (warnings != nullptr) *warnings = std::move(plan.warnings);
+  return std::move(plan.requests);
 }
 
 bool LocalScheduler::AdoptContainers(AppRecord& app) {

@@ -20,7 +20,9 @@
 #include "core/app_status.h"
 #include "core/ids.h"
 #include "core/json_parse.h"
+#include "core/local_plan.h"
 #include "core/names.h"
+#include "core/paths.h"
 #include "core/replica_request.h"
 #include "daemon/as_user.h"
 #include "daemon/config.h"
@@ -48,15 +50,6 @@ std::string ToLowerState(core::AppState state) {
 }
 
 }  // namespace
-
-int CountNvidiaGpus(const std::string& proc_dir) {
-  std::error_code ec;
-  int count = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(proc_dir, ec)) {
-    if (entry.is_directory(ec)) ++count;
-  }
-  return count;
-}
 
 LocalScheduler::LocalScheduler(uv_loop_t* loop, Store* store, LogStore* logs,
                                LocalSchedulerOptions options)
@@ -128,7 +121,7 @@ Result<void> LocalScheduler::Load(const std::vector<StoredApp>& stored) {
     }
   }
   logs_->Enforce();  // the budget may have shrunk since the last run
-  gpu_count_ = CountNvidiaGpus(options_.nvidia_proc_dir);
+  gpu_count_ = core::CountNvidiaGpus(options_.nvidia_proc_dir);
   return {};
 }
 
@@ -339,27 +332,23 @@ Result<const AppRecord*> LocalScheduler::SubmitNow(SubmitRequest request) {
   }
   if (auto made = MakeAppLogDir(*rec, base); !made) return Fail(made.error());
 
-  core::LocalAppContext ctx;
-  ctx.scheduler = rec->scheduler;
-  ctx.session = rec->session;
-  ctx.app_id = rec->app_id;
-  ctx.session_id = SessionId();
-  ctx.app_log_dir = rec->app_log_dir;
-  ctx.prepend_cwd = core::CfgGet<bool>(request.cfg, "prepend_cwd").value_or(false);
-  ctx.client_env = request.env;
-  ctx.roles = *locations;
-  std::vector<core::ReplicaRequest> requests;
-  if (docker) {
-    requests = ContainerRequests(*rec, &rec->submit_warnings);
-  } else {
-    requests = core::BuildReplicaRequests(rec->app, ctx);
+  core::LocalPlanInput plan_input;
+  plan_input.scheduler = rec->scheduler;
+  plan_input.session = rec->session;
+  plan_input.app_id = rec->app_id;
+  plan_input.session_id = SessionId();
+  plan_input.app_log_dir = rec->app_log_dir;
+  plan_input.cfg = request.cfg;
+  plan_input.client_env = request.env;
+  plan_input.roles = *locations;
+  plan_input.gpu_count = gpu_count_;
+  core::LocalPlan plan = core::PlanLocalApp(rec->app, plan_input);
+  std::vector<core::ReplicaRequest> requests = std::move(plan.requests);
+  rec->submit_warnings = std::move(plan.warnings);
+  if (!docker) {
     for (auto& req : requests) {
       for (const auto& [k, v] : caller->identity_env) req.env[k] = v;
     }
-  }
-  if (core::CfgGet<bool>(request.cfg, "auto_set_cuda_visible_devices").value_or(false)) {
-    std::string warning = core::AssignCudaVisibleDevices(rec->app, requests, gpu_count_);
-    if (!warning.empty()) spdlog::warn("{} app={}", warning, rec->app_id);
   }
   if (!docker) {
     for (const auto& req : requests) rec->requests.push_back(ReplicaRequestToStoredJson(req));

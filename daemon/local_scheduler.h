@@ -47,11 +47,6 @@ struct LocalSchedulerOptions {
   std::string nvidia_proc_dir = "/proc/driver/nvidia/gpus";
 };
 
-// How many GPUs the NVIDIA driver lists in `proc_dir` (0 without the driver).
-// A directory read, never a helper process: a child started from a thread
-// holds the daemon's descriptors (its lock, its socket) until it execs, which
-// made a daemon started right after another one's exit find the lock held.
-int CountNvidiaGpus(const std::string& proc_dir);
 
 
 class LocalScheduler : public Scheduler, public supervisor::AppRunnerObserver {

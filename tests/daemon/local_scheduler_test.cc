@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/paths.h"
 #include "daemon/local_scheduler.h"
 
 namespace torchxd::daemon {
@@ -16,8 +17,8 @@ TEST(LocalSchedulerTest, GpusAreCountedFromTheDriversDirectory) {
   fs::create_directories(dir / "0000:07:00.0");
   fs::create_directories(dir / "0000:0a:00.0");
   std::ofstream(dir / "not-a-gpu") << "x";
-  EXPECT_EQ(CountNvidiaGpus(dir.string()), 2);
-  EXPECT_EQ(CountNvidiaGpus((dir / "absent").string()), 0);
+  EXPECT_EQ(core::CountNvidiaGpus(dir.string()), 2);
+  EXPECT_EQ(core::CountNvidiaGpus((dir / "absent").string()), 0);
   fs::remove_all(dir);
 }
 
