@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "cli/commands.h"
+#include "core/line_regex.h"
 
 namespace torchxd::cli {
 namespace {
@@ -33,6 +34,39 @@ TEST(LogTimeTest, AcceptsRfc3339LocalAndRelativeTimes) {
   EXPECT_EQ(*ParseLogTime("2026-11-22T10:46:31", now), 1795344391000);  // zone-less = local
   EXPECT_FALSE(ParseLogTime("yesterday", now).has_value());
   EXPECT_FALSE(ParseLogTime("5w", now).has_value());
+}
+
+TEST(LineRegexTest, TakesWhatTorchxUsersWriteWithPythonRe) {
+  struct Case {
+    const char* pattern;
+    const char* line;
+    bool matches;
+  };
+  const Case cases[] = {
+      {"(?i)error", "ERROR: disk full", true},
+      {"(?i)error", "all good", false},
+      {"(?P<step>\\d+) loss", "step 12 loss 0.5", true},
+      {"^\\s*\\w+:", "  rank0: hello", true},
+      {"^\\s*\\w+:", "no colon here", false},
+      {"loss$", "the loss", true},
+      {"\\bfoo\\b", "a foo b", true},
+      {"\\bfoo\\b", "afoob", false},
+      {"epoch [0-9]+/10", "epoch 3/10 done", true},  // re.search: anywhere in the line
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.pattern);
+    auto re = core::LineRegex::Compile(c.pattern);
+    ASSERT_TRUE(re.has_value()) << re.error().message;
+    EXPECT_EQ(re->Matches(c.line), c.matches) << c.line;
+  }
+  // What cannot stay linear is refused with the reason.
+  for (const char* pattern : {"foo(?=bar)", "(a)\\1"}) {
+    SCOPED_TRACE(pattern);
+    auto re = core::LineRegex::Compile(pattern);
+    ASSERT_FALSE(re.has_value());
+    EXPECT_NE(re.error().message.find("lookarounds and backreferences are not supported"), std::string::npos)
+        << re.error().message;
+  }
 }
 
 }  // namespace
