@@ -92,6 +92,9 @@ TEST_F(LiveRestoreTest, ReplicasOutlive20DaemonKillsAndEveryLineIsKeptExactlyOnc
   std::string h = Run(App("burst", {FakeRole("w", {"--numbered", std::to_string(kLines), "5"}, 2)}));
   // A follower connected across every kill: it reconnects and resumes from its cursors.
   pid_t follower = Follow(h, dir_ / "follow.out", dir_ / "follow.err");
+  // Its first connect must find a daemon (none answering at first is exit 3 by design):
+  // the kills start once it streams.
+  ASSERT_TRUE(WaitUntil([&] { return !ReadFile(dir_ / "follow.out").empty(); }, 30)) << ReadFile(dir_ / "follow.err");
   std::mt19937 rng(12345);
   for (int kill = 0; kill < 20; ++kill) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50 + rng() % 150));

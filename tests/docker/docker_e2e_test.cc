@@ -156,9 +156,14 @@ class DockerE2eTest : public ::testing::Test {
     args.push_back("./app.json");
     Output out = Torchx(args);
     last_run_ = out;
+    if (!wait) EXPECT_EQ(out.exit_code, 0) << "torchx run: " << out.err;
     return out.out.substr(0, out.out.find('\n'));
   }
-  json Status(const std::string& h) { return json::parse(Torchx({"status", "--json", h}).out, nullptr, false); }
+  // The app's status, or an empty object (never a discarded value: a test reads fields of it).
+  json Status(const std::string& h) {
+    json j = json::parse(Torchx({"status", "--json", h}).out, nullptr, false);
+    return j.is_object() ? j : json::object();
+  }
   static std::string AppId(const std::string& h) { return h.substr(h.rfind('/') + 1); }
 
   Podman* pm_ = nullptr;
