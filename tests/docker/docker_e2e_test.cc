@@ -156,7 +156,9 @@ class DockerE2eTest : public ::testing::Test {
     args.push_back("./app.json");
     Output out = Torchx(args);
     last_run_ = out;
-    if (!wait) EXPECT_EQ(out.exit_code, 0) << "torchx run: " << out.err;
+    if (!wait) {
+      EXPECT_EQ(out.exit_code, 0) << "torchx run: " << out.err;
+    }
     return out.out.substr(0, out.out.find('\n'));
   }
   // The app's status, or an empty object (never a discarded value: a test reads fields of it).
