@@ -50,26 +50,35 @@ class ContainerReplica : public ReplicaHandle {
         if (!created) return Fail("create container " + name_, created.error());
         id_ = created->is_object() ? created->value("Id", name_) : name_;
         if (stop_requested_) return Finish(StoppedBeforeStart());
-        Call("POST", "/containers/" + id_ + "/start", nullptr, [this](Result<json> started) {
-          if (!started) {
-            exit_.spawn_failed = true;
-            exit_.message = "start container " + name_ + ": " + started.error().message;
-            return Finish(exit_);
-          }
-          phase_ = Phase::kRunning;
-          if (stop_requested_) Signal("SIGTERM");  // asked while it was starting
-          Inspect();
-          Follow();
-          Wait();
-        });
+        StartCreated();
       });
+    });
+  }
+
+  void StartCreated() {
+    Call("POST", "/containers/" + id_ + "/start", nullptr, [this](Result<json> started) {
+      if (!started) {
+        exit_.spawn_failed = true;
+        exit_.message = "start container " + name_ + ": " + started.error().message;
+        return Finish(exit_);
+      }
+      phase_ = Phase::kRunning;
+      if (stop_requested_) Signal("SIGTERM");  // asked while it was starting
+      Inspect();
+      Follow();
+      Wait();
     });
   }
 
   void Resume(uint64_t out_stored, uint64_t err_stored) {
     stored_[0] = out_stored;
     stored_[1] = err_stored;
-    Call("GET", "/containers/" + name_ + "/json", nullptr, [this](Result<json> found) {
+    Call("GET", "/containers/" + name_ + "/json", nullptr, [this, out_stored, err_stored](Result<json> found) {
+      if (!found && found.error().code == ErrorCode::kUnavailable && RetryLater([=, this] {
+            Resume(out_stored, err_stored);
+          })) {
+        return;  // the engine is restarting or overloaded: the container is not known to be gone
+      }
       if (!found) {
         exit_.spawn_failed = true;
         exit_.message = found.error().code == ErrorCode::kNotFound
@@ -77,7 +86,14 @@ class ContainerReplica : public ReplicaHandle {
                             : "inspect container " + name_ + ": " + found.error().message;
         return Finish(exit_);
       }
+      in_outage_ = false;
       id_ = found->is_object() ? found->value("Id", name_) : name_;
+      const json& state = found->is_object() && (*found)["State"].is_object() ? (*found)["State"] : json::object();
+      if (state.value("Status", "") == "created") {
+        // torchxd stopped between create and start: start it now, as it was about to.
+        if (stop_requested_) return Finish(StoppedBeforeStart());
+        return StartCreated();
+      }
       phase_ = Phase::kRunning;
       int pid = StatePid(*found);
       if (cb_.on_started && pid > 0) cb_.on_started(pid);
@@ -97,6 +113,7 @@ class ContainerReplica : public ReplicaHandle {
   static constexpr uint64_t kFollowGraceMs = 2000;
   static constexpr uint64_t kRefollowDelayMs = 250;
   static constexpr uint64_t kKillCheckMs = 10000;
+  static constexpr uint64_t kEngineOutageMs = 120000;
 
   // Calls that no longer reach a destroyed replica.
   void Call(const std::string& method, const std::string& path, const json* body, Done done,
@@ -181,6 +198,8 @@ class ContainerReplica : public ReplicaHandle {
 
   void Wait() {
     Call("POST", "/containers/" + id_ + "/wait?condition=not-running", nullptr, [this](Result<json> waited) {
+      if (!waited && waited.error().code == ErrorCode::kUnavailable && RetryLater([this] { Rewait(); })) return;
+      in_outage_ = false;
       if (!waited) {
         exit_.message = "wait for container " + name_ + ": " + waited.error().message;
       } else {
@@ -196,6 +215,37 @@ class ContainerReplica : public ReplicaHandle {
       }
       Waited();
     }, 0);
+  }
+
+  // The wait was cut (engine restarted or overloaded): ask whether the
+  // container still runs; wait again if so, take its exit code if not.
+  void Rewait() {
+    if (phase_ != Phase::kRunning) return;
+    Call("GET", "/containers/" + id_ + "/json", nullptr, [this](Result<json> info) {
+      if (phase_ != Phase::kRunning) return;
+      if (!info && info.error().code == ErrorCode::kUnavailable && RetryLater([this] { Rewait(); })) return;
+      in_outage_ = false;
+      if (!info) {
+        exit_.message = "wait for container " + name_ + ": " + info.error().message;
+        return Waited();
+      }
+      const json& state = info->is_object() && (*info)["State"].is_object() ? (*info)["State"] : json::object();
+      if (state.value("Running", false)) return Wait();
+      RecordExit(state.value("ExitCode", -1));
+      Waited();
+    });
+  }
+
+  // Schedules `again` while the engine has been unreachable for less than
+  // kEngineOutageMs in a row (backoff 1 s doubling to 16 s); false once that is
+  // spent, and the caller reports the error.
+  bool RetryLater(std::function<void()> again) {
+    uint64_t now = uv_now(loop_);
+    if (!in_outage_) in_outage_ = true, outage_since_ = now, outage_delay_ = 1000;
+    if (now - outage_since_ >= kEngineOutageMs) return false;
+    Later(outage_delay_, [this, again = std::move(again)] { again(); });
+    outage_delay_ = std::min<uint64_t>(outage_delay_ * 2, 16000);
+    return true;
   }
 
   void RecordExit(int code) {
@@ -287,6 +337,8 @@ class ContainerReplica : public ReplicaHandle {
   HttpClient::RequestId logs_ = 0;
   Phase phase_ = Phase::kStarting;
   bool stop_requested_ = false, following_ = false;
+  bool in_outage_ = false;                        // the last engine call failed as unreachable
+  uint64_t outage_since_ = 0, outage_delay_ = 0;  // loop ms of the first of those failures; next delay
   uint64_t stored_[2] = {0, 0};    // bytes of stdout / stderr delivered or stored
   uint64_t position_[2] = {0, 0};  // bytes of each stream seen by the current read
   ReplicaExit exit_;

@@ -90,7 +90,7 @@ void DockerClient::Negotiate(std::function<void(Result<void>)> then) {
   if (negotiating_) return;
   negotiating_ = true;
   HttpRequest r = Request("GET", "/version");
-  r.timeout_ms = 10000;
+  r.timeout_ms = 30000;  // an engine under load can take many seconds; one that is down refuses at once
   http_->Start(std::move(r), nullptr, [this](Result<HttpResponse> resp) {
     negotiating_ = false;
     Result<void> outcome;

@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "core/unique_fd.h"
 #include "tests/daemon/daemon_fixture.h"
@@ -45,14 +46,14 @@ class DockerFaultTest : public DaemonFixture {
     }
   }
 
-  // One GET to the engine (HTTP/1.0: the answer ends with the connection).
-  json Engine(const std::string& path) {
+  // One request to the engine (HTTP/1.0: the answer ends with the connection).
+  json Engine(const std::string& path, const std::string& method = "GET") {
     UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
     std::strncpy(addr.sun_path, engine_socket_.c_str(), sizeof(addr.sun_path) - 1);
     if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) return json();
-    std::string request = "GET " + path + " HTTP/1.0\r\nHost: docker\r\n\r\n";
+    std::string request = method + " " + path + " HTTP/1.0\r\nHost: docker\r\n\r\n";
     if (::write(fd.get(), request.data(), request.size()) < 0) return json();
     std::string answer;
     char buf[4096];
@@ -135,6 +136,51 @@ TEST_F(DockerFaultTest, TheWaitAnswersErrorIsTheReplicasMessage) {
   json st = Wait(h);
   EXPECT_EQ(st["state"], "FAILED");
   EXPECT_THAT(Replica(st, "w", 0)["error_message"].get<std::string>(), HasSubstr("OCI runtime exec failed: no such file"));
+}
+
+TEST_F(DockerFaultTest, AnEngineOutageCuttingTheWaitDoesNotFailTheReplica) {
+  // The wait is cut and the engine answers nothing for 2 s while the
+  // container runs on (4 s): the replica is waited for again, and its own exit
+  // code is what the app reports.
+  std::string h = Run(App("outage", {Role("w", {{"FAKE_LINES", "3"}, {"FAKE_SLEEP", "4"}, {"FAKE_EXIT", "5"},
+                                                {"FAKE_OUTAGE", "2"}})}),
+                      json::object(), "local_docker");
+  json st = Wait(h);
+  EXPECT_EQ(st["state"], "FAILED");
+  EXPECT_EQ(Replica(st, "w", 0)["exit_code"], 5) << st.dump();
+  EXPECT_EQ(Lines(h), Numbered(3));
+}
+
+TEST_F(DockerFaultTest, ARestartedDaemonWaitsOutAnEngineOutage) {
+  // torchxd comes back while the engine is still down: its containers are
+  // not declared gone; they are adopted once the engine answers again.
+  std::string h = Run(App("adopt", {Role("w", {{"FAKE_LINES", "2"}, {"FAKE_SLEEP", "3"}, {"FAKE_EXIT", "6"}})}),
+                      json::object(), "local_docker");
+  ASSERT_TRUE(WaitUntil([&] { return Replica(Status(h), "w", 0)["pid"].is_number(); }));  // started
+  StopDaemon(SIGKILL);
+  Engine("/fake/outage?seconds=3", "POST");
+  ASSERT_TRUE(Engine("/v1.41/version").is_null()) << "the engine is down";
+  StartDaemon();
+  json st = Wait(h);
+  EXPECT_EQ(st["state"], "FAILED");
+  EXPECT_EQ(Replica(st, "w", 0)["exit_code"], 6) << st.dump();
+  EXPECT_EQ(Lines(h), Numbered(2));
+}
+
+TEST_F(DockerFaultTest, AContainerCreatedButNotStartedIsStartedByTheNextDaemon) {
+  // torchxd is killed while its start request is still unanswered; the engine
+  // never starts it. The next torchxd starts it rather than reading the
+  // created container's exit code 0 as a success.
+  std::string h = Run(App("created", {Role("w", {{"FAKE_LINES", "2"}, {"FAKE_EXIT", "6"}, {"FAKE_START_HANG", "2"}})}),
+                      json::object(), "local_docker");
+  ASSERT_TRUE(WaitUntil([&] { return ContainersOf(h) == 1; }));
+  StopDaemon(SIGKILL);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // the held start is dropped
+  StartDaemon();
+  json st = Wait(h);
+  EXPECT_EQ(st["state"], "FAILED");
+  EXPECT_EQ(Replica(st, "w", 0)["exit_code"], 6) << st.dump();
+  EXPECT_EQ(Lines(h), Numbered(2));
 }
 
 TEST_F(DockerFaultTest, ContainersAreRemovedWhenTheAppEndsNotEachReplica) {

@@ -198,7 +198,7 @@ TEST_F(DockerE2eTest, ReplicasReachRankZeroByNameAndLogsAreCaptured) {
 
 TEST_F(DockerE2eTest, AFailingReplicaIsRetriedThenFailsTheApp) {
   std::string h = Run("echo try; exit 3", 1, 1, "restart_backoff=0.1", true);
-  EXPECT_EQ(last_run_.exit_code, 1);
+  EXPECT_EQ(last_run_.exit_code, 1) << last_run_.err;
   json s = Status(h);
   EXPECT_EQ(s["state"], "FAILED");
   EXPECT_EQ(s["num_restarts"], 1);

@@ -15,6 +15,14 @@ engine shows now and then are chosen per container through its environment:
   FAKE_FOLLOW=early     a follow stream ends after the first 3 frames
   FAKE_FOLLOW=forever   a follow stream never ends, not even after the exit
   FAKE_WAIT_ERROR=MSG   the wait answer carries {"Error": {"Message": MSG}}
+  FAKE_OUTAGE=S         the first wait is cut and the engine answers nothing
+                        (closes every connection) for S seconds, as a
+                        restarting or overloaded engine does
+  FAKE_START_HANG=S     the first start is held S seconds, then dropped with
+                        the container left created (as if torchxd died
+                        between create and start)
+
+POST /fake/outage?seconds=S starts such an outage on demand.
 
 Usage: fake_engine.py --socket PATH
 """
@@ -33,6 +41,7 @@ from http.server import BaseHTTPRequestHandler
 LOCK = threading.Condition()
 CONTAINERS = {}  # name -> Container
 NEXT_PID = [1000]
+OUTAGE_UNTIL = [0.0]  # time.time() before which every request is dropped unanswered
 
 
 class Container:
@@ -126,7 +135,15 @@ class Handler(BaseHTTPRequestHandler):
         n = int(self.headers.get("Content-Length") or 0)
         return json.loads(self.rfile.read(n) or b"{}") if n else {}
 
+    def dropped(self):
+        if self.path.startswith("/fake/") or time.time() >= OUTAGE_UNTIL[0]:
+            return False
+        self.close_connection = True
+        return True
+
     def do_GET(self):
+        if self.dropped():
+            return
         parts, query = self.route()
         if parts == ["version"]:
             return self.reply(200, {"ApiVersion": "1.41", "Version": "fake"})
@@ -149,8 +166,13 @@ class Handler(BaseHTTPRequestHandler):
         self.reply(404, {"message": "not found: " + self.path})
 
     def do_POST(self):
+        if self.dropped():
+            return
         parts, query = self.route()
         body = self.body()
+        if parts == ["fake", "outage"]:
+            OUTAGE_UNTIL[0] = time.time() + float(query["seconds"][0])
+            return self.reply(204)
         if parts == ["networks", "create"]:
             return self.reply(201, {"Id": "net"})
         if parts == ["images", "create"]:
@@ -167,6 +189,11 @@ class Handler(BaseHTTPRequestHandler):
             if c is None:
                 return self.reply(404, {"message": "no such container"})
             if parts[2] == "start":
+                if c.env.get("FAKE_START_HANG") and not getattr(c, "hang_done", False):
+                    c.hang_done = True
+                    time.sleep(float(c.env["FAKE_START_HANG"]))
+                    self.close_connection = True
+                    return
                 with LOCK:
                     c.state = "running"
                     NEXT_PID[0] += 1
@@ -184,8 +211,13 @@ class Handler(BaseHTTPRequestHandler):
                 c.exit(143 if sig == "SIGTERM" else 137)
                 return self.reply(204)
             if parts[2] == "wait":
-                with LOCK:
-                    while c.state != "exited":
+                if c.env.get("FAKE_OUTAGE") and not getattr(c, "outage_done", False):
+                    c.outage_done = True
+                    OUTAGE_UNTIL[0] = time.time() + float(c.env["FAKE_OUTAGE"])
+                    self.close_connection = True
+                    return
+                with LOCK:  # condition=not-running: a created container answers at once
+                    while c.state == "running":
                         LOCK.wait(0.5)
                     code = c.exit_code
                 error = c.env.get("FAKE_WAIT_ERROR")
@@ -193,6 +225,8 @@ class Handler(BaseHTTPRequestHandler):
         self.reply(404, {"message": "not found: " + self.path})
 
     def do_DELETE(self):
+        if self.dropped():
+            return
         parts, _ = self.route()
         if len(parts) == 2 and parts[0] == "containers":
             with LOCK:
