@@ -1,0 +1,595 @@
+#include "core/admission.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+
+#include "core/gpu_placement.h"
+
+namespace torchxd::core {
+namespace {
+
+constexpr int64_t kAgeStepMs = 3600 * 1000;  // +1 priority per hour waited
+constexpr int kMaxAgeBonus = 24;
+
+std::string Plural(int64_t n, const std::string& one, const std::string& many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
+Result<int> PositiveInt(const std::string& key, const std::string& value, int min) {
+  char* end = nullptr;
+  errno = 0;
+  long v = std::strtol(value.c_str(), &end, 10);
+  if (value.empty() || *end != '\0' || errno != 0 || v < min || v > 1000000) {
+    return Fail(Error::InvalidArgument(key + "=" + value + ": expected a whole number >= " + std::to_string(min)));
+  }
+  return static_cast<int>(v);
+}
+
+}  // namespace
+
+std::string DescribeResources(const Resources& r) {
+  std::vector<std::string> parts;
+  if (r.gpu != 0) parts.push_back(Plural(r.gpu, "GPU", "GPUs"));
+  if (r.cpu != 0) parts.push_back(Plural(r.cpu, "CPU", "CPUs"));
+  if (r.mem_mb != 0) parts.push_back(std::to_string(r.mem_mb) + " MB");
+  if (parts.empty()) return "nothing";
+  std::string out = parts[0];
+  for (size_t i = 1; i < parts.size(); ++i) out += ", " + parts[i];
+  return out;
+}
+
+Result<void> SetQueueKey(QueueSpec& queue, const std::string& key, const std::string& value) {
+  if (key == "weight") {
+    auto w = PositiveInt(key, value, 1);
+    if (!w) return Fail(w.error());
+    queue.weight = *w;
+  } else if (key == "max_gpus") {
+    auto n = PositiveInt(key, value, 0);
+    if (!n) return Fail(n.error());
+    queue.max_gpus = *n;
+  } else if (key == "max_gpus_per_user") {
+    auto n = PositiveInt(key, value, 0);
+    if (!n) return Fail(n.error());
+    queue.max_gpus_per_user = *n;
+  } else {
+    return Fail(Error::InvalidArgument("unknown queue setting `" + key +
+                                       "` (expected weight, max_gpus or max_gpus_per_user)"));
+  }
+  return {};
+}
+
+Result<QueueSpec> ParseQueueSpec(const std::string& text) {
+  QueueSpec q;
+  size_t colon = text.find(':');
+  q.name = text.substr(0, colon);
+  bool name_ok = !q.name.empty() && q.name.size() <= 63;
+  for (char c : q.name) {
+    name_ok = name_ok && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_');
+  }
+  if (!name_ok) {
+    return Fail(Error::InvalidArgument("queue name `" + q.name +
+                                       "`: use 1 to 63 of a-z, 0-9, - and _ (as a Volcano queue name)"));
+  }
+  if (colon == std::string::npos) return q;
+  std::string rest = text.substr(colon + 1);
+  size_t start = 0;
+  while (start <= rest.size()) {
+    size_t comma = rest.find(',', start);
+    std::string item = rest.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    start = comma == std::string::npos ? rest.size() + 1 : comma + 1;
+    if (item.empty()) continue;
+    size_t eq = item.find('=');
+    if (eq == std::string::npos) {
+      return Fail(Error::InvalidArgument("queue " + q.name + ": `" + item + "` is not key=value"));
+    }
+    if (auto set = SetQueueKey(q, item.substr(0, eq), item.substr(eq + 1)); !set) {
+      return Fail(Error::InvalidArgument("queue " + q.name + ": " + set.error().message));
+    }
+  }
+  return q;
+}
+
+Admission::Admission(BoxCapacity box, std::vector<QueueSpec> queues) : box_(std::move(box)), queues_(std::move(queues)) {
+  if (std::none_of(queues_.begin(), queues_.end(), [](const QueueSpec& q) { return q.name == "default"; })) {
+    queues_.insert(queues_.begin(), QueueSpec{"default", 1, std::nullopt, std::nullopt});
+  }
+  for (const QueueSpec& q : queues_) {
+    QueueState state;
+    state.spec = q;
+    states_.push_back(std::move(state));
+  }
+  total_ = {box_.topology.UsableCount(), box_.cpu, box_.mem_mb};
+  free_ = total_;
+  gpu_holder_.assign(box_.topology.size(), "");
+  reserved_mask_.assign(box_.topology.size(), false);
+}
+
+Admission::QueueState* Admission::QueueOf(const std::string& name) {
+  for (auto& q : states_) {
+    if (q.spec.name == name) return &q;
+  }
+  return nullptr;
+}
+const Admission::QueueState* Admission::QueueOf(const std::string& name) const {
+  return const_cast<Admission*>(this)->QueueOf(name);
+}
+
+std::vector<size_t> Admission::GangReplicas(const AppDemand& app) const {
+  std::vector<size_t> out;
+  std::map<int, int> taken;
+  for (size_t i = 0; i < app.replicas.size(); ++i) {
+    int role = app.replicas[i].role;
+    int need = role < static_cast<int>(app.role_min.size()) ? app.role_min[role] : 1 << 30;
+    if (taken[role]++ < need) out.push_back(i);
+  }
+  return out;
+}
+
+Resources Admission::GangNeed(const AppDemand& app) const {
+  Resources r;
+  for (size_t i : GangReplicas(app)) r += app.replicas[i].need;
+  return r;
+}
+
+double Admission::Cost(const Resources& r) const {
+  double c = 0;
+  if (total_.gpu > 0) c = std::max(c, double(r.gpu) / total_.gpu);
+  if (total_.cpu > 0) c = std::max(c, double(r.cpu) / total_.cpu);
+  if (total_.mem_mb > 0) c = std::max(c, double(r.mem_mb) / total_.mem_mb);
+  return std::max(c, 1e-3);  // an app declaring nothing still takes a turn
+}
+
+Admission::UserShares Admission::Shares() const {
+  UserShares out;
+  for (const auto& [user, used] : user_used_) out[user] = Cost(used);
+  return out;
+}
+
+int Admission::EffectivePriority(int priority, int64_t submitted_ms, int64_t now_ms) {
+  int64_t waited = std::max<int64_t>(0, now_ms - submitted_ms);
+  return priority + static_cast<int>(std::min<int64_t>(kMaxAgeBonus, waited / kAgeStepMs));
+}
+
+bool Admission::Before(const Entry& a, const Entry& b, const UserShares& shares, int64_t now_ms) {
+  int pa = EffectivePriority(a.priority, a.submitted_ms, now_ms);
+  int pb = EffectivePriority(b.priority, b.submitted_ms, now_ms);
+  if (pa != pb) return pa > pb;
+  if (a.user != b.user) {
+    auto sa = shares.find(a.user), sb = shares.find(b.user);
+    double da = sa == shares.end() ? 0 : sa->second, db = sb == shares.end() ? 0 : sb->second;
+    if (da != db) return da < db;
+  }
+  return a.seq < b.seq;
+}
+
+std::string Admission::CapBlock(const Entry& e, const QueueState& q) const {
+  if (q.spec.max_gpus && q.used.gpu + e.gang.gpu > *q.spec.max_gpus) {
+    return "queue " + q.spec.name + " is at its cap: " + std::to_string(q.used.gpu) + " of max_gpus=" +
+           std::to_string(*q.spec.max_gpus) + " in use";
+  }
+  if (q.spec.max_gpus_per_user) {
+    auto it = q.user_gpus.find(e.user);
+    int used = it == q.user_gpus.end() ? 0 : it->second;
+    if (used + e.gang.gpu > *q.spec.max_gpus_per_user) {
+      return "user " + std::to_string(e.user) + " is at queue " + q.spec.name + "'s cap: " + std::to_string(used) +
+             " of max_gpus_per_user=" + std::to_string(*q.spec.max_gpus_per_user) + " in use";
+    }
+  }
+  return "";
+}
+
+const Admission::Entry* Admission::HeadOf(const QueueState& q, const UserShares& shares, int64_t now_ms) const {
+  const Entry* best = nullptr;
+  for (const Entry& e : q.pending) {
+    if (e.app->demand.key == head_) continue;
+    if (best != nullptr && !Before(e, *best, shares, now_ms)) continue;
+    if (!CapBlock(e, q).empty()) continue;
+    best = &e;
+  }
+  return best;
+}
+
+std::optional<std::vector<Placement>> Admission::Fit(const AppDemand& app, const std::vector<size_t>& which,
+                                                     const std::vector<bool>& avoid,
+                                                     const std::vector<bool>& prefer) const {
+  Resources need;
+  std::vector<int> counts;
+  for (size_t i : which) {
+    need += app.replicas[i].need;
+    counts.push_back(app.replicas[i].need.gpu);
+  }
+  if (!need.FitsIn(free_)) return std::nullopt;
+  std::vector<bool> free(box_.topology.size());
+  for (int g = 0; g < box_.topology.size(); ++g) {
+    free[g] = box_.topology.gpus[g].usable && gpu_holder_[g].empty() && (avoid.empty() || !avoid[g]);
+  }
+  auto sets = PlaceGang(box_.topology, std::move(free), counts, prefer);
+  if (!sets) return std::nullopt;
+  std::vector<Placement> out;
+  for (size_t k = 0; k < which.size(); ++k) {
+    const ReplicaDemand& r = app.replicas[which[k]];
+    out.push_back(Placement{r.role, r.replica_id, std::move((*sets)[k]), r.need});
+  }
+  return out;
+}
+
+bool Admission::BackfillRoom(const Resources& need) const {
+  if (head_.empty()) return true;
+  const Resources& h = pending_.at(head_)->gang;
+  return backfilled_.cpu + need.cpu <= total_.cpu - h.cpu && backfilled_.mem_mb + need.mem_mb <= total_.mem_mb - h.mem_mb;
+}
+
+Result<void> Admission::Check(const AppDemand& app) const {
+  const QueueState* q = QueueOf(app.queue);
+  if (q == nullptr) {
+    std::string names;
+    for (const auto& s : states_) names += (names.empty() ? "" : ", ") + s.spec.name;
+    return Fail(Error::InvalidArgument("queue `" + app.queue + "` does not exist on this box (queues: " + names + ")"));
+  }
+  for (const ReplicaDemand& r : app.replicas) {
+    if (!r.need.FitsIn(total_)) {
+      return Fail(Error::InvalidArgument("a replica needs " + DescribeResources(r.need) +
+                                         ", more than this whole box has (" + DescribeResources(total_) + ")"));
+    }
+  }
+  Resources gang = GangNeed(app);
+  if (!gang.FitsIn(total_)) {
+    return Fail(Error::InvalidArgument("the app needs " + DescribeResources(gang) +
+                                       " at once to start, more than this whole box has (" +
+                                       DescribeResources(total_) + "); it could never start"));
+  }
+  if (q->spec.max_gpus && gang.gpu > *q->spec.max_gpus) {
+    return Fail(Error::InvalidArgument("the app needs " + Plural(gang.gpu, "GPU", "GPUs") + " to start; queue " +
+                                       q->spec.name + " allows " + std::to_string(*q->spec.max_gpus) +
+                                       " (max_gpus): it could never start there"));
+  }
+  if (q->spec.max_gpus_per_user && gang.gpu > *q->spec.max_gpus_per_user) {
+    return Fail(Error::InvalidArgument("the app needs " + Plural(gang.gpu, "GPU", "GPUs") + " to start; queue " +
+                                       q->spec.name + " allows " + std::to_string(*q->spec.max_gpus_per_user) +
+                                       " per user (max_gpus_per_user): it could never start there"));
+  }
+  return {};
+}
+
+void Admission::Enqueue(AppDemand app) {
+  auto p = std::make_unique<Pending>();
+  p->gang = GangNeed(app);
+  p->demand = std::move(app);
+  QueueState* q = QueueOf(p->demand.queue);
+  if (q == nullptr) q = &states_.front();  // Check() refused unknown queues; kept rather than lost
+  const AppDemand& d = p->demand;
+  q->pending.push_back(Entry{d.priority, d.user, d.seq, d.submitted_ms, p->gang, p.get()});
+  pending_[d.key] = std::move(p);
+}
+
+void Admission::SetHead(const std::string& key) {
+  auto it = pending_.find(key);
+  if (it == pending_.end() || !head_.empty()) return;
+  Reserve(*it->second);
+}
+
+void Admission::Unqueue(QueueState& q, const Pending* app) {
+  for (size_t i = 0; i < q.pending.size(); ++i) {
+    if (q.pending[i].app != app) continue;
+    q.pending[i] = q.pending.back();
+    q.pending.pop_back();
+    return;
+  }
+}
+
+void Admission::Take(Running& run, const Placement& p) {
+  for (int g : p.gpus) gpu_holder_[g] = run.demand.key;
+  free_ -= p.held;
+  run.held += p.held;
+  user_used_[run.demand.user] += p.held;
+  if (QueueState* q = QueueOf(run.demand.queue)) {
+    q->used += p.held;
+    q->user_gpus[run.demand.user] += p.held.gpu;
+  }
+  if (backfilled_apps_.count(run.demand.key)) backfilled_ += p.held;
+  run.placed.push_back(p);
+}
+
+void Admission::Hold(AppDemand app, std::vector<Placement> placed) {
+  Running run;
+  run.demand = std::move(app);
+  std::set<std::pair<int, int>> have;
+  for (const Placement& p : placed) have.insert({p.role, p.replica_id});
+  for (size_t i = 0; i < run.demand.replicas.size(); ++i) {
+    const ReplicaDemand& r = run.demand.replicas[i];
+    if (!have.count({r.role, r.replica_id})) run.waiting.push_back(i);
+  }
+  if (QueueState* q = QueueOf(run.demand.queue)) q->running.insert(run.demand.key);
+  std::string key = run.demand.key;
+  Running& stored = running_[key] = std::move(run);
+  for (Placement& p : placed) {
+    p.gpus.erase(std::remove_if(p.gpus.begin(), p.gpus.end(),
+                                [&](int g) { return g < 0 || g >= box_.topology.size() || !gpu_holder_[g].empty(); }),
+                 p.gpus.end());
+    Take(stored, p);
+  }
+}
+
+void Admission::Remove(const std::string& key) {
+  if (auto it = pending_.find(key); it != pending_.end()) {
+    if (QueueState* q = QueueOf(it->second->demand.queue)) Unqueue(*q, it->second.get());
+    else Unqueue(states_.front(), it->second.get());
+    if (head_ == key) ClearHead();
+    pending_.erase(it);
+    return;
+  }
+  auto it = running_.find(key);
+  if (it == running_.end()) return;
+  Running& run = it->second;
+  for (const Placement& p : run.placed) {
+    for (int g : p.gpus) {
+      if (gpu_holder_[g] == key) gpu_holder_[g].clear();
+    }
+  }
+  free_ += run.held;
+  Resources& user = user_used_[run.demand.user];
+  user -= run.held;
+  if (user.Empty()) user_used_.erase(run.demand.user);
+  if (QueueState* q = QueueOf(run.demand.queue)) {
+    q->used -= run.held;
+    q->user_gpus[run.demand.user] -= run.held.gpu;
+    if (q->user_gpus[run.demand.user] <= 0) q->user_gpus.erase(run.demand.user);
+    q->running.erase(key);
+  }
+  if (backfilled_apps_.erase(key)) backfilled_ -= run.held;
+  running_.erase(it);
+}
+
+void Admission::Reserve(const Pending& app) {
+  head_ = app.demand.key;
+  backfilled_ = {};
+  backfilled_apps_.clear();
+  // GPUs free now first, then the best placement on all usable GPUs.
+  std::vector<bool> usable(box_.topology.size()), now(box_.topology.size());
+  for (int g = 0; g < box_.topology.size(); ++g) {
+    usable[g] = box_.topology.gpus[g].usable;
+    now[g] = usable[g] && gpu_holder_[g].empty();
+  }
+  std::vector<int> counts;
+  for (size_t i : GangReplicas(app.demand)) counts.push_back(app.demand.replicas[i].need.gpu);
+  reserved_gpus_.clear();
+  reserved_mask_.assign(box_.topology.size(), false);
+  if (auto sets = PlaceGang(box_.topology, usable, counts, now)) {
+    for (const auto& set : *sets) {
+      for (int g : set) {
+        reserved_gpus_.push_back(g);
+        reserved_mask_[g] = true;
+      }
+    }
+  }
+  std::sort(reserved_gpus_.begin(), reserved_gpus_.end());
+}
+
+void Admission::ClearHead() {
+  head_.clear();
+  reserved_gpus_.clear();
+  reserved_mask_.assign(box_.topology.size(), false);
+  backfilled_ = {};
+  backfilled_apps_.clear();
+}
+
+void Admission::Charge(const QueueState& chosen, const std::vector<QueueState*>& backlogged, double cost) {
+  double total = 0;
+  bool chosen_counted = false;
+  for (QueueState* q : backlogged) {
+    q->current += q->spec.weight * cost;
+    total += q->spec.weight * cost;
+    chosen_counted = chosen_counted || q == &chosen;
+  }
+  QueueState& c = const_cast<QueueState&>(chosen);
+  if (!chosen_counted) {
+    c.current += c.spec.weight * cost;
+    total += c.spec.weight * cost;
+  }
+  c.current -= total;
+}
+
+void Admission::Start(Pending& app, std::vector<Placement> placed, std::vector<Admitted>& out) {
+  std::string key = app.demand.key;
+  bool backfill = !head_.empty() && head_ != key;
+  if (head_ == key) ClearHead();
+  if (backfill) backfilled_apps_.insert(key);
+  std::set<std::pair<int, int>> started;
+  for (const Placement& p : placed) started.insert({p.role, p.replica_id});
+  Running run;
+  for (size_t i = 0; i < app.demand.replicas.size(); ++i) {
+    const ReplicaDemand& r = app.demand.replicas[i];
+    if (!started.count({r.role, r.replica_id})) run.waiting.push_back(i);
+  }
+  QueueState* q = QueueOf(app.demand.queue);
+  if (q == nullptr) q = &states_.front();
+  Unqueue(*q, &app);
+  q->running.insert(key);
+  run.demand = std::move(app.demand);
+  pending_.erase(key);
+  Running& stored = running_[key] = std::move(run);
+  for (const Placement& p : placed) Take(stored, p);
+  out.push_back(Admitted{key, std::move(placed)});
+}
+
+std::vector<Admitted> Admission::Pass(int64_t now_ms) {
+  std::vector<Admitted> out;
+  UserShares shares = Shares();
+  // The head starts as soon as it fits, before anything else.
+  if (!head_.empty()) {
+    Pending& h = *pending_.at(head_);
+    if (auto placed = Fit(h.demand, GangReplicas(h.demand), {}, reserved_mask_)) {
+      QueueState* q = QueueOf(h.demand.queue);
+      std::vector<QueueState*> backlogged;
+      for (auto& s : states_) {
+        if (!s.pending.empty()) backlogged.push_back(&s);
+      }
+      double cost = Cost(h.gang);
+      Start(h, std::move(*placed), out);
+      if (q != nullptr) Charge(*q, backlogged, cost);
+      shares = Shares();
+    }
+  }
+  // Queue heads in SWRR order; a head that does not fit becomes the head of
+  // the box (when there is none) or blocks its queue for this pass.
+  std::vector<bool> blocked(states_.size(), false);
+  for (;;) {
+    std::vector<QueueState*> backlogged;
+    std::vector<const Entry*> heads;
+    QueueState* chosen = nullptr;
+    const Entry* chosen_head = nullptr;
+    size_t chosen_index = 0;
+    for (size_t i = 0; i < states_.size(); ++i) {
+      QueueState& q = states_[i];
+      const Entry* h = q.pending.empty() ? nullptr : HeadOf(q, shares, now_ms);
+      if (h == nullptr) continue;
+      backlogged.push_back(&q);
+      if (blocked[i]) continue;
+      if (chosen == nullptr || q.current + q.spec.weight > chosen->current + chosen->spec.weight) {
+        chosen = &q, chosen_head = h, chosen_index = i;
+      }
+    }
+    if (chosen == nullptr) break;
+    Pending& app = *chosen_head->app;
+    std::optional<std::vector<Placement>> placed;
+    if (head_.empty()) {
+      placed = Fit(app.demand, GangReplicas(app.demand), {}, {});
+      if (!placed) {
+        Reserve(app);
+        continue;
+      }
+    } else if (BackfillRoom(app.gang)) {
+      placed = Fit(app.demand, GangReplicas(app.demand), reserved_mask_, {});
+    }
+    if (!placed) {
+      blocked[chosen_index] = true;
+      continue;
+    }
+    double cost = Cost(app.gang);
+    Start(app, std::move(*placed), out);
+    Charge(*chosen, backlogged, cost);
+    shares = Shares();
+  }
+  if (head_.empty()) {
+    Grow(out);
+    return out;
+  }
+  // Backfill: apps behind blocked queue heads that fit outside the
+  // reservation, in within-queue order across queues; then growth of running
+  // elastic apps, one replica at a time.
+  Resources room = free_;
+  for (int g : reserved_gpus_) {
+    if (gpu_holder_[g].empty()) room.gpu -= 1;
+  }
+  std::vector<Entry> candidates;
+  for (auto& q : states_) {
+    for (const Entry& e : q.pending) {
+      if (e.app->demand.key != head_ && e.gang.FitsIn(room) && BackfillRoom(e.gang) && CapBlock(e, q).empty()) {
+        candidates.push_back(e);
+      }
+    }
+  }
+  std::sort(candidates.begin(), candidates.end(),
+            [&](const Entry& a, const Entry& b) { return Before(a, b, shares, now_ms); });
+  for (const Entry& e : candidates) {
+    QueueState* q = QueueOf(e.app->demand.queue);
+    if (q == nullptr || !CapBlock(e, *q).empty() || !BackfillRoom(e.gang)) continue;
+    auto placed = Fit(e.app->demand, GangReplicas(e.app->demand), reserved_mask_, {});
+    if (!placed) continue;
+    std::vector<QueueState*> backlogged;
+    for (auto& s : states_) {
+      if (!s.pending.empty()) backlogged.push_back(&s);
+    }
+    double cost = Cost(e.gang);
+    Start(*e.app, std::move(*placed), out);
+    Charge(*q, backlogged, cost);
+  }
+  return out;
+}
+
+void Admission::Grow(std::vector<Admitted>& out) {
+  std::vector<Running*> order;
+  for (auto& [key, run] : running_) {
+    if (!run.waiting.empty()) order.push_back(&run);
+  }
+  std::sort(order.begin(), order.end(), [](const Running* a, const Running* b) { return a->demand.seq < b->demand.seq; });
+  for (Running* run : order) {
+    std::vector<Placement> placed;
+    while (!run->waiting.empty()) {
+      auto fit = Fit(run->demand, {run->waiting.front()}, {}, {});
+      if (!fit) break;
+      Take(*run, fit->front());
+      placed.push_back(std::move(fit->front()));
+      run->waiting.erase(run->waiting.begin());
+    }
+    if (placed.empty()) continue;
+    auto same = std::find_if(out.begin(), out.end(), [&](const Admitted& a) { return a.key == run->demand.key; });
+    if (same == out.end()) {
+      out.push_back(Admitted{run->demand.key, std::move(placed)});
+    } else {
+      same->replicas.insert(same->replicas.end(), placed.begin(), placed.end());
+    }
+  }
+}
+
+std::string Admission::Reason(const std::string& key, int64_t now_ms) const {
+  auto it = pending_.find(key);
+  if (it == pending_.end()) return "";
+  const Pending& app = *it->second;
+  const QueueState* q = QueueOf(app.demand.queue);
+  if (q == nullptr) q = &states_.front();
+  const std::string& qname = q->spec.name;
+  std::string free_text = free_.gpu > 0 || app.gang.gpu > 0 ? std::to_string(free_.gpu) + " free"
+                                                             : DescribeResources(free_) + " free";
+  if (key == head_) {
+    std::string gpus;
+    for (int g : reserved_gpus_) gpus += (gpus.empty() ? "" : ",") + std::to_string(g);
+    return "next to start: waiting for " + DescribeResources(app.gang) + " in queue " + qname + ": " + free_text +
+           (gpus.empty() ? std::string() : "; GPUs " + gpus + " are reserved for it");
+  }
+  const Entry* self = nullptr;
+  for (const Entry& e : q->pending) {
+    if (e.app == &app) self = &e;
+  }
+  if (self != nullptr) {
+    if (std::string cap = CapBlock(*self, *q); !cap.empty()) return "waiting: " + cap;
+  }
+  UserShares shares = Shares();
+  int ahead = 0;
+  for (const Entry& e : q->pending) {
+    if (e.app != &app && self != nullptr && Before(e, *self, shares, now_ms)) ++ahead;
+  }
+  std::string out = "waiting for " + DescribeResources(app.gang) + " in queue " + qname + ": " + free_text + ", " +
+                    Plural(ahead, "app", "apps") + " ahead";
+  if (!head_.empty()) {
+    const Pending& h = *pending_.at(head_);
+    out += " (" + h.demand.name + ", " + DescribeResources(h.gang) + " reserved)";
+  }
+  return out;
+}
+
+std::vector<Admission::QueueView> Admission::View(int64_t now_ms) const {
+  UserShares shares = Shares();
+  std::vector<QueueView> out;
+  for (const QueueState& q : states_) {
+    QueueView v;
+    v.spec = &q.spec;
+    v.used = q.used;
+    v.running.assign(q.running.begin(), q.running.end());
+    std::vector<const Entry*> order;
+    for (const Entry& e : q.pending) order.push_back(&e);
+    std::sort(order.begin(), order.end(), [&](const Entry* a, const Entry* b) {
+      bool ha = a->app->demand.key == head_, hb = b->app->demand.key == head_;
+      if (ha != hb) return ha;
+      return Before(*a, *b, shares, now_ms);
+    });
+    for (const Entry* e : order) v.pending.push_back(e->app->demand.key);
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+std::vector<std::string> Admission::GpuHolders() const { return gpu_holder_; }
+
+}  // namespace torchxd::core

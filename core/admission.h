@@ -1,0 +1,224 @@
+// Admission on one shared box: which pending apps start now, and on which
+// GPUs. A pure, event-driven engine (no clock, no I/O: `now` is passed in);
+// the daemon runs a Pass after each submit, exit and cancel.
+//
+// Model
+//  - Capacity: the usable GPUs of a GpuTopology, CPUs and memory (MB).
+//  - Demand: each replica needs its role's gpu, cpu, memMB (TorchX's -1 = 0).
+//  - Gang: an app starts when all its replicas fit, or for roles with
+//    min_replicas at least that many; the others start later as room frees
+//    (growth). What an app holds is held until Release (its last process
+//    group is gone): retried replicas keep their GPUs.
+//  - Queues: declared with a weight and optional caps (max_gpus,
+//    max_gpus_per_user). Across queues, smooth weighted round robin (nginx's
+//    SWRR) over the queues with pending apps, charged in resource units: the
+//    start of an app costing c (its dominant share of the box) adds w·c to
+//    every such queue and takes Σw·c from the chosen one. With equal apps
+//    this is exactly nginx's sequence (3:1 → a a b a). Within a queue:
+//    higher priority (+1 per hour waited, up to +24), then the user's lower
+//    dominant share of what runs (DRF over gpu, cpu, memMB), then submit order.
+//  - No starvation: the first app picked that does not fit becomes the head
+//    and holds a reservation: a concrete GPU set (GPUs free now first, then
+//    the best placement) plus its cpu and memory. It stays head until it
+//    starts or leaves. While it waits, other apps start only outside it:
+//    their GPUs avoid the reserved set, and what started since the
+//    reservation plus the new app leaves room for the head's cpu and memory
+//    (backfill without runtime estimates).
+//  - Growth: replicas beyond min_replicas start, in submit order, when no
+//    head waits and they fit.
+//
+// Thread contract: one instance, one thread.
+#ifndef TORCHXD_CORE_ADMISSION_H_
+#define TORCHXD_CORE_ADMISSION_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/gpu_topology.h"
+#include "core/result.h"
+
+namespace torchxd::core {
+
+struct Resources {
+  int gpu = 0;
+  int64_t cpu = 0;  // cores
+  int64_t mem_mb = 0;
+
+  Resources& operator+=(const Resources& o) {
+    gpu += o.gpu, cpu += o.cpu, mem_mb += o.mem_mb;
+    return *this;
+  }
+  Resources& operator-=(const Resources& o) {
+    gpu -= o.gpu, cpu -= o.cpu, mem_mb -= o.mem_mb;
+    return *this;
+  }
+  Resources operator*(int n) const { return {gpu * n, cpu * n, mem_mb * n}; }
+  bool FitsIn(const Resources& room) const { return gpu <= room.gpu && cpu <= room.cpu && mem_mb <= room.mem_mb; }
+  bool Empty() const { return gpu == 0 && cpu == 0 && mem_mb == 0; }
+};
+
+// "4 GPUs, 16 CPUs, 64000 MB" (only what is not zero; "nothing" when all are).
+std::string DescribeResources(const Resources& r);
+
+struct QueueSpec {
+  std::string name;
+  int weight = 1;
+  std::optional<int> max_gpus;
+  std::optional<int> max_gpus_per_user;
+};
+
+// "NAME[:weight=W][,max_gpus=N][,max_gpus_per_user=N]" (torchxd --queue).
+[[nodiscard]] Result<QueueSpec> ParseQueueSpec(const std::string& text);
+// A queue's setting from a config section: key weight, max_gpus or max_gpus_per_user.
+[[nodiscard]] Result<void> SetQueueKey(QueueSpec& queue, const std::string& key, const std::string& value);
+
+struct BoxCapacity {
+  GpuTopology topology;
+  int64_t cpu = 0;
+  int64_t mem_mb = 0;
+};
+
+struct ReplicaDemand {
+  int role = 0;        // index into the AppDef's roles
+  int replica_id = 0;  // within its role
+  Resources need;
+};
+
+struct AppDemand {
+  std::string key;   // unique per app ("scheduler/app_id")
+  std::string name;  // app_id, for messages
+  std::string queue = "default";
+  int priority = 0;
+  uint32_t user = 0;
+  uint64_t seq = 0;  // submit order
+  int64_t submitted_ms = 0;
+  std::vector<ReplicaDemand> replicas;  // role then replica order
+  std::vector<int> role_min;            // per role: replicas needed to start (num_replicas, or min_replicas)
+};
+
+struct Placement {
+  int role = 0;
+  int replica_id = 0;
+  std::vector<int> gpus;  // GPU indices, ascending
+  Resources held;
+};
+
+struct Admitted {
+  std::string key;
+  std::vector<Placement> replicas;  // those to start now (all of the gang, or growth)
+};
+
+class Admission {
+ public:
+  Admission(BoxCapacity box, std::vector<QueueSpec> queues);
+
+  const BoxCapacity& box() const { return box_; }
+  const std::vector<QueueSpec>& queues() const { return queues_; }
+
+  // Can this app ever start here? InvalidArgument naming what can never fit.
+  [[nodiscard]] Result<void> Check(const AppDemand& app) const;
+  // Waits for a Pass to start it. Check()ed by the caller.
+  void Enqueue(AppDemand app);
+  // Marks a pending app as the head (a restarted daemon keeps its head).
+  void SetHead(const std::string& key);
+  // Records an app that runs already (re-adopted after a restart) with what
+  // its replicas hold; replicas not placed wait as growth.
+  void Hold(AppDemand app, std::vector<Placement> placed);
+  // The app leaves: pending, it is dropped; running, all it holds is freed.
+  void Remove(const std::string& key);
+
+  // Starts what may start now: gangs and growth, each with its placement.
+  std::vector<Admitted> Pass(int64_t now_ms);
+
+  bool IsPending(const std::string& key) const { return pending_.count(key) > 0; }
+  // Why a pending app waits, in words (empty when it is not pending).
+  std::string Reason(const std::string& key, int64_t now_ms) const;
+
+  struct QueueView {
+    const QueueSpec* spec;
+    Resources used;
+    std::vector<std::string> running;  // app keys
+    std::vector<std::string> pending;  // app keys in the order they would start
+  };
+  std::vector<QueueView> View(int64_t now_ms) const;
+  const std::string& head() const { return head_; }
+  const std::vector<int>& reserved_gpus() const { return reserved_gpus_; }
+  Resources free() const { return free_; }
+  Resources total() const { return total_; }
+  std::vector<std::string> GpuHolders() const;  // per GPU: the app key holding it, or ""
+
+ private:
+  struct Pending {
+    AppDemand demand;
+    Resources gang;  // what it needs to start
+  };
+  struct Entry {  // a pending app as a queue scans it
+    int priority;
+    uint32_t user;
+    uint64_t seq;
+    int64_t submitted_ms;
+    Resources gang;
+    Pending* app;
+  };
+  struct Running {
+    AppDemand demand;
+    std::vector<Placement> placed;
+    std::vector<size_t> waiting;  // indices into demand.replicas not started yet (growth)
+    Resources held;
+  };
+  struct QueueState {
+    QueueSpec spec;
+    double current = 0;  // SWRR
+    Resources used;
+    std::map<uint32_t, int> user_gpus;
+    std::vector<Entry> pending;
+    std::set<std::string> running;
+  };
+  using UserShares = std::map<uint32_t, double>;
+
+  QueueState* QueueOf(const std::string& name);
+  const QueueState* QueueOf(const std::string& name) const;
+  Resources GangNeed(const AppDemand& app) const;
+  double Cost(const Resources& r) const;  // dominant share of the box
+  UserShares Shares() const;
+  static int EffectivePriority(int priority, int64_t submitted_ms, int64_t now_ms);
+  static bool Before(const Entry& a, const Entry& b, const UserShares& shares, int64_t now_ms);
+  std::string CapBlock(const Entry& e, const QueueState& q) const;  // "" = not capped
+  const Entry* HeadOf(const QueueState& q, const UserShares& shares, int64_t now_ms) const;
+  std::vector<size_t> GangReplicas(const AppDemand& app) const;
+  // Placements for replicas `which` of the app in what is free, avoiding
+  // `avoid` GPUs; nullopt if they do not all fit.
+  std::optional<std::vector<Placement>> Fit(const AppDemand& app, const std::vector<size_t>& which,
+                                            const std::vector<bool>& avoid, const std::vector<bool>& prefer) const;
+  bool BackfillRoom(const Resources& need) const;
+  void Reserve(const Pending& app);
+  void ClearHead();
+  void Start(Pending& app, std::vector<Placement> placed, std::vector<Admitted>& out);
+  void Take(Running& run, const Placement& p);
+  void Grow(std::vector<Admitted>& out);  // replicas of running elastic apps, while no head waits
+  void Charge(const QueueState& chosen, const std::vector<QueueState*>& backlogged, double cost);
+  void Unqueue(QueueState& q, const Pending* app);
+
+  BoxCapacity box_;
+  std::vector<QueueSpec> queues_;
+  std::vector<QueueState> states_;
+  Resources total_, free_;
+  std::vector<std::string> gpu_holder_;  // per GPU
+  std::map<std::string, std::unique_ptr<Pending>> pending_;
+  std::map<std::string, Running> running_;
+  std::map<uint32_t, Resources> user_used_;
+  std::string head_;
+  std::vector<int> reserved_gpus_;
+  std::vector<bool> reserved_mask_;
+  Resources backfilled_;                  // started since the head was reserved, still held
+  std::set<std::string> backfilled_apps_;
+};
+
+}  // namespace torchxd::core
+
+#endif  // TORCHXD_CORE_ADMISSION_H_

@@ -1,0 +1,302 @@
+// The admission engine on fake boxes (F8: 8 GPUs in NVLink pairs {0,2},
+// {1,3}, {4,5}, {6,7}, NUMA 0 = GPUs 0-3; 64 CPUs; 512000 MB).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "core/admission.h"
+
+namespace torchxd::core {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+BoxCapacity F8Box() {
+  BoxCapacity box;
+  box.topology = *ParseGpuTopology(R"({"gpus": [
+    {"index": 0, "numa_node": 0, "nvlink": {"2": 12}}, {"index": 1, "numa_node": 0, "nvlink": {"3": 12}},
+    {"index": 2, "numa_node": 0}, {"index": 3, "numa_node": 0},
+    {"index": 4, "numa_node": 1, "nvlink": {"5": 12}}, {"index": 5, "numa_node": 1},
+    {"index": 6, "numa_node": 1, "nvlink": {"7": 12}}, {"index": 7, "numa_node": 1}]})");
+  box.cpu = 64;
+  box.mem_mb = 512000;
+  return box;
+}
+
+class AdmissionTest : public ::testing::Test {
+ protected:
+  AdmissionTest() : adm_(F8Box(), {}) {}
+  void Use(std::vector<QueueSpec> queues) { adm_ = Admission(F8Box(), std::move(queues)); }
+
+  AppDemand App(const std::string& name, int replicas, Resources each, const std::string& queue = "default",
+                uint32_t user = 1000, int priority = 0, std::optional<int> min = std::nullopt) {
+    AppDemand a;
+    a.key = "local_cwd/" + name;
+    a.name = name;
+    a.queue = queue;
+    a.user = user;
+    a.priority = priority;
+    a.seq = ++seq_;
+    a.submitted_ms = now_;
+    for (int i = 0; i < replicas; ++i) a.replicas.push_back(ReplicaDemand{0, i, each});
+    a.role_min = {min.value_or(replicas)};
+    return a;
+  }
+  // Submits and runs a pass; returns the names started by it.
+  std::vector<std::string> Submit(AppDemand a) {
+    EXPECT_TRUE(adm_.Check(a).has_value()) << adm_.Check(a).error().message;
+    adm_.Enqueue(std::move(a));
+    return Pass();
+  }
+  std::vector<std::string> Pass() {
+    std::vector<std::string> names;
+    for (auto& s : adm_.Pass(now_)) {
+      names.push_back(s.key.substr(s.key.find('/') + 1));
+      for (auto& p : s.replicas) gpus_[names.back()].push_back(p.gpus);
+    }
+    return names;
+  }
+  std::vector<std::string> End(const std::string& name) {
+    adm_.Remove("local_cwd/" + name);
+    return Pass();
+  }
+
+  Admission adm_;
+  uint64_t seq_ = 0;
+  int64_t now_ = 1000000;
+  std::map<std::string, std::vector<std::vector<int>>> gpus_;
+};
+
+TEST_F(AdmissionTest, TwoWholeBoxAppsRunOneAfterTheOther) {
+  EXPECT_THAT(Submit(App("a", 1, {8, 0, 0})), ElementsAre("a"));
+  EXPECT_THAT(Submit(App("b", 1, {8, 0, 0})), IsEmpty());
+  EXPECT_TRUE(adm_.IsPending("local_cwd/b"));
+  EXPECT_THAT(End("a"), ElementsAre("b"));
+  EXPECT_THAT(gpus_["b"][0], ElementsAre(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+TEST_F(AdmissionTest, AGangStartsWholeOrNotAtAll) {
+  EXPECT_THAT(Submit(App("a", 3, {2, 0, 0})), ElementsAre("a"));
+  EXPECT_THAT(Submit(App("b", 2, {2, 0, 0})), IsEmpty()) << "4 GPUs needed, 2 free";
+  EXPECT_THAT(adm_.Reason("local_cwd/b", now_), HasSubstr("waiting for 4 GPUs in queue default: 2 free"));
+  auto started = End("a");
+  EXPECT_THAT(started, ElementsAre("b"));
+  EXPECT_EQ(gpus_["b"].size(), 2u) << "both replicas in one pass";
+}
+
+TEST_F(AdmissionTest, WhatCanNeverFitIsRefused) {
+  auto err = [&](const AppDemand& a) { return adm_.Check(a) ? std::string("accepted") : adm_.Check(a).error().message; };
+  EXPECT_THAT(err(App("big", 1, {9, 0, 0})), HasSubstr("a replica needs 9 GPUs, more than this whole box has"));
+  EXPECT_THAT(err(App("mem", 2, {0, 0, 300000})), HasSubstr("the app needs 600000 MB at once to start"));
+  EXPECT_THAT(err(App("q", 1, {1, 0, 0}, "nope")), HasSubstr("queue `nope` does not exist on this box (queues: default)"));
+  EXPECT_EQ(err(App("elastic", 4, {4, 0, 0}, "default", 1000, 0, 2)), "accepted") << "min_replicas 2 x 4 GPUs fits";
+  Use({{"small", 1, 4, 2}});
+  EXPECT_THAT(err(App("capped", 1, {6, 0, 0}, "small")), HasSubstr("queue small allows 4 (max_gpus)"));
+  EXPECT_THAT(err(App("peruser", 1, {3, 0, 0}, "small")), HasSubstr("allows 2 per user (max_gpus_per_user)"));
+}
+
+TEST_F(AdmissionTest, SwrrGivesWeightedQueuesTheirShareInOrder) {
+  Use({{"qa", 3, std::nullopt, std::nullopt}, {"qb", 1, std::nullopt, std::nullopt}});
+  EXPECT_THAT(Submit(App("blocker", 1, {8, 0, 0})), ElementsAre("blocker"));
+  for (int i = 0; i < 12; ++i) {
+    Submit(App("a" + std::to_string(i), 1, {8, 0, 0}, "qa"));
+    Submit(App("b" + std::to_string(i), 1, {8, 0, 0}, "qb"));
+  }
+  std::string order;
+  std::string running = "blocker";
+  for (int i = 0; i < 16; ++i) {
+    auto started = End(running);
+    ASSERT_EQ(started.size(), 1u);
+    running = started[0];
+    order += running.substr(0, 1);
+  }
+  EXPECT_EQ(order, "aabaaabaaabaaaba");
+}
+
+TEST_F(AdmissionTest, SwrrChargesResourceUnitsNotStarts) {
+  // Equal weights; qa starts 1-GPU apps, qb 4-GPU ones. Counting starts
+  // would go a b a b (and the second b would not fit); charging GPUs gives
+  // qa four starts per qb start, half the GPUs each.
+  Use({{"qa", 1, std::nullopt, std::nullopt}, {"qb", 1, std::nullopt, std::nullopt}});
+  EXPECT_THAT(Submit(App("blocker", 1, {8, 0, 0})), ElementsAre("blocker"));
+  for (int i = 0; i < 10; ++i) Submit(App("a" + std::to_string(i), 1, {1, 0, 0}, "qa"));
+  for (int i = 0; i < 3; ++i) Submit(App("b" + std::to_string(i), 1, {4, 0, 0}, "qb"));
+  EXPECT_THAT(End("blocker"), ElementsAre("a0", "b0", "a1", "a2", "a3"));
+}
+
+TEST_F(AdmissionTest, ABigGangIsNotStarvedByAStreamOfSmallApps) {
+  EXPECT_THAT(Submit(App("s0", 1, {1, 0, 0})), ElementsAre("s0"));
+  EXPECT_THAT(Submit(App("s1", 1, {1, 0, 0})), ElementsAre("s1"));
+  EXPECT_THAT(Submit(App("big", 1, {8, 0, 0})), IsEmpty());
+  EXPECT_EQ(adm_.head(), "local_cwd/big");
+  EXPECT_THAT(adm_.reserved_gpus(), ElementsAre(0, 1, 2, 3, 4, 5, 6, 7));
+  // Small apps keep coming; none starts while the big one is head.
+  for (int i = 2; i < 6; ++i) EXPECT_THAT(Submit(App("s" + std::to_string(i), 1, {1, 0, 0})), IsEmpty());
+  EXPECT_THAT(adm_.Reason("local_cwd/s2", now_), HasSubstr("(big, 8 GPUs reserved)"));
+  EXPECT_THAT(adm_.Reason("local_cwd/big", now_), HasSubstr("next to start"));
+  EXPECT_THAT(End("s0"), IsEmpty());
+  EXPECT_THAT(End("s1"), ElementsAre("big"));
+  EXPECT_THAT(End("big"), ElementsAre("s2", "s3", "s4", "s5"));
+}
+
+TEST_F(AdmissionTest, TheHeadStartsFirstThenTheOthers) {
+  Submit(App("s0", 1, {4, 0, 0}));
+  Submit(App("big", 1, {8, 0, 0}));
+  Submit(App("s1", 1, {4, 0, 0}));
+  EXPECT_THAT(End("s0"), ElementsAre("big"));
+  EXPECT_THAT(End("big"), ElementsAre("s1"));
+}
+
+TEST_F(AdmissionTest, BackfillUsesOnlyWhatTheHeadDoesNotNeed) {
+  // A holds GPUs 0-3 and 60 of 64 CPUs; head H needs 2 GPUs and 8 CPUs.
+  EXPECT_THAT(Submit(App("a", 1, {4, 60, 0})), ElementsAre("a"));
+  EXPECT_THAT(gpus_["a"][0], ElementsAre(0, 1, 2, 3));
+  EXPECT_THAT(Submit(App("h", 1, {2, 8, 0})), IsEmpty());
+  EXPECT_THAT(adm_.reserved_gpus(), ElementsAre(4, 5));
+  EXPECT_THAT(Submit(App("j1", 1, {1, 2, 0})), ElementsAre("j1"));
+  EXPECT_THAT(Submit(App("j2", 1, {1, 2, 0})), ElementsAre("j2"));
+  EXPECT_THAT(Submit(App("j3", 1, {1, 0, 0})), IsEmpty());
+  std::vector<int> backfilled = {gpus_["j1"][0][0], gpus_["j2"][0][0]};
+  EXPECT_THAT(backfilled, ::testing::UnorderedElementsAre(6, 7));
+  EXPECT_THAT(adm_.Reason("local_cwd/j3", now_), HasSubstr("(h, 2 GPUs, 8 CPUs reserved)"));
+  EXPECT_THAT(End("a"), ElementsAre("h", "j3"));
+  EXPECT_THAT(gpus_["h"][0], ElementsAre(4, 5));
+}
+
+TEST_F(AdmissionTest, BackfillLeavesTheHeadItsCpuAndMemory) {
+  EXPECT_THAT(Submit(App("a", 1, {8, 0, 0})), ElementsAre("a"));
+  EXPECT_THAT(Submit(App("h", 1, {8, 40, 0})), IsEmpty());
+  // 64 CPUs are free, but while h waits others may use 64 - 40 = 24 in all.
+  EXPECT_THAT(Submit(App("j1", 1, {0, 20, 0})), ElementsAre("j1"));
+  EXPECT_THAT(Submit(App("j2", 1, {0, 20, 0})), IsEmpty());
+  EXPECT_THAT(End("a"), ElementsAre("h"));
+  EXPECT_THAT(End("j1"), ElementsAre("j2"));
+}
+
+TEST_F(AdmissionTest, UsersWithLessRunningGoFirst) {
+  Submit(App("alice-running", 1, {4, 0, 0}, "default", 1));
+  Submit(App("blocker", 1, {4, 0, 0}, "default", 3));
+  Submit(App("alice-next", 1, {4, 0, 0}, "default", 1));
+  Submit(App("bob-next", 1, {4, 0, 0}, "default", 2));
+  // alice-next is older, but alice holds 4 GPUs and bob none.
+  EXPECT_THAT(End("blocker"), ElementsAre("alice-next")) << "the head was chosen when blocker ran";
+  auto view = adm_.View(now_);
+  EXPECT_THAT(view[0].pending, ElementsAre("local_cwd/bob-next"));
+}
+
+TEST_F(AdmissionTest, DrfOrdersUsersWhenTheHeadIsChosen) {
+  Submit(App("alice-running", 1, {4, 0, 0}, "default", 1));
+  Submit(App("carol", 1, {4, 0, 0}, "default", 3));
+  adm_.Enqueue(App("alice-next", 1, {4, 0, 0}, "default", 1));
+  adm_.Enqueue(App("bob-next", 1, {4, 0, 0}, "default", 2));
+  auto view = adm_.View(now_);
+  EXPECT_THAT(view[0].pending, ElementsAre("local_cwd/bob-next", "local_cwd/alice-next"));
+  EXPECT_THAT(End("carol"), ElementsAre("bob-next"));
+}
+
+TEST_F(AdmissionTest, PriorityAndAgeOrderAQueue) {
+  Submit(App("blocker", 1, {8, 0, 0}));
+  AppDemand two_hours = App("two-hours", 1, {8, 0, 0});
+  two_hours.submitted_ms = now_ - 2 * 3600 * 1000;
+  AppDemand six_hours = App("six-hours", 1, {8, 0, 0});
+  six_hours.submitted_ms = now_ - 6 * 3600 * 1000;
+  adm_.Enqueue(two_hours);
+  adm_.Enqueue(six_hours);
+  adm_.Enqueue(App("urgent", 1, {8, 0, 0}, "default", 1000, 5));
+  // Each full hour waited adds 1: six hours beat priority 5, two do not.
+  EXPECT_THAT(adm_.View(now_)[0].pending,
+              ElementsAre("local_cwd/six-hours", "local_cwd/urgent", "local_cwd/two-hours"));
+}
+
+TEST_F(AdmissionTest, MinReplicasStartsAPartialGangAndGrowsIt) {
+  Submit(App("a", 1, {4, 0, 0}));
+  auto started = Submit(App("elastic", 4, {2, 0, 0}, "default", 1000, 0, 1));
+  EXPECT_THAT(started, ElementsAre("elastic")) << "the gang and its growth in one start";
+  EXPECT_EQ(gpus_["elastic"].size(), 2u) << "min 1, and a second fits at once";
+  EXPECT_THAT(End("a"), ElementsAre("elastic"));
+  EXPECT_EQ(gpus_["elastic"].size(), 4u);
+}
+
+TEST_F(AdmissionTest, QueueCapsHoldAppsBackWithoutBlockingOthers) {
+  Use({{"small", 1, 4, std::nullopt}, {"other", 1, std::nullopt, 2}});
+  EXPECT_THAT(Submit(App("s1", 1, {4, 0, 0}, "small")), ElementsAre("s1"));
+  EXPECT_THAT(Submit(App("s2", 1, {1, 0, 0}, "small")), IsEmpty());
+  EXPECT_THAT(adm_.Reason("local_cwd/s2", now_), HasSubstr("queue small is at its cap: 4 of max_gpus=4 in use"));
+  EXPECT_THAT(Submit(App("o1", 1, {2, 0, 0}, "other", 7)), ElementsAre("o1"));
+  EXPECT_THAT(Submit(App("o2", 1, {1, 0, 0}, "other", 7)), IsEmpty());
+  EXPECT_THAT(adm_.Reason("local_cwd/o2", now_), HasSubstr("user 7 is at queue other's cap"));
+  EXPECT_THAT(Submit(App("o3", 1, {1, 0, 0}, "other", 8)), ElementsAre("o3")) << "another user";
+  EXPECT_THAT(End("s1"), ElementsAre("s2"));
+}
+
+TEST_F(AdmissionTest, HeldAppsAfterARestartKeepTheirGpus) {
+  AppDemand a = App("adopted", 2, {2, 0, 0});
+  adm_.Hold(a, {Placement{0, 0, {4, 5}, {2, 0, 0}}, Placement{0, 1, {6, 7}, {2, 0, 0}}});
+  EXPECT_THAT(Submit(App("next", 1, {2, 0, 0})), ElementsAre("next"));
+  EXPECT_THAT(gpus_["next"][0], ElementsAre(0, 2));
+  EXPECT_EQ(adm_.free().gpu, 2);
+  auto holders = adm_.GpuHolders();
+  EXPECT_EQ(holders[5], "local_cwd/adopted");
+}
+
+TEST_F(AdmissionTest, ExcludedGpusAreNeverHandedOut) {
+  BoxCapacity box = F8Box();
+  ASSERT_TRUE(ExcludeGpus(box.topology, "5").has_value());
+  adm_ = Admission(box, {});
+  EXPECT_THAT(Submit(App("pair", 1, {2, 0, 0})), ElementsAre("pair"));
+  EXPECT_THAT(Submit(App("pair2", 1, {2, 0, 0})), ElementsAre("pair2"));
+  EXPECT_THAT(Submit(App("pair3", 1, {2, 0, 0})), ElementsAre("pair3"));
+  EXPECT_THAT(gpus_["pair3"][0], ElementsAre(6, 7)) << "an intact pair, not 4 with a dead partner";
+  EXPECT_THAT(Submit(App("one", 1, {1, 0, 0})), ElementsAre("one"));
+  EXPECT_THAT(gpus_["one"][0], ElementsAre(4));
+  EXPECT_THAT(Submit(App("more", 1, {1, 0, 0})), IsEmpty());
+}
+
+TEST_F(AdmissionTest, GpuSetsOfLiveAppsAreAlwaysDisjoint) {
+  std::map<std::string, std::vector<int>> live;
+  unsigned rng = 12345;
+  auto next = [&] { return rng = rng * 1103515245 + 12345, (rng >> 16) & 0x7fff; };
+  std::vector<std::string> names;
+  for (int i = 0; i < 400; ++i) {
+    if (next() % 3 == 0 && !names.empty()) {
+      std::string victim = names[next() % names.size()];
+      names.erase(std::find(names.begin(), names.end(), victim));
+      adm_.Remove("local_cwd/" + victim);
+      live.erase(victim);
+    } else {
+      int sizes[] = {1, 2, 4};
+      std::string name = "app" + std::to_string(i);
+      names.push_back(name);
+      adm_.Enqueue(App(name, 1 + next() % 2, {sizes[next() % 3], 0, 0}));
+    }
+    for (auto& s : adm_.Pass(now_)) {
+      for (auto& p : s.replicas) {
+        auto& set = live[s.key.substr(s.key.find('/') + 1)];
+        set.insert(set.end(), p.gpus.begin(), p.gpus.end());
+      }
+    }
+    std::set<int> seen;
+    for (auto& [name, set] : live) {
+      for (int g : set) ASSERT_TRUE(seen.insert(g).second) << "GPU " << g << " twice at step " << i;
+    }
+    ASSERT_EQ(static_cast<int>(seen.size()), 8 - adm_.free().gpu);
+  }
+}
+
+TEST(QueueSpecTest, ParsesFlagsAndRefusesNonsense) {
+  auto q = ParseQueueSpec("big:weight=3,max_gpus=8,max_gpus_per_user=4");
+  ASSERT_TRUE(q.has_value()) << q.error().message;
+  EXPECT_EQ(q->name, "big");
+  EXPECT_EQ(q->weight, 3);
+  EXPECT_EQ(q->max_gpus, 8);
+  EXPECT_EQ(q->max_gpus_per_user, 4);
+  EXPECT_EQ(ParseQueueSpec("plain")->weight, 1);
+  EXPECT_THAT(ParseQueueSpec("Big").error().message, HasSubstr("queue name `Big`"));
+  EXPECT_THAT(ParseQueueSpec("a:weight=0").error().message, HasSubstr("weight=0: expected a whole number >= 1"));
+  EXPECT_THAT(ParseQueueSpec("a:colour=red").error().message, HasSubstr("unknown queue setting `colour`"));
+  EXPECT_THAT(ParseQueueSpec("a:weight").error().message, HasSubstr("not key=value"));
+}
+
+}  // namespace
+}  // namespace torchxd::core
