@@ -40,7 +40,7 @@ std::atomic<unsigned long> g_replica_nofile{0};
 constexpr uint64_t kHandshakeTimeoutMs = 5000;
 // How long an adopted shim that has not recorded its state yet may take to
 // open its socket (it was started just before the daemon went down).
-constexpr uint64_t kStartingShimWaitMs = 2000;
+constexpr uint64_t kStartingShimWaitMs = 10000;  // a loaded machine can take seconds to start one
 constexpr uint64_t kStartingShimPollMs = 20;
 
 std::string RandomHex(size_t bytes) {

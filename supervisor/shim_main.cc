@@ -123,6 +123,14 @@ int main(int argc, char** argv) {
   // argv[1] = the daemon's pid. If it died before PDEATHSIG was set, no
   // signal comes: the spec (already written) says whether the replica must
   // then run anyway (live-restore: the next daemon adopts it) or not.
+  // The signals are blocked before the parent-death signal is armed: a daemon
+  // dying in between must leave a pending SIGHUP (ignored with live-restore),
+  // not a shim killed by SIGHUP's default action before it read its spec.
+  sigset_t handled;
+  sigemptyset(&handled);
+  for (int s : {SIGCHLD, SIGTERM, SIGUSR1, SIGHUP, SIGINT}) sigaddset(&handled, s);
+  sigprocmask(SIG_BLOCK, &handled, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
   ::prctl(PR_SET_PDEATHSIG, SIGHUP);
   if (argc < 2) return 1;
   pid_t daemon = static_cast<pid_t>(atol(argv[1]));
@@ -133,12 +141,6 @@ int main(int argc, char** argv) {
   bool have_run_dir = ::fstat(kShimRunDirFd, &run_st) == 0 && S_ISDIR(run_st.st_mode);
   if (have_run_dir) ::fcntl(kShimRunDirFd, F_SETFD, FD_CLOEXEC);
   ::close_range(have_run_dir ? kShimRunDirFd + 1 : kControlFd + 1, ~0U, 0);
-
-  sigset_t handled;
-  sigemptyset(&handled);
-  for (int s : {SIGCHLD, SIGTERM, SIGUSR1, SIGHUP, SIGINT}) sigaddset(&handled, s);
-  sigprocmask(SIG_BLOCK, &handled, nullptr);
-  ::signal(SIGPIPE, SIG_IGN);
 
   ShimSpec spec;
   std::string refused;
