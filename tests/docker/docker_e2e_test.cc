@@ -179,7 +179,9 @@ TEST_F(DockerE2eTest, ReplicasReachRankZeroByNameAndLogsAreCaptured) {
       // Rank 0 stays up until the other replica has reached it by name (else it may be gone first).
       "echo out $(hostname) rank0=$TORCHX_RANK0_HOST token=$FOO_TOKEN; echo err >&2; "
       "if [ \"$(hostname)\" = \"$TORCHX_RANK0_HOST\" ]; then timeout 60 nc -l -p 29500 >/dev/null </dev/null; "
-      "else ping -c1 -W3 $TORCHX_RANK0_HOST >/dev/null && echo reached; i=0; "
+      // Rank 0's name exists once its container does, which may be after this one starts: retry.
+      "else i=0; until ping -c1 -W1 $TORCHX_RANK0_HOST >/dev/null 2>&1; do i=$((i+1)); [ $i -lt 300 ] || break; "
+      "sleep 0.1; done; ping -c1 -W3 $TORCHX_RANK0_HOST >/dev/null && echo reached; i=0; "
       "until echo hi | nc -w 1 $TORCHX_RANK0_HOST 29500; do i=$((i+1)); [ $i -lt 300 ] || exit 1; sleep 0.1; done; fi",
       2, 0, "copy_env=FOO_*,env=EXTRA:1", true);
   ASSERT_EQ(last_run_.exit_code, 0) << last_run_.err;
