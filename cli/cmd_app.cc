@@ -1,6 +1,7 @@
 // torchx status / describe / list / cancel / delete / daemon: ask the daemon.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -9,6 +10,7 @@
 
 #include "cli/commands.h"
 #include "cli/daemon_connection.h"
+#include "cli/table.h"
 #include "core/app_json.h"
 #include "core/app_status.h"
 #include "core/json_parse.h"
@@ -49,29 +51,6 @@ bool ProcessGone(int pid) {
   return text.empty() || (close != std::string::npos && close + 2 < text.size() && text[close + 2] == 'Z');
 }
 
-// TorchX's tabulate "simple" layout.
-void PrintTable(std::ostream& out, const std::vector<std::vector<std::string>>& rows) {
-  std::vector<size_t> width(rows[0].size(), 0);
-  for (const auto& r : rows) {
-    for (size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], r[i].size());
-  }
-  std::string text;
-  auto line = [&](const std::vector<std::string>& r) {
-    size_t start = text.size();
-    for (size_t i = 0; i < r.size(); ++i) {
-      text += r[i];
-      if (i + 1 < r.size()) text.append(width[i] - r[i].size() + 2, ' ');
-    }
-    while (text.size() > start && text.back() == ' ') text.pop_back();
-    text += '\n';
-  };
-  line(rows[0]);
-  std::vector<std::string> dashes;
-  for (size_t w : width) dashes.push_back(std::string(w, '-'));
-  line(dashes);
-  for (size_t i = 1; i < rows.size(); ++i) line(rows[i]);
-  out << text;
-}
 
 }  // namespace
 
@@ -145,12 +124,16 @@ int CmdList(const GlobalArgs& global, const std::string& scheduler, bool as_json
     for (const auto& a : apps) {
       out.push_back({{"app_handle", a[0]}, {"app_id", a[1]}, {"name", a[2]}, {"scheduler", a[3]},
                      {"state", a[4]}, {"created", core::FormatRfc3339Utc(a[5].get<int64_t>())},
-                     {"ended", a[6].is_null() ? json(nullptr) : json(core::FormatRfc3339Utc(a[6].get<int64_t>()))}});
+                     {"ended", a[6].is_null() ? json(nullptr) : json(core::FormatRfc3339Utc(a[6].get<int64_t>()))},
+                     {"queue", a.size() > 7 ? a[7] : json(nullptr)}});
     }
     *ctx.out << out.dump(2) << "\n";
     return kExitOk;
   }
+  // TorchX's columns, then QUEUE when some app waits in or ran through one.
+  bool queues = std::any_of(apps.begin(), apps.end(), [](const json& a) { return a.size() > 7 && a[7].is_string(); });
   std::vector<std::vector<std::string>> rows = {{"APP HANDLE", "APP NAME", "APP STATUS", "STARTED", "DURATION"}};
+  if (queues) rows[0].push_back("QUEUE");
   rows.reserve(apps.size() + 1);
   int64_t now = core::UnixNowMs();
   for (const auto& a : apps) {
@@ -158,6 +141,7 @@ int CmdList(const GlobalArgs& global, const std::string& scheduler, bool as_json
     int64_t ended = a[6].is_null() ? now : a[6].get<int64_t>();
     rows.push_back({a[0].get<std::string>(), a[2].get<std::string>(), a[4].get<std::string>(),
                     LocalTime(created), Duration(ended - created)});
+    if (queues) rows.back().push_back(a.size() > 7 && a[7].is_string() ? a[7].get<std::string>() : "-");
   }
   PrintTable(*ctx.out, rows);
   return kExitOk;

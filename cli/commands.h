@@ -78,6 +78,8 @@ int CmdList(const GlobalArgs& global, const std::string& scheduler, bool as_json
 int CmdCancel(const GlobalArgs& global, const std::string& handle, std::optional<double> grace,
               const CliContext& ctx);
 int CmdDelete(const GlobalArgs& global, const std::string& handle, const CliContext& ctx);
+// `torchx queue [NAME] [--json]`: admission queues and why each pending app waits.
+int CmdQueue(const GlobalArgs& global, const std::string& name, bool as_json, const CliContext& ctx);
 int CmdDaemon(const GlobalArgs& global, const std::string& action, bool cancel_all, const CliContext& ctx);
 
 // Maps a daemon error to an exit code: 2 invalid input, 3 connection lost, else 1.

@@ -345,17 +345,42 @@ void Admission::Reserve(const Pending& app) {
   head_ = app.demand.key;
   backfilled_ = {};
   backfilled_apps_.clear();
-  // GPUs free now first, then the best placement on all usable GPUs.
+  // When the GPUs free now suffice, they are the reservation (the head then
+  // waits only for cpu or memory). Otherwise it waits on the fewest running
+  // apps: the largest holders first, and among their GPUs and the free ones
+  // it prefers theirs, so that the free GPUs stay open to backfill.
   std::vector<bool> usable(box_.topology.size()), now(box_.topology.size());
+  std::map<std::string, int> held;
+  int free_now = 0;
   for (int g = 0; g < box_.topology.size(); ++g) {
     usable[g] = box_.topology.gpus[g].usable;
     now[g] = usable[g] && gpu_holder_[g].empty();
+    free_now += now[g] ? 1 : 0;
+    if (usable[g] && !gpu_holder_[g].empty()) ++held[gpu_holder_[g]];
   }
   std::vector<int> counts;
-  for (size_t i : GangReplicas(app.demand)) counts.push_back(app.demand.replicas[i].need.gpu);
+  int need = 0;
+  for (size_t i : GangReplicas(app.demand)) {
+    counts.push_back(app.demand.replicas[i].need.gpu);
+    need += counts.back();
+  }
+  std::vector<bool> allowed = usable, prefer = now;
+  if (free_now < need) {
+    std::vector<std::pair<std::string, int>> holders(held.begin(), held.end());
+    std::stable_sort(holders.begin(), holders.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+    std::set<std::string> waited;
+    for (int have = free_now; have < need && waited.size() < holders.size();) {
+      have += holders[waited.size()].second;
+      waited.insert(holders[waited.size()].first);
+    }
+    for (int g = 0; g < box_.topology.size(); ++g) {
+      prefer[g] = usable[g] && waited.count(gpu_holder_[g]) > 0;
+      allowed[g] = now[g] || prefer[g];
+    }
+  }
   reserved_gpus_.clear();
   reserved_mask_.assign(box_.topology.size(), false);
-  if (auto sets = PlaceGang(box_.topology, usable, counts, now)) {
+  if (auto sets = PlaceGang(box_.topology, allowed, counts, prefer)) {
     for (const auto& set : *sets) {
       for (int g : set) {
         reserved_gpus_.push_back(g);
@@ -533,7 +558,7 @@ void Admission::Grow(std::vector<Admitted>& out) {
   }
 }
 
-std::string Admission::Reason(const std::string& key, int64_t now_ms) const {
+std::string Admission::Reason(const std::string& key, int64_t now_ms, int ahead) const {
   auto it = pending_.find(key);
   if (it == pending_.end()) return "";
   const Pending& app = *it->second;
@@ -555,10 +580,12 @@ std::string Admission::Reason(const std::string& key, int64_t now_ms) const {
   if (self != nullptr) {
     if (std::string cap = CapBlock(*self, *q); !cap.empty()) return "waiting: " + cap;
   }
-  UserShares shares = Shares();
-  int ahead = 0;
-  for (const Entry& e : q->pending) {
-    if (e.app != &app && self != nullptr && Before(e, *self, shares, now_ms)) ++ahead;
+  if (ahead < 0) {
+    UserShares shares = Shares();
+    ahead = 0;
+    for (const Entry& e : q->pending) {
+      if (e.app != &app && self != nullptr && (e.app->demand.key == head_ || Before(e, *self, shares, now_ms))) ++ahead;
+    }
   }
   std::string out = "waiting for " + DescribeResources(app.gang) + " in queue " + qname + ": " + free_text + ", " +
                     Plural(ahead, "app", "apps") + " ahead";

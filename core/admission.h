@@ -18,8 +18,10 @@
 //    higher priority (+1 per hour waited, up to +24), then the user's lower
 //    dominant share of what runs (DRF over gpu, cpu, memMB), then submit order.
 //  - No starvation: the first app picked that does not fit becomes the head
-//    and holds a reservation: a concrete GPU set (GPUs free now first, then
-//    the best placement) plus its cpu and memory. It stays head until it
+//    and holds a reservation: a concrete GPU set plus its cpu and memory.
+//    The set is the GPUs free now when they suffice; else the GPUs of the
+//    fewest running apps (largest first) before free ones, which stay open
+//    to backfill; the best placement among those. It stays head until it
 //    starts or leaves. While it waits, other apps start only outside it:
 //    their GPUs avoid the reserved set, and what started since the
 //    reservation plus the new app leaves room for the head's cpu and memory
@@ -137,7 +139,8 @@ class Admission {
 
   bool IsPending(const std::string& key) const { return pending_.count(key) > 0; }
   // Why a pending app waits, in words (empty when it is not pending).
-  std::string Reason(const std::string& key, int64_t now_ms) const;
+  // `ahead`: apps before it in its queue when the caller knows (View order), else -1.
+  std::string Reason(const std::string& key, int64_t now_ms, int ahead = -1) const;
 
   struct QueueView {
     const QueueSpec* spec;

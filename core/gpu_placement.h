@@ -2,7 +2,7 @@
 // GpuTopology. For one replica of k GPUs every k-subset of the free ones is
 // scored (exhaustively while there are at most kMaxCandidates of them, else
 // greedily from the best-linked seed), lexicographically:
-//   1. preferred GPUs in the set (a reservation prefers GPUs free now),
+//   1. preferred GPUs in the set (a reservation's choice, see admission.h),
 //   2. locality: the sum of PairScore over the set's pairs (NVLink first,
 //      then the same NUMA node),
 //   3. affinity to the GPUs the app's other replicas got (NCCL spans them),

@@ -17,6 +17,10 @@ void AddSupervisionOpts(RunOpts& opts) {
   opts.Add("restart_backoff", OptType::kFloat,
            "seconds before the first restart of a failed replica; doubles per restart", 1.0);
   opts.Add("restart_backoff_max", OptType::kFloat, "cap on the restart delay, in seconds", 30.0);
+  opts.Add("queue", OptType::kStr,
+           "the daemon's admission queue to wait in (`torchx queue` lists them)", std::string("default"));
+  opts.Add("priority", OptType::kInt,
+           "order within the queue: higher starts first (waiting adds 1 per hour, up to 24)", 0);
 }
 
 RunOpts LocalOpts() {

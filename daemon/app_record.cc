@@ -142,7 +142,25 @@ json AppRecord::ToJson() const {
               {"cancelling", cancelling},
               {"requests", requests},
               {"replicas", reps},
+              {"admission", admission.ToJson()},
               {"scheduler_data", scheduler_data}};
+}
+
+json AdmissionInfo::ToJson() const {
+  if (!queued) return nullptr;
+  return {{"queue", queue}, {"priority", priority}, {"seq", seq}, {"head", head}, {"gpus", gpus}};
+}
+
+AdmissionInfo AdmissionInfo::FromJson(const json& j) {
+  AdmissionInfo a;
+  if (!j.is_object()) return a;
+  a.queued = true;
+  a.queue = j.value("queue", "default");
+  a.priority = j.value("priority", 0);
+  a.seq = j.value("seq", uint64_t{0});
+  a.head = j.value("head", false);
+  a.gpus = j.value("gpus", std::map<std::string, std::vector<int>>{});
+  return a;
 }
 
 Result<AppRecord> AppRecord::FromJson(const json& j) {
@@ -181,6 +199,7 @@ Result<AppRecord> AppRecord::FromJson(const json& j) {
     r.requests = j.value("requests", json::array());
     for (const auto& rj : j.value("replicas", json::array())) r.replicas.push_back(ReplicaInfoFromJson(rj));
     r.scheduler_data = j.value("scheduler_data", json());
+    r.admission = AdmissionInfo::FromJson(j.value("admission", json()));
     return r;
   } catch (const json::exception& e) {
     return Fail(Error::Internal(std::string("stored app record: ") + e.what()));

@@ -22,6 +22,19 @@
 
 namespace torchxd::daemon {
 
+// What admission knows of a local app (the daemon's --no-admission leaves it unset).
+struct AdmissionInfo {
+  bool queued = false;  // went through admission
+  std::string queue = "default";
+  int priority = 0;
+  uint64_t seq = 0;   // submit order
+  bool head = false;  // holds the box's reservation
+  std::map<std::string, std::vector<int>> gpus;  // "role/replica" -> GPUs it holds
+
+  nlohmann::json ToJson() const;
+  static AdmissionInfo FromJson(const nlohmann::json& json);
+};
+
 struct AppRecord {
   std::string scheduler;
   std::string session;
@@ -51,6 +64,7 @@ struct AppRecord {
   bool cancelling = false;     // a cancel is under way (a restarted daemon finishes it)
   nlohmann::json requests = nlohmann::json::array();  // processes: what each replica runs, for re-adoption
   std::vector<supervisor::ReplicaInfo> replicas;
+  AdmissionInfo admission;
   nlohmann::json scheduler_data;  // what a remote scheduler needs after a restart (e.g. the Job's name)
 
   // Live parts (not persisted).

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <set>
 
 namespace torchxd::daemon {
 namespace {
@@ -41,6 +42,60 @@ bool OnTmpfs(fs::path dir) {
     dir = dir.parent_path();  // not made yet: the filesystem it will be on
   }
   return false;
+}
+
+// The INI file as CLI11 reads it, minus the [queue.NAME] sections, which
+// are kept aside for ParseDaemonArgs.
+class DaemonConfigFile : public CLI::ConfigINI {
+ public:
+  std::vector<CLI::ConfigItem> from_config(std::istream& input) const override {
+    std::vector<CLI::ConfigItem> rest;
+    for (auto& item : CLI::ConfigINI::from_config(input)) {
+      if (!item.parents.empty() && item.parents[0] == "queue") {
+        if (item.name != "++" && item.name != "--") queue_items->push_back(item);
+        continue;
+      }
+      rest.push_back(std::move(item));
+    }
+    return rest;
+  }
+  std::shared_ptr<std::vector<CLI::ConfigItem>> queue_items = std::make_shared<std::vector<CLI::ConfigItem>>();
+};
+
+// --queue flags first, then the file's sections (a flag wins for its queue).
+Result<std::vector<core::QueueSpec>> Queues(const std::vector<std::string>& flags,
+                                            const std::vector<CLI::ConfigItem>& items) {
+  std::vector<core::QueueSpec> out;
+  for (const std::string& flag : flags) {
+    auto q = core::ParseQueueSpec(flag);
+    if (!q) return Fail(Error::InvalidArgument("--queue " + flag + ": " + q.error().message));
+    if (std::any_of(out.begin(), out.end(), [&](const auto& o) { return o.name == q->name; })) {
+      return Fail(Error::InvalidArgument("--queue " + q->name + " is given twice"));
+    }
+    out.push_back(*q);
+  }
+  std::set<std::string> from_flags;
+  for (const auto& q : out) from_flags.insert(q.name);
+  for (const CLI::ConfigItem& item : items) {
+    if (item.parents.size() != 2) {
+      return Fail(Error::InvalidArgument("--config: a queue section is [queue.NAME], not [" +
+                                         CLI::detail::join(item.parents, ".") + "]"));
+    }
+    const std::string& name = item.parents[1];
+    if (from_flags.count(name)) continue;
+    auto it = std::find_if(out.begin(), out.end(), [&](const auto& o) { return o.name == name; });
+    if (it == out.end()) {
+      auto q = core::ParseQueueSpec(name);
+      if (!q) return Fail(Error::InvalidArgument("--config [queue." + name + "]: " + q.error().message));
+      out.push_back(*q);
+      it = out.end() - 1;
+    }
+    std::string value = item.inputs.empty() ? "" : item.inputs.front();
+    if (auto set = core::SetQueueKey(*it, item.name, value); !set) {
+      return Fail(Error::InvalidArgument("--config [queue." + name + "]: " + set.error().message));
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -98,7 +153,8 @@ ParsedArgs ParseDaemonArgs(int argc, char** argv, const core::EnvLookup& env) {
   CLI::App app{"torchxd: the torchx daemon (runs in the foreground)", "torchxd"};
   app.set_version_flag("--version", "torchxd " TORCHXD_VERSION);
   app.set_config("--config", "", "INI file of `key = value` lines using the long flag names");
-  app.config_formatter(std::make_shared<CLI::ConfigINI>());
+  auto file = std::make_shared<DaemonConfigFile>();
+  app.config_formatter(file);
   app.add_flag("--system", c.system, "system mode (/run/torchxd, /var/lib/torchxd)");
   app.add_option("--socket", c.socket, "Unix socket to listen on");
   app.add_option("--state-dir", c.state_dir, "where the database and default logs live");
@@ -128,6 +184,16 @@ ParsedArgs ParseDaemonArgs(int argc, char** argv, const core::EnvLookup& env) {
   app.add_option("--admin-group", c.admin_group, "members may see and act on every user's apps (system mode)");
   app.add_option("--kubeconfig", c.kubeconfig,
                  "kubeconfig for the kubernetes scheduler (default: $KUBECONFIG, ~/.kube/config, in-cluster)");
+  std::vector<std::string> queue_flags;
+  app.add_flag("--no-admission", c.no_admission,
+               "start every local app at once, as TorchX does (no queues, no GPU placement)");
+  app.add_option("--gpu-topology", c.gpu_topology,
+                 "JSON file of the box's GPUs (docs/gpu-topology.md), instead of NVML discovery");
+  app.add_option("--capacity", c.capacity,
+                 "gpu=N,cpu=N,memMB=N: cap the GPUs handed out; account CPUs and memory (N or auto)");
+  app.add_option("--exclude-gpus", c.exclude_gpus, "GPUs never handed out: indices, UUIDs or PCI bus ids, comma separated");
+  app.add_option("--queue", queue_flags,
+                 "NAME[:weight=W][,max_gpus=N][,max_gpus_per_user=N] (repeatable; or [queue.NAME] in --config)");
   app.footer("Exit codes: 0 stopped cleanly; 1 failed at run time; 2 bad configuration.");
   try {
     app.parse(argc, argv);
@@ -145,6 +211,12 @@ ParsedArgs ParseDaemonArgs(int argc, char** argv, const core::EnvLookup& env) {
       return {std::nullopt, 2};
     }
   }
+  auto queues = Queues(queue_flags, *file->queue_items);
+  if (!queues) {
+    std::cerr << "torchxd: " << queues.error().message << "\n";
+    return {std::nullopt, 2};
+  }
+  c.queues = std::move(*queues);
   if (c.socket.empty()) {
     c.socket = c.system ? std::string(core::kSystemSocket) : core::UserSocketPath(env, ::getuid());
   }

@@ -1,6 +1,7 @@
 // DaemonConfig: torchxd's settings from flags and an INI config file
 // (`--config FILE`, `key = value` with the long flag names; flags beat the
-// file), and the mode's default paths:
+// file; `[queue.NAME]` sections declare admission queues), and the mode's
+// default paths:
 //   user mode (default, every uid): socket $XDG_RUNTIME_DIR/torchxd/torchxd.sock,
 //     else /tmp/torchxd-$UID/torchxd.sock; state $XDG_STATE_HOME/torchxd, else
 //     ~/.local/state/torchxd;
@@ -13,7 +14,9 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "core/admission.h"
 #include "core/environment.h"
 #include "core/result.h"
 
@@ -37,6 +40,12 @@ struct DaemonConfig {
   std::string shim;  // torchxd-shim; default: next to torchxd or in ../libexec/torchxd
   std::string admin_group;  // members may act on every app (system mode)
   std::string kubeconfig;   // for `-s kubernetes`; empty = kubectl's search
+  // Admission (daemon/capacity.h, core/admission.h).
+  bool no_admission = false;     // TorchX's behaviour: every app starts at once
+  std::string gpu_topology;      // file replacing NVML discovery
+  std::string capacity;          // "gpu=N,cpu=N|auto,memMB=N|auto"
+  std::string exclude_gpus;      // "2,GPU-…"
+  std::vector<core::QueueSpec> queues;  // --queue and [queue.NAME] sections, in order
 };
 
 // Returns the config, or an exit code to leave with right away (--help: 0; bad input: 2).

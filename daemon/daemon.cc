@@ -1,5 +1,7 @@
 #include "daemon/daemon.h"
 
+#include "daemon/capacity.h"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
@@ -127,6 +129,18 @@ Result<void> Daemon::Prepare() {
   opts.shim_path = config_.shim;
   opts.run_dir = config_.run_dir;
   opts.live_restore = config_.live_restore;
+  if (!config_.no_admission) {
+    CapacityOptions capacity{config_.gpu_topology, config_.capacity, config_.exclude_gpus};
+    std::vector<std::string> notes;
+    auto box = DiscoverCapacity(capacity, &notes);
+    if (!box) return Fail(box.error());
+    for (const auto& note : notes) spdlog::info("capacity: {}", note);
+    spdlog::info("admission on gpus={} usable={} cpu={} memMB={} queues={}", box->topology.size(),
+                 box->topology.UsableCount(), box->cpu > 0 ? std::to_string(box->cpu) : "not accounted",
+                 box->mem_mb > 0 ? std::to_string(box->mem_mb) : "not accounted", config_.queues.size() + 1);
+    opts.box = std::move(*box);
+    opts.queues = config_.queues;
+  }
   if (const char* host = std::getenv("DOCKER_HOST")) opts.docker_host = host;
   opts.log_max_bytes = *ParseByteSize(config_.log_max_bytes);
   uint64_t log_max_total = 0;

@@ -109,6 +109,7 @@ std::vector<core::ReplicaRequest> LocalScheduler::ContainerRequests(const AppRec
   in.gpu_count = gpu_count_;
   auto plan = core::PlanLocalApp(app.app, in);
   if (warnings != nullptr) *warnings = std::move(plan.warnings);
+  ApplyPlacement(app, plan.requests);
   return std::move(plan.requests);
 }
 

@@ -55,6 +55,7 @@ LocalScheduler::LocalScheduler(uv_loop_t* loop, Store* store, LogStore* logs,
                                LocalSchedulerOptions options)
     : loop_(loop), store_(store), options_(std::move(options)), logs_(logs) {
   logs_->AddSource([this] { return OldestEvictableLogs(); });
+  if (options_.box) admission_ = std::make_unique<core::Admission>(*options_.box, options_.queues);
 }
 
 LocalScheduler::~LocalScheduler() = default;
@@ -75,9 +76,11 @@ Result<void> LocalScheduler::Load(const std::vector<StoredApp>& stored) {
     });
     // Replicas outlive a daemon that stopped without stopping them (containers;
     // shims with live-restore or after a restart): take them over.
-    bool adopt = !core::IsTerminal(rec->state) &&
+    // Queued apps never started: they wait in their queue again (RestoreAdmission).
+    bool queued = rec->admission.queued && rec->state == core::AppState::kPending && rec->admission.gpus.empty();
+    bool adopt = !queued && !core::IsTerminal(rec->state) &&
                  (rec->scheduler == "local_docker" || (!rec->requests.empty() && !options_.run_dir.empty()));
-    if (!core::IsTerminal(rec->state) && !adopt) {
+    if (!core::IsTerminal(rec->state) && !adopt && !queued) {
       // Its replicas died with the daemon (torchxd-shim kills them): say so.
       rec->state = core::AppState::kFailed;
       rec->msg = "torchxd stopped unexpectedly";
@@ -122,6 +125,7 @@ Result<void> LocalScheduler::Load(const std::vector<StoredApp>& stored) {
   }
   logs_->Enforce();  // the budget may have shrunk since the last run
   gpu_count_ = core::CountNvidiaGpus(options_.nvidia_proc_dir);
+  RestoreAdmission();
   return {};
 }
 
@@ -330,6 +334,7 @@ Result<const AppRecord*> LocalScheduler::SubmitNow(SubmitRequest request) {
       return Fail(Error::InvalidArgument("the log directory of role " + role.name + " would leave " + base));
     }
   }
+  if (auto admissible = PrepareAdmission(*rec); !admissible) return Fail(admissible.error());
   if (auto made = MakeAppLogDir(*rec, base); !made) return Fail(made.error());
 
   core::LocalPlanInput plan_input;
@@ -364,7 +369,7 @@ Result<const AppRecord*> LocalScheduler::SubmitNow(SubmitRequest request) {
     }
     rec->replicas.push_back(info);
   }
-  rec->state = core::AppState::kSubmitted;
+  rec->state = admission_ ? core::AppState::kPending : core::AppState::kSubmitted;
   Result<void> committed = store_->PutApp(rec->scheduler, rec->app_id, static_cast<int>(rec->state), rec->created_ms,
                                           rec->ToJson());
   if (committed) committed = store_->AddEvent(rec->scheduler, rec->app_id, core::UnixNowMs(), "submitted",
@@ -387,16 +392,30 @@ Result<const AppRecord*> LocalScheduler::SubmitNow(SubmitRequest request) {
   }
   MakeRoom();  // CheckRoom said an app can go
 
-  supervisor::AppOptions opts = RunnerOptions(*rec, caller->run_as);
   AppRecord* raw = rec.get();
-  rec->runner = std::make_unique<supervisor::AppRunner>(loop_, rec->Handle(), rec->app,
-                                                        std::move(requests), opts, this);
-  by_runner_[rec->runner.get()] = raw;
   apps_[Key{raw->scheduler, raw->app_id}] = std::move(rec);
   spdlog::info("app submitted app={} scheduler={} replicas={}", raw->app_id, raw->scheduler,
                raw->replicas.size());
-  raw->runner->Start();
+  if (admission_) {
+    admission_->Enqueue(DemandOf(*raw));
+    RunAdmissionPass();  // it starts within its submit when it fits
+    return raw;
+  }
+  Launch(*raw, std::move(requests), caller->run_as);
   return raw;
+}
+
+void LocalScheduler::Launch(AppRecord& app, std::vector<core::ReplicaRequest> requests, std::vector<unsigned> run_as) {
+  supervisor::AppOptions opts = RunnerOptions(app, std::move(run_as));
+  app.runner = std::make_unique<supervisor::AppRunner>(loop_, app.Handle(), app.app, std::move(requests), opts, this);
+  by_runner_[app.runner.get()] = &app;
+  app.runner->Start();
+}
+
+Result<std::vector<unsigned>> LocalScheduler::RunAs(uid_t uid) const {
+  auto caller = LookUpCaller(uid);
+  if (!caller) return Fail(caller.error());
+  return caller->run_as;
 }
 
 AppRecord* LocalScheduler::Find(const std::string& scheduler, const std::string& app_id) {
@@ -418,14 +437,21 @@ size_t LocalScheduler::running_apps() const {
 
 void LocalScheduler::Cancel(AppRecord& app, std::optional<double> grace_seconds,
                             std::function<void(Result<CancelOutcome>)> done) {
+  if (CancelQueued(app)) return done(CancelOutcome{false});
   if (!app.runner) return done(CancelOutcome{true});
   app.runner->OnTerminal([done] { done(CancelOutcome{false}); });
   app.runner->Cancel(grace_seconds.value_or(options_.grace_seconds), "cancelled by user");
 }
 
 void LocalScheduler::Wait(AppRecord& app, std::function<void(const AppRecord&)> done) {
-  if (!app.runner) return done(app);
   std::string scheduler = app.scheduler, app_id = app.app_id;
+  if (!app.runner && admission_ && admission_->IsPending(AppKey(app))) {
+    queued_waiters_[Key{scheduler, app_id}].push_back([this, scheduler, app_id, done] {
+      if (AppRecord* rec = Find(scheduler, app_id)) done(*rec);
+    });
+    return;
+  }
+  if (!app.runner) return done(app);
   app.runner->OnTerminal([this, scheduler, app_id, done] {
     if (AppRecord* rec = Find(scheduler, app_id)) done(*rec);
   });
@@ -473,6 +499,8 @@ supervisor::AppOptions LocalScheduler::RunnerOptions(const AppRecord& app, std::
 }
 
 void LocalScheduler::Shutdown(bool keep, std::function<void()> done) {
+  stopping_ = true;  // queued apps stay queued for the next daemon
+  queued_waiters_.clear();
   if (keep) {
     // The runners go with the daemon; their replicas (under shims or in
     // containers) go on, and the store says where to find them.
@@ -591,6 +619,7 @@ void LocalScheduler::OnAppChanged(supervisor::AppRunner& runner) {
     logs_->CloseWriters(*app);
     logs_->Enforce();
     spdlog::info("app {} app={} msg={}", ToLowerState(app->state), app->app_id, app->msg);
+    LeaveAdmission(*app);  // its process groups are gone: its GPUs are free
   }
   Persist(*app);
   Event(*app, "app", static_cast<int>(app->state), app->msg);

@@ -20,7 +20,9 @@
 #include <string>
 #include <vector>
 
+#include "core/admission.h"
 #include "core/runopts.h"
+#include "core/uv_handle.h"
 #include "daemon/app_record.h"
 #include "daemon/log_store.h"
 #include "daemon/scheduler.h"
@@ -45,6 +47,9 @@ struct LocalSchedulerOptions {
   bool live_restore = false;              // replicas outlive the daemon
   // The NVIDIA driver's directory of GPUs (one entry per GPU, by PCI bus id).
   std::string nvidia_proc_dir = "/proc/driver/nvidia/gpus";
+  // Admission (daemon/local_admission.cc): the box and its queues; no box = off.
+  std::optional<core::BoxCapacity> box;
+  std::vector<core::QueueSpec> queues;
 };
 
 
@@ -86,6 +91,12 @@ class LocalScheduler : public Scheduler, public supervisor::AppRunnerObserver {
   void OnAppChanged(supervisor::AppRunner& app) override;
   void OnAttemptsRecorded(supervisor::AppRunner& app) override;
 
+  std::string PendingReason(const AppRecord& app) const override;
+  nlohmann::json Queues() const override;
+  // Runs an admission pass now (tests and bench; the daemon runs one after each event).
+  void RunAdmissionPass();
+  const core::Admission* admission() const { return admission_.get(); }
+
  private:
   using Key = std::pair<std::string, std::string>;  // scheduler, app_id
   AppRecord* RecordOf(supervisor::AppRunner& runner);
@@ -116,6 +127,25 @@ class LocalScheduler : public Scheduler, public supervisor::AppRunnerObserver {
   // After a restart: re-attaches to a process app's shims; false = cannot.
   bool AdoptProcesses(AppRecord& app);
   supervisor::AppOptions RunnerOptions(const AppRecord& app, std::vector<unsigned> run_as) const;
+  // Makes the app's runner and starts it.
+  void Launch(AppRecord& app, std::vector<core::ReplicaRequest> requests, std::vector<unsigned> run_as);
+  // The credentials an app's replicas run with ({} = the daemon's own).
+  [[nodiscard]] Result<std::vector<unsigned>> RunAs(uid_t uid) const;
+
+  // Admission (daemon/local_admission.cc).
+  core::AppDemand DemandOf(const AppRecord& app) const;
+  // Sets the app's queue, priority and order from its cfg; refuses what can never start.
+  [[nodiscard]] Result<void> PrepareAdmission(AppRecord& app);
+  void SchedulePass();  // on the next loop turn, once for any number of events
+  void StartAdmitted(AppRecord& app, const std::vector<core::Placement>& placed);
+  // GPUs the app's placement gave each replica, applied to its requests.
+  void ApplyPlacement(const AppRecord& app, std::vector<core::ReplicaRequest>& requests) const;
+  // The app leaves admission (ended, cancelled while pending, evicted).
+  void LeaveAdmission(const AppRecord& app);
+  // Cancels an app that waits in a queue; false when it is not waiting.
+  bool CancelQueued(AppRecord& app);
+  // After a restart: queued apps back in their queues, running ones holding their GPUs.
+  void RestoreAdmission();
 
   uv_loop_t* loop_;
   Store* store_;
@@ -128,6 +158,13 @@ class LocalScheduler : public Scheduler, public supervisor::AppRunnerObserver {
   std::map<const supervisor::AppRunner*, AppRecord*> by_runner_;
   int gpu_count_ = 0;
   LogStore* logs_;
+  std::unique_ptr<core::Admission> admission_;
+  UvHandle<uv_timer_t> pass_timer_;
+  bool pass_scheduled_ = false;
+  bool stopping_ = false;       // Shutdown: nothing more starts
+  std::string persisted_head_;  // the head as the store knows it
+  uint64_t next_seq_ = 1;
+  std::map<Key, std::vector<std::function<void()>>> queued_waiters_;  // Wait() on queued apps
 };
 
 }  // namespace torchxd::daemon

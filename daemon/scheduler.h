@@ -70,6 +70,10 @@ class Scheduler {
   // Before a one-off log read: `ready` once the store has what the scheduler can
   // fetch now (a remote scheduler catching up); local schedulers are always current.
   virtual void BeforeLogRead(const AppRecord& /*app*/, std::function<void()> ready) { ready(); }
+  // Why a PENDING app waits, in words ("" = nothing to add to its msg).
+  virtual std::string PendingReason(const AppRecord& /*app*/) const { return ""; }
+  // The admission queues (`torchx queue`), or null when this scheduler has none.
+  virtual nlohmann::json Queues() const { return nullptr; }
 };
 
 inline bool Serves(const Scheduler& scheduler, const std::string& name) {

@@ -80,10 +80,11 @@ void Service::Dispatch(const protocol::Request& request, const PeerInfo& peer,
   if (m == "cancel") return Cancel(p, peer, responder);
   if (m == "wait") return Wait(p, peer, responder);
   if (m == "runopts") return Runopts(p, responder);
+  if (m == "queue") return Queue(p, responder);
   responder->Error(Error::InvalidArgument(
       "unknown method \"" + m + "\"." +
       core::DidYouMean(m, {"version", "run", "status", "describe", "list", "cancel", "wait",
-                           "runopts", "delete", "shutdown", "log"})));
+                           "runopts", "delete", "shutdown", "log", "queue"})));
 }
 
 void Service::Run(const json& params, const PeerInfo& peer, const Reply& reply) {
@@ -199,7 +200,35 @@ Result<AppRecord*> Service::FindOwnApp(const json& params, const PeerInfo& peer,
 void Service::Status(const json& params, const PeerInfo& peer, const Reply& reply) {
   auto app = FindOwnApp(params, peer, "see");
   if (!app) return reply->Error(app.error());
-  reply->Result(core::AppStatusToJson((*app)->Status()));
+  core::AppStatus status = (*app)->Status();
+  if ((*app)->state == core::AppState::kPending) {
+    std::string reason = SchedulerFor((*app)->scheduler)->PendingReason(**app);
+    if (!reason.empty()) status.msg = reason;
+  }
+  reply->Result(core::AppStatusToJson(status));
+}
+
+void Service::Queue(const json& params, const Reply& reply) {
+  core::JsonReader r(params, "params", {"name"});
+  std::string name = r.String("name", "");
+  if (auto ok = r.Finish(); !ok) return reply->Error(ok.error());
+  for (Scheduler* s : schedulers_) {
+    json q = s->Queues();
+    if (q.is_null()) continue;
+    if (name.empty()) return reply->Result(q);
+    json only = json::array();
+    std::string names;
+    for (const auto& one : q["queues"]) {
+      names += (names.empty() ? "" : ", ") + one["name"].get<std::string>();
+      if (one["name"] == name) only.push_back(one);
+    }
+    if (only.empty()) {
+      return reply->Error(Error::NotFound("queue `" + name + "` does not exist on this box (queues: " + names + ")"));
+    }
+    q["queues"] = only;
+    return reply->Result(q);
+  }
+  reply->Error(Error::Unavailable("this torchxd runs with --no-admission: apps start at once, there are no queues"));
 }
 
 void Service::Describe(const json& params, const PeerInfo& peer, const Reply& reply) {
@@ -259,7 +288,7 @@ void Service::List(const json& params, const PeerInfo& peer, const Reply& reply)
   }
   // Built by hand: with thousands of apps, a JSON DOM costs more than the rest
   // of the request. Rows follow `fields` (docs/protocol.md).
-  std::string out = R"({"fields":["app_handle","app_id","name","scheduler","state","created_ms","ended_ms"],"apps":[)";
+  std::string out = R"({"fields":["app_handle","app_id","name","scheduler","state","created_ms","ended_ms","queue"],"apps":[)";
   out.reserve(out.size() + static_cast<size_t>(limit) * 160);
   auto quoted = [&out](const std::string& s) {
     out += json(s).dump(-1, ' ', false, json::error_handler_t::replace);
@@ -281,6 +310,14 @@ void Service::List(const json& params, const PeerInfo& peer, const Reply& reply)
     out += std::to_string(a->created_ms);
     out += ',';
     out += a->ended_ms ? std::to_string(*a->ended_ms) : "null";
+    out += ',';
+    if (a->admission.queued) {
+      quoted(a->admission.queue);
+    } else if (a->cfg.is_object() && a->cfg.contains("queue") && a->cfg["queue"].is_string()) {
+      quoted(a->cfg["queue"].get<std::string>());  // e.g. the Volcano queue
+    } else {
+      out += "null";
+    }
     out += ']';
   }
   out += "]";

@@ -59,6 +59,7 @@ class Service : public RequestHandler {
   void Dispatch(const protocol::Request& request, const PeerInfo& peer, const Reply& responder);
   void Run(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
   [[nodiscard]] Result<SubmitRequest> ValidateRun(const nlohmann::json& params, const PeerInfo& peer);
+  void Queue(const nlohmann::json& params, const Reply& reply);
   void Status(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
   void Describe(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
   void List(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);

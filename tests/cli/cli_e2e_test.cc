@@ -106,11 +106,13 @@ TEST_F(CliE2eTest, WaitLogStatusDescribeListCancelDelete) {
   auto list = Torchx({"list"});
   EXPECT_THAT(list.out, HasSubstr("APP HANDLE"));
   EXPECT_THAT(list.out, HasSubstr("APP NAME  APP STATUS  STARTED"));
-  EXPECT_THAT(list.out, HasSubstr("DURATION\n"));
+  EXPECT_THAT(list.out, HasSubstr("DURATION  QUEUE\n"));
+  EXPECT_THAT(list.out, HasSubstr("  default\n"));
   auto lines = std::count(list.out.begin(), list.out.end(), '\n');
   EXPECT_EQ(lines, 4);  // header, dashes, two apps
   auto listj = json::parse(Torchx({"list", "--json"}).out);
   EXPECT_EQ(listj[0]["app_handle"], Handle(again));  // newest first
+  EXPECT_EQ(listj[0]["queue"], "default");
 
   auto already = Torchx({"cancel", h});
   EXPECT_EQ(already.exit_code, 0);

@@ -1,5 +1,7 @@
 // The admission engine on fake boxes (F8: 8 GPUs in NVLink pairs {0,2},
 // {1,3}, {4,5}, {6,7}, NUMA 0 = GPUs 0-3; 64 CPUs; 512000 MB).
+#include <algorithm>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -162,6 +164,17 @@ TEST_F(AdmissionTest, BackfillUsesOnlyWhatTheHeadDoesNotNeed) {
   EXPECT_THAT(adm_.Reason("local_cwd/j3", now_), HasSubstr("(h, 2 GPUs, 8 CPUs reserved)"));
   EXPECT_THAT(End("a"), ElementsAre("h", "j3"));
   EXPECT_THAT(gpus_["h"][0], ElementsAre(4, 5));
+}
+
+TEST_F(AdmissionTest, AReservationWaitsOnTheFewestAppsAndLeavesFreeGpusToBackfill) {
+  EXPECT_THAT(Submit(App("a", 1, {6, 0, 0})), ElementsAre("a"));
+  EXPECT_THAT(Submit(App("x", 1, {1, 0, 0})), ElementsAre("x"));
+  // 1 GPU free; h needs 4: a's GPUs alone cover it, the free one stays open.
+  EXPECT_THAT(Submit(App("h", 1, {4, 0, 0})), IsEmpty());
+  for (int g : adm_.reserved_gpus()) EXPECT_NE(std::count(gpus_["a"][0].begin(), gpus_["a"][0].end(), g), 0) << g;
+  EXPECT_THAT(Submit(App("j", 1, {1, 0, 0})), ElementsAre("j"));
+  EXPECT_THAT(End("x"), IsEmpty()) << "x's GPU is not h's to wait for";
+  EXPECT_THAT(End("a"), ElementsAre("h"));
 }
 
 TEST_F(AdmissionTest, BackfillLeavesTheHeadItsCpuAndMemory) {

@@ -1,0 +1,75 @@
+// `torchx queue [NAME] [--json]`: the daemon's admission queues, their use,
+// and each pending app in the order it would start, with the reason it waits.
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/daemon_connection.h"
+#include "cli/table.h"
+
+namespace torchxd::cli {
+namespace {
+
+using nlohmann::json;
+
+std::string OrDash(const json& v) { return v.is_null() ? "-" : v.dump(); }
+
+std::string Request(const json& r) {
+  if (!r.is_object()) return "-";
+  std::string out;
+  auto add = [&](const char* key, const char* unit) {
+    int64_t n = r.value(key, int64_t{0});
+    if (n != 0) out += (out.empty() ? "" : ",") + std::to_string(n) + unit;
+  };
+  add("gpu", " GPU");
+  add("cpu", " CPU");
+  add("memMB", " MB");
+  return out.empty() ? "-" : out;
+}
+
+}  // namespace
+
+int CmdQueue(const GlobalArgs& global, const std::string& name, bool as_json, const CliContext& ctx) {
+  auto client = ConnectToDaemon({global.socket, true}, ctx);
+  if (!client) return ReportError(ctx, client.error().message, kExitNoDaemon);
+  json params = json::object();
+  if (!name.empty()) params["name"] = name;
+  auto reply = client->Call("queue", params);
+  if (!reply) return ReportCallError(ctx, reply.error());
+  if (as_json) {
+    *ctx.out << reply->dump(2) << "\n";
+    return kExitOk;
+  }
+  const json& q = *reply;
+  std::vector<std::vector<std::string>> queues = {
+      {"QUEUE", "WEIGHT", "MAX GPUS", "MAX GPUS/USER", "GPUS USED", "RUNNING", "PENDING"}};
+  std::vector<std::vector<std::string>> pending = {{"POS", "APP HANDLE", "QUEUE", "UID", "PRIO", "REQUEST", "REASON"}};
+  for (const auto& one : q["queues"]) {
+    queues.push_back({one["name"].get<std::string>(), one["weight"].dump(), OrDash(one["max_gpus"]),
+                      OrDash(one["max_gpus_per_user"]), std::to_string(one["used"].value("gpu", 0)),
+                      std::to_string(one["running"].size()), std::to_string(one["pending"].size())});
+    for (const auto& p : one["pending"]) {
+      pending.push_back({p["position"].dump(), p["app_handle"].get<std::string>(), one["name"].get<std::string>(),
+                         OrDash(p.value("user", json())), OrDash(p.value("priority", json())),
+                         Request(p.value("request", json())), p["reason"].get<std::string>()});
+    }
+  }
+  PrintTable(*ctx.out, queues);
+  int in_use = 0, reserved = 0, unusable = 0;
+  for (const auto& g : q["gpus"]) {
+    in_use += g["held_by"].is_null() ? 0 : 1;
+    reserved += g["reserved"] == true ? 1 : 0;
+    unusable += g["usable"] == true ? 0 : 1;
+  }
+  *ctx.out << "\nGPUs: " << q["gpus"].size() << " (" << in_use << " in use, " << reserved << " reserved";
+  if (unusable > 0) *ctx.out << ", " << unusable << " excluded";
+  *ctx.out << ")";
+  if (!q["head"].is_null()) *ctx.out << "; next to start: " << q["head"].get<std::string>();
+  *ctx.out << "\n";
+  if (pending.size() > 1) {
+    *ctx.out << "\n";
+    PrintTable(*ctx.out, pending);
+  }
+  return kExitOk;
+}
+
+}  // namespace torchxd::cli

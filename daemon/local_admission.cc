@@ -1,0 +1,272 @@
+// LocalScheduler's side of admission (core/admission.h): what an app asks,
+// when it starts, which GPUs its replicas see, and what survives a restart.
+// An admitted app's GPUs are kept in its record (admission.gpus, one entry per
+// replica, [] for none), so a restarted daemon knows what its re-adopted
+// replicas hold; a queued app is PENDING with no runner.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "core/app_handle.h"
+#include "core/ids.h"
+#include "core/local_plan.h"
+#include "daemon/local_scheduler.h"
+
+namespace torchxd::daemon {
+namespace {
+
+using nlohmann::json;
+
+// "local_cwd/train-abc" -> {"local_cwd", "train-abc"}
+std::pair<std::string, std::string> SplitKey(const std::string& key) {
+  size_t slash = key.find('/');
+  return {key.substr(0, slash), slash == std::string::npos ? "" : key.substr(slash + 1)};
+}
+
+bool Admitted(const AppRecord& app) { return !app.admission.gpus.empty(); }
+
+}  // namespace
+
+core::AppDemand LocalScheduler::DemandOf(const AppRecord& app) const {
+  core::AppDemand d;
+  d.key = AppKey(app);
+  d.name = app.app_id;
+  d.queue = app.admission.queue;
+  d.priority = app.admission.priority;
+  d.user = app.owner_uid;
+  d.seq = app.admission.seq;
+  d.submitted_ms = app.created_ms;
+  const core::BoxCapacity& box = admission_->box();
+  for (size_t r = 0; r < app.app.roles.size(); ++r) {
+    const core::Role& role = app.app.roles[r];
+    // TorchX's -1 is "not declared": nothing. CPUs and memory count only when the box accounts them.
+    core::Resources need{std::max(0, role.resource.gpu), box.cpu > 0 ? std::max(0, role.resource.cpu) : 0,
+                         box.mem_mb > 0 ? std::max(0, role.resource.mem_mb) : 0};
+    for (int i = 0; i < role.num_replicas; ++i) d.replicas.push_back(core::ReplicaDemand{static_cast<int>(r), i, need});
+    d.role_min.push_back(role.num_replicas);  // min_replicas starts whole gangs locally (elastic growth: not yet)
+  }
+  return d;
+}
+
+Result<void> LocalScheduler::PrepareAdmission(AppRecord& app) {
+  if (!admission_) return {};
+  app.admission.queued = true;
+  if (app.cfg.contains("queue") && app.cfg["queue"].is_string()) app.admission.queue = app.cfg["queue"].get<std::string>();
+  if (app.cfg.contains("priority") && app.cfg["priority"].is_number_integer()) {
+    app.admission.priority = app.cfg["priority"].get<int>();
+  }
+  app.admission.seq = next_seq_++;
+  if (auto ok = admission_->Check(DemandOf(app)); !ok) return Fail(ok.error());
+  return {};
+}
+
+void LocalScheduler::SchedulePass() {
+  if (!admission_ || pass_scheduled_ || stopping_) return;
+  if (!pass_timer_) {
+    pass_timer_ = NewUvHandle<uv_timer_t>(this);
+    uv_timer_init(loop_, pass_timer_.get());
+    uv_unref(reinterpret_cast<uv_handle_t*>(pass_timer_.get()));
+  }
+  pass_scheduled_ = true;
+  uv_timer_start(pass_timer_.get(), [](uv_timer_t* t) {
+    if (auto* self = static_cast<LocalScheduler*>(t->data)) {
+      self->pass_scheduled_ = false;
+      self->RunAdmissionPass();
+    }
+  }, 0, 0);
+}
+
+void LocalScheduler::RunAdmissionPass() {
+  if (!admission_ || stopping_) return;
+  for (core::Admitted& a : admission_->Pass(core::UnixNowMs())) {
+    auto [scheduler, app_id] = SplitKey(a.key);
+    if (AppRecord* app = Find(scheduler, app_id)) StartAdmitted(*app, a.replicas);
+  }
+  if (admission_->head() != persisted_head_) {
+    for (const std::string& key : {persisted_head_, admission_->head()}) {
+      auto [scheduler, app_id] = SplitKey(key);
+      if (AppRecord* app = Find(scheduler, app_id)) {
+        app->admission.head = key == admission_->head();
+        Persist(*app);
+      }
+    }
+    persisted_head_ = admission_->head();
+  }
+}
+
+void LocalScheduler::ApplyPlacement(const AppRecord& app, std::vector<core::ReplicaRequest>& requests) const {
+  if (!admission_ || !Admitted(app) || admission_->box().topology.size() == 0) return;
+  for (auto& req : requests) {
+    auto it = app.admission.gpus.find(ReplicaKey(req.role, req.replica_id));
+    core::ApplyGpuSet(req, it == app.admission.gpus.end() ? std::vector<int>{} : it->second, admission_->box().topology);
+  }
+}
+
+void LocalScheduler::StartAdmitted(AppRecord& app, const std::vector<core::Placement>& placed) {
+  std::string gpus;
+  for (const core::Placement& p : placed) {
+    std::string key = ReplicaKey(app.app.roles.at(static_cast<size_t>(p.role)).name, p.replica_id);
+    app.admission.gpus[key] = p.gpus;
+    for (int g : p.gpus) gpus += (gpus.empty() ? "" : ",") + std::to_string(g);
+  }
+  app.admission.head = false;
+  std::vector<core::ReplicaRequest> requests;
+  if (app.scheduler == "local_docker") {
+    requests = ContainerRequests(app, nullptr);  // with the placement
+  } else {
+    for (const auto& j : app.requests) {
+      if (auto req = ReplicaRequestFromStoredJson(j)) requests.push_back(std::move(*req));
+    }
+    ApplyPlacement(app, requests);
+    app.requests = json::array();
+    for (const auto& req : requests) app.requests.push_back(ReplicaRequestToStoredJson(req));
+  }
+  spdlog::info("app admitted app={} queue={} gpus={}", app.app_id, app.admission.queue, gpus.empty() ? "-" : gpus);
+  auto run_as = RunAs(app.owner_uid);
+  if (!run_as) {
+    // Its owner left the passwd database while it waited: it cannot run as them.
+    app.state = core::AppState::kFailed;
+    app.msg = run_as.error().message;
+    app.ended_ms = core::UnixNowMs();
+    Persist(app);
+    LeaveAdmission(app);
+    return;
+  }
+  Launch(app, std::move(requests), std::move(*run_as));
+  auto waiters = queued_waiters_.extract(Key{app.scheduler, app.app_id});
+  if (!waiters.empty() && app.runner) {
+    for (auto& w : waiters.mapped()) app.runner->OnTerminal(std::move(w));
+  }
+}
+
+void LocalScheduler::LeaveAdmission(const AppRecord& app) {
+  if (!admission_ || !app.admission.queued) return;
+  admission_->Remove(AppKey(app));
+  SchedulePass();
+}
+
+bool LocalScheduler::CancelQueued(AppRecord& app) {
+  if (!admission_ || app.runner || !admission_->IsPending(AppKey(app))) return false;
+  admission_->Remove(AppKey(app));
+  int64_t now = core::UnixNowMs();
+  app.state = core::AppState::kCancelled;
+  app.msg = "cancelled by user while waiting in queue " + app.admission.queue;
+  app.ended_ms = now;
+  app.admission.head = false;
+  for (auto& r : app.replicas) {
+    r.state = core::ReplicaState::kCancelled;
+    r.end_ms = now;
+    (void)store_->PutReplica(app.scheduler, app.app_id, r.role, r.replica_id, r.attempt, static_cast<int>(r.state),
+                             ReplicaInfoToJson(r));
+  }
+  Persist(app);
+  Event(app, "app", static_cast<int>(app.state), app.msg);
+  spdlog::info("app cancelled while queued app={} queue={}", app.app_id, app.admission.queue);
+  logs_->Notify(AppKey(app));
+  auto waiters = queued_waiters_.extract(Key{app.scheduler, app.app_id});
+  if (!waiters.empty()) {
+    for (auto& w : waiters.mapped()) w();
+  }
+  SchedulePass();
+  return true;
+}
+
+void LocalScheduler::RestoreAdmission() {
+  std::vector<AppRecord*> queued;
+  for (auto& [key, rec] : apps_) {
+    if (!rec->admission.queued) continue;
+    next_seq_ = std::max(next_seq_, rec->admission.seq + 1);
+    if (rec->state == core::AppState::kPending && !rec->runner && !Admitted(*rec)) queued.push_back(rec.get());
+  }
+  std::sort(queued.begin(), queued.end(), [](const AppRecord* a, const AppRecord* b) { return a->admission.seq < b->admission.seq; });
+  if (!admission_) {
+    // Queued by a daemon that admitted; this one starts everything at once.
+    for (AppRecord* app : queued) {
+      std::vector<core::Placement> none;
+      StartAdmitted(*app, none);
+    }
+    return;
+  }
+  for (auto& [key, rec] : apps_) {
+    if (!rec->runner || !Admitted(*rec)) continue;
+    core::AppDemand d = DemandOf(*rec);
+    std::vector<core::Placement> placed;
+    for (const core::ReplicaDemand& r : d.replicas) {
+      auto it = rec->admission.gpus.find(ReplicaKey(rec->app.roles[static_cast<size_t>(r.role)].name, r.replica_id));
+      if (it != rec->admission.gpus.end()) placed.push_back(core::Placement{r.role, r.replica_id, it->second, r.need});
+    }
+    admission_->Hold(std::move(d), std::move(placed));
+  }
+  for (AppRecord* app : queued) {
+    admission_->Enqueue(DemandOf(*app));
+    if (app->admission.head) admission_->SetHead(AppKey(*app));
+  }
+  persisted_head_ = admission_->head();
+  if (!queued.empty()) spdlog::info("admission queues restored apps={} head={}", queued.size(), persisted_head_);
+  SchedulePass();
+}
+
+std::string LocalScheduler::PendingReason(const AppRecord& app) const {
+  if (!admission_ || app.runner) return "";
+  return admission_->Reason(AppKey(app), core::UnixNowMs());
+}
+
+json LocalScheduler::Queues() const {
+  if (!admission_) return nullptr;
+  int64_t now = core::UnixNowMs();
+  auto handle = [this](const std::string& key) {
+    auto [scheduler, app_id] = SplitKey(key);
+    auto it = apps_.find(Key{scheduler, app_id});
+    return it == apps_.end() ? key : it->second->Handle();
+  };
+  auto resources = [](const core::Resources& r) { return json{{"gpu", r.gpu}, {"cpu", r.cpu}, {"memMB", r.mem_mb}}; };
+  json queues = json::array();
+  for (const auto& view : admission_->View(now)) {
+    json q = {{"name", view.spec->name},
+              {"weight", view.spec->weight},
+              {"max_gpus", view.spec->max_gpus ? json(*view.spec->max_gpus) : json(nullptr)},
+              {"max_gpus_per_user", view.spec->max_gpus_per_user ? json(*view.spec->max_gpus_per_user) : json(nullptr)},
+              {"used", resources(view.used)},
+              {"running", json::array()},
+              {"pending", json::array()}};
+    for (const auto& key : view.running) q["running"].push_back(handle(key));
+    int position = 0;
+    for (const auto& key : view.pending) {
+      auto [scheduler, app_id] = SplitKey(key);
+      auto it = apps_.find(Key{scheduler, app_id});
+      json p = {{"app_handle", handle(key)}, {"position", ++position},
+                {"reason", admission_->Reason(key, now, position - 1)}};
+      if (it != apps_.end()) {
+        const AppRecord& a = *it->second;
+        core::Resources need;
+        for (const auto& r : DemandOf(a).replicas) need += r.need;
+        p["user"] = a.owner_uid;
+        p["priority"] = a.admission.priority;
+        p["submitted_ms"] = a.created_ms;
+        p["request"] = resources(need);
+      }
+      q["pending"].push_back(std::move(p));
+    }
+    queues.push_back(std::move(q));
+  }
+  json gpus = json::array();
+  auto holders = admission_->GpuHolders();
+  const auto& reserved = admission_->reserved_gpus();
+  for (const core::Gpu& g : admission_->box().topology.gpus) {
+    json j = {{"index", g.index}, {"uuid", g.uuid}, {"pci_bus_id", g.pci_bus_id}, {"numa_node", g.numa_node},
+              {"usable", g.usable}, {"held_by", holders[static_cast<size_t>(g.index)].empty()
+                                                    ? json(nullptr) : json(handle(holders[static_cast<size_t>(g.index)]))},
+              {"reserved", std::find(reserved.begin(), reserved.end(), g.index) != reserved.end()}};
+    if (!g.usable) j["unusable"] = g.unusable_reason;
+    gpus.push_back(std::move(j));
+  }
+  const core::BoxCapacity& box = admission_->box();
+  return {{"queues", queues},
+          {"capacity", resources(admission_->total())},
+          {"free", resources(admission_->free())},
+          {"accounted", {{"gpu", true}, {"cpu", box.cpu > 0}, {"memMB", box.mem_mb > 0}}},
+          {"head", admission_->head().empty() ? json(nullptr) : json(handle(admission_->head()))},
+          {"gpus", gpus}};
+}
+
+}  // namespace torchxd::daemon

@@ -1,0 +1,215 @@
+// Admission end to end: a real torchxd with a fake GPU topology (F8: 8 GPUs,
+// NVLink pairs {0,2}, {1,3}, {4,5}, {6,7}, NUMA 0 = GPUs 0-3), replicas as
+// real processes that print the GPUs they were given.
+#include <gmock/gmock.h>
+
+#include <fstream>
+#include <thread>
+
+#include "tests/daemon/daemon_fixture.h"
+
+namespace torchxd::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr const char* kF8 = R"({"gpus": [
+  {"index": 0, "uuid": "GPU-0", "numa_node": 0, "nvlink": {"2": 12}},
+  {"index": 1, "uuid": "GPU-1", "numa_node": 0, "nvlink": {"3": 12}},
+  {"index": 2, "uuid": "GPU-2", "numa_node": 0}, {"index": 3, "uuid": "GPU-3", "numa_node": 0},
+  {"index": 4, "uuid": "GPU-4", "numa_node": 1, "nvlink": {"5": 12}}, {"index": 5, "uuid": "GPU-5", "numa_node": 1},
+  {"index": 6, "uuid": "GPU-6", "numa_node": 1, "nvlink": {"7": 12}}, {"index": 7, "uuid": "GPU-7", "numa_node": 1}]})";
+
+class AdmissionE2eTest : public DaemonFixture {
+ protected:
+  void SetUp() override {
+    DaemonFixture::SetUp();
+    topology_ = (dir_ / "f8.json").string();
+    std::ofstream(topology_) << kF8;
+  }
+  void TearDown() override {
+    DaemonFixture::TearDown();
+    KillLeftoverShims();
+  }
+  void Start(std::vector<std::string> extra = {}) {
+    extra.insert(extra.begin(), {"--gpu-topology", topology_});
+    StartDaemon(extra);
+  }
+  // A role whose replicas print their GPU environment, then wait for `release` to exist.
+  json GpuRole(const std::string& name, int gpus, int replicas = 1) {
+    std::string script = "echo \"cvd=$CUDA_VISIBLE_DEVICES order=$CUDA_DEVICE_ORDER uuids=$TORCHX_GPU_UUIDS\"; "
+                         "i=0; until [ -e " + (dir_ / "release").string() + " ]; do i=$((i+1)); "
+                         "[ $i -lt 600 ] || exit 1; sleep 0.1; done";
+    return {{"name", name}, {"entrypoint", "sh"}, {"args", {"-c", script}}, {"num_replicas", replicas},
+            {"resource", {{"cpu", 1}, {"gpu", gpus}, {"memMB", 1024}}}};
+  }
+  std::string Submit(const std::string& name, int gpus, int replicas = 1, const json& cfg = json::object()) {
+    return Run(App(name, {GpuRole("w", gpus, replicas)}), cfg);
+  }
+  std::string State(const std::string& h) { return Status(h).value("state", ""); }
+  // The first line a replica printed, once it did.
+  std::string Seen(const std::string& h, int replica = 0) {
+    std::string line;
+    WaitUntil([&] {
+      line = ReadLog(h, "w", replica);
+      return line.find('\n') != std::string::npos;
+    });
+    return line.substr(0, line.find('\n'));
+  }
+  void Release() { std::ofstream(dir_ / "release") << ""; }
+
+  std::string topology_;
+};
+
+TEST_F(AdmissionE2eTest, TwoWholeBoxJobsRunOneAfterTheOtherAndSeeTheirGpus) {
+  Start();
+  std::string a = Submit("a", 8);
+  std::string b = Submit("b", 8);
+  EXPECT_EQ(State(a), "RUNNING");
+  EXPECT_EQ(Seen(a), "cvd=0,1,2,3,4,5,6,7 order=PCI_BUS_ID uuids=GPU-0,GPU-1,GPU-2,GPU-3,GPU-4,GPU-5,GPU-6,GPU-7");
+  json sb = Status(b);
+  EXPECT_EQ(sb["state"], "PENDING");
+  EXPECT_THAT(sb["msg"].get<std::string>(), HasSubstr("next to start: waiting for 8 GPUs in queue default: 0 free"));
+  EXPECT_TRUE(fs::is_empty(LogDirOf(b))) << "no process of b exists";
+  Release();
+  EXPECT_EQ(Wait(a)["state"], "SUCCEEDED");
+  EXPECT_EQ(Wait(b)["state"], "SUCCEEDED") << "b started once a's processes were gone, then ran";
+  EXPECT_EQ(Seen(b), "cvd=0,1,2,3,4,5,6,7 order=PCI_BUS_ID uuids=GPU-0,GPU-1,GPU-2,GPU-3,GPU-4,GPU-5,GPU-6,GPU-7");
+}
+
+TEST_F(AdmissionE2eTest, PlacementFollowsTheTopology) {
+  Start();
+  std::string one = Submit("one", 1);
+  EXPECT_THAT(Seen(one), HasSubstr("cvd=0 "));
+  std::string two = Submit("two", 1);
+  EXPECT_THAT(Seen(two), HasSubstr("cvd=2 ")) << "GPU 0's NVLink partner, not an intact pair";
+  std::string pair = Submit("pair", 2);
+  EXPECT_THAT(Seen(pair), HasSubstr("cvd=1,3 ")) << "an NVLink pair";
+  std::string gang = Submit("gang", 2, 2);
+  EXPECT_THAT(Seen(gang, 0), HasSubstr("cvd=4,5 "));
+  EXPECT_THAT(Seen(gang, 1), HasSubstr("cvd=6,7 "));
+  std::string none = Run(App("cpu-only", {GpuRole("w", 0)}));
+  EXPECT_THAT(Seen(none), HasSubstr("cvd= ")) << "a replica without GPUs sees none of the box's";
+  Release();
+}
+
+TEST_F(AdmissionE2eTest, WhatCanNeverFitIsRefusedAtSubmit) {
+  Start();
+  auto r = Call("run", {{"app", App("huge", {GpuRole("w", 9)})}, {"cfg", json::object()}, {"scheduler", "local_cwd"},
+                        {"cwd", dir_.string()}, {"env", json::object()}});
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_THAT(r.error().message, HasSubstr("a replica needs 9 GPUs, more than this whole box has (8 GPUs)"));
+  auto q = Call("run", {{"app", App("q", {GpuRole("w", 1)})}, {"cfg", {{"queue", "nope"}}}, {"scheduler", "local_cwd"},
+                        {"cwd", dir_.string()}, {"env", json::object()}});
+  ASSERT_FALSE(q.has_value());
+  EXPECT_THAT(q.error().message, HasSubstr("queue `nope` does not exist on this box (queues: default)"));
+}
+
+TEST_F(AdmissionE2eTest, AQueuedAppCanBeWaitedForAndCancelled) {
+  Start();
+  std::string a = Submit("a", 8);
+  std::string b = Submit("b", 4);
+  std::string c = Submit("c", 4);
+  json cancelled = CallOk("cancel", {{"app_handle", b}});
+  EXPECT_EQ(cancelled["state"], "CANCELLED");
+  EXPECT_THAT(Status(b)["msg"].get<std::string>(), HasSubstr("while waiting in queue default"));
+  std::thread releaser([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    Release();
+  });
+  EXPECT_EQ(Wait(c)["state"], "SUCCEEDED") << "a wait on a queued app lasts until it ran";
+  releaser.join();
+  EXPECT_EQ(Wait(a)["state"], "SUCCEEDED");
+}
+
+TEST_F(AdmissionE2eTest, QueuesWeightsAndTheQueueCommand) {
+  std::ofstream(dir_ / "torchxd.conf") << "[queue.big]\nweight = 3\nmax_gpus = 8\n\n[queue.small]\nmax_gpus_per_user = 2\n";
+  Start({"--config", (dir_ / "torchxd.conf").string()});
+  std::string blocker = Submit("blocker", 8);
+  std::string s1 = Submit("s1", 2, 1, {{"queue", "small"}});
+  std::string b1 = Submit("b1", 8, 1, {{"queue", "big"}, {"priority", 3}});
+  json q = CallOk("queue", json::object());
+  ASSERT_EQ(q["queues"].size(), 3u);
+  EXPECT_EQ(q["queues"][0]["name"], "default");
+  EXPECT_EQ(q["queues"][1]["name"], "big");
+  EXPECT_EQ(q["queues"][1]["weight"], 3);
+  EXPECT_EQ(q["queues"][1]["max_gpus"], 8);
+  EXPECT_EQ(q["queues"][2]["max_gpus_per_user"], 2);
+  EXPECT_EQ(q["queues"][0]["running"], json::array({blocker}));
+  ASSERT_EQ(q["queues"][1]["pending"].size(), 1u);
+  const json& p = q["queues"][1]["pending"][0];
+  EXPECT_EQ(p["app_handle"], b1);
+  EXPECT_EQ(p["position"], 1);
+  EXPECT_EQ(p["priority"], 3);
+  EXPECT_EQ(p["request"]["gpu"], 8);
+  EXPECT_FALSE(p["reason"].get<std::string>().empty());
+  EXPECT_EQ(q["capacity"]["gpu"], 8);
+  EXPECT_EQ(q["gpus"].size(), 8u);
+  EXPECT_EQ(q["gpus"][0]["held_by"], blocker);
+  json only = CallOk("queue", {{"name", "small"}});
+  ASSERT_EQ(only["queues"].size(), 1u);
+  EXPECT_EQ(only["queues"][0]["pending"][0]["app_handle"], s1);
+  auto missing = Call("queue", {{"name", "nope"}});
+  ASSERT_FALSE(missing.has_value());
+  EXPECT_THAT(missing.error().message, HasSubstr("queue `nope` does not exist on this box (queues: default, big, small)"));
+  // The command line prints the same.
+  std::string cmd = "TORCHXD_SOCKET=" + socket_ + " TORCHX_NO_AUTOSTART=1 " + TORCHX_BIN + " queue 2>&1";
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  std::string text;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof(buf), pipe)) > 0;) text.append(buf, n);
+  EXPECT_EQ(::pclose(pipe), 0) << text;
+  EXPECT_THAT(text, HasSubstr("big      3       8"));
+  EXPECT_THAT(text, HasSubstr(b1));
+  EXPECT_THAT(text, HasSubstr("GPUs: 8 (8 in use, "));
+  Release();
+}
+
+TEST_F(AdmissionE2eTest, ARestartKeepsTheQueueItsOrderAndTheGpusHeld) {
+  Start({"--live-restore"});
+  std::string a = Submit("a", 6);
+  std::string h = Submit("h", 4);
+  std::string b = Submit("b", 2, 1, {{"priority", -1}});
+  std::string c = Submit("c", 4);
+  EXPECT_EQ(State(b), "RUNNING") << "backfilled on the 2 GPUs outside h's reservation";
+  json before = CallOk("queue", json::object());
+  ASSERT_EQ(before["queues"][0]["pending"].size(), 2u);
+  StopDaemon(SIGKILL);
+  Start({"--live-restore"});
+  json after = CallOk("queue", json::object());
+  EXPECT_EQ(after["queues"][0]["pending"], before["queues"][0]["pending"]);
+  EXPECT_EQ(after["head"], h);
+  EXPECT_EQ(after["gpus"], before["gpus"]) << "adopted replicas keep their GPUs, the head its reservation";
+  Release();
+  EXPECT_EQ(Wait(h)["state"], "SUCCEEDED");
+  EXPECT_EQ(Wait(c)["state"], "SUCCEEDED");
+}
+
+TEST_F(AdmissionE2eTest, WithoutAdmissionEveryAppStartsAtOnce) {
+  Start({"--no-admission"});
+  std::string a = Submit("a", 8);
+  std::string b = Submit("b", 8);
+  EXPECT_EQ(State(a), "RUNNING");
+  EXPECT_EQ(State(b), "RUNNING");
+  auto q = Call("queue", json::object());
+  ASSERT_FALSE(q.has_value());
+  EXPECT_THAT(q.error().message, HasSubstr("--no-admission"));
+  Release();
+}
+
+TEST_F(AdmissionE2eTest, ABadTopologyFileStopsTheDaemonWithTheReason) {
+  std::ofstream(topology_) << R"({"gpus": [{"index": 0}, {"index": 0}]})";
+  std::string cmd = std::string(TORCHXD_BIN) + " --socket " + socket_ + " --state-dir " + state_dir_ +
+                    " --gpu-topology " + topology_ + " 2>&1";
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  std::string text;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof(buf), pipe)) > 0;) text.append(buf, n);
+  int status = ::pclose(pipe);
+  EXPECT_EQ(WEXITSTATUS(status), 2) << text;
+  EXPECT_THAT(text, HasSubstr("gpus[1].index: GPU 0 is listed twice"));
+}
+
+}  // namespace
+}  // namespace torchxd::testing
