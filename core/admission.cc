@@ -258,9 +258,18 @@ void Admission::Enqueue(AppDemand app) {
   p->demand = std::move(app);
   QueueState* q = QueueOf(p->demand.queue);
   if (q == nullptr) q = &states_.front();  // Check() refused unknown queues; kept rather than lost
-  const AppDemand& d = p->demand;
-  q->pending.push_back(Entry{d.priority, d.user, d.seq, d.submitted_ms, p->gang, p.get()});
-  pending_[d.key] = std::move(p);
+  q->pending.push_back(EntryOf(*p));
+  pending_[p->demand.key] = std::move(p);
+}
+
+Admission::Entry Admission::EntryOf(Pending& app) {
+  const AppDemand& d = app.demand;
+  return Entry{d.priority, d.user, d.seq, d.submitted_ms, app.gang, &app};
+}
+
+const Resources* Admission::PendingNeed(const std::string& key) const {
+  auto it = pending_.find(key);
+  return it == pending_.end() ? nullptr : &it->second->gang;
 }
 
 void Admission::SetHead(const std::string& key) {
@@ -571,20 +580,17 @@ std::string Admission::Reason(const std::string& key, int64_t now_ms, int ahead)
     std::string gpus;
     for (int g : reserved_gpus_) gpus += (gpus.empty() ? "" : ",") + std::to_string(g);
     return "next to start: waiting for " + DescribeResources(app.gang) + " in queue " + qname + ": " + free_text +
-           (gpus.empty() ? std::string() : "; GPUs " + gpus + " are reserved for it");
+           (gpus.empty() ? std::string()
+                         : reserved_gpus_.size() == 1 ? "; GPU " + gpus + " is reserved for it"
+                                                      : "; GPUs " + gpus + " are reserved for it");
   }
-  const Entry* self = nullptr;
-  for (const Entry& e : q->pending) {
-    if (e.app == &app) self = &e;
-  }
-  if (self != nullptr) {
-    if (std::string cap = CapBlock(*self, *q); !cap.empty()) return "waiting: " + cap;
-  }
+  const Entry self = EntryOf(const_cast<Pending&>(app));
+  if (std::string cap = CapBlock(self, *q); !cap.empty()) return "waiting: " + cap;
   if (ahead < 0) {
     UserShares shares = Shares();
     ahead = 0;
     for (const Entry& e : q->pending) {
-      if (e.app != &app && self != nullptr && (e.app->demand.key == head_ || Before(e, *self, shares, now_ms))) ++ahead;
+      if (e.app != &app && (e.app->demand.key == head_ || Before(e, self, shares, now_ms))) ++ahead;
     }
   }
   std::string out = "waiting for " + DescribeResources(app.gang) + " in queue " + qname + ": " + free_text + ", " +

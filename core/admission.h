@@ -138,6 +138,8 @@ class Admission {
   std::vector<Admitted> Pass(int64_t now_ms);
 
   bool IsPending(const std::string& key) const { return pending_.count(key) > 0; }
+  // What a pending app needs to start (its gang), or null.
+  const Resources* PendingNeed(const std::string& key) const;
   // Why a pending app waits, in words (empty when it is not pending).
   // `ahead`: apps before it in its queue when the caller knows (View order), else -1.
   std::string Reason(const std::string& key, int64_t now_ms, int ahead = -1) const;
@@ -184,6 +186,7 @@ class Admission {
   };
   using UserShares = std::map<uint32_t, double>;
 
+  static Entry EntryOf(Pending& app);
   QueueState* QueueOf(const std::string& name);
   const QueueState* QueueOf(const std::string& name) const;
   Resources GangNeed(const AppDemand& app) const;
