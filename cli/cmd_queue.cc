@@ -1,4 +1,4 @@
-// `torchx queue [NAME] [--json]`: the daemon's admission queues, their use,
+// `torchx queue [NAME] [--json] [--all]`: the daemon's admission queues, their use,
 // and each pending app in the order it would start, with the reason it waits.
 #include <nlohmann/json.hpp>
 
@@ -16,23 +16,24 @@ std::string OrDash(const json& v) { return v.is_null() ? "-" : v.dump(); }
 std::string Request(const json& r) {
   if (!r.is_object()) return "-";
   std::string out;
-  auto add = [&](const char* key, const char* unit) {
+  auto add = [&](const char* key, const char* one, const char* many) {
     int64_t n = r.value(key, int64_t{0});
-    if (n != 0) out += (out.empty() ? "" : ",") + std::to_string(n) + unit;
+    if (n != 0) out += (out.empty() ? "" : ", ") + std::to_string(n) + (n == 1 ? one : many);
   };
-  add("gpu", " GPU");
-  add("cpu", " CPU");
-  add("memMB", " MB");
+  add("gpu", " GPU", " GPUs");
+  add("cpu", " CPU", " CPUs");
+  add("memMB", " MB", " MB");
   return out.empty() ? "-" : out;
 }
 
 }  // namespace
 
-int CmdQueue(const GlobalArgs& global, const std::string& name, bool as_json, const CliContext& ctx) {
+int CmdQueue(const GlobalArgs& global, const std::string& name, bool as_json, bool all, const CliContext& ctx) {
   auto client = ConnectToDaemon({global.socket, true}, ctx);
   if (!client) return ReportError(ctx, client.error().message, kExitNoDaemon);
   json params = json::object();
   if (!name.empty()) params["name"] = name;
+  if (!as_json && !all) params["limit"] = kQueueRows;
   auto reply = client->Call("queue", params);
   if (!reply) return ReportCallError(ctx, reply.error());
   if (as_json) {
@@ -40,13 +41,16 @@ int CmdQueue(const GlobalArgs& global, const std::string& name, bool as_json, co
     return kExitOk;
   }
   const json& q = *reply;
+  auto pending_count = [](const json& one) { return one.value("pending_count", one["pending"].size()); };
+  size_t hidden = 0;
   std::vector<std::vector<std::string>> queues = {
       {"QUEUE", "WEIGHT", "MAX GPUS", "MAX GPUS/USER", "GPUS USED", "RUNNING", "PENDING"}};
   std::vector<std::vector<std::string>> pending = {{"POS", "APP HANDLE", "QUEUE", "UID", "PRIO", "REQUEST", "REASON"}};
   for (const auto& one : q["queues"]) {
     queues.push_back({one["name"].get<std::string>(), one["weight"].dump(), OrDash(one["max_gpus"]),
                       OrDash(one["max_gpus_per_user"]), std::to_string(one["used"].value("gpu", 0)),
-                      std::to_string(one["running"].size()), std::to_string(one["pending"].size())});
+                      std::to_string(one["running"].size()), std::to_string(pending_count(one))});
+    hidden += pending_count(one) - one["pending"].size();
     for (const auto& p : one["pending"]) {
       pending.push_back({p["position"].dump(), p["app_handle"].get<std::string>(), one["name"].get<std::string>(),
                          OrDash(p.value("user", json())), OrDash(p.value("priority", json())),
@@ -68,6 +72,10 @@ int CmdQueue(const GlobalArgs& global, const std::string& name, bool as_json, co
   if (pending.size() > 1) {
     *ctx.out << "\n";
     PrintTable(*ctx.out, pending);
+  }
+  if (hidden > 0) {
+    *ctx.out << "\n(" << hidden << " more pending; the first " << kQueueRows
+             << " of each queue are listed: --all for every one)\n";
   }
   return kExitOk;
 }

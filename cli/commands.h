@@ -79,7 +79,9 @@ int CmdCancel(const GlobalArgs& global, const std::string& handle, std::optional
               const CliContext& ctx);
 int CmdDelete(const GlobalArgs& global, const std::string& handle, const CliContext& ctx);
 // `torchx queue [NAME] [--json]`: admission queues and why each pending app waits.
-int CmdQueue(const GlobalArgs& global, const std::string& name, bool as_json, const CliContext& ctx);
+// Text lists the first kQueueRows pending apps of each queue unless `all`; JSON lists every one.
+inline constexpr int kQueueRows = 20;
+int CmdQueue(const GlobalArgs& global, const std::string& name, bool as_json, bool all, const CliContext& ctx);
 int CmdDaemon(const GlobalArgs& global, const std::string& action, bool cancel_all, const CliContext& ctx);
 
 // Maps a daemon error to an exit code: 2 invalid input, 3 connection lost, else 1.

@@ -82,7 +82,9 @@ int Main(int argc, char** argv) {
   std::string queue_name;
   auto* queue = app.add_subcommand("queue", "Show the admission queues and why pending apps wait");
   queue->add_option("name", queue_name, "only this queue");
-  queue->add_flag("--json", as_json, "the whole state as JSON (queues, pending apps with reasons, GPUs)");
+  bool queue_all = false;
+  queue->add_flag("--json", as_json, "the whole state as JSON (queues, every pending app with its reason, GPUs)");
+  queue->add_flag("--all", queue_all, "list every pending app (text lists the first 20 of each queue)");
 
   std::optional<double> grace;
   auto* cancel = app.add_subcommand("cancel", "Stop an app: SIGTERM, the grace period, then SIGKILL");
@@ -154,7 +156,7 @@ int Main(int argc, char** argv) {
   if (*status) return cli::CmdStatus(global, handle, as_json, roles, ctx);
   if (*describe) return cli::CmdDescribe(global, handle, as_json, ctx);
   if (*list) return cli::CmdList(global, list_scheduler, as_json, ctx);
-  if (*queue) return cli::CmdQueue(global, queue_name, as_json, ctx);
+  if (*queue) return cli::CmdQueue(global, queue_name, as_json, queue_all, ctx);
   if (*cancel) return cli::CmdCancel(global, handle, grace, ctx);
   if (*del) return cli::CmdDelete(global, handle, ctx);
   if (*log) return cli::CmdLog(global, log_args, ctx);

@@ -211,7 +211,7 @@ std::string LocalScheduler::PendingReason(const AppRecord& app) const {
   return admission_->Reason(AppKey(app), core::UnixNowMs());
 }
 
-json LocalScheduler::Queues() const {
+json LocalScheduler::Queues(size_t limit) const {
   if (!admission_) return nullptr;
   int64_t now = core::UnixNowMs();
   auto handle = [this](const std::string& key) {
@@ -228,23 +228,23 @@ json LocalScheduler::Queues() const {
               {"max_gpus_per_user", view.spec->max_gpus_per_user ? json(*view.spec->max_gpus_per_user) : json(nullptr)},
               {"used", resources(view.used)},
               {"running", json::array()},
-              {"pending", json::array()}};
+              {"pending", json::array()},
+              {"pending_count", view.pending.size()}};
     for (const auto& key : view.running) q["running"].push_back(handle(key));
     int position = 0;
     for (const auto& key : view.pending) {
+      if (static_cast<size_t>(position) >= limit) break;
       auto [scheduler, app_id] = SplitKey(key);
       auto it = apps_.find(Key{scheduler, app_id});
-      json p = {{"app_handle", handle(key)}, {"position", ++position},
+      json p = {{"app_handle", it == apps_.end() ? key : it->second->Handle()}, {"position", ++position},
                 {"reason", admission_->Reason(key, now, position - 1)}};
       if (it != apps_.end()) {
         const AppRecord& a = *it->second;
-        core::Resources need;
-        for (const auto& r : DemandOf(a).replicas) need += r.need;
         p["user"] = a.owner_uid;
         p["priority"] = a.admission.priority;
         p["submitted_ms"] = a.created_ms;
-        p["request"] = resources(need);
       }
+      if (const core::Resources* need = admission_->PendingNeed(key)) p["request"] = resources(*need);
       q["pending"].push_back(std::move(p));
     }
     queues.push_back(std::move(q));

@@ -92,7 +92,7 @@ class LocalScheduler : public Scheduler, public supervisor::AppRunnerObserver {
   void OnAttemptsRecorded(supervisor::AppRunner& app) override;
 
   std::string PendingReason(const AppRecord& app) const override;
-  nlohmann::json Queues() const override;
+  nlohmann::json Queues(size_t limit) const override;
   // Runs an admission pass now (tests and bench; the daemon runs one after each event).
   void RunAdmissionPass();
   const core::Admission* admission() const { return admission_.get(); }

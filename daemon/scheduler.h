@@ -73,7 +73,7 @@ class Scheduler {
   // Why a PENDING app waits, in words ("" = nothing to add to its msg).
   virtual std::string PendingReason(const AppRecord& /*app*/) const { return ""; }
   // The admission queues (`torchx queue`), or null when this scheduler has none.
-  virtual nlohmann::json Queues() const { return nullptr; }
+  virtual nlohmann::json Queues(size_t /*limit*/) const { return nullptr; }
 };
 
 inline bool Serves(const Scheduler& scheduler, const std::string& name) {

@@ -209,11 +209,15 @@ void Service::Status(const json& params, const PeerInfo& peer, const Reply& repl
 }
 
 void Service::Queue(const json& params, const Reply& reply) {
-  core::JsonReader r(params, "params", {"name"});
+  core::JsonReader r(params, "params", {"name", "limit"});
   std::string name = r.String("name", "");
+  int limit = r.Int("limit", -1);
   if (auto ok = r.Finish(); !ok) return reply->Error(ok.error());
+  if (params.contains("limit") && limit < 0) {
+    return reply->Error(Error::InvalidArgument("params.limit: must be 0 or more (pending apps listed per queue)"));
+  }
   for (Scheduler* s : schedulers_) {
-    json q = s->Queues();
+    json q = s->Queues(limit < 0 ? SIZE_MAX : static_cast<size_t>(limit));
     if (q.is_null()) continue;
     if (name.empty()) return reply->Result(q);
     json only = json::array();

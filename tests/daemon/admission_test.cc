@@ -147,6 +147,11 @@ TEST_F(AdmissionE2eTest, QueuesWeightsAndTheQueueCommand) {
   EXPECT_EQ(q["capacity"]["gpu"], 8);
   EXPECT_EQ(q["gpus"].size(), 8u);
   EXPECT_EQ(q["gpus"][0]["held_by"], blocker);
+  EXPECT_EQ(q["queues"][1]["pending_count"], 1);
+  json none = CallOk("queue", {{"limit", 0}});
+  EXPECT_TRUE(none["queues"][1]["pending"].empty()) << "limit: pending apps listed per queue";
+  EXPECT_EQ(none["queues"][1]["pending_count"], 1);
+  EXPECT_FALSE(Call("queue", {{"limit", -1}}).has_value());
   json only = CallOk("queue", {{"name", "small"}});
   ASSERT_EQ(only["queues"].size(), 1u);
   EXPECT_EQ(only["queues"][0]["pending"][0]["app_handle"], s1);
