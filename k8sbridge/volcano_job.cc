@@ -263,6 +263,13 @@ Result<VolcanoJob> AppDefToVolcanoJob(const core::AppDef& app, const std::string
                {"schedulerName", options.scheduler_name},
                {"tasks", tasks}};
   if (options.priority_class) spec["priorityClassName"] = *options.priority_class;
+  // With min_replicas the gang is what every task's minAvailable adds up to
+  // (Volcano's own default, written out so that the job says it), as on the box.
+  int64_t gang = 0;
+  bool elastic = false;
+  for (const auto& task : tasks) gang += task.value("minAvailable", int64_t{1});
+  for (const auto& role : app.roles) elastic = elastic || role.min_replicas.has_value();
+  if (elastic) spec["minAvailable"] = gang;
   job.body = {{"apiVersion", "batch.volcano.sh/v1alpha1"},
               {"kind", "Job"},
               {"metadata",

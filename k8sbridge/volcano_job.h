@@ -6,7 +6,7 @@
 // pod labels, reserved CPU/memory subtracted from requests, GPUs as
 // nvidia.com/gpu, TORCHX_RANK0_HOST on role 0 / replica 0 and
 // VC_<ROLE0>_0_HOSTS elsewhere, mounts as hostPath / PVC / device hostPath,
-// the instance-type node selector, min_replicas as task minAvailable.
+// the instance-type node selector, min_replicas as task minAvailable (and the Job's, their sum).
 // Where volcano.md shows TorchX falls short:
 //   - retry policies map per policy: APPLICATION and ROLE -> RestartJob (ROLE
 //     has no narrower Volcano action across one-task-per-replica; a warning

@@ -117,6 +117,7 @@ TEST(VolcanoJobTest, ReplicasGetTheirOwnTasksMacrosAndRankZeroHost) {
   EXPECT_EQ(tasks[0]["minAvailable"], 1);
   EXPECT_EQ(tasks[1]["minAvailable"], 1);
   EXPECT_EQ(tasks[2]["minAvailable"], 0);
+  EXPECT_EQ(job->body["spec"]["minAvailable"], 2) << "the job's gang: the tasks' minAvailable summed";
   const json& c1 = tasks[1]["template"]["spec"]["containers"][0];
   EXPECT_EQ(c1["command"], json({"main", "--rank", "1", "--host", "${rank0_env}"}));
   EXPECT_EQ(c1["env"].size(), 4u);  // no TORCHX_RANK0_HOST off rank 0
