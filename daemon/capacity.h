@@ -1,6 +1,6 @@
 // What the box offers to admission: its GPUs (NVML discovery, or a topology
 // file that replaces it), and the CPUs and memory admission accounts.
-//   --gpu-topology FILE   the GPUs the file describes (docs/gpu-topology.md)
+//   --gpu-topology FILE   the GPUs the file describes (docs/admission.md)
 //   --capacity gpu=N,cpu=N,memMB=N
 //       gpu caps the GPUs handed out (the first N usable), or with no GPU
 //       discovered declares N GPUs without topology; cpu and memMB make
