@@ -43,7 +43,8 @@ core::AppDemand LocalScheduler::DemandOf(const AppRecord& app) const {
     core::Resources need{std::max(0, role.resource.gpu), box.cpu > 0 ? std::max(0, role.resource.cpu) : 0,
                          box.mem_mb > 0 ? std::max(0, role.resource.mem_mb) : 0};
     for (int i = 0; i < role.num_replicas; ++i) d.replicas.push_back(core::ReplicaDemand{static_cast<int>(r), i, need});
-    d.role_min.push_back(role.num_replicas);  // min_replicas starts whole gangs locally (elastic growth: not yet)
+    // An elastic role starts with min_replicas; admission grows it to num_replicas.
+    d.role_min.push_back(std::clamp(role.min_replicas.value_or(role.num_replicas), 1, std::max(1, role.num_replicas)));
   }
   return d;
 }
@@ -104,9 +105,11 @@ void LocalScheduler::ApplyPlacement(const AppRecord& app, std::vector<core::Repl
 
 void LocalScheduler::StartAdmitted(AppRecord& app, const std::vector<core::Placement>& placed) {
   std::string gpus;
+  std::vector<size_t> indices;
   for (const core::Placement& p : placed) {
     std::string key = ReplicaKey(app.app.roles.at(static_cast<size_t>(p.role)).name, p.replica_id);
     app.admission.gpus[key] = p.gpus;
+    indices.push_back(SlotIndex(app, p.role, p.replica_id));
     for (int g : p.gpus) gpus += (gpus.empty() ? "" : ",") + std::to_string(g);
   }
   app.admission.head = false;
@@ -121,6 +124,14 @@ void LocalScheduler::StartAdmitted(AppRecord& app, const std::vector<core::Place
     app.requests = json::array();
     for (const auto& req : requests) app.requests.push_back(ReplicaRequestToStoredJson(req));
   }
+  if (app.runner) {  // growth: held replicas of an elastic role start now
+    spdlog::info("app grows app={} replicas={} gpus={}", app.app_id, placed.size(), gpus.empty() ? "-" : gpus);
+    Persist(app);
+    for (size_t i : indices) {
+      if (i < requests.size()) (void)app.runner->Grow(i, requests[i]);
+    }
+    return;
+  }
   spdlog::info("app admitted app={} queue={} gpus={}", app.app_id, app.admission.queue, gpus.empty() ? "-" : gpus);
   auto run_as = RunAs(app.owner_uid);
   if (!run_as) {
@@ -132,11 +143,28 @@ void LocalScheduler::StartAdmitted(AppRecord& app, const std::vector<core::Place
     LeaveAdmission(app);
     return;
   }
-  Launch(app, std::move(requests), std::move(*run_as));
+  Launch(app, std::move(requests), std::move(*run_as), HeldReplicas(app));
   auto waiters = queued_waiters_.extract(Key{app.scheduler, app.app_id});
   if (!waiters.empty() && app.runner) {
     for (auto& w : waiters.mapped()) app.runner->OnTerminal(std::move(w));
   }
+}
+
+size_t LocalScheduler::SlotIndex(const AppRecord& app, int role, int replica_id) {
+  size_t index = 0;
+  for (int r = 0; r < role && static_cast<size_t>(r) < app.app.roles.size(); ++r) {
+    index += static_cast<size_t>(app.app.roles[static_cast<size_t>(r)].num_replicas);
+  }
+  return index + static_cast<size_t>(replica_id);
+}
+
+std::vector<bool> LocalScheduler::HeldReplicas(const AppRecord& app) const {
+  std::vector<bool> held;
+  if (!admission_ || !Admitted(app)) return held;
+  for (const core::Role& role : app.app.roles) {
+    for (int i = 0; i < role.num_replicas; ++i) held.push_back(!app.admission.gpus.count(ReplicaKey(role.name, i)));
+  }
+  return held;
 }
 
 void LocalScheduler::LeaveAdmission(const AppRecord& app) {

@@ -129,7 +129,7 @@ bool LocalScheduler::AdoptContainers(AppRecord& app) {
   spdlog::info("re-adopting containers app={} replicas={}", app.app_id, app.replicas.size());
   bool cancelling = app.cancelling;  // Adopt reports the runner's own (not yet cancelling) state
   std::string msg = app.msg;
-  app.runner->Adopt(app.replicas, after);
+  app.runner->Adopt(app.replicas, after, HeldReplicas(app));
   if (cancelling) app.runner->Cancel(options_.grace_seconds, msg);
   return true;
 }

@@ -71,6 +71,21 @@ Result<void> LocalScheduler::Load(const std::vector<StoredApp>& stored) {
     }
     rec->replicas.clear();
     for (const auto& rj : s.replicas) rec->replicas.push_back(ReplicaInfoFromJson(rj));
+    // A replica with no stored attempt never started (an elastic role's
+    // growth, or a queued app): it is there, PENDING, as at submit.
+    for (size_t r = 0; r < rec->app.roles.size(); ++r) {
+      for (int i = 0; i < rec->app.roles[r].num_replicas; ++i) {
+        bool stored = std::any_of(rec->replicas.begin(), rec->replicas.end(), [&](const auto& x) {
+          return x.role_index == static_cast<int>(r) && x.replica_id == i;
+        });
+        if (stored) continue;
+        supervisor::ReplicaInfo info;
+        info.role = rec->app.roles[r].name;
+        info.role_index = static_cast<int>(r);
+        info.replica_id = i;
+        rec->replicas.push_back(info);
+      }
+    }
     std::sort(rec->replicas.begin(), rec->replicas.end(), [](const auto& a, const auto& b) {
       return std::tie(a.role_index, a.replica_id) < std::tie(b.role_index, b.replica_id);
     });
@@ -277,7 +292,7 @@ bool LocalScheduler::AdoptProcesses(AppRecord& app) {
   spdlog::info("re-adopting replicas app={} replicas={}", app.app_id, app.replicas.size());
   bool cancelling = app.cancelling;  // Adopt reports the runner's own (not yet cancelling) state
   std::string msg = app.msg;
-  app.runner->Adopt(app.replicas, {});
+  app.runner->Adopt(app.replicas, {}, HeldReplicas(app));
   if (cancelling) app.runner->Cancel(options_.grace_seconds, msg);
   return true;
 }
@@ -405,11 +420,12 @@ Result<const AppRecord*> LocalScheduler::SubmitNow(SubmitRequest request) {
   return raw;
 }
 
-void LocalScheduler::Launch(AppRecord& app, std::vector<core::ReplicaRequest> requests, std::vector<unsigned> run_as) {
+void LocalScheduler::Launch(AppRecord& app, std::vector<core::ReplicaRequest> requests, std::vector<unsigned> run_as,
+                            const std::vector<bool>& held) {
   supervisor::AppOptions opts = RunnerOptions(app, std::move(run_as));
   app.runner = std::make_unique<supervisor::AppRunner>(loop_, app.Handle(), app.app, std::move(requests), opts, this);
   by_runner_[app.runner.get()] = &app;
-  app.runner->Start();
+  app.runner->Start(held);
 }
 
 Result<std::vector<unsigned>> LocalScheduler::RunAs(uid_t uid) const {

@@ -128,7 +128,13 @@ class LocalScheduler : public Scheduler, public supervisor::AppRunnerObserver {
   bool AdoptProcesses(AppRecord& app);
   supervisor::AppOptions RunnerOptions(const AppRecord& app, std::vector<unsigned> run_as) const;
   // Makes the app's runner and starts it.
-  void Launch(AppRecord& app, std::vector<core::ReplicaRequest> requests, std::vector<unsigned> run_as);
+  void Launch(AppRecord& app, std::vector<core::ReplicaRequest> requests, std::vector<unsigned> run_as,
+              const std::vector<bool>& held = {});
+  // The runner's slot of a replica (roles in order, then replica ids).
+  static size_t SlotIndex(const AppRecord& app, int role, int replica_id);
+  // Per slot: an admitted app's replica that holds nothing yet (an elastic
+  // role's growth) waits for admission; empty when admission is off.
+  std::vector<bool> HeldReplicas(const AppRecord& app) const;
   // The credentials an app's replicas run with ({} = the daemon's own).
   [[nodiscard]] Result<std::vector<unsigned>> RunAs(uid_t uid) const;
 

@@ -59,6 +59,7 @@ AppRunner::AppRunner(uv_loop_t* loop, std::string key, core::AppDef app,
     slot->request = std::move(req);
     slots_.push_back(std::move(slot));
   }
+  held_.assign(slots_.size(), false);
 }
 
 AppRunner::~AppRunner() { *alive_ = false; }
@@ -69,13 +70,17 @@ const std::vector<ReplicaInfo>& AppRunner::replicas() const {
   return infos_;
 }
 
-void AppRunner::Start() {
+void AppRunner::Start(const std::vector<bool>& held) {
   phase_ = Phase::kRunning;
   state_ = core::AppState::kRunning;
+  held_ = held;
+  held_.resize(slots_.size(), false);
   observer_->OnAppChanged(*this);
   ++dispatch_depth_;
   defer_starts_ = true;
-  for (size_t i = 0; i < slots_.size(); ++i) Dispatch(i, SlotEvent::kStart);
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    if (!held_[i]) Dispatch(i, SlotEvent::kStart);
+  }
   StartDeferred();
   --dispatch_depth_;
   CheckDone();
@@ -92,9 +97,11 @@ void AppRunner::StartDeferred() {
 }
 
 void AppRunner::Adopt(const std::vector<ReplicaInfo>& previous,
-                      const std::vector<std::pair<uint64_t, uint64_t>>& stored_bytes) {
+                      const std::vector<std::pair<uint64_t, uint64_t>>& stored_bytes, const std::vector<bool>& held) {
   phase_ = Phase::kRunning;
   state_ = core::AppState::kRunning;
+  held_ = held;
+  held_.resize(slots_.size(), false);
   observer_->OnAppChanged(*this);
   ++dispatch_depth_;
   defer_starts_ = true;
@@ -103,6 +110,9 @@ void AppRunner::Adopt(const std::vector<ReplicaInfo>& previous,
     for (const auto& p : previous) {
       if (p.role == s.info.role && p.replica_id == s.info.replica_id) s.info = p;
     }
+    bool ended = s.info.state == ReplicaState::kSucceeded || s.info.state == ReplicaState::kFailed ||
+                 s.info.state == ReplicaState::kCancelled;
+    if (s.info.attempt != 0 || ended) held_[i] = false;  // it ran: not growth
     switch (s.info.state) {
       case ReplicaState::kSucceeded:
         s.state = SlotState::kSucceeded;
@@ -116,8 +126,8 @@ void AppRunner::Adopt(const std::vector<ReplicaInfo>& previous,
       default:
         break;
     }
-    if (s.info.attempt == 0) {  // never started: start it now
-      Dispatch(i, SlotEvent::kStart);
+    if (s.info.attempt == 0) {  // never started: start it now, unless it waits for Grow
+      if (!held_[i]) Dispatch(i, SlotEvent::kStart);
       continue;
     }
     adopt_bytes_ = i < stored_bytes.size() ? stored_bytes[i] : std::pair<uint64_t, uint64_t>{0, 0};
@@ -126,6 +136,21 @@ void AppRunner::Adopt(const std::vector<ReplicaInfo>& previous,
   StartDeferred();
   --dispatch_depth_;
   CheckDone();
+}
+
+bool AppRunner::Grow(size_t index, core::ReplicaRequest request) {
+  if (index >= slots_.size() || !held_[index] || phase_ != Phase::kRunning) return false;
+  Slot& s = *slots_[index];
+  if (s.state != SlotState::kIdle) return false;
+  held_[index] = false;
+  s.request = std::move(request);
+  ++dispatch_depth_;
+  defer_starts_ = true;
+  Dispatch(index, SlotEvent::kStart);
+  StartDeferred();
+  --dispatch_depth_;
+  CheckDone();
+  return true;
 }
 
 void AppRunner::Dispatch(size_t index, SlotEvent event) {
@@ -319,6 +344,7 @@ void AppRunner::DecideFailure(size_t index) {
       restart_group_.clear();
       for (size_t i = 0; i < slots_.size(); ++i) {
         bool same_role = slots_[i]->info.role_index == s.info.role_index;
+        if (held_[i]) continue;  // never started: nothing to restart
         if (role.retry_policy == core::RetryPolicy::kApplication || same_role) restart_group_.push_back(i);
       }
       s.state = SlotState::kGrouped;
@@ -424,7 +450,9 @@ void AppRunner::OnTerminal(std::function<void()> callback) {
 void AppRunner::CheckDone() {
   if (phase_ == Phase::kNotStarted || phase_ == Phase::kCleaningUp || phase_ == Phase::kDone) return;
   bool any_failed = false, any_cancelled = false;
-  for (const auto& s : slots_) {
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    const auto& s = slots_[i];
+    if (held_[i] && s->state == SlotState::kIdle) continue;  // growth that never came
     switch (s->state) {
       case SlotState::kSucceeded:
         break;
@@ -438,7 +466,18 @@ void AppRunner::CheckDone() {
         return;  // something still runs or will
     }
   }
-  // Nothing runs any more: the runtime frees what it kept for the app (containers), then the app ends.
+  // Nothing runs any more. Held replicas never started: they end CANCELLED
+  // without counting against the app. Then the runtime frees what it kept for
+  // the app (containers), then the app ends.
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    Slot& s = *slots_[i];
+    if (!held_[i] || s.state != SlotState::kIdle) continue;
+    held_[i] = false;
+    s.state = SlotState::kCancelled;
+    s.info.state = ReplicaState::kCancelled;
+    s.info.error_message = "never started: the app ended while this replica waited for resources";
+    observer_->OnReplicaChanged(*this, s.info);
+  }
   bool cancelled = phase_ == Phase::kCancelling;
   phase_ = Phase::kCleaningUp;
   cleanup_after_cancel_ = cancelled;

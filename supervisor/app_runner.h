@@ -94,11 +94,21 @@ class AppRunner {
             AppRunnerObserver* observer);
   ~AppRunner();
 
-  void Start();
+  // Starts every replica but those `held` (true at their index): they wait,
+  // PENDING, for Grow (an elastic role's replicas beyond min_replicas, which
+  // admission starts as resources free up). Held replicas never block the app's
+  // end: when every started replica ended, they end CANCELLED ("never
+  // started") and the app's outcome is that of the others.
+  void Start(const std::vector<bool>& held = {});
   // After a daemon restart: takes over the attempts `previous` describes that
   // were still running (the runtime re-attaches to them); finished replicas
   // keep their last state. Replicas the runtime cannot re-attach to fail.
-  void Adopt(const std::vector<ReplicaInfo>& previous, const std::vector<std::pair<uint64_t, uint64_t>>& stored_bytes);
+  // `held` as for Start (only replicas that never started can be held).
+  void Adopt(const std::vector<ReplicaInfo>& previous, const std::vector<std::pair<uint64_t, uint64_t>>& stored_bytes,
+             const std::vector<bool>& held = {});
+  // Starts held replica `index` with `request` (its placement applied). False
+  // when it is not held or the app is ending.
+  bool Grow(size_t index, core::ReplicaRequest request);
   // Stops everything (idempotent); replicas end CANCELLED, the app CANCELLED
   // with `msg`. Terminal listeners fire when no process is left.
   void Cancel(double grace_seconds, const std::string& msg);
@@ -162,6 +172,7 @@ class AppRunner {
   bool defer_starts_ = false;
   std::vector<size_t> deferred_starts_;
   bool cleanup_after_cancel_ = false;
+  std::vector<bool> held_;  // per slot: waiting for Grow
   // What the event being dispatched carries.
   int started_pid_ = 0;
   bool exit_final_ = false;

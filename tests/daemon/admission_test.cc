@@ -36,9 +36,9 @@ class AdmissionE2eTest : public DaemonFixture {
     StartDaemon(extra);
   }
   // A role whose replicas print their GPU environment, then wait for `release` to exist.
-  json GpuRole(const std::string& name, int gpus, int replicas = 1) {
+  json GpuRole(const std::string& name, int gpus, int replicas = 1, const std::string& release = "release") {
     std::string script = "echo \"cvd=$CUDA_VISIBLE_DEVICES order=$CUDA_DEVICE_ORDER uuids=$TORCHX_GPU_UUIDS\"; "
-                         "i=0; until [ -e " + (dir_ / "release").string() + " ]; do i=$((i+1)); "
+                         "i=0; until [ -e " + (dir_ / release).string() + " ]; do i=$((i+1)); "
                          "[ $i -lt 600 ] || exit 1; sleep 0.1; done";
     return {{"name", name}, {"entrypoint", "sh"}, {"args", {"-c", script}}, {"num_replicas", replicas},
             {"resource", {{"cpu", 1}, {"gpu", gpus}, {"memMB", 1024}}}};
@@ -189,6 +189,52 @@ TEST_F(AdmissionE2eTest, ARestartKeepsTheQueueItsOrderAndTheGpusHeld) {
   Release();
   EXPECT_EQ(Wait(h)["state"], "SUCCEEDED");
   EXPECT_EQ(Wait(c)["state"], "SUCCEEDED");
+}
+
+TEST_F(AdmissionE2eTest, AnElasticRoleStartsWithMinReplicasAndGrowsAsGpusFree) {
+  Start({"--live-restore"});
+  std::string blocker = Submit("blocker", 4);
+  json elastic_role = GpuRole("w", 2, 4, "release-elastic");
+  elastic_role["min_replicas"] = 2;
+  std::string e = Run(App("elastic", {elastic_role}));
+  EXPECT_EQ(State(e), "RUNNING") << "2 of 4 replicas fit beside the blocker: min_replicas starts them";
+  EXPECT_THAT(Seen(e, 0), HasSubstr("cvd=4,5 "));
+  EXPECT_THAT(Seen(e, 1), HasSubstr("cvd=6,7 "));
+  json st = Status(e);
+  EXPECT_EQ(st["roles"][0]["replicas"][2]["state_name"], "PENDING");
+  EXPECT_EQ(st["roles"][0]["replicas"][3]["state_name"], "PENDING");
+  // The held replicas stay held across a daemon crash.
+  StopDaemon(SIGKILL);
+  Start({"--live-restore"});
+  EXPECT_EQ(State(blocker), "RUNNING") << "adopted, it holds GPUs 0-3 still";
+  json after = Status(e);
+  EXPECT_EQ(after["roles"][0]["replicas"][3]["state_name"], "PENDING") << after.dump();
+  fs::path never = fs::path(LogDirOf(e)) / "w/3";
+  EXPECT_TRUE(!fs::exists(never) || fs::is_empty(never)) << "replica 3 never ran";
+  Release();  // the blocker ends; its GPUs grow the elastic role
+  EXPECT_EQ(Wait(blocker)["state"], "SUCCEEDED");
+  EXPECT_THAT(Seen(e, 2), HasSubstr("cvd=0,2 "));
+  EXPECT_THAT(Seen(e, 3), HasSubstr("cvd=1,3 "));
+  std::ofstream(dir_ / "release-elastic") << "";
+  EXPECT_EQ(Wait(e)["state"], "SUCCEEDED");
+}
+
+TEST_F(AdmissionE2eTest, HeldReplicasThatNeverStartDoNotFailTheApp) {
+  Start();
+  std::string blocker = Submit("blocker", 4);
+  std::ofstream(dir_ / "release-elastic") << "";  // elastic replicas end at once
+  json role = GpuRole("w", 4, 3, "release-elastic");
+  role["min_replicas"] = 1;
+  std::string e = Run(App("elastic", {role}));
+  json done = Wait(e);
+  EXPECT_EQ(done["state"], "SUCCEEDED") << "replica 0 succeeded; 1 and 2 never got GPUs while the blocker ran";
+  const json& replicas = done["roles"][0]["replicas"];
+  EXPECT_EQ(replicas[0]["state_name"], "SUCCEEDED");
+  EXPECT_EQ(replicas[1]["state_name"], "CANCELLED");
+  EXPECT_THAT(replicas[2].dump(), HasSubstr("never started"));
+  EXPECT_EQ(State(blocker), "RUNNING");
+  Release();
+  EXPECT_EQ(Wait(blocker)["state"], "SUCCEEDED");
 }
 
 TEST_F(AdmissionE2eTest, WithoutAdmissionEveryAppStartsAtOnce) {
