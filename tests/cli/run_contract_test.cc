@@ -131,10 +131,12 @@ TEST_F(RunContractTest, CliRunSectionGivesDefaultsTheCommandLineOverrides) {
   EXPECT_THAT(dry.err, HasSubstr("`frobs = 1` in [cli:run] of " + (dir_ / "work/.torchxconfig").string() +
                                  " is not a `torchx run` argument; ignored"));
   // detach = True: returns at once; -s on the command line wins over the file.
-  auto detached = Torchx({"run", "-s", "local_cwd", "utils.sh", "--", "sh", "-c", "sleep 1"});
+  // (It runs far longer than a starved CLI can take to return.)
+  auto detached = Torchx({"run", "-s", "local_cwd", "utils.sh", "--", "sh", "-c", "sleep 120"});
   ASSERT_EQ(detached.exit_code, 0) << detached.err;
   EXPECT_THAT(detached.out, HasSubstr("local_cwd://torchx/sh-"));
   EXPECT_EQ(State(Handle(detached)), "RUNNING");
+  EXPECT_EQ(Torchx({"cancel", Handle(detached)}).exit_code, 0);
   // --wait on the command line overrides detach = True.
   auto waited = Torchx({"run", "-s", "local_cwd", "--wait", "utils.sh", "false"});
   EXPECT_EQ(waited.exit_code, 1);
