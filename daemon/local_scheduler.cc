@@ -446,9 +446,7 @@ std::vector<const AppRecord*> LocalScheduler::List() const {
 }
 
 size_t LocalScheduler::running_apps() const {
-  size_t n = 0;
-  for (const auto& [key, rec] : apps_) n += rec->runner ? 1 : 0;
-  return n;
+  return by_runner_.size();  // every runner is in it while it exists (every client's `version` asks)
 }
 
 void LocalScheduler::Cancel(AppRecord& app, std::optional<double> grace_seconds,
