@@ -26,6 +26,12 @@ std::string Request(const json& r) {
   return out.empty() ? "-" : out;
 }
 
+// The login name, else the uid.
+std::string User(const json& p) {
+  std::string name = p.value("user_name", "");
+  return name.empty() ? OrDash(p.value("user", json())) : name;
+}
+
 }  // namespace
 
 int CmdQueue(const GlobalArgs& global, const std::string& name, bool as_json, bool all, const CliContext& ctx) {
@@ -45,7 +51,7 @@ int CmdQueue(const GlobalArgs& global, const std::string& name, bool as_json, bo
   size_t hidden = 0;
   std::vector<std::vector<std::string>> queues = {
       {"QUEUE", "WEIGHT", "MAX GPUS", "MAX GPUS/USER", "GPUS USED", "RUNNING", "PENDING"}};
-  std::vector<std::vector<std::string>> pending = {{"POS", "APP HANDLE", "QUEUE", "UID", "PRIO", "REQUEST", "REASON"}};
+  std::vector<std::vector<std::string>> pending = {{"POS", "APP HANDLE", "QUEUE", "USER", "PRIO", "REQUEST", "REASON"}};
   for (const auto& one : q["queues"]) {
     queues.push_back({one["name"].get<std::string>(), one["weight"].dump(), OrDash(one["max_gpus"]),
                       OrDash(one["max_gpus_per_user"]), std::to_string(one["used"].value("gpu", 0)),
@@ -53,7 +59,7 @@ int CmdQueue(const GlobalArgs& global, const std::string& name, bool as_json, bo
     hidden += pending_count(one) - one["pending"].size();
     for (const auto& p : one["pending"]) {
       pending.push_back({p["position"].dump(), p["app_handle"].get<std::string>(), one["name"].get<std::string>(),
-                         OrDash(p.value("user", json())), OrDash(p.value("priority", json())),
+                         User(p), OrDash(p.value("priority", json())),
                          Request(p.value("request", json())), p["reason"].get<std::string>()});
     }
   }

@@ -5,7 +5,10 @@
 // replicas hold; a queued app is PENDING with no runner.
 #include <spdlog/spdlog.h>
 
+#include <pwd.h>
+
 #include <algorithm>
+#include <map>
 
 #include "core/app_handle.h"
 #include "core/ids.h"
@@ -24,6 +27,17 @@ std::pair<std::string, std::string> SplitKey(const std::string& key) {
 }
 
 bool Admitted(const AppRecord& app) { return !app.admission.gpus.empty(); }
+
+// The login name of a uid ("" when it has none), looked up once per call site's cache.
+const std::string& UserName(uint32_t uid, std::map<uint32_t, std::string>& cache) {
+  auto [it, fresh] = cache.try_emplace(uid);
+  if (!fresh) return it->second;
+  struct passwd pw {};
+  struct passwd* found = nullptr;
+  std::vector<char> buf(16384);
+  if (::getpwuid_r(uid, &pw, buf.data(), buf.size(), &found) == 0 && found != nullptr) it->second = pw.pw_name;
+  return it->second;
+}
 
 }  // namespace
 
@@ -249,6 +263,7 @@ json LocalScheduler::Queues(size_t limit) const {
   };
   auto resources = [](const core::Resources& r) { return json{{"gpu", r.gpu}, {"cpu", r.cpu}, {"memMB", r.mem_mb}}; };
   json queues = json::array();
+  std::map<uint32_t, std::string> names;  // one passwd lookup per user
   for (const auto& view : admission_->View(now)) {
     json q = {{"name", view.spec->name},
               {"weight", view.spec->weight},
@@ -269,6 +284,7 @@ json LocalScheduler::Queues(size_t limit) const {
       if (it != apps_.end()) {
         const AppRecord& a = *it->second;
         p["user"] = a.owner_uid;
+        p["user_name"] = UserName(a.owner_uid, names);
         p["priority"] = a.admission.priority;
         p["submitted_ms"] = a.created_ms;
       }

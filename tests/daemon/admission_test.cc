@@ -2,6 +2,8 @@
 // NVLink pairs {0,2}, {1,3}, {4,5}, {6,7}, NUMA 0 = GPUs 0-3), replicas as
 // real processes that print the GPUs they were given.
 #include <gmock/gmock.h>
+#include <pwd.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <thread>
@@ -142,6 +144,8 @@ TEST_F(AdmissionE2eTest, QueuesWeightsAndTheQueueCommand) {
   EXPECT_EQ(p["app_handle"], b1);
   EXPECT_EQ(p["position"], 1);
   EXPECT_EQ(p["priority"], 3);
+  EXPECT_EQ(p["user"], ::getuid());
+  EXPECT_EQ(p["user_name"], ::getpwuid(::getuid())->pw_name);
   EXPECT_EQ(p["request"]["gpu"], 8);
   EXPECT_FALSE(p["reason"].get<std::string>().empty());
   EXPECT_EQ(q["capacity"]["gpu"], 8);
