@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "core/duration.h"
 #include "core/gpu_placement.h"
 
 namespace torchxd::core {
@@ -300,9 +301,13 @@ void Admission::Take(Running& run, const Placement& p) {
   run.placed.push_back(p);
 }
 
-void Admission::Hold(AppDemand app, std::vector<Placement> placed) {
+void Admission::Hold(AppDemand app, std::vector<Placement> placed, int64_t started_ms) {
   Running run;
   run.demand = std::move(app);
+  if (run.demand.max_duration_ms > 0) {
+    run.end_ms = started_ms + run.demand.max_duration_ms;
+    ++limited_running_;
+  }
   std::set<std::pair<int, int>> have;
   for (const Placement& p : placed) have.insert({p.role, p.replica_id});
   for (size_t i = 0; i < run.demand.replicas.size(); ++i) {
@@ -347,6 +352,7 @@ void Admission::Remove(const std::string& key) {
     q->running.erase(key);
   }
   if (backfilled_apps_.erase(key)) backfilled_ -= run.held;
+  if (run.end_ms != kNoEnd) --limited_running_;
   running_.erase(it);
 }
 
@@ -376,7 +382,11 @@ void Admission::Reserve(const Pending& app) {
   std::vector<bool> allowed = usable, prefer = now;
   if (free_now < need) {
     std::vector<std::pair<std::string, int>> holders(held.begin(), held.end());
-    std::stable_sort(holders.begin(), holders.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+    // Largest holders first; among equals the one whose max_duration ends first.
+    std::stable_sort(holders.begin(), holders.end(), [this](const auto& a, const auto& b) {
+      if (a.second != b.second) return a.second > b.second;
+      return running_.at(a.first).end_ms < running_.at(b.first).end_ms;
+    });
     std::set<std::string> waited;
     for (int have = free_now; have < need && waited.size() < holders.size();) {
       have += holders[waited.size()].second;
@@ -424,9 +434,10 @@ void Admission::Charge(const QueueState& chosen, const std::vector<QueueState*>&
   c.current -= total;
 }
 
-void Admission::Start(Pending& app, std::vector<Placement> placed, std::vector<Admitted>& out) {
+void Admission::Start(Pending& app, std::vector<Placement> placed, int64_t now_ms, bool before_shadow,
+                      std::vector<Admitted>& out) {
   std::string key = app.demand.key;
-  bool backfill = !head_.empty() && head_ != key;
+  bool backfill = !head_.empty() && head_ != key && !before_shadow;
   if (head_ == key) ClearHead();
   if (backfill) backfilled_apps_.insert(key);
   std::set<std::pair<int, int>> started;
@@ -435,6 +446,10 @@ void Admission::Start(Pending& app, std::vector<Placement> placed, std::vector<A
   for (size_t i = 0; i < app.demand.replicas.size(); ++i) {
     const ReplicaDemand& r = app.demand.replicas[i];
     if (!started.count({r.role, r.replica_id})) run.waiting.push_back(i);
+  }
+  if (app.demand.max_duration_ms > 0) {
+    run.end_ms = now_ms + app.demand.max_duration_ms;
+    ++limited_running_;
   }
   QueueState* q = QueueOf(app.demand.queue);
   if (q == nullptr) q = &states_.front();
@@ -460,7 +475,7 @@ std::vector<Admitted> Admission::Pass(int64_t now_ms) {
         if (!s.pending.empty()) backlogged.push_back(&s);
       }
       double cost = Cost(h.gang);
-      Start(h, std::move(*placed), out);
+      Start(h, std::move(*placed), now_ms, false, out);
       if (q != nullptr) Charge(*q, backlogged, cost);
       shares = Shares();
     }
@@ -468,6 +483,14 @@ std::vector<Admitted> Admission::Pass(int64_t now_ms) {
   // Queue heads in SWRR order; a head that does not fit becomes the head of
   // the box (when there is none) or blocks its queue for this pass.
   std::vector<bool> blocked(states_.size(), false);
+  // The shadow time changes with the head only: apps that end before it
+  // leave it as it is, and backfill without a limit avoids what it waits on.
+  std::string shadow_of;
+  int64_t shadow = kNoEnd;
+  auto shadow_now = [&] {
+    if (shadow_of != head_) shadow = ShadowTime(now_ms), shadow_of = head_;
+    return shadow;
+  };
   for (;;) {
     std::vector<QueueState*> backlogged;
     std::vector<const Entry*> heads;
@@ -487,21 +510,26 @@ std::vector<Admitted> Admission::Pass(int64_t now_ms) {
     if (chosen == nullptr) break;
     Pending& app = *chosen_head->app;
     std::optional<std::vector<Placement>> placed;
+    bool before_shadow = false;
     if (head_.empty()) {
       placed = Fit(app.demand, GangReplicas(app.demand), {}, {});
       if (!placed) {
         Reserve(app);
         continue;
       }
-    } else if (BackfillRoom(app.gang)) {
-      placed = Fit(app.demand, GangReplicas(app.demand), reserved_mask_, {});
+    } else {
+      if (BackfillRoom(app.gang)) placed = Fit(app.demand, GangReplicas(app.demand), reserved_mask_, {});
+      if (!placed && EndsBefore(app.demand, now_ms, shadow_now())) {
+        placed = Fit(app.demand, GangReplicas(app.demand), {}, reserved_mask_);
+        before_shadow = placed.has_value();
+      }
     }
     if (!placed) {
       blocked[chosen_index] = true;
       continue;
     }
     double cost = Cost(app.gang);
-    Start(app, std::move(*placed), out);
+    Start(app, std::move(*placed), now_ms, before_shadow, out);
     Charge(*chosen, backlogged, cost);
     shares = Shares();
   }
@@ -510,8 +538,8 @@ std::vector<Admitted> Admission::Pass(int64_t now_ms) {
     return out;
   }
   // Backfill: apps behind blocked queue heads that fit outside the
-  // reservation, in within-queue order across queues; then growth of running
-  // elastic apps, one replica at a time.
+  // reservation, or that end before the shadow time, in within-queue order
+  // across queues.
   Resources room = free_;
   for (int g : reserved_gpus_) {
     if (gpu_holder_[g].empty()) room.gpu -= 1;
@@ -519,7 +547,9 @@ std::vector<Admitted> Admission::Pass(int64_t now_ms) {
   std::vector<Entry> candidates;
   for (auto& q : states_) {
     for (const Entry& e : q.pending) {
-      if (e.app->demand.key != head_ && e.gang.FitsIn(room) && BackfillRoom(e.gang) && CapBlock(e, q).empty()) {
+      if (e.app->demand.key == head_ || !CapBlock(e, q).empty()) continue;
+      if ((e.gang.FitsIn(room) && BackfillRoom(e.gang)) ||
+          (e.gang.FitsIn(free_) && EndsBefore(e.app->demand, now_ms, shadow_now()))) {
         candidates.push_back(e);
       }
     }
@@ -528,18 +558,47 @@ std::vector<Admitted> Admission::Pass(int64_t now_ms) {
             [&](const Entry& a, const Entry& b) { return Before(a, b, shares, now_ms); });
   for (const Entry& e : candidates) {
     QueueState* q = QueueOf(e.app->demand.queue);
-    if (q == nullptr || !CapBlock(e, *q).empty() || !BackfillRoom(e.gang)) continue;
-    auto placed = Fit(e.app->demand, GangReplicas(e.app->demand), reserved_mask_, {});
+    if (q == nullptr || !CapBlock(e, *q).empty()) continue;
+    std::optional<std::vector<Placement>> placed;
+    if (BackfillRoom(e.gang)) placed = Fit(e.app->demand, GangReplicas(e.app->demand), reserved_mask_, {});
+    bool before_shadow = false;
+    if (!placed && EndsBefore(e.app->demand, now_ms, shadow_now())) {
+      placed = Fit(e.app->demand, GangReplicas(e.app->demand), {}, reserved_mask_);
+      before_shadow = placed.has_value();
+    }
     if (!placed) continue;
     std::vector<QueueState*> backlogged;
     for (auto& s : states_) {
       if (!s.pending.empty()) backlogged.push_back(&s);
     }
     double cost = Cost(e.gang);
-    Start(*e.app, std::move(*placed), out);
+    Start(*e.app, std::move(*placed), now_ms, before_shadow, out);
     Charge(*q, backlogged, cost);
   }
   return out;
+}
+
+int64_t Admission::ShadowTime(int64_t now_ms) const {
+  if (head_.empty() || limited_running_ == 0) return kNoEnd;
+  const Pending& h = *pending_.at(head_);
+  if (h.gang.gpu > 0 && reserved_gpus_.empty()) return kNoEnd;  // no concrete GPU set to wait on
+  int64_t t = now_ms;
+  for (int g : reserved_gpus_) {
+    if (!gpu_holder_[g].empty()) t = std::max(t, running_.at(gpu_holder_[g]).end_ms);
+  }
+  if (t == kNoEnd) return t;
+  // CPUs and memory: running apps release theirs as they reach their ends.
+  Resources need{0, h.gang.cpu, h.gang.mem_mb}, have{0, free_.cpu, free_.mem_mb};
+  if (need.FitsIn(have)) return t;
+  std::vector<std::pair<int64_t, const Resources*>> ends;
+  for (const auto& [key, run] : running_) ends.emplace_back(run.end_ms, &run.held);
+  std::sort(ends.begin(), ends.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& [end, held] : ends) {
+    if (end == kNoEnd) break;
+    have.cpu += held->cpu, have.mem_mb += held->mem_mb;
+    if (need.FitsIn(have)) return std::max(t, end);
+  }
+  return kNoEnd;
 }
 
 void Admission::Grow(std::vector<Admitted>& out) {
@@ -579,10 +638,15 @@ std::string Admission::Reason(const std::string& key, int64_t now_ms, int ahead)
   if (key == head_) {
     std::string gpus;
     for (int g : reserved_gpus_) gpus += (gpus.empty() ? "" : ",") + std::to_string(g);
-    return "next to start: waiting for " + DescribeResources(app.gang) + " in queue " + qname + ": " + free_text +
-           (gpus.empty() ? std::string()
-                         : reserved_gpus_.size() == 1 ? "; GPU " + gpus + " is reserved for it"
-                                                      : "; GPUs " + gpus + " are reserved for it");
+    std::string out = "next to start: waiting for " + DescribeResources(app.gang) + " in queue " + qname + ": " +
+                      free_text +
+                      (gpus.empty() ? std::string()
+                                    : reserved_gpus_.size() == 1 ? "; GPU " + gpus + " is reserved for it"
+                                                                 : "; GPUs " + gpus + " are reserved for it");
+    if (int64_t shadow = ShadowTime(now_ms); shadow != kNoEnd) {
+      out += "; starts within " + FormatDurationMs(shadow - now_ms) + " at the latest (max_duration of what it waits on)";
+    }
+    return out;
   }
   const Entry self = EntryOf(const_cast<Pending&>(app));
   if (std::string cap = CapBlock(self, *q); !cap.empty()) return "waiting: " + cap;
@@ -598,6 +662,10 @@ std::string Admission::Reason(const std::string& key, int64_t now_ms, int ahead)
   if (!head_.empty()) {
     const Pending& h = *pending_.at(head_);
     out += " (" + h.demand.name + ", " + DescribeResources(h.gang) + " reserved)";
+    if (int64_t shadow = ShadowTime(now_ms); shadow != kNoEnd && shadow > now_ms && app.demand.max_duration_ms == 0 &&
+        app.gang.FitsIn(free_)) {
+      out += "; with -cfg max_duration=" + FormatDurationMs(shadow - now_ms) + " or less it could start before it";
+    }
   }
   return out;
 }

@@ -26,6 +26,13 @@
 //    their GPUs avoid the reserved set, and what started since the
 //    reservation plus the new app leaves room for the head's cpu and memory
 //    (backfill without runtime estimates).
+//  - Time limits (EASY backfill): an app with max_duration is stopped at it,
+//    so its end is known. The shadow time is when the head can start at the
+//    latest: the last end among the holders of its reserved GPUs, and the end
+//    by which enough CPUs and memory are released. An app with max_duration
+//    that ends by then may start now anywhere, the reservation included
+//    (it prefers the reserved GPUs, leaving the others to backfill without
+//    a limit). Apps without a limit never end as far as this is concerned.
 //  - Growth: replicas beyond min_replicas start, in submit order, when no
 //    head waits and they fit.
 //
@@ -34,6 +41,7 @@
 #define TORCHXD_CORE_ADMISSION_H_
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -101,7 +109,10 @@ struct AppDemand {
   int64_t submitted_ms = 0;
   std::vector<ReplicaDemand> replicas;  // role then replica order
   std::vector<int> role_min;            // per role: replicas needed to start (num_replicas, or min_replicas)
+  int64_t max_duration_ms = 0;          // stopped this long after it starts; 0 = no limit
 };
+
+inline constexpr int64_t kNoEnd = std::numeric_limits<int64_t>::max();  // an app without max_duration
 
 struct Placement {
   int role = 0;
@@ -129,8 +140,8 @@ class Admission {
   // Marks a pending app as the head (a restarted daemon keeps its head).
   void SetHead(const std::string& key);
   // Records an app that runs already (re-adopted after a restart) with what
-  // its replicas hold; replicas not placed wait as growth.
-  void Hold(AppDemand app, std::vector<Placement> placed);
+  // its replicas hold, and when it started; replicas not placed wait as growth.
+  void Hold(AppDemand app, std::vector<Placement> placed, int64_t started_ms);
   // The app leaves: pending, it is dropped; running, all it holds is freed.
   void Remove(const std::string& key);
 
@@ -155,6 +166,9 @@ class Admission {
   const std::vector<int>& reserved_gpus() const { return reserved_gpus_; }
   Resources free() const { return free_; }
   Resources total() const { return total_; }
+  // When the head can start at the latest, from the ends of apps with
+  // max_duration; kNoEnd when it waits on an app without one (or no head).
+  int64_t ShadowTime(int64_t now_ms) const;
   std::vector<std::string> GpuHolders() const;  // per GPU: the app key holding it, or ""
 
  private:
@@ -175,6 +189,7 @@ class Admission {
     std::vector<Placement> placed;
     std::vector<size_t> waiting;  // indices into demand.replicas not started yet (growth)
     Resources held;
+    int64_t end_ms = kNoEnd;      // started + max_duration
   };
   struct QueueState {
     QueueSpec spec;
@@ -202,9 +217,15 @@ class Admission {
   std::optional<std::vector<Placement>> Fit(const AppDemand& app, const std::vector<size_t>& which,
                                             const std::vector<bool>& avoid, const std::vector<bool>& prefer) const;
   bool BackfillRoom(const Resources& need) const;
+  // May this app start now on anything free, the reservation included? (it ends by `shadow_ms`)
+  static bool EndsBefore(const AppDemand& app, int64_t now_ms, int64_t shadow_ms) {
+    return app.max_duration_ms > 0 && shadow_ms != kNoEnd && now_ms + app.max_duration_ms <= shadow_ms;
+  }
   void Reserve(const Pending& app);
   void ClearHead();
-  void Start(Pending& app, std::vector<Placement> placed, std::vector<Admitted>& out);
+  // `before_shadow`: it ends before the head's shadow time (it does not count as backfill).
+  void Start(Pending& app, std::vector<Placement> placed, int64_t now_ms, bool before_shadow,
+             std::vector<Admitted>& out);
   void Take(Running& run, const Placement& p);
   void Grow(std::vector<Admitted>& out);  // replicas of running elastic apps, while no head waits
   void Charge(const QueueState& chosen, const std::vector<QueueState*>& backlogged, double cost);
@@ -223,6 +244,7 @@ class Admission {
   std::vector<bool> reserved_mask_;
   Resources backfilled_;                  // started since the head was reserved, still held
   std::set<std::string> backfilled_apps_;
+  size_t limited_running_ = 0;  // running apps with max_duration (the shadow time is kNoEnd without)
 };
 
 }  // namespace torchxd::core

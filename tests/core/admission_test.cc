@@ -187,6 +187,63 @@ TEST_F(AdmissionTest, BackfillLeavesTheHeadItsCpuAndMemory) {
   EXPECT_THAT(End("j1"), ElementsAre("j2"));
 }
 
+AppDemand Limited(AppDemand a, int64_t max_duration_ms) {
+  a.max_duration_ms = max_duration_ms;
+  return a;
+}
+constexpr int64_t kMinute = 60 * 1000;
+
+TEST_F(AdmissionTest, AnAppThatEndsBeforeTheHeadCanStartUsesItsReservedGpus) {
+  // a holds 4 GPUs for at most an hour; x holds 3 with no limit. The head
+  // needs 8: it waits on both, and x never ends as far as anyone knows.
+  EXPECT_THAT(Submit(Limited(App("a", 1, {4, 0, 0}), 60 * kMinute)), ElementsAre("a"));
+  EXPECT_THAT(Submit(App("x", 1, {3, 0, 0})), ElementsAre("x"));
+  EXPECT_THAT(Submit(App("h", 1, {8, 0, 0})), IsEmpty());
+  EXPECT_EQ(adm_.ShadowTime(now_), kNoEnd) << "x has no max_duration";
+  EXPECT_THAT(Submit(Limited(App("short", 1, {1, 0, 0}), 10 * kMinute)), IsEmpty());
+  // Now the head waits only on a, which is stopped at now + 60 min: an app
+  // that ends by then may use what is reserved; one that would run past it,
+  // or has no limit, may not.
+  EXPECT_THAT(End("x"), ElementsAre("short"));
+  EXPECT_EQ(adm_.ShadowTime(now_), now_ + 60 * kMinute);
+  EXPECT_THAT(adm_.Reason("local_cwd/h", now_), HasSubstr("starts within 1h at the latest"));
+  EXPECT_THAT(Submit(Limited(App("long", 1, {1, 0, 0}), 61 * kMinute)), IsEmpty());
+  EXPECT_THAT(Submit(App("nolimit", 1, {1, 0, 0})), IsEmpty());
+  EXPECT_THAT(adm_.Reason("local_cwd/nolimit", now_), HasSubstr("with -cfg max_duration=1h or less it could start"));
+  EXPECT_THAT(Submit(Limited(App("fits", 1, {2, 0, 0}), 60 * kMinute)), ElementsAre("fits"));
+  EXPECT_EQ(adm_.ShadowTime(now_), now_ + 60 * kMinute) << "what ends before it does not move it";
+  EXPECT_THAT(End("a"), IsEmpty()) << "h still waits for short and fits, which are stopped by then";
+  EXPECT_THAT(End("short"), IsEmpty());
+  EXPECT_THAT(End("fits"), ElementsAre("h"));
+}
+
+TEST_F(AdmissionTest, TheShadowTimeWaitsForCpusReleasedInEndOrder) {
+  // The head needs 62 of 64 CPUs: 4 are free, a holds 40 (ends in 2h), b 20
+  // (ends in 1h). Backfill without a limit may take 64 - 62 = 2 CPUs.
+  EXPECT_THAT(Submit(Limited(App("a", 1, {0, 40, 0}), 120 * kMinute)), ElementsAre("a"));
+  EXPECT_THAT(Submit(Limited(App("b", 1, {0, 20, 0}), 60 * kMinute)), ElementsAre("b"));
+  EXPECT_THAT(Submit(App("h", 1, {0, 62, 0})), IsEmpty());
+  EXPECT_EQ(adm_.ShadowTime(now_), now_ + 120 * kMinute) << "b's 20 leave 24 free: a must go too";
+  EXPECT_THAT(Submit(Limited(App("past", 1, {0, 4, 0}), 130 * kMinute)), IsEmpty());
+  EXPECT_THAT(Submit(App("nolimit", 1, {0, 4, 0})), IsEmpty());
+  EXPECT_THAT(Submit(Limited(App("j", 1, {0, 4, 0}), 90 * kMinute)), ElementsAre("j"));
+}
+
+TEST_F(AdmissionTest, AReservationPrefersTheHolderThatEndsFirst) {
+  EXPECT_THAT(Submit(Limited(App("late", 1, {4, 0, 0}), 120 * kMinute)), ElementsAre("late"));
+  EXPECT_THAT(Submit(Limited(App("soon", 1, {4, 0, 0}), 30 * kMinute)), ElementsAre("soon"));
+  EXPECT_THAT(Submit(App("h", 1, {4, 0, 0})), IsEmpty());
+  for (int g : adm_.reserved_gpus()) EXPECT_NE(std::count(gpus_["soon"][0].begin(), gpus_["soon"][0].end(), g), 0) << g;
+  EXPECT_EQ(adm_.ShadowTime(now_), now_ + 30 * kMinute);
+}
+
+TEST_F(AdmissionTest, AnAdoptedAppsEndCountsFromItsStart) {
+  adm_.Hold(Limited(App("adopted", 1, {8, 0, 0}), 60 * kMinute), {Placement{0, 0, {0, 1, 2, 3, 4, 5, 6, 7}, {8, 0, 0}}},
+            now_ - 50 * kMinute);
+  EXPECT_THAT(Submit(App("h", 1, {8, 0, 0})), IsEmpty());
+  EXPECT_EQ(adm_.ShadowTime(now_), now_ + 10 * kMinute);
+}
+
 TEST_F(AdmissionTest, UsersWithLessRunningGoFirst) {
   Submit(App("alice-running", 1, {4, 0, 0}, "default", 1));
   Submit(App("blocker", 1, {4, 0, 0}, "default", 3));
@@ -245,7 +302,7 @@ TEST_F(AdmissionTest, QueueCapsHoldAppsBackWithoutBlockingOthers) {
 
 TEST_F(AdmissionTest, HeldAppsAfterARestartKeepTheirGpus) {
   AppDemand a = App("adopted", 2, {2, 0, 0});
-  adm_.Hold(a, {Placement{0, 0, {4, 5}, {2, 0, 0}}, Placement{0, 1, {6, 7}, {2, 0, 0}}});
+  adm_.Hold(a, {Placement{0, 0, {4, 5}, {2, 0, 0}}, Placement{0, 1, {6, 7}, {2, 0, 0}}}, now_);
   EXPECT_THAT(Submit(App("next", 1, {2, 0, 0})), ElementsAre("next"));
   EXPECT_THAT(gpus_["next"][0], ElementsAre(0, 2));
   EXPECT_EQ(adm_.free().gpu, 2);
