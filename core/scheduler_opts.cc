@@ -21,6 +21,9 @@ void AddSupervisionOpts(RunOpts& opts) {
            "the daemon's admission queue to wait in (`torchx queue` lists them)", std::string("default"));
   opts.Add("priority", OptType::kInt,
            "order within the queue: higher starts first (waiting adds 1 per hour, up to 24)", 0);
+  opts.Add("max_duration", OptType::kStr,
+           "time limit from the app's start, e.g. 30m, 2h, 1h30m: the app is stopped there and ends FAILED; "
+           "with admission it may start early on reserved GPUs it leaves in time (EASY backfill)");
 }
 
 RunOpts LocalOpts() {

@@ -140,6 +140,9 @@ json AppRecord::ToJson() const {
               {"log_disk_seen", log_disk_seen},
               {"log_lost_before", log_lost_before},
               {"cancelling", cancelling},
+              {"timed_out", timed_out},
+              {"max_duration_ms", max_duration_ms},
+              {"started_ms", Opt(started_ms)},
               {"requests", requests},
               {"replicas", reps},
               {"admission", admission.ToJson()},
@@ -196,6 +199,9 @@ Result<AppRecord> AppRecord::FromJson(const json& j) {
     r.log_disk_seen = j.value("log_disk_seen", std::map<std::string, uint64_t>{});
     r.log_lost_before = j.value("log_lost_before", std::map<std::string, uint64_t>{});
     r.cancelling = j.value("cancelling", false);
+    r.timed_out = j.value("timed_out", false);
+    r.max_duration_ms = j.value("max_duration_ms", int64_t{0});
+    r.started_ms = GetOpt<int64_t>(j, "started_ms");
     r.requests = j.value("requests", json::array());
     for (const auto& rj : j.value("replicas", json::array())) r.replicas.push_back(ReplicaInfoFromJson(rj));
     r.scheduler_data = j.value("scheduler_data", json());

@@ -62,6 +62,9 @@ struct AppRecord {
   std::map<std::string, uint64_t> log_disk_seen;      // "role/replica" -> bytes
   std::map<std::string, uint64_t> log_lost_before;    // lost by the replica's earlier attempts
   bool cancelling = false;     // a cancel is under way (a restarted daemon finishes it)
+  bool timed_out = false;      // that cancel is the app's max_duration: it ends FAILED
+  int64_t max_duration_ms = 0;           // -cfg max_duration (0 = none)
+  std::optional<int64_t> started_ms;     // when its replicas were first started (admitted)
   nlohmann::json requests = nlohmann::json::array();  // processes: what each replica runs, for re-adoption
   std::vector<supervisor::ReplicaInfo> replicas;
   AdmissionInfo admission;

@@ -50,6 +50,7 @@ core::AppDemand LocalScheduler::DemandOf(const AppRecord& app) const {
   d.user = app.owner_uid;
   d.seq = app.admission.seq;
   d.submitted_ms = app.created_ms;
+  d.max_duration_ms = app.max_duration_ms;
   const core::BoxCapacity& box = admission_->box();
   for (size_t r = 0; r < app.app.roles.size(); ++r) {
     const core::Role& role = app.app.roles[r];
@@ -237,7 +238,7 @@ void LocalScheduler::RestoreAdmission() {
       auto it = rec->admission.gpus.find(ReplicaKey(rec->app.roles[static_cast<size_t>(r.role)].name, r.replica_id));
       if (it != rec->admission.gpus.end()) placed.push_back(core::Placement{r.role, r.replica_id, it->second, r.need});
     }
-    admission_->Hold(std::move(d), std::move(placed));
+    admission_->Hold(std::move(d), std::move(placed), rec->started_ms.value_or(rec->created_ms));
   }
   for (AppRecord* app : queued) {
     admission_->Enqueue(DemandOf(*app));
@@ -287,6 +288,7 @@ json LocalScheduler::Queues(size_t limit) const {
         p["user_name"] = UserName(a.owner_uid, names);
         p["priority"] = a.admission.priority;
         p["submitted_ms"] = a.created_ms;
+        if (a.max_duration_ms > 0) p["max_duration_ms"] = a.max_duration_ms;
       }
       if (const core::Resources* need = admission_->PendingNeed(key)) p["request"] = resources(*need);
       q["pending"].push_back(std::move(p));
@@ -305,11 +307,13 @@ json LocalScheduler::Queues(size_t limit) const {
     gpus.push_back(std::move(j));
   }
   const core::BoxCapacity& box = admission_->box();
+  int64_t shadow = admission_->ShadowTime(now);
   return {{"queues", queues},
           {"capacity", resources(admission_->total())},
           {"free", resources(admission_->free())},
           {"accounted", {{"gpu", true}, {"cpu", box.cpu > 0}, {"memMB", box.mem_mb > 0}}},
           {"head", admission_->head().empty() ? json(nullptr) : json(handle(admission_->head()))},
+          {"head_starts_by_ms", shadow == core::kNoEnd ? json(nullptr) : json(shadow)},
           {"gpus", gpus}};
 }
 

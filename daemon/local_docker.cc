@@ -130,7 +130,8 @@ bool LocalScheduler::AdoptContainers(AppRecord& app) {
   bool cancelling = app.cancelling;  // Adopt reports the runner's own (not yet cancelling) state
   std::string msg = app.msg;
   app.runner->Adopt(app.replicas, after, HeldReplicas(app));
-  if (cancelling) app.runner->Cancel(options_.grace_seconds, msg);
+  if (cancelling) app.runner->Cancel(options_.grace_seconds, msg, app.timed_out);
+  ArmDeadline(app);
   return true;
 }
 

@@ -18,6 +18,7 @@
 
 #include "core/app_handle.h"
 #include "core/app_status.h"
+#include "core/duration.h"
 #include "core/ids.h"
 #include "core/json_parse.h"
 #include "core/local_plan.h"
@@ -293,7 +294,8 @@ bool LocalScheduler::AdoptProcesses(AppRecord& app) {
   bool cancelling = app.cancelling;  // Adopt reports the runner's own (not yet cancelling) state
   std::string msg = app.msg;
   app.runner->Adopt(app.replicas, {}, HeldReplicas(app));
-  if (cancelling) app.runner->Cancel(options_.grace_seconds, msg);
+  if (cancelling) app.runner->Cancel(options_.grace_seconds, msg, app.timed_out);
+  ArmDeadline(app);
   return true;
 }
 
@@ -324,6 +326,12 @@ Result<const AppRecord*> LocalScheduler::SubmitNow(SubmitRequest request) {
     if (!bytes) return Fail(Error::InvalidArgument("log_max_bytes: " + bytes.error().message));
     log_max_bytes = *bytes;
   }
+  int64_t max_duration_ms = 0;
+  if (auto limit = core::CfgGet<std::string>(request.cfg, "max_duration")) {
+    auto ms = core::ParseDurationMs(*limit);
+    if (!ms) return Fail(Error::InvalidArgument("max_duration: " + ms.error().message));
+    max_duration_ms = *ms;
+  }
   if (auto room = CheckRoom(); !room) return Fail(room.error());
 
   auto rec = std::make_unique<AppRecord>();
@@ -338,6 +346,7 @@ Result<const AppRecord*> LocalScheduler::SubmitNow(SubmitRequest request) {
   rec->owner_gid = caller->gid;
   rec->created_ms = core::UnixNowMs();
   rec->log_max_bytes = log_max_bytes;
+  rec->max_duration_ms = max_duration_ms;
   auto user_log_dir = core::CfgGet<std::string>(request.cfg, "log_dir");
   rec->user_log_dir = user_log_dir.has_value();
   std::string base = user_log_dir ? *user_log_dir : options_.log_dir;
@@ -425,7 +434,9 @@ void LocalScheduler::Launch(AppRecord& app, std::vector<core::ReplicaRequest> re
   supervisor::AppOptions opts = RunnerOptions(app, std::move(run_as));
   app.runner = std::make_unique<supervisor::AppRunner>(loop_, app.Handle(), app.app, std::move(requests), opts, this);
   by_runner_[app.runner.get()] = &app;
+  if (!app.started_ms) app.started_ms = core::UnixNowMs();  // stored with the attempts Start records
   app.runner->Start(held);
+  ArmDeadline(app);
 }
 
 Result<std::vector<unsigned>> LocalScheduler::RunAs(uid_t uid) const {

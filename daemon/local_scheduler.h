@@ -153,6 +153,11 @@ class LocalScheduler : public Scheduler, public supervisor::AppRunnerObserver {
   // After a restart: queued apps back in their queues, running ones holding their GPUs.
   void RestoreAdmission();
 
+  // Time limits (daemon/local_deadline.cc): stops an app at its max_duration.
+  void ArmDeadline(const AppRecord& app);
+  void RearmDeadlineTimer();
+  void OnDeadline();
+
   uv_loop_t* loop_;
   Store* store_;
   LocalSchedulerOptions options_;
@@ -171,6 +176,8 @@ class LocalScheduler : public Scheduler, public supervisor::AppRunnerObserver {
   std::string persisted_head_;  // the head as the store knows it
   uint64_t next_seq_ = 1;
   std::map<Key, std::vector<std::function<void()>>> queued_waiters_;  // Wait() on queued apps
+  std::multimap<int64_t, Key> deadlines_;  // wall-clock ms -> app with max_duration
+  UvHandle<uv_timer_t> deadline_timer_;
 };
 
 }  // namespace torchxd::daemon

@@ -214,6 +214,7 @@ void AppRunner::Perform(size_t index, SlotAction action) {
       return;
     case SlotAction::kCancelled:
       s.restart_timer.reset();
+      if (cancel_fails_) s.info.error_message = "stopped: " + msg_;
       return;
     case SlotAction::kCancelledBySibling:
       s.restart_timer.reset();
@@ -425,11 +426,12 @@ void AppRunner::ScheduleRestart(size_t index) {
       static_cast<uint64_t>(delay * 1000.0), 0);
 }
 
-void AppRunner::Cancel(double grace_seconds, const std::string& msg) {
+void AppRunner::Cancel(double grace_seconds, const std::string& msg, bool as_failure) {
   // Everything already ended (the runtime is cleaning up): the app keeps its outcome.
   if (phase_ == Phase::kCancelling || phase_ == Phase::kCleaningUp || phase_ == Phase::kDone) return;
   phase_ = Phase::kCancelling;
   msg_ = msg;
+  cancel_fails_ = as_failure;
   restart_group_.clear();
   stop_grace_ = grace_seconds;
   ++dispatch_depth_;
@@ -487,7 +489,8 @@ void AppRunner::CheckDone() {
   runtime_->Cleanup(requests, [this, alive, cancelled, any_failed, any_cancelled] {
     if (auto a = alive.lock(); !a || !*a) return;
     phase_ = Phase::kDone;
-    state_ = cancelled                       ? core::AppState::kCancelled
+    state_ = cancelled && cancel_fails_      ? core::AppState::kFailed
+             : cancelled                     ? core::AppState::kCancelled
              : any_failed || any_cancelled ? core::AppState::kFailed
                                            : core::AppState::kSucceeded;
     observer_->OnAppChanged(*this);

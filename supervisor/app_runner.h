@@ -110,8 +110,9 @@ class AppRunner {
   // when it is not held or the app is ending.
   bool Grow(size_t index, core::ReplicaRequest request);
   // Stops everything (idempotent); replicas end CANCELLED, the app CANCELLED
-  // with `msg`. Terminal listeners fire when no process is left.
-  void Cancel(double grace_seconds, const std::string& msg);
+  // with `msg` (FAILED with `as_failure`: stopped for a reason of its own, such
+  // as a time limit). Terminal listeners fire when no process is left.
+  void Cancel(double grace_seconds, const std::string& msg, bool as_failure = false);
   void OnTerminal(std::function<void()> callback);  // fires at once if already terminal
 
   const std::string& key() const { return key_; }
@@ -172,6 +173,7 @@ class AppRunner {
   bool defer_starts_ = false;
   std::vector<size_t> deferred_starts_;
   bool cleanup_after_cancel_ = false;
+  bool cancel_fails_ = false;  // the cancel under way ends the app FAILED
   std::vector<bool> held_;  // per slot: waiting for Grow
   // What the event being dispatched carries.
   int started_pid_ = 0;

@@ -241,6 +241,41 @@ TEST_F(AdmissionE2eTest, HeldReplicasThatNeverStartDoNotFailTheApp) {
   EXPECT_EQ(Wait(blocker)["state"], "SUCCEEDED");
 }
 
+TEST_F(AdmissionE2eTest, MaxDurationStopsAnAppAndLetsItStartEarlyOnReservedGpus) {
+  Start({"--live-restore"});
+  for (const char* bad : {"90", "1x", "0s", "2m1h"}) {
+    auto r = Call("run", {{"app", App("bad", {GpuRole("w", 1)})}, {"cfg", {{"max_duration", bad}}},
+                          {"scheduler", "local_cwd"}, {"cwd", dir_.string()}, {"env", json::object()}});
+    ASSERT_FALSE(r.has_value()) << bad;
+    EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument);
+    EXPECT_THAT(r.error().message, HasSubstr(std::string("max_duration: `") + bad + "` is not a duration"));
+  }
+  // a holds 6 GPUs and is stopped within 10 minutes at the latest; h needs
+  // all 8 and reserves them, so only an app that ends before a's limit may
+  // start on the 2 free ones.
+  std::string a = Submit("a", 6, 1, {{"max_duration", "10m"}});
+  std::string h = Submit("h", 8);
+  EXPECT_THAT(Status(h)["msg"].get<std::string>(), HasSubstr("at the latest (max_duration of what it waits on)"));
+  std::string nolimit = Submit("nolimit", 2);
+  EXPECT_EQ(State(nolimit), "PENDING");
+  EXPECT_THAT(Status(nolimit)["msg"].get<std::string>(), HasSubstr("or less it could start before it"));
+  std::string quick = Submit("quick", 2, 1, {{"max_duration", "2s"}});
+  EXPECT_EQ(State(quick), "RUNNING") << Status(quick).dump();
+  // Its limit counts from its start, also across a daemon restart.
+  StopDaemon(SIGKILL);
+  Start({"--live-restore"});
+  json stopped = Wait(quick);
+  EXPECT_EQ(stopped["state"], "FAILED") << "the replica waited for the release file: only the limit ended it";
+  EXPECT_THAT(stopped["msg"].get<std::string>(), HasSubstr("reached its max_duration of 2s and was stopped"));
+  EXPECT_THAT(Replica(stopped, "w", 0).dump(), HasSubstr("stopped: reached its max_duration"));
+  EXPECT_EQ(State(a), "RUNNING") << "a's limit is minutes away";
+  EXPECT_EQ(State(nolimit), "PENDING");
+  Release();
+  EXPECT_EQ(Wait(a)["state"], "SUCCEEDED");
+  EXPECT_EQ(Wait(h)["state"], "SUCCEEDED");
+  EXPECT_EQ(Wait(nolimit)["state"], "SUCCEEDED");
+}
+
 TEST_F(AdmissionE2eTest, WithoutAdmissionEveryAppStartsAtOnce) {
   Start({"--no-admission"});
   std::string a = Submit("a", 8);
