@@ -182,15 +182,25 @@ Result<core::BoxCapacity> DiscoverCapacity(const CapacityOptions& options, std::
     if (key == "gpu") {
       auto n = CapacityNumber(key, value, 0);
       if (!n) return Fail(n.error());
-      int usable = 0;
-      for (core::Gpu& g : box.topology.gpus) {
-        if (!g.usable) continue;
-        if (++usable > *n) g.usable = false, g.unusable_reason = "beyond --capacity gpu=" + value;
-      }
-      for (int i = box.topology.size(); usable < *n; ++i, ++usable) {
-        core::Gpu g;
-        g.index = i;
-        box.topology.gpus.push_back(g);
+      if (box.topology.size() == 0) {
+        // Nothing discovered: N GPUs without topology (a box NVML cannot see).
+        for (int i = 0; i < *n; ++i) {
+          core::Gpu g;
+          g.index = i;
+          box.topology.gpus.push_back(std::move(g));
+        }
+        if (*n > 0) notes->push_back("GPUs declared by --capacity gpu=" + value + " (no topology)");
+      } else {
+        // A cap: GPUs that exist are never invented.
+        int usable = 0;
+        for (core::Gpu& g : box.topology.gpus) {
+          if (!g.usable) continue;
+          if (++usable > *n) g.usable = false, g.unusable_reason = "beyond --capacity gpu=" + value;
+        }
+        if (usable < *n) {
+          notes->push_back("--capacity gpu=" + value + " caps the GPUs found: " + std::to_string(usable) +
+                           " usable, so " + std::to_string(usable) + " are handed out");
+        }
       }
       box.topology.Index();
     } else if (key == "cpu") {
