@@ -246,13 +246,23 @@ Result<Cfg> RunOpts::CfgFromString(std::string_view cfg_str,
   if (!pairs) return Fail(pairs.error());
   Cfg cfg;
   std::map<std::string, std::string> spelling;
+  const RunOpt* previous = nullptr;  // the option before, and how it was written
+  std::string previous_key, previous_value;
   for (const auto& [key, value] : *pairs) {
     const RunOpt* opt = Get(key);
     if (opt == nullptr) {
-      warnings.push_back("unknown run option passed to scheduler: " + key + "=" + value + "." +
-                         DidYouMean(key, Names()));
+      std::string hint = DidYouMean(key, Names());
+      if (hint.empty() && previous != nullptr &&
+          (previous->type == OptType::kList || previous->type == OptType::kMap)) {
+        // As in TorchX, `=` starts a new option: an item holding one needs quotes.
+        hint = " If it was meant as an item of `" + previous->name + "`, quote the whole value: " + previous_key +
+               "=\"" + previous_value + ";" + key + "=" + value + "\"";
+      }
+      warnings.push_back("unknown run option passed to scheduler: " + key + "=" + value + "." + hint);
+      previous = nullptr;
       continue;
     }
+    previous = opt, previous_key = key, previous_value = value;
     auto cast = CastToType(*opt, value);
     if (!cast) return Fail(cast.error());
     if (spelling.count(opt->name) && cfg[opt->name] != *cast) {

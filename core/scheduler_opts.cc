@@ -78,6 +78,13 @@ RunOpts KubernetesOpts() {
   opts.Add("tolerations", OptType::kList,
            "pod tolerations as key[=value]:Effect, e.g. nvidia.com/gpu:NoSchedule");
   opts.Add("privileged", OptType::kBool, "run the containers privileged", false);
+  opts.Add("image_repo", OptType::kStr,
+           "The image repository to use when pushing patched images, must have push access. torchxd builds "
+           "no workspace images: accepted (so a TorchX .torchxconfig works), and a workspace is refused");
+  opts.Add("quiet", OptType::kBool,
+           "whether to suppress verbose output for image building. torchxd builds no images: accepted", false);
+  opts.Add("efa_device_count", OptType::kInt,
+           "EFA device count override: unset = use the resource spec, 0 = remove EFA, N > 0 = set EFA count to N");
   opts.Add("rdzv_host", OptType::kStr,
            "rendezvous host for every replica (TORCHX_RANK0_HOST), e.g. rank 0's address on a secondary "
            "network; default: rank 0's service DNS name");

@@ -51,6 +51,15 @@ json Resources(const core::Resource& r, const KubernetesOptions& o) {
     limits[name] = std::to_string(count);
     requests[name] = std::to_string(count);
   }
+  // efa_device_count, as TorchX: unset keeps the role's, 0 removes EFA, N sets it.
+  if (o.efa_device_count) {
+    if (*o.efa_device_count == 0) {
+      limits.erase(std::string(kEfaDevice));
+      requests.erase(std::string(kEfaDevice));
+    } else {
+      limits[std::string(kEfaDevice)] = requests[std::string(kEfaDevice)] = std::to_string(*o.efa_device_count);
+    }
+  }
   return {{"limits", limits}, {"requests", requests}};
 }
 
@@ -295,6 +304,7 @@ KubernetesOptions KubernetesOptionsFromCfg(const core::Cfg& cfg) {
   o.tolerations = core::CfgGet<std::vector<std::string>>(cfg, "tolerations").value_or(std::vector<std::string>{});
   o.privileged = core::CfgGet<bool>(cfg, "privileged").value_or(false);
   o.rdzv_host = core::CfgGet<std::string>(cfg, "rdzv_host").value_or("");
+  if (auto efa = core::CfgGet<int64_t>(cfg, "efa_device_count")) o.efa_device_count = static_cast<int>(*efa);
   return o;
 }
 

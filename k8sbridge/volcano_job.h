@@ -24,6 +24,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -49,7 +50,11 @@ struct KubernetesOptions {
   // The rendezvous host every replica uses (TORCHX_RANK0_HOST), e.g. rank 0's
   // address on a secondary (RDMA) network; empty = the svc plugin's DNS name.
   std::string rdzv_host;
+  // TorchX's efa_device_count: unset = the role's devices, 0 = no EFA, N = N EFA devices.
+  std::optional<int> efa_device_count;
 };
+
+inline constexpr std::string_view kEfaDevice = "vpc.amazonaws.com/efa";
 
 struct VolcanoJob {
   std::string name;        // metadata.name (the app id's job part)

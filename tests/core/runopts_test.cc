@@ -75,6 +75,22 @@ TEST(RunOptsTest, CfgFromStringCastsAndDropsUnknownKeysWithAWarning) {
   EXPECT_EQ(warnings[0], "unknown run option passed to scheduler: quee=x. Did you mean `queue`?");
 }
 
+TEST(RunOptsTest, AListItemHoldingAnEqualsSignIsSplitAsTorchxSplitsItWithAHint) {
+  RunOpts opts = TestOpts();
+  std::vector<std::string> warnings;
+  auto cfg = opts.CfgFromString("copy_env=A*;DEDICATED=ml*", warnings);
+  ASSERT_TRUE(cfg.has_value()) << cfg.error().message;
+  EXPECT_EQ(cfg->at("copy_env"), (CfgValue{std::vector<std::string>{"A*"}}));
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_EQ(warnings[0], "unknown run option passed to scheduler: DEDICATED=ml*. If it was meant as an item of "
+                         "`copy_env`, quote the whole value: copy_env=\"A*;DEDICATED=ml*\"");
+  warnings.clear();
+  cfg = opts.CfgFromString("copy_env=\"A*;DEDICATED=ml*\"", warnings);
+  ASSERT_TRUE(cfg.has_value()) << cfg.error().message;
+  EXPECT_EQ(cfg->at("copy_env"), (CfgValue{std::vector<std::string>{"A*", "DEDICATED=ml*"}}));
+  EXPECT_TRUE(warnings.empty());
+}
+
 TEST(RunOptsTest, CfgFromStringRejectsConflictingSpellings) {
   RunOpts opts = TestOpts();
   std::vector<std::string> warnings;

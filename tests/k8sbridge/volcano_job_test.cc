@@ -169,6 +169,26 @@ TEST(VolcanoJobTest, DevicesCapabilitiesAndOptions) {
   EXPECT_FALSE(AppDefToVolcanoJob(app, "a-1", o).has_value());
 }
 
+TEST(VolcanoJobTest, EfaDeviceCountOverridesTheRolesAsTorchxDoes) {
+  core::AppDef app = TorchxFixture();
+  app.roles[0].resource.devices = {{"vpc.amazonaws.com/efa", 4}, {"rdma/hca", 1}};
+  auto efa = [&](std::optional<int64_t> count) {
+    core::Cfg cfg = {{"queue", core::CfgValue{std::string("q")}}};
+    if (count) cfg["efa_device_count"] = core::CfgValue{*count};
+    auto job = AppDefToVolcanoJob(app, "a-1", KubernetesOptionsFromCfg(cfg));
+    EXPECT_TRUE(job.has_value());
+    return job->body["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["resources"];
+  };
+  EXPECT_EQ(efa(std::nullopt)["limits"]["vpc.amazonaws.com/efa"], "4") << "unset: the role's";
+  json none = efa(0);
+  EXPECT_FALSE(none["limits"].contains("vpc.amazonaws.com/efa"));
+  EXPECT_FALSE(none["requests"].contains("vpc.amazonaws.com/efa"));
+  EXPECT_EQ(none["limits"]["rdma/hca"], "1") << "other devices stay";
+  json two = efa(2);
+  EXPECT_EQ(two["limits"]["vpc.amazonaws.com/efa"], "2");
+  EXPECT_EQ(two["requests"]["vpc.amazonaws.com/efa"], "2");
+}
+
 TEST(VolcanoJobTest, RejectsWhatTheApiServerWould) {
   core::AppDef app = TorchxFixture();
   app.roles[0].name = std::string(60, 'r');
