@@ -21,6 +21,8 @@ struct HttpClient::Transfer {
   HttpResponse response;
   DataCallback on_data;
   DoneCallback on_done;
+  OpenCallback on_open;
+  bool opened = false;
   bool cancelled = false;
   bool added = false;
   bool too_big = false;
@@ -83,13 +85,15 @@ HttpClient::~HttpClient() {
   polls_.clear();
 }
 
-HttpClient::RequestId HttpClient::Start(HttpRequest request, DataCallback on_data, DoneCallback on_done) {
+HttpClient::RequestId HttpClient::Start(HttpRequest request, DataCallback on_data, DoneCallback on_done,
+                                        OpenCallback on_open) {
   auto t = std::make_unique<Transfer>();
   t->client = this;
   t->id = next_id_++;
   t->request = std::move(request);
   t->on_data = std::move(on_data);
   t->on_done = std::move(on_done);
+  t->on_open = std::move(on_open);
   CURL* e = t->easy = api->easy_init();
   TORCHXD_CHECK(e != nullptr);
   const HttpRequest& r = t->request;
@@ -99,6 +103,10 @@ HttpClient::RequestId HttpClient::Start(HttpRequest request, DataCallback on_dat
   api->easy_setopt(e, CURLOPT_ERRORBUFFER, t->error);
   api->easy_setopt(e, CURLOPT_WRITEFUNCTION, &HttpClient::OnWrite);
   api->easy_setopt(e, CURLOPT_WRITEDATA, t.get());
+  if (t->on_open) {
+    api->easy_setopt(e, CURLOPT_HEADERFUNCTION, &HttpClient::OnHeader);
+    api->easy_setopt(e, CURLOPT_HEADERDATA, t.get());
+  }
   api->easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
   api->easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(r.connect_timeout_ms));
   if (r.timeout_ms > 0) api->easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(r.timeout_ms));
@@ -163,6 +171,23 @@ size_t HttpClient::OnWrite(char* data, size_t size, size_t n, void* userp) {
     return 0;
   }
   t->response.body.append(data, bytes);
+  return bytes;
+}
+
+size_t HttpClient::OnHeader(char* data, size_t size, size_t n, void* userp) {
+  auto* t = static_cast<Transfer*>(userp);
+  size_t bytes = size * n;
+  std::string_view line(data, bytes);
+  if (t->cancelled || t->opened || (line != "\r\n" && line != "\n")) return bytes;
+  long status = 0;  // the blank line ends a response's headers (also a 1xx's, which does not count)
+  api->easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);
+  if (status < 200) return bytes;
+  t->opened = true;
+  try {
+    t->on_open(status);
+  } catch (const std::exception&) {
+    return 0;  // never let an exception cross curl
+  }
   return bytes;
 }
 

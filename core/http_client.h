@@ -65,6 +65,8 @@ class HttpClient {
   using RequestId = uint64_t;
   using DataCallback = std::function<void(std::string_view chunk)>;
   using DoneCallback = std::function<void(Result<HttpResponse>)>;
+  // The response's headers are all in (status >= 200): a stream is open. Runs inside curl, as on_data.
+  using OpenCallback = std::function<void(long status)>;
   static constexpr size_t kMaxBodyBytes = 64u << 20;
 
   // Fails (Unavailable) only when libcurl cannot be loaded.
@@ -75,7 +77,7 @@ class HttpClient {
 
   // Errors (unreachable, TLS, timeout) come back through on_done as Unavailable
   // or Timeout naming the URL or socket; HTTP statuses are not errors here.
-  RequestId Start(HttpRequest request, DataCallback on_data, DoneCallback on_done);
+  RequestId Start(HttpRequest request, DataCallback on_data, DoneCallback on_done, OpenCallback on_open = nullptr);
   void Cancel(RequestId id);
   size_t active() const { return transfers_.size(); }
 
@@ -85,6 +87,7 @@ class HttpClient {
   static int OnSocket(CURL* easy, curl_socket_t s, int what, void* userp, void* socketp);
   static int OnTimer(CURLM* multi, long timeout_ms, void* userp);
   static size_t OnWrite(char* data, size_t size, size_t n, void* userp);
+  static size_t OnHeader(char* data, size_t size, size_t n, void* userp);
   static void OnPoll(uv_poll_t* handle, int status, int events);
   static void OnTimeout(uv_timer_t* handle);
   void Act(curl_socket_t fd, int flags);

@@ -139,7 +139,7 @@ HttpClient::RequestId KubeApi::Call(const std::string& method, const std::string
 }
 
 HttpClient::RequestId KubeApi::Stream(const std::string& path_and_query, std::function<void(std::string_view)> on_line,
-                                      StreamDone done, int64_t timeout_ms) {
+                                      StreamDone done, int64_t timeout_ms, HttpClient::OpenCallback on_open) {
   HttpRequest r = Base("GET", path_and_query);
   r.stream = true;
   r.timeout_ms = timeout_ms;
@@ -154,7 +154,7 @@ HttpClient::RequestId KubeApi::Stream(const std::string& path_and_query, std::fu
     std::string rest = lines->TakeRest();
     if (!rest.empty()) on_line(rest);
     done(resp->status, {});
-  });
+  }, std::move(on_open));
 }
 
 }  // namespace torchxd::k8sbridge

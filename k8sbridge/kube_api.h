@@ -94,8 +94,9 @@ class KubeApi {
                              const nlohmann::json* body, JsonDone done);
   // A streamed GET (watch, log follow): each complete line to on_line.
   // `timeout_ms` bounds the whole stream (0 = none, for watches and follows).
+  // `on_open`: the server answered with headers (its status), before any line.
   HttpClient::RequestId Stream(const std::string& path_and_query, std::function<void(std::string_view)> on_line,
-                               StreamDone done, int64_t timeout_ms = 0);
+                               StreamDone done, int64_t timeout_ms = 0, HttpClient::OpenCallback on_open = nullptr);
   void Cancel(HttpClient::RequestId id) { http_->Cancel(id); }
 
  private:

@@ -10,6 +10,14 @@ namespace {
 
 using nlohmann::json;
 
+// "namespace/name" of an object (or of its {"metadata": …} stub).
+std::string KeyOf(const json& object) {
+  if (!object.is_object() || !object.contains("metadata") || !object["metadata"].is_object()) return "";
+  const json& meta = object["metadata"];
+  auto str = [&](const char* k) { return meta.contains(k) && meta[k].is_string() ? meta[k].get<std::string>() : ""; };
+  return str("namespace") + "/" + str("name");
+}
+
 double Jitter01() {
   static thread_local std::mt19937 rng{std::random_device{}()};
   return std::uniform_real_distribution<double>(0.0, 1.0)(rng);
@@ -60,6 +68,17 @@ void Reflector::List() {
     ++lists_;
     backoff_ = 0;
     watch_failures_ = 0;
+    // Replace: what the list lacks was deleted while no watch told us.
+    std::map<std::string, json> now;
+    for (const json& item : items) {
+      json stub = {{"metadata", item.is_object() && item.contains("metadata") ? item["metadata"] : json::object()}};
+      now.emplace(KeyOf(stub), std::move(stub));
+    }
+    auto gone = std::move(known_);
+    known_ = std::move(now);
+    for (const auto& [key, stub] : gone) {
+      if (known_.count(key) == 0 && callbacks_.on_event) callbacks_.on_event("DELETED", stub);
+    }
     if (callbacks_.on_list) callbacks_.on_list(items);
     Watch();
   });
@@ -67,8 +86,11 @@ void Reflector::List() {
 
 void Reflector::Watch() {
   expired_ = false;
-  request_ = api_->Stream(path_ + Query(true), [this](std::string_view line) { OnWatchLine(line); },
-                          [this](long status, Result<void> result) { OnWatchEnd(status, std::move(result)); });
+  watch_opened_ = false;
+  request_ = api_->Stream(
+      path_ + Query(true), [this](std::string_view line) { OnWatchLine(line); },
+      [this](long status, Result<void> result) { OnWatchEnd(status, std::move(result)); }, 0,
+      [this](long status) { watch_opened_ = status >= 200 && status < 300; });
 }
 
 void Reflector::OnWatchLine(std::string_view line) {
@@ -101,7 +123,18 @@ void Reflector::OnWatchLine(std::string_view line) {
   expired_in_row_ = 0;
   watch_failures_ = 0;
   if (event->type == "BOOKMARK") return;
+  Remember(event->type, event->object);
   if (callbacks_.on_event) callbacks_.on_event(event->type, event->object);
+}
+
+void Reflector::Remember(const std::string& type, const json& object) {
+  json stub = {{"metadata", object.is_object() && object.contains("metadata") ? object["metadata"] : json::object()}};
+  std::string key = KeyOf(stub);
+  if (type == "DELETED") {
+    known_.erase(key);
+  } else {
+    known_[key] = std::move(stub);
+  }
 }
 
 void Reflector::OnWatchEnd(long status, Result<void> result) {
@@ -115,7 +148,9 @@ void Reflector::OnWatchEnd(long status, Result<void> result) {
   }
   expired_in_row_ = 0;
   if (!result) {
-    // A dropped watch resumes from the resourceVersion; one that keeps failing lists again.
+    // A watch the server opened (it answered 200) and that then dropped is a
+    // first failure, events or not; one that keeps failing to open lists again.
+    if (watch_opened_) watch_failures_ = 0, backoff_ = 0;
     return Retry(++watch_failures_ > 1 ? &Reflector::List : &Reflector::Watch, result.error());
   }
   watch_failures_ = 0;

@@ -4,11 +4,14 @@
 // resourceVersion; each event moves the resourceVersion on (bookmarks too).
 // A watch that ends normally is resumed from there. A watch the server
 // expired, as an ERROR event with a 410 Status inside the stream or as a
-// plain HTTP 410, makes it list again; the consumer then gets the whole
-// collection, so it sees what was deleted meanwhile. Failures retry with
-// capped exponential backoff (0.8 s doubling to 30 s, shared/STYLE.md §8): a
-// dropped watch resumes from its resourceVersion, a second failure in a row
-// lists again, and a failing list is reported (on_error) until one succeeds.
+// plain HTTP 410, makes it list again. A list replaces what the reflector
+// knew, as client-go's Replace does: every object it knew that the new list
+// lacks is handed to the consumer as DELETED (with the metadata it last had)
+// before the list itself. Failures retry with capped exponential backoff
+// (0.8 s doubling to 30 s): a failed watch resumes from its resourceVersion,
+// a second failure in a row lists again, and a failing list is reported
+// (on_error) until one succeeds. A watch the server opened (HTTP 2xx) ends a
+// row of failures, with or without events.
 //
 // Thread contract: loop thread only. Callbacks run on the loop and may not
 // destroy the Reflector.
@@ -18,6 +21,7 @@
 #include <uv.h>
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -49,6 +53,7 @@ class Reflector {
   void Start();
 
   int lists() const { return lists_; }  // how often it listed (tests)
+  size_t known() const { return known_.size(); }
 
  private:
   void List();
@@ -56,6 +61,7 @@ class Reflector {
   void OnWatchLine(std::string_view line);
   void OnWatchEnd(long status, Result<void> result);
   void Retry(void (Reflector::*step)(), const Error& error);
+  void Remember(const std::string& type, const nlohmann::json& object);
   std::string Query(bool watch) const;
 
   uv_loop_t* loop_;
@@ -71,7 +77,10 @@ class Reflector {
   int lists_ = 0;
   int expired_in_row_ = 0;  // 410s with no event between: back off
   int watch_failures_ = 0;  // in a row: the second one lists again
+  bool watch_opened_ = false;  // the current watch got a 2xx answer
   void (Reflector::*next_)() = nullptr;
+  // namespace/name -> {"metadata": …} of every object listed or watched, for Replace.
+  std::map<std::string, nlohmann::json> known_;
 };
 
 }  // namespace torchxd::k8sbridge

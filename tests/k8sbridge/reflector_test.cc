@@ -60,6 +60,16 @@ class LoopTest : public ::testing::Test {
     ASSERT_EQ(fake_.Request("POST", JobsPath("team"), job.dump(), &out), 201) << out;
   }
 
+  // A started reflector of the torchx Jobs in namespace team, retrying fast.
+  std::unique_ptr<Reflector> WatchJobs(ReflectorCallbacks cb) {
+    ReflectorOptions fast;
+    fast.backoff_initial_seconds = 0.05;
+    auto r = std::make_unique<Reflector>(&loop_, api_.get(), JobsPath("team"),
+                                         "app.kubernetes.io/managed-by=torchx.pytorch.org", std::move(cb), fast);
+    r->Start();
+    return r;
+  }
+
   uv_loop_t loop_;
   fs::path dir_;
   testing::FakeApiServer fake_;
@@ -77,11 +87,7 @@ TEST_F(LoopTest, ReflectorResumesAfterADropAndRelistsOnEitherExpiry) {
     events.push_back(type + " " + obj["metadata"].value("name", "") + " " +
                      obj.value("status", json::object()).value("state", json::object()).value("phase", ""));
   };
-  ReflectorOptions fast;
-  fast.backoff_initial_seconds = 0.05;
-  auto r = std::make_unique<Reflector>(&loop_, api_.get(), JobsPath("team"),
-                                       "app.kubernetes.io/managed-by=torchx.pytorch.org", cb, fast);
-  r->Start();
+  auto r = WatchJobs(cb);
   ASSERT_TRUE(RunUntil([&] { return r->lists() == 1; }));
   EXPECT_EQ(listed, 1u);
   ASSERT_EQ(fake_.Post("/fake/jobs/team/a/phase", {{"phase", "Running"}}), 200);
@@ -107,6 +113,49 @@ TEST_F(LoopTest, ReflectorResumesAfterADropAndRelistsOnEitherExpiry) {
   ASSERT_EQ(fake_.Post("/fake/jobs/team/b/phase", {{"phase", "Completed"}}), 200);
   ASSERT_TRUE(RunUntil([&] { return events.back() == "MODIFIED b Completed"; }));
   r.reset();  // cancels its watch
+}
+
+TEST_F(LoopTest, AWatchThatOpenedEndsARowOfFailuresEvenWithoutEvents) {
+  CreateJob("a");
+  std::vector<std::string> events;
+  ReflectorCallbacks cb;
+  cb.on_event = [&](const std::string& type, const json& obj) { events.push_back(type + " " + obj["metadata"].value("name", "")); };
+  auto r = WatchJobs(cb);
+  ASSERT_TRUE(RunUntil([&] { return r->lists() == 1; }));
+  // Two drops in a row, each of a watch the server had opened (no event came
+  // between them): both are resumed, neither is taken for a broken watch.
+  for (int drop = 0; drop < 2; ++drop) {
+    int watches = fake_.State()["watch_starts"];
+    ASSERT_EQ(fake_.Post("/fake/watches/drop"), 200);
+    ASSERT_TRUE(RunUntil([&] { return fake_.State()["watch_starts"].get<int>() > watches; }));
+  }
+  CreateJob("b");
+  ASSERT_TRUE(RunUntil([&] { return !events.empty(); }));
+  EXPECT_EQ(events.back(), "ADDED b");
+  EXPECT_EQ(r->lists(), 1) << "resumed from its resourceVersion, not relisted";
+  r.reset();
+}
+
+TEST_F(LoopTest, ARelistHandsOverWhatWasDeletedMeanwhileAsDeleted) {
+  CreateJob("a");
+  CreateJob("b");
+  std::vector<std::string> events;
+  size_t listed = 0;
+  ReflectorCallbacks cb;
+  cb.on_list = [&](const std::vector<json>& items) { listed = items.size(); };
+  cb.on_event = [&](const std::string& type, const json& obj) { events.push_back(type + " " + obj["metadata"].value("name", "")); };
+  auto r = WatchJobs(cb);
+  ASSERT_TRUE(RunUntil([&] { return r->lists() == 1; }));
+  EXPECT_EQ(listed, 2u);
+  EXPECT_EQ(r->known(), 2u);
+  ASSERT_EQ(fake_.Post("/fake/jobs/team/b/vanish"), 200);  // no watch event tells of it
+  ASSERT_EQ(fake_.Post("/fake/watches/expire", {{"how", "http"}}), 200);
+  ASSERT_TRUE(RunUntil([&] { return r->lists() == 2; }));
+  EXPECT_EQ(listed, 1u);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0], "DELETED b") << "client-go's Replace: the relist's missing objects are deletions";
+  EXPECT_EQ(r->known(), 1u);
+  r.reset();
 }
 
 TEST_F(LoopTest, HttpClientNamesWhatItCouldNotReachAndCancelsFromInsideAStream) {
