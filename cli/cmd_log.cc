@@ -58,13 +58,17 @@ struct Printer {
     } else if (event.contains("missed_bytes")) {
       *ctx.err << "torchx: " << who << ": missed " << event["missed_bytes"]
                << " bytes that log rotation removed before they could be read" << std::endl;
+    } else if (event.contains("warning") && event["warning"].is_string()) {
+      *ctx.err << "torchx: warning: " << who << ": " << event["warning"].get<std::string>()
+               << " (still following)" << std::endl;
     }
   }
 };
 
 // One `log` call printed by `printer`; across a daemon restart it resumes from the cursors seen.
+// A replica whose log could not be read is said on stderr, and is a failure when `unreadable_fails`.
 int ReadLogs(const ConnectOptions& connect, const CliContext& ctx, std::optional<DaemonClient> client,
-             const json& params, Printer& printer) {
+             const json& params, Printer& printer, bool unreadable_fails) {
   LogCursors cursors;
   auto done = CallAcrossRestarts(
       connect, ctx, std::move(client), "log",
@@ -78,7 +82,17 @@ int ReadLogs(const ConnectOptions& connect, const CliContext& ctx, std::optional
         cursors.Note(e);
       });
   if (!done) return ReportCallError(ctx, done.error());
-  return kExitOk;
+  // What was stored is printed; a log that could not be read is an error, not silence.
+  int exit_code = kExitOk;
+  if (done->is_object() && done->contains("replicas") && (*done)["replicas"].is_array()) {
+    for (const auto& r : (*done)["replicas"]) {
+      if (!r.is_object() || !r.contains("unreadable") || !r["unreadable"].is_string()) continue;
+      *ctx.err << "torchx: " << (unreadable_fails ? "error: " : "warning: ") << r.value("role", "") << "/"
+               << r.value("replica", 0) << ": " << r["unreadable"].get<std::string>() << std::endl;
+      if (unreadable_fails) exit_code = kExitFailed;
+    }
+  }
+  return exit_code;
 }
 
 }  // namespace
@@ -155,13 +169,15 @@ int CmdLog(const GlobalArgs& global, const LogArgs& args, const CliContext& ctx)
   auto client = ConnectToDaemon(connect, ctx);
   if (!client) return ReportError(ctx, client.error().message, kExitNoDaemon);
   Printer printer{ctx, *ctx.out, ctx.color, args.timestamps, args.json};
-  return ReadLogs(connect, ctx, std::move(*client), params, printer);
+  return ReadLogs(connect, ctx, std::move(*client), params, printer, /*unreadable_fails=*/true);
 }
 
 int StreamLogs(const GlobalArgs& global, const std::string& handle, const CliContext& ctx) {
   bool err_tty = ::isatty(STDERR_FILENO) == 1;
   Printer printer{ctx, *ctx.err, err_tty, false, false};
-  return ReadLogs({global.socket, true}, ctx, std::nullopt, {{"app_handle", handle}, {"follow", true}}, printer);
+  // The job's result decides run's exit code, not whether every line could be fetched.
+  return ReadLogs({global.socket, true}, ctx, std::nullopt, {{"app_handle", handle}, {"follow", true}}, printer,
+                  /*unreadable_fails=*/false);
 }
 
 }  // namespace torchxd::cli

@@ -184,6 +184,10 @@ ParsedArgs ParseDaemonArgs(int argc, char** argv, const core::EnvLookup& env) {
   app.add_option("--admin-group", c.admin_group, "members may see and act on every user's apps (system mode)");
   app.add_option("--kubeconfig", c.kubeconfig,
                  "kubeconfig for the kubernetes scheduler (default: $KUBECONFIG, ~/.kube/config, in-cluster)");
+  app.add_option("--pod-log-backoff", c.pod_log_backoff,
+                 "seconds before a pod log that could not be read is asked for again; doubles per failure, "
+                 "up to 10x (default 30)")
+      ->check(CLI::Range(0.05, 3600.0));
   std::vector<std::string> queue_flags;
   app.add_flag("--no-admission", c.no_admission,
                "start every local app at once, as TorchX does (no queues, no GPU placement)");

@@ -165,6 +165,7 @@ Result<void> Daemon::Prepare() {
   kopts.log_dir = config_.log_dir;
   kopts.kubeconfig = config_.kubeconfig;
   kopts.log_max_bytes = opts.log_max_bytes;
+  kopts.log_backoff_seconds = config_.pod_log_backoff;
   kubernetes_ = std::make_unique<KubernetesScheduler>(&loop_, store_.get(), logs_.get(), kopts,
                                                      core::ProcessEnv());
   if (auto ok = kubernetes_->Load(*stored); !ok) return ok;

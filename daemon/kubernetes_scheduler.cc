@@ -8,6 +8,7 @@
 #include "core/app_status.h"
 #include "core/ids.h"
 #include "core/names.h"
+#include "daemon/kubernetes_app.h"
 #include "k8sbridge/job_state.h"
 #include "k8sbridge/kubeconfig.h"
 #include "k8sbridge/labels.h"
@@ -34,50 +35,6 @@ bool IsDnsLabel(const std::string& s) {
 }
 
 }  // namespace
-
-// What the daemon knows of one replica's current pod and its log.
-struct KubernetesScheduler::PodTrack {
-  std::string pod, uid;
-  int attempt = 0;
-  int64_t after_ns = 0;   // the last log line stored
-  bool log_done = false;  // everything the pod wrote is stored
-  bool terminal = false;  // the pod finished
-  std::unique_ptr<k8s::PodLogFollower> follower;
-
-  json ToJson() const {
-    return {{"pod", pod}, {"uid", uid}, {"attempt", attempt}, {"after_ns", after_ns}, {"log_done", log_done}};
-  }
-  static PodTrack FromJson(const json& j) {
-    PodTrack t;
-    t.pod = j.value("pod", "");
-    t.uid = j.value("uid", "");
-    t.attempt = j.value("attempt", 0);
-    t.after_ns = j.value("after_ns", int64_t{0});
-    t.log_done = j.value("log_done", false);
-    return t;
-  }
-};
-
-struct KubernetesScheduler::KubeApp {
-  std::unique_ptr<AppRecord> rec;
-  std::string ns, name, uid;
-  bool cancel_requested = false;
-  int64_t persisted_ms = 0;
-  std::map<std::string, std::pair<std::string, int>> tasks;  // task name -> (role, replica)
-  std::map<std::string, PodTrack> pods;                       // "role/replica"
-  std::vector<std::function<void(const AppRecord&)>> waiters;
-
-  supervisor::ReplicaInfo* Replica(const std::string& role, int id) {
-    for (auto& r : rec->replicas) {
-      if (r.role == role && r.replica_id == id) return &r;
-    }
-    return nullptr;
-  }
-};
-
-struct KubernetesScheduler::Namespace {
-  std::unique_ptr<k8s::Reflector> jobs, pods;
-};
 
 KubernetesScheduler::KubernetesScheduler(uv_loop_t* loop, Store* store, LogStore* logs,
                                          KubernetesSchedulerOptions options, core::EnvLookup env)
@@ -343,18 +300,68 @@ void KubernetesScheduler::JobGone(KubeApp& app) {
   rec.state = app.cancel_requested ? core::AppState::kCancelled : core::AppState::kFailed;
   rec.msg = "the Volcano Job " + app.ns + "/" + app.name + " was deleted from the cluster";
   rec.ended_ms = core::UnixNowMs();
+  // Its pods went with it: no replica runs any more.
+  for (auto& r : rec.replicas) {
+    if (core::IsTerminal(r.state)) continue;
+    r.state = app.cancel_requested ? core::ReplicaState::kCancelled : core::ReplicaState::kFailed;
+    r.error_message = "its Job was deleted";
+    r.end_ms = rec.ended_ms;
+  }
+  for (auto& [key, t] : app.pods) {
+    t.terminal = true;
+    if (!t.started) t.log_done = true;
+  }
   spdlog::warn("kubernetes job deleted outside torchx app={}", rec.app_id);
   Changed(app);
 }
 
 void KubernetesScheduler::OnPodList(const std::string& ns, const std::vector<json>& items) {
-  for (const auto& pod : items) OnPodEvent(ns, "ADDED", pod);
+  std::set<std::string> present;  // uids
+  for (const auto& pod : items) {
+    present.insert(k8s::ReadPod(pod).uid);
+    OnPodEvent(ns, "ADDED", pod);
+  }
+  // A pod the list lacks was deleted while nobody watched (the daemon was down,
+  // or the watch broke): the reflector only knows what it saw itself.
+  for (auto& [id, app] : apps_) {
+    if (app->ns != ns) continue;
+    for (auto& [key, t] : app->pods) {
+      if (!t.uid.empty() && !present.count(t.uid)) PodDeleted(*app, key, t.uid, t.pod);
+    }
+  }
 }
 
 void KubernetesScheduler::OnPodEvent(const std::string& ns, const std::string& type, const json& pod) {
-  if (type == "DELETED") return;  // its last state came before; its log stream ends by itself
   k8s::PodView v = k8s::ReadPod(pod);
-  if (KubeApp* app = ByJob(ns, v.job_name)) ApplyPod(*app, pod);
+  KubeApp* app = ByJob(ns, v.job_name);
+  if (app == nullptr) return;
+  if (type != "DELETED") return ApplyPod(*app, pod);
+  auto task = app->tasks.find(v.task);
+  if (task != app->tasks.end()) PodDeleted(*app, ReplicaKey(task->second.first, task->second.second), v.uid, v.name);
+}
+
+void KubernetesScheduler::PodDeleted(KubeApp& app, const std::string& key, const std::string& uid,
+                                     const std::string& pod) {
+  auto it = app.pods.find(key);
+  if (it == app.pods.end() || it->second.uid != uid) return;  // an older pod of the replica
+  PodTrack& t = it->second;
+  bool changed = !t.terminal || (!t.started && !t.log_done);  // a relist finds long-gone pods again
+  t.terminal = true;
+  if (!t.started) t.log_done = true;  // it never ran: nothing to read
+  supervisor::ReplicaInfo* r = app.Replica(key);
+  if (r != nullptr && !core::IsTerminal(r->state)) {
+    changed = true;
+    // Deleted before it finished: by the abort we asked for, or by someone else
+    // (Volcano then makes a new pod, a new attempt).
+    bool cancelled = app.cancel_requested;
+    r->state = cancelled ? core::ReplicaState::kCancelled : core::ReplicaState::kFailed;
+    r->error_message = "pod " + pod + " was deleted before it finished" + (cancelled ? " (cancelled)" : "");
+    r->end_ms = core::UnixNowMs();
+    spdlog::info("kubernetes pod deleted app={} pod={} replica={}", app.rec->app_id, pod, key);
+  }
+  if (!changed) return;
+  Changed(app);
+  ArmLogRetry();
 }
 
 void KubernetesScheduler::ApplyPod(KubeApp& app, const json& pod) {
@@ -374,106 +381,24 @@ void KubernetesScheduler::ApplyPod(KubeApp& app, const json& pod) {
     t.attempt += 1;
     t.after_ns = 0;
     t.log_done = false;
+    t.started = false;
+    t.failures = t.terminal_reads = 0;
+    t.next_read_ms = 0;
+    t.log_error.clear();
     r->attempt = t.attempt;
     logs_->BeginAttempt(*app.rec, key, r->log_dir, t.attempt, std::nullopt);
   }
+  t.started = t.started || v.started;
   t.terminal = core::IsTerminal(v.state);
+  if (t.terminal && !t.started) t.log_done = true;  // it never ran: there is no log to read
   r->state = v.state;
   r->hostname = v.hostname;
   r->exit_code = v.exit_code;
   r->start_ms = v.start_ms;
   r->end_ms = v.end_ms;
   r->error_message = v.error_message;
-  if (v.started && !t.follower && !t.log_done) FollowLogs(app, key);
+  if (t.next_read_ms <= core::UnixNowMs()) FollowLogs(app, key);  // else its backoff's timer will
   Changed(app);
-}
-
-void KubernetesScheduler::FollowLogs(KubeApp& app, const std::string& key) {
-  if (shut_down_ || !api_) return;
-  PodTrack& t = app.pods[key];
-  std::string app_id = app.rec->app_id;
-  auto on_line = [this, app_id, key](int64_t time_ns, std::string_view line) {
-    StoreLine(app_id, key, time_ns, line);
-  };
-  auto on_end = [this, app_id, key](long status, Result<void> result) {
-    OnLogEnd(app_id, key, status, std::move(result));
-  };
-  t.follower = std::make_unique<k8s::PodLogFollower>(api_.get(), app.ns, t.pod, "", t.after_ns, on_line, on_end);
-}
-
-void KubernetesScheduler::StoreLine(const std::string& app_id, const std::string& key, int64_t time_ns,
-                                    std::string_view line) {
-  auto it = apps_.find(app_id);
-  if (it == apps_.end()) return;
-  KubeApp& a = *it->second;
-  PodTrack& track = a.pods[key];
-  if (time_ns <= track.after_ns) return;  // the follower and a catch-up read may both bring it
-  track.after_ns = time_ns;
-  auto slash = key.rfind('/');
-  supervisor::ReplicaInfo* r = a.Replica(key.substr(0, slash), std::stoi(key.substr(slash + 1)));
-  // A replica whose writer a restarted daemon has not opened yet (its pod was seen before the restart).
-  if (r != nullptr) (void)logs_->Open(*a.rec, key, r->log_dir, std::nullopt);
-  logs_->WriteCombined(*a.rec, key, line, time_ns / 1000000);
-  if (core::UnixNowMs() - a.persisted_ms >= 1000) (void)Persist(a);  // bounds what a crash can repeat
-}
-
-void KubernetesScheduler::BeforeLogRead(const AppRecord& rec, std::function<void()> ready) {
-  auto it = apps_.find(rec.app_id);
-  if (it == apps_.end() || !api_ || shut_down_) return ready();
-  KubeApp& app = *it->second;
-  auto remaining = std::make_shared<size_t>(0);
-  auto once = std::make_shared<std::function<void()>>(std::move(ready));
-  auto finish_one = [remaining, once] {
-    if (*remaining == 0 || --*remaining > 0 || !*once) return;
-    auto run = std::move(*once);
-    *once = nullptr;
-    run();
-  };
-  std::vector<std::string> keys;
-  for (const auto& [key, t] : app.pods) {
-    if (!t.uid.empty() && !t.log_done) keys.push_back(key);
-  }
-  if (keys.empty()) return (*once)();
-  *remaining = keys.size();
-  std::string app_id = rec.app_id;
-  for (const auto& key : keys) {
-    const PodTrack& t = app.pods[key];
-    uint64_t id = next_catch_up_++;
-    auto on_line = [this, app_id, key](int64_t time_ns, std::string_view line) { StoreLine(app_id, key, time_ns, line); };
-    auto on_end = [this, id, finish_one](long, Result<void>) {
-      catch_ups_.erase(id);  // the follower survives this: its done lambda holds what it needs
-      finish_one();
-    };
-    catch_ups_[id] = std::make_unique<k8s::PodLogFollower>(api_.get(), app.ns, t.pod, "", t.after_ns, on_line, on_end,
-                                                           /*follow=*/false);
-  }
-}
-
-void KubernetesScheduler::OnLogEnd(const std::string& app_id, const std::string& key, long status,
-                                   Result<void> result) {
-  auto it = apps_.find(app_id);
-  if (it == apps_.end()) return;
-  KubeApp& app = *it->second;
-  PodTrack& t = app.pods[key];
-  t.follower.reset();
-  bool refused = status >= 400 && status < 500;  // e.g. a finished pod whose container log is gone
-  if (status == 404 || (t.terminal && (result || refused))) {
-    t.log_done = true;  // the pod is gone, or finished and its log was read to the end (or never will be)
-    Changed(app);
-    return;
-  }
-  if (!result) spdlog::warn("pod log stream failed app={} pod={} error={}", app_id, t.pod, result.error().message);
-  // Dropped while the pod runs (or a transient error): resume from the last stored line.
-  if (uv_is_active(reinterpret_cast<uv_handle_t*>(log_retry_.get())) != 0) return;
-  uv_timer_start(log_retry_.get(), [](uv_timer_t* h) {
-    auto* self = static_cast<KubernetesScheduler*>(h->data);
-    if (self == nullptr) return;
-    for (auto& [id, a] : self->apps_) {
-      for (auto& [k, track] : a->pods) {
-        if (!track.follower && !track.log_done && !track.uid.empty()) self->FollowLogs(*a, k);
-      }
-    }
-  }, static_cast<uint64_t>(options_.log_retry_seconds * 1000), 0);
 }
 
 Result<void> KubernetesScheduler::Persist(KubeApp& app) {
@@ -572,12 +497,17 @@ void KubernetesScheduler::Cancel(AppRecord& rec, std::optional<double>,
     auto it = apps_.find(app_id);
     if (it == apps_.end()) return done(Fail(Error::NotFound(app_id + " was deleted meanwhile")));
     json command = k8s::AbortJobCommand(it->second->name, uid);
-    api_->Call("POST", k8s::CommandsPath(it->second->ns), &command, [this, app_id, done](Result<json> sent) {
-      if (!sent) return done(Fail(sent.error().WithContext("cancel (AbortJob command)")));
-      spdlog::info("kubernetes abort requested app={}", app_id);
+    // Asked before it is sent: the pods the abort deletes may be seen before the answer.
+    bool asked_before = it->second->cancel_requested;
+    it->second->cancel_requested = true;
+    api_->Call("POST", k8s::CommandsPath(it->second->ns), &command, [this, app_id, asked_before, done](Result<json> sent) {
       auto found = apps_.find(app_id);
+      if (!sent) {
+        if (found != apps_.end()) found->second->cancel_requested = asked_before;
+        return done(Fail(sent.error().WithContext("cancel (AbortJob command)")));
+      }
+      spdlog::info("kubernetes abort requested app={}", app_id);
       if (found == apps_.end() || core::IsTerminal(found->second->rec->state)) return done(CancelOutcome{false});
-      found->second->cancel_requested = true;
       (void)Persist(*found->second);
       // Answer once Volcano reports the abort (Aborted), or after a bound with the state then.
       uint64_t id = next_cancel_wait_++;

@@ -42,7 +42,9 @@ struct KubernetesSchedulerOptions {
   std::string kubeconfig;  // --kubeconfig; empty = $KUBECONFIG, ~/.kube/config, in-cluster
   uint64_t log_max_bytes = 128ull << 20;
   k8sbridge::ReflectorOptions reflector;
-  double log_retry_seconds = 1.0;
+  // The first wait after a pod log read failed or found nothing; it doubles per
+  // failure up to 10x (--pod-log-backoff).
+  double log_backoff_seconds = 30.0;
   double cancel_wait_seconds = 5.0;  // how long cancel waits to see the Job Aborted
 };
 
@@ -73,6 +75,8 @@ class KubernetesScheduler : public Scheduler {
   // Reads (without follow) each unfinished replica's pod log after its last stored
   // line, so a one-off `log` right after a restart or a drop is complete.
   void BeforeLogRead(const AppRecord& app, std::function<void()> ready) override;
+  std::string LogProblem(const AppRecord& app, const std::string& replica_key) const override;
+  std::string StatusNote(const AppRecord& app) const override;
 
  private:
   struct PodTrack;
@@ -99,7 +103,14 @@ class KubernetesScheduler : public Scheduler {
   void ApplyJob(KubeApp& app, const nlohmann::json& job);
   void ApplyPod(KubeApp& app, const nlohmann::json& pod);
   void JobGone(KubeApp& app);
+  // A pod was deleted (a watch event, or missing from a relist): its replica ends unless it had.
+  void PodDeleted(KubeApp& app, const std::string& key, const std::string& uid, const std::string& pod);
+
+  // Pod logs (daemon/kubernetes_logs.cc).
   void FollowLogs(KubeApp& app, const std::string& key);
+  double LogBackoffSeconds(int failures) const;
+  void SetLogProblem(KubeApp& app, PodTrack& track, const std::string& problem, long http_status);
+  void ArmLogRetry();  // the retry timer, for the earliest pod whose backoff ends
   void OnLogEnd(const std::string& app_id, const std::string& key, long status, Result<void> result);
   // Stores one pod log line unless the store already has it (by kubelet time).
   void StoreLine(const std::string& app_id, const std::string& key, int64_t time_ns, std::string_view line);
@@ -120,7 +131,7 @@ class KubernetesScheduler : public Scheduler {
   std::unique_ptr<k8sbridge::KubeApi> api_;
   std::map<std::string, std::unique_ptr<KubeApp>> apps_;  // by app id "ns:name"
   std::map<std::string, std::unique_ptr<Namespace>> namespaces_;
-  UvHandle<uv_timer_t> log_retry_;  // resumes dropped pod log streams
+  UvHandle<uv_timer_t> log_retry_;  // resumes pod log reads when their backoff ends
   std::map<uint64_t, std::unique_ptr<CancelWait>> cancel_waits_;
   std::map<uint64_t, std::unique_ptr<k8sbridge::PodLogFollower>> catch_ups_;  // BeforeLogRead's reads
   uint64_t next_catch_up_ = 1;

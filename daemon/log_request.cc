@@ -151,6 +151,7 @@ struct LogRequest::Cursor {
   size_t batch_bytes = 0;
   uint64_t lines = 0;
   bool finished = false;
+  std::string warned;  // the last problem a follower was told
   UniqueFd fd;
   uint64_t fd_start = 0;
   uint64_t fd_end = UINT64_MAX;  // UINT64_MAX: the live segment
@@ -280,7 +281,10 @@ void LogRequest::Step() {
     all_caught_up = all_caught_up && caught_up;
     if (budget == 0) break;
   }
-  for (auto& c : cursors_) Flush(*c);
+  for (auto& c : cursors_) {
+    Flush(*c);
+    Warn(*c);
+  }
   if (!all_caught_up || budget == 0) return Schedule();
   if (query_.follow && app_live_()) return;  // the log store wakes us when more arrives
   // Everything is read. On one loop thread no output can land between the
@@ -292,7 +296,10 @@ void LogRequest::Step() {
   }
   json counts = json::array();
   for (const auto& c : cursors_) {
-    counts.push_back({{"role", c->target.role}, {"replica", c->target.replica}, {"lines", c->lines}});
+    json count = {{"role", c->target.role}, {"replica", c->target.replica}, {"lines", c->lines}};
+    std::string problem = problem_ ? problem_(c->target.role + "/" + std::to_string(c->target.replica)) : "";
+    if (!problem.empty()) count["unreadable"] = problem;
+    counts.push_back(std::move(count));
   }
   responder_->Result({{"replicas", counts}});
   Finish();
@@ -423,6 +430,14 @@ void LogRequest::Event(Cursor& c, json event) {
   event["replica"] = c.target.replica;
   event["cursor"] = c.mark.ToString();
   responder_->Event(std::move(event));
+}
+
+void LogRequest::Warn(Cursor& c) {
+  if (!query_.follow || !problem_) return;
+  std::string problem = problem_(c.target.role + "/" + std::to_string(c.target.replica));
+  if (problem == c.warned) return;
+  c.warned = problem;
+  if (!problem.empty()) Event(c, {{"warning", problem}});
 }
 
 void LogRequest::Finish() {

@@ -81,6 +81,12 @@ class LogRequest {
              LogQuery query, std::function<bool()> app_live, std::shared_ptr<Responder> responder,
              std::function<void(LogRequest*)> on_done, FileOwner read_as);
   ~LogRequest();
+  // Why a replica's log cannot be read now (by "role/replica"; "" = it can):
+  // a follower gets each new reason as a `warning` event, a one-off read's
+  // result names them (`unreadable`). Call before Start.
+  void SetProblemSource(std::function<std::string(const std::string& replica_key)> problem) {
+    problem_ = std::move(problem);
+  }
   [[nodiscard]] Result<void> Start();
 
  private:
@@ -92,6 +98,7 @@ class LogRequest {
   void AppendToLine(Cursor& c, std::string_view piece, uint64_t piece_start);
   void Flush(Cursor& c);
   void Event(Cursor& c, nlohmann::json event);
+  void Warn(Cursor& c);  // a follower learns a new reason its replica's log cannot be read
   void Finish();
 
   uv_loop_t* loop_;
@@ -101,6 +108,7 @@ class LogRequest {
   LogQuery query_;
   std::optional<core::LineRegex> regex_;
   std::function<bool()> app_live_;
+  std::function<std::string(const std::string&)> problem_;
   std::shared_ptr<Responder> responder_;
   std::function<void(LogRequest*)> on_done_;
   std::vector<std::unique_ptr<Cursor>> cursors_;

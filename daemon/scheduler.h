@@ -72,6 +72,10 @@ class Scheduler {
   virtual void BeforeLogRead(const AppRecord& /*app*/, std::function<void()> ready) { ready(); }
   // Why a PENDING app waits, in words ("" = nothing to add to its msg).
   virtual std::string PendingReason(const AppRecord& /*app*/) const { return ""; }
+  // Why a replica's log cannot be read now ("" = it can, or it is local).
+  virtual std::string LogProblem(const AppRecord& /*app*/, const std::string& /*replica_key*/) const { return ""; }
+  // What `status` adds to the app's msg while it lasts ("" = nothing).
+  virtual std::string StatusNote(const AppRecord& /*app*/) const { return ""; }
   // The admission queues (`torchx queue`), or null when this scheduler has none.
   virtual nlohmann::json Queues(size_t /*limit*/) const { return nullptr; }
 };

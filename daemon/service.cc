@@ -201,9 +201,13 @@ void Service::Status(const json& params, const PeerInfo& peer, const Reply& repl
   auto app = FindOwnApp(params, peer, "see");
   if (!app) return reply->Error(app.error());
   core::AppStatus status = (*app)->Status();
+  Scheduler* scheduler = SchedulerFor((*app)->scheduler);
   if ((*app)->state == core::AppState::kPending) {
-    std::string reason = SchedulerFor((*app)->scheduler)->PendingReason(**app);
+    std::string reason = scheduler->PendingReason(**app);
     if (!reason.empty()) status.msg = reason;
+  }
+  if (std::string note = scheduler->StatusNote(**app); !note.empty()) {
+    status.msg = status.msg.empty() ? note : status.msg + "; " + note;
   }
   reply->Result(core::AppStatusToJson(status));
 }
@@ -443,10 +447,15 @@ void Service::Log(const json& params, const PeerInfo& peer, const Reply& reply) 
     const AppRecord* a = owner->Find(scheduler, app_id);
     return a != nullptr && owner->MoreOutputExpected(*a);
   };
-  auto start = [this, key, live, reply, read_as, targets = std::move(targets), query = std::move(*query)]() mutable {
+  auto start = [this, owner, scheduler, app_id, key, live, reply, read_as, targets = std::move(targets),
+                query = std::move(*query)]() mutable {
     auto request = std::make_unique<LogRequest>(loop_, logs_, key, std::move(targets), std::move(query), live, reply,
                                                 [this](LogRequest* done) { log_requests_.erase(done); }, read_as);
     LogRequest* raw = request.get();
+    raw->SetProblemSource([owner, scheduler, app_id](const std::string& replica_key) {
+      const AppRecord* a = owner->Find(scheduler, app_id);
+      return a == nullptr ? std::string() : owner->LogProblem(*a, replica_key);
+    });
     log_requests_[raw] = std::move(request);
     if (auto started = raw->Start(); !started) {
       log_requests_.erase(raw);

@@ -85,10 +85,19 @@ PodView ReadPod(const json& pod) {
     v.hostname = ip + "." + Str(meta, "namespace") + ".pod.cluster.local";
   }
   v.start_ms = Time(status, "startTime");
+  // The replica's container is the one named as its task; sidecars (listed
+  // in name order by the kubelet, maybe before it) do not speak for it.
   const json& containers = Field(status, "containerStatuses");
-  if (containers.is_array() && !containers.empty()) {
-    const json& st = Field(containers[0], "state");
-    const json& last = Field(containers[0], "lastState");
+  const json* main = nullptr;
+  if (containers.is_array()) {
+    for (const json& c : containers) {
+      if (Str(c, "name") == v.task) main = &c;
+    }
+    if (main == nullptr && containers.size() == 1 && Str(containers[0], "name").empty()) main = &containers[0];
+  }
+  if (main != nullptr) {
+    const json& st = Field(*main, "state");
+    const json& last = Field(*main, "lastState");
     v.started = Field(st, "running").is_object() || Field(st, "terminated").is_object() ||
                 Field(last, "terminated").is_object();
     const json& term = Field(st, "terminated");
@@ -104,6 +113,13 @@ PodView ReadPod(const json& pod) {
         wait_reason == "InvalidImageName") {
       v.error_message = wait_reason + ": " + Str(waiting, "message");
     }
+  }
+  // The pod's own reason (Evicted, Preempted, NodeLost, DeadlineExceeded…) says
+  // why it ended, before what its container said.
+  std::string pod_reason = Str(status, "reason"), pod_message = Str(status, "message");
+  if (!pod_reason.empty() || !pod_message.empty()) {
+    std::string pod = pod_reason.empty() ? pod_message : pod_message.empty() ? pod_reason : pod_reason + ": " + pod_message;
+    v.error_message = v.error_message.empty() ? pod : pod + " (container: " + v.error_message + ")";
   }
   return v;
 }

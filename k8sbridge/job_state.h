@@ -5,8 +5,10 @@
 // Job phase -> AppState is TorchX's JOB_STATE table; a Job the controller has
 // not touched yet (no phase) is SUBMITTED. Pod phase -> replica state follows
 // TorchX's TASK_STATE. A pod belongs to a replica through its
-// volcano.sh/task-spec label (the task name AppDefToVolcanoJob chose); its
-// hostname is the pod-IP DNS name TorchX reports.
+// volcano.sh/task-spec label (the task name AppDefToVolcanoJob chose), which
+// also names its main container (others are sidecars); its hostname is the
+// pod-IP DNS name TorchX reports. A pod-level reason (Evicted…) comes first in
+// its error message.
 //
 // Thread contract: pure functions, safe from any thread.
 #ifndef TORCHXD_K8SBRIDGE_JOB_STATE_H_

@@ -13,10 +13,15 @@ a 422 Invalid Status naming the fields, unknown fields are pruned (and
 recorded, so tests can insist there are none).
 
 Tests drive the "controller" and "kubelet" through /fake/...:
-  POST /fake/jobs/NS/NAME/phase   {"phase": "Running"}  (Running creates the pods)
+  POST /fake/jobs/NS/NAME/vanish  (gone without a watch event, as across a compaction)
+  POST /fake/jobs/NS/NAME/phase   {"phase": "Running"}  (Running creates the pods;
+                                  "pods": "Pending" creates them Pending, no container started)
   POST /fake/pods/NS/NAME/log     {"lines": ["..."]}
   POST /fake/pods/NS/NAME/phase   {"phase": "Failed", "exitCode": 3}
   POST /fake/pods/NS/NAME/restart (a new pod, new uid, job retryCount + 1)
+  POST /fake/pods/NS/NAME/delete  (the pod is deleted, nothing replaces it)
+  POST /fake/pods/NS/NAME/status  {"phase": ..., "reason": ..., "containerStatuses": [...]} (merged into status)
+  POST /fake/pods/NS/NAME/log-fail {"code": 500, "message": "..."} (its log GETs fail so; code 0 = they work)
   POST /fake/outage               {"seconds": N} (503s and dropped watches meanwhile)
   POST /fake/reject-next          {"code": 422, "reason", "field", "message"} (next Job create)
   POST /fake/watches/expire       {"how": "event" | "http"}
@@ -54,7 +59,9 @@ STATE = {
     "watch_starts": 0,  # watches that got past their checks and stream
     "reject_next": None,
     "outage_until": 0.0,
-    "hold_follow_until": 0.0,  # log follows send nothing before then (a slow kubelet)  # until then every API request gets a 503 and watches drop  # a Status the next Job create answers with (an admission rejection)
+    "hold_follow_until": 0.0,
+    "log_fail": {},  # (ns, pod) -> Status that the pod's log requests get
+    "pending_pods": set(),  # (ns, job): pods created Pending  # log follows send nothing before then (a slow kubelet)  # until then every API request gets a 503 and watches drop  # a Status the next Job create answers with (an admission rejection)
 }
 VALIDATORS = {}
 TOKEN = None
@@ -151,13 +158,16 @@ def new_pod(ns, job, task, index):
                    "volcano.sh/task-spec": task["name"]})
     pod_name = "%s-%s-%d" % (name, task["name"], index)
     containers = template.get("spec", {}).get("containers", [])
+    main = containers[0]["name"] if containers else "main"
     pod = {"apiVersion": "v1", "kind": "Pod",
            "metadata": {"name": pod_name, "namespace": ns, "uid": str(uuid.uuid4()), "labels": labels},
            "spec": {"containers": [{"name": c.get("name", "main"), "image": c.get("image", "")} for c in containers]},
            "status": {"phase": "Running", "podIP": "10.244.0.%d" % (len(STATE["pods"]) % 250 + 2),
                       "startTime": now_rfc3339(),
-                      "containerStatuses": [{"name": containers[0]["name"] if containers else "main",
-                                             "state": {"running": {"startedAt": now_rfc3339()}}}]}}
+                      "containerStatuses": [{"name": main, "state": {"running": {"startedAt": now_rfc3339()}}}]}}
+    if (ns, name) in STATE["pending_pods"]:
+        pod["status"] = {"phase": "Pending", "containerStatuses": [
+            {"name": main, "state": {"waiting": {"reason": "ContainerCreating"}}}]}
     STATE["pods"][(ns, pod_name)] = pod
     emit("pods", ns, "ADDED", pod)
     return pod
@@ -166,7 +176,7 @@ def new_pod(ns, job, task, index):
 def set_pod_phase(key, phase, exit_code):
     pod = STATE["pods"][key]
     pod["status"]["phase"] = phase
-    if phase in ("Succeeded", "Failed"):
+    if phase in ("Succeeded", "Failed") and pod["status"].get("containerStatuses"):
         pod["status"]["containerStatuses"][0]["state"] = {
             "terminated": {"exitCode": exit_code, "reason": "Completed" if exit_code == 0 else "Error",
                            "finishedAt": now_rfc3339()}}
@@ -207,7 +217,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         parts = [urllib.parse.unquote(p) for p in url.path.strip("/").split("/")]
         if parts[0] != "fake":
             with LOCK:
-                STATE["requests"].append({"method": method, "path": url.path, "query": query})
+                STATE["requests"].append({"method": method, "path": url.path, "query": query, "t": time.time()})
             if TOKEN and self.headers.get("Authorization") != "Bearer " + TOKEN:
                 return self.send_json(401, status(401, "Unauthorized", "Unauthorized"))
             if time.time() < STATE["outage_until"]:
@@ -342,6 +352,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
             pod = STATE["pods"].get((ns, name))
             if pod is None:
                 return self.send_json(404, status(404, "NotFound", 'pods "%s" not found' % name))
+            fail = STATE["log_fail"].get((ns, name))
+            if fail:
+                return self.send_json(fail["code"], fail)
+            if pod["status"].get("phase") == "Pending":
+                return self.send_json(400, status(400, "BadRequest", 'container "%s" in pod "%s" is waiting to start: '
+                                                  'ContainerCreating' % (pod["spec"]["containers"][0]["name"], name)))
             uid = pod["metadata"]["uid"]
             drop_gen = STATE["drop_logs"]
         since_ns = 0
@@ -398,9 +414,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     "jobs": [o for o in STATE["jobs"].values()], "pods": [o for o in STATE["pods"].values()],
                     "commands": STATE["commands"], "requests": STATE["requests"], "pruned": STATE["pruned"],
                     "watch_starts": STATE["watch_starts"]})
+            if parts[0] == "jobs" and parts[3] == "vanish":
+                STATE["jobs"].pop((parts[1], parts[2]), None)
+                return self.send_json(200, {})
             if parts[0] == "jobs" and parts[3] == "phase":
                 if (parts[1], parts[2]) not in STATE["jobs"]:
                     return self.send_json(404, {"error": "no such job"})
+                if body.get("pods") == "Pending":
+                    STATE["pending_pods"].add((parts[1], parts[2]))
                 set_job_phase(parts[1], parts[2], body["phase"])
                 return self.send_json(200, {})
             if parts[0] == "pods":
@@ -420,6 +441,21 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     return self.send_json(200, {})
                 if parts[3] == "phase":
                     set_pod_phase(key, body["phase"], body.get("exitCode", 0))
+                    return self.send_json(200, {})
+                if parts[3] == "delete":
+                    emit("pods", key[0], "DELETED", STATE["pods"].pop(key))
+                    return self.send_json(200, {})
+                if parts[3] == "status":
+                    pod["status"].update(body)
+                    emit("pods", key[0], "MODIFIED", pod)
+                    return self.send_json(200, {})
+                if parts[3] == "log-fail":
+                    code = int(body.get("code", 0))
+                    if code:
+                        STATE["log_fail"][key] = status(code, body.get("reason", "InternalError"),
+                                                        body.get("message", "the kubelet did not answer"))
+                    else:
+                        STATE["log_fail"].pop(key, None)
                     return self.send_json(200, {})
                 if parts[3] == "restart":
                     job_name = pod["metadata"]["labels"]["volcano.sh/job-name"]

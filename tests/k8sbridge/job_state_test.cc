@@ -55,6 +55,35 @@ TEST(JobStateTest, ReadsAFailedPod) {
   EXPECT_TRUE(v.started);
 }
 
+TEST(JobStateTest, TheMainContainerIsFoundByNameNotPosition) {
+  // The kubelet lists containers by name: an "aaa-proxy" sidecar comes first.
+  json pod = json::parse(R"({"metadata": {"name": "j-trainer-0-0", "uid": "u1",
+      "labels": {"volcano.sh/job-name": "j", "volcano.sh/task-spec": "trainer-0"}},
+    "status": {"phase": "Failed", "containerStatuses": [
+      {"name": "aaa-proxy", "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}},
+      {"name": "trainer-0", "state": {"terminated": {"exitCode": 7, "reason": "Error", "message": "bad input"}}}]}})");
+  PodView v = ReadPod(pod);
+  EXPECT_EQ(v.exit_code, 7);
+  EXPECT_EQ(v.error_message, "Error: bad input");
+  json sidecar_only = pod;
+  sidecar_only["status"]["containerStatuses"].erase(1);
+  EXPECT_EQ(ReadPod(sidecar_only).exit_code, std::nullopt) << "a sidecar's exit is not the replica's";
+}
+
+TEST(JobStateTest, APodLevelReasonComesFirst) {
+  json pod = json::parse(R"({"metadata": {"name": "j-trainer-0-0", "uid": "u1",
+      "labels": {"volcano.sh/job-name": "j", "volcano.sh/task-spec": "trainer-0"}},
+    "status": {"phase": "Failed", "reason": "Evicted",
+      "message": "The node was low on resource: memory. Container trainer-0 was using 30Gi.",
+      "containerStatuses": [{"name": "trainer-0",
+        "state": {"terminated": {"exitCode": 137, "reason": "ContainerStatusUnknown"}}}]}})");
+  PodView v = ReadPod(pod);
+  EXPECT_EQ(v.state, AppState::kFailed);
+  EXPECT_EQ(v.error_message,
+            "Evicted: The node was low on resource: memory. Container trainer-0 was using 30Gi. "
+            "(container: ContainerStatusUnknown)");
+}
+
 TEST(JobStateTest, TaskNamesFollowTheTranslation) {
   core::AppDef app;
   app.name = "x";

@@ -101,6 +101,36 @@ class KubernetesE2eTest : public torchxd::testing::TorchxSandbox {
   void PodPhase(const std::string& pod, const std::string& phase, int exit_code = 0) {
     ASSERT_EQ(api_.Post("/fake/pods/team/" + pod + "/phase", {{"phase", phase}, {"exitCode", exit_code}}), 200);
   }
+  // A torchxd with `flags`, where torchx looks for it (instead of the one torchx would autostart).
+  void StartOwnDaemon(const std::string& flags) {
+    fs::create_directories(dir_ / "xdg/torchxd");
+    std::string start = "KUBECONFIG=" + Quote(kubeconfig_) + " " + TORCHXD_BIN + " --socket " +
+                        Quote((dir_ / "xdg/torchxd/torchxd.sock").string()) + " --state-dir " +
+                        Quote((dir_ / "state/torchxd").string()) + " " + flags + " >" +
+                        Quote((dir_ / "own-daemon.log").string()) + " 2>&1 &";
+    ASSERT_EQ(RunShell(start, (dir_ / "start.err").string()).exit_code, 0);
+    ASSERT_TRUE(WaitUntil([&] { return fs::exists(dir_ / "xdg/torchxd/torchxd.sock"); }));
+  }
+  // Log GETs of one pod the apiserver was sent, with their times.
+  std::vector<double> LogReads(const std::string& pod) {
+    std::vector<double> times;
+    json state = api_.State();  // kept: the loop walks a part of it
+    for (const auto& r : state["requests"]) {
+      if (r["path"] == "/api/v1/namespaces/team/pods/" + pod + "/log") times.push_back(r["t"].get<double>());
+    }
+    return times;
+  }
+  void PodStatus(const std::string& pod, const json& status) {
+    ASSERT_EQ(api_.Post("/fake/pods/team/" + pod + "/status", status), 200);
+  }
+  // The pod's container runs (after it was made Pending).
+  void PodStarts(const std::string& pod, const std::string& container) {
+    PodStatus(pod, {{"phase", "Running"},
+                    {"containerStatuses", {{{"name", container}, {"state", {{"running", json::object()}}}}}}});
+  }
+  void LogFails(const std::string& pod, int code, const std::string& message = "") {
+    ASSERT_EQ(api_.Post("/fake/pods/team/" + pod + "/log-fail", {{"code", code}, {"message", message}}), 200);
+  }
 
   std::string schemas_, kubeconfig_;
   FakeApiServer api_;
@@ -290,14 +320,7 @@ TEST_F(KubernetesE2eTest, AOneOffLogReadFetchesWhatTheStoreStillLacks) {
 }
 
 TEST_F(KubernetesE2eTest, FinishedKubernetesLogsCountInTheDaemonWideBudget) {
-  // A daemon with a small --log-max-total where torchx looks for it.
-  fs::create_directories(dir_ / "xdg/torchxd");
-  std::string start = "KUBECONFIG=" + Quote(kubeconfig_) + " " + TORCHXD_BIN + " --socket " +
-                      Quote((dir_ / "xdg/torchxd/torchxd.sock").string()) + " --state-dir " +
-                      Quote((dir_ / "state/torchxd").string()) + " --log-max-total 40K >" +
-                      Quote((dir_ / "own-daemon.log").string()) + " 2>&1 &";
-  ASSERT_EQ(RunShell(start, (dir_ / "start.err").string()).exit_code, 0);
-  ASSERT_TRUE(WaitUntil([&] { return fs::exists(dir_ / "xdg/torchxd/torchxd.sock"); }));
+  ASSERT_NO_FATAL_FAILURE(StartOwnDaemon("--log-max-total 40K"));
   std::string h = Submit(1);
   std::string job = JobName(h);
   JobPhase(job, "Running");
@@ -319,6 +342,112 @@ TEST_F(KubernetesE2eTest, FinishedKubernetesLogsCountInTheDaemonWideBudget) {
       << std::ifstream(dir_ / "own-daemon.log").rdbuf();
   EXPECT_EQ(StatusJson(h)["state"], "SUCCEEDED");  // the record stays
   EXPECT_EQ(Torchx({"log", local.out.substr(0, local.out.find('\n'))}).exit_code, 0);  // the newer logs stay
+}
+
+TEST_F(KubernetesE2eTest, PodLogsAreNeverReadBeforeTheyStartAndBackOffWhileTheyCannotBeRead) {
+  ASSERT_NO_FATAL_FAILURE(StartOwnDaemon("--pod-log-backoff 0.3"));
+  std::string h = Submit(2);
+  std::string job = JobName(h);
+  std::string pod0 = job + "-echo-0-0", pod1 = job + "-echo-1-0";
+  ASSERT_EQ(api_.Post("/fake/jobs/team/" + job + "/phase", {{"phase", "Running"}, {"pods", "Pending"}}), 200);
+  ASSERT_TRUE(WaitUntil([&] { return StatusJson(h)["roles"][0]["replicas"][1]["state_name"] == "PENDING"; }));
+  auto early = Torchx({"log", h});
+  EXPECT_EQ(early.exit_code, 0) << early.err;
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  EXPECT_TRUE(LogReads(pod0).empty()) << "a pod whose container never ran has no log to ask for";
+  EXPECT_TRUE(LogReads(pod1).empty());
+
+  // Both containers run, but their kubelet does not answer.
+  LogFails(pod0, 500, "Get https://node-1:10250/containerLogs: dial tcp: i/o timeout");
+  LogFails(pod1, 500, "Get https://node-1:10250/containerLogs: dial tcp: i/o timeout");
+  PodStarts(pod0, "echo-0");
+  PodStarts(pod1, "echo-1");
+  auto follower = std::async(std::launch::async, [&] { return Torchx({"log", "--tail", h + "/echo/0"}); });
+  ASSERT_TRUE(WaitUntil([&] { return StatusJson(h).value("msg", "").find("cannot be read") != std::string::npos; }));
+  EXPECT_THAT(StatusJson(h)["msg"].get<std::string>(), HasSubstr("i/o timeout"));
+  auto once = Torchx({"log", h});
+  EXPECT_EQ(once.exit_code, 1) << "a log that cannot be read is an error, not silence";
+  EXPECT_THAT(once.err, HasSubstr("echo/0: the log of pod " + pod0 + " cannot be read"));
+  EXPECT_THAT(once.err, HasSubstr("echo/1: the log of pod " + pod1 + " cannot be read"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(5500));
+  // 0.3 s, doubling per failure up to 3 s: reads at 0, 0.3, 0.9, 2.1, 4.5 s, not one a second.
+  std::vector<double> reads = LogReads(pod0);
+  ASSERT_GE(reads.size(), 2u);
+  EXPECT_LE(reads.size(), 7u);
+  double longest = 0;
+  for (size_t i = 1; i < reads.size(); ++i) longest = std::max(longest, reads[i] - reads[i - 1]);
+  EXPECT_GE(longest, 2.0) << "the waits between reads grow";
+
+  // The kubelet answers again: lines arrive, the problem is gone from the status.
+  LogFails(pod0, 0);
+  PodLog(pod0, {"back again"});
+  ASSERT_TRUE(WaitUntil([&] { return Torchx({"log", h + "/echo/0"}).out == "echo/0 back again\n"; }, 20));
+  EXPECT_THAT(StatusJson(h)["msg"].get<std::string>(), Not(HasSubstr(pod0 + " cannot")));
+  EXPECT_THAT(StatusJson(h)["msg"].get<std::string>(), HasSubstr(pod1 + " cannot be read"));
+
+  // Pod 0 ends and its log was read to the end: it is not asked for again.
+  PodPhase(pod0, "Succeeded");
+  ASSERT_TRUE(WaitUntil([&] { return StatusJson(h)["roles"][0]["replicas"][0]["state_name"] == "SUCCEEDED"; }));
+  // Pod 1 ends without its log ever being read: given up after a few tries.
+  PodPhase(pod1, "Failed", 1);
+  JobPhase(job, "Failed");
+  ASSERT_TRUE(WaitForState(h, "FAILED"));
+  EXPECT_TRUE(WaitUntil([&] { return StatusJson(h).value("msg", "").find("given up") != std::string::npos; }, 30));
+  // By now pod 0's last read (its stream may end before the watch says it
+  // finished: one more read then reaches the end) is seconds behind.
+  size_t after_end = LogReads(pod0).size();
+  size_t given_up = LogReads(pod1).size();
+  std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+  EXPECT_EQ(LogReads(pod0).size(), after_end);
+  EXPECT_EQ(LogReads(pod1).size(), given_up) << "no read after the log was given up";
+  auto after = Torchx({"log", h});
+  EXPECT_EQ(after.exit_code, 1);
+  EXPECT_THAT(after.out, HasSubstr("echo/0 back again"));
+  EXPECT_THAT(after.err, HasSubstr("given up"));
+
+  ASSERT_EQ(follower.wait_for(std::chrono::seconds(20)), std::future_status::ready) << "follow did not end";
+  Output followed = follower.get();
+  EXPECT_THAT(followed.err, HasSubstr("warning: echo/0: the log of pod " + pod0 + " cannot be read"));
+  EXPECT_THAT(followed.err, HasSubstr("(still following)"));
+  EXPECT_EQ(followed.out, "echo/0 back again\n") << "a follower keeps following through the problem";
+  EXPECT_EQ(followed.exit_code, 0) << followed.err;
+}
+
+TEST_F(KubernetesE2eTest, DeletedPodsEndTheirReplicasAlsoWhenOnlyARelistShowsIt) {
+  std::string h = Submit(3);
+  std::string job = JobName(h);
+  JobPhase(job, "Running");
+  ASSERT_TRUE(WaitUntil([&] { return StatusJson(h)["roles"][0]["replicas"][2]["state_name"] == "RUNNING"; }));
+  ASSERT_EQ(api_.Post("/fake/pods/team/" + job + "-echo-0-0/delete"), 200);
+  ASSERT_TRUE(WaitUntil([&] { return StatusJson(h)["roles"][0]["replicas"][0]["state_name"] == "FAILED"; }));
+  EXPECT_THAT(StatusJson(h)["roles"][0]["replicas"][0].dump(), HasSubstr("was deleted before it finished"));
+  // Deleted while no daemon watched: the next one's list lacks it.
+  ASSERT_EQ(Torchx({"daemon", "stop"}).exit_code, 0);
+  ASSERT_EQ(api_.Post("/fake/pods/team/" + job + "-echo-1-0/delete"), 200);
+  ASSERT_TRUE(WaitUntil([&] { return StatusJson(h)["roles"][0]["replicas"][1]["state_name"] == "FAILED"; }));
+  EXPECT_EQ(StatusJson(h)["roles"][0]["replicas"][2]["state_name"], "RUNNING");
+  // A cancel: Volcano deletes the running pods; their replicas end CANCELLED, none stays RUNNING.
+  ASSERT_EQ(Torchx({"cancel", h}).exit_code, 0);
+  ASSERT_TRUE(WaitUntil([&] { return StatusJson(h)["roles"][0]["replicas"][2]["state_name"] == "CANCELLED"; }));
+}
+
+TEST_F(KubernetesE2eTest, SidecarsAndPodLevelReasonsDoNotHideTheReplicasOutcome) {
+  std::string h = Submit(1);
+  std::string job = JobName(h);
+  JobPhase(job, "Running");
+  ASSERT_TRUE(WaitForState(h, "RUNNING"));
+  // The kubelet lists containers by name: the sidecar first. The node evicted the pod.
+  PodStatus(job + "-echo-0-0",
+            {{"phase", "Failed"},
+             {"reason", "Evicted"},
+             {"message", "The node was low on resource: memory."},
+             {"containerStatuses",
+              {{{"name", "aaa-sidecar"}, {"state", {{"terminated", {{"exitCode", 0}, {"reason", "Completed"}}}}}},
+               {{"name", "echo-0"}, {"state", {{"terminated", {{"exitCode", 137}, {"reason", "Error"}}}}}}}}});
+  ASSERT_TRUE(WaitUntil([&] { return StatusJson(h)["roles"][0]["replicas"][0]["state_name"] == "FAILED"; }));
+  json replica = StatusJson(h)["roles"][0]["replicas"][0];
+  EXPECT_EQ(replica["exit_code"], 137) << replica.dump();
+  EXPECT_THAT(replica.dump(), HasSubstr("Evicted: The node was low on resource: memory."));
 }
 
 TEST_F(KubernetesE2eTest, NoClusterConfigurationIsAClearError) {

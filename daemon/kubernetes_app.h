@@ -1,0 +1,91 @@
+// What KubernetesScheduler keeps per app and per replica's pod: private to
+// daemon/kubernetes_scheduler.cc and daemon/kubernetes_logs.cc.
+//
+// Thread contract: loop thread only.
+#ifndef TORCHXD_DAEMON_KUBERNETES_APP_H_
+#define TORCHXD_DAEMON_KUBERNETES_APP_H_
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "daemon/app_record.h"
+#include "daemon/kubernetes_scheduler.h"
+#include "k8sbridge/pod_log_follower.h"
+#include "k8sbridge/reflector.h"
+
+namespace torchxd::daemon {
+
+// What the daemon knows of one replica's current pod and its log.
+struct KubernetesScheduler::PodTrack {
+  std::string pod, uid;
+  int attempt = 0;
+  int64_t after_ns = 0;   // the last log line stored
+  bool log_done = false;  // everything the pod wrote is stored (or it was given up)
+  bool terminal = false;  // the pod finished (or is gone)
+  bool started = false;   // a container ran: there is a log to read
+  std::unique_ptr<k8sbridge::PodLogFollower> follower;
+  // Reading its log: reads that fail or find nothing back off (LogBackoffSeconds).
+  int failures = 0;            // in a row
+  int terminal_reads = 0;      // failed reads since the pod finished
+  int64_t next_read_ms = 0;    // no read before
+  size_t lines_this_read = 0;  // lines the current read stored
+  std::string log_error;       // why the log cannot be read now ("" = it can); kept when given up
+
+  nlohmann::json ToJson() const {
+    return {{"pod", pod},           {"uid", uid},         {"attempt", attempt},
+            {"after_ns", after_ns}, {"log_done", log_done}, {"log_error", log_error}, {"started", started}};
+  }
+  static PodTrack FromJson(const nlohmann::json& j) {
+    PodTrack t;
+    t.pod = j.value("pod", "");
+    t.uid = j.value("uid", "");
+    t.attempt = j.value("attempt", 0);
+    t.after_ns = j.value("after_ns", int64_t{0});
+    t.log_done = j.value("log_done", false);
+    t.log_error = j.value("log_error", "");
+    // Older records lack it: a pod with stored lines, or whose log is done, had started.
+    t.started = j.value("started", t.after_ns > 0);
+    return t;
+  }
+};
+
+struct KubernetesScheduler::KubeApp {
+  std::unique_ptr<AppRecord> rec;
+  std::string ns, name, uid;
+  bool cancel_requested = false;
+  int64_t persisted_ms = 0;
+  std::map<std::string, std::pair<std::string, int>> tasks;  // task name -> (role, replica)
+  std::map<std::string, PodTrack> pods;                       // "role/replica"
+  std::vector<std::function<void(const AppRecord&)>> waiters;
+
+  supervisor::ReplicaInfo* Replica(const std::string& role, int id) {
+    for (auto& r : rec->replicas) {
+      if (r.role == role && r.replica_id == id) return &r;
+    }
+    return nullptr;
+  }
+  // The replica a "role/replica" key names, or null.
+  supervisor::ReplicaInfo* Replica(const std::string& key) {
+    size_t slash = key.rfind('/');
+    if (slash == std::string::npos) return nullptr;
+    try {
+      return Replica(key.substr(0, slash), std::stoi(key.substr(slash + 1)));
+    } catch (const std::exception&) {
+      return nullptr;
+    }
+  }
+};
+
+struct KubernetesScheduler::Namespace {
+  std::unique_ptr<k8sbridge::Reflector> jobs, pods;
+};
+
+}  // namespace torchxd::daemon
+
+#endif  // TORCHXD_DAEMON_KUBERNETES_APP_H_
