@@ -124,10 +124,19 @@ void KubernetesScheduler::Submit(SubmitRequest request, std::function<void(Resul
   auto shared = std::make_shared<SubmitRequest>(std::move(request));
   std::string ns = opts.namespace_;
   if (!opts.validate_spec) return Create(shared, job->body, ns, job->name, job->warnings, done);
-  // Server-side validation first: the same admission as a real create, nothing stored.
+  // The queue, the service account and the pods first (kubernetes_checks.cc),
+  // then the Job itself: the same admission as a real create, nothing stored.
   json body = job->body;
-  (*api)->Call("POST", k8s::JobsPath(ns) + "?dryRun=All", &body,
-               [this, shared, body, ns, name = job->name, warnings = job->warnings, done](Result<json> checked) {
+  CheckCluster(ns, body, opts, [this, shared, body, ns, name = job->name, warnings = job->warnings,
+                                done](Result<std::vector<std::string>> cluster) mutable {
+    if (!cluster) return done(Fail(cluster.error()));
+    for (auto& w : *cluster) {
+      spdlog::warn("kubernetes submit app={} warning={}", name, w);
+      warnings.push_back(std::move(w));
+    }
+    if (shut_down_ || !api_) return done(Fail(Error::Unavailable("torchxd is stopping")));
+    api_->Call("POST", k8s::JobsPath(ns) + "?dryRun=All", &body,
+               [this, shared, body, ns, name, warnings, done](Result<json> checked) {
                  if (!checked) {
                    Error e = checked.error();
                    if (e.code == ErrorCode::kInvalidArgument) e.message = "Invalid job spec: " + e.message;
@@ -135,6 +144,7 @@ void KubernetesScheduler::Submit(SubmitRequest request, std::function<void(Resul
                  }
                  Create(shared, body, ns, name, warnings, done);
                });
+  });
 }
 
 void KubernetesScheduler::Create(std::shared_ptr<SubmitRequest> request, json body, std::string ns, std::string name,

@@ -34,6 +34,7 @@
 #include "k8sbridge/kube_api.h"
 #include "k8sbridge/pod_log_follower.h"
 #include "k8sbridge/reflector.h"
+#include "k8sbridge/volcano_job.h"
 
 namespace torchxd::daemon {
 
@@ -91,6 +92,14 @@ class KubernetesScheduler : public Scheduler {
   void EndCancelWait(uint64_t id);
 
   [[nodiscard]] Result<k8sbridge::KubeApi*> Api();
+  // Submit-time checks against the cluster (daemon/kubernetes_checks.cc): `done`
+  // gets the warnings of what could not be checked, or why the app is refused.
+  struct ClusterCheck;
+  void CheckCluster(const std::string& ns, const nlohmann::json& job, const k8sbridge::KubernetesOptions& options,
+                    std::function<void(Result<std::vector<std::string>>)> done);
+  void CheckQueue(std::shared_ptr<ClusterCheck> check);
+  void CheckServiceAccount(std::shared_ptr<ClusterCheck> check);
+  void CheckPods(std::shared_ptr<ClusterCheck> check, size_t index);
   void Create(std::shared_ptr<SubmitRequest> request, nlohmann::json body, std::string ns, std::string name,
               std::vector<std::string> warnings, std::function<void(Result<const AppRecord*>)> done);
   const AppRecord* Record(SubmitRequest& request, const std::string& ns, const nlohmann::json& created);

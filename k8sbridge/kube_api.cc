@@ -106,6 +106,12 @@ std::string PodsPath(const std::string& ns) { return "/api/v1/namespaces/" + Url
 std::string PodLogPath(const std::string& ns, const std::string& pod) {
   return PodsPath(ns) + "/" + UrlEscape(pod) + "/log";
 }
+std::string QueuePath(const std::string& queue) {
+  return "/apis/scheduling.volcano.sh/v1beta1/queues/" + UrlEscape(queue);
+}
+std::string ServiceAccountPath(const std::string& ns, const std::string& name) {
+  return "/api/v1/namespaces/" + UrlEscape(ns) + "/serviceaccounts/" + UrlEscape(name);
+}
 
 HttpRequest KubeApi::Base(const std::string& method, const std::string& path_and_query) const {
   HttpRequest r;

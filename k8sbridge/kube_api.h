@@ -79,6 +79,8 @@ std::string JobPath(const std::string& ns, const std::string& name);
 std::string CommandsPath(const std::string& ns);
 std::string PodsPath(const std::string& ns);
 std::string PodLogPath(const std::string& ns, const std::string& pod);
+std::string QueuePath(const std::string& queue);  // Volcano's cluster-scoped Queue
+std::string ServiceAccountPath(const std::string& ns, const std::string& name);
 
 class KubeApi {
  public:

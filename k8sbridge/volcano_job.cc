@@ -9,6 +9,7 @@
 #include "core/named_resources.h"
 #include "core/text.h"
 #include "k8sbridge/labels.h"
+#include "k8sbridge/pod_rules.h"
 
 namespace torchxd::k8sbridge {
 namespace {
@@ -286,6 +287,13 @@ Result<VolcanoJob> AppDefToVolcanoJob(const core::AppDef& app, const std::string
                 {"labels", {{std::string(kLabelManagedBy), std::string(kManagedByTorchx)},
                             {std::string(kLabelAppName), CleanLabelValue(app.name, "app")}}}}},
               {"spec", spec}};
+  // The CRD does not check its pod templates, so neither does a dry run of the
+  // Job: what the Pod API would refuse is refused here, before anything is sent.
+  if (auto errors = CheckPodTemplates(job.body); !errors.empty()) {
+    std::string all;
+    for (const auto& e : errors) all += (all.empty() ? "" : "; ") + e;
+    return Fail(Error::InvalidArgument("Invalid job spec: the cluster would refuse its pods: " + all));
+  }
   return job;
 }
 

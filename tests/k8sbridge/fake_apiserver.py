@@ -6,7 +6,10 @@ usage: fake_apiserver.py [--schemas DIR] [--token TOKEN] [--tls-cert PEM --tls-k
 Serves on 127.0.0.1 (a free port, written to --port-file) what the bridge uses:
   Volcano Jobs     POST (with ?dryRun=All), GET, DELETE, list and watch
   Commands         POST (bus.volcano.sh; AbortJob aborts the Job)
-  Pods             list and watch; GET .../pods/NAME/log (follow, timestamps, sinceTime)
+  Pods             list and watch; GET .../pods/NAME/log (follow, timestamps, sinceTime);
+                   POST ?dryRun=All (the Pod API's name rules, as the apiserver words them)
+  Queues           GET (Volcano's, cluster-scoped; `default` exists and is Open)
+  ServiceAccounts  GET (`default` exists in every namespace)
 With --schemas (../shared/k8s-schemas) created objects are checked against
 the real CRDs as the v1.24 apiserver of the golden files does: a violation is
 a 422 Invalid Status naming the fields, unknown fields are pruned (and
@@ -22,6 +25,10 @@ Tests drive the "controller" and "kubelet" through /fake/...:
   POST /fake/pods/NS/NAME/delete  (the pod is deleted, nothing replaces it)
   POST /fake/pods/NS/NAME/status  {"phase": ..., "reason": ..., "containerStatuses": [...]} (merged into status)
   POST /fake/pods/NS/NAME/log-fail {"code": 500, "message": "..."} (its log GETs fail so; code 0 = they work)
+  POST /fake/queues/NAME           {"state": "Open" | "Closed"} (creates or changes a queue)
+  POST /fake/serviceaccounts/NS/NAME
+  POST /fake/reject-next-pod       {"code": 422 | 403, "reason", "message"} (the next pod dry run)
+  POST /fake/forbid                {"resource": "pods" | "queues" | "serviceaccounts"} (RBAC says no)
   POST /fake/outage               {"seconds": N} (503s and dropped watches meanwhile)
   POST /fake/reject-next          {"code": 422, "reason", "field", "message"} (next Job create)
   POST /fake/watches/expire       {"how": "event" | "http"}
@@ -61,7 +68,11 @@ STATE = {
     "outage_until": 0.0,
     "hold_follow_until": 0.0,
     "log_fail": {},  # (ns, pod) -> Status that the pod's log requests get
-    "pending_pods": set(),  # (ns, job): pods created Pending  # log follows send nothing before then (a slow kubelet)  # until then every API request gets a 503 and watches drop  # a Status the next Job create answers with (an admission rejection)
+    "pending_pods": set(),  # (ns, job): pods created Pending
+    "queues": {"default": "Open"},
+    "service_accounts": set(),  # (ns, name); `default` exists everywhere
+    "reject_next_pod": None,
+    "forbidden": set(),  # resources the caller may not touch  # log follows send nothing before then (a slow kubelet)  # until then every API request gets a 503 and watches drop  # a Status the next Job create answers with (an admission rejection)
 }
 VALIDATORS = {}
 TOKEN = None
@@ -124,6 +135,48 @@ def validate(kind, group_kind, obj):
                                       ", ".join(c["field"] + ": " + c["message"] for c in causes))
     return status(422, "Invalid", msg, {"name": name, "group": group_kind.split(".", 1)[1],
                                         "kind": group_kind.split(".")[0], "causes": causes})
+
+
+ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
+LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+
+def port_name_problem(name):
+    if len(name) > 15:
+        return "must be no more than 15 characters"
+    if not re.match(r"^[-a-z0-9]+$", name):
+        return "must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)"
+    if not re.search(r"[a-z]", name):
+        return "must contain at least one letter (a-z)"
+    if "--" in name:
+        return "must not contain consecutive hyphens"
+    if name.startswith("-") or name.endswith("-"):
+        return "must not begin or end with a hyphen"
+    return None
+
+
+def pod_causes(pod):
+    """The Pod API's verdicts for the rules a Job's dry run does not apply (a subset)."""
+    causes = []
+
+    def invalid(field, value, why):
+        causes.append({"reason": "FieldValueInvalid", "field": field,
+                       "message": 'Invalid value: "%s": %s' % (value, why)})
+    for k, v in (pod.get("metadata", {}).get("labels") or {}).items():
+        if len(v) > 63 or not LABEL_VALUE.match(v):
+            invalid("metadata.labels", v, "a valid label must be an empty string or consist of alphanumeric "
+                    "characters, '-', '_' or '.', and must start and end with an alphanumeric character")
+    for i, c in enumerate(pod.get("spec", {}).get("containers", [])):
+        for j, e in enumerate(c.get("env", [])):
+            if not ENV_NAME.match(e.get("name", "")):
+                invalid("spec.containers[%d].env[%d].name" % (i, j), e.get("name", ""),
+                        "a valid environment variable name must consist of alphabetic characters, digits, '_', "
+                        "'-', or '.', and must not start with a digit")
+        for j, p in enumerate(c.get("ports", [])):
+            problem = p.get("name") and port_name_problem(p["name"])
+            if problem:
+                invalid("spec.containers[%d].ports[%d].name" % (i, j), p["name"], problem)
+    return causes
 
 
 def emit(kind, ns, etype, obj):
@@ -235,11 +288,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.jobs(method, parts[4], parts[6] if len(parts) > 6 else None, query)
         if parts[:3] == ["apis", "bus.volcano.sh", "v1alpha1"] and len(parts) == 6 and parts[5] == "commands":
             return self.commands(method, parts[4])
+        if parts[:3] == ["apis", "scheduling.volcano.sh", "v1beta1"] and len(parts) == 5 and parts[3] == "queues":
+            return self.queue(parts[4])
+        if parts[:2] == ["api", "v1"] and len(parts) == 6 and parts[4] == "serviceaccounts" and method == "GET":
+            return self.service_account(parts[3], parts[5])
         if parts[:2] == ["api", "v1"] and len(parts) >= 5 and parts[4] == "pods":
             if len(parts) == 7 and parts[6] == "log":
                 return self.pod_log(parts[3], parts[5], query)
             if len(parts) == 5 and method == "GET":
                 return self.collection("pods", parts[3], query)
+            if len(parts) == 5 and method == "POST" and query.get("dryRun") == "All":
+                return self.pod_dry_run(parts[3])
         return self.send_json(404, status(404, "NotFound", "the server could not find the requested resource"))
 
     def jobs(self, method, ns, name, query):
@@ -283,6 +342,47 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     emit("pods", ns, "DELETED", STATE["pods"].pop(key))
                 return self.send_json(200, {"kind": "Status", "apiVersion": "v1", "status": "Success"})
         return self.send_json(405, status(405, "MethodNotAllowed", method))
+
+    def forbidden(self, resource, verb, ns=""):
+        where = (' in the namespace "%s"' % ns) if ns else " at the cluster scope"
+        group = "scheduling.volcano.sh" if resource == "queues" else ""
+        return self.send_json(403, status(403, "Forbidden", '%s is forbidden: User "torchx" cannot %s resource "%s" '
+                                          'in API group "%s"%s' % (resource, verb, resource, group, where)))
+
+    def queue(self, name):
+        if "queues" in STATE["forbidden"]:
+            return self.forbidden("queues", "get")
+        with LOCK:
+            state = STATE["queues"].get(name)
+        if state is None:
+            return self.send_json(404, status(404, "NotFound", 'queues.scheduling.volcano.sh "%s" not found' % name))
+        return self.send_json(200, {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+                                    "metadata": {"name": name}, "spec": {"weight": 1}, "status": {"state": state}})
+
+    def service_account(self, ns, name):
+        if "serviceaccounts" in STATE["forbidden"]:
+            return self.forbidden("serviceaccounts", "get", ns)
+        with LOCK:
+            known = name == "default" or (ns, name) in STATE["service_accounts"]
+        if not known:
+            return self.send_json(404, status(404, "NotFound", 'serviceaccounts "%s" not found' % name))
+        return self.send_json(200, {"apiVersion": "v1", "kind": "ServiceAccount",
+                                    "metadata": {"name": name, "namespace": ns}})
+
+    def pod_dry_run(self, ns):
+        pod = self.read_body()
+        name = pod.get("metadata", {}).get("name", "")
+        if "pods" in STATE["forbidden"]:
+            return self.forbidden("pods", "create", ns)
+        with LOCK:
+            verdict, STATE["reject_next_pod"] = STATE["reject_next_pod"], None
+        if verdict:
+            return self.send_json(verdict["code"], verdict)
+        causes = pod_causes(pod)
+        if causes:
+            msg = 'Pod "%s" is invalid: %s' % (name, ", ".join(c["field"] + ": " + c["message"] for c in causes))
+            return self.send_json(422, status(422, "Invalid", msg, {"name": name, "kind": "Pod", "causes": causes}))
+        return self.send_json(201, pod)
 
     def commands(self, method, ns):
         cmd = self.read_body()
@@ -484,6 +584,18 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if parts == ["outage"]:
                 STATE["outage_until"] = time.time() + float(body["seconds"])
                 LOCK.notify_all()
+                return self.send_json(200, {})
+            if parts[0] == "queues" and len(parts) == 2:
+                STATE["queues"][parts[1]] = body.get("state", "Open")
+                return self.send_json(200, {})
+            if parts[0] == "serviceaccounts" and len(parts) == 3:
+                STATE["service_accounts"].add((parts[1], parts[2]))
+                return self.send_json(200, {})
+            if parts == ["reject-next-pod"]:
+                STATE["reject_next_pod"] = status(body["code"], body.get("reason", "Invalid"), body["message"])
+                return self.send_json(200, {})
+            if parts == ["forbid"]:
+                STATE["forbidden"].add(body["resource"])
                 return self.send_json(200, {})
             if parts == ["reject-next"]:
                 STATE["reject_next"] = status(body["code"], body["reason"], body["message"],

@@ -142,15 +142,18 @@ TEST_F(KubernetesE2eTest, RunGoesPendingRunningSucceededWithLogsAndListsBesideLo
   std::string job = JobName(h);
   EXPECT_EQ(StatusJson(h)["state"], "SUBMITTED");
 
-  // Validated server-side first (dryRun=All), then created, with the bearer token (else 401).
+  // Validated server-side first (the queue, a pod per role, the Job: dryRun=All),
+  // then created, with the bearer token (else 401).
   json state = api_.State();
   std::vector<std::string> posts;
   for (const auto& r : state["requests"]) {
     if (r["method"] == "POST") posts.push_back(r["path"].get<std::string>() + "?" + r["query"].dump());
   }
-  ASSERT_EQ(posts.size(), 2u);
-  EXPECT_THAT(posts[0], HasSubstr("\"dryRun\":\"All\""));
-  EXPECT_THAT(posts[1], Not(HasSubstr("dryRun")));
+  EXPECT_EQ(state["requests"][0]["path"], "/apis/scheduling.volcano.sh/v1beta1/queues/default");
+  ASSERT_EQ(posts.size(), 3u);
+  EXPECT_THAT(posts[0], HasSubstr("/api/v1/namespaces/team/pods?{\"dryRun\":\"All\"}")) << "one pod: one role";
+  EXPECT_THAT(posts[1], HasSubstr("/jobs?{\"dryRun\":\"All\"}"));
+  EXPECT_THAT(posts[2], Not(HasSubstr("dryRun")));
   ASSERT_EQ(state["jobs"].size(), 1u);
   EXPECT_EQ(state["jobs"][0]["metadata"]["labels"]["app.kubernetes.io/managed-by"], "torchx.pytorch.org");
   if (!schemas_.empty()) {
@@ -448,6 +451,50 @@ TEST_F(KubernetesE2eTest, SidecarsAndPodLevelReasonsDoNotHideTheReplicasOutcome)
   json replica = StatusJson(h)["roles"][0]["replicas"][0];
   EXPECT_EQ(replica["exit_code"], 137) << replica.dump();
   EXPECT_THAT(replica.dump(), HasSubstr("Evicted: The node was low on resource: memory."));
+}
+
+TEST_F(KubernetesE2eTest, WhatTheClusterCouldNeverRunIsRefusedAtSubmit) {
+  auto run = [&](const std::string& cfg, const std::vector<std::string>& component = {"utils.echo"}) {
+    std::vector<std::string> args = {"run", "-s", "kubernetes", "-cfg", "namespace=team," + cfg};
+    args.insert(args.end(), component.begin(), component.end());
+    return Torchx(args);
+  };
+  auto missing = run("queue=no-such-queue");
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_THAT(missing.err, HasSubstr("queue `no-such-queue` does not exist on the cluster"));
+  ASSERT_EQ(api_.Post("/fake/queues/closed", {{"state", "Closed"}}), 200);
+  auto closed = run("queue=closed");
+  EXPECT_EQ(closed.exit_code, 2);
+  EXPECT_THAT(closed.err, HasSubstr("queue `closed` is Closed: Volcano takes jobs only into Open queues"));
+  auto robot = run("queue=default,service_account=robot");
+  EXPECT_EQ(robot.exit_code, 2);
+  EXPECT_THAT(robot.err, HasSubstr("service_account: `robot` does not exist in namespace team"));
+  // The Pod API's own rules (the Job's dry run does not apply them), here and in a dry run.
+  auto env = run("queue=default", {"utils.sh", "--env", "1BAD=x", "true"});
+  EXPECT_EQ(env.exit_code, 2);
+  EXPECT_THAT(env.err, HasSubstr("env[0].name: Invalid value: \"1BAD\": a valid environment variable name"));
+  auto dry = Torchx({"run", "--dryrun", "-s", "kubernetes", "-cfg", "queue=default", "utils.sh", "--env", "1BAD=x", "true"});
+  EXPECT_EQ(dry.exit_code, 2);
+  EXPECT_THAT(dry.err, HasSubstr("1BAD"));
+  // What only the cluster knows (an admission policy): the pod dry run says it.
+  ASSERT_EQ(api_.Post("/fake/reject-next-pod",
+                      {{"code", 403},
+                       {"reason", "Forbidden"},
+                       {"message", "pods \"x\" is forbidden: violates PodSecurity \"restricted:latest\": privileged"}}),
+            200);
+  auto policy = run("queue=default");
+  EXPECT_EQ(policy.exit_code, 2);
+  EXPECT_THAT(policy.err, HasSubstr("the cluster refuses pod echo-"));
+  EXPECT_THAT(policy.err, HasSubstr("violates PodSecurity"));
+  EXPECT_EQ(api_.State()["jobs"].size(), 0u) << "nothing refused was created";
+
+  // Accepted: the service account exists; a caller who may not create pods is told the check was local.
+  ASSERT_EQ(api_.Post("/fake/serviceaccounts/team/robot"), 200);
+  ASSERT_EQ(api_.Post("/fake/forbid", {{"resource", "pods"}}), 200);
+  auto ok = run("queue=default,service_account=robot");
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_THAT(ok.err, HasSubstr("checked by torchxd's own rules only"));
+  EXPECT_EQ(api_.State()["jobs"].size(), 1u);
 }
 
 TEST_F(KubernetesE2eTest, NoClusterConfigurationIsAClearError) {
