@@ -18,7 +18,15 @@ std::vector<std::string> NormalizeArgv(int argc, char** argv) {
 
 std::vector<std::string> NormalizeArgs(std::vector<std::string> args) {
   auto run = std::find(args.begin(), args.end(), "run");
-  if (run == args.end()) return args;
+  if (run == args.end()) {
+    // `list` takes -cfg too (it has no component to stop at).
+    auto list = std::find(args.begin(), args.end(), "list");
+    for (auto it = list; it != args.end(); ++it) {
+      if (*it == "-cfg") *it = "--scheduler_args";
+      if (it->rfind("-cfg=", 0) == 0) *it = "--scheduler_args=" + it->substr(5);
+    }
+    return args;
+  }
   for (auto it = run + 1; it != args.end(); ++it) {
     if (*it == "-cfg") {
       *it = "--scheduler_args";

@@ -14,7 +14,9 @@
 #include "core/app_json.h"
 #include "core/app_status.h"
 #include "core/json_parse.h"
+#include "core/scheduler_opts.h"
 #include "core/text.h"
+#include "core/torchx_config.h"
 
 namespace torchxd::cli {
 namespace {
@@ -103,12 +105,28 @@ int CmdDescribe(const GlobalArgs& global, const std::string& handle, bool as_jso
   return kExitOk;
 }
 
-int CmdList(const GlobalArgs& global, const std::string& scheduler, bool as_json,
+int CmdList(const GlobalArgs& global, const std::string& scheduler, const std::string& cfg_text, bool as_json,
             const CliContext& ctx) {
-  auto client = ConnectToDaemon({global.socket, true}, ctx);
-  if (!client) return ReportError(ctx, client.error().message, kExitNoDaemon);
   json params = json::object();
   if (!scheduler.empty()) params["scheduler"] = scheduler;
+  if (!cfg_text.empty() || scheduler == "kubernetes") {
+    if (scheduler.empty()) return ReportError(ctx, "-cfg needs -s SCHEDULER (whose options they are)", kExitUsage);
+    auto opts = core::SchedulerRunOpts(scheduler);
+    if (!opts) return ReportError(ctx, opts.error().message, kExitUsage);
+    std::vector<std::string> warnings;
+    auto cfg = (*opts)->CfgFromString(cfg_text, warnings);
+    if (!cfg) return ReportError(ctx, "-cfg: " + cfg.error().message, kExitUsage);
+    auto config = core::TorchxConfig::Load(ctx.env, ctx.cwd);
+    if (!config) return ReportError(ctx, config.error().message, kExitUsage);
+    if (auto ok = config->ApplySchedulerDefaults(scheduler, **opts, *cfg, warnings); !ok) {
+      return ReportError(ctx, ok.error().message, kExitUsage);
+    }
+    for (const auto& w : warnings) *ctx.err << "torchx: warning: " << w << "\n";
+    // As TorchX: the namespace given, else the kubeconfig context's (the daemon knows it).
+    if (scheduler == "kubernetes") params["namespace"] = core::CfgGet<std::string>(*cfg, "namespace").value_or("");
+  }
+  auto client = ConnectToDaemon({global.socket, true}, ctx);
+  if (!client) return ReportError(ctx, client.error().message, kExitNoDaemon);
   // Rows follow the reply's "fields": handle, app id, name, scheduler, state, created_ms, ended_ms;
   // a reply holds one page, "next" asks for the following one.
   json apps = json::array();

@@ -73,7 +73,9 @@ int CmdStatus(const GlobalArgs& global, const std::string& handle, bool as_json,
               const std::vector<std::string>& roles, const CliContext& ctx);
 int CmdDescribe(const GlobalArgs& global, const std::string& handle, bool as_json,
                 const CliContext& ctx);
-int CmdList(const GlobalArgs& global, const std::string& scheduler, bool as_json,
+// `cfg`: -cfg for `scheduler` (with .torchxconfig's section under it); on
+// kubernetes its namespace (else the kubeconfig context's) is listed, every torchx Job in it.
+int CmdList(const GlobalArgs& global, const std::string& scheduler, const std::string& cfg, bool as_json,
             const CliContext& ctx);
 int CmdCancel(const GlobalArgs& global, const std::string& handle, std::optional<double> grace,
               const CliContext& ctx);

@@ -77,6 +77,9 @@ int Main(int argc, char** argv) {
   std::string list_scheduler;
   auto* list = app.add_subcommand("list", "List apps, newest first");
   list->add_option("-s,--scheduler", list_scheduler, "only this scheduler");
+  std::string list_cfg;
+  list->add_option("--scheduler_args", list_cfg,
+                   "-cfg k=v: the scheduler's options (kubernetes: namespace=NS lists every torchx Job there)");
   list->add_flag("--json", as_json, "an array of objects");
 
   std::string queue_name;
@@ -155,7 +158,7 @@ int Main(int argc, char** argv) {
   }
   if (*status) return cli::CmdStatus(global, handle, as_json, roles, ctx);
   if (*describe) return cli::CmdDescribe(global, handle, as_json, ctx);
-  if (*list) return cli::CmdList(global, list_scheduler, as_json, ctx);
+  if (*list) return cli::CmdList(global, list_scheduler, list_cfg, as_json, ctx);
   if (*queue) return cli::CmdQueue(global, queue_name, as_json, queue_all, ctx);
   if (*cancel) return cli::CmdCancel(global, handle, grace, ctx);
   if (*del) return cli::CmdDelete(global, handle, ctx);

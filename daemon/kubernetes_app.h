@@ -59,6 +59,11 @@ struct KubernetesScheduler::KubeApp {
   std::unique_ptr<AppRecord> rec;
   std::string ns, name, uid;
   bool cancel_requested = false;
+  // A torchx Job of a watched namespace that this daemon did not submit (as
+  // TorchX's list shows them): its pod logs are fetched when someone reads
+  // them, and followed from the first follow on (`followed`).
+  bool foreign = false;
+  bool followed = false;
   int64_t persisted_ms = 0;
   std::map<std::string, std::pair<std::string, int>> tasks;  // task name -> (role, replica)
   std::map<std::string, PodTrack> pods;                       // "role/replica"

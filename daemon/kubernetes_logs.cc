@@ -41,10 +41,15 @@ double KubernetesScheduler::LogBackoffSeconds(int failures) const {
   return d * (1.0 + 0.1 * Jitter01());
 }
 
+bool KubernetesScheduler::WantsRead(const KubeApp& app, const PodTrack& t) {
+  // A foreign Job's logs are read when someone asks (BeforeLogRead, OnFollow).
+  return !t.follower && !t.log_done && t.started && !t.uid.empty() && (!app.foreign || app.followed);
+}
+
 void KubernetesScheduler::FollowLogs(KubeApp& app, const std::string& key) {
   if (shut_down_ || !api_) return;
   PodTrack& t = app.pods[key];
-  if (t.follower || t.log_done || !t.started || t.uid.empty()) return;
+  if (!WantsRead(app, t)) return;
   std::string app_id = app.rec->app_id;
   auto on_line = [this, app_id, key](int64_t time_ns, std::string_view line) {
     StoreLine(app_id, key, time_ns, line);
@@ -179,9 +184,7 @@ void KubernetesScheduler::ArmLogRetry() {
   int64_t next = INT64_MAX;
   for (const auto& [id, a] : apps_) {
     for (const auto& [k, track] : a->pods) {
-      if (!track.follower && !track.log_done && track.started && !track.uid.empty()) {
-        next = std::min(next, track.next_read_ms);
-      }
+      if (WantsRead(*a, track)) next = std::min(next, track.next_read_ms);
     }
   }
   if (next == INT64_MAX) {

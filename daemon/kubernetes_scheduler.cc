@@ -1,9 +1,12 @@
 #include "daemon/kubernetes_scheduler.h"
 
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <set>
+#include <tuple>
 
 #include "core/app_status.h"
 #include "core/ids.h"
@@ -81,9 +84,19 @@ Result<void> KubernetesScheduler::Load(const std::vector<StoredApp>& stored) {
     app->name = data.value("name", "");
     app->uid = data.value("uid", "");
     app->cancel_requested = data.value("cancel_requested", false);
+    app->foreign = data.value("foreign", false);
+    app->followed = data.value("followed", false);
     json pods = data.value("pods", json::object());
     for (const auto& [key, t] : pods.items()) app->pods[key] = PodTrack::FromJson(t);
     app->tasks = k8s::TaskNames(rec->app);
+    if (data.contains("tasks") && data["tasks"].is_object()) {  // a foreign Job's own task names
+      app->tasks.clear();
+      for (const auto& [task, at] : data["tasks"].items()) {
+        if (at.is_array() && at.size() == 2 && at[0].is_string() && at[1].is_number_integer()) {
+          app->tasks[task] = {at[0].get<std::string>(), at[1].get<int>()};
+        }
+      }
+    }
     app->rec = std::make_unique<AppRecord>(std::move(*rec));
     if (!core::IsTerminal(app->rec->state) || std::any_of(app->pods.begin(), app->pods.end(), [](const auto& p) {
           return !p.second.log_done;
@@ -150,8 +163,10 @@ void KubernetesScheduler::Submit(SubmitRequest request, std::function<void(Resul
 void KubernetesScheduler::Create(std::shared_ptr<SubmitRequest> request, json body, std::string ns, std::string name,
                                  std::vector<std::string> warnings,
                                  std::function<void(Result<const AppRecord*>)> done) {
+  creating_.insert(ns + ":" + name);  // its watch event may come before this answer
   api_->Call("POST", k8s::JobsPath(ns), &body,
              [this, request, ns, name, warnings, done](Result<json> created) {
+               creating_.erase(ns + ":" + name);
                if (!created) {
                  Error e = created.error();
                  if (e.code == ErrorCode::kAlreadyExists) {
@@ -260,14 +275,103 @@ void KubernetesScheduler::OnJobList(const std::string& ns, const std::vector<jso
   for (const auto& job : items) {
     k8s::JobView v = k8s::ReadJob(job);
     present.insert(v.name);
-    if (KubeApp* app = ByJob(ns, v.name)) ApplyJob(*app, job);
+    if (KubeApp* app = ByJobOrForeign(ns, job)) ApplyJob(*app, job);
   }
   for (auto& [id, app] : apps_) {
     if (app->ns == ns && present.count(app->name) == 0) JobGone(*app);
   }
+  synced_.insert(ns);
+  auto waiters = sync_waiters_.extract(ns);
+  if (!waiters.empty()) {
+    for (auto& w : waiters.mapped()) w({});
+  }
+}
+
+KubernetesScheduler::KubeApp* KubernetesScheduler::ByJobOrForeign(const std::string& ns, const json& job) {
+  k8s::JobView v = k8s::ReadJob(job);
+  if (KubeApp* app = ByJob(ns, v.name)) return app;
+  if (v.name.empty() || creating_.count(ns + ":" + v.name)) return nullptr;  // ours, its create not answered yet
+  // A torchx Job someone else submitted (or a daemon that lost its store): shown as TorchX's list shows it.
+  k8s::JobApp read = k8s::ReadJobApp(job);
+  auto app = std::make_unique<KubeApp>();
+  app->ns = ns;
+  app->name = v.name;
+  app->uid = v.uid;
+  app->foreign = true;
+  app->tasks = read.tasks;
+  auto rec = std::make_unique<AppRecord>();
+  rec->scheduler = "kubernetes";
+  rec->session = "torchx";
+  rec->app_id = ns + ":" + v.name;
+  rec->app = std::move(read.app);
+  json spec = job.value("spec", json::object());
+  rec->cfg = {{"namespace", ns}, {"queue", spec.is_object() ? spec.value("queue", "") : ""}};
+  rec->owner_uid = ::geteuid();  // the daemon's user; root's on a system daemon (admins see it)
+  rec->owner_gid = ::getegid();
+  rec->created_ms = read.created_ms > 0 ? read.created_ms : core::UnixNowMs();
+  rec->state = v.phase.empty() ? core::AppState::kSubmitted : v.state;
+  rec->app_log_dir = options_.log_dir + "/kubernetes/" + rec->session + "/" + rec->app_id;
+  if (!core::PathIsUnder(options_.log_dir, rec->app_log_dir) || v.name.find('/') != std::string::npos) return nullptr;
+  rec->log_max_bytes = options_.log_max_bytes;
+  for (const auto& [task, at] : app->tasks) {
+    supervisor::ReplicaInfo r;
+    r.role = at.first;
+    r.replica_id = at.second;
+    for (size_t i = 0; i < rec->app.roles.size(); ++i) {
+      if (rec->app.roles[i].name == at.first) r.role_index = static_cast<int>(i);
+    }
+    r.log_dir = rec->app_log_dir + "/" + r.role + "/" + std::to_string(r.replica_id);
+    rec->replicas.push_back(std::move(r));
+  }
+  std::sort(rec->replicas.begin(), rec->replicas.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.role_index, a.replica_id) < std::tie(b.role_index, b.replica_id);
+  });
+  std::error_code ec;
+  fs::create_directories(rec->app_log_dir, ec);
+  app->rec = std::move(rec);
+  KubeApp* raw = app.get();
+  apps_[raw->rec->app_id] = std::move(app);
+  spdlog::info("kubernetes job found app={} uid={} (submitted elsewhere)", raw->rec->app_id, raw->uid);
+  if (auto orphans = orphan_pods_.extract(raw->rec->app_id); !orphans.empty()) {
+    for (const auto& [pod_name, pod] : orphans.mapped()) ApplyPod(*raw, pod);  // seen before their Job
+  }
+  Changed(*raw);
+  return raw;
+}
+
+void KubernetesScheduler::BeforeList(const json& params, std::function<void(Result<void>)> ready) {
+  if (params.value("scheduler", "") != "kubernetes" || !params.contains("namespace")) return ready({});
+  std::string ns = params.value("namespace", "");
+  auto api = Api();
+  if (!api) return ready(Fail(api.error()));
+  if (ns.empty()) ns = (*api)->config().namespace_.empty() ? "default" : (*api)->config().namespace_;
+  if (!IsDnsLabel(ns)) return ready(Fail(Error::InvalidArgument("namespace: must be a DNS-1123 label, got \"" + ns + "\"")));
+  if (synced_.count(ns)) return ready({});
+  sync_waiters_[ns].push_back(std::move(ready));
+  WatchNamespace(ns);
+}
+
+std::string KubernetesScheduler::ListNamespace(const json& params) const {
+  if (params.value("scheduler", "") != "kubernetes" || !params.contains("namespace")) return "";
+  std::string ns = params.value("namespace", "");
+  if (ns.empty() && api_) ns = api_->config().namespace_.empty() ? "default" : api_->config().namespace_;
+  return ns;
+}
+
+void KubernetesScheduler::OnFollow(const AppRecord& rec) {
+  auto it = apps_.find(rec.app_id);
+  if (it == apps_.end() || !it->second->foreign || it->second->followed) return;
+  KubeApp& app = *it->second;
+  app.followed = true;  // from now on its pods' logs are followed like those of the daemon's own jobs
+  (void)Persist(app);
+  for (auto& [key, t] : app.pods) FollowLogs(app, key);
 }
 
 void KubernetesScheduler::OnWatchError(const std::string& ns, const Error& error) {
+  auto waiters = sync_waiters_.extract(ns);  // a `list` waiting for this namespace: it fails now
+  if (!waiters.empty()) {
+    for (auto& w : waiters.mapped()) w(Fail(error.WithContext("listing the Jobs of namespace " + ns)));
+  }
   // Say so in the apps' status rather than show a state that may be stale; the next list clears it.
   for (auto& [id, app] : apps_) {
     AppRecord& rec = *app->rec;
@@ -280,7 +384,7 @@ void KubernetesScheduler::OnWatchError(const std::string& ns, const Error& error
 }
 
 void KubernetesScheduler::OnJobEvent(const std::string& ns, const std::string& type, const json& job) {
-  KubeApp* app = ByJob(ns, k8s::ReadJob(job).name);
+  KubeApp* app = type == "DELETED" ? ByJob(ns, k8s::ReadJob(job).name) : ByJobOrForeign(ns, job);
   if (app == nullptr) return;
   if (type == "DELETED") return JobGone(*app);
   ApplyJob(*app, job);
@@ -344,7 +448,18 @@ void KubernetesScheduler::OnPodList(const std::string& ns, const std::vector<jso
 void KubernetesScheduler::OnPodEvent(const std::string& ns, const std::string& type, const json& pod) {
   k8s::PodView v = k8s::ReadPod(pod);
   KubeApp* app = ByJob(ns, v.job_name);
-  if (app == nullptr) return;
+  if (app == nullptr) {
+    // Its Job may not be known yet (the Jobs' watch is another stream): kept
+    // until the Job is, or the pod goes.
+    auto& orphans = orphan_pods_[ns + ":" + v.job_name];
+    if (type == "DELETED") {
+      orphans.erase(v.name);
+    } else if (orphans.size() < kMaxOrphanPodsPerJob) {
+      orphans[v.name] = pod;
+    }
+    if (orphans.empty()) orphan_pods_.erase(ns + ":" + v.job_name);
+    return;
+  }
   if (type != "DELETED") return ApplyPod(*app, pod);
   auto task = app->tasks.find(v.task);
   if (task != app->tasks.end()) PodDeleted(*app, ReplicaKey(task->second.first, task->second.second), v.uid, v.name);
@@ -420,6 +535,13 @@ Result<void> KubernetesScheduler::Persist(KubeApp& app) {
                         {"uid", app.uid},
                         {"cancel_requested", app.cancel_requested},
                         {"pods", pods}};
+  if (app.foreign) {
+    json tasks = json::object();
+    for (const auto& [task, at] : app.tasks) tasks[task] = json::array({at.first, at.second});
+    rec.scheduler_data["foreign"] = true;
+    rec.scheduler_data["followed"] = app.followed;
+    rec.scheduler_data["tasks"] = tasks;
+  }
   app.persisted_ms = core::UnixNowMs();
   auto ok = store_->PutApp(rec.scheduler, rec.app_id, static_cast<int>(rec.state), rec.created_ms, rec.ToJson());
   if (!ok) spdlog::error("store write failed app={} error={}", rec.app_id, ok.error().message);

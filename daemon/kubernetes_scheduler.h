@@ -22,6 +22,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,11 @@ class KubernetesScheduler : public Scheduler {
   // Reads (without follow) each unfinished replica's pod log after its last stored
   // line, so a one-off `log` right after a restart or a drop is complete.
   void BeforeLogRead(const AppRecord& app, std::function<void()> ready) override;
+  void OnFollow(const AppRecord& app) override;
+  // `list -s kubernetes` with params.namespace ("" = the kubeconfig context's): once that
+  // namespace's Jobs were listed, every torchx Job in it is an app (those submitted elsewhere too).
+  void BeforeList(const nlohmann::json& params, std::function<void(Result<void>)> ready) override;
+  std::string ListNamespace(const nlohmann::json& params) const override;
   std::string LogProblem(const AppRecord& app, const std::string& replica_key) const override;
   std::string StatusNote(const AppRecord& app) const override;
 
@@ -110,6 +116,8 @@ class KubernetesScheduler : public Scheduler {
   void OnPodList(const std::string& ns, const std::vector<nlohmann::json>& items);
   void OnPodEvent(const std::string& ns, const std::string& type, const nlohmann::json& pod);
   void ApplyJob(KubeApp& app, const nlohmann::json& job);
+  // The app of a Job, made for a torchx Job this daemon did not submit (null for ones being created).
+  KubeApp* ByJobOrForeign(const std::string& ns, const nlohmann::json& job);
   void ApplyPod(KubeApp& app, const nlohmann::json& pod);
   void JobGone(KubeApp& app);
   // A pod was deleted (a watch event, or missing from a relist): its replica ends unless it had.
@@ -117,6 +125,7 @@ class KubernetesScheduler : public Scheduler {
 
   // Pod logs (daemon/kubernetes_logs.cc).
   void FollowLogs(KubeApp& app, const std::string& key);
+  static bool WantsRead(const KubeApp& app, const PodTrack& track);  // follow it now or when its backoff ends
   double LogBackoffSeconds(int failures) const;
   void SetLogProblem(KubeApp& app, PodTrack& track, const std::string& problem, long http_status);
   void ArmLogRetry();  // the retry timer, for the earliest pod whose backoff ends
@@ -145,6 +154,12 @@ class KubernetesScheduler : public Scheduler {
   std::map<uint64_t, std::unique_ptr<k8sbridge::PodLogFollower>> catch_ups_;  // BeforeLogRead's reads
   uint64_t next_catch_up_ = 1;
   uint64_t next_cancel_wait_ = 1;
+  std::set<std::string> creating_;  // "ns:name" of Jobs posted, not answered yet
+  std::set<std::string> synced_;    // namespaces whose Jobs were listed
+  // Pods whose Job this daemon does not know (yet): "ns:job" -> pod name -> pod.
+  static constexpr size_t kMaxOrphanPodsPerJob = 4096;
+  std::map<std::string, std::map<std::string, nlohmann::json>> orphan_pods_;
+  std::map<std::string, std::vector<std::function<void(Result<void>)>>> sync_waiters_;
   bool shut_down_ = false;
 };
 

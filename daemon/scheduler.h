@@ -76,6 +76,12 @@ class Scheduler {
   virtual std::string LogProblem(const AppRecord& /*app*/, const std::string& /*replica_key*/) const { return ""; }
   // What `status` adds to the app's msg while it lasts ("" = nothing).
   virtual std::string StatusNote(const AppRecord& /*app*/) const { return ""; }
+  // A client starts following the app's logs.
+  virtual void OnFollow(const AppRecord& /*app*/) {}
+  // Before `list` answers: `ready` once this scheduler's apps are what params ask for.
+  virtual void BeforeList(const nlohmann::json& /*params*/, std::function<void(Result<void>)> ready) { ready({}); }
+  // The namespace `list` is narrowed to ("" = none).
+  virtual std::string ListNamespace(const nlohmann::json& /*params*/) const { return ""; }
   // The admission queues (`torchx queue`), or null when this scheduler has none.
   virtual nlohmann::json Queues(size_t /*limit*/) const { return nullptr; }
 };

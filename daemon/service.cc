@@ -253,11 +253,29 @@ void Service::Describe(const json& params, const PeerInfo& peer, const Reply& re
 }
 
 void Service::List(const json& params, const PeerInfo& peer, const Reply& reply) {
-  core::JsonReader r(params, "params", {"scheduler", "limit", "after"});
+  core::JsonReader r(params, "params", {"scheduler", "limit", "after", "namespace"});
   std::string only = r.String("scheduler", "");
-  int limit = r.Int("limit", static_cast<int>(kMaxListRows));
-  std::string after = r.String("after", "");
+  (void)r.String("namespace", "");
+  (void)r.Int("limit", 0);  // types checked here, values by ListApps
+  (void)r.String("after", "");
   if (auto ok = r.Finish(); !ok) return reply->Error(ok.error());
+  if (params.contains("namespace") && only != "kubernetes") {
+    return reply->Error(Error::InvalidArgument("params.namespace: only with scheduler kubernetes"));
+  }
+  Scheduler* scheduler = only.empty() ? nullptr : SchedulerFor(only);
+  if (scheduler == nullptr) return ListApps(params, peer, reply, "");
+  // A remote scheduler may first have to learn what there is (a namespace's Jobs).
+  scheduler->BeforeList(params, [this, params, peer, reply, scheduler](Result<void> ready) {
+    if (!ready) return reply->Error(ready.error());
+    ListApps(params, peer, reply, scheduler->ListNamespace(params));
+  });
+}
+
+void Service::ListApps(const json& params, const PeerInfo& peer, const Reply& reply, const std::string& ns) {
+  std::string only = params.value("scheduler", "");
+  int limit = params.contains("limit") && params["limit"].is_number_integer() ? params["limit"].get<int>()
+                                                                               : static_cast<int>(kMaxListRows);
+  std::string after = params.contains("after") && params["after"].is_string() ? params["after"].get<std::string>() : "";
   if (limit < 1 || limit > static_cast<int>(kMaxListRows)) {
     return reply->Error(Error::InvalidArgument("params.limit: must be between 1 and " + std::to_string(kMaxListRows)));
   }
@@ -279,8 +297,10 @@ void Service::List(const json& params, const PeerInfo& peer, const Reply& reply)
     std::string handle;
   };
   std::vector<Row> rows;
+  std::string in_namespace = ns.empty() ? "" : ns + ":";  // kubernetes app ids are NAMESPACE:NAME
   for (const auto* a : AllApps()) {
     if (!only.empty() && a->scheduler != only) continue;
+    if (!in_namespace.empty() && a->app_id.rfind(in_namespace, 0) != 0) continue;
     if (!everyone && a->owner_uid != peer.uid) continue;  // a user lists their own apps
     rows.push_back({a, a->Handle()});
   }
@@ -464,7 +484,10 @@ void Service::Log(const json& params, const PeerInfo& peer, const Reply& reply) 
   };
   // A follow gets new lines as they are stored; a one-off read first lets the
   // scheduler fetch what its store still lacks (a remote scheduler catching up).
-  if (follow) return start();
+  if (follow) {
+    owner->OnFollow(app);
+    return start();
+  }
   owner->BeforeLogRead(app, std::move(start));
 }
 

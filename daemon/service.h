@@ -63,6 +63,8 @@ class Service : public RequestHandler {
   void Status(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
   void Describe(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
   void List(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
+  // List's rows once the schedulers are ready (`ns`: only that kubernetes namespace).
+  void ListApps(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply, const std::string& ns);
   void Cancel(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
   void Wait(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
   void Runopts(const nlohmann::json& params, const Reply& reply);

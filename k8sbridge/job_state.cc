@@ -1,5 +1,8 @@
 #include "k8sbridge/job_state.h"
 
+#include <cmath>
+#include <cstdlib>
+
 #include "core/app_status.h"
 #include "core/ids.h"
 
@@ -131,6 +134,106 @@ std::map<std::string, std::pair<std::string, int>> TaskNames(const core::AppDef&
       out[core::NormalizeStr(role.name + "-" + std::to_string(id))] = {role.name, id};
     }
   }
+  return out;
+}
+
+namespace {
+
+// "1500m" -> 2 (whole CPUs, rounded up), "4" -> 4.
+int CpuOf(const std::string& q) {
+  if (q.empty()) return -1;
+  try {
+    if (q.back() == 'm') return static_cast<int>((std::stoll(q.substr(0, q.size() - 1)) + 999) / 1000);
+    return static_cast<int>(std::ceil(std::stod(q)));
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
+
+// "3072M" -> 3072, "2Gi" -> 2048; -1 when it cannot tell.
+int MemMbOf(const std::string& q) {
+  size_t end = q.find_first_not_of("0123456789");
+  if (end == 0 || q.empty()) return -1;
+  try {
+    int64_t n = std::stoll(q.substr(0, end));
+    std::string unit = end == std::string::npos ? "" : q.substr(end);
+    if (unit == "M") return static_cast<int>(n);
+    if (unit == "Mi") return static_cast<int>(n * 1048576 / 1000000);
+    if (unit == "G") return static_cast<int>(n * 1000);
+    if (unit == "Gi") return static_cast<int>(n * 1073741824 / 1000000);
+    if (unit.empty()) return static_cast<int>(n / 1000000);
+  } catch (const std::exception&) {
+  }
+  return -1;
+}
+
+}  // namespace
+
+JobApp ReadJobApp(const json& job) {
+  JobApp out;
+  const json& meta = Field(job, "metadata");
+  std::string app_name = Str(Field(meta, "labels"), "torchx.pytorch.org/app-name");
+  out.app.name = app_name.empty() ? Str(meta, "name") : app_name;
+  out.created_ms = Time(meta, "creationTimestamp").value_or(0);
+  std::map<int, core::Role> roles;  // by role index
+  const json& tasks = Field(Field(job, "spec"), "tasks");
+  for (size_t t = 0; tasks.is_array() && t < tasks.size(); ++t) {
+    const json& task = tasks[t];
+    const json& tmpl = Field(task, "template");
+    const json& labels = Field(Field(tmpl, "metadata"), "labels");
+    std::string role_name = Str(labels, "torchx.pytorch.org/role-name");
+    int index = 0, replica = 0;
+    try {
+      index = std::stoi(Str(labels, "torchx.pytorch.org/role-index"));
+      replica = std::stoi(Str(labels, "torchx.pytorch.org/replica-id"));
+    } catch (const std::exception&) {
+      index = static_cast<int>(t), replica = 0;  // not torchx's shape: one role per task
+    }
+    if (role_name.empty()) role_name = Str(task, "name");
+    out.tasks[Str(task, "name")] = {role_name, replica};
+    auto [it, fresh] = roles.try_emplace(index);
+    core::Role& role = it->second;
+    if (!fresh) {
+      role.num_replicas = std::max(role.num_replicas, replica + 1);
+      continue;
+    }
+    role.name = role_name;
+    role.num_replicas = replica + 1;
+    if (Field(task, "maxRetry").is_number_integer()) role.max_retries = task["maxRetry"].get<int>();
+    const json& containers = Field(Field(tmpl, "spec"), "containers");
+    if (!containers.is_array() || containers.empty()) continue;
+    const json& c = containers[0];
+    role.image = Str(c, "image");
+    const json& command = Field(c, "command");
+    for (size_t i = 0; command.is_array() && i < command.size(); ++i) {
+      if (!command[i].is_string()) continue;
+      if (i == 0) {
+        role.entrypoint = command[i].get<std::string>();
+      } else {
+        role.args.push_back(command[i].get<std::string>());
+      }
+    }
+    const json& env = Field(c, "env");
+    for (size_t i = 0; env.is_array() && i < env.size(); ++i) {
+      if (Field(env[i], "value").is_string()) role.env[Str(env[i], "name")] = Str(env[i], "value");
+    }
+    const json& limits = Field(Field(c, "resources"), "limits");
+    if (limits.is_object()) {
+      for (const auto& [name, q] : limits.items()) {
+        std::string value = q.is_string() ? q.get<std::string>() : q.dump();
+        if (name == "cpu") {
+          role.resource.cpu = CpuOf(value);
+        } else if (name == "memory") {
+          role.resource.mem_mb = MemMbOf(value);
+        } else if (name == "nvidia.com/gpu") {
+          role.resource.gpu = std::atoi(value.c_str());
+        } else if (name.find('/') != std::string::npos) {
+          role.resource.devices[name] = std::atoi(value.c_str());
+        }
+      }
+    }
+  }
+  for (auto& [index, role] : roles) out.app.roles.push_back(std::move(role));
   return out;
 }
 

@@ -51,6 +51,17 @@ PodView ReadPod(const nlohmann::json& pod);
 // task name -> (role name, replica id), as AppDefToVolcanoJob names tasks.
 std::map<std::string, std::pair<std::string, int>> TaskNames(const core::AppDef& app);
 
+// A torchx Job someone else submitted, read back as far as the Job tells: its
+// roles (by the pod templates' role labels, in role-index order) with their
+// replicas, image, command, env, resources and retries, which task is which
+// replica, and when it was created.
+struct JobApp {
+  core::AppDef app;
+  std::map<std::string, std::pair<std::string, int>> tasks;  // task name -> (role, replica)
+  int64_t created_ms = 0;
+};
+JobApp ReadJobApp(const nlohmann::json& job);
+
 // The bus.volcano.sh Command that aborts a Job (what vcctl does), owned by
 // the Job so it goes away with it.
 nlohmann::json AbortJobCommand(const std::string& job_name, const std::string& job_uid);

@@ -23,6 +23,9 @@ TEST(ArgvTest, MapsCfgBeforeTheComponentOnly) {
       {"flags then component", {"run", "--dryrun", "-cfg", "a=1", "utils.sh", "-cfg"},
        {"run", "--dryrun", "--scheduler_args", "a=1", "utils.sh", "-cfg"}},
       {"other commands untouched", {"builtins", "-cfg"}, {"builtins", "-cfg"}},
+      {"list takes it too", {"list", "-s", "kubernetes", "-cfg", "namespace=a"},
+       {"list", "-s", "kubernetes", "--scheduler_args", "namespace=a"}},
+      {"list with equals", {"list", "-cfg=namespace=a"}, {"list", "--scheduler_args=namespace=a"}},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);

@@ -16,6 +16,7 @@ a 422 Invalid Status naming the fields, unknown fields are pruned (and
 recorded, so tests can insist there are none).
 
 Tests drive the "controller" and "kubelet" through /fake/...:
+  POST /fake/jobs/NS               {job} (created as by another client: no dry run, no token)
   POST /fake/jobs/NS/NAME/vanish  (gone without a watch event, as across a compaction)
   POST /fake/jobs/NS/NAME/phase   {"phase": "Running"}  (Running creates the pods;
                                   "pods": "Pending" creates them Pending, no container started)
@@ -514,6 +515,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     "jobs": [o for o in STATE["jobs"].values()], "pods": [o for o in STATE["pods"].values()],
                     "commands": STATE["commands"], "requests": STATE["requests"], "pruned": STATE["pruned"],
                     "watch_starts": STATE["watch_starts"]})
+            if parts[0] == "jobs" and len(parts) == 2:
+                job = body
+                meta = job.setdefault("metadata", {})
+                meta.update({"namespace": parts[1], "uid": str(uuid.uuid4()), "generation": 1,
+                             "creationTimestamp": now_rfc3339()})
+                STATE["jobs"][(parts[1], meta["name"])] = job
+                emit("jobs", parts[1], "ADDED", job)
+                return self.send_json(201, job)
             if parts[0] == "jobs" and parts[3] == "vanish":
                 STATE["jobs"].pop((parts[1], parts[2]), None)
                 return self.send_json(200, {})

@@ -497,6 +497,54 @@ TEST_F(KubernetesE2eTest, WhatTheClusterCouldNeverRunIsRefusedAtSubmit) {
   EXPECT_EQ(api_.State()["jobs"].size(), 1u);
 }
 
+TEST_F(KubernetesE2eTest, ListShowsEveryTorchxJobOfTheNamespaceAndTheirsCanBeUsedToo) {
+  std::string mine = Submit(1);
+  auto elsewhere = Torchx({"run", "-s", "kubernetes", "-cfg", "queue=default,namespace=other", "utils.echo"});
+  ASSERT_EQ(elsewhere.exit_code, 0) << elsewhere.err;
+  // A torchx Job somebody else submitted (another machine's torchx).
+  json theirs = json::parse(R"json({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+    "metadata": {"name": "theirs-x1", "labels": {"app.kubernetes.io/managed-by": "torchx.pytorch.org",
+                                                   "torchx.pytorch.org/app-name": "theirs"}},
+    "spec": {"queue": "default", "tasks": [{"name": "trainer-0", "replicas": 1, "template": {
+      "metadata": {"labels": {"app.kubernetes.io/managed-by": "torchx.pytorch.org",
+                              "torchx.pytorch.org/role-name": "trainer", "torchx.pytorch.org/role-index": "0",
+                              "torchx.pytorch.org/replica-id": "0"}},
+      "spec": {"restartPolicy": "Never", "containers": [{"name": "trainer-0", "image": "pytorch/pytorch:2",
+               "command": ["python", "-c", "print(1)"], "resources": {"limits": {"cpu": "2000m", "memory": "4096M"}}}]}}}]}})json");
+  ASSERT_EQ(api_.Post("/fake/jobs/team", theirs), 201);
+  std::string handle = "kubernetes://torchx/team:theirs-x1";
+
+  for (const auto& args : std::vector<std::vector<std::string>>{{"list", "-s", "kubernetes", "-cfg", "namespace=team"},
+                                                                 {"list", "-s", "kubernetes"}}) {  // the context's
+    auto list = Torchx(args);
+    EXPECT_EQ(list.exit_code, 0) << list.err;
+    EXPECT_THAT(list.out, HasSubstr(mine));
+    EXPECT_THAT(list.out, HasSubstr(handle));
+    EXPECT_THAT(list.out, Not(HasSubstr("kubernetes://torchx/other:")));
+  }
+  auto other = Torchx({"list", "-s", "kubernetes", "-cfg", "namespace=other"});
+  EXPECT_THAT(other.out, HasSubstr("kubernetes://torchx/other:echo-"));
+  EXPECT_THAT(other.out, Not(HasSubstr(handle)));
+  EXPECT_EQ(Torchx({"list", "-cfg", "namespace=team"}).exit_code, 2) << "-cfg needs -s";
+
+  // Theirs is an app like ours: described, its state followed, its log read when asked, cancelled.
+  std::string text = Torchx({"describe", handle}).out;
+  EXPECT_THAT(text, HasSubstr("trainer"));
+  EXPECT_THAT(text, HasSubstr("pytorch/pytorch:2"));
+  JobPhase("theirs-x1", "Running");
+  ASSERT_TRUE(WaitForState(handle, "RUNNING"));
+  PodLog("theirs-x1-trainer-0-0", {"their line"});
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_TRUE(LogReads("theirs-x1-trainer-0-0").empty()) << "nobody asked for their log yet";
+  auto their_log = Torchx({"log", handle});
+  EXPECT_EQ(their_log.out, "trainer/0 their line\n") << their_log.err;
+  auto cancel = Torchx({"cancel", handle});
+  EXPECT_EQ(cancel.exit_code, 0) << cancel.err;
+  json state = api_.State();
+  ASSERT_EQ(state["commands"].size(), 1u);
+  EXPECT_EQ(state["commands"][0]["target"]["name"], "theirs-x1");
+}
+
 TEST_F(KubernetesE2eTest, NoClusterConfigurationIsAClearError) {
   kubeconfig_ = (dir_ / "missing-kubeconfig").string();
   auto run = Torchx({"run", "-s", "kubernetes", "-cfg", "queue=default", "utils.echo"});
