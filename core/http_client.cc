@@ -1,10 +1,10 @@
 #include "core/http_client.h"
 
-
 #include <cstdio>
 
 #include "core/check.h"
 #include "core/curl_api.h"
+#include "core/duration.h"
 
 namespace torchxd {
 namespace {
@@ -22,6 +22,7 @@ struct HttpClient::Transfer {
   DataCallback on_data;
   DoneCallback on_done;
   OpenCallback on_open;
+  UvHandle<uv_timer_t> answer_timer;  // streams: the headers' deadline
   bool opened = false;
   bool cancelled = false;
   bool added = false;
@@ -103,7 +104,14 @@ HttpClient::RequestId HttpClient::Start(HttpRequest request, DataCallback on_dat
   api->easy_setopt(e, CURLOPT_ERRORBUFFER, t->error);
   api->easy_setopt(e, CURLOPT_WRITEFUNCTION, &HttpClient::OnWrite);
   api->easy_setopt(e, CURLOPT_WRITEDATA, t.get());
-  if (t->on_open) {
+  if (r.stream && r.answer_timeout_ms > 0) {
+    t->answer_timer = NewUvHandle<uv_timer_t>(t.get());
+    uv_timer_init(loop_, t->answer_timer.get());
+    uv_timer_start(t->answer_timer.get(), [](uv_timer_t* h) {
+      if (auto* transfer = static_cast<Transfer*>(h->data)) transfer->client->NoAnswer(transfer->id);
+    }, static_cast<uint64_t>(r.answer_timeout_ms), 0);
+  }
+  if (t->on_open || t->answer_timer) {
     api->easy_setopt(e, CURLOPT_HEADERFUNCTION, &HttpClient::OnHeader);
     api->easy_setopt(e, CURLOPT_HEADERDATA, t.get());
   }
@@ -183,12 +191,25 @@ size_t HttpClient::OnHeader(char* data, size_t size, size_t n, void* userp) {
   api->easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);
   if (status < 200) return bytes;
   t->opened = true;
+  if (t->answer_timer) uv_timer_stop(t->answer_timer.get());
+  if (!t->on_open) return bytes;
   try {
     t->on_open(status);
   } catch (const std::exception&) {
     return 0;  // never let an exception cross curl
   }
   return bytes;
+}
+
+void HttpClient::NoAnswer(RequestId id) {
+  auto it = transfers_.find(id);
+  if (it == transfers_.end() || it->second->opened || it->second->cancelled) return;
+  Transfer* t = it->second.get();
+  std::string what = t->request.method + " " + t->request.url;
+  int64_t ms = t->request.answer_timeout_ms;
+  auto done = std::move(t->on_done);
+  Cancel(id);  // outside curl (a timer): removed now, with this timer
+  done(Fail(Error::Timeout(what + ": no answer within " + core::FormatDurationMs(ms))));
 }
 
 int HttpClient::OnSocket(CURL*, curl_socket_t s, int what, void* userp, void*) {

@@ -53,6 +53,9 @@ struct HttpRequest {
   bool stream = false;
   int64_t timeout_ms = 0;  // 0 = none (streams)
   int64_t connect_timeout_ms = 10000;
+  // A stream whose response headers have not come by then fails (a server that
+  // accepted the connection and never answers, a half-open TCP); 0 = no bound.
+  int64_t answer_timeout_ms = 0;
 };
 
 struct HttpResponse {
@@ -88,6 +91,7 @@ class HttpClient {
   static int OnTimer(CURLM* multi, long timeout_ms, void* userp);
   static size_t OnWrite(char* data, size_t size, size_t n, void* userp);
   static size_t OnHeader(char* data, size_t size, size_t n, void* userp);
+  void NoAnswer(RequestId id);  // a stream's answer_timeout_ms ran out
   static void OnPoll(uv_poll_t* handle, int status, int events);
   static void OnTimeout(uv_timer_t* handle);
   void Act(curl_socket_t fd, int flags);

@@ -10,6 +10,7 @@ namespace {
 using nlohmann::json;
 
 constexpr int64_t kCallTimeoutMs = 30000;
+constexpr int64_t kStreamAnswerTimeoutMs = 30000;
 
 ErrorCode CodeForStatus(long status) {
   switch (status) {
@@ -149,6 +150,7 @@ HttpClient::RequestId KubeApi::Stream(const std::string& path_and_query, std::fu
   HttpRequest r = Base("GET", path_and_query);
   r.stream = true;
   r.timeout_ms = timeout_ms;
+  r.answer_timeout_ms = kStreamAnswerTimeoutMs;  // watches and follows answer at once; a silent one is stuck
   auto lines = std::make_shared<LineBuffer>();
   std::string what = "GET " + path_and_query;
   auto on_data = [lines, on_line](std::string_view chunk) { lines->Feed(chunk, on_line); };

@@ -643,7 +643,12 @@ def main():
     TOKEN = args.token
     if args.schemas:
         load_validators(args.schemas)
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    class Server(http.server.ThreadingHTTPServer):
+        # A real apiserver's backlog (Go's listen uses somaxconn): with
+        # socketserver's 5, a burst of connections overflows the accept queue
+        # and some hang half-open.
+        request_queue_size = 1024
+    server = Server(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
     if args.tls_cert:
         import ssl

@@ -3,6 +3,9 @@
 // on both kinds of expiry; cancel from inside a stream; no handle left.
 #include "k8sbridge/reflector.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -156,6 +159,31 @@ TEST_F(LoopTest, ARelistHandsOverWhatWasDeletedMeanwhileAsDeleted) {
   EXPECT_EQ(events[0], "DELETED b") << "client-go's Replace: the relist's missing objects are deletions";
   EXPECT_EQ(r->known(), 1u);
   r.reset();
+}
+
+TEST_F(LoopTest, AStreamThatGetsNoAnswerFailsInsteadOfHangingForever) {
+  // A server that takes the connection and never answers (or a half-open TCP).
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(fd, 16), 0);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  HttpRequest r;
+  r.url = "http://127.0.0.1:" + std::to_string(ntohs(addr.sin_port)) + "/api/v1/namespaces/a/pods/b/log?follow=true";
+  r.stream = true;
+  r.answer_timeout_ms = 300;
+  std::optional<Result<HttpResponse>> answer;
+  http_->Start(r, [](std::string_view) {}, [&](Result<HttpResponse> a) { answer = std::move(a); });
+  ASSERT_TRUE(RunUntil([&] { return answer.has_value(); }, 10));
+  ASSERT_FALSE(answer->has_value());
+  EXPECT_EQ(answer->error().code, ErrorCode::kTimeout);
+  EXPECT_THAT(answer->error().message, HasSubstr("no answer within 0.3s"));
+  EXPECT_EQ(http_->active(), 0u);
+  ::close(fd);
 }
 
 TEST_F(LoopTest, HttpClientNamesWhatItCouldNotReachAndCancelsFromInsideAStream) {
