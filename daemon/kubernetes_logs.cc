@@ -28,6 +28,10 @@ constexpr int kTerminalReads = 4;        // failed reads of a finished pod's log
 constexpr double kResumeSeconds = 1.0;   // after a stream that delivered lines ended
 constexpr double kBackoffCapFactor = 10;  // the backoff stops growing at 10x its first step
 
+std::string CannotRead(const std::string& pod, const Error& e) {
+  return "the log of pod " + pod + " cannot be read: " + e.message;
+}
+
 double Jitter01() {
   static thread_local std::mt19937 rng{std::random_device{}()};
   return std::uniform_real_distribution<double>(0.0, 1.0)(rng);
@@ -125,8 +129,7 @@ void KubernetesScheduler::BeforeLogRead(const AppRecord& rec, std::function<void
         auto found = apps_.find(app_id);
         if (found != apps_.end()) {
           PodTrack& track = found->second->pods[key];
-          SetLogProblem(*found->second, track, "the log of pod " + track.pod + " cannot be read: " + result.error().message,
-                        status);
+          SetLogProblem(*found->second, track, CannotRead(track.pod, result.error()), status);
           ++track.failures;
           track.next_read_ms = core::UnixNowMs() + static_cast<int64_t>(LogBackoffSeconds(track.failures) * 1000);
           Changed(*found->second);
@@ -158,8 +161,7 @@ void KubernetesScheduler::OnLogEnd(const std::string& app_id, const std::string&
   }
   bool failed = !result;
   bool had_problem = !t.log_error.empty();
-  SetLogProblem(app, t, failed ? "the log of pod " + t.pod + " cannot be read: " + result.error().message : "",
-                status);
+  SetLogProblem(app, t, failed ? CannotRead(t.pod, result.error()) : "", status);
   if (failed || t.lines_this_read == 0) {
     ++t.failures;  // failed, or found nothing to read: wait longer each time
   } else {

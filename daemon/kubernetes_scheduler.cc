@@ -219,31 +219,40 @@ const AppRecord* KubernetesScheduler::Record(SubmitRequest& request, const std::
   rec->owner_uid = request.uid;
   rec->created_ms = core::UnixNowMs();
   rec->state = view.phase.empty() ? core::AppState::kSubmitted : view.state;
+  KubeApp* raw = Keep(std::move(app), std::move(rec));
+  if (raw == nullptr) return nullptr;
+  spdlog::info("kubernetes job created app={} namespace={} uid={}", raw->rec->app_id, ns, raw->uid);
+  WatchNamespace(ns);
+  return raw->rec.get();
+}
+
+KubernetesScheduler::KubeApp* KubernetesScheduler::Keep(std::unique_ptr<KubeApp> app, std::unique_ptr<AppRecord> rec) {
   rec->app_log_dir = options_.log_dir + "/kubernetes/" + rec->session + "/" + rec->app_id;
-  if (!core::PathIsUnder(options_.log_dir, rec->app_log_dir) || view.name.find('/') != std::string::npos) {
+  if (!core::PathIsUnder(options_.log_dir, rec->app_log_dir) || app->name.find('/') != std::string::npos) {
     return nullptr;
   }
   rec->log_max_bytes = options_.log_max_bytes;
-  for (size_t ri = 0; ri < rec->app.roles.size(); ++ri) {
-    const auto& role = rec->app.roles[ri];
-    for (int id = 0; id < role.num_replicas; ++id) {
-      supervisor::ReplicaInfo r;
-      r.role = role.name;
-      r.role_index = static_cast<int>(ri);
-      r.replica_id = id;
-      r.state = core::ReplicaState::kPending;
-      r.log_dir = rec->app_log_dir + "/" + role.name + "/" + std::to_string(id);
-      rec->replicas.push_back(std::move(r));
+  // A replica per task, in role then replica order.
+  for (const auto& [task, at] : app->tasks) {
+    supervisor::ReplicaInfo r;
+    r.role = at.first;
+    r.replica_id = at.second;
+    r.state = core::ReplicaState::kPending;
+    for (size_t i = 0; i < rec->app.roles.size(); ++i) {
+      if (rec->app.roles[i].name == at.first) r.role_index = static_cast<int>(i);
     }
+    r.log_dir = rec->app_log_dir + "/" + r.role + "/" + std::to_string(r.replica_id);
+    rec->replicas.push_back(std::move(r));
   }
+  std::sort(rec->replicas.begin(), rec->replicas.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.role_index, a.replica_id) < std::tie(b.role_index, b.replica_id);
+  });
   std::error_code ec;
   fs::create_directories(rec->app_log_dir, ec);  // `log` before the first line finds it
   app->rec = std::move(rec);
   KubeApp* raw = app.get();
   apps_[raw->rec->app_id] = std::move(app);
-  spdlog::info("kubernetes job created app={} namespace={} uid={}", raw->rec->app_id, ns, raw->uid);
-  WatchNamespace(ns);
-  return raw->rec.get();
+  return raw;
 }
 
 void KubernetesScheduler::WatchNamespace(const std::string& ns) {
@@ -310,27 +319,8 @@ KubernetesScheduler::KubeApp* KubernetesScheduler::ByJobOrForeign(const std::str
   rec->owner_gid = ::getegid();
   rec->created_ms = read.created_ms > 0 ? read.created_ms : core::UnixNowMs();
   rec->state = v.phase.empty() ? core::AppState::kSubmitted : v.state;
-  rec->app_log_dir = options_.log_dir + "/kubernetes/" + rec->session + "/" + rec->app_id;
-  if (!core::PathIsUnder(options_.log_dir, rec->app_log_dir) || v.name.find('/') != std::string::npos) return nullptr;
-  rec->log_max_bytes = options_.log_max_bytes;
-  for (const auto& [task, at] : app->tasks) {
-    supervisor::ReplicaInfo r;
-    r.role = at.first;
-    r.replica_id = at.second;
-    for (size_t i = 0; i < rec->app.roles.size(); ++i) {
-      if (rec->app.roles[i].name == at.first) r.role_index = static_cast<int>(i);
-    }
-    r.log_dir = rec->app_log_dir + "/" + r.role + "/" + std::to_string(r.replica_id);
-    rec->replicas.push_back(std::move(r));
-  }
-  std::sort(rec->replicas.begin(), rec->replicas.end(), [](const auto& a, const auto& b) {
-    return std::tie(a.role_index, a.replica_id) < std::tie(b.role_index, b.replica_id);
-  });
-  std::error_code ec;
-  fs::create_directories(rec->app_log_dir, ec);
-  app->rec = std::move(rec);
-  KubeApp* raw = app.get();
-  apps_[raw->rec->app_id] = std::move(app);
+  KubeApp* raw = Keep(std::move(app), std::move(rec));
+  if (raw == nullptr) return nullptr;
   spdlog::info("kubernetes job found app={} uid={} (submitted elsewhere)", raw->rec->app_id, raw->uid);
   if (auto orphans = orphan_pods_.extract(raw->rec->app_id); !orphans.empty()) {
     for (const auto& [pod_name, pod] : orphans.mapped()) ApplyPod(*raw, pod);  // seen before their Job

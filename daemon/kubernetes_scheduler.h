@@ -108,6 +108,8 @@ class KubernetesScheduler : public Scheduler {
   void CheckPods(std::shared_ptr<ClusterCheck> check, size_t index);
   void Create(std::shared_ptr<SubmitRequest> request, nlohmann::json body, std::string ns, std::string name,
               std::vector<std::string> warnings, std::function<void(Result<const AppRecord*>)> done);
+  // Completes an app's record (log dir, a replica per task) and keeps it; null when its name cannot be a path.
+  KubeApp* Keep(std::unique_ptr<KubeApp> app, std::unique_ptr<AppRecord> rec);
   const AppRecord* Record(SubmitRequest& request, const std::string& ns, const nlohmann::json& created);
   void WatchNamespace(const std::string& ns);
   void OnJobList(const std::string& ns, const std::vector<nlohmann::json>& items);
