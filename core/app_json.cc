@@ -1,10 +1,13 @@
 #include "core/app_json.h"
 
+#include "core/role_graph.h"
+
 #include <set>
 
 #include "core/json_parse.h"
 #include "core/json_reader.h"
 #include "core/names.h"
+#include "core/role_graph.h"
 #include "core/mounts.h"
 #include "core/text.h"
 
@@ -320,6 +323,7 @@ Result<void> ValidateAppDef(const AppDef& app) {
       return Invalid(path + ".name", "duplicate role name \"" + app.roles[i].name + "\"");
     }
   }
+  if (auto graph = RoleGraphOf(app); !graph) return Fail(graph.error());
   return {};
 }
 

@@ -7,6 +7,7 @@
 #include "core/ids.h"
 #include "core/macros.h"
 #include "core/named_resources.h"
+#include "core/role_graph.h"
 #include "core/text.h"
 #include "k8sbridge/labels.h"
 #include "k8sbridge/pod_rules.h"
@@ -158,6 +159,24 @@ Result<VolcanoJob> AppDefToVolcanoJob(const core::AppDef& app, const std::string
     tolerations.push_back(*t);
   }
 
+  auto graph = core::RoleGraphOf(app);
+  if (!graph) return Fail(graph.error());
+  for (size_t ri = 0; ri < app.roles.size(); ++ri) {
+    if (!graph->depends_on[ri].empty() && graph->wait_for[ri] == core::AppState::kSucceeded) {
+      return Fail(Error::InvalidArgument(
+          "roles[" + std::to_string(ri) + "].metadata." + std::string(core::kDependsOnStateKey) +
+          ": SUCCEEDED cannot be expressed on Volcano, whose dependsOn waits for the pods to run; use RUNNING, "
+          "or a local scheduler"));
+    }
+  }
+  // Each role's task names, for the tasks that wait for it.
+  std::vector<json> role_tasks(app.roles.size(), json::array());
+  for (size_t ri = 0; ri < app.roles.size(); ++ri) {
+    for (int id = 0; id < app.roles[ri].num_replicas; ++id) {
+      role_tasks[ri].push_back(core::NormalizeStr(app.roles[ri].name + "-" + std::to_string(id)));
+    }
+  }
+
   json tasks = json::array();
   std::map<std::string, std::string> task_owner;  // task name -> "role/replica", for duplicates
   for (size_t ri = 0; ri < app.roles.size(); ++ri) {
@@ -264,6 +283,13 @@ Result<VolcanoJob> AppDefToVolcanoJob(const core::AppDef& app, const std::string
         }
       }
       if (role.min_replicas) task["minAvailable"] = id < *role.min_replicas ? 1 : 0;
+      if (!graph->depends_on[ri].empty()) {
+        json names = json::array();
+        for (size_t d : graph->depends_on[ri]) {
+          for (const auto& n : role_tasks[d]) names.push_back(n);
+        }
+        task["dependsOn"] = {{"name", names}, {"iteration", "all"}};
+      }
       tasks.push_back(task);
     }
   }
@@ -275,9 +301,15 @@ Result<VolcanoJob> AppDefToVolcanoJob(const core::AppDef& app, const std::string
   if (options.priority_class) spec["priorityClassName"] = *options.priority_class;
   // With min_replicas the gang is what every task's minAvailable adds up to
   // (Volcano's own default, written out so that the job says it), as on the box.
+  // Tasks that wait for others (dependsOn) are created only once those run, so
+  // a gang that counted them could never form: the gang is the tasks that wait
+  // for nothing. Being below the tasks' sum also makes Volcano skip its
+  // per-task minimum check, which the tasks not yet created would fail.
   int64_t gang = 0;
-  bool elastic = false;
-  for (const auto& task : tasks) gang += task.value("minAvailable", int64_t{1});
+  bool elastic = !graph->Empty();
+  for (const auto& task : tasks) {
+    if (!task.contains("dependsOn")) gang += task.value("minAvailable", int64_t{1});
+  }
   for (const auto& role : app.roles) elastic = elastic || role.min_replicas.has_value();
   if (elastic) spec["minAvailable"] = gang;
   job.body = {{"apiVersion", "batch.volcano.sh/v1alpha1"},

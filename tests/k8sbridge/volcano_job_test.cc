@@ -213,6 +213,55 @@ TEST(VolcanoJobTest, LabelValuesAreCleanedLikeTorchx) {
   EXPECT_EQ(CleanLabelValue("++", "fallback"), "fallback");
 }
 
+// master <- worker (elastic, 2 of 3) <- eval: dependsOn names every task of the
+// roles waited for; the gang counts only tasks that wait for nothing, since the
+// others are created once those run.
+core::AppDef DagApp() {
+  core::AppDef app = TorchxFixture();
+  app.roles[0].name = "master";
+  core::Role worker = app.roles[0];
+  worker.name = "worker";
+  worker.num_replicas = 3;
+  worker.min_replicas = 2;
+  worker.metadata = {{"torchxd/depends_on", {"master"}}};
+  core::Role eval = app.roles[0];
+  eval.name = "eval";
+  eval.metadata = {{"torchxd/depends_on", {"worker", "master"}}, {"torchxd/depends_on_state", "RUNNING"}};
+  app.roles[0].num_replicas = 2;
+  app.roles.push_back(worker);
+  app.roles.push_back(eval);
+  return app;
+}
+
+TEST(VolcanoJobTest, DependenciesBecomeDependsOnAndTheGangLeavesOutWaitingTasks) {
+  auto job = AppDefToVolcanoJob(DagApp(), "dag-1", Queue());
+  ASSERT_TRUE(job) << job.error().message;
+  const json& tasks = job->body["spec"]["tasks"];
+  ASSERT_EQ(tasks.size(), 6u);
+  EXPECT_FALSE(tasks[0].contains("dependsOn"));
+  EXPECT_FALSE(tasks[1].contains("dependsOn"));
+  for (int i : {2, 3, 4}) {
+    EXPECT_EQ(tasks[i]["dependsOn"], json({{"name", {"master-0", "master-1"}}, {"iteration", "all"}}));
+  }
+  EXPECT_EQ(tasks[5]["dependsOn"],
+            json({{"name", {"worker-0", "worker-1", "worker-2", "master-0", "master-1"}}, {"iteration", "all"}}));
+  EXPECT_EQ(tasks[2]["minAvailable"], 1);
+  EXPECT_EQ(tasks[4]["minAvailable"], 0);
+  EXPECT_EQ(job->body["spec"]["minAvailable"], 2) << "only master's two tasks form the gang";
+
+  core::AppDef succeeded = DagApp();
+  succeeded.roles[2].metadata["torchxd/depends_on_state"] = "SUCCEEDED";
+  auto refused = AppDefToVolcanoJob(succeeded, "dag-1", Queue());
+  ASSERT_FALSE(refused);
+  EXPECT_THAT(refused.error().message, HasSubstr("roles[2].metadata.torchxd/depends_on_state: SUCCEEDED cannot be "
+                                                 "expressed on Volcano"));
+  core::AppDef cycle = DagApp();
+  cycle.roles[0].metadata = {{"torchxd/depends_on", {"eval"}}};
+  auto cyclic = AppDefToVolcanoJob(cycle, "dag-1", Queue());
+  ASSERT_FALSE(cyclic);
+  EXPECT_THAT(cyclic.error().message, HasSubstr("cycle (master -> eval -> worker -> master)"));
+}
+
 // Generated Jobs against the real Volcano CRD (../shared/k8s-schemas).
 TEST(VolcanoJobSchemaTest, GeneratedJobsValidateAgainstTheVolcanoCrd) {
   fs::path shared = fs::path(TORCHXD_SOURCE_DIR) / ".." / "shared" / "k8s-schemas";
@@ -238,7 +287,8 @@ TEST(VolcanoJobSchemaTest, GeneratedJobsValidateAgainstTheVolcanoCrd) {
   o.tolerations = {"nvidia.com/gpu:NoSchedule"};
   o.service_account = "sa";
   std::vector<std::string> files;
-  for (const auto& [name, app] : std::vector<std::pair<std::string, core::AppDef>>{{"fixture", TorchxFixture()}, {"rich", rich}}) {
+  for (const auto& [name, app] : std::vector<std::pair<std::string, core::AppDef>>{
+           {"fixture", TorchxFixture()}, {"rich", rich}, {"dag", DagApp()}}) {
     auto job = AppDefToVolcanoJob(app, "app-name-42", o);
     ASSERT_TRUE(job.has_value());
     files.push_back((dir / (name + ".json")).string());
@@ -259,6 +309,7 @@ TEST(VolcanoJobSchemaTest, GeneratedJobsValidateAgainstTheVolcanoCrd) {
   fs::remove_all(dir);
   EXPECT_THAT(out, HasSubstr("VALID " + files[0] + "\n"));
   EXPECT_THAT(out, HasSubstr("VALID " + files[1] + "\n"));
+  EXPECT_THAT(out, HasSubstr("VALID " + files[2] + "\n"));
   EXPECT_THAT(out, HasSubstr("VALID " + (golden / "req-good.json").string()));
   EXPECT_THAT(out, HasSubstr("INVALID " + (golden / "req-unknown-field.json").string()));
   EXPECT_THAT(out, HasSubstr("INVALID " + (golden / "req-task-name-pattern.json").string()));
