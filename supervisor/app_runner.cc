@@ -60,6 +60,9 @@ AppRunner::AppRunner(uv_loop_t* loop, std::string key, core::AppDef app,
     slots_.push_back(std::move(slot));
   }
   held_.assign(slots_.size(), false);
+  if (auto graph = core::RoleGraphOf(app_)) graph_ = std::move(*graph);  // checked at submit
+  graph_.depends_on.resize(app_.roles.size());
+  graph_.wait_for.resize(app_.roles.size(), core::AppState::kRunning);
 }
 
 AppRunner::~AppRunner() { *alive_ = false; }
@@ -76,13 +79,7 @@ void AppRunner::Start(const std::vector<bool>& held) {
   held_ = held;
   held_.resize(slots_.size(), false);
   observer_->OnAppChanged(*this);
-  ++dispatch_depth_;
-  defer_starts_ = true;
-  for (size_t i = 0; i < slots_.size(); ++i) {
-    if (!held_[i]) Dispatch(i, SlotEvent::kStart);
-  }
-  StartDeferred();
-  --dispatch_depth_;
+  OpenGates();  // every replica not held whose role waits for nothing (or for what runs already)
   CheckDone();
 }
 
@@ -126,16 +123,53 @@ void AppRunner::Adopt(const std::vector<ReplicaInfo>& previous,
       default:
         break;
     }
-    if (s.info.attempt == 0) {  // never started: start it now, unless it waits for Grow
-      if (!held_[i]) Dispatch(i, SlotEvent::kStart);
-      continue;
-    }
+    if (s.info.attempt == 0) continue;  // never started: OpenGates starts it, unless it waits for Grow
     adopt_bytes_ = i < stored_bytes.size() ? stored_bytes[i] : std::pair<uint64_t, uint64_t>{0, 0};
     Dispatch(i, SlotEvent::kAdopt);
   }
   StartDeferred();
   --dispatch_depth_;
+  OpenGates();
   CheckDone();
+}
+
+bool AppRunner::GateOpen(size_t role) const {
+  for (size_t dep : graph_.depends_on[role]) {
+    bool any = false;
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      const Slot& d = *slots_[i];
+      if (static_cast<size_t>(d.info.role_index) != dep || (held_[i] && d.state == SlotState::kIdle)) continue;
+      any = true;
+      bool reached = d.state == SlotState::kSucceeded ||
+                     (graph_.wait_for[role] == core::AppState::kRunning && d.state == SlotState::kRunning);
+      if (!reached) return false;
+    }
+    if (!any) return false;  // nothing of it started yet
+  }
+  return true;
+}
+
+void AppRunner::OpenGates() {
+  if (phase_ != Phase::kRunning) return;
+  ++dispatch_depth_;
+  defer_starts_ = true;
+  std::vector<int> open(app_.roles.size(), -1);  // -1 not looked at yet
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    Slot& s = *slots_[i];
+    if (held_[i] || s.state != SlotState::kIdle || s.info.attempt != 0) continue;
+    auto role = static_cast<size_t>(s.info.role_index);
+    if (open[role] < 0) open[role] = GateOpen(role) ? 1 : 0;
+    if (open[role] == 1) {
+      Dispatch(i, SlotEvent::kStart);
+    } else if (s.info.error_message.empty()) {
+      std::string names;
+      for (size_t d : graph_.depends_on[role]) names += (names.empty() ? "" : ", ") + app_.roles[d].name;
+      s.info.error_message = "waiting for " + names + " to be " + std::string(core::AppStateName(graph_.wait_for[role]));
+      observer_->OnReplicaChanged(*this, s.info);
+    }
+  }
+  StartDeferred();
+  --dispatch_depth_;
 }
 
 bool AppRunner::Grow(size_t index, core::ReplicaRequest request) {
@@ -144,11 +178,7 @@ bool AppRunner::Grow(size_t index, core::ReplicaRequest request) {
   if (s.state != SlotState::kIdle) return false;
   held_[index] = false;
   s.request = std::move(request);
-  ++dispatch_depth_;
-  defer_starts_ = true;
-  Dispatch(index, SlotEvent::kStart);
-  StartDeferred();
-  --dispatch_depth_;
+  OpenGates();  // it starts now unless its role waits for others
   CheckDone();
   return true;
 }
@@ -172,6 +202,7 @@ void AppRunner::Dispatch(size_t index, SlotEvent event) {
   if (t.action != SlotAction::kNone || shown != s.info.state || exited) observer_->OnReplicaChanged(*this, s.info);
   if (dispatch_depth_ == 0) {
     ReleaseGroupWhenStopped();
+    OpenGates();
     CheckDone();
   }
 }
@@ -345,7 +376,7 @@ void AppRunner::DecideFailure(size_t index) {
       restart_group_.clear();
       for (size_t i = 0; i < slots_.size(); ++i) {
         bool same_role = slots_[i]->info.role_index == s.info.role_index;
-        if (held_[i]) continue;  // never started: nothing to restart
+        if (slots_[i]->state == SlotState::kIdle) continue;  // never started (held, or waits for its roles)
         if (role.retry_policy == core::RetryPolicy::kApplication || same_role) restart_group_.push_back(i);
       }
       s.state = SlotState::kGrouped;
@@ -454,7 +485,7 @@ void AppRunner::CheckDone() {
   bool any_failed = false, any_cancelled = false;
   for (size_t i = 0; i < slots_.size(); ++i) {
     const auto& s = slots_[i];
-    if (held_[i] && s->state == SlotState::kIdle) continue;  // growth that never came
+    if (s->state == SlotState::kIdle) continue;  // growth that never came, or roles waited for that never ran
     switch (s->state) {
       case SlotState::kSucceeded:
         break;
@@ -473,11 +504,12 @@ void AppRunner::CheckDone() {
   // the app (containers), then the app ends.
   for (size_t i = 0; i < slots_.size(); ++i) {
     Slot& s = *slots_[i];
-    if (!held_[i] || s.state != SlotState::kIdle) continue;
-    held_[i] = false;
+    if (s.state != SlotState::kIdle) continue;
     s.state = SlotState::kCancelled;
     s.info.state = ReplicaState::kCancelled;
-    s.info.error_message = "never started: the app ended while this replica waited for resources";
+    s.info.error_message = held_[i] ? "never started: the app ended while this replica waited for resources"
+                                    : "never started: the app ended while this replica was " + s.info.error_message;
+    held_[i] = false;
     observer_->OnReplicaChanged(*this, s.info);
   }
   bool cancelled = phase_ == Phase::kCancelling;

@@ -11,7 +11,11 @@
 // Restarts wait a capped exponential backoff with jitter; a replica waiting
 // to restart is PENDING while the app stays RUNNING. A failure with no retry
 // left fails the app and (stop_on_failure) stops the other replicas, which
-// end CANCELLED naming the failed one. Stopping = SIGTERM+SIGCONT to the
+// end CANCELLED naming the failed one. A role whose metadata names roles it
+// depends on (core/role_graph.h) starts once every replica of those that
+// started is RUNNING (or SUCCEEDED, as it asks); until then its replicas are
+// PENDING saying what they wait for. The order holds for first starts:
+// restarts after a failure follow the retry policy without waiting again. Stopping = SIGTERM+SIGCONT to the
 // group, the grace period, then SIGKILL to the whole tree. The app becomes
 // terminal only when no process of it is left.
 //
@@ -30,6 +34,7 @@
 
 #include "core/app_def.h"
 #include "core/replica_request.h"
+#include "core/role_graph.h"
 #include "core/uv_handle.h"
 #include "supervisor/replica_machine.h"
 #include "supervisor/replica_process.h"
@@ -137,6 +142,10 @@ class AppRunner {
   void Spawn(size_t index);
   void StartRecorded(size_t index);
   void StartDeferred();  // the attempts Spawn recorded while starts were deferred
+  // Starts the replicas that never ran, are not held, and whose role's
+  // dependencies reached the state it waits for (all of them for a role with none).
+  void OpenGates();
+  bool GateOpen(size_t role) const;
   void Attach(size_t index);
   ReplicaCallbacks Callbacks(size_t index);
   void OnSlotStarted(size_t index, int pid);
@@ -175,6 +184,7 @@ class AppRunner {
   bool cleanup_after_cancel_ = false;
   bool cancel_fails_ = false;  // the cancel under way ends the app FAILED
   std::vector<bool> held_;  // per slot: waiting for Grow
+  core::RoleGraph graph_;   // which roles wait for which (metadata torchxd/depends_on)
   // What the event being dispatched carries.
   int started_pid_ = 0;
   bool exit_final_ = false;
