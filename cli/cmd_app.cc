@@ -9,10 +9,13 @@
 #include <thread>
 
 #include "cli/commands.h"
+
+#include "core/elastic.h"
 #include "cli/daemon_connection.h"
 #include "cli/table.h"
 #include "core/app_json.h"
 #include "core/app_status.h"
+#include "core/elastic.h"
 #include "core/json_parse.h"
 #include "core/scheduler_opts.h"
 #include "core/text.h"
@@ -178,6 +181,26 @@ int CmdCancel(const GlobalArgs& global, const std::string& handle, std::optional
   } else {
     *ctx.out << handle << " " << (*reply)["state"].get<std::string>() << "\n";
   }
+  return kExitOk;
+}
+
+int CmdScale(const GlobalArgs& global, const std::string& handle, const std::vector<std::string>& changes,
+             const CliContext& ctx) {
+  json scale = json::object();
+  for (const auto& arg : changes) {
+    auto change = core::ParseScaleArg(arg);
+    if (!change) return ReportError(ctx, change.error().message, kExitUsage);
+    scale[change->role] = change->replicas;
+  }
+  auto client = ConnectToDaemon({global.socket, true}, ctx);
+  if (!client) return ReportError(ctx, client.error().message, kExitNoDaemon);
+  auto reply = client->Call("scale", {{"app_handle", handle}, {"scale", scale}});
+  if (!reply) return ReportCallError(ctx, reply.error());
+  std::string now;
+  for (const auto& [role, n] : (*reply)["scale"].items()) {
+    now += (now.empty() ? "" : " ") + role + "=" + std::to_string(n.get<int>());
+  }
+  *ctx.out << handle << " scaled: " << now << "\n";
   return kExitOk;
 }
 

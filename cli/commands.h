@@ -80,6 +80,9 @@ int CmdList(const GlobalArgs& global, const std::string& scheduler, const std::s
 int CmdCancel(const GlobalArgs& global, const std::string& handle, std::optional<double> grace,
               const CliContext& ctx);
 int CmdDelete(const GlobalArgs& global, const std::string& handle, const CliContext& ctx);
+// torchx scale HANDLE ROLE=N...: an elastic role's replicas, within [min_replicas, num_replicas].
+int CmdScale(const GlobalArgs& global, const std::string& handle, const std::vector<std::string>& changes,
+             const CliContext& ctx);
 // `torchx queue [NAME] [--json]`: admission queues and why each pending app waits.
 // Text lists the first kQueueRows pending apps of each queue unless `all`; JSON lists every one.
 inline constexpr int kQueueRows = 20;

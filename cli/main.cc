@@ -95,6 +95,12 @@ int Main(int argc, char** argv) {
   cancel->add_option("--grace-period", grace, "seconds between SIGTERM and SIGKILL (default: the daemon's)")
       ->check(CLI::Range(0.0, 86400.0));
 
+  std::vector<std::string> scale_changes;
+  auto* scale = app.add_subcommand("scale", "Change how many replicas an elastic role runs: HANDLE ROLE=N...");
+  scale->add_option("app_handle", handle, "scheduler://session/app_id")->required();
+  scale->add_option("changes", scale_changes, "ROLE=N, N within the role's [min_replicas, num_replicas]")
+      ->required();
+
   auto* del = app.add_subcommand("delete", "Purge an app's record and logs (stopping it first)");
   del->add_option("app_handle", handle, "scheduler://session/app_id")->required();
 
@@ -162,6 +168,7 @@ int Main(int argc, char** argv) {
   if (*queue) return cli::CmdQueue(global, queue_name, as_json, queue_all, ctx);
   if (*cancel) return cli::CmdCancel(global, handle, grace, ctx);
   if (*del) return cli::CmdDelete(global, handle, ctx);
+  if (*scale) return cli::CmdScale(global, handle, scale_changes, ctx);
   if (*log) return cli::CmdLog(global, log_args, ctx);
   if (*builtins) return cli::CmdBuiltins(builtins_print, ctx);
   if (*runopts) return cli::CmdRunopts(runopts_scheduler, ctx);

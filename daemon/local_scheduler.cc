@@ -468,6 +468,23 @@ void LocalScheduler::Cancel(AppRecord& app, std::optional<double> grace_seconds,
   app.runner->Cancel(grace_seconds.value_or(options_.grace_seconds), "cancelled by user");
 }
 
+void LocalScheduler::Scale(AppRecord& app, const std::vector<core::ScaleRequest>& changes,
+                           std::function<void(Result<void>)> done) {
+  if (app.runner && app.runner->cancelling()) {
+    return done(Fail(Error::Unavailable(app.Handle() + " is being cancelled; it no longer scales")));
+  }
+  for (const auto& c : changes) app.scale[c.role] = c.replicas;
+  if (app.runner) {
+    for (const auto& c : changes) {
+      if (auto role = core::CheckScale(app.app, c)) (void)app.runner->Scale(*role, c.replicas);
+    }
+  }
+  // Queued: it starts with this scale. Stored before the answer, as a cancel is.
+  Persist(app);
+  spdlog::info("app scaled app={} scale={}", app.app_id, app.scale.dump());
+  done({});
+}
+
 void LocalScheduler::Wait(AppRecord& app, std::function<void(const AppRecord&)> done) {
   std::string scheduler = app.scheduler, app_id = app.app_id;
   if (!app.runner && admission_ && admission_->IsPending(AppKey(app))) {
@@ -513,6 +530,7 @@ supervisor::AppOptions LocalScheduler::RunnerOptions(const AppRecord& app, std::
   opts.backoff_initial_seconds = app.cfg.value("restart_backoff", 1.0);
   opts.backoff_max_seconds = app.cfg.value("restart_backoff_max", 30.0);
   opts.stop_on_failure = app.cfg.value("stop_on_failure", true);
+  opts.scale = core::ScaleOf(app.app, app.scale);
   opts.process.shim_path = options_.shim_path;
   opts.process.run_as = std::move(run_as);
   opts.process.run_dir = options_.run_dir;

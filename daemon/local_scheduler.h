@@ -71,6 +71,8 @@ class LocalScheduler : public Scheduler, public supervisor::AppRunnerObserver {
   void Cancel(AppRecord& app, std::optional<double> grace_seconds,
               std::function<void(Result<CancelOutcome>)> done) override;
   void Wait(AppRecord& app, std::function<void(const AppRecord&)> done) override;
+  void Scale(AppRecord& app, const std::vector<core::ScaleRequest>& changes,
+             std::function<void(Result<void>)> done) override;
   void Delete(AppRecord& app, std::function<void(Result<core::AppState>)> done) override;
   // Stops every app (daemon SIGTERM); `done` when no replica is left. With
   // `keep`, replicas are left running for the next daemon to adopt.

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "core/elastic.h"
 #include "core/runopts.h"
 #include "daemon/app_record.h"
 
@@ -50,6 +51,13 @@ class Scheduler {
   // `done` once the app was told to stop (local: once no process is left).
   virtual void Cancel(AppRecord& app, std::optional<double> grace_seconds,
                       std::function<void(Result<CancelOutcome>)> done) = 0;
+  // Elastic scale of a running app's roles (checked with core::CheckScale by
+  // the caller); `done` once the change is made and stored.
+  virtual void Scale(AppRecord& app, const std::vector<core::ScaleRequest>& changes,
+                     std::function<void(Result<void>)> done) {
+    (void)changes;
+    done(Fail(Error::InvalidArgument("the " + app.scheduler + " scheduler cannot scale apps")));
+  }
   // `done` once the app is terminal.
   virtual void Wait(AppRecord& app, std::function<void(const AppRecord&)> done) = 0;
   // Stops the app if it runs, then forgets it and its logs; `done` gets its last state.

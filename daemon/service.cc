@@ -79,11 +79,12 @@ void Service::Dispatch(const protocol::Request& request, const PeerInfo& peer,
   if (m == "list") return List(p, peer, responder);
   if (m == "cancel") return Cancel(p, peer, responder);
   if (m == "wait") return Wait(p, peer, responder);
+  if (m == "scale") return Scale(p, peer, responder);
   if (m == "runopts") return Runopts(p, responder);
   if (m == "queue") return Queue(p, responder);
   responder->Error(Error::InvalidArgument(
       "unknown method \"" + m + "\"." +
-      core::DidYouMean(m, {"version", "run", "status", "describe", "list", "cancel", "wait",
+      core::DidYouMean(m, {"version", "run", "status", "describe", "list", "cancel", "wait", "scale",
                            "runopts", "delete", "shutdown", "log", "queue"})));
 }
 
@@ -377,6 +378,41 @@ void Service::Cancel(const json& params, const PeerInfo& peer, const Reply& repl
     reply->Result({{"app_handle", handle},
                    {"state", core::AppStateName(a != nullptr ? a->state : core::AppState::kUnknown)},
                    {"already_terminal", outcome->already_terminal}});
+  });
+}
+
+void Service::Scale(const json& params, const PeerInfo& peer, const Reply& reply) {
+  auto app = FindOwnApp(params, peer, "scale");
+  if (!app) return reply->Error(app.error());
+  auto it = params.find("scale");
+  if (it == params.end() || !it->is_object() || it->empty()) {
+    return reply->Error(Error::InvalidArgument("params.scale: must be an object of role name -> replicas"));
+  }
+  std::vector<core::ScaleRequest> changes;
+  for (const auto& [role, n] : it->items()) {
+    if (!n.is_number_integer()) {
+      return reply->Error(Error::InvalidArgument("params.scale." + role + ": must be an integer, got " + n.dump()));
+    }
+    core::ScaleRequest c{role, n.get<int>()};
+    if (auto ok = core::CheckScale((*app)->app, c); !ok) return reply->Error(ok.error());
+    changes.push_back(std::move(c));
+  }
+  if (core::IsTerminal((*app)->state)) {
+    return reply->Error(Error::Unavailable((*app)->Handle() + " is " + std::string(core::AppStateName((*app)->state)) +
+                                           "; only an app that has not ended scales"));
+  }
+  std::string scheduler = (*app)->scheduler, app_id = (*app)->app_id, handle = (*app)->Handle();
+  Scheduler* owner = SchedulerFor(scheduler);
+  owner->Scale(**app, changes, [this, reply, owner, scheduler, app_id, handle](Result<void> done) {
+    if (!done) return reply->Error(done.error());
+    if (info_.commit_store) info_.commit_store();
+    const AppRecord* a = owner->Find(scheduler, app_id);
+    json scale = json::object();
+    if (a != nullptr) {
+      std::vector<int> now = core::ScaleOf(a->app, a->scale);
+      for (size_t r = 0; r < a->app.roles.size(); ++r) scale[a->app.roles[r].name] = now[r];
+    }
+    reply->Result({{"app_handle", handle}, {"scale", scale}});
   });
 }
 

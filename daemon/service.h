@@ -67,6 +67,7 @@ class Service : public RequestHandler {
   void ListApps(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply, const std::string& ns);
   void Cancel(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
   void Wait(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
+  void Scale(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
   void Runopts(const nlohmann::json& params, const Reply& reply);
   void Delete(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
   void Log(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);

@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/app_status.h"
+#include "core/elastic.h"
 #include "supervisor/crash_point.h"
 
 namespace torchxd::supervisor {
@@ -63,6 +64,10 @@ AppRunner::AppRunner(uv_loop_t* loop, std::string key, core::AppDef app,
   if (auto graph = core::RoleGraphOf(app_)) graph_ = std::move(*graph);  // checked at submit
   graph_.depends_on.resize(app_.roles.size());
   graph_.wait_for.resize(app_.roles.size(), core::AppState::kRunning);
+  for (size_t r = 0; r < app_.roles.size(); ++r) {
+    int n = r < options_.scale.size() ? options_.scale[r] : app_.roles[r].num_replicas;
+    scale_.push_back(std::clamp(n, 0, app_.roles[r].num_replicas));
+  }
 }
 
 AppRunner::~AppRunner() { *alive_ = false; }
@@ -79,6 +84,7 @@ void AppRunner::Start(const std::vector<bool>& held) {
   held_ = held;
   held_.resize(slots_.size(), false);
   observer_->OnAppChanged(*this);
+  ScaleDownOutOfScale();  // a restarted daemon's app that was scaled before it ever ran
   OpenGates();  // every replica not held whose role waits for nothing (or for what runs already)
   CheckDone();
 }
@@ -118,7 +124,9 @@ void AppRunner::Adopt(const std::vector<ReplicaInfo>& previous,
         s.state = SlotState::kFailed;
         continue;
       case ReplicaState::kCancelled:
-        s.state = SlotState::kCancelled;
+        // Scaled away before the restart: out of scale, not a cancel (it may come back).
+        s.state = s.info.error_message.starts_with(core::kScaledDownPrefix) ? SlotState::kScaledDown
+                                                                             : SlotState::kCancelled;
         continue;
       default:
         break;
@@ -128,9 +136,35 @@ void AppRunner::Adopt(const std::vector<ReplicaInfo>& previous,
     Dispatch(i, SlotEvent::kAdopt);
   }
   StartDeferred();
+  ScaleDownOutOfScale();  // a scale-down stop the previous daemon did not see end
   --dispatch_depth_;
   OpenGates();
   CheckDone();
+}
+
+bool AppRunner::InScale(const Slot& s) const {
+  return s.info.replica_id < scale_[static_cast<size_t>(s.info.role_index)];
+}
+
+void AppRunner::ScaleDownOutOfScale() {
+  stop_grace_ = options_.grace_seconds;
+  ++dispatch_depth_;
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    if (InScale(*slots_[i])) continue;
+    std::erase(restart_group_, i);
+    Dispatch(i, SlotEvent::kScaleDown);
+  }
+  --dispatch_depth_;
+}
+
+bool AppRunner::Scale(size_t role, int replicas) {
+  if (phase_ != Phase::kRunning || role >= scale_.size()) return false;
+  scale_[role] = std::clamp(replicas, 0, app_.roles[role].num_replicas);
+  ScaleDownOutOfScale();
+  ReleaseGroupWhenStopped();  // a restart group may have lost the replicas it waited for
+  OpenGates();                // replicas back in scale start
+  CheckDone();
+  return true;
 }
 
 bool AppRunner::GateOpen(size_t role) const {
@@ -156,7 +190,8 @@ void AppRunner::OpenGates() {
   std::vector<int> open(app_.roles.size(), -1);  // -1 not looked at yet
   for (size_t i = 0; i < slots_.size(); ++i) {
     Slot& s = *slots_[i];
-    if (held_[i] || s.state != SlotState::kIdle || s.info.attempt != 0) continue;
+    if (s.state == SlotState::kScaledDown && InScale(s)) Dispatch(i, SlotEvent::kScaleUp);
+    if (held_[i] || s.state != SlotState::kIdle) continue;
     auto role = static_cast<size_t>(s.info.role_index);
     if (open[role] < 0) open[role] = GateOpen(role) ? 1 : 0;
     if (open[role] == 1) {
@@ -175,7 +210,8 @@ void AppRunner::OpenGates() {
 bool AppRunner::Grow(size_t index, core::ReplicaRequest request) {
   if (index >= slots_.size() || !held_[index] || phase_ != Phase::kRunning) return false;
   Slot& s = *slots_[index];
-  if (s.state != SlotState::kIdle) return false;
+  // Placed while scaled away: it keeps the placement and starts when scaled up.
+  if (s.state != SlotState::kIdle && s.state != SlotState::kScaledDown) return false;
   held_[index] = false;
   s.request = std::move(request);
   OpenGates();  // it starts now unless its role waits for others
@@ -255,6 +291,14 @@ void AppRunner::Perform(size_t index, SlotAction action) {
       return DecideFailure(index);
     case SlotAction::kFail:
       return Fail(index);
+    case SlotAction::kScaledDown: {
+      s.restart_timer.reset();
+      const core::Role& role = app_.roles[static_cast<size_t>(s.info.role_index)];
+      s.info.error_message = std::string(core::kScaledDownPrefix) + ": role " + role.name + " runs " +
+                             std::to_string(scale_[static_cast<size_t>(s.info.role_index)]) + " of " +
+                             std::to_string(role.num_replicas) + " replicas";
+      return;
+    }
   }
 }
 
@@ -485,7 +529,8 @@ void AppRunner::CheckDone() {
   bool any_failed = false, any_cancelled = false;
   for (size_t i = 0; i < slots_.size(); ++i) {
     const auto& s = slots_[i];
-    if (s->state == SlotState::kIdle) continue;  // growth that never came, or roles waited for that never ran
+    // Growth that never came, roles waited for that never ran, or scaled away: not the app's outcome.
+    if (s->state == SlotState::kIdle || s->state == SlotState::kScaledDown) continue;
     switch (s->state) {
       case SlotState::kSucceeded:
         break;

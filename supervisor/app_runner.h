@@ -15,7 +15,9 @@
 // depends on (core/role_graph.h) starts once every replica of those that
 // started is RUNNING (or SUCCEEDED, as it asks); until then its replicas are
 // PENDING saying what they wait for. The order holds for first starts:
-// restarts after a failure follow the retry policy without waiting again. Stopping = SIGTERM+SIGCONT to the
+// restarts after a failure follow the retry policy without waiting again.
+// Scale (elastic roles) parks the replicas above a role's count in
+// kScaledDown, outside the app's outcome, and brings them back. Stopping = SIGTERM+SIGCONT to the
 // group, the grace period, then SIGKILL to the whole tree. The app becomes
 // terminal only when no process of it is left.
 //
@@ -49,6 +51,7 @@ struct AppOptions {
   bool stop_on_failure = true;
   ProcessRuntimeOptions process;      // for processes under torchxd-shim
   ReplicaRuntime* runtime = nullptr;  // borrowed; null = processes under torchxd-shim
+  std::vector<int> scale;  // per role: replicas to run (elastic scale); missing = num_replicas
 };
 
 struct ReplicaInfo {
@@ -119,6 +122,13 @@ class AppRunner {
   // as a time limit). Terminal listeners fire when no process is left.
   void Cancel(double grace_seconds, const std::string& msg, bool as_failure = false);
   void OnTerminal(std::function<void()> callback);  // fires at once if already terminal
+  // Elastic scale (range checked by the caller, core::CheckScale): role `role`
+  // runs its replicas below `replicas` from now on. Those above stop (grace,
+  // then SIGKILL) and end CANCELLED "scaled down", not counting against the
+  // app; those below that were scaled down start again (a held one when Grow
+  // places it). False when the app is not running.
+  bool Scale(size_t role, int replicas);
+  int scale(size_t role) const { return scale_.at(role); }
 
   const std::string& key() const { return key_; }
   const core::AppDef& app() const { return app_; }
@@ -146,6 +156,8 @@ class AppRunner {
   // dependencies reached the state it waits for (all of them for a role with none).
   void OpenGates();
   bool GateOpen(size_t role) const;
+  bool InScale(const Slot& s) const;
+  void ScaleDownOutOfScale();  // stops the replicas above their role's scale
   void Attach(size_t index);
   ReplicaCallbacks Callbacks(size_t index);
   void OnSlotStarted(size_t index, int pid);
@@ -185,6 +197,7 @@ class AppRunner {
   bool cancel_fails_ = false;  // the cancel under way ends the app FAILED
   std::vector<bool> held_;  // per slot: waiting for Grow
   core::RoleGraph graph_;   // which roles wait for which (metadata torchxd/depends_on)
+  std::vector<int> scale_;  // per role: replicas that run (those with a lower replica_id)
   // What the event being dispatched carries.
   int started_pid_ = 0;
   bool exit_final_ = false;

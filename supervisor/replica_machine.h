@@ -28,8 +28,10 @@ enum class SlotState : uint8_t {
   kSucceeded,
   kFailed,
   kCancelled,
+  kStoppingScale,     // terminated because its role was scaled below it
+  kScaledDown,        // out of its role's scale: not counted in the app's outcome
 };
-inline constexpr int kSlotStates = 11;
+inline constexpr int kSlotStates = 13;
 
 enum class SlotEvent : uint8_t {
   kStart,           // the app starts it
@@ -46,8 +48,10 @@ enum class SlotEvent : uint8_t {
   kBackoffElapsed,
   kGraceElapsed,    // the stop's grace period is over
   kNeverStarted,    // adopted, but the daemon stopped before starting it: nothing ran
+  kScaleDown,       // its role was scaled below its index
+  kScaleUp,         // its role was scaled up to include it again
 };
-inline constexpr int kSlotEvents = 14;
+inline constexpr int kSlotEvents = 16;
 
 enum class SlotAction : uint8_t {
   kNone,            // stays as it is
@@ -65,6 +69,7 @@ enum class SlotAction : uint8_t {
   kCancelledBySibling,  // CANCELLED, naming the replica that failed
   kDecideFailure,   // the retry policy picks kBackoff, kGrouped or kFailed
   kFail,            // failed for good
+  kScaledDown,      // out of scale: its restart timer dropped, its message says so
   kInvalid,         // cannot happen; logged and ignored
 };
 

@@ -10,7 +10,7 @@ using A = SlotAction;
 using E = SlotEvent;
 using S = SlotState;
 
-bool Terminal(S s) { return s == S::kSucceeded || s == S::kFailed || s == S::kCancelled; }
+bool Terminal(S s) { return s == S::kSucceeded || s == S::kFailed || s == S::kCancelled || s == S::kScaledDown; }
 
 TEST(ReplicaMachineTest, ACancelEndsEveryStateInCancelledOrStopsItForGood) {
   for (int i = 0; i < kSlotStates; ++i) {
@@ -105,6 +105,38 @@ TEST(ReplicaMachineTest, ARunningReplicasOwnExitIsJudgedByTheRetryPolicyUnlessIt
   }
   EXPECT_EQ(NextTransition(S::kIdle, E::kAdopt).action, A::kAttach);
   EXPECT_EQ(NextTransition(S::kIdle, E::kStart).action, A::kSpawn);
+}
+
+TEST(ReplicaMachineTest, ScalingDownStopsWhatRunsAndEndsOutOfScaleHoweverItEnds) {
+  for (S running : {S::kStarting, S::kRunning}) {
+    SlotTransition t = NextTransition(running, E::kScaleDown);
+    EXPECT_EQ(t.next, S::kStoppingScale);
+    EXPECT_EQ(t.action, A::kTerminate);
+  }
+  EXPECT_EQ(NextTransition(S::kStoppingScale, E::kStarted).action, A::kRecordPidAndStop);
+  EXPECT_EQ(NextTransition(S::kStoppingScale, E::kGraceElapsed).action, A::kKill);
+  for (E exit : {E::kExitOk, E::kExitFailed, E::kExitFinal, E::kStopped, E::kNeverStarted}) {
+    EXPECT_EQ(NextTransition(S::kStoppingScale, exit).next, S::kScaledDown) << SlotEventName(exit);
+  }
+  // Waiting to start or to restart: out of scale at once, its timer dropped.
+  for (S waiting : {S::kIdle, S::kBackoff, S::kGrouped}) {
+    EXPECT_EQ(NextTransition(waiting, E::kScaleDown).next, S::kScaledDown) << SlotStateName(waiting);
+    EXPECT_EQ(NextTransition(waiting, E::kScaleDown).action, A::kScaledDown);
+  }
+  // Stopping for a restart: it ends out of scale instead of restarting.
+  EXPECT_EQ(NextTransition(S::kStoppingRestart, E::kScaleDown).next, S::kStoppingScale);
+  // A cancel during the scale's stop is a cancel; ended replicas keep their outcome.
+  EXPECT_EQ(NextTransition(S::kStoppingScale, E::kCancel).next, S::kStoppingCancel);
+  for (S ended : {S::kSucceeded, S::kFailed, S::kCancelled}) {
+    EXPECT_EQ(NextTransition(ended, E::kScaleDown).next, ended);
+    EXPECT_EQ(NextTransition(ended, E::kScaleUp).next, ended);
+  }
+  // Scaled up again it waits to start (the app starts it when it may); nothing else revives it.
+  EXPECT_EQ(NextTransition(S::kScaledDown, E::kScaleUp).next, S::kIdle);
+  EXPECT_EQ(NextTransition(S::kScaledDown, E::kCancel).next, S::kScaledDown);
+  EXPECT_EQ(ShownState(S::kScaledDown, true), core::ReplicaState::kCancelled);
+  EXPECT_EQ(ShownState(S::kStoppingScale, true), core::ReplicaState::kRunning);
+  EXPECT_TRUE(IsStopping(S::kStoppingScale));
 }
 
 }  // namespace

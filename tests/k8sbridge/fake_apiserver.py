@@ -4,7 +4,12 @@
 usage: fake_apiserver.py [--schemas DIR] [--token TOKEN] [--tls-cert PEM --tls-key PEM] --port-file FILE
 
 Serves on 127.0.0.1 (a free port, written to --port-file) what the bridge uses:
-  Volcano Jobs     POST (with ?dryRun=All), GET, DELETE, list and watch
+  Volcano Jobs     POST (with ?dryRun=All), GET, DELETE, PATCH (JSON Patch: replace/test), list
+                   and watch; Volcano's admission webhook rules (unique task names, task and job
+                   minAvailable within replicas, dependsOn naming tasks and forming a DAG; an
+                   update changes only minAvailable, tasks[*].replicas and priorityClassName);
+                   pods of a task with dependsOn are created once the tasks it names run, and a
+                   task's replicas lowered deletes its pods
   Commands         POST (bus.volcano.sh; AbortJob aborts the Job)
   Pods             list and watch; GET .../pods/NAME/log (follow, timestamps, sinceTime);
                    POST ?dryRun=All (the Pod API's name rules, as the apiserver words them)
@@ -197,11 +202,92 @@ def matches(obj, selector):
     return True
 
 
-def make_pods(ns, job):
+def webhook_denial(message):
+    return status(400, "BadRequest", 'admission webhook "validatejob.volcano.sh" denied the request: ' + message)
+
+
+def volcano_webhook(job, old=None):
+    """None when Volcano's validating webhook admits the Job (or the update), else its message."""
+    spec = job.get("spec", {})
+    tasks = spec.get("tasks", [])
+    names = [t.get("name", "") for t in tasks]
+    if len(set(names)) != len(names):
+        return "duplicated task name"
+    total = 0
+    for t in tasks:
+        replicas = t.get("replicas", 0)
+        total += replicas
+        if t.get("minAvailable", replicas) > replicas:
+            return "'minAvailable' is greater than 'replicas' in task: %s, job: %s" % (
+                t["name"], job.get("metadata", {}).get("name", ""))
+    if spec.get("minAvailable", 0) > total:
+        return "job 'minAvailable' should not be greater than total replicas in tasks"
+    deps = {t["name"]: t.get("dependsOn", {}).get("name", []) for t in tasks}
+    for task, wants in deps.items():
+        for w in wants:
+            if w not in deps:
+                return "task %s depends on an unknown task %s" % (task, w)
+    seen, done = set(), set()
+
+    def cyclic(t):
+        if t in done:
+            return False
+        if t in seen:
+            return True
+        seen.add(t)
+        if any(cyclic(w) for w in deps[t]):
+            return True
+        done.add(t)
+        return False
+    if any(cyclic(t) for t in deps):
+        return "job has dependencies between tasks, but doesn't form a directed acyclic graph(DAG)"
+    if old is not None:
+        before, after = copy.deepcopy(old.get("spec", {})), copy.deepcopy(spec)
+        if len(before.get("tasks", [])) != len(after.get("tasks", [])):
+            return "job updates may not add or remove tasks"
+        for o in (before, after):
+            o.pop("minAvailable", None)
+            o.pop("priorityClassName", None)
+            for t in o.get("tasks", []):
+                t.pop("replicas", None)
+        if before != after:
+            return "job updates may not change fields other than `minAvailable`, `tasks[*].replicas under spec`"
+    return None
+
+
+def task_pods(ns, job_name, task):
+    return [p for k, p in STATE["pods"].items() if k[0] == ns
+            and p["metadata"]["labels"].get("volcano.sh/job-name") == job_name
+            and p["metadata"]["labels"].get("volcano.sh/task-spec") == task]
+
+
+def sync_pods(ns, job):
+    """What Volcano's job controller does for a running Job: each task gets its replicas' pods,
+    a task with dependsOn only once every pod of the tasks it names runs; lowered replicas
+    delete the pods beyond them."""
     name = job["metadata"]["name"]
-    for task in job["spec"].get("tasks", []):
-        for i in range(task.get("replicas", 1)):
-            new_pod(ns, job, task, i)
+    if job.get("status", {}).get("state", {}).get("phase") != "Running":
+        return
+    changed = True
+    while changed:
+        changed = False
+        for task in job["spec"].get("tasks", []):
+            pods = task_pods(ns, name, task["name"])
+            replicas = task.get("replicas", 1)
+            for pod in pods:
+                index = int(pod["metadata"]["name"].rsplit("-", 1)[1])
+                if index >= replicas:
+                    emit("pods", ns, "DELETED", STATE["pods"].pop((ns, pod["metadata"]["name"])))
+            present = {int(p["metadata"]["name"].rsplit("-", 1)[1]) for p in task_pods(ns, name, task["name"])}
+            wants = task.get("dependsOn", {}).get("name", [])
+            ready = all(len([p for p in task_pods(ns, name, w) if p["status"].get("phase") == "Running"]) >=
+                        next(t.get("replicas", 1) for t in job["spec"]["tasks"] if t["name"] == w) for w in wants)
+            if not ready or (wants and present):
+                continue  # a dependent task's pods come all at once, when its upstream runs
+            for i in range(replicas):
+                if i not in present:
+                    new_pod(ns, job, task, i)
+                    changed = True
 
 
 def new_pod(ns, job, task, index):
@@ -235,6 +321,9 @@ def set_pod_phase(key, phase, exit_code):
             "terminated": {"exitCode": exit_code, "reason": "Completed" if exit_code == 0 else "Error",
                            "finishedAt": now_rfc3339()}}
     emit("pods", key[0], "MODIFIED", pod)
+    job = STATE["jobs"].get((key[0], pod["metadata"]["labels"].get("volcano.sh/job-name")))
+    if job is not None and phase == "Running":
+        sync_pods(key[0], job)
 
 
 def set_job_phase(ns, name, phase):
@@ -243,7 +332,7 @@ def set_job_phase(ns, name, phase):
     emit("jobs", ns, "MODIFIED", job)
     if phase == "Running" and not any(k[0] == ns and p["metadata"]["labels"].get("volcano.sh/job-name") == name
                                       for k, p in STATE["pods"].items()):
-        make_pods(ns, job)
+        sync_pods(ns, job)
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -314,6 +403,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             bad = validate("jobs", "Job.batch.volcano.sh", job)
             if bad:
                 return self.send_json(422, bad)
+            denied = volcano_webhook(job)
+            if denied:
+                return self.send_json(400, webhook_denial(denied))
             name = job.get("metadata", {}).get("name", "")
             with LOCK:
                 if (ns, name) in STATE["jobs"]:
@@ -335,6 +427,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 return self.send_json(404, status(404, "NotFound", 'jobs.batch.volcano.sh "%s" not found' % name))
             if method == "GET":
                 return self.send_json(200, job)
+            if method == "PATCH":
+                return self.patch_job(ns, name, job)
             if method == "DELETE":
                 del STATE["jobs"][(ns, name)]
                 emit("jobs", ns, "DELETED", job)
@@ -343,6 +437,44 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     emit("pods", ns, "DELETED", STATE["pods"].pop(key))
                 return self.send_json(200, {"kind": "Status", "apiVersion": "v1", "status": "Success"})
         return self.send_json(405, status(405, "MethodNotAllowed", method))
+
+    def patch_job(self, ns, name, job):
+        """JSON Patch (replace and test ops), under LOCK."""
+        if self.headers.get("Content-Type") != "application/json-patch+json":
+            return self.send_json(415, status(415, "UnsupportedMediaType",
+                                              "the fake only takes application/json-patch+json"))
+        ops = self.read_body()
+        updated = copy.deepcopy(job)
+        for op in ops:
+            path = [p.replace("~1", "/").replace("~0", "~") for p in op.get("path", "").strip("/").split("/")]
+            parent = updated
+            try:
+                for p in path[:-1]:
+                    parent = parent[int(p)] if isinstance(parent, list) else parent[p]
+                last = int(path[-1]) if isinstance(parent, list) else path[-1]
+                if op.get("op") == "test":
+                    if parent[last] != op.get("value"):
+                        return self.send_json(422, status(422, "Invalid", "the server rejected our request due to "
+                                                          "an error in our request: testing value %s failed"
+                                                          % op.get("path")))
+                elif op.get("op") == "replace":
+                    parent[last] = op.get("value")
+                else:
+                    return self.send_json(422, status(422, "Invalid", "unsupported op " + str(op.get("op"))))
+            except (KeyError, IndexError, ValueError, TypeError):
+                return self.send_json(422, status(422, "Invalid", "the server rejected our request due to an "
+                                                  "error in our request: path %s not found" % op.get("path")))
+        bad = validate("jobs", "Job.batch.volcano.sh", updated)
+        if bad:
+            return self.send_json(422, bad)
+        denied = volcano_webhook(updated, job)
+        if denied:
+            return self.send_json(400, webhook_denial(denied))
+        updated["metadata"]["generation"] = job["metadata"].get("generation", 1) + 1
+        STATE["jobs"][(ns, name)] = updated
+        emit("jobs", ns, "MODIFIED", updated)
+        sync_pods(ns, updated)
+        return self.send_json(200, updated)
 
     def forbidden(self, resource, verb, ns=""):
         where = (' in the namespace "%s"' % ns) if ns else " at the cluster scope"
@@ -629,6 +761,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def do_DELETE(self):
         self.route("DELETE")
+
+    def do_PATCH(self):
+        self.route("PATCH")
 
 
 def main():
