@@ -42,6 +42,11 @@ Result<size_t> CheckScale(const AppDef& app, const ScaleRequest& request) {
   return Fail(Error::InvalidArgument("no role '" + request.role + "' in the app (its roles: " + known + ")"));
 }
 
+std::string ScaledDownMessage(const Role& role, int replicas) {
+  return std::string(kScaledDownPrefix) + ": role " + role.name + " runs " + std::to_string(replicas) + " of " +
+         std::to_string(role.num_replicas) + " replicas";
+}
+
 std::vector<int> ScaleOf(const AppDef& app, const nlohmann::json& stored) {
   std::vector<int> scale;
   for (const auto& role : app.roles) {

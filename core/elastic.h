@@ -30,6 +30,8 @@ std::vector<int> ScaleOf(const AppDef& app, const nlohmann::json& stored);
 
 // What a replica scaled away says (its error_message starts with it).
 inline constexpr std::string_view kScaledDownPrefix = "scaled down";
+// "scaled down: role w runs 1 of 3 replicas"
+std::string ScaledDownMessage(const Role& role, int replicas);
 
 }  // namespace torchxd::core
 

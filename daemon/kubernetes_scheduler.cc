@@ -469,8 +469,17 @@ void KubernetesScheduler::PodDeleted(KubeApp& app, const std::string& key, const
     // Deleted before it finished: by the abort we asked for, or by someone else
     // (Volcano then makes a new pod, a new attempt).
     bool cancelled = app.cancel_requested;
-    r->state = cancelled ? core::ReplicaState::kCancelled : core::ReplicaState::kFailed;
-    r->error_message = "pod " + pod + " was deleted before it finished" + (cancelled ? " (cancelled)" : "");
+    // Or by Volcano, for a task `torchx scale` gave 0 replicas: out of scale, not a failure.
+    std::vector<int> scale = core::ScaleOf(app.rec->app, app.rec->scale);
+    bool scaled = false;
+    for (size_t role = 0; role < app.rec->app.roles.size(); ++role) {
+      const core::Role& ro = app.rec->app.roles[role];
+      if (ro.name != r->role || r->replica_id < scale[role]) continue;
+      scaled = true;
+      r->error_message = core::ScaledDownMessage(ro, scale[role]);
+    }
+    r->state = cancelled || scaled ? core::ReplicaState::kCancelled : core::ReplicaState::kFailed;
+    if (!scaled) r->error_message = "pod " + pod + " was deleted before it finished" + (cancelled ? " (cancelled)" : "");
     r->end_ms = core::UnixNowMs();
     spdlog::info("kubernetes pod deleted app={} pod={} replica={}", app.rec->app_id, pod, key);
   }
@@ -652,6 +661,32 @@ void KubernetesScheduler::Cancel(AppRecord& rec, std::optional<double>,
     if (!job) return done(Fail(job.error()));
     send(k8s::ReadJob(*job).uid);
   });
+}
+
+void KubernetesScheduler::Scale(AppRecord& rec, const std::vector<core::ScaleRequest>& changes,
+                                std::function<void(Result<void>)> done) {
+  auto api = Api();
+  if (!api) return done(Fail(api.error()));
+  KubeApp& app = *apps_.at(rec.app_id);
+  json ops = json::array();
+  for (const auto& c : changes) {
+    auto role = core::CheckScale(rec.app, c);
+    if (!role) return done(Fail(role.error()));
+    for (auto& op : k8s::ScalePatch(rec.app, *role, c.replicas)) ops.push_back(std::move(op));
+  }
+  std::string app_id = rec.app_id;
+  (*api)->Call(
+      "PATCH", k8s::JobPath(app.ns, app.name), &ops,
+      [this, app_id, changes, done](Result<json> patched) {
+        if (!patched) return done(Fail(patched.error().WithContext("scale (patching the Job's task replicas)")));
+        auto it = apps_.find(app_id);
+        if (it == apps_.end()) return done(Fail(Error::NotFound(app_id + " was deleted meanwhile")));
+        for (const auto& c : changes) it->second->rec->scale[c.role] = c.replicas;
+        spdlog::info("kubernetes job scaled app={} scale={}", app_id, it->second->rec->scale.dump());
+        if (auto ok = Persist(*it->second); !ok) return done(Fail(ok.error()));
+        done({});
+      },
+      "application/json-patch+json");
 }
 
 void KubernetesScheduler::EndCancelWait(uint64_t id) {

@@ -67,6 +67,8 @@ class KubernetesScheduler : public Scheduler {
   void Cancel(AppRecord& app, std::optional<double> grace_seconds,
               std::function<void(Result<CancelOutcome>)> done) override;
   void Wait(AppRecord& app, std::function<void(const AppRecord&)> done) override;
+  void Scale(AppRecord& app, const std::vector<core::ScaleRequest>& changes,
+             std::function<void(Result<void>)> done) override;
   void Delete(AppRecord& app, std::function<void(Result<core::AppState>)> done) override;
   void Shutdown(bool keep, std::function<void()> done) override;  // Jobs always keep running in the cluster
   size_t running_apps() const override;

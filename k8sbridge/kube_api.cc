@@ -126,12 +126,12 @@ HttpRequest KubeApi::Base(const std::string& method, const std::string& path_and
 }
 
 HttpClient::RequestId KubeApi::Call(const std::string& method, const std::string& path_and_query,
-                                    const json* body, JsonDone done) {
+                                    const json* body, JsonDone done, const std::string& content_type) {
   HttpRequest r = Base(method, path_and_query);
   r.timeout_ms = kCallTimeoutMs;
   if (body != nullptr) {
     r.body = body->dump();
-    r.headers.push_back("Content-Type: application/json");
+    r.headers.push_back("Content-Type: " + content_type);
   }
   std::string what = method + " " + path_and_query;
   return http_->Start(std::move(r), nullptr, [what, done = std::move(done)](Result<HttpResponse> resp) {

@@ -92,8 +92,10 @@ class KubeApi {
   const KubeConfig& config() const { return config_; }
 
   // `path_and_query` starts with '/'. `body` may be null.
+  // `content_type` of the body: e.g. application/json-patch+json for a PATCH.
   HttpClient::RequestId Call(const std::string& method, const std::string& path_and_query,
-                             const nlohmann::json* body, JsonDone done);
+                             const nlohmann::json* body, JsonDone done,
+                             const std::string& content_type = "application/json");
   // A streamed GET (watch, log follow): each complete line to on_line.
   // `timeout_ms` bounds the whole stream (0 = none, for watches and follows).
   // `on_open`: the server answered with headers (its status), before any line.

@@ -329,6 +329,20 @@ Result<VolcanoJob> AppDefToVolcanoJob(const core::AppDef& app, const std::string
   return job;
 }
 
+json ScalePatch(const core::AppDef& app, size_t role, int replicas) {
+  size_t first = 0;
+  for (size_t r = 0; r < role && r < app.roles.size(); ++r) first += static_cast<size_t>(app.roles[r].num_replicas);
+  json ops = json::array();
+  if (role >= app.roles.size()) return ops;
+  for (int id = 0; id < app.roles[role].num_replicas; ++id) {
+    std::string at = "/spec/tasks/" + std::to_string(first + static_cast<size_t>(id));
+    ops.push_back({{"op", "test"}, {"path", at + "/name"},
+                   {"value", core::NormalizeStr(app.roles[role].name + "-" + std::to_string(id))}});
+    ops.push_back({{"op", "replace"}, {"path", at + "/replicas"}, {"value", id < replicas ? 1 : 0}});
+  }
+  return ops;
+}
+
 KubernetesOptions KubernetesOptionsFromCfg(const core::Cfg& cfg) {
   using StringMap = std::map<std::string, std::string>;
   KubernetesOptions o;

@@ -72,6 +72,12 @@ std::string CleanLabelValue(const std::string& value, const std::string& fallbac
 [[nodiscard]] Result<VolcanoJob> AppDefToVolcanoJob(const core::AppDef& app, const std::string& unique_app_id,
                                                     const KubernetesOptions& options);
 
+// Elastic scale of the Job AppDefToVolcanoJob made: a JSON Patch (RFC 6902)
+// giving role `role`'s tasks replicas 1 below `replicas` and 0 from it on.
+// Each replace is preceded by a test of that task's name, so a Job laid out
+// otherwise is refused by the server rather than changed.
+nlohmann::json ScalePatch(const core::AppDef& app, size_t role, int replicas);
+
 }  // namespace torchxd::k8sbridge
 
 #endif  // TORCHXD_K8SBRIDGE_VOLCANO_JOB_H_

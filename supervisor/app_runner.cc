@@ -293,10 +293,8 @@ void AppRunner::Perform(size_t index, SlotAction action) {
       return Fail(index);
     case SlotAction::kScaledDown: {
       s.restart_timer.reset();
-      const core::Role& role = app_.roles[static_cast<size_t>(s.info.role_index)];
-      s.info.error_message = std::string(core::kScaledDownPrefix) + ": role " + role.name + " runs " +
-                             std::to_string(scale_[static_cast<size_t>(s.info.role_index)]) + " of " +
-                             std::to_string(role.num_replicas) + " replicas";
+      auto role = static_cast<size_t>(s.info.role_index);
+      s.info.error_message = core::ScaledDownMessage(app_.roles[role], scale_[role]);
       return;
     }
   }

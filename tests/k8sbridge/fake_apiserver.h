@@ -34,8 +34,9 @@ class FakeApiServer {
  public:
   // `schemas`: validate created objects with the real CRDs ("" = no validation).
   // With `tls_cert`/`tls_key` (PEM files) it serves HTTPS.
+  // `webhook`: Volcano's admission webhook rules too (false: the CRDs alone).
   bool Start(const std::filesystem::path& dir, const std::string& schemas, const std::string& token,
-             const std::string& tls_cert = "", const std::string& tls_key = "") {
+             const std::string& tls_cert = "", const std::string& tls_key = "", bool webhook = true) {
     tls_ = !tls_cert.empty();
     std::string port_file = (dir / "fake.port").string();
     // pdeathsig: a killed test takes its server along.
@@ -44,6 +45,7 @@ class FakeApiServer {
     if (!schemas.empty()) args.insert(args.end(), {"--schemas", schemas});
     if (!token.empty()) args.insert(args.end(), {"--token", token});
     if (tls_) args.insert(args.end(), {"--tls-cert", tls_cert, "--tls-key", tls_key});
+    if (!webhook) args.push_back("--no-webhook");
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """A fake kube-apiserver with Volcano, for torchxd's Kubernetes bridge tests.
 
-usage: fake_apiserver.py [--schemas DIR] [--token TOKEN] [--tls-cert PEM --tls-key PEM] --port-file FILE
+usage: fake_apiserver.py [--schemas DIR] [--token TOKEN] [--tls-cert PEM --tls-key PEM] [--no-webhook]
+                         --port-file FILE
 
 Serves on 127.0.0.1 (a free port, written to --port-file) what the bridge uses:
   Volcano Jobs     POST (with ?dryRun=All), GET, DELETE, PATCH (JSON Patch: replace/test), list
@@ -9,7 +10,8 @@ Serves on 127.0.0.1 (a free port, written to --port-file) what the bridge uses:
                    minAvailable within replicas, dependsOn naming tasks and forming a DAG; an
                    update changes only minAvailable, tasks[*].replicas and priorityClassName);
                    pods of a task with dependsOn are created once the tasks it names run, and a
-                   task's replicas lowered deletes its pods
+                   task's replicas lowered deletes its pods. --no-webhook: an apiserver with the
+                   CRDs but without Volcano's webhook (what the golden answers came from)
   Commands         POST (bus.volcano.sh; AbortJob aborts the Job)
   Pods             list and watch; GET .../pods/NAME/log (follow, timestamps, sinceTime);
                    POST ?dryRun=All (the Pod API's name rules, as the apiserver words them)
@@ -82,6 +84,7 @@ STATE = {
 }
 VALIDATORS = {}
 TOKEN = None
+WEBHOOK = True
 
 
 def now_rfc3339(nanos=False):
@@ -208,6 +211,8 @@ def webhook_denial(message):
 
 def volcano_webhook(job, old=None):
     """None when Volcano's validating webhook admits the Job (or the update), else its message."""
+    if not WEBHOOK:
+        return None
     spec = job.get("spec", {})
     tasks = spec.get("tasks", [])
     names = [t.get("name", "") for t in tasks]
@@ -241,7 +246,7 @@ def volcano_webhook(job, old=None):
         return False
     if any(cyclic(t) for t in deps):
         return "job has dependencies between tasks, but doesn't form a directed acyclic graph(DAG)"
-    if old is not None:
+    if old is not None and WEBHOOK:
         before, after = copy.deepcopy(old.get("spec", {})), copy.deepcopy(spec)
         if len(before.get("tasks", [])) != len(after.get("tasks", [])):
             return "job updates may not add or remove tasks"
@@ -767,15 +772,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
 
 def main():
-    global TOKEN
+    global TOKEN, WEBHOOK
     parser = argparse.ArgumentParser()
     parser.add_argument("--schemas")
     parser.add_argument("--token")
     parser.add_argument("--port-file", required=True)
     parser.add_argument("--tls-cert")
     parser.add_argument("--tls-key")
+    parser.add_argument("--no-webhook", action="store_true")
     args = parser.parse_args()
     TOKEN = args.token
+    WEBHOOK = not args.no_webhook
     if args.schemas:
         load_validators(args.schemas)
     class Server(http.server.ThreadingHTTPServer):

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <set>
 #include <fstream>
 #include <functional>
 #include <future>
@@ -454,6 +455,69 @@ TEST_F(KubernetesE2eTest, SidecarsAndPodLevelReasonsDoNotHideTheReplicasOutcome)
   EXPECT_THAT(replica.dump(), HasSubstr("Evicted: The node was low on resource: memory."));
 }
 
+// master <- worker (elastic 1..2): dependsOn and the gang on Volcano, then `torchx scale`.
+TEST_F(KubernetesE2eTest, DependenciesWaitOnTheClusterAndAnElasticRoleScales) {
+  json app = {{"name", "dag"},
+              {"roles",
+               {{{"name", "master"}, {"image", "busybox"}, {"entrypoint", "sleep"}, {"args", {"600"}}},
+                {{"name", "worker"}, {"image", "busybox"}, {"entrypoint", "sleep"}, {"args", {"600"}},
+                 {"num_replicas", 2}, {"min_replicas", 1},
+                 {"metadata", {{"torchxd/depends_on", {"master"}}}}}}}};
+  std::ofstream(dir_ / "dag.json") << app.dump();
+  auto run = Torchx({"run", "-s", "kubernetes", "-cfg", "queue=default,namespace=team", (dir_ / "dag.json").string()});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  std::string h = run.out.substr(0, run.out.find('\n'));
+  std::string job = JobName(h);
+  json sent = api_.State()["jobs"][0];
+  EXPECT_EQ(sent["spec"]["minAvailable"], 1) << "the gang is the tasks that wait for nothing";
+  EXPECT_EQ(sent["spec"]["tasks"][1]["dependsOn"], json({{"name", {"master-0"}}, {"iteration", "all"}}));
+  EXPECT_EQ(api_.State()["pruned"], json::array()) << "dependsOn is a field the CRD knows";
+
+  // The worker's pods exist only once the master's runs.
+  ASSERT_EQ(api_.Post("/fake/jobs/team/" + job + "/phase", {{"phase", "Running"}, {"pods", "Pending"}}), 200);
+  auto pod_names = [&] {
+    std::set<std::string> names;
+    json state = api_.State();
+    for (const auto& p : state["pods"]) names.insert(p["metadata"]["name"].get<std::string>());
+    return names;
+  };
+  ASSERT_TRUE(WaitForState(h, "RUNNING"));
+  ASSERT_TRUE(WaitUntil([&] { return StatusJson(h)["roles"][0]["replicas"][0]["state_name"] == "PENDING"; }));
+  EXPECT_EQ(pod_names(), std::set<std::string>({job + "-master-0-0"}));
+  PodPhase(job + "-master-0-0", "Running");
+  EXPECT_EQ(pod_names(), std::set<std::string>({job + "-master-0-0", job + "-worker-0-0", job + "-worker-1-0"}));
+  PodPhase(job + "-worker-0-0", "Running");
+  PodPhase(job + "-worker-1-0", "Running");
+  ASSERT_TRUE(WaitUntil([&] { return StatusJson(h)["roles"][1]["replicas"][1]["state_name"] == "RUNNING"; }));
+
+  // Scale: the task beyond the count gets 0 replicas, its pod goes, its replica is out of scale.
+  auto bad = Torchx({"scale", h, "worker=3"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("worker=3: role worker runs between 1 and 2 replicas"));
+  auto down = Torchx({"scale", h, "worker=1"});
+  ASSERT_EQ(down.exit_code, 0) << down.err;
+  EXPECT_EQ(down.out, h + " scaled: master=1 worker=1\n");
+  EXPECT_EQ(api_.State()["jobs"][0]["spec"]["tasks"][2]["replicas"], 0);
+  ASSERT_TRUE(WaitUntil([&] { return StatusJson(h)["roles"][1]["replicas"][1]["state_name"] == "CANCELLED"; }));
+  EXPECT_EQ(StatusJson(h)["roles"][1]["replicas"][1]["error_message"], "scaled down: role worker runs 1 of 2 replicas");
+  EXPECT_EQ(StatusJson(h)["state"], "RUNNING");
+  int patches = 0;
+  json state = api_.State();
+  for (const auto& r : state["requests"]) patches += r["method"] == "PATCH" ? 1 : 0;
+  EXPECT_EQ(patches, 1);
+
+  // Back to 2, also after a daemon restart: a new pod, a new attempt.
+  ASSERT_EQ(Torchx({"daemon", "stop"}).exit_code, 0);
+  ASSERT_EQ(Torchx({"scale", h, "worker=2"}).exit_code, 0);
+  EXPECT_EQ(api_.State()["jobs"][0]["spec"]["tasks"][2]["replicas"], 1);
+  PodPhase(job + "-worker-1-0", "Running");
+  ASSERT_TRUE(WaitUntil([&] {
+    json r = StatusJson(h)["roles"][1]["replicas"][1];
+    return r["state_name"] == "RUNNING" && r["attempt"] == 2;
+  }));
+  EXPECT_EQ(StatusJson(h)["roles"][1]["replicas"][0]["attempt"], 1);
+}
+
 TEST_F(KubernetesE2eTest, WhatTheClusterCouldNeverRunIsRefusedAtSubmit) {
   auto run = [&](const std::string& cfg, const std::vector<std::string>& component = {"utils.echo"}) {
     std::vector<std::string> args = {"run", "-s", "kubernetes", "-cfg", "namespace=team," + cfg};
@@ -594,7 +658,8 @@ TEST(FakeApiServerTest, GivesTheGoldenVerdicts) {
   fs::path dir = fs::temp_directory_path() / ("txg_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   FakeApiServer api;
-  ASSERT_TRUE(api.Start(dir, schemas, ""));
+  // The golden answers are those of an apiserver with Volcano's CRDs and no Volcano webhook.
+  ASSERT_TRUE(api.Start(dir, schemas, "", "", "", /*webhook=*/false));
   fs::path golden = fs::path(schemas) / "golden-apiserver-v1.24";
   int cases = 0;
   for (const auto& entry : fs::directory_iterator(golden)) {
@@ -618,6 +683,20 @@ TEST(FakeApiServerTest, GivesTheGoldenVerdicts) {
     ++cases;
   }
   EXPECT_EQ(cases, 12);
+  // With Volcano's webhook, what the CRD lets through but Volcano refuses is refused (400).
+  FakeApiServer with_webhook;
+  fs::create_directories(dir / "w");
+  ASSERT_TRUE(with_webhook.Start(dir / "w", schemas, ""));
+  for (const char* file : {"req-dup-task-names.json", "req-minavail-gt-replicas.json"}) {
+    std::ifstream in(golden / file);
+    std::string out;
+    EXPECT_EQ(with_webhook.Request("POST", "/apis/batch.volcano.sh/v1alpha1/namespaces/default/jobs?dryRun=All",
+                                   json::parse(in).dump(), &out),
+              400)
+        << file;
+    EXPECT_THAT(json::parse(out, nullptr, false).value("message", ""),
+                HasSubstr("admission webhook \"validatejob.volcano.sh\" denied the request")) << file;
+  }
   fs::remove_all(dir);
 }
 
