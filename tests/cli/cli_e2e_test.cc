@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <chrono>
 #include <optional>
 #include <cstdio>
 #include <filesystem>
@@ -278,6 +279,74 @@ TEST_F(CliE2eTest, DistributedExampleTrainsWithTwoReplicas) {
   EXPECT_THAT(log.out, HasSubstr("train/0 [0]:rank "));
   EXPECT_THAT(log.out, HasSubstr("train/1 [0]:rank "));
   EXPECT_THAT(Torchx({"log", "--regex", "step 2 loss", h}).out, HasSubstr("world_size 2"));
+}
+
+// Elastic: torchrun with --nnodes 1:2 under `torchx scale`. The role starts
+// with 2, is scaled to 1 at once (so replica 0 hosts the c10d store: on one
+// box every replica matches the endpoint and the first to bind hosts it),
+// then to 2 and back to 1; the app keeps running and torchrun's rendezvous
+// follows each change.
+TEST_F(CliE2eTest, ATorchrunJobScalesBetweenOneAndTwoReplicasAndKeepsRunning) {
+  if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "python3-torch is not installed (/usr/bin/python3 -c 'import torch' failed)";
+  }
+  std::ofstream(dir_ / "work/elastic.py") << R"(import os
+import time
+
+import torch
+import torch.distributed as dist
+
+dist.init_process_group(backend="gloo")
+print(f"joined world_size {dist.get_world_size()} restart {os.environ.get('TORCHELASTIC_RESTART_COUNT')}", flush=True)
+while True:
+    t = torch.ones(1)
+    dist.all_reduce(t)
+    time.sleep(0.2)
+)";
+  std::string port = std::to_string(20000 + ((::getpid() + 7919) % 20000));
+  auto run = Torchx({"run", "-d", "dist.ddp", "-j", "1:2x1", "--tee", "1", "--env",
+                     "PET_REDIRECTS=1,PET_MAX_RESTARTS=20,PET_MONITOR_INTERVAL=1", "--rdzv_conf",
+                     "last_call_timeout=1", "--rdzv_port", port, "--script", (dir_ / "work/elastic.py").string()});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  std::string h = Handle(run);
+  auto scale = [&](const std::string& n) {
+    auto r = Torchx({"scale", h, "elastic=" + n});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, h + " scaled: elastic=" + n + "\n");
+  };
+  // The lines "joined world_size N" replica `id` logged, in order.
+  auto joined = [&](int id) {
+    std::vector<std::string> sizes;
+    std::string out = Torchx({"log", "--regex", "joined world_size", h + "/elastic/" + std::to_string(id)}).out;
+    for (size_t at = out.find("world_size "); at != std::string::npos; at = out.find("world_size ", at + 1)) {
+      sizes.push_back(out.substr(at + 11, 1));
+    }
+    return sizes;
+  };
+  auto wait_for = [&](int id, const std::vector<std::string>& want) {
+    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(90);
+    while (std::chrono::steady_clock::now() < end) {
+      if (joined(id) == want) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    ADD_FAILURE() << "replica " << id << " never logged the rendezvous sizes wanted; log:\n" << Torchx({"log", h}).out;
+    return false;
+  };
+  scale("1");
+  ASSERT_TRUE(wait_for(0, {"1"}));
+  scale("2");
+  ASSERT_TRUE(wait_for(0, {"1", "2"}));
+  ASSERT_TRUE(wait_for(1, {"2"}));
+  scale("1");
+  ASSERT_TRUE(wait_for(0, {"1", "2", "1"}));
+  json st = json::parse(Torchx({"status", "--json", h}).out);
+  EXPECT_EQ(st["state"], "RUNNING");
+  const json& replicas = st["roles"][0]["replicas"];
+  EXPECT_EQ(replicas[0]["state_name"], "RUNNING");
+  EXPECT_EQ(replicas[0]["attempt"], 1) << "replica 0 ran through every change";
+  EXPECT_EQ(replicas[1]["state_name"], "CANCELLED");
+  EXPECT_EQ(replicas[1]["error_message"], "scaled down: role elastic runs 1 of 2 replicas");
+  EXPECT_EQ(Torchx({"cancel", h}).exit_code, 0);
 }
 
 }  // namespace
