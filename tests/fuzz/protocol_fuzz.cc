@@ -40,10 +40,14 @@ class MemoryScheduler : public Scheduler {
     auto rec = std::make_unique<AppRecord>();
     rec->scheduler = request.scheduler;
     rec->session = request.session;
-    rec->app_id = core::MakeUnique(request.app.name);
+    // Predictable ids ("NAME-0", "NAME-1", ...) so that inputs can name the apps they ran.
+    rec->app_id = request.app.name + "-" + std::to_string(next_id_++);
     rec->app = std::move(request.app);
     rec->owner_uid = request.uid;
-    rec->state = core::AppState::kSucceeded;
+    // An elastic app stays RUNNING, so that `scale` reaches the scheduler.
+    bool elastic = false;
+    for (const auto& role : rec->app.roles) elastic = elastic || role.min_replicas.has_value();
+    rec->state = elastic ? core::AppState::kRunning : core::AppState::kSucceeded;
     for (size_t r = 0; r < rec->app.roles.size(); ++r) {
       for (int i = 0; i < rec->app.roles[r].num_replicas && i < 4; ++i) {
         supervisor::ReplicaInfo info;
@@ -71,6 +75,11 @@ class MemoryScheduler : public Scheduler {
     done(CancelOutcome{true});
   }
   void Wait(AppRecord& app, std::function<void(const AppRecord&)> done) override { done(app); }
+  void Scale(AppRecord& app, const std::vector<core::ScaleRequest>& changes,
+             std::function<void(Result<void>)> done) override {
+    for (const auto& c : changes) app.scale[c.role] = c.replicas;
+    done({});
+  }
   void Delete(AppRecord& app, std::function<void(Result<core::AppState>)> done) override {
     core::AppState last = app.state;
     apps_.erase({app.scheduler, app.app_id});
@@ -83,6 +92,7 @@ class MemoryScheduler : public Scheduler {
 
  private:
   std::map<std::pair<std::string, std::string>, std::unique_ptr<AppRecord>> apps_;
+  uint64_t next_id_ = 0;
 };
 
 }  // namespace
