@@ -1,5 +1,6 @@
-// What KubernetesScheduler keeps per app and per replica's pod: private to
-// daemon/kubernetes_scheduler.cc and daemon/kubernetes_logs.cc.
+// What KubernetesScheduler keeps per app and per replica's pod log (the Job
+// and its pods are the JobTracker's): private to daemon/kubernetes_scheduler.cc
+// and daemon/kubernetes_logs.cc.
 //
 // Thread contract: loop thread only.
 #ifndef TORCHXD_DAEMON_KUBERNETES_APP_H_
@@ -16,19 +17,16 @@
 
 #include "daemon/app_record.h"
 #include "daemon/kubernetes_scheduler.h"
+#include "k8sbridge/job_tracker.h"
 #include "k8sbridge/pod_log_follower.h"
-#include "k8sbridge/reflector.h"
 
 namespace torchxd::daemon {
 
-// What the daemon knows of one replica's current pod and its log.
+// The log side of one replica's current pod (which pod that is, and whether it
+// started or finished, is the JobTracker's TrackedPod).
 struct KubernetesScheduler::PodTrack {
-  std::string pod, uid;
-  int attempt = 0;
   int64_t after_ns = 0;   // the last log line stored
   bool log_done = false;  // everything the pod wrote is stored (or it was given up)
-  bool terminal = false;  // the pod finished (or is gone)
-  bool started = false;   // a container ran: there is a log to read
   std::unique_ptr<k8sbridge::PodLogFollower> follower;
   // Reading its log: reads that fail or find nothing back off (LogBackoffSeconds).
   int failures = 0;            // in a row
@@ -37,27 +35,28 @@ struct KubernetesScheduler::PodTrack {
   size_t lines_this_read = 0;  // lines the current read stored
   std::string log_error;       // why the log cannot be read now ("" = it can); kept when given up
 
-  nlohmann::json ToJson() const {
-    return {{"pod", pod},           {"uid", uid},         {"attempt", attempt},
-            {"after_ns", after_ns}, {"log_done", log_done}, {"log_error", log_error}, {"started", started}};
+  // Stored with the record: the pod (from the tracker) and how far its log is stored.
+  nlohmann::json ToJson(const k8sbridge::TrackedPod& pod) const {
+    return {{"pod", pod.pod},       {"uid", pod.uid},         {"attempt", pod.attempt},
+            {"after_ns", after_ns}, {"log_done", log_done},   {"log_error", log_error}, {"started", pod.started}};
   }
-  static PodTrack FromJson(const nlohmann::json& j) {
+  static PodTrack FromJson(const nlohmann::json& j, k8sbridge::TrackedPod& pod) {
     PodTrack t;
-    t.pod = j.value("pod", "");
-    t.uid = j.value("uid", "");
-    t.attempt = j.value("attempt", 0);
+    pod.pod = j.value("pod", "");
+    pod.uid = j.value("uid", "");
+    pod.attempt = j.value("attempt", 0);
     t.after_ns = j.value("after_ns", int64_t{0});
     t.log_done = j.value("log_done", false);
     t.log_error = j.value("log_error", "");
-    // Older records lack it: a pod with stored lines, or whose log is done, had started.
-    t.started = j.value("started", t.after_ns > 0);
+    // Older records lack it: a pod with stored lines had started.
+    pod.started = j.value("started", t.after_ns > 0);
     return t;
   }
 };
 
 struct KubernetesScheduler::KubeApp {
   std::unique_ptr<AppRecord> rec;
-  std::string ns, name, uid;
+  k8sbridge::TrackedJob* job = nullptr;  // its Job and pods, owned by the tracker
   bool cancel_requested = false;
   // A torchx Job of a watched namespace that this daemon did not submit (as
   // TorchX's list shows them): its pod logs are fetched when someone reads
@@ -65,10 +64,15 @@ struct KubernetesScheduler::KubeApp {
   bool foreign = false;
   bool followed = false;
   int64_t persisted_ms = 0;
-  std::map<std::string, std::pair<std::string, int>> tasks;  // task name -> (role, replica)
-  std::map<std::string, PodTrack> pods;                       // "role/replica"
+  std::map<std::string, PodTrack> pods;  // "role/replica"
   std::vector<std::function<void(const AppRecord&)>> waiters;
 
+  // The replica's current pod as the tracker knows it (an empty one before any).
+  const k8sbridge::TrackedPod& Pod(const std::string& key) const {
+    static const k8sbridge::TrackedPod kNone;
+    auto it = job->pods.find(key);
+    return it == job->pods.end() ? kNone : it->second;
+  }
   supervisor::ReplicaInfo* Replica(const std::string& role, int id) {
     for (auto& r : rec->replicas) {
       if (r.role == role && r.replica_id == id) return &r;
@@ -85,10 +89,6 @@ struct KubernetesScheduler::KubeApp {
       return nullptr;
     }
   }
-};
-
-struct KubernetesScheduler::Namespace {
-  std::unique_ptr<k8sbridge::Reflector> jobs, pods;
 };
 
 }  // namespace torchxd::daemon

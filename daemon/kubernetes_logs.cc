@@ -45,15 +45,16 @@ double KubernetesScheduler::LogBackoffSeconds(int failures) const {
   return d * (1.0 + 0.1 * Jitter01());
 }
 
-bool KubernetesScheduler::WantsRead(const KubeApp& app, const PodTrack& t) {
+bool KubernetesScheduler::WantsRead(const KubeApp& app, const std::string& key, const PodTrack& t) {
   // A foreign Job's logs are read when someone asks (BeforeLogRead, OnFollow).
-  return !t.follower && !t.log_done && t.started && !t.uid.empty() && (!app.foreign || app.followed);
+  const k8s::TrackedPod& pod = app.Pod(key);
+  return !t.follower && !t.log_done && pod.started && !pod.uid.empty() && (!app.foreign || app.followed);
 }
 
 void KubernetesScheduler::FollowLogs(KubeApp& app, const std::string& key) {
   if (shut_down_ || !api_) return;
   PodTrack& t = app.pods[key];
-  if (!WantsRead(app, t)) return;
+  if (!WantsRead(app, key, t)) return;
   std::string app_id = app.rec->app_id;
   auto on_line = [this, app_id, key](int64_t time_ns, std::string_view line) {
     StoreLine(app_id, key, time_ns, line);
@@ -62,7 +63,8 @@ void KubernetesScheduler::FollowLogs(KubeApp& app, const std::string& key) {
     OnLogEnd(app_id, key, status, std::move(result));
   };
   t.lines_this_read = 0;
-  t.follower = std::make_unique<k8s::PodLogFollower>(api_.get(), app.ns, t.pod, "", t.after_ns, on_line, on_end);
+  t.follower = std::make_unique<k8s::PodLogFollower>(api_.get(), app.job->ns, app.Pod(key).pod, "", t.after_ns,
+                                                     on_line, on_end);
 }
 
 void KubernetesScheduler::StoreLine(const std::string& app_id, const std::string& key, int64_t time_ns,
@@ -75,7 +77,7 @@ void KubernetesScheduler::StoreLine(const std::string& app_id, const std::string
   track.after_ns = time_ns;
   ++track.lines_this_read;
   bool recovered = !track.log_error.empty();
-  if (recovered) SetLogProblem(a, track, "", 0);
+  if (recovered) SetLogProblem(a, key, track, "", 0);
   supervisor::ReplicaInfo* r = a.Replica(key);
   // A replica whose writer a restarted daemon has not opened yet (its pod was seen before the restart).
   if (r != nullptr) (void)logs_->Open(*a.rec, key, r->log_dir, std::nullopt);
@@ -87,12 +89,14 @@ void KubernetesScheduler::StoreLine(const std::string& app_id, const std::string
   }
 }
 
-void KubernetesScheduler::SetLogProblem(KubeApp& app, PodTrack& t, const std::string& problem, long status) {
+void KubernetesScheduler::SetLogProblem(KubeApp& app, const std::string& key, PodTrack& t,
+                                        const std::string& problem, long status) {
   if (problem == t.log_error) return;
+  const std::string& pod = app.Pod(key).pod;
   if (problem.empty()) {
-    spdlog::info("pod log readable again app={} pod={}", app.rec->app_id, t.pod);
+    spdlog::info("pod log readable again app={} pod={}", app.rec->app_id, pod);
   } else {
-    spdlog::warn("pod log cannot be read app={} pod={} status={} error={}", app.rec->app_id, t.pod, status, problem);
+    spdlog::warn("pod log cannot be read app={} pod={} status={} error={}", app.rec->app_id, pod, status, problem);
   }
   t.log_error = problem;
 }
@@ -113,7 +117,8 @@ void KubernetesScheduler::BeforeLogRead(const AppRecord& rec, std::function<void
   // one backing off (its problem is what the reader is told).
   std::vector<std::string> keys;
   for (const auto& [key, t] : app.pods) {
-    if (t.started && !t.uid.empty() && !t.log_done && t.failures == 0) keys.push_back(key);
+    const k8s::TrackedPod& pod = app.Pod(key);
+    if (pod.started && !pod.uid.empty() && !t.log_done && t.failures == 0) keys.push_back(key);
   }
   if (keys.empty()) return (*once)();
   *remaining = keys.size();
@@ -129,7 +134,7 @@ void KubernetesScheduler::BeforeLogRead(const AppRecord& rec, std::function<void
         auto found = apps_.find(app_id);
         if (found != apps_.end()) {
           PodTrack& track = found->second->pods[key];
-          SetLogProblem(*found->second, track, CannotRead(track.pod, result.error()), status);
+          SetLogProblem(*found->second, key, track, CannotRead(found->second->Pod(key).pod, result.error()), status);
           ++track.failures;
           track.next_read_ms = core::UnixNowMs() + static_cast<int64_t>(LogBackoffSeconds(track.failures) * 1000);
           Changed(*found->second);
@@ -138,8 +143,8 @@ void KubernetesScheduler::BeforeLogRead(const AppRecord& rec, std::function<void
       }
       finish_one();
     };
-    catch_ups_[id] = std::make_unique<k8s::PodLogFollower>(api_.get(), app.ns, t.pod, "", t.after_ns, on_line, on_end,
-                                                           /*follow=*/false);
+    catch_ups_[id] = std::make_unique<k8s::PodLogFollower>(api_.get(), app.job->ns, app.Pod(key).pod, "", t.after_ns,
+                                                           on_line, on_end, /*follow=*/false);
   }
 }
 
@@ -150,28 +155,29 @@ void KubernetesScheduler::OnLogEnd(const std::string& app_id, const std::string&
   KubeApp& app = *it->second;
   PodTrack& t = app.pods[key];
   t.follower.reset();
+  const k8s::TrackedPod& pod = app.Pod(key);
   bool refused = status >= 400 && status < 500;  // e.g. a finished pod whose container log is gone
-  if (status == 404 || (t.terminal && (result || refused))) {
+  if (status == 404 || (pod.terminal && (result || refused))) {
     // The pod is gone, or finished and its log was read to the end (or never will be).
     t.log_done = true;
     t.failures = 0;
-    SetLogProblem(app, t, "", status);
+    SetLogProblem(app, key, t, "", status);
     Changed(app);
     return;
   }
   bool failed = !result;
   bool had_problem = !t.log_error.empty();
-  SetLogProblem(app, t, failed ? CannotRead(t.pod, result.error()) : "", status);
+  SetLogProblem(app, key, t, failed ? CannotRead(pod.pod, result.error()) : "", status);
   if (failed || t.lines_this_read == 0) {
     ++t.failures;  // failed, or found nothing to read: wait longer each time
   } else {
     t.failures = 0;  // it delivered lines, then the stream ended: resume soon
   }
-  if (t.terminal && t.failures > 0 && ++t.terminal_reads >= kTerminalReads) {
+  if (pod.terminal && t.failures > 0 && ++t.terminal_reads >= kTerminalReads) {
     t.log_done = true;
-    if (t.log_error.empty()) t.log_error = "the log of pod " + t.pod + " could not be read after it finished";
+    if (t.log_error.empty()) t.log_error = "the log of pod " + pod.pod + " could not be read after it finished";
     t.log_error += " (given up after " + std::to_string(kTerminalReads) + " tries since the pod finished)";
-    spdlog::warn("pod log given up app={} pod={} error={}", app_id, t.pod, t.log_error);
+    spdlog::warn("pod log given up app={} pod={} error={}", app_id, pod.pod, t.log_error);
     Changed(app);
     return;
   }
@@ -186,7 +192,7 @@ void KubernetesScheduler::ArmLogRetry() {
   int64_t next = INT64_MAX;
   for (const auto& [id, a] : apps_) {
     for (const auto& [k, track] : a->pods) {
-      if (WantsRead(*a, track)) next = std::min(next, track.next_read_ms);
+      if (WantsRead(*a, k, track)) next = std::min(next, track.next_read_ms);
     }
   }
   if (next == INT64_MAX) {

@@ -41,14 +41,19 @@ bool IsDnsLabel(const std::string& s) {
 
 KubernetesScheduler::KubernetesScheduler(uv_loop_t* loop, Store* store, LogStore* logs,
                                          KubernetesSchedulerOptions options, core::EnvLookup env)
-    : loop_(loop), store_(store), logs_(logs), options_(std::move(options)), env_(std::move(env)) {
+    : loop_(loop),
+      store_(store),
+      logs_(logs),
+      options_(std::move(options)),
+      env_(std::move(env)),
+      tracker_(loop, nullptr, Selector(), options_.reflector, this) {
   logs_->AddSource([this] { return OldestEvictableLogs(); });
   log_retry_ = NewUvHandle<uv_timer_t>(this);
   uv_timer_init(loop_, log_retry_.get());
 }
 
 KubernetesScheduler::~KubernetesScheduler() {
-  namespaces_.clear();
+  tracker_.StopWatching();
   for (auto& [id, app] : apps_) {
     for (auto& [key, t] : app->pods) t.follower.reset();
   }
@@ -65,6 +70,7 @@ Result<k8s::KubeApi*> KubernetesScheduler::Api() {
   spdlog::info("kubernetes api server={} from={}", config->server, config->source);
   http_ = std::move(*http);
   api_ = std::make_unique<k8s::KubeApi>(http_.get(), std::move(*config));
+  tracker_.SetApi(api_.get());
   return api_.get();
 }
 
@@ -80,28 +86,30 @@ Result<void> KubernetesScheduler::Load(const std::vector<StoredApp>& stored) {
     auto app = std::make_unique<KubeApp>();
     // A record without its scheduler data (damaged) still loads; it just cannot be followed.
     const json data = rec->scheduler_data.is_object() ? rec->scheduler_data : json::object();
-    app->ns = data.value("namespace", "");
-    app->name = data.value("name", "");
-    app->uid = data.value("uid", "");
+    k8s::TrackedJob job;
+    job.ns = data.value("namespace", "");
+    job.name = data.value("name", "");
+    job.uid = data.value("uid", "");
     app->cancel_requested = data.value("cancel_requested", false);
     app->foreign = data.value("foreign", false);
     app->followed = data.value("followed", false);
     json pods = data.value("pods", json::object());
-    for (const auto& [key, t] : pods.items()) app->pods[key] = PodTrack::FromJson(t);
-    app->tasks = k8s::TaskNames(rec->app);
+    for (const auto& [key, t] : pods.items()) app->pods[key] = PodTrack::FromJson(t, job.pods[key]);
+    job.tasks = k8s::TaskNames(rec->app);
     if (data.contains("tasks") && data["tasks"].is_object()) {  // a foreign Job's own task names
-      app->tasks.clear();
+      job.tasks.clear();
       for (const auto& [task, at] : data["tasks"].items()) {
         if (at.is_array() && at.size() == 2 && at[0].is_string() && at[1].is_number_integer()) {
-          app->tasks[task] = {at[0].get<std::string>(), at[1].get<int>()};
+          job.tasks[task] = {at[0].get<std::string>(), at[1].get<int>()};
         }
       }
     }
     app->rec = std::make_unique<AppRecord>(std::move(*rec));
+    app->job = &tracker_.Track(std::move(job));
     if (!core::IsTerminal(app->rec->state) || std::any_of(app->pods.begin(), app->pods.end(), [](const auto& p) {
           return !p.second.log_done;
         })) {
-      namespaces.insert(app->ns);
+      namespaces.insert(app->job->ns);
     }
     logs_->Count(*app->rec);
     std::string id = app->rec->app_id;
@@ -163,10 +171,10 @@ void KubernetesScheduler::Submit(SubmitRequest request, std::function<void(Resul
 void KubernetesScheduler::Create(std::shared_ptr<SubmitRequest> request, json body, std::string ns, std::string name,
                                  std::vector<std::string> warnings,
                                  std::function<void(Result<const AppRecord*>)> done) {
-  creating_.insert(ns + ":" + name);  // its watch event may come before this answer
+  tracker_.Creating(ns, name, true);  // its watch event may come before this answer
   api_->Call("POST", k8s::JobsPath(ns), &body,
              [this, request, ns, name, warnings, done](Result<json> created) {
-               creating_.erase(ns + ":" + name);
+               tracker_.Creating(ns, name, false);
                if (!created) {
                  Error e = created.error();
                  if (e.code == ErrorCode::kAlreadyExists) {
@@ -190,6 +198,7 @@ void KubernetesScheduler::Create(std::shared_ptr<SubmitRequest> request, json bo
                  // Never acknowledge what the store does not hold: undo the submit.
                  RemoveLogs(*apps_.at(app_id));
                  apps_.erase(app_id);
+                 tracker_.Untrack(app_id);
                  api_->Call("DELETE", k8s::JobPath(ns, name) + "?propagationPolicy=Background", nullptr,
                             [name](Result<json> deleted) {
                               if (!deleted) spdlog::warn("cannot delete unrecorded job name={} error={}", name, deleted.error().message);
@@ -203,12 +212,12 @@ void KubernetesScheduler::Create(std::shared_ptr<SubmitRequest> request, json bo
 }
 
 const AppRecord* KubernetesScheduler::Record(SubmitRequest& request, const std::string& ns, const json& created) {
-  auto app = std::make_unique<KubeApp>();
   k8s::JobView view = k8s::ReadJob(created);
-  app->ns = ns;
-  app->name = view.name;
-  app->uid = view.uid;
-  app->tasks = k8s::TaskNames(request.app);
+  k8s::TrackedJob job;
+  job.ns = ns;
+  job.name = view.name;
+  job.uid = view.uid;
+  job.tasks = k8s::TaskNames(request.app);
   auto rec = std::make_unique<AppRecord>();
   rec->scheduler = "kubernetes";
   rec->session = request.session;
@@ -219,21 +228,22 @@ const AppRecord* KubernetesScheduler::Record(SubmitRequest& request, const std::
   rec->owner_uid = request.uid;
   rec->created_ms = core::UnixNowMs();
   rec->state = view.phase.empty() ? core::AppState::kSubmitted : view.state;
-  KubeApp* raw = Keep(std::move(app), std::move(rec));
+  KubeApp* raw = Keep(std::move(job), std::move(rec), false);
   if (raw == nullptr) return nullptr;
-  spdlog::info("kubernetes job created app={} namespace={} uid={}", raw->rec->app_id, ns, raw->uid);
+  spdlog::info("kubernetes job created app={} namespace={} uid={}", raw->rec->app_id, ns, raw->job->uid);
   WatchNamespace(ns);
   return raw->rec.get();
 }
 
-KubernetesScheduler::KubeApp* KubernetesScheduler::Keep(std::unique_ptr<KubeApp> app, std::unique_ptr<AppRecord> rec) {
+KubernetesScheduler::KubeApp* KubernetesScheduler::Keep(k8s::TrackedJob job, std::unique_ptr<AppRecord> rec,
+                                                        bool foreign) {
   rec->app_log_dir = options_.log_dir + "/kubernetes/" + rec->session + "/" + rec->app_id;
-  if (!core::PathIsUnder(options_.log_dir, rec->app_log_dir) || app->name.find('/') != std::string::npos) {
+  if (!core::PathIsUnder(options_.log_dir, rec->app_log_dir) || job.name.find('/') != std::string::npos) {
     return nullptr;
   }
   rec->log_max_bytes = options_.log_max_bytes;
   // A replica per task, in role then replica order.
-  for (const auto& [task, at] : app->tasks) {
+  for (const auto& [task, at] : job.tasks) {
     supervisor::ReplicaInfo r;
     r.role = at.first;
     r.replica_id = at.second;
@@ -249,65 +259,42 @@ KubernetesScheduler::KubeApp* KubernetesScheduler::Keep(std::unique_ptr<KubeApp>
   });
   std::error_code ec;
   fs::create_directories(rec->app_log_dir, ec);  // `log` before the first line finds it
+  auto app = std::make_unique<KubeApp>();
+  app->foreign = foreign;
   app->rec = std::move(rec);
+  app->job = &tracker_.Track(std::move(job));
   KubeApp* raw = app.get();
   apps_[raw->rec->app_id] = std::move(app);
+  tracker_.ReplayOrphans(raw->rec->app_id);  // pods seen before their Job
   return raw;
 }
 
 void KubernetesScheduler::WatchNamespace(const std::string& ns) {
-  if (namespaces_.count(ns) != 0 || shut_down_ || !api_) return;
-  auto n = std::make_unique<Namespace>();
-  k8s::ReflectorCallbacks jobs;
-  jobs.on_list = [this, ns](const std::vector<json>& items) { OnJobList(ns, items); };
-  jobs.on_event = [this, ns](const std::string& type, const json& obj) { OnJobEvent(ns, type, obj); };
-  jobs.on_error = [this, ns](const Error& error) { OnWatchError(ns, error); };
-  n->jobs = std::make_unique<k8s::Reflector>(loop_, api_.get(), k8s::JobsPath(ns), Selector(), jobs,
-                                             options_.reflector);
-  k8s::ReflectorCallbacks pods;
-  pods.on_list = [this, ns](const std::vector<json>& items) { OnPodList(ns, items); };
-  pods.on_event = [this, ns](const std::string& type, const json& obj) { OnPodEvent(ns, type, obj); };
-  n->pods = std::make_unique<k8s::Reflector>(loop_, api_.get(), k8s::PodsPath(ns), Selector(), pods,
-                                             options_.reflector);
-  n->jobs->Start();
-  n->pods->Start();
-  namespaces_[ns] = std::move(n);
+  if (shut_down_ || !api_) return;
+  tracker_.Watch(ns);
 }
 
-KubernetesScheduler::KubeApp* KubernetesScheduler::ByJob(const std::string& ns, const std::string& name) {
-  auto it = apps_.find(ns + ":" + name);
+KubernetesScheduler::KubeApp* KubernetesScheduler::AppOf(const k8s::TrackedJob& job) {
+  auto it = apps_.find(job.id());
   return it == apps_.end() ? nullptr : it->second.get();
 }
 
-void KubernetesScheduler::OnJobList(const std::string& ns, const std::vector<json>& items) {
-  std::set<std::string> present;
-  for (const auto& job : items) {
-    k8s::JobView v = k8s::ReadJob(job);
-    present.insert(v.name);
-    if (KubeApp* app = ByJobOrForeign(ns, job)) ApplyJob(*app, job);
-  }
-  for (auto& [id, app] : apps_) {
-    if (app->ns == ns && present.count(app->name) == 0) JobGone(*app);
-  }
-  synced_.insert(ns);
+void KubernetesScheduler::OnJobsListed(const std::string& ns) {
   auto waiters = sync_waiters_.extract(ns);
   if (!waiters.empty()) {
     for (auto& w : waiters.mapped()) w({});
   }
 }
 
-KubernetesScheduler::KubeApp* KubernetesScheduler::ByJobOrForeign(const std::string& ns, const json& job) {
-  k8s::JobView v = k8s::ReadJob(job);
-  if (KubeApp* app = ByJob(ns, v.name)) return app;
-  if (v.name.empty() || creating_.count(ns + ":" + v.name)) return nullptr;  // ours, its create not answered yet
+void KubernetesScheduler::OnUnknownJob(const std::string& ns, const json& job) {
   // A torchx Job someone else submitted (or a daemon that lost its store): shown as TorchX's list shows it.
+  k8s::JobView v = k8s::ReadJob(job);
   k8s::JobApp read = k8s::ReadJobApp(job);
-  auto app = std::make_unique<KubeApp>();
-  app->ns = ns;
-  app->name = v.name;
-  app->uid = v.uid;
-  app->foreign = true;
-  app->tasks = read.tasks;
+  k8s::TrackedJob tracked;
+  tracked.ns = ns;
+  tracked.name = v.name;
+  tracked.uid = v.uid;
+  tracked.tasks = read.tasks;
   auto rec = std::make_unique<AppRecord>();
   rec->scheduler = "kubernetes";
   rec->session = "torchx";
@@ -319,14 +306,10 @@ KubernetesScheduler::KubeApp* KubernetesScheduler::ByJobOrForeign(const std::str
   rec->owner_gid = ::getegid();
   rec->created_ms = read.created_ms > 0 ? read.created_ms : core::UnixNowMs();
   rec->state = v.phase.empty() ? core::AppState::kSubmitted : v.state;
-  KubeApp* raw = Keep(std::move(app), std::move(rec));
-  if (raw == nullptr) return nullptr;
-  spdlog::info("kubernetes job found app={} uid={} (submitted elsewhere)", raw->rec->app_id, raw->uid);
-  if (auto orphans = orphan_pods_.extract(raw->rec->app_id); !orphans.empty()) {
-    for (const auto& [pod_name, pod] : orphans.mapped()) ApplyPod(*raw, pod);  // seen before their Job
-  }
+  KubeApp* raw = Keep(std::move(tracked), std::move(rec), true);
+  if (raw == nullptr) return;
+  spdlog::info("kubernetes job found app={} uid={} (submitted elsewhere)", raw->rec->app_id, raw->job->uid);
   Changed(*raw);
-  return raw;
 }
 
 void KubernetesScheduler::BeforeList(const json& params, std::function<void(Result<void>)> ready) {
@@ -336,7 +319,7 @@ void KubernetesScheduler::BeforeList(const json& params, std::function<void(Resu
   if (!api) return ready(Fail(api.error()));
   if (ns.empty()) ns = (*api)->config().namespace_.empty() ? "default" : (*api)->config().namespace_;
   if (!IsDnsLabel(ns)) return ready(Fail(Error::InvalidArgument("namespace: must be a DNS-1123 label, got \"" + ns + "\"")));
-  if (synced_.count(ns)) return ready({});
+  if (tracker_.Listed(ns)) return ready({});
   sync_waiters_[ns].push_back(std::move(ready));
   WatchNamespace(ns);
 }
@@ -365,7 +348,7 @@ void KubernetesScheduler::OnWatchError(const std::string& ns, const Error& error
   // Say so in the apps' status rather than show a state that may be stale; the next list clears it.
   for (auto& [id, app] : apps_) {
     AppRecord& rec = *app->rec;
-    if (app->ns != ns || core::IsTerminal(rec.state)) continue;
+    if (app->job->ns != ns || core::IsTerminal(rec.state)) continue;
     std::string msg = "cannot watch the cluster, retrying (the state shown may be stale): " + error.message;
     if (rec.msg == msg) continue;
     rec.msg = msg;
@@ -373,17 +356,12 @@ void KubernetesScheduler::OnWatchError(const std::string& ns, const Error& error
   }
 }
 
-void KubernetesScheduler::OnJobEvent(const std::string& ns, const std::string& type, const json& job) {
-  KubeApp* app = type == "DELETED" ? ByJob(ns, k8s::ReadJob(job).name) : ByJobOrForeign(ns, job);
-  if (app == nullptr) return;
-  if (type == "DELETED") return JobGone(*app);
-  ApplyJob(*app, job);
+void KubernetesScheduler::OnJob(k8s::TrackedJob& job, const k8s::JobView& view) {
+  if (KubeApp* app = AppOf(job)) ApplyJob(*app, view);
 }
 
-void KubernetesScheduler::ApplyJob(KubeApp& app, const json& job) {
-  k8s::JobView v = k8s::ReadJob(job);
+void KubernetesScheduler::ApplyJob(KubeApp& app, const k8s::JobView& v) {
   AppRecord& rec = *app.rec;
-  if (!v.uid.empty()) app.uid = v.uid;
   if (core::IsTerminal(rec.state) && rec.ended_ms) return;  // final, as Volcano's finished phases
   core::AppState state = v.phase.empty() ? rec.state : v.state;
   bool changed = state != rec.state || v.retry_count != rec.num_restarts || v.message != rec.msg;
@@ -398,11 +376,15 @@ void KubernetesScheduler::ApplyJob(KubeApp& app, const json& job) {
   Changed(app);
 }
 
+void KubernetesScheduler::OnJobGone(k8s::TrackedJob& job) {
+  if (KubeApp* app = AppOf(job)) JobGone(*app);
+}
+
 void KubernetesScheduler::JobGone(KubeApp& app) {
   AppRecord& rec = *app.rec;
   if (core::IsTerminal(rec.state)) return;
   rec.state = app.cancel_requested ? core::AppState::kCancelled : core::AppState::kFailed;
-  rec.msg = "the Volcano Job " + app.ns + "/" + app.name + " was deleted from the cluster";
+  rec.msg = "the Volcano Job " + app.job->ns + "/" + app.job->name + " was deleted from the cluster";
   rec.ended_ms = core::UnixNowMs();
   // Its pods went with it: no replica runs any more.
   for (auto& r : rec.replicas) {
@@ -412,57 +394,27 @@ void KubernetesScheduler::JobGone(KubeApp& app) {
     r.end_ms = rec.ended_ms;
   }
   for (auto& [key, t] : app.pods) {
-    t.terminal = true;
-    if (!t.started) t.log_done = true;
+    if (!app.Pod(key).started) t.log_done = true;  // the tracker marked every pod of the Job finished
   }
   spdlog::warn("kubernetes job deleted outside torchx app={}", rec.app_id);
   Changed(app);
 }
 
-void KubernetesScheduler::OnPodList(const std::string& ns, const std::vector<json>& items) {
-  std::set<std::string> present;  // uids
-  for (const auto& pod : items) {
-    present.insert(k8s::ReadPod(pod).uid);
-    OnPodEvent(ns, "ADDED", pod);
-  }
-  // A pod the list lacks was deleted while nobody watched (the daemon was down,
-  // or the watch broke): the reflector only knows what it saw itself.
-  for (auto& [id, app] : apps_) {
-    if (app->ns != ns) continue;
-    for (auto& [key, t] : app->pods) {
-      if (!t.uid.empty() && !present.count(t.uid)) PodDeleted(*app, key, t.uid, t.pod);
-    }
-  }
+void KubernetesScheduler::OnPod(k8s::TrackedJob& job, const std::string& key, const k8s::PodView& pod,
+                                bool new_attempt) {
+  if (KubeApp* app = AppOf(job)) ApplyPod(*app, key, pod, new_attempt);
 }
 
-void KubernetesScheduler::OnPodEvent(const std::string& ns, const std::string& type, const json& pod) {
-  k8s::PodView v = k8s::ReadPod(pod);
-  KubeApp* app = ByJob(ns, v.job_name);
-  if (app == nullptr) {
-    // Its Job may not be known yet (the Jobs' watch is another stream): kept
-    // until the Job is, or the pod goes.
-    auto& orphans = orphan_pods_[ns + ":" + v.job_name];
-    if (type == "DELETED") {
-      orphans.erase(v.name);
-    } else if (orphans.size() < kMaxOrphanPodsPerJob) {
-      orphans[v.name] = pod;
-    }
-    if (orphans.empty()) orphan_pods_.erase(ns + ":" + v.job_name);
-    return;
-  }
-  if (type != "DELETED") return ApplyPod(*app, pod);
-  auto task = app->tasks.find(v.task);
-  if (task != app->tasks.end()) PodDeleted(*app, ReplicaKey(task->second.first, task->second.second), v.uid, v.name);
+void KubernetesScheduler::OnPodGone(k8s::TrackedJob& job, const std::string& key, bool was_terminal) {
+  if (KubeApp* app = AppOf(job)) PodDeleted(*app, key, was_terminal);
 }
 
-void KubernetesScheduler::PodDeleted(KubeApp& app, const std::string& key, const std::string& uid,
-                                     const std::string& pod) {
-  auto it = app.pods.find(key);
-  if (it == app.pods.end() || it->second.uid != uid) return;  // an older pod of the replica
-  PodTrack& t = it->second;
-  bool changed = !t.terminal || (!t.started && !t.log_done);  // a relist finds long-gone pods again
-  t.terminal = true;
-  if (!t.started) t.log_done = true;  // it never ran: nothing to read
+void KubernetesScheduler::PodDeleted(KubeApp& app, const std::string& key, bool was_terminal) {
+  PodTrack& t = app.pods[key];
+  const k8s::TrackedPod& p = app.Pod(key);
+  const std::string& pod = p.pod;
+  bool changed = !was_terminal || (!p.started && !t.log_done);  // a relist finds long-gone pods again
+  if (!p.started) t.log_done = true;  // it never ran: nothing to read
   supervisor::ReplicaInfo* r = app.Replica(key);
   if (r != nullptr && !core::IsTerminal(r->state)) {
     changed = true;
@@ -488,33 +440,23 @@ void KubernetesScheduler::PodDeleted(KubeApp& app, const std::string& key, const
   ArmLogRetry();
 }
 
-void KubernetesScheduler::ApplyPod(KubeApp& app, const json& pod) {
-  k8s::PodView v = k8s::ReadPod(pod);
-  auto task = app.tasks.find(v.task);
-  if (task == app.tasks.end()) return;
-  const auto& [role, id] = task->second;
-  supervisor::ReplicaInfo* r = app.Replica(role, id);
+void KubernetesScheduler::ApplyPod(KubeApp& app, const std::string& key, const k8s::PodView& v, bool new_attempt) {
+  supervisor::ReplicaInfo* r = app.Replica(key);
   if (r == nullptr) return;
-  std::string key = ReplicaKey(role, id);
   PodTrack& t = app.pods[key];
-  if (v.uid != t.uid) {
+  const k8s::TrackedPod& p = app.Pod(key);
+  if (new_attempt) {
     // A new pod for this replica (first start, or Volcano restarted it): a new attempt.
     t.follower.reset();
-    t.pod = v.name;
-    t.uid = v.uid;
-    t.attempt += 1;
     t.after_ns = 0;
     t.log_done = false;
-    t.started = false;
     t.failures = t.terminal_reads = 0;
     t.next_read_ms = 0;
     t.log_error.clear();
-    r->attempt = t.attempt;
-    logs_->BeginAttempt(*app.rec, key, r->log_dir, t.attempt, std::nullopt);
+    r->attempt = p.attempt;
+    logs_->BeginAttempt(*app.rec, key, r->log_dir, p.attempt, std::nullopt);
   }
-  t.started = t.started || v.started;
-  t.terminal = core::IsTerminal(v.state);
-  if (t.terminal && !t.started) t.log_done = true;  // it never ran: there is no log to read
+  if (p.terminal && !p.started) t.log_done = true;  // it never ran: there is no log to read
   r->state = v.state;
   r->hostname = v.hostname;
   r->exit_code = v.exit_code;
@@ -528,15 +470,15 @@ void KubernetesScheduler::ApplyPod(KubeApp& app, const json& pod) {
 Result<void> KubernetesScheduler::Persist(KubeApp& app) {
   AppRecord& rec = *app.rec;
   json pods = json::object();
-  for (const auto& [key, t] : app.pods) pods[key] = t.ToJson();
-  rec.scheduler_data = {{"namespace", app.ns},
-                        {"name", app.name},
-                        {"uid", app.uid},
+  for (const auto& [key, t] : app.pods) pods[key] = t.ToJson(app.Pod(key));
+  rec.scheduler_data = {{"namespace", app.job->ns},
+                        {"name", app.job->name},
+                        {"uid", app.job->uid},
                         {"cancel_requested", app.cancel_requested},
                         {"pods", pods}};
   if (app.foreign) {
     json tasks = json::object();
-    for (const auto& [task, at] : app.tasks) tasks[task] = json::array({at.first, at.second});
+    for (const auto& [task, at] : app.job->tasks) tasks[task] = json::array({at.first, at.second});
     rec.scheduler_data["foreign"] = true;
     rec.scheduler_data["followed"] = app.followed;
     rec.scheduler_data["tasks"] = tasks;
@@ -627,11 +569,11 @@ void KubernetesScheduler::Cancel(AppRecord& rec, std::optional<double>,
   auto send = [this, app_id, done](const std::string& uid) {
     auto it = apps_.find(app_id);
     if (it == apps_.end()) return done(Fail(Error::NotFound(app_id + " was deleted meanwhile")));
-    json command = k8s::AbortJobCommand(it->second->name, uid);
+    json command = k8s::AbortJobCommand(it->second->job->name, uid);
     // Asked before it is sent: the pods the abort deletes may be seen before the answer.
     bool asked_before = it->second->cancel_requested;
     it->second->cancel_requested = true;
-    api_->Call("POST", k8s::CommandsPath(it->second->ns), &command, [this, app_id, asked_before, done](Result<json> sent) {
+    api_->Call("POST", k8s::CommandsPath(it->second->job->ns), &command, [this, app_id, asked_before, done](Result<json> sent) {
       auto found = apps_.find(app_id);
       if (!sent) {
         if (found != apps_.end()) found->second->cancel_requested = asked_before;
@@ -655,9 +597,9 @@ void KubernetesScheduler::Cancel(AppRecord& rec, std::optional<double>,
       found->second->waiters.push_back([this, id](const AppRecord&) { EndCancelWait(id); });
     });
   };
-  if (!app.uid.empty()) return send(app.uid);
+  if (!app.job->uid.empty()) return send(app.job->uid);
   // The Command's target needs the Job's uid: ask for it.
-  (*api)->Call("GET", k8s::JobPath(app.ns, app.name), nullptr, [send, done](Result<json> job) {
+  (*api)->Call("GET", k8s::JobPath(app.job->ns, app.job->name), nullptr, [send, done](Result<json> job) {
     if (!job) return done(Fail(job.error()));
     send(k8s::ReadJob(*job).uid);
   });
@@ -676,7 +618,7 @@ void KubernetesScheduler::Scale(AppRecord& rec, const std::vector<core::ScaleReq
   }
   std::string app_id = rec.app_id;
   (*api)->Call(
-      "PATCH", k8s::JobPath(app.ns, app.name), &ops,
+      "PATCH", k8s::JobPath(app.job->ns, app.job->name), &ops,
       [this, app_id, changes, done](Result<json> patched) {
         if (!patched) return done(Fail(patched.error().WithContext("scale (patching the Job's task replicas)")));
         auto it = apps_.find(app_id);
@@ -707,7 +649,7 @@ void KubernetesScheduler::Delete(AppRecord& rec, std::function<void(Result<core:
   if (!api) return done(Fail(api.error()));
   KubeApp& app = *apps_.at(rec.app_id);
   std::string app_id = rec.app_id;
-  (*api)->Call("DELETE", k8s::JobPath(app.ns, app.name) + "?propagationPolicy=Background", nullptr,
+  (*api)->Call("DELETE", k8s::JobPath(app.job->ns, app.job->name) + "?propagationPolicy=Background", nullptr,
                [this, app_id, done](Result<json> deleted) {
                  if (!deleted && deleted.error().code != ErrorCode::kNotFound) return done(Fail(deleted.error()));
                  auto it = apps_.find(app_id);
@@ -716,6 +658,7 @@ void KubernetesScheduler::Delete(AppRecord& rec, std::function<void(Result<core:
                  RemoveLogs(*it->second);
                  for (auto& w : it->second->waiters) w(*it->second->rec);
                  apps_.erase(it);
+                 tracker_.Untrack(app_id);
                  if (auto ok = store_->DeleteApp("kubernetes", app_id); !ok) {
                    spdlog::error("store delete failed app={} error={}", app_id, ok.error().message);
                  }
@@ -731,7 +674,7 @@ void KubernetesScheduler::Shutdown(bool, std::function<void()> done) {
     for (auto& [key, t] : app->pods) t.follower.reset();
     (void)Persist(*app);
   }
-  namespaces_.clear();
+  tracker_.StopWatching();
   catch_ups_.clear();
   while (!cancel_waits_.empty()) EndCancelWait(cancel_waits_.begin()->first);
   log_retry_.reset();

@@ -1,8 +1,8 @@
 // KubernetesScheduler: the `kubernetes` scheduler. Apps run as Volcano Jobs
 // on a cluster; the daemon submits them, keeps their AppRecords in the same
-// store as local apps, and keeps them current from list+watch reflectors of
-// the torchx-labelled Jobs and Pods of each namespace in use (never polling
-// per request). Running pods' logs are followed into the daemon's log store,
+// store as local apps, and keeps them current from what its
+// k8sbridge::JobTracker (list+watch of the torchx-labelled Jobs and Pods of
+// each namespace in use, never polling per request) tells it as its observer. Running pods' logs are followed into the daemon's log store,
 // so `torchx log` reads them like local logs and they outlive the pods
 // (Volcano deletes pods on RestartJob, issue 1651). After a restart the
 // daemon relists, resumes the watches, and resumes each log from its last
@@ -32,6 +32,7 @@
 #include "daemon/log_store.h"
 #include "daemon/scheduler.h"
 #include "daemon/store.h"
+#include "k8sbridge/job_tracker.h"
 #include "k8sbridge/kube_api.h"
 #include "k8sbridge/pod_log_follower.h"
 #include "k8sbridge/reflector.h"
@@ -50,7 +51,7 @@ struct KubernetesSchedulerOptions {
   double cancel_wait_seconds = 5.0;  // how long cancel waits to see the Job Aborted
 };
 
-class KubernetesScheduler : public Scheduler {
+class KubernetesScheduler : public Scheduler, private k8sbridge::JobTrackerObserver {
  public:
   // `logs`: the daemon's log store, shared with the other schedulers.
   KubernetesScheduler(uv_loop_t* loop, Store* store, LogStore* logs, KubernetesSchedulerOptions options,
@@ -90,7 +91,6 @@ class KubernetesScheduler : public Scheduler {
  private:
   struct PodTrack;
   struct KubeApp;
-  struct Namespace;
   struct CancelWait {
     KubernetesScheduler* owner = nullptr;
     uint64_t id = 0;
@@ -110,35 +110,40 @@ class KubernetesScheduler : public Scheduler {
   void CheckPods(std::shared_ptr<ClusterCheck> check, size_t index);
   void Create(std::shared_ptr<SubmitRequest> request, nlohmann::json body, std::string ns, std::string name,
               std::vector<std::string> warnings, std::function<void(Result<const AppRecord*>)> done);
-  // Completes an app's record (log dir, a replica per task) and keeps it; null when its name cannot be a path.
-  KubeApp* Keep(std::unique_ptr<KubeApp> app, std::unique_ptr<AppRecord> rec);
+  // Completes an app's record (log dir, a replica per task), keeps it and
+  // tracks its Job; null when its name cannot be a path.
+  KubeApp* Keep(k8sbridge::TrackedJob job, std::unique_ptr<AppRecord> rec, bool foreign);
   const AppRecord* Record(SubmitRequest& request, const std::string& ns, const nlohmann::json& created);
   void WatchNamespace(const std::string& ns);
-  void OnJobList(const std::string& ns, const std::vector<nlohmann::json>& items);
-  void OnJobEvent(const std::string& ns, const std::string& type, const nlohmann::json& job);
-  void OnWatchError(const std::string& ns, const Error& error);
-  void OnPodList(const std::string& ns, const std::vector<nlohmann::json>& items);
-  void OnPodEvent(const std::string& ns, const std::string& type, const nlohmann::json& pod);
-  void ApplyJob(KubeApp& app, const nlohmann::json& job);
-  // The app of a Job, made for a torchx Job this daemon did not submit (null for ones being created).
-  KubeApp* ByJobOrForeign(const std::string& ns, const nlohmann::json& job);
-  void ApplyPod(KubeApp& app, const nlohmann::json& pod);
+  // What the tracker learns of the cluster (JobTrackerObserver).
+  void OnUnknownJob(const std::string& ns, const nlohmann::json& job) override;
+  void OnJob(k8sbridge::TrackedJob& job, const k8sbridge::JobView& view) override;
+  void OnJobGone(k8sbridge::TrackedJob& job) override;
+  void OnPod(k8sbridge::TrackedJob& job, const std::string& key, const k8sbridge::PodView& pod,
+             bool new_attempt) override;
+  void OnPodGone(k8sbridge::TrackedJob& job, const std::string& key, bool was_terminal) override;
+  void OnJobsListed(const std::string& ns) override;
+  void OnWatchError(const std::string& ns, const Error& error) override;
+  KubeApp* AppOf(const k8sbridge::TrackedJob& job);
+  void ApplyJob(KubeApp& app, const k8sbridge::JobView& view);
+  void ApplyPod(KubeApp& app, const std::string& key, const k8sbridge::PodView& pod, bool new_attempt);
   void JobGone(KubeApp& app);
   // A pod was deleted (a watch event, or missing from a relist): its replica ends unless it had.
-  void PodDeleted(KubeApp& app, const std::string& key, const std::string& uid, const std::string& pod);
+  void PodDeleted(KubeApp& app, const std::string& key, bool was_terminal);
 
   // Pod logs (daemon/kubernetes_logs.cc).
   void FollowLogs(KubeApp& app, const std::string& key);
-  static bool WantsRead(const KubeApp& app, const PodTrack& track);  // follow it now or when its backoff ends
+  // Follow it now or when its backoff ends?
+  static bool WantsRead(const KubeApp& app, const std::string& key, const PodTrack& track);
   double LogBackoffSeconds(int failures) const;
-  void SetLogProblem(KubeApp& app, PodTrack& track, const std::string& problem, long http_status);
+  void SetLogProblem(KubeApp& app, const std::string& key, PodTrack& track, const std::string& problem,
+                     long http_status);
   void ArmLogRetry();  // the retry timer, for the earliest pod whose backoff ends
   void OnLogEnd(const std::string& app_id, const std::string& key, long status, Result<void> result);
   // Stores one pod log line unless the store already has it (by kubelet time).
   void StoreLine(const std::string& app_id, const std::string& key, int64_t time_ns, std::string_view line);
   void Changed(KubeApp& app);
   [[nodiscard]] Result<void> Persist(KubeApp& app);
-  KubeApp* ByJob(const std::string& ns, const std::string& name);
   // The budget's Source: the oldest finished app whose every pod log is stored.
   std::optional<LogStore::Candidate> OldestEvictableLogs();
   // Closes the app's log writers and follows and discards its logs (eviction, delete).
@@ -152,17 +157,12 @@ class KubernetesScheduler : public Scheduler {
   std::unique_ptr<HttpClient> http_;
   std::unique_ptr<k8sbridge::KubeApi> api_;
   std::map<std::string, std::unique_ptr<KubeApp>> apps_;  // by app id "ns:name"
-  std::map<std::string, std::unique_ptr<Namespace>> namespaces_;
+  k8sbridge::JobTracker tracker_;  // the Jobs and pods of the namespaces in use
   UvHandle<uv_timer_t> log_retry_;  // resumes pod log reads when their backoff ends
   std::map<uint64_t, std::unique_ptr<CancelWait>> cancel_waits_;
   std::map<uint64_t, std::unique_ptr<k8sbridge::PodLogFollower>> catch_ups_;  // BeforeLogRead's reads
   uint64_t next_catch_up_ = 1;
   uint64_t next_cancel_wait_ = 1;
-  std::set<std::string> creating_;  // "ns:name" of Jobs posted, not answered yet
-  std::set<std::string> synced_;    // namespaces whose Jobs were listed
-  // Pods whose Job this daemon does not know (yet): "ns:job" -> pod name -> pod.
-  static constexpr size_t kMaxOrphanPodsPerJob = 4096;
-  std::map<std::string, std::map<std::string, nlohmann::json>> orphan_pods_;
   std::map<std::string, std::vector<std::function<void(Result<void>)>>> sync_waiters_;
   bool shut_down_ = false;
 };

@@ -15,6 +15,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "k8sbridge/job_tracker.h"
 #include "tests/k8sbridge/fake_apiserver.h"
 
 namespace torchxd::k8sbridge {
@@ -213,6 +214,88 @@ TEST_F(LoopTest, HttpClientNamesWhatItCouldNotReachAndCancelsFromInsideAStream) 
   RunUntil([] { return false; }, 0.2);
   EXPECT_EQ(chunks, 1);
   EXPECT_FALSE(done_called) << "a cancelled request gets no callback";
+}
+
+// What a tracker tells its observer, as lines.
+class RecordingObserver : public JobTrackerObserver {
+ public:
+  JobTracker* tracker = nullptr;
+  std::vector<std::string> seen;
+  void OnUnknownJob(const std::string& ns, const json& job) override {
+    seen.push_back("unknown " + ns + ":" + job["metadata"].value("name", ""));
+    TrackedJob t;
+    t.ns = ns;
+    t.name = job["metadata"].value("name", "");
+    t.tasks = {{"w-0", {"w", 0}}, {"w-1", {"w", 1}}};
+    tracker->Track(std::move(t));
+    tracker->ReplayOrphans(ns + ":" + job["metadata"].value("name", ""));
+  }
+  void OnJob(TrackedJob& job, const JobView& view) override { seen.push_back("job " + job.id() + " " + view.phase); }
+  void OnJobGone(TrackedJob& job) override { seen.push_back("gone " + job.id()); }
+  void OnPod(TrackedJob& job, const std::string& key, const PodView& pod, bool new_attempt) override {
+    seen.push_back("pod " + key + " attempt " + std::to_string(job.pods[key].attempt) + (new_attempt ? " new " : " ") +
+                   std::string(core::AppStateName(pod.state)));
+  }
+  void OnPodGone(TrackedJob& job, const std::string& key, bool was_terminal) override {
+    seen.push_back("pod gone " + key + " attempt " + std::to_string(job.pods[key].attempt) +
+                   (was_terminal ? " (finished)" : ""));
+  }
+  void OnJobsListed(const std::string& ns) override { seen.push_back("listed " + ns); }
+  void OnWatchError(const std::string& ns, const Error& e) override { seen.push_back("error " + ns + " " + e.message); }
+  bool Saw(const std::string& line) const { return std::find(seen.begin(), seen.end(), line) != seen.end(); }
+};
+
+TEST_F(LoopTest, TheTrackerRoutesJobsAndPodsToReplicasAndTheirAttempts) {
+  json job = {{"apiVersion", "batch.volcano.sh/v1alpha1"},
+              {"kind", "Job"},
+              {"metadata", {{"name", "j"}, {"labels", {{"app.kubernetes.io/managed-by", "torchx.pytorch.org"}}}}},
+              {"spec", {{"queue", "default"}, {"tasks", json::array()}}}};
+  json labels = {{"metadata", {{"labels", {{"app.kubernetes.io/managed-by", "torchx.pytorch.org"}}}}}};
+  for (const char* task : {"w-0", "w-1"}) {
+    job["spec"]["tasks"].push_back({{"name", task}, {"replicas", 1}, {"template", labels}});
+  }
+  std::string out;
+  ASSERT_EQ(fake_.Request("POST", JobsPath("team"), job.dump(), &out), 201) << out;
+  RecordingObserver obs;
+  ReflectorOptions fast;
+  fast.backoff_initial_seconds = 0.05;
+  auto tracker = std::make_unique<JobTracker>(&loop_, api_.get(), "app.kubernetes.io/managed-by=torchx.pytorch.org",
+                                              fast, &obs);
+  obs.tracker = tracker.get();
+  tracker->Watch("team");
+  ASSERT_TRUE(RunUntil([&] { return obs.Saw("listed team"); }));
+  EXPECT_TRUE(obs.Saw("unknown team:j")) << "a torchx Job nobody tracked is offered to the observer";
+  EXPECT_TRUE(tracker->Listed("team"));
+
+  ASSERT_EQ(fake_.Post("/fake/jobs/team/j/phase", {{"phase", "Running"}}), 200);
+  ASSERT_TRUE(RunUntil([&] { return obs.Saw("pod w/1 attempt 1 new RUNNING"); }));
+  EXPECT_TRUE(obs.Saw("pod w/0 attempt 1 new RUNNING"));
+  EXPECT_TRUE(obs.Saw("job team:j Running"));
+
+  // Volcano replaces a pod (deletes it, makes another): gone, then the replica's next attempt.
+  ASSERT_EQ(fake_.Post("/fake/pods/team/j-w-0-0/restart"), 200);
+  ASSERT_TRUE(RunUntil([&] { return obs.Saw("pod w/0 attempt 2 new RUNNING"); }));
+  EXPECT_TRUE(obs.Saw("pod gone w/0 attempt 1"));
+  EXPECT_EQ(tracker->Pod("team:j", "w/0")->attempt, 2);
+  // A relist finds both current pods: nothing is gone, no attempt is new.
+  size_t before = obs.seen.size();
+  ASSERT_EQ(fake_.Post("/fake/watches/expire", {{"how", "http"}}), 200);
+  ASSERT_TRUE(RunUntil([&] { return obs.seen.size() >= before + 4; }));  // the Job, listed, two pods
+  for (size_t i = before; i < obs.seen.size(); ++i) {
+    EXPECT_EQ(obs.seen[i].find("gone"), std::string::npos) << obs.seen[i];
+    EXPECT_EQ(obs.seen[i].find(" new "), std::string::npos) << obs.seen[i];
+  }
+
+  // The current pod deleted: gone, once.
+  ASSERT_EQ(fake_.Post("/fake/pods/team/j-w-1-0/delete"), 200);
+  ASSERT_TRUE(RunUntil([&] { return obs.Saw("pod gone w/1 attempt 1"); }));
+  EXPECT_TRUE(tracker->Pod("team:j", "w/1")->terminal);
+
+  // The Job deleted: every pod of it is finished before the observer hears.
+  ASSERT_EQ(fake_.Request("DELETE", JobPath("team", "j"), "", &out), 200);
+  ASSERT_TRUE(RunUntil([&] { return obs.Saw("gone team:j"); }));
+  EXPECT_TRUE(tracker->Pod("team:j", "w/0")->terminal);
+  tracker.reset();  // closes its reflectors
 }
 
 }  // namespace
