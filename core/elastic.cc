@@ -10,7 +10,7 @@ Result<ScaleRequest> ParseScaleArg(std::string_view arg) {
   if (eq == std::string_view::npos || eq == 0) {
     return Fail(Error::InvalidArgument("'" + std::string(arg) + "': expected ROLE=REPLICAS, e.g. trainer=2"));
   }
-  ScaleRequest r{std::string(arg.substr(0, eq)), 0};
+  ScaleRequest r{std::string(arg.substr(0, eq)), 0, 0};
   std::string_view n = arg.substr(eq + 1);
   auto [end, ec] = std::from_chars(n.data(), n.data() + n.size(), r.replicas);
   if (n.empty() || ec != std::errc() || end != n.data() + n.size()) {

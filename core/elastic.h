@@ -18,6 +18,7 @@ namespace torchxd::core {
 struct ScaleRequest {
   std::string role;
   int replicas = 0;
+  size_t role_index = 0;  // set from CheckScale by whoever checked it
 };
 
 // "trainer=2" -> {trainer, 2}; InvalidArgument naming the argument otherwise.

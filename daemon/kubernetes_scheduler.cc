@@ -612,9 +612,7 @@ void KubernetesScheduler::Scale(AppRecord& rec, const std::vector<core::ScaleReq
   KubeApp& app = *apps_.at(rec.app_id);
   json ops = json::array();
   for (const auto& c : changes) {
-    auto role = core::CheckScale(rec.app, c);
-    if (!role) return done(Fail(role.error()));
-    for (auto& op : k8s::ScalePatch(rec.app, *role, c.replicas)) ops.push_back(std::move(op));
+    for (auto& op : k8s::ScalePatch(rec.app, c.role_index, c.replicas)) ops.push_back(std::move(op));
   }
   std::string app_id = rec.app_id;
   (*api)->Call(

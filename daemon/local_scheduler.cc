@@ -475,9 +475,7 @@ void LocalScheduler::Scale(AppRecord& app, const std::vector<core::ScaleRequest>
   }
   for (const auto& c : changes) app.scale[c.role] = c.replicas;
   if (app.runner) {
-    for (const auto& c : changes) {
-      if (auto role = core::CheckScale(app.app, c)) (void)app.runner->Scale(*role, c.replicas);
-    }
+    for (const auto& c : changes) (void)app.runner->Scale(c.role_index, c.replicas);
   }
   // Queued: it starts with this scale. Stored before the answer, as a cancel is.
   Persist(app);

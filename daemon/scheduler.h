@@ -52,7 +52,7 @@ class Scheduler {
   virtual void Cancel(AppRecord& app, std::optional<double> grace_seconds,
                       std::function<void(Result<CancelOutcome>)> done) = 0;
   // Elastic scale of a running app's roles (checked with core::CheckScale by
-  // the caller); `done` once the change is made and stored.
+  // the caller, which set each role_index); `done` once the change is made and stored.
   virtual void Scale(AppRecord& app, const std::vector<core::ScaleRequest>& changes,
                      std::function<void(Result<void>)> done) {
     (void)changes;

@@ -393,8 +393,10 @@ void Service::Scale(const json& params, const PeerInfo& peer, const Reply& reply
     if (!n.is_number_integer()) {
       return reply->Error(Error::InvalidArgument("params.scale." + role + ": must be an integer, got " + n.dump()));
     }
-    core::ScaleRequest c{role, n.get<int>()};
-    if (auto ok = core::CheckScale((*app)->app, c); !ok) return reply->Error(ok.error());
+    core::ScaleRequest c{role, n.get<int>(), 0};
+    auto index = core::CheckScale((*app)->app, c);
+    if (!index) return reply->Error(index.error());
+    c.role_index = *index;
     changes.push_back(std::move(c));
   }
   if (core::IsTerminal((*app)->state)) {
