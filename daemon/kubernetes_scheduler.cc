@@ -615,14 +615,27 @@ void KubernetesScheduler::Scale(AppRecord& rec, const std::vector<core::ScaleReq
     for (auto& op : k8s::ScalePatch(rec.app, c.role_index, c.replicas)) ops.push_back(std::move(op));
   }
   std::string app_id = rec.app_id;
+  // Recorded before it is sent, as a cancel is: the pods Volcano deletes for it
+  // may be seen before the answer, and they must end "scaled down", not failed.
+  json before = rec.scale;
+  for (const auto& c : changes) rec.scale[c.role] = c.replicas;
   (*api)->Call(
       "PATCH", k8s::JobPath(app.job->ns, app.job->name), &ops,
-      [this, app_id, changes, done](Result<json> patched) {
-        if (!patched) return done(Fail(patched.error().WithContext("scale (patching the Job's task replicas)")));
+      [this, app_id, changes, before, done](Result<json> patched) {
         auto it = apps_.find(app_id);
         if (it == apps_.end()) return done(Fail(Error::NotFound(app_id + " was deleted meanwhile")));
-        for (const auto& c : changes) it->second->rec->scale[c.role] = c.replicas;
-        spdlog::info("kubernetes job scaled app={} scale={}", app_id, it->second->rec->scale.dump());
+        json& scale = it->second->rec->scale;
+        if (!patched) {
+          for (const auto& c : changes) {  // nothing changed on the cluster: neither here
+            if (before.contains(c.role)) {
+              scale[c.role] = before[c.role];
+            } else {
+              scale.erase(c.role);
+            }
+          }
+          return done(Fail(patched.error().WithContext("scale (patching the Job's task replicas)")));
+        }
+        spdlog::info("kubernetes job scaled app={} scale={}", app_id, scale.dump());
         if (auto ok = Persist(*it->second); !ok) return done(Fail(ok.error()));
         done({});
       },

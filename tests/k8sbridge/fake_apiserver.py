@@ -43,6 +43,7 @@ Tests drive the "controller" and "kubelet" through /fake/...:
   POST /fake/watches/drop         (close every watch stream)
   POST /fake/logs/drop            (close every log stream)
   POST /fake/logs/hold-follows    {"seconds": N} (follows start sending only then)
+  POST /fake/patch-answer-delay   {"seconds": N} (a Job PATCH is answered N s after its watch events)
   GET  /fake/state                (jobs, pods, commands, requests, pruned fields)
 """
 import argparse
@@ -80,6 +81,7 @@ STATE = {
     "queues": {"default": "Open"},
     "service_accounts": set(),  # (ns, name); `default` exists everywhere
     "reject_next_pod": None,
+    "patch_answer_delay": 0.0,
     "forbidden": set(),  # resources the caller may not touch  # log follows send nothing before then (a slow kubelet)  # until then every API request gets a 503 and watches drop  # a Status the next Job create answers with (an admission rejection)
 }
 VALIDATORS = {}
@@ -479,6 +481,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
         STATE["jobs"][(ns, name)] = updated
         emit("jobs", ns, "MODIFIED", updated)
         sync_pods(ns, updated)
+        # The watches may well deliver what the update did before its answer arrives.
+        end = time.time() + STATE["patch_answer_delay"]
+        while time.time() < end:
+            LOCK.wait(end - time.time())  # releases LOCK meanwhile, so the watches send
         return self.send_json(200, updated)
 
     def forbidden(self, resource, verb, ns=""):
@@ -726,6 +732,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 return self.send_json(200, {})
             if parts == ["logs", "hold-follows"]:
                 STATE["hold_follow_until"] = time.time() + float(body["seconds"])
+                return self.send_json(200, {})
+            if parts == ["patch-answer-delay"]:
+                STATE["patch_answer_delay"] = float(body["seconds"])
                 return self.send_json(200, {})
             if parts == ["outage"]:
                 STATE["outage_until"] = time.time() + float(body["seconds"])

@@ -494,6 +494,8 @@ TEST_F(KubernetesE2eTest, DependenciesWaitOnTheClusterAndAnElasticRoleScales) {
   auto bad = Torchx({"scale", h, "worker=3"});
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_THAT(bad.err, HasSubstr("worker=3: role worker runs between 1 and 2 replicas"));
+  // The pod Volcano deletes is seen before the PATCH's answer: it still ends "scaled down".
+  ASSERT_EQ(api_.Post("/fake/patch-answer-delay", {{"seconds", 0.5}}), 200);
   auto down = Torchx({"scale", h, "worker=1"});
   ASSERT_EQ(down.exit_code, 0) << down.err;
   EXPECT_EQ(down.out, h + " scaled: master=1 worker=1\n");
