@@ -82,6 +82,8 @@ int Main(int argc, char** argv) {
                    "-cfg k=v: the scheduler's options (kubernetes: namespace=NS lists every torchx Job there)");
   list->add_flag("--json", as_json, "an array of objects");
 
+  auto* ui = app.add_subcommand("ui", "Print the web page's address (with your token) and the ssh -L line for a remote box");
+  ui->add_flag("--json", as_json, "{\"url\", \"token\", \"socket\", \"ssh\", \"ssh_url\"}");
   std::string queue_name;
   auto* queue = app.add_subcommand("queue", "Show the admission queues and why pending apps wait");
   queue->add_option("name", queue_name, "only this queue");
@@ -165,6 +167,7 @@ int Main(int argc, char** argv) {
   if (*status) return cli::CmdStatus(global, handle, as_json, roles, ctx);
   if (*describe) return cli::CmdDescribe(global, handle, as_json, ctx);
   if (*list) return cli::CmdList(global, list_scheduler, list_cfg, as_json, ctx);
+  if (*ui) return cli::CmdUi(global, as_json, ctx);
   if (*queue) return cli::CmdQueue(global, queue_name, as_json, queue_all, ctx);
   if (*cancel) return cli::CmdCancel(global, handle, grace, ctx);
   if (*del) return cli::CmdDelete(global, handle, ctx);

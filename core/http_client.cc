@@ -59,14 +59,14 @@ void ApplyTls(CURL* easy, const TlsOptions& tls) {
 
 }  // namespace
 
-Result<std::unique_ptr<HttpClient>> HttpClient::Create(uv_loop_t* loop) {
+Result<std::unique_ptr<HttpClient>> HttpClient::Create(uv_loop_t* loop, std::string purpose) {
   auto loaded = LoadCurl();
   if (!loaded) return Fail(loaded.error());
   api = *loaded;
-  return std::unique_ptr<HttpClient>(new HttpClient(loop));
+  return std::unique_ptr<HttpClient>(new HttpClient(loop, std::move(purpose)));
 }
 
-HttpClient::HttpClient(uv_loop_t* loop) : loop_(loop) {
+HttpClient::HttpClient(uv_loop_t* loop, std::string purpose) : loop_(loop), counters_of_(&counters_[purpose]) {
   multi_ = api->multi_init();
   TORCHXD_CHECK(multi_ != nullptr);
   api->multi_setopt(multi_, CURLMOPT_SOCKETFUNCTION, &HttpClient::OnSocket);
@@ -88,6 +88,7 @@ HttpClient::~HttpClient() {
 
 HttpClient::RequestId HttpClient::Start(HttpRequest request, DataCallback on_data, DoneCallback on_done,
                                         OpenCallback on_open) {
+  ++counters_of_->started;
   auto t = std::make_unique<Transfer>();
   t->client = this;
   t->id = next_id_++;
@@ -318,6 +319,7 @@ void HttpClient::Deliver(Transfer& transfer, CURLcode code) {
                                      std::to_string(kMaxBodyBytes >> 20) + " MiB")));
   }
   if (code != CURLE_OK) {
+    ++counters_of_->failed;
     std::string detail = t->error[0] != '\0' ? t->error : api->easy_strerror(code);
     Error e = code == CURLE_OPERATION_TIMEDOUT ? Error::Timeout(r.method + " " + where + ": " + detail)
                                                : Error::Unavailable(r.method + " " + where + ": " + detail);

@@ -72,8 +72,16 @@ class HttpClient {
   using OpenCallback = std::function<void(long status)>;
   static constexpr size_t kMaxBodyBytes = 64u << 20;
 
-  // Fails (Unavailable) only when libcurl cannot be loaded.
-  [[nodiscard]] static Result<std::unique_ptr<HttpClient>> Create(uv_loop_t* loop);
+  // Fails (Unavailable) only when libcurl cannot be loaded. `purpose` names
+  // the client in the request counters ("kubernetes", "docker").
+  [[nodiscard]] static Result<std::unique_ptr<HttpClient>> Create(uv_loop_t* loop, std::string purpose = "http");
+
+  // Requests started and failed (no HTTP answer) per purpose, since the daemon started (for /metrics).
+  struct Counters {
+    uint64_t started = 0;
+    uint64_t failed = 0;
+  };
+  static const std::map<std::string, Counters>& AllCounters() { return counters_; }
   ~HttpClient();
   HttpClient(const HttpClient&) = delete;
   HttpClient& operator=(const HttpClient&) = delete;
@@ -85,7 +93,8 @@ class HttpClient {
   size_t active() const { return transfers_.size(); }
 
  private:
-  explicit HttpClient(uv_loop_t* loop);
+  HttpClient(uv_loop_t* loop, std::string purpose);
+  static inline std::map<std::string, Counters> counters_;
   struct Transfer;
   static int OnSocket(CURL* easy, curl_socket_t s, int what, void* userp, void* socketp);
   static int OnTimer(CURLM* multi, long timeout_ms, void* userp);
@@ -103,6 +112,7 @@ class HttpClient {
   void ApplyPending();
 
   uv_loop_t* loop_;
+  Counters* counters_of_;
   CURLM* multi_ = nullptr;
   UvHandle<uv_timer_t> timer_;
   std::map<RequestId, std::unique_ptr<Transfer>> transfers_;

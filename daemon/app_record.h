@@ -89,6 +89,9 @@ inline std::string ReplicaKey(const std::string& role, int replica_id) {
 // The key the LogStore and its followers know an app by: "scheduler/app_id".
 inline std::string AppKey(const AppRecord& app) { return app.scheduler + "/" + app.app_id; }
 
+// The login name of a uid (its digits when it has none), looked up once per `cache`.
+const std::string& UserNameOf(uint32_t uid, std::map<uint32_t, std::string>& cache);
+
 nlohmann::json ReplicaInfoToJson(const supervisor::ReplicaInfo& info);
 nlohmann::json ReplicaRequestToStoredJson(const core::ReplicaRequest& request);
 std::optional<core::ReplicaRequest> ReplicaRequestFromStoredJson(const nlohmann::json& json);

@@ -198,6 +198,15 @@ ParsedArgs ParseDaemonArgs(int argc, char** argv, const core::EnvLookup& env) {
   app.add_option("--exclude-gpus", c.exclude_gpus, "GPUs never handed out: indices, UUIDs or PCI bus ids, comma separated");
   app.add_option("--queue", queue_flags,
                  "NAME[:weight=W][,max_gpus=N][,max_gpus_per_user=N] (repeatable; or [queue.NAME] in --config)");
+  app.add_flag("--no-ui", c.no_ui, "serve no web page (by default it is on ui.sock beside the socket)");
+  app.add_option("--ui-listen", c.ui_listen,
+                 "also serve the web page and /metrics on HOST:PORT (127.0.0.1:8080; :0 picks a port); "
+                 "a browser there needs the token `torchx ui` prints");
+  app.add_flag("--ui-allow-remote", c.ui_allow_remote,
+               "let --ui-listen take a non-loopback address (token only; prefer ssh -L to ui.sock)");
+  app.add_option("--ui-allow-host", c.ui_allow_hosts,
+                 "a Host name the page answers to besides localhost and 127.0.0.1 (repeatable)");
+  app.add_flag("--ui-read-only", c.ui_read_only, "the web page shows everything and changes nothing");
   app.footer("Exit codes: 0 stopped cleanly; 1 failed at run time; 2 bad configuration.");
   try {
     app.parse(argc, argv);

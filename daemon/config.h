@@ -47,6 +47,12 @@ struct DaemonConfig {
   std::string capacity;          // "gpu=N,cpu=N|auto,memMB=N|auto"
   std::string exclude_gpus;      // "2,GPU-…"
   std::vector<core::QueueSpec> queues;  // --queue and [queue.NAME] sections, in order
+  // The web page (docs/web-ui.md): always on ui.sock beside the socket unless --no-ui.
+  bool no_ui = false;
+  std::string ui_listen;                 // HOST:PORT for TCP (token only)
+  bool ui_allow_remote = false;          // a non-loopback --ui-listen
+  std::vector<std::string> ui_allow_hosts;
+  bool ui_read_only = false;
 };
 
 // Returns the config, or an exit code to leave with right away (--help: 0; bad input: 2).

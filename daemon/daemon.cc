@@ -48,6 +48,8 @@ Daemon::~Daemon() {
   CommitStore();
   commit_.reset();
   watchdog_.reset();
+  ui_.reset();
+  metrics_.reset();
   server_.reset();
   kubernetes_.reset();
   local_.reset();
@@ -185,6 +187,12 @@ Result<void> Daemon::Prepare() {
     if (g == nullptr) return Fail(Error::InvalidArgument("--admin-group " + config_.admin_group + ": no such group"));
     info.admin_gid = g->gr_gid;
   }
+  if (!config_.no_ui) {
+    info.ui_info = [this](const PeerInfo& peer) -> Result<nlohmann::json> {
+      if (!ui_) return Fail(Error::Unavailable("the web page is not up yet"));
+      return ui_->InfoFor(peer);
+    };
+  }
   service_ = std::make_unique<Service>(&loop_, schedulers_, logs_.get(), info);
   ServerLimits limits;
   limits.idle_timeout_seconds = config_.idle_timeout;
@@ -192,8 +200,42 @@ Result<void> Daemon::Prepare() {
   std::optional<uid_t> only_uid;
   if (!config_.system) only_uid = ::getuid();
   server_ = std::make_unique<Server>(&loop_, service_.get(), limits, only_uid);
-  if (activation) return server_->Adopt(*activation);
-  return Listen();
+  if (auto ok = activation ? server_->Adopt(*activation) : Listen(); !ok) return ok;
+  return StartUi();
+}
+
+Result<void> Daemon::StartUi() {
+  metrics_ = std::make_unique<DaemonMetrics>(&loop_, schedulers_, logs_.get());
+  metrics_->Start();
+  if (config_.no_ui) return {};
+  webui::UiOptions o;
+  std::string dir = config_.socket.substr(0, config_.socket.rfind('/') + 1);
+  std::string base = config_.socket.substr(dir.size());
+  std::string stem = base.size() > 5 && base.ends_with(".sock") ? base.substr(0, base.size() - 5) : base;
+  o.unix_path = dir + (stem == "torchxd" ? "ui.sock" : stem + ".ui.sock");
+  if (o.unix_path.size() >= sizeof(sockaddr_un{}.sun_path)) {
+    spdlog::warn("no web socket: {} is longer than 107 bytes (use --ui-listen)", o.unix_path);
+    o.unix_path.clear();
+  }
+  if (config_.system) {
+    if (struct group* g = ::getgrnam("torchx")) o.group = g->gr_gid;
+  } else {
+    o.only_uid = ::getuid();
+  }
+  o.tcp_listen = config_.ui_listen;
+  o.allow_remote = config_.ui_allow_remote;
+  o.allowed_hosts = config_.ui_allow_hosts;
+  o.read_only = config_.ui_read_only;
+  o.tokens_path = config_.state_dir + "/ui-tokens.json";
+  o.may_act_on_all = [this](const PeerInfo& peer) { return service_->MayActOnAll(peer); };
+  o.metrics = [this] { return metrics_->Render(); };
+  o.version = TORCHXD_VERSION;
+  ui_ = std::make_unique<webui::UiServer>(&loop_, service_.get(), o);
+  if (auto ok = ui_->Start(); !ok) return ok;
+  ui_socket_ = o.unix_path;
+  spdlog::info("web page socket={}{}", ui_socket_.empty() ? "none" : ui_socket_,
+               ui_->tcp_port() != 0 ? " port=" + std::to_string(ui_->tcp_port()) : "");
+  return {};
 }
 
 Result<void> Daemon::Listen() {
@@ -262,6 +304,8 @@ void Daemon::Stop(Service::ShutdownMode mode, const char* reason) {
   // The next image takes the listening socket over: clients queue, none is refused.
   if (restart) restart_fd_ = ::fcntl(server_->listener_fd(), F_DUPFD_CLOEXEC, 10);
   server_->Close();
+  if (ui_) ui_->Stop();  // open pages reconnect to the next daemon and resume their tails
+  if (metrics_) metrics_->Stop();
   auto remaining = std::make_shared<size_t>(schedulers_.size());
   for (Scheduler* s : schedulers_) {
     s->Shutdown(keep, [this, remaining] {
@@ -334,6 +378,7 @@ int Daemon::Run() {
                activated_ ? " (socket from systemd)" : "");
   uv_run(&loop_, UV_RUN_DEFAULT);
   if (listening_ && restart_fd_ < 0) ::unlink(config_.socket.c_str());
+  if (!ui_socket_.empty() && restart_fd_ < 0) ::unlink(ui_socket_.c_str());
   return 0;
 }
 

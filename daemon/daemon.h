@@ -21,10 +21,12 @@
 #include "daemon/config.h"
 #include "daemon/kubernetes_scheduler.h"
 #include "daemon/local_scheduler.h"
+#include "daemon/metrics.h"
 #include "daemon/server.h"
 #include "daemon/service.h"
 #include "daemon/store.h"
 #include "daemon/systemd_notify.h"
+#include "webui/ui_server.h"
 
 namespace torchxd::daemon {
 
@@ -47,6 +49,7 @@ class Daemon {
   void CommitStore();
   void UpdateStatus();
   [[nodiscard]] Result<void> Listen();
+  [[nodiscard]] Result<void> StartUi();
 
   DaemonConfig config_;
   uv_loop_t loop_;
@@ -58,6 +61,9 @@ class Daemon {
   std::vector<Scheduler*> schedulers_;  // borrowed from the owners above
   std::unique_ptr<Service> service_;
   std::unique_ptr<Server> server_;
+  std::unique_ptr<DaemonMetrics> metrics_;
+  std::unique_ptr<webui::UiServer> ui_;  // the web page and /metrics
+  std::string ui_socket_;
   UvHandle<uv_signal_t> sigterm_;
   UvHandle<uv_signal_t> sigint_;
   UvHandle<uv_check_t> commit_;  // group commit (and STATUS) at the end of each loop turn

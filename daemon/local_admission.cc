@@ -28,17 +28,6 @@ std::pair<std::string, std::string> SplitKey(const std::string& key) {
 
 bool Admitted(const AppRecord& app) { return !app.admission.gpus.empty(); }
 
-// The login name of a uid ("" when it has none), looked up once per call site's cache.
-const std::string& UserName(uint32_t uid, std::map<uint32_t, std::string>& cache) {
-  auto [it, fresh] = cache.try_emplace(uid);
-  if (!fresh) return it->second;
-  struct passwd pw {};
-  struct passwd* found = nullptr;
-  std::vector<char> buf(16384);
-  if (::getpwuid_r(uid, &pw, buf.data(), buf.size(), &found) == 0 && found != nullptr) it->second = pw.pw_name;
-  return it->second;
-}
-
 }  // namespace
 
 core::AppDemand LocalScheduler::DemandOf(const AppRecord& app) const {
@@ -285,7 +274,7 @@ json LocalScheduler::Queues(size_t limit) const {
       if (it != apps_.end()) {
         const AppRecord& a = *it->second;
         p["user"] = a.owner_uid;
-        p["user_name"] = UserName(a.owner_uid, names);
+        p["user_name"] = UserNameOf(a.owner_uid, names);
         p["priority"] = a.admission.priority;
         p["submitted_ms"] = a.created_ms;
         if (a.max_duration_ms > 0) p["max_duration_ms"] = a.max_duration_ms;

@@ -275,7 +275,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
         continue;
       }
       in_flight_ = true;
-      auto responder = std::make_shared<Responder>(weak_from_this(), request->id);
+      auto responder = std::make_shared<ConnectionResponder>(weak_from_this(), request->id);
       server_->handler_->Handle(*request, peer_, responder);  // may answer (Finished) right away
     }
     processing_ = false;
@@ -322,15 +322,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::vector<std::function<void()>> gone_callbacks_;
 };
 
-void Responder::Event(const nlohmann::json& event) {
+void ConnectionResponder::Event(const nlohmann::json& event) {
   if (auto c = connection_.lock(); c && !done_) c->Send(protocol::EncodeEvent(id_, event));
 }
 
-void Responder::Result(const nlohmann::json& result) {
-  ResultText(result.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-}
-
-void Responder::ResultText(const std::string& result_json) {
+void ConnectionResponder::ResultText(const std::string& result_json) {
   if (done_) return;
   done_ = true;
   if (auto c = connection_.lock()) {
@@ -340,7 +336,7 @@ void Responder::ResultText(const std::string& result_json) {
   }
 }
 
-void Responder::Error(const torchxd::Error& error) {
+void ConnectionResponder::Error(const torchxd::Error& error) {
   if (done_) return;
   done_ = true;
   if (auto c = connection_.lock()) {
@@ -349,21 +345,21 @@ void Responder::Error(const torchxd::Error& error) {
   }
 }
 
-bool Responder::alive() const {
+bool ConnectionResponder::alive() const {
   auto c = connection_.lock();
   return c && !c->closed() && !done_;
 }
 
-size_t Responder::QueuedBytes() const {
+size_t ConnectionResponder::QueuedBytes() const {
   auto c = connection_.lock();
   return c ? c->queued_bytes() : 0;
 }
 
-void Responder::WhenDrained(std::function<void()> callback) {
+void ConnectionResponder::WhenDrained(std::function<void()> callback) {
   if (auto c = connection_.lock()) c->WhenDrained(std::move(callback));
 }
 
-void Responder::OnGone(std::function<void()> callback) {
+void ConnectionResponder::OnGone(std::function<void()> callback) {
   if (auto c = connection_.lock()) c->AddGoneCallback(std::move(callback));
 }
 

@@ -23,49 +23,35 @@
 #include <nlohmann/json.hpp>
 
 #include "core/protocol.h"
+#include "core/request_handler.h"
 #include "core/result.h"
 #include "core/uv_handle.h"
 
 namespace torchxd::daemon {
 
-struct PeerInfo {
-  uid_t uid = 0;
-  gid_t gid = 0;
-  pid_t pid = 0;
-};
+using protocol::PeerInfo;
+using protocol::RequestHandler;
+using protocol::Responder;
 
 class Connection;
 
-// How a request handler answers. Safe to keep after the client went away:
-// everything becomes a no-op then (alive() says so).
-class Responder {
+// The protocol socket's Responder: frames on one connection.
+class ConnectionResponder : public Responder {
  public:
-  explicit Responder(std::weak_ptr<Connection> connection, int64_t id)
+  ConnectionResponder(std::weak_ptr<Connection> connection, int64_t id)
       : connection_(std::move(connection)), id_(id) {}
-  void Event(const nlohmann::json& event);
-  void Result(const nlohmann::json& result);
-  // The result already serialized as JSON text (large replies built by hand).
-  void ResultText(const std::string& result_json);
-  void Error(const torchxd::Error& error);
-  bool alive() const;
-  // Called when the client disconnects (for streaming requests).
-  void OnGone(std::function<void()> callback);
-  // Bytes written to the client but not yet taken by its socket.
-  size_t QueuedBytes() const;
-  // Called once the queue has drained (at once if it is small already).
-  void WhenDrained(std::function<void()> callback);
+  void Event(const nlohmann::json& event) override;
+  void ResultText(const std::string& result_json) override;
+  void Error(const torchxd::Error& error) override;
+  bool alive() const override;
+  void OnGone(std::function<void()> callback) override;
+  size_t QueuedBytes() const override;
+  void WhenDrained(std::function<void()> callback) override;
 
  private:
   std::weak_ptr<Connection> connection_;
   int64_t id_;
   bool done_ = false;
-};
-
-class RequestHandler {
- public:
-  virtual ~RequestHandler() = default;
-  virtual void Handle(const protocol::Request& request, const PeerInfo& peer,
-                      std::shared_ptr<Responder> responder) = 0;
 };
 
 // Per-connection bounds (docs/protocol.md "Limits").

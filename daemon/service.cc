@@ -80,11 +80,17 @@ void Service::Dispatch(const protocol::Request& request, const PeerInfo& peer,
   if (m == "cancel") return Cancel(p, peer, responder);
   if (m == "wait") return Wait(p, peer, responder);
   if (m == "scale") return Scale(p, peer, responder);
+  if (m == "ui") {
+    if (!info_.ui_info) return responder->Error(Error::Unavailable("this torchxd serves no web page (started with --no-ui)"));
+    auto ui = info_.ui_info(peer);
+    if (!ui) return responder->Error(ui.error());
+    return responder->Result(*ui);
+  }
   if (m == "runopts") return Runopts(p, responder);
   if (m == "queue") return Queue(p, responder);
   responder->Error(Error::InvalidArgument(
       "unknown method \"" + m + "\"." +
-      core::DidYouMean(m, {"version", "run", "status", "describe", "list", "cancel", "wait", "scale",
+      core::DidYouMean(m, {"version", "run", "status", "describe", "list", "cancel", "wait", "scale", "ui",
                            "runopts", "delete", "shutdown", "log", "queue"})));
 }
 
@@ -317,7 +323,8 @@ void Service::ListApps(const json& params, const PeerInfo& peer, const Reply& re
   }
   // Built by hand: with thousands of apps, a JSON DOM costs more than the rest
   // of the request. Rows follow `fields` (docs/protocol.md).
-  std::string out = R"({"fields":["app_handle","app_id","name","scheduler","state","created_ms","ended_ms","queue"],"apps":[)";
+  std::string out = R"({"fields":["app_handle","app_id","name","scheduler","state","created_ms","ended_ms","queue","user"],"apps":[)";
+  std::map<uint32_t, std::string> names;
   out.reserve(out.size() + static_cast<size_t>(limit) * 160);
   auto quoted = [&out](const std::string& s) {
     out += json(s).dump(-1, ' ', false, json::error_handler_t::replace);
@@ -347,6 +354,8 @@ void Service::ListApps(const json& params, const PeerInfo& peer, const Reply& re
     } else {
       out += "null";
     }
+    out += ',';
+    quoted(UserNameOf(a->owner_uid, names));
     out += ']';
   }
   out += "]";

@@ -1,5 +1,6 @@
 // Service: the daemon's request handlers (docs/protocol.md): version, run,
-// status, describe, list, cancel, wait, runopts, delete, log, shutdown. Apps
+// status, describe, list, cancel, wait, scale, runopts, delete, log, queue, ui,
+// shutdown. Apps
 // are routed to the Scheduler serving their scheduler name and found by app
 // id; the session part of a handle is echoed, not matched.
 //
@@ -44,7 +45,11 @@ class Service : public RequestHandler {
     bool live_restore = false;
     std::optional<gid_t> admin_gid;  // --admin-group: may act on every app
     size_t max_replicas_per_app = 1024;
+    // `ui`: where the caller finds the web page (its URL carries the caller's token).
+    std::function<Result<nlohmann::json>(const PeerInfo&)> ui_info;
   };
+  // May `peer` see and act on every app? (root, the daemon's own user, the admin group)
+  bool MayActOnAll(const PeerInfo& peer) const;
   // `schedulers` serve the names they list; the first to list a name wins.
   Service(uv_loop_t* loop, std::vector<Scheduler*> schedulers, LogStore* logs, DaemonInfo info)
       : loop_(loop), schedulers_(std::move(schedulers)), logs_(logs), info_(std::move(info)) {}
@@ -76,7 +81,6 @@ class Service : public RequestHandler {
   // FindApp, then: may `peer` `verb` it? (its owner, root, or the admin group)
   [[nodiscard]] Result<AppRecord*> FindOwnApp(const nlohmann::json& params, const PeerInfo& peer,
                                               const std::string& verb);
-  bool MayActOnAll(const PeerInfo& peer) const;
   Scheduler* SchedulerFor(const std::string& name) const;
   std::vector<const AppRecord*> AllApps() const;
 

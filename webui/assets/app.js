@@ -1,0 +1,388 @@
+// torchxd's page: the app list, GPUs and queue, one app's replicas and a live
+// log tail, all from one Server-Sent Events stream (/api/events). Text from
+// apps and logs is only ever set with textContent.
+'use strict';
+
+const $ = (id) => document.getElementById(id);
+const MAX_LINES = 5000;
+const TERMINAL = new Set(['SUCCEEDED', 'FAILED', 'CANCELLED']);
+// ANSI escape sequences (colours, cursor moves, OSC titles) are stripped.
+const ANSI = /\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-_]/g;
+
+const S = {
+  session: null, apps: [], queue: null, status: null, es: null, view: 'list',
+  app: null, role: null, replica: 0, stream: 'combined', regex: '', lastEventId: '',
+  paused: false, held: [], cancelling: false,
+};
+
+function el(tag, text, cls) {
+  const e = document.createElement(tag);
+  if (text !== undefined && text !== null) e.textContent = String(text);
+  if (cls) e.className = cls;
+  return e;
+}
+
+function row(cells) {
+  const tr = document.createElement('tr');
+  for (const c of cells) {
+    if (c instanceof Node) { const td = el('td'); td.appendChild(c); tr.appendChild(td); } else tr.appendChild(el('td', c));
+  }
+  return tr;
+}
+
+function ago(ms) {
+  let s = Math.max(0, Math.round(ms / 1000));
+  if (s < 60) return s + 's';
+  const m = Math.floor(s / 60); s %= 60;
+  if (m < 60) return m + 'm' + (s ? s + 's' : '');
+  const h = Math.floor(m / 60);
+  if (h < 48) return h + 'h' + (m % 60 ? (m % 60) + 'm' : '');
+  return Math.floor(h / 24) + 'd' + (h % 24 ? (h % 24) + 'h' : '');
+}
+
+function appLink(handle, text) {
+  const a = el('a', text);
+  a.href = '/apps/' + encodeURIComponent(handle);
+  a.addEventListener('click', (e) => { if (!e.ctrlKey && !e.metaKey) { e.preventDefault(); go(a.href); } });
+  return a;
+}
+
+function banner(text) {
+  const b = $('banner');
+  b.hidden = !text;
+  b.textContent = text || '';
+}
+
+async function api(path, options) {
+  const r = await fetch(path, Object.assign({ credentials: 'same-origin' }, options || {}));
+  const body = await r.json().catch(() => ({}));
+  if (!r.ok) throw new Error(body.error ? body.error.message : r.status + ' ' + r.statusText);
+  return body;
+}
+
+// ---- routing -------------------------------------------------------------
+function parseRoute() {
+  const q = new URLSearchParams(location.search);
+  if (location.pathname.startsWith('/apps/')) {
+    S.view = 'app';
+    S.app = decodeURIComponent(location.pathname.slice(6));
+    S.role = q.get('role');
+    S.replica = Number(q.get('replica') || 0);
+    S.stream = q.get('stream') || 'combined';
+    S.regex = q.get('regex') || '';
+  } else {
+    S.view = 'list';
+    S.app = null;
+  }
+}
+
+function tailUrl() {
+  const q = new URLSearchParams();
+  if (S.role !== null) { q.set('role', S.role); q.set('replica', S.replica); }
+  if (S.stream !== 'combined') q.set('stream', S.stream);
+  if (S.regex) q.set('regex', S.regex);
+  const qs = q.toString();
+  return '/apps/' + encodeURIComponent(S.app) + (qs ? '?' + qs : '');
+}
+
+function go(url, replace) {
+  if (replace) history.replaceState(null, '', url); else history.pushState(null, '', url);
+  show();
+}
+
+window.addEventListener('popstate', show);
+
+async function show() {
+  const before = S.app;
+  parseRoute();
+  $('list-view').hidden = S.view !== 'list';
+  $('app-view').hidden = S.view !== 'app';
+  S.status = null;
+  clearLog();
+  S.lastEventId = '';
+  if (S.view === 'app') {
+    if (before !== S.app) { $('app-title').textContent = S.app; $('replica-table').tBodies[0].replaceChildren(); }
+    $('t-stream').value = S.stream;
+    $('t-regex').value = S.regex;
+    try {
+      onStatus(await api('/api/status?app_handle=' + encodeURIComponent(S.app)));
+    } catch (e) {
+      $('app-summary').textContent = e.message;
+    }
+    if (S.role === null && S.status) {
+      const first = replicasOf(S.status)[0];
+      if (first) { S.role = first.role; S.replica = first.id; history.replaceState(null, '', tailUrl()); }
+    }
+    updateDownload();
+  } else {
+    document.title = 'torchxd';
+    renderApps();
+  }
+  openStream();
+}
+
+// ---- the stream ----------------------------------------------------------
+function closeStream() {
+  if (S.es) { S.es.close(); S.es = null; }
+}
+
+function openStream() {
+  closeStream();
+  if (document.hidden) return;  // a hidden tab holds no connection; it resumes when shown
+  const q = new URLSearchParams();
+  if (S.view === 'app') {
+    q.set('app', S.app);
+    if (S.role !== null) {
+      q.set('role', S.role); q.set('replica', S.replica); q.set('stream', S.stream);
+      if (S.regex) q.set('regex', S.regex);
+      if (S.lastEventId) q.set('last_event_id', S.lastEventId);
+    }
+  }
+  const es = new EventSource('/api/events?' + q.toString());
+  S.es = es;
+  es.onopen = () => banner(null);
+  es.onerror = () => {
+    banner('reconnecting…');
+    if (es.readyState === EventSource.CLOSED) setTimeout(() => { if (S.es === es) openStream(); }, 2000);
+  };
+  es.addEventListener('apps', (e) => onApps(JSON.parse(e.data)));
+  es.addEventListener('queue', (e) => onQueue(JSON.parse(e.data)));
+  es.addEventListener('status', (e) => onStatus(JSON.parse(e.data)));
+  es.addEventListener('log', (e) => {
+    if (e.lastEventId) S.lastEventId = e.lastEventId;
+    onLog(JSON.parse(e.data));
+  });
+  es.addEventListener('log-error', (e) => { $('t-error').textContent = JSON.parse(e.data).error.message; });
+}
+
+document.addEventListener('visibilitychange', () => { if (document.hidden) closeStream(); else openStream(); });
+
+// ---- list, GPUs, queue ---------------------------------------------------
+function onApps(reply) {
+  if (reply.error) { $('app-count').textContent = reply.error.message; return; }
+  const f = reply.fields;
+  S.apps = reply.apps.map((r) => Object.fromEntries(f.map((k, i) => [k, r[i]])));
+  if (S.view === 'list') renderApps();
+}
+
+function renderApps() {
+  const state = $('f-state').value, user = $('f-user').value.trim(), name = $('f-name').value.trim().toLowerCase();
+  const now = Date.now();
+  const rows = S.apps.filter((a) => (!state || a.state === state) && (!user || a.user === user) &&
+    (!name || a.name.toLowerCase().includes(name) || a.app_id.toLowerCase().includes(name)));
+  const body = $('app-table').tBodies[0];
+  body.replaceChildren(...rows.map((a) => {
+    const tr = row([appLink(a.app_handle, a.name), el('span', a.state, 'state ' + a.state), a.user || '',
+      a.queue || '', a.scheduler, ago(now - a.created_ms), '']);
+    tr.cells[6].dataset.start = a.created_ms;
+    if (a.ended_ms !== null) tr.cells[6].dataset.end = a.ended_ms;
+    tr.dataset.handle = a.app_handle;
+    return tr;
+  }));
+  $('app-count').textContent = rows.length === S.apps.length ? `(${rows.length})` : `(${rows.length} of ${S.apps.length})`;
+  tick();
+}
+
+// Durations and ages move every second without a server round trip.
+function tick() {
+  const now = Date.now();
+  for (const td of document.querySelectorAll('td[data-start]')) {
+    const end = td.dataset.end ? Number(td.dataset.end) : now;
+    td.textContent = ago(end - Number(td.dataset.start));
+  }
+}
+setInterval(tick, 1000);
+
+for (const id of ['f-state', 'f-user', 'f-name']) $(id).addEventListener('input', renderApps);
+
+function onQueue(reply) {
+  S.queue = reply;
+  const gpuBody = $('gpu-table').tBodies[0], queueBody = $('queue-table').tBodies[0];
+  if (reply.error) {
+    $('gpu-note').textContent = 'n/a: ' + reply.error.message;
+    $('queue-note').textContent = 'no queue: ' + reply.error.message;
+    gpuBody.replaceChildren();
+    queueBody.replaceChildren();
+    return;
+  }
+  const gpus = reply.gpus || [];
+  $('gpu-note').textContent = gpus.length ? `${gpus.filter((g) => !g.held_by).length} of ${gpus.length} free; memory per process: n/a (no NVML)` : 'no GPUs on this box';
+  gpuBody.replaceChildren(...gpus.map((g) => row([String(g.index), (g.uuid || '').slice(0, 20),
+    g.held_by ? appLink(g.held_by, g.held_by.split('/').pop()) : 'free', 'n/a',
+    !g.usable ? 'unusable: ' + (g.unusable || '') : g.reserved ? 'reserved for the queue head' : 'ok'])));
+  const pending = [];
+  for (const q of reply.queues || []) for (const p of q.pending || []) pending.push(Object.assign({ queue: q.name }, p));
+  pending.sort((a, b) => a.position - b.position);
+  $('queue-note').textContent = pending.length ? '' : 'nothing is waiting';
+  queueBody.replaceChildren(...pending.map((p) => {
+    const r = p.request || {};
+    return row([String(p.position), appLink(p.app_handle, p.app_handle.split('/').pop()), p.queue, p.user_name || String(p.user),
+      `${r.gpu || 0} GPU, ${r.cpu || 0} CPU, ${r.memMB || 0} MB`, p.reason]);
+  }));
+}
+
+// ---- one app -------------------------------------------------------------
+function replicasOf(status) {
+  const out = [];
+  for (const role of status.roles || []) for (const r of role.replicas || []) out.push(r);
+  const failing = (r) => (r.state_name === 'FAILED' ? 0 : 1);
+  out.sort((a, b) => failing(a) - failing(b) || a.role.localeCompare(b.role) || a.id - b.id);
+  return out;
+}
+
+function mayCancel(status) {
+  if (!S.session || S.session.read_only || TERMINAL.has(status.state)) return false;
+  if (S.session.admin) return true;
+  const mine = S.apps.find((a) => a.app_handle === S.app);
+  return !!mine && mine.user === S.session.user;
+}
+
+function onStatus(status) {
+  if (status.error) { $('app-summary').textContent = status.error.message; return; }
+  if (S.view !== 'app' || status.app_handle !== S.app) return;
+  S.status = status;
+  const reps = replicasOf(status);
+  document.title = status.app_handle.split('/').pop() + ' · ' + status.state + ' · torchxd';
+  $('app-summary').replaceChildren(el('span', status.state, 'state ' + status.state),
+    el('span', ` · ${reps.length} replica${reps.length === 1 ? '' : 's'} · ${status.num_restarts || 0} restarts`));
+  $('app-msg').textContent = status.msg || '';
+  $('cancel-btn').hidden = !mayCancel(status);
+  const body = $('replica-table').tBodies[0];
+  body.replaceChildren(...reps.map((r) => {
+    const exit = r.signal ? 'signal ' + r.signal : r.exit_code === null ? '' : String(r.exit_code);
+    const link = el('a', 'tail');
+    link.href = tailFor(r.role, r.id);
+    link.addEventListener('click', (e) => { e.preventDefault(); selectReplica(r.role, r.id); });
+    const tr = row([r.role, String(r.id), el('span', r.state_name, 'state ' + r.state_name), String(r.attempt), exit,
+      r.pid === null ? '' : String(r.pid), r.start_time || '', r.end_time || '', r.error_message || '', link]);
+    if (r.role === S.role && r.id === S.replica) tr.className = 'selected';
+    return tr;
+  }));
+  const sel = $('t-replica');
+  const want = reps.map((r) => r.role + '/' + r.id);
+  if ([...sel.options].map((o) => o.value).join() !== want.join()) {
+    sel.replaceChildren(...want.map((w) => { const o = el('option', w); o.value = w; return o; }));
+  }
+  sel.value = S.role + '/' + S.replica;
+}
+
+function tailFor(role, id) {
+  const save = [S.role, S.replica];
+  [S.role, S.replica] = [role, id];
+  const url = tailUrl();
+  [S.role, S.replica] = save;
+  return url;
+}
+
+function selectReplica(role, id) {
+  S.role = role; S.replica = id;
+  go(tailUrl());
+}
+
+$('t-replica').addEventListener('change', () => {
+  const v = $('t-replica').value, slash = v.lastIndexOf('/');
+  selectReplica(v.slice(0, slash), Number(v.slice(slash + 1)));
+});
+$('t-stream').addEventListener('change', () => { S.stream = $('t-stream').value; go(tailUrl()); });
+let regexTimer = null;
+$('t-regex').addEventListener('input', () => {
+  clearTimeout(regexTimer);
+  regexTimer = setTimeout(() => { S.regex = $('t-regex').value; go(tailUrl(), true); }, 400);
+});
+
+function updateDownload() {
+  const q = new URLSearchParams({ app: S.app, stream: S.stream });
+  if (S.role !== null) { q.set('role', S.role); q.set('replica', S.replica); }
+  if (S.regex) q.set('regex', S.regex);
+  $('t-download').href = '/api/log.txt?' + q.toString();
+}
+
+// ---- the log tail --------------------------------------------------------
+function clearLog() {
+  $('log').replaceChildren();
+  $('t-error').textContent = '';
+  S.held = [];
+  updateNew();
+}
+
+function lineNodes(event) {
+  if (event.lines) return event.lines.map((l) => document.createTextNode(l[1].replace(ANSI, '') + '\n'));
+  const who = event.role + '/' + event.replica;
+  let text = null;
+  if (event.attempt !== undefined) text = `--- ${who} attempt ${event.attempt} ---`;
+  else if (event.dropped_bytes !== undefined) text = `[${event.dropped_bytes} bytes before this were dropped by the log ring]`;
+  else if (event.lost_bytes !== undefined) text = `[${event.lost_bytes} bytes could not be stored: the log disk was full]`;
+  else if (event.missed_bytes !== undefined) text = `[missed ${event.missed_bytes} bytes removed by rotation]`;
+  else if (event.warning !== undefined) text = `[warning: ${event.warning}]`;
+  if (text === null) return [];
+  const span = el('span', text + '\n', 'notice');
+  return [span];
+}
+
+function onLog(event) {
+  const nodes = lineNodes(event);
+  if (!nodes.length) return;
+  if (S.paused) { S.held.push(...nodes); updateNew(); return; }
+  append(nodes);
+}
+
+function append(nodes) {
+  const log = $('log');
+  const atBottom = log.scrollHeight - log.scrollTop - log.clientHeight < 4;
+  log.append(...nodes);
+  while (log.childNodes.length > MAX_LINES) log.removeChild(log.firstChild);
+  if (atBottom) log.scrollTop = log.scrollHeight;
+}
+
+function updateNew() {
+  const n = S.held.filter((x) => x.nodeType === Node.TEXT_NODE).length;
+  $('t-new').hidden = !S.paused || n === 0;
+  $('t-new').textContent = `${n} new line${n === 1 ? '' : 's'}`;
+  $('t-pause').textContent = S.paused ? 'Resume' : 'Pause';
+}
+
+function setPaused(paused) {
+  S.paused = paused;
+  if (!paused && S.held.length) { const held = S.held; S.held = []; append(held); $('log').scrollTop = $('log').scrollHeight; }
+  updateNew();
+}
+$('t-pause').addEventListener('click', () => setPaused(!S.paused));
+$('t-new').addEventListener('click', () => setPaused(false));
+
+// ---- cancel --------------------------------------------------------------
+$('cancel-btn').addEventListener('click', () => {
+  const reps = S.status ? replicasOf(S.status).length : 0;
+  $('cancel-text').textContent = `${S.app} and its ${reps} replica${reps === 1 ? '' : 's'} will be stopped: ` +
+    'SIGTERM, then SIGKILL after the grace period.';
+  $('cancel-confirm').disabled = false;
+  $('cancel-dialog').showModal();
+});
+$('cancel-keep').addEventListener('click', () => $('cancel-dialog').close());
+$('cancel-confirm').addEventListener('click', async () => {
+  if (S.cancelling) return;
+  S.cancelling = true;
+  $('cancel-confirm').disabled = true;
+  try {
+    await api('/api/cancel', {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json', 'X-Torchxd-Csrf': S.session.csrf },
+      body: JSON.stringify({ app_handle: S.app }),
+    });
+    $('cancel-dialog').close();
+  } catch (e) {
+    $('cancel-text').textContent = 'Cancel failed: ' + e.message;
+  } finally {
+    S.cancelling = false;
+  }
+});
+
+// ---- start ---------------------------------------------------------------
+(async function main() {
+  try {
+    S.session = await api('/api/session');
+    $('who').textContent = S.session.user + (S.session.admin ? ' (admin)' : '') + (S.session.read_only ? ' · read-only' : '');
+  } catch (e) {
+    banner('not signed in: ' + e.message);
+  }
+  show();
+})();

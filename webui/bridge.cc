@@ -1,0 +1,65 @@
+#include "webui/bridge.h"
+
+namespace torchxd::webui {
+
+void CallbackResponder::Event(const nlohmann::json& event) {
+  if (alive() && callbacks_.event) callbacks_.event(event);
+}
+
+void CallbackResponder::ResultText(const std::string& result_json) {
+  if (done_) return;
+  done_ = true;
+  if (!exchange_.expired() && callbacks_.result) callbacks_.result(result_json);
+}
+
+void CallbackResponder::Error(const torchxd::Error& error) {
+  if (done_) return;
+  done_ = true;
+  if (!exchange_.expired() && callbacks_.error) callbacks_.error(error);
+}
+
+bool CallbackResponder::alive() const {
+  auto exchange = exchange_.lock();
+  return exchange && exchange->alive() && !done_;
+}
+
+void CallbackResponder::OnGone(std::function<void()> callback) {
+  if (auto exchange = exchange_.lock()) return exchange->OnGone(std::move(callback));
+  callback();
+}
+
+size_t CallbackResponder::QueuedBytes() const {
+  auto exchange = exchange_.lock();
+  return exchange ? exchange->QueuedBytes() : 0;
+}
+
+void CallbackResponder::WhenDrained(std::function<void()> callback) {
+  if (auto exchange = exchange_.lock()) return exchange->WhenDrained(std::move(callback));
+  callback();
+}
+
+int HttpStatusOf(const torchxd::Error& error) {
+  switch (error.code) {
+    case ErrorCode::kInvalidArgument:
+      return 400;
+    case ErrorCode::kNotFound:
+      return 404;
+    case ErrorCode::kAlreadyExists:
+      return 409;
+    case ErrorCode::kPermissionDenied:
+      return 403;
+    case ErrorCode::kUnavailable:
+      return 503;
+    case ErrorCode::kTimeout:
+      return 504;
+    default:
+      return 500;
+  }
+}
+
+std::string ErrorJson(const torchxd::Error& error) {
+  return nlohmann::json{{"error", {{"code", std::string(ErrorCodeName(error.code))}, {"message", error.message}}}}
+      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+}  // namespace torchxd::webui
