@@ -208,7 +208,7 @@ json AppStatusToJson(const AppStatus& status) {
 
 Result<AppStatus> AppStatusFromJson(const json& node) {
   JsonReader r(node, "", {"state", "num_restarts", "roles", "msg", "structured_error_msg", "url",
-                          "app_handle"});
+                          "app_handle", "user"});
   AppStatus status;
   auto state_name = r.String("state", "UNKNOWN");
   if (auto state = AppStateFromName(state_name)) {

@@ -216,7 +216,7 @@ void Service::Status(const json& params, const PeerInfo& peer, const Reply& repl
   if (std::string note = scheduler->StatusNote(**app); !note.empty()) {
     status.msg = status.msg.empty() ? note : status.msg + "; " + note;
   }
-  reply->Result(core::AppStatusToJson(status));
+  reply->Result(StatusJson(**app, status));
 }
 
 void Service::Queue(const json& params, const Reply& reply) {
@@ -427,12 +427,19 @@ void Service::Scale(const json& params, const PeerInfo& peer, const Reply& reply
   });
 }
 
+json Service::StatusJson(const AppRecord& app, const core::AppStatus& status) {
+  json out = core::AppStatusToJson(status);
+  std::map<uint32_t, std::string> names;
+  out["user"] = UserNameOf(app.owner_uid, names);
+  return out;
+}
+
 void Service::Wait(const json& params, const PeerInfo& peer, const Reply& reply) {
   auto app = FindOwnApp(params, peer, "see");
   if (!app) return reply->Error(app.error());
   SchedulerFor((*app)->scheduler)->Wait(**app, [this, reply](const AppRecord& a) {
     if (info_.commit_store) info_.commit_store();
-    reply->Result(core::AppStatusToJson(a.Status()));
+    reply->Result(StatusJson(a, a.Status()));
   });
 }
 

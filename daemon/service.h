@@ -71,6 +71,8 @@ class Service : public RequestHandler {
   // List's rows once the schedulers are ready (`ns`: only that kubernetes namespace).
   void ListApps(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply, const std::string& ns);
   void Cancel(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
+  // `status` and `wait` answers: TorchX's AppStatus JSON and the owner's name.
+  static nlohmann::json StatusJson(const AppRecord& app, const core::AppStatus& status);
   void Wait(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
   void Scale(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
   void Runopts(const nlohmann::json& params, const Reply& reply);

@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 PACKAGES=(
   g++ cmake ninja-build pkg-config
   libuv1-dev nlohmann-json3-dev libsqlite3-dev libcurl4-openssl-dev libspdlog-dev
-  libcli11-dev libgtest-dev libgmock-dev libexpected-dev libyaml-cpp-dev libre2-dev
+  libcli11-dev libgtest-dev libgmock-dev libexpected-dev libyaml-cpp-dev libre2-dev libmicrohttpd-dev
   python3-torch python3-jsonschema python3-yaml sqlite3 util-linux systemd
   ${EXTRA_PACKAGES:-}
 )

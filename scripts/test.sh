@@ -9,7 +9,15 @@
 #   TORCHXD_SANITIZERS=0 scripts/test.sh   # the plain build only
 set -euo pipefail
 cd "$(dirname "$0")/.."
-EXTRA_PACKAGES="podman runc aardvark-dns netavark iptables iproute2 busybox-static uidmap openssl ${EXTRA_PACKAGES:-}" scripts/setup.sh
+# The browser tests drive Debian's chromium with playwright-core from npm
+# (pinned in tests/browser/package-lock.json); /metrics is checked with the
+# Prometheus project's own text parser (python3-prometheus-client).
+EXTRA_PACKAGES="podman runc aardvark-dns netavark iptables iproute2 busybox-static uidmap openssl chromium python3-prometheus-client ${EXTRA_PACKAGES:-}" scripts/setup.sh
+if command -v npm >/dev/null; then
+  npm ci --no-audit --no-fund --loglevel=error --prefix tests/browser
+else
+  echo "test: npm is not installed: the browser tests will skip"
+fi
 ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j"$(nproc)"
 if [[ ${TORCHXD_SANITIZERS:-1} != 0 ]]; then
   BUILD_DIR=build-asan CMAKE_ARGS=-DTORCHXD_SANITIZE=ON scripts/setup.sh

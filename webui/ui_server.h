@@ -58,6 +58,8 @@ class UiServer : public HttpHandler {
   // What `torchx ui` prints for `peer`: {"socket", "url"?, "token"?, "ssh"?}.
   [[nodiscard]] Result<nlohmann::json> InfoFor(const protocol::PeerInfo& peer);
   int tcp_port() const { return tcp_port_; }
+  // Requests in progress on both listeners (streams included).
+  size_t exchanges() const { return (unix_ ? unix_->exchanges() : 0) + (tcp_ ? tcp_->exchanges() : 0); }
 
   void Handle(const std::shared_ptr<HttpExchange>& exchange) override;
 

@@ -94,6 +94,7 @@ window.addEventListener('popstate', show);
 
 async function show() {
   const before = S.app;
+  closeStream();  // nothing of the previous view may land in this one
   parseRoute();
   $('list-view').hidden = S.view !== 'list';
   $('app-view').hidden = S.view !== 'app';
@@ -122,13 +123,55 @@ async function show() {
 }
 
 // ---- the stream ----------------------------------------------------------
+// Browsers allow 6 HTTP/1.1 connections per origin across all tabs, so at most
+// SLOTS tabs stream at once (Web Locks, shared by the tabs); the others wait
+// without a connection until they are looked at, and then take a slot over.
+// API calls always find a free connection. Without Web Locks (not a secure
+// context) every tab streams.
+const SLOTS = 4;
+const slot = { held: null, release: null };
+
 function closeStream() {
   if (S.es) { S.es.close(); S.es = null; }
 }
 
-function openStream() {
+function holdSlot(name, options) {
+  return new Promise((resolve) => {
+    navigator.locks.request(name, options, (lock) => {
+      if (!lock) { resolve(false); return undefined; }
+      slot.held = name;
+      resolve(true);
+      return new Promise((release) => { slot.release = release; });
+    }).catch(() => {  // another tab took it over
+      if (slot.held === name) { slot.held = null; slot.release = null; closeStream(); waiting(); }
+      resolve(false);
+    });
+  });
+}
+
+async function takeSlot(steal) {
+  if (!navigator.locks) return true;
+  if (slot.held) return true;
+  for (let i = 0; i < SLOTS; i++) if (await holdSlot('torchxd-stream-' + i, { ifAvailable: true })) return true;
+  if (!steal) return false;
+  return holdSlot('torchxd-stream-' + Math.floor(Math.random() * SLOTS), { steal: true });
+}
+
+function dropSlot() {
+  if (slot.release) slot.release();
+  slot.held = null;
+  slot.release = null;
+}
+
+function waiting() {
+  banner('paused: other tabs are showing live updates; click here or switch to this tab to resume');
+}
+
+async function openStream(steal) {
   closeStream();
-  if (document.hidden) return;  // a hidden tab holds no connection; it resumes when shown
+  if (document.hidden) { dropSlot(); return; }  // a hidden tab holds no connection; it resumes when shown
+  if (!(await takeSlot(steal))) { waiting(); return; }
+  if (S.es) return;
   const q = new URLSearchParams();
   if (S.view === 'app') {
     q.set('app', S.app);
@@ -155,7 +198,10 @@ function openStream() {
   es.addEventListener('log-error', (e) => { $('t-error').textContent = JSON.parse(e.data).error.message; });
 }
 
-document.addEventListener('visibilitychange', () => { if (document.hidden) closeStream(); else openStream(); });
+function reclaim() { if (!S.es && !document.hidden) openStream(true); }
+document.addEventListener('visibilitychange', () => { if (document.hidden) { closeStream(); dropSlot(); } else reclaim(); });
+window.addEventListener('focus', reclaim);
+$('banner').addEventListener('click', reclaim);
 
 // ---- list, GPUs, queue ---------------------------------------------------
 function onApps(reply) {
@@ -233,8 +279,7 @@ function replicasOf(status) {
 function mayCancel(status) {
   if (!S.session || S.session.read_only || TERMINAL.has(status.state)) return false;
   if (S.session.admin) return true;
-  const mine = S.apps.find((a) => a.app_handle === S.app);
-  return !!mine && mine.user === S.session.user;
+  return status.user === S.session.user;
 }
 
 function onStatus(status) {

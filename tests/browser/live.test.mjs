@@ -1,0 +1,109 @@
+// What must hold while things change under the page: a daemon SIGKILLed and
+// restarted mid-tail (no gap, no duplicate), GPUs and the queue with its
+// reasons, eight tabs on one daemon. One daemon for the file (--live-restore,
+// two GPUs from a topology file).
+import assert from 'node:assert/strict';
+import { writeFileSync } from 'node:fs';
+import { after, before, describe, test } from 'node:test';
+
+import { Daemon, launch, openPage, screenshot, skipReason, until } from './harness.mjs';
+
+const skip = await skipReason();
+
+function gpuApp(daemon, name, gpus) {
+  const file = `${daemon.dir}/${name}.json`;
+  writeFileSync(file, JSON.stringify({ name, roles: [{ name: 'w', entrypoint: 'sleep', args: ['600'],
+    resource: { cpu: 1, gpu: gpus, memMB: 1024 } }] }));
+  return daemon.run(file);
+}
+
+describe('live', { skip: skip || false, timeout: 150000 }, () => {
+  let daemon, browser;
+  before(async () => {
+    daemon = new Daemon(['--live-restore']);
+    const topology = `${daemon.dir}/gpus.json`;
+    writeFileSync(topology, JSON.stringify({ gpus: [{ index: 0, uuid: 'GPU-0', numa_node: 0 }, { index: 1, uuid: 'GPU-1', numa_node: 0 }] }));
+    daemon.extraArgs.push('--gpu-topology', topology);
+    await daemon.start();
+    browser = await launch();
+  });
+  after(async () => {
+    await browser?.close();
+    await daemon?.stop();
+  });
+
+  test('a tail survives a daemon SIGKILL and restart: banner, then the same lines with no gap or duplicate', async () => {
+    const h = daemon.run('utils.sh', 'sh', '-c', 'for i in $(seq 1 300); do echo "n $i"; sleep 0.05; done');
+    const page = await openPage(browser, daemon);
+    await page.goto(daemon.origin + '/apps/' + encodeURIComponent(h) + '?role=sh&replica=0');
+    await page.locator('#log', { hasText: 'n 20\n' }).waitFor();
+    await daemon.kill('SIGKILL');
+    await page.locator('#banner', { hasText: 'reconnecting' }).waitFor();
+    await daemon.start();  // the same port and state: the replica was kept running
+    await page.locator('#banner').waitFor({ state: 'hidden', timeout: 15000 });
+    await until(() => /SUCCEEDED/.test(daemon.torchx('status', h)), 'the app to end', 40000);
+    await page.locator('#log', { hasText: 'n 300\n' }).waitFor({ timeout: 15000 });
+    const lines = (await page.locator('#log').textContent()).trim().split('\n');
+    assert.equal(lines.length, 300, lines.filter((l, i) => l !== `n ${i + 1}`).slice(0, 3).join('|'));
+    lines.forEach((l, i) => assert.equal(l, `n ${i + 1}`));
+    await page.context().close();
+  });
+
+  test('GPUs show who holds them; a pending app shows its position and why, and starts when they free', async () => {
+    const big = gpuApp(daemon, 'big', 2);
+    await until(() => /RUNNING/.test(daemon.torchx('status', big)), 'the first app to run');
+    const small = gpuApp(daemon, 'small', 1);
+    const page = await openPage(browser, daemon);
+    const gpuRows = page.locator('#gpu-table tbody tr');
+    await until(async () => (await gpuRows.count()) === 2, 'two GPU rows');
+    for (const row of await gpuRows.all()) {
+      const cells = await row.locator('td').allTextContents();
+      assert.equal(cells[2], big.split('/').pop());
+      assert.equal(cells[3], 'n/a');  // no NVML here
+    }
+    const pending = page.locator('#queue-table tbody tr');
+    await pending.first().waitFor();
+    const cells = await pending.first().locator('td').allTextContents();
+    assert.equal(cells[0], '1');
+    assert.equal(cells[1], small.split('/').pop());
+    assert.match(cells[5], /GPU/);  // e.g. "needs 1 GPU, 0 free"
+    await screenshot(page, 'queue-1280x800');
+    daemon.torchx('cancel', big);
+    await pending.first().waitFor({ state: 'detached', timeout: 15000 });
+    await page.locator('#queue-note', { hasText: 'nothing is waiting' }).waitFor();
+    await until(() => /RUNNING/.test(daemon.torchx('status', small)), 'the pending app to start');
+    daemon.torchx('cancel', small);
+    await page.context().close();
+  });
+
+  test('eight tabs: streams stay under the browser limit, a cancel from any tab answers, a tab looked at catches up', async () => {
+    const h = daemon.run('utils.sh', 'sleep', '600');
+    const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+    const url = daemon.url.replace('/?', '/apps/' + encodeURIComponent(h) + '?');
+    const pages = [];
+    for (let i = 0; i < 8; i++) {
+      const p = await context.newPage();
+      p.setDefaultTimeout(10000);
+      await p.goto(url);
+      pages.push(p);
+    }
+    // Every tab shows the app; at most four hold a stream.
+    for (const p of pages) await p.locator('#app-summary .state.RUNNING').waitFor();
+    const streaming = await Promise.all(pages.map((p) => p.evaluate(() => S.es !== null)));
+    assert.ok(streaming.filter(Boolean).length <= 4, JSON.stringify(streaming));
+    const idle = pages[streaming.indexOf(false)];
+    assert.ok(idle, 'some tab waits without a stream');
+    // A cancel from a tab with no stream goes through at once (a connection is free).
+    await idle.locator('#cancel-btn').click();
+    await idle.locator('#cancel-confirm').click();
+    await idle.locator('#cancel-dialog').waitFor({ state: 'hidden' });
+    assert.match(daemon.torchx('status', h), /CANCELLED/);
+    // Looking at a waiting tab gives it a stream: it catches up.
+    await idle.bringToFront();
+    await idle.evaluate(() => window.dispatchEvent(new Event('focus')));
+    await idle.locator('#app-summary .state.CANCELLED').waitFor({ timeout: 15000 });
+    const after = await Promise.all(pages.map((p) => p.evaluate(() => S.es !== null)));
+    assert.ok(after.filter(Boolean).length <= 4, JSON.stringify(after));
+    await context.close();
+  });
+});

@@ -1,0 +1,262 @@
+// The web page's HTTP contract against the real torchxd: listeners, tokens and
+// cookies, Host/CSRF/method checks, the event stream's resume ids, the log
+// download, /metrics (docs/web-ui.md, docs/metrics.md). The browser itself is
+// driven by tests/browser.
+#include <sys/stat.h>
+
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include <gmock/gmock.h>
+
+#include "tests/daemon/daemon_fixture.h"
+#include "tests/daemon/http_get.h"
+
+namespace torchxd::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+class WebUiTest : public DaemonFixture {
+ protected:
+  // Starts the daemon with a TCP listener and reads this user's token and port.
+  void StartWithTcp(std::vector<std::string> extra = {}) {
+    extra.insert(extra.end(), {"--ui-listen", "127.0.0.1:0"});
+    StartDaemon(extra);
+    json ui = CallOk("ui", json::object());
+    token_ = ui["token"].get<std::string>();
+    std::smatch m;
+    std::string url = ui["url"].get<std::string>();
+    ASSERT_TRUE(std::regex_search(url, m, std::regex(R"(^http://127\.0\.0\.1:(\d+)/\?token=[0-9a-f]{64}$)"))) << url;
+    tcp_.port = std::stoi(m[1]);
+    unix_.unix_path = ui["socket"].get<std::string>();
+  }
+  HttpAnswer Get(const std::string& path, std::vector<std::string> headers = {}, const std::string& stop_at = "") {
+    headers.push_back("Authorization: token " + token_);
+    return HttpGet(tcp_, path, headers, Host(), stop_at);
+  }
+  std::string Host() const { return "127.0.0.1:" + std::to_string(tcp_.port); }
+  HttpAnswer Post(const std::string& path, const std::string& body, const std::vector<std::string>& headers,
+                  const std::string& method = "POST") {
+    std::string head = method + " " + path + " HTTP/1.1\r\nHost: " + Host() + "\r\nAuthorization: token " + token_ +
+                       "\r\nContent-Type: application/json";
+    for (const auto& h : headers) head += "\r\n" + h;
+    return HttpExchangeRaw(tcp_, head, body);
+  }
+  std::string Csrf() { return json::parse(Get("/api/session").body)["csrf"].get<std::string>(); }
+
+  std::string token_;
+  HttpTarget tcp_;
+  HttpTarget unix_;
+};
+
+TEST_F(WebUiTest, TheUnixSocketServesItsOwnUserThePageWithItsSecurityHeaders) {
+  StartDaemon();
+  HttpTarget ui{(fs::path(socket_).parent_path() / "ui.sock").string()};
+  struct stat st {};
+  ASSERT_EQ(::stat(ui.unix_path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  auto page = HttpGet(ui, "/", {}, "localhost");
+  ASSERT_EQ(page.status, 200);
+  EXPECT_THAT(page.Header("content-type"), HasSubstr("text/html"));
+  EXPECT_THAT(page.Header("content-security-policy"), HasSubstr("script-src 'self'"));
+  EXPECT_EQ(page.Header("x-content-type-options"), "nosniff");
+  EXPECT_THAT(page.body, HasSubstr("<script src=\"/static/app.js\" defer></script>"));
+  EXPECT_THAT(page.body, Not(HasSubstr("<script>")));  // no inline script: the CSP forbids it
+
+  auto js = HttpGet(ui, "/static/app.js", {}, "localhost");
+  ASSERT_EQ(js.status, 200);
+  EXPECT_THAT(js.Header("content-type"), HasSubstr("text/javascript"));
+  ASSERT_FALSE(js.Header("etag").empty());
+  EXPECT_EQ(HttpGet(ui, "/static/app.js", {"If-None-Match: " + js.Header("etag")}, "localhost").status, 304);
+  EXPECT_EQ(HttpGet(ui, "/static/app.js", {"If-None-Match: \"other\""}, "localhost").status, 200);
+  EXPECT_EQ(HttpGet(ui, "/static/none.js", {}, "localhost").status, 404);
+  // Deep links are the page too; the page reads its route from the address.
+  EXPECT_EQ(HttpGet(ui, "/apps/local_cwd%3A%2F%2Ftorchx%2Fx?role=r", {}, "localhost").status, 200);
+  // DNS rebinding: a page on evil.example resolving to us still sends its own Host.
+  auto rebound = HttpGet(ui, "/api/session", {}, "evil.example");
+  EXPECT_EQ(rebound.status, 403);
+  EXPECT_THAT(rebound.body, HasSubstr("evil.example"));
+  EXPECT_EQ(HttpGet(ui, "/api/session", {}, "localhost:8080").status, 200);  // through ssh -L
+  EXPECT_EQ(HttpGet(ui, "/api/session", {}, "[::1]:8080").status, 200);
+}
+
+TEST_F(WebUiTest, TcpLetsInOnlyATokenWhichBecomesAStrictCookieOnce) {
+  StartWithTcp();
+  EXPECT_EQ(HttpGet(tcp_, "/", {}, Host()).status, 401);
+  auto api = HttpGet(tcp_, "/api/list", {}, Host());
+  EXPECT_EQ(api.status, 403);
+  EXPECT_THAT(api.body, HasSubstr("torchx ui"));
+  EXPECT_EQ(HttpGet(tcp_, "/?token=" + std::string(64, 'a'), {}, Host()).status, 401);
+  EXPECT_EQ(HttpGet(tcp_, "/api/list", {"Authorization: token " + std::string(64, 'a')}, Host()).status, 403);
+  EXPECT_EQ(HttpGet(tcp_, "/metrics", {}, Host()).status, 403);
+
+  auto login = HttpGet(tcp_, "/apps/x?role=r&token=" + token_, {}, Host());
+  ASSERT_EQ(login.status, 303);
+  EXPECT_EQ(login.Header("location"), "/apps/x?role=r");  // the token leaves the address bar
+  std::string cookie = login.Header("set-cookie");
+  EXPECT_THAT(cookie, HasSubstr("HttpOnly"));
+  EXPECT_THAT(cookie, HasSubstr("SameSite=Strict"));
+  std::string pair = cookie.substr(0, cookie.find(';'));
+  EXPECT_EQ(pair, "torchxd_token_" + std::to_string(tcp_.port) + "=" + token_);
+  auto session = HttpGet(tcp_, "/api/session", {"Cookie: " + pair}, Host());
+  ASSERT_EQ(session.status, 200);
+  EXPECT_EQ(json::parse(session.body)["uid"], ::getuid());
+  EXPECT_EQ(HttpGet(tcp_, "/api/session", {"Authorization: Bearer " + token_}, Host()).status, 200);
+  EXPECT_EQ(HttpGet(tcp_, "/api/session", {"Authorization: token " + token_}, "evil.example:1").status, 403);
+
+  // The token outlives the daemon: open pages and cookies keep working after a restart.
+  StopDaemon();
+  StartWithTcp();
+  EXPECT_EQ(token_, pair.substr(pair.find('=') + 1));
+}
+
+TEST_F(WebUiTest, AChangeNeedsPostTheCsrfHeaderAndTheSameOrigin) {
+  StartWithTcp();
+  std::string h = Run(App("sleepy", {FakeRole("r", {"--sleep", "60"})}));
+  std::string body = json{{"app_handle", h}}.dump();
+  std::string csrf = "X-Torchxd-Csrf: " + Csrf();
+  auto get = Get("/api/cancel?app_handle=" + h);
+  EXPECT_EQ(get.status, 405);
+  EXPECT_EQ(get.Header("allow"), "POST");
+  EXPECT_EQ(Post("/api/cancel", body, {}).status, 403);  // what a cross-site form sends
+  EXPECT_EQ(Post("/api/cancel", body, {"X-Torchxd-Csrf: " + std::string(64, '0')}).status, 403);
+  EXPECT_EQ(Post("/api/cancel", body, {csrf, "Origin: http://evil.example"}).status, 403);
+  EXPECT_EQ(Post("/api/cancel", body, {csrf, "Origin: null"}).status, 403);
+  EXPECT_EQ(Post("/api/cancel", body, {csrf, "Sec-Fetch-Site: cross-site"}).status, 403);
+  EXPECT_EQ(Post("/api/cancel", body, {csrf, "Sec-Fetch-Site: same-site"}).status, 403);
+  for (const char* method : {"DELETE", "PUT", "PATCH"}) {
+    int status = Post("/api/cancel", body, {csrf}, method).status;
+    EXPECT_TRUE(status == 405 || status == 403) << method << " " << status;
+  }
+  EXPECT_EQ(Post("/api/list", "{}", {csrf}).status, 405);  // reads are GET only
+  EXPECT_EQ(Status(h)["state"], "RUNNING");  // nothing above changed anything
+
+  auto bad = Post("/api/cancel", "not json", {csrf});
+  EXPECT_EQ(bad.status, 400);
+  auto ok = Post("/api/cancel", body, {csrf, "Origin: http://" + Host(), "Sec-Fetch-Site: same-origin"});
+  ASSERT_EQ(ok.status, 200) << ok.body;
+  EXPECT_EQ(json::parse(ok.body)["state"], "CANCELLED");
+}
+
+TEST_F(WebUiTest, ReadOnlyRefusesEveryChange) {
+  StartWithTcp({"--ui-read-only"});
+  std::string h = Run(App("sleepy", {FakeRole("r", {"--sleep", "60"})}));
+  auto session = json::parse(Get("/api/session").body);
+  EXPECT_EQ(session["read_only"], true);
+  auto refused = Post("/api/cancel", json{{"app_handle", h}}.dump(), {"X-Torchxd-Csrf: " + Csrf()});
+  EXPECT_EQ(refused.status, 403);
+  EXPECT_THAT(refused.body, HasSubstr("read-only"));
+  EXPECT_EQ(Status(h)["state"], "RUNNING");
+}
+
+TEST_F(WebUiTest, TheStreamResumesATailFromAnyIdWithNoGapAndNoDuplicate) {
+  StartWithTcp();
+  std::string h = Run(App("count", {FakeRole("r", {"--lines", "3000"})}));
+  Wait(h);
+  auto lines_after = [&](const std::string& last_id, std::vector<std::string>* ids) {
+    std::vector<std::string> header;
+    if (!last_id.empty()) header.push_back("Last-Event-ID: " + last_id);
+    auto sse = Get("/api/events?app=" + h + "&role=r&replica=0&stream=stdout&tail=100000", header, "event: log-end");
+    // The stream stays open for list updates: read until the tail's end marker.
+    EXPECT_EQ(sse.status, 200);
+    EXPECT_THAT(sse.Header("content-type"), HasSubstr("text/event-stream"));
+    std::vector<std::string> lines;
+    std::string id;
+    std::istringstream in(sse.body);
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind("id: ", 0) == 0) id = line.substr(4);
+      if (line.rfind("data: ", 0) != 0) continue;
+      json data = json::parse(line.substr(6));
+      if (!data.contains("lines")) continue;
+      for (const auto& l : data["lines"]) {
+        lines.push_back(l[1].get<std::string>());
+        if (ids != nullptr) ids->push_back(id);  // the id after which this line's event ends
+      }
+    }
+    return lines;
+  };
+  std::vector<std::string> ids;
+  auto all = lines_after("", &ids);
+  ASSERT_EQ(all.size(), 3000u);
+  for (size_t i = 0; i < all.size(); ++i) ASSERT_EQ(all[i], "line " + std::to_string(i));
+  // Resume after an event in the middle: the rest, exactly.
+  size_t cut = all.size() / 2;
+  while (cut + 1 < ids.size() && ids[cut + 1] == ids[cut]) ++cut;  // the last line of that event
+  auto rest = lines_after(ids[cut], nullptr);
+  ASSERT_EQ(rest.size(), all.size() - cut - 1) << ids[cut];
+  EXPECT_EQ(rest.front(), all[cut + 1]);
+  EXPECT_EQ(rest.back(), all.back());
+  EXPECT_EQ(Get("/api/events?app=" + h + "&role=r", {"Last-Event-ID: [1]"}).status, 400);
+}
+
+TEST_F(WebUiTest, TheDownloadIsExactlyWhatTorchxLogPrints) {
+  StartWithTcp();
+  std::string h = Run(App("mixed", {FakeRole("r", {"--interleave", "300", "--stdout", "<b>end</b>"}, 2)}));
+  Wait(h);
+  for (std::string selector : {"", "/r/1"}) {
+    std::string cli = std::string(TORCHX_BIN) + " --socket " + socket_ + " log " + h + selector + " > " +
+                      (dir_ / "cli.txt").string();
+    ASSERT_EQ(std::system(cli.c_str()), 0);
+    std::string query = "/api/log.txt?app=" + h + (selector.empty() ? "" : "&role=r&replica=1");
+    auto download = Get(query);
+    ASSERT_EQ(download.status, 200);
+    EXPECT_THAT(download.Header("content-disposition"), HasSubstr("attachment"));
+    EXPECT_EQ(download.body, ReadFile(dir_ / "cli.txt")) << selector;
+    EXPECT_GT(download.body.size(), 3000u);
+  }
+  EXPECT_EQ(Get("/api/log.txt?app=local_cwd://torchx/none").status, 404);
+}
+
+TEST_F(WebUiTest, MetricsCountAppsInPrometheusTextFormat) {
+  StartWithTcp();
+  Wait(Run(App("ok", {FakeRole("r", {"--exit", "0"}, 2)})));
+  Wait(Run(App("bad", {FakeRole("r", {"--exit", "3"})})));
+  auto metrics = Get("/metrics");
+  ASSERT_EQ(metrics.status, 200);
+  EXPECT_THAT(metrics.Header("content-type"), HasSubstr("text/plain; version=0.0.4"));
+  const std::string& text = metrics.body;
+  EXPECT_THAT(text, HasSubstr("torchxd_apps{queue=\"default\",scheduler=\"local_cwd\",state=\"SUCCEEDED\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("torchxd_apps{queue=\"default\",scheduler=\"local_cwd\",state=\"FAILED\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("torchxd_replicas{state=\"SUCCEEDED\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("torchxd_queue_wait_seconds_count 2\n"));
+  EXPECT_THAT(text, HasSubstr("# TYPE torchxd_api_requests_total counter\n"));
+  // Every sample line is NAME{LABELS} VALUE, and every family has HELP and TYPE first.
+  std::regex sample(R"(^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\]|\\.)*",?)*\})? (\S+)$)");
+  std::set<std::string> typed;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("# TYPE ", 0) == 0) typed.insert(line.substr(7, line.find(' ', 7) - 7));
+    if (line.empty() || line[0] == '#') continue;
+    std::smatch m;
+    ASSERT_TRUE(std::regex_match(line, m, sample)) << line;
+    std::string family = std::regex_replace(m[1].str(), std::regex("_(bucket|sum|count)$"), "");
+    EXPECT_TRUE(typed.count(m[1].str()) || typed.count(family)) << line;
+  }
+  // The reference parser, where it is installed (scripts/test.sh installs it).
+  if (std::system("/usr/bin/python3 -c 'import prometheus_client' 2>/dev/null") != 0) {
+    GTEST_SKIP() << "python3-prometheus-client is not installed: checked with the line grammar only";
+  }
+  std::ofstream(dir_ / "metrics.txt") << text;
+  std::string parse = "/usr/bin/python3 -c 'import sys; from prometheus_client.parser import "
+                      "text_string_to_metric_families as p; fams = list(p(open(sys.argv[1]).read())); "
+                      "names = {f.name for f in fams}; assert \"torchxd_apps\" in names, names; "
+                      "assert all(f.type in (\"gauge\", \"counter\", \"histogram\") for f in fams)' " +
+                      (dir_ / "metrics.txt").string();
+  EXPECT_EQ(std::system(parse.c_str()), 0);
+}
+
+TEST_F(WebUiTest, ANonLoopbackListenerNeedsItsOwnFlag) {
+  std::string out = (dir_ / "refused.log").string();
+  std::string cmd = std::string(TORCHXD_BIN) + " --socket " + (dir_ / "x.sock").string() + " --state-dir " +
+                    (dir_ / "xstate").string() + " --ui-listen 0.0.0.0:0 > " + out + " 2>&1";
+  int rc = std::system(cmd.c_str());
+  EXPECT_EQ(WEXITSTATUS(rc), 2);
+  EXPECT_THAT(ReadFile(out), HasSubstr("--ui-allow-remote"));
+}
+
+}  // namespace
+}  // namespace torchxd::testing
