@@ -4,7 +4,7 @@
 # show its status and logs. `torchx` starts the user's torchxd if none runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+SETUP_FOR=demo scripts/setup.sh   # torchx, torchxd and torchxd-shim only; the tests build in scripts/test.sh
 torchx=${BUILD_DIR:-build}/bin/torchx
 # A free rendezvous port, so concurrent runs never collide.
 port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')

@@ -18,10 +18,12 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "core/client.h"
 #include "core/unique_fd.h"
 #include "tests/cli/shell.h"
+#include "tests/daemon/http_get.h"
 
 namespace torchxd::testing {
 namespace {
@@ -253,7 +255,7 @@ TEST(MultiUserInner, DISABLED_UsersSeeAndActOnlyOnTheirOwnApps) {
     ::dup2(log, 1);
     ::dup2(log, 2);
     ::execl(TORCHXD_BIN, TORCHXD_BIN, "--system", "--socket", sock.c_str(), "--state-dir", (t / "state").c_str(),
-            "--grace-period", "0.5", "--admin-group", "torchxadm", nullptr);
+            "--grace-period", "0.5", "--admin-group", "torchxadm", "--ui-listen", "127.0.0.1:0", nullptr);
     ::_exit(127);
   }
   stopper.pid = daemon;
@@ -349,6 +351,45 @@ TEST(MultiUserInner, DISABLED_UsersSeeAndActOnlyOnTheirOwnApps) {
   EXPECT_FALSE(fs::exists(t / "state/logs/torchx" / lid));
   EXPECT_FALSE(fs::exists(t / "state/logs/torchx" / (lid + ".evicted")));
   EXPECT_TRUE(fs::exists(t / "secret"));
+
+  // The web page applies the same rules: a user's token is theirs alone.
+  ASSERT_EQ(::stat((t / "run" / "ui.sock").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0660u);
+  EXPECT_EQ(st.st_gid, 5100u);
+  auto sleeper = as("alice", "run -d utils.sh sleep 60");
+  ASSERT_EQ(sleeper.exit_code, 0) << sleeper.err;
+  std::string sh = sleeper.out.substr(0, sleeper.out.find('\n'));
+  auto token_of = [&](const std::string& user) {
+    auto ui = nlohmann::json::parse(as(user, "ui --json").out);
+    return std::pair{ui["token"].get<std::string>(), std::stoi(ui["url"].get<std::string>().substr(17))};
+  };
+  auto [alice_token, port] = token_of("alice");
+  auto [bob_token, bob_port] = token_of("bob");
+  EXPECT_EQ(port, bob_port);
+  EXPECT_NE(alice_token, bob_token);
+  HttpTarget web{"", port};
+  std::string host = "127.0.0.1:" + std::to_string(port);
+  auto get = [&](const std::string& token, const std::string& path) {
+    return HttpGet(web, path, {"Authorization: token " + token}, host);
+  };
+  auto cancel = [&](const std::string& token) {
+    std::string csrf = nlohmann::json::parse(get(token, "/api/session").body)["csrf"].get<std::string>();
+    return HttpExchangeRaw(web, "POST /api/cancel HTTP/1.1\r\nHost: " + host + "\r\nAuthorization: token " + token +
+                                    "\r\nX-Torchxd-Csrf: " + csrf + "\r\nContent-Type: application/json",
+                           nlohmann::json{{"app_handle", sh}}.dump());
+  };
+  EXPECT_EQ(nlohmann::json::parse(get(alice_token, "/api/session").body)["user"], "alice");
+  auto bob_sees = get(bob_token, "/api/status?app_handle=" + sh);
+  EXPECT_EQ(bob_sees.status, 403);
+  EXPECT_THAT(bob_sees.body, HasSubstr("may not see it"));
+  EXPECT_EQ(get(bob_token, "/api/list").body.find(sh), std::string::npos);  // bob's list has only his apps
+  auto bob_cancels = cancel(bob_token);
+  EXPECT_EQ(bob_cancels.status, 403) << bob_cancels.body;
+  EXPECT_THAT(as("alice", "status " + sh).out, HasSubstr("RUNNING"));
+  auto alice_cancels = cancel(alice_token);
+  EXPECT_EQ(alice_cancels.status, 200) << alice_cancels.body;
+  EXPECT_THAT(alice_cancels.body, HasSubstr("CANCELLED"));
+  EXPECT_EQ(as("carol", "ui --json", /*member=*/false).exit_code, 3);  // no socket, no token
 }
 
 }  // namespace

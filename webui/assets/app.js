@@ -218,7 +218,7 @@ function renderApps() {
     (!name || a.name.toLowerCase().includes(name) || a.app_id.toLowerCase().includes(name)));
   const body = $('app-table').tBodies[0];
   body.replaceChildren(...rows.map((a) => {
-    const tr = row([appLink(a.app_handle, a.name), el('span', a.state, 'state ' + a.state), a.user || '',
+    const tr = row([appLink(a.app_handle, a.app_id), el('span', a.state, 'state ' + a.state), a.user || '',
       a.queue || '', a.scheduler, ago(now - a.created_ms), '']);
     tr.cells[6].dataset.start = a.created_ms;
     if (a.ended_ms !== null) tr.cells[6].dataset.end = a.ended_ms;
@@ -240,6 +240,13 @@ function tick() {
 setInterval(tick, 1000);
 
 for (const id of ['f-state', 'f-user', 'f-name']) $(id).addEventListener('input', renderApps);
+
+function needs(r) {
+  const parts = [`${r.gpu || 0} GPU`];
+  if (r.cpu) parts.push(`${r.cpu} CPU`);
+  if (r.memMB) parts.push(`${r.memMB} MB`);
+  return parts.join(', ');
+}
 
 function onQueue(reply) {
   S.queue = reply;
@@ -263,7 +270,7 @@ function onQueue(reply) {
   queueBody.replaceChildren(...pending.map((p) => {
     const r = p.request || {};
     return row([String(p.position), appLink(p.app_handle, p.app_handle.split('/').pop()), p.queue, p.user_name || String(p.user),
-      `${r.gpu || 0} GPU, ${r.cpu || 0} CPU, ${r.memMB || 0} MB`, p.reason]);
+      needs(r), p.reason]);
   }));
 }
 
