@@ -7,3 +7,7 @@ BUILD_TYPE=Release BUILD_DIR=build-release scripts/setup.sh >/dev/null
 out=${1:-bench/results.json}
 echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg)"
 build-release/bin/torchxd_bench build-release/bin "$out"
+# The web page, in headless Chromium (skipped, saying why, without chromium or tests/browser/node_modules).
+if [[ -z ${BENCH_ONLY:-} || ,${BENCH_ONLY}, == *,web,* ]] && command -v node >/dev/null; then
+  TORCHXD_BIN_DIR=$PWD/build-release/bin node bench/web.mjs "${out%.json}-web.json"
+fi

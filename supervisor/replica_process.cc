@@ -396,9 +396,17 @@ void ReplicaProcess::OnControlLine(const std::string& line) {
 
 void ReplicaProcess::MaybeFinish() {
   if (finished_ || !shim_exited_ || control_open_) return;
-  finished_ = true;
   ReplicaExit exit = exit_;
   auto recorded = dir_fd_ >= 0 ? ReadShimFile(dir_fd_, kShimExitFile) : Result<std::string>(Fail(Error::NotFound("")));
+  // The daemon out of descriptors cannot open the record the shim left: it is
+  // still there, so read it again once others have closed (the outcome is
+  // known, just not readable yet).
+  if (!recorded && recorded.error().code == ErrorCode::kIo &&
+      recorded.error().message.find("Too many open files") != std::string::npos && exit_read_retries_ < 50) {
+    ++exit_read_retries_;
+    return RunLater(100, Step::kFinish);
+  }
+  finished_ = true;
   auto file = recorded ? DecodeShimExit(*recorded) : Result<ShimExit>(Fail(recorded.error()));
   if (file) {
     exit = ReplicaExit{};
@@ -419,7 +427,10 @@ void ReplicaProcess::MaybeFinish() {
   } else if (!have_status_) {
     exit.spawn_failed = true;
     exit.final = true;
-    exit.message = "the replica's monitor (torchxd-shim) ended without recording its exit; its outcome is unknown";
+    exit.message = !recorded && recorded.error().code == ErrorCode::kIo
+                       ? "the replica's exit record could not be read (" + recorded.error().message +
+                             "); its outcome is unknown"
+                       : "the replica's monitor (torchxd-shim) ended without recording its exit; its outcome is unknown";
   }
   // The run directory goes only once the exit on_exit records is stored: a
   // daemon that dies before finds exit.json again. The owner may destroy

@@ -98,6 +98,7 @@ class ReplicaProcess : public ReplicaHandle {
   int pidfd_ = -1;
   UvHandle<uv_pipe_t> control_;
   UvHandle<uv_timer_t> defer_;
+  int exit_read_retries_ = 0;  // exit.json unreadable for want of descriptors
   Step deferred_step_ = Step::kFinish;
   UvHandle<uv_timer_t> handshake_timer_;
   std::string control_buffer_;

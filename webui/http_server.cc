@@ -5,13 +5,17 @@
 #include <algorithm>
 #include <cstring>
 
-#include <microhttpd.h>
 #include <spdlog/spdlog.h>
+
+#include "webui/mhd_api.h"
 
 namespace torchxd::webui {
 namespace {
 
 constexpr size_t kDrainedBytes = 64 << 10;
+
+// Set once libmicrohttpd is loaded (the first connection); every MHD call goes through it.
+const MhdApi* mhd_api = nullptr;
 
 std::string Lower(std::string text) {
   std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
@@ -136,7 +140,7 @@ ssize_t HttpExchange::Read(char* buf, size_t max) {
     return static_cast<ssize_t>(n);
   }
   if (ended_ || gone_ || server_ == nullptr || !server_->running_) return MHD_CONTENT_READER_END_OF_STREAM;
-  MHD_suspend_connection(connection_);
+  mhd_api->suspend_connection(connection_);
   suspended_ = true;
   return 0;
 }
@@ -144,7 +148,7 @@ ssize_t HttpExchange::Read(char* buf, size_t max) {
 void HttpExchange::Resume() {
   if (!suspended_ || connection_ == nullptr) return;
   suspended_ = false;
-  MHD_resume_connection(connection_);
+  mhd_api->resume_connection(connection_);
   server_->Kick();
 }
 
@@ -165,7 +169,36 @@ HttpServer::~HttpServer() { Stop(); }
 
 Result<void> HttpServer::Start(int listen_fd, bool unix_socket) {
   unix_socket_ = unix_socket;
-  mhd_ = MHD_start_daemon(
+  listen_fd_ = listen_fd;
+  running_ = true;
+  // libmicrohttpd is loaded when the first browser knocks (mhd_api.h says why).
+  waiting_ = NewUvHandle<uv_poll_t>(this);
+  uv_poll_init(loop_, waiting_.get(), listen_fd);
+  uv_poll_start(waiting_.get(), UV_READABLE, [](uv_poll_t* h, int, int) {
+    if (h->data != nullptr) static_cast<HttpServer*>(h->data)->OnFirstConnection();
+  });
+  return {};
+}
+
+void HttpServer::OnFirstConnection() {
+  waiting_.reset();
+  auto api = LoadMhd();
+  if (!api) {
+    spdlog::error("web page unavailable: {}", api.error().message);
+    ::close(std::exchange(listen_fd_, -1));
+    running_ = false;
+    return;
+  }
+  mhd_api = *api;
+  if (auto ok = StartMhd(); !ok) {
+    spdlog::error("web page unavailable: {}", ok.error().message);
+    running_ = false;
+  }
+}
+
+Result<void> HttpServer::StartMhd() {
+  int listen_fd = std::exchange(listen_fd_, -1);
+  mhd_ = mhd_api->start_daemon(
       MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, nullptr, nullptr,
       &MhdCallbacks::Access, this, MHD_OPTION_LISTEN_SOCKET, listen_fd, MHD_OPTION_CONNECTION_LIMIT,
       static_cast<unsigned>(limits_.max_connections), MHD_OPTION_CONNECTION_TIMEOUT, limits_.idle_timeout_seconds,
@@ -175,12 +208,11 @@ Result<void> HttpServer::Start(int listen_fd, bool unix_socket) {
     ::close(listen_fd);
     return Fail(Error::Internal("libmicrohttpd refused to start on the web listener (see the daemon log)"));
   }
-  const MHD_DaemonInfo* info = MHD_get_daemon_info(mhd_, MHD_DAEMON_INFO_EPOLL_FD);
+  const MHD_DaemonInfo* info = mhd_api->get_daemon_info(mhd_, MHD_DAEMON_INFO_EPOLL_FD);
   if (info == nullptr) {
-    Stop();
+    mhd_api->stop_daemon(std::exchange(mhd_, nullptr));
     return Fail(Error::Internal("libmicrohttpd has no epoll descriptor"));
   }
-  running_ = true;
   poll_ = NewUvHandle<uv_poll_t>(this);
   uv_poll_init(loop_, poll_.get(), info->epoll_fd);
   uv_poll_start(poll_.get(), UV_READABLE, [](uv_poll_t* h, int, int) {
@@ -196,10 +228,10 @@ Result<void> HttpServer::Start(int listen_fd, bool unix_socket) {
 
 void HttpServer::Run() {
   if (mhd_ == nullptr) return;
-  MHD_run(mhd_);
+  mhd_api->run(mhd_);
   if (mhd_ == nullptr || !timer_) return;
   MHD_UNSIGNED_LONG_LONG timeout = 0;
-  if (MHD_get_timeout(mhd_, &timeout) == MHD_YES) {
+  if (mhd_api->get_timeout(mhd_, &timeout) == MHD_YES) {
     uv_timer_start(timer_.get(), [](uv_timer_t* h) {
       if (h->data != nullptr) static_cast<HttpServer*>(h->data)->Run();
     }, timeout, 0);
@@ -216,8 +248,10 @@ void HttpServer::Kick() {
 }
 
 void HttpServer::Stop() {
-  if (mhd_ == nullptr) return;
   running_ = false;
+  waiting_.reset();
+  if (listen_fd_ >= 0) ::close(std::exchange(listen_fd_, -1));  // no browser ever came
+  if (mhd_ == nullptr) return;
   poll_.reset();
   timer_.reset();
   kick_.reset();
@@ -225,11 +259,11 @@ void HttpServer::Stop() {
     exchange->ended_ = true;
     if (exchange->suspended_ && exchange->connection_ != nullptr) {
       exchange->suspended_ = false;
-      MHD_resume_connection(exchange->connection_);
+      mhd_api->resume_connection(exchange->connection_);
     }
   }
   MHD_Daemon* mhd = std::exchange(mhd_, nullptr);
-  MHD_stop_daemon(mhd);  // closes the listener; Completed() runs for every connection
+  mhd_api->stop_daemon(mhd);  // closes the listener; Completed() runs for every connection
 }
 
 bool HttpServer::Access(MHD_Connection* connection, const char* url, const char* method, const char* upload_data,
@@ -242,12 +276,12 @@ bool HttpServer::Access(MHD_Connection* connection, const char* url, const char*
     HttpRequest& r = exchange->request_;
     r.method = method;
     r.path = url;
-    MHD_get_connection_values(connection, MHD_HEADER_KIND, &MhdCallbacks::Value, &r);
-    MHD_get_connection_values(connection, MHD_GET_ARGUMENT_KIND, &MhdCallbacks::Value, &r);
-    MHD_get_connection_values(connection, MHD_COOKIE_KIND, &MhdCallbacks::Value, &r);
+    mhd_api->get_connection_values(connection, MHD_HEADER_KIND, &MhdCallbacks::Value, &r);
+    mhd_api->get_connection_values(connection, MHD_GET_ARGUMENT_KIND, &MhdCallbacks::Value, &r);
+    mhd_api->get_connection_values(connection, MHD_COOKIE_KIND, &MhdCallbacks::Value, &r);
     r.peer.unix_socket = unix_socket_;
     if (unix_socket_) {
-      const MHD_ConnectionInfo* info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+      const MHD_ConnectionInfo* info = mhd_api->get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
       ucred cred{};
       socklen_t len = sizeof(cred);
       if (info != nullptr && ::getsockopt(info->connect_fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
@@ -278,7 +312,7 @@ bool HttpServer::Access(MHD_Connection* connection, const char* url, const char*
   }
   if (exchange->queued_) return true;
   if (exchange->answer_ == HttpExchange::Answer::kNone) {
-    MHD_suspend_connection(connection);
+    mhd_api->suspend_connection(connection);
     exchange->suspended_ = true;
     return true;
   }
@@ -288,20 +322,20 @@ bool HttpServer::Access(MHD_Connection* connection, const char* url, const char*
 bool HttpServer::Queue(HttpExchange* exchange) {
   MHD_Response* response = nullptr;
   if (exchange->answer_ == HttpExchange::Answer::kWhole) {
-    response = MHD_create_response_from_buffer(exchange->pending_.size(), exchange->pending_.data(),
+    response = mhd_api->create_response_from_buffer(exchange->pending_.size(), exchange->pending_.data(),
                                                MHD_RESPMEM_MUST_COPY);
     exchange->pending_.clear();
   } else {
-    response = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 << 10, &MhdCallbacks::Read, exchange,
+    response = mhd_api->create_response_from_callback(MHD_SIZE_UNKNOWN, 16 << 10, &MhdCallbacks::Read, exchange,
                                                  nullptr);
   }
   if (response == nullptr) return false;
   for (const auto& [name, value] : exchange->headers_) {
-    MHD_add_response_header(response, name.c_str(), value.c_str());
+    mhd_api->add_response_header(response, name.c_str(), value.c_str());
   }
   MHD_Result queued =
-      MHD_queue_response(exchange->connection_, static_cast<unsigned>(exchange->status_), response);
-  MHD_destroy_response(response);
+      mhd_api->queue_response(exchange->connection_, static_cast<unsigned>(exchange->status_), response);
+  mhd_api->destroy_response(response);
   exchange->queued_ = true;
   return queued == MHD_YES;
 }

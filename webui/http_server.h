@@ -125,7 +125,8 @@ class HttpServer {
   HttpServer& operator=(const HttpServer&) = delete;
 
   // Serves `listen_fd` (already bound and listening; taken over). `unix_socket`:
-  // peers get SO_PEERCRED credentials.
+  // peers get SO_PEERCRED credentials. libmicrohttpd is loaded and started on
+  // the first connection; if it cannot be, that is logged and the listener closed.
   [[nodiscard]] Result<void> Start(int listen_fd, bool unix_socket);
   // Ends every exchange and closes the listener.
   void Stop();
@@ -142,11 +143,15 @@ class HttpServer {
              size_t* upload_data_size, void** con_cls);
   bool Queue(HttpExchange* exchange);
   void Kick();
+  void OnFirstConnection();
+  [[nodiscard]] Result<void> StartMhd();
 
   uv_loop_t* loop_;
   HttpHandler* handler_;
   HttpLimits limits_;
   bool unix_socket_ = false;
+  int listen_fd_ = -1;                // ours until libmicrohttpd takes it
+  UvHandle<uv_poll_t> waiting_;       // for the first connection
   MHD_Daemon* mhd_ = nullptr;
   UvHandle<uv_poll_t> poll_;
   UvHandle<uv_timer_t> timer_;
