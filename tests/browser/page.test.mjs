@@ -155,6 +155,47 @@ describe('the page', { skip: skip || false, timeout: 120000 }, () => {
     await page.context().close();
   });
 
+  test('a page on another local origin cannot cancel, by form or by fetch, though the cookie rides along', async () => {
+    const h = daemon.run('utils.sh', 'sleep', '600');
+    const { createServer } = await import('node:http');
+    const evil = `<!doctype html><form id=f method=POST action="${daemon.origin}/api/cancel" enctype="text/plain">
+      <input name='{"app_handle":"${h}","x":"' value='"}'></form>
+      <script>
+        window.fetchResult = fetch(${JSON.stringify(daemon.origin + '/api/cancel')}, { method: 'POST', credentials: 'include',
+          headers: { 'Content-Type': 'application/json', 'X-Torchxd-Csrf': 'guess' }, body: JSON.stringify({ app_handle: ${JSON.stringify(h)} }) })
+          .then((r) => 'status ' + r.status, (e) => 'blocked: ' + e.message);
+      </script>`;
+    const server = createServer((req, res) => { res.writeHead(200, { 'Content-Type': 'text/html' }); res.end(evil); });
+    await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const page = await openPage(browser, daemon);  // signed in: the cookie is in this browser
+      await page.goto(`http://127.0.0.1:${server.address().port}/`);
+      assert.match(await page.evaluate(() => window.fetchResult), /^blocked/);  // the preflight is never granted
+      const [answer] = await Promise.all([page.waitForResponse((r) => r.url().endsWith('/api/cancel')),
+        page.evaluate(() => document.getElementById('f').submit())]);
+      assert.equal(answer.status(), 403);
+      assert.match(daemon.torchx('status', h), /RUNNING/);
+      await page.context().close();
+    } finally {
+      server.close();
+      daemon.torchx('cancel', h);
+    }
+  });
+
+  test('a fast log keeps the page responsive: the DOM keeps at most 5,000 lines and the newest arrive', async () => {
+    const h = daemon.run('utils.sh', 'sh', '-c', 'sleep 1; seq 1 30000');
+    const page = await openPage(browser, daemon);
+    await page.goto(daemon.origin + '/apps/' + encodeURIComponent(h) + '?role=sh&replica=0');
+    await page.locator('#log', { hasText: '\n30000\n' }).waitFor({ timeout: 20000 });
+    const nodes = await page.evaluate(() => document.getElementById('log').childNodes.length);
+    assert.ok(nodes <= 5000, `${nodes} nodes`);
+    const t0 = Date.now();
+    await page.locator('#log').evaluate((e) => { e.scrollTop = 0; });
+    await page.click('#t-pause');
+    assert.ok(Date.now() - t0 < 2000, 'the page answers');
+    await page.context().close();
+  });
+
   test('deep links survive reload and back/forward; the phone layout renders', async () => {
     const h = daemon.run('utils.sh', 'sh', '-c', 'echo out; echo err >&2');
     await until(() => /SUCCEEDED/.test(daemon.torchx('status', h)), 'the app to end');
