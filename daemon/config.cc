@@ -201,7 +201,9 @@ ParsedArgs ParseDaemonArgs(int argc, char** argv, const core::EnvLookup& env) {
   app.add_flag("--no-ui", c.no_ui, "serve no web page (by default it is on ui.sock beside the socket)");
   app.add_option("--ui-listen", c.ui_listen,
                  "also serve the web page and /metrics on HOST:PORT (127.0.0.1:8080; :0 picks a port); "
-                 "a browser there needs the token `torchx ui` prints");
+                 "a browser there needs the token `torchx ui` prints (default: $TORCHXD_UI_LISTEN, so that an "
+                 "autostarted daemon can have it too)")
+;
   app.add_flag("--ui-allow-remote", c.ui_allow_remote,
                "let --ui-listen take a non-loopback address (token only; prefer ssh -L to ui.sock)");
   app.add_option("--ui-allow-host", c.ui_allow_hosts,
@@ -237,6 +239,7 @@ ParsedArgs ParseDaemonArgs(int argc, char** argv, const core::EnvLookup& env) {
     c.state_dir = c.system ? std::string(core::kSystemStateDir) : core::UserStateDir(env);
   }
   if (c.log_dir.empty()) c.log_dir = c.state_dir + "/logs";
+  if (c.ui_listen.empty()) c.ui_listen = env("TORCHXD_UI_LISTEN").value_or("");
   if (c.run_dir.empty()) c.run_dir = DefaultRunDir(c.socket, c.state_dir);
   if (c.shim.empty()) c.shim = DefaultShim();
   for (std::string* p : {&c.socket, &c.state_dir, &c.log_dir, &c.shim, &c.run_dir}) {

@@ -28,6 +28,13 @@ TEST(DaemonConfigTest, UserModeDefaultsFollowXdg) {
   EXPECT_EQ(bare.config->state_dir, "/h/.local/state/torchxd");
 }
 
+TEST(DaemonConfigTest, TheWebListenerComesFromTheFlagElseTheEnvironment) {
+  EXPECT_EQ(Parse({}, {{"HOME", "/h"}}).config->ui_listen, "");
+  EXPECT_EQ(Parse({}, {{"HOME", "/h"}, {"TORCHXD_UI_LISTEN", "127.0.0.1:8080"}}).config->ui_listen, "127.0.0.1:8080");
+  EXPECT_EQ(Parse({"--ui-listen", "127.0.0.1:9"}, {{"HOME", "/h"}, {"TORCHXD_UI_LISTEN", "127.0.0.1:8080"}}).config->ui_listen,
+            "127.0.0.1:9");
+}
+
 TEST(DaemonConfigTest, SystemModePaths) {
   auto p = Parse({"--system"}, {{"XDG_RUNTIME_DIR", "/run/user/7"}});
   EXPECT_EQ(p.config->socket, "/run/torchxd/torchxd.sock");
