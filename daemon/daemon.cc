@@ -1,4 +1,5 @@
 #include "daemon/daemon.h"
+#include "webui/metrics.h"
 
 #include "daemon/capacity.h"
 
@@ -228,7 +229,11 @@ Result<void> Daemon::StartUi() {
   o.read_only = config_.ui_read_only;
   o.tokens_path = config_.state_dir + "/ui-tokens.json";
   o.may_act_on_all = [this](const PeerInfo& peer) { return service_->MayActOnAll(peer); };
-  o.metrics = [this] { return metrics_->Render(); };
+  o.metrics = [this] {
+    return metrics_->Render() +
+           webui::FormatPrometheus({{"torchxd_web_requests", "Web page requests in progress (open event streams included).",
+                                     "gauge", {{"", {}, static_cast<double>(ui_ ? ui_->exchanges() : 0)}}}});
+  };
   o.version = TORCHXD_VERSION;
   ui_ = std::make_unique<webui::UiServer>(&loop_, service_.get(), o);
   if (auto ok = ui_->Start(); !ok) return ok;

@@ -3,6 +3,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 #include <spdlog/spdlog.h>
@@ -121,6 +122,7 @@ void HttpExchange::OnGone(std::function<void()> callback) {
 }
 
 ssize_t HttpExchange::Read(char* buf, size_t max) {
+  if (client_left_) return MHD_CONTENT_READER_END_WITH_ERROR;
   size_t n = std::min(max, pending_.size() - pending_pos_);
   if (n > 0) {
     std::memcpy(buf, pending_.data() + pending_pos_, n);
@@ -142,10 +144,42 @@ ssize_t HttpExchange::Read(char* buf, size_t max) {
   if (ended_ || gone_ || server_ == nullptr || !server_->running_) return MHD_CONTENT_READER_END_OF_STREAM;
   mhd_api->suspend_connection(connection_);
   suspended_ = true;
+  WatchForHangUp();
   return 0;
 }
 
+// MHD does not look at a suspended connection, nor read while it sends a
+// body: a browser that closed its tab would hold the connection (and its
+// stream's work) until a write fails. So the stream's socket is watched while
+// it waits; at its end (EOF or an error) the stream ends with an error, which
+// makes MHD close the connection.
+void HttpExchange::WatchForHangUp() {
+  const MHD_ConnectionInfo* info = mhd_api->get_connection_info(connection_, MHD_CONNECTION_INFO_CONNECTION_FD);
+  if (info == nullptr || client_left_) return;
+  hangup_fd_ = info->connect_fd;
+  hangup_ = NewUvHandle<uv_poll_t>(this);
+  if (uv_poll_init(server_->loop_, hangup_.get(), hangup_fd_) != 0) {
+    hangup_.reset();
+    return;
+  }
+  uv_poll_start(hangup_.get(), UV_READABLE | UV_DISCONNECT, [](uv_poll_t* h, int, int) {
+    if (h->data != nullptr) static_cast<HttpExchange*>(h->data)->OnReadable();
+  });
+}
+
+void HttpExchange::OnReadable() {
+  char c;
+  ssize_t n = ::recv(hangup_fd_, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EINTR))) {
+    hangup_.reset();  // bytes of a next request: not a hang-up, and not ours to read
+    return;
+  }
+  client_left_ = true;
+  Resume();
+}
+
 void HttpExchange::Resume() {
+  hangup_.reset();  // before MHD may close the descriptor
   if (!suspended_ || connection_ == nullptr) return;
   suspended_ = false;
   mhd_api->resume_connection(connection_);
@@ -153,6 +187,7 @@ void HttpExchange::Resume() {
 }
 
 void HttpExchange::Gone() {
+  hangup_.reset();
   connection_ = nullptr;
   gone_ = true;
   suspended_ = false;
@@ -257,6 +292,7 @@ void HttpServer::Stop() {
   kick_.reset();
   for (HttpExchange* exchange : std::vector<HttpExchange*>(live_.begin(), live_.end())) {
     exchange->ended_ = true;
+    exchange->hangup_.reset();
     if (exchange->suspended_ && exchange->connection_ != nullptr) {
       exchange->suspended_ = false;
       mhd_api->resume_connection(exchange->connection_);

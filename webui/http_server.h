@@ -86,6 +86,8 @@ class HttpExchange : public std::enable_shared_from_this<HttpExchange> {
   enum class Answer { kNone, kWhole, kStream };
   ssize_t Read(char* buf, size_t max);
   void Resume();
+  void WatchForHangUp();
+  void OnReadable();
   void Gone();
 
   HttpServer* server_ = nullptr;
@@ -103,6 +105,9 @@ class HttpExchange : public std::enable_shared_from_this<HttpExchange> {
   bool ended_ = false;
   std::vector<std::function<void()>> drained_;
   std::vector<std::function<void()>> gone_callbacks_;
+  UvHandle<uv_poll_t> hangup_;  // the client's socket while a stream waits (suspended)
+  int hangup_fd_ = -1;
+  bool client_left_ = false;
 };
 
 class HttpHandler {

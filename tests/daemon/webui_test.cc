@@ -249,6 +249,25 @@ TEST_F(WebUiTest, MetricsCountAppsInPrometheusTextFormat) {
   EXPECT_EQ(std::system(parse.c_str()), 0);
 }
 
+TEST_F(WebUiTest, AStreamWhoseClientLeftEndsAtOnce) {
+  StartWithTcp();
+  auto in_progress = [&] {
+    std::smatch m;
+    std::string text = Get("/metrics").body;
+    EXPECT_TRUE(std::regex_search(text, m, std::regex("\ntorchxd_web_requests (\\d+)\n"))) << text;
+    return m.empty() ? -1 : std::stoi(m[1]);
+  };
+  EXPECT_EQ(in_progress(), 1);  // the scrape itself
+  {
+    // A stream, read until its first event, then dropped as a closed tab drops it.
+    auto sse = HttpGet(tcp_, "/api/events", {"Authorization: token " + token_}, Host(), "event: apps");
+    ASSERT_EQ(sse.status, 200);
+  }
+  // The stream is suspended between its polls: its hang-up is noticed at once,
+  // not at the next write (a comment every 15 s).
+  EXPECT_TRUE(WaitUntil([&] { return in_progress() == 1; }, 3)) << in_progress();
+}
+
 TEST_F(WebUiTest, ANonLoopbackListenerNeedsItsOwnFlag) {
   std::string out = (dir_ / "refused.log").string();
   std::string cmd = std::string(TORCHXD_BIN) + " --socket " + (dir_ / "x.sock").string() + " --state-dir " +
