@@ -36,7 +36,7 @@ inside "getent group torchx && test -S /run/torchxd/ui.sock"
 step "a user in group torchx runs a job and reads the page's API"
 inside "useradd -m -G torchx alice"
 as_alice() { inside "su alice -c 'cd ~ && TORCHXD_SOCKET=/run/torchxd/torchxd.sock $*'"; }
-as_alice torchx run --wait utils.echo --msg hello | grep -q 'echo/0 hello'
+as_alice torchx run --wait utils.echo --msg hello 2>&1 | grep -q 'echo/0 hello'
 inside "su alice -c 'curl -sf --unix-socket /run/torchxd/ui.sock http://localhost/api/session'" | grep -q '"user":"alice"'
 
 step "a job survives systemctl restart torchxd and a reinstall"
