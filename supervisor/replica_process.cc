@@ -63,7 +63,9 @@ std::string RandomHex(size_t bytes) {
 int HighFd(int fd) {
   if (fd < 0) return fd;
   int high = ::fcntl(fd, F_DUPFD_CLOEXEC, 10);
+  int e = errno;
   ::close(fd);
+  errno = e;  // the caller reports why the dup failed
   return high;
 }
 
@@ -137,6 +139,12 @@ void ReplicaProcess::Spawn(const std::string& shim_path, const ShimSpec& spec, c
     return FailLater(std::string("cannot create the replica's control socket: ") + strerror(errno));
   }
   ctl[1] = HighFd(ctl[1]);
+  if (ctl[1] < 0) {
+    // Without it the shim would start with no control socket, read no spec and record nothing.
+    int e = errno;
+    ::close(ctl[0]);
+    return FailLater(std::string("cannot create the replica's control socket: ") + strerror(e));
+  }
   std::string daemon_pid = std::to_string(::getpid());
   std::string shim = shim_path;
   char* args[] = {shim.data(), daemon_pid.data(), nullptr};
