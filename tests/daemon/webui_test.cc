@@ -4,8 +4,8 @@
 // driven by tests/browser.
 #include <sys/stat.h>
 
+#include <cstring>
 #include <fstream>
-#include <regex>
 #include <set>
 #include <sstream>
 
@@ -20,6 +20,41 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
+// A Prometheus sample line: NAME, optional {k="v",...} (values with \\ \" \n escapes), a space, a value.
+bool SampleLine(const std::string& line, std::string& name) {
+  auto name_char = [](char c, bool first) {
+    return std::isalpha(static_cast<unsigned char>(c)) || c == '_' || c == ':' ||
+           (!first && std::isdigit(static_cast<unsigned char>(c)));
+  };
+  size_t i = 0;
+  while (i < line.size() && name_char(line[i], i == 0)) ++i;
+  if (i == 0) return false;
+  name = line.substr(0, i);
+  if (i < line.size() && line[i] == '{') {
+    ++i;
+    while (i < line.size() && line[i] != '}') {
+      size_t key = i;
+      while (i < line.size() && name_char(line[i], i == key)) ++i;
+      if (i == key || i + 1 >= line.size() || line[i] != '=' || line[i + 1] != '"') return false;
+      for (i += 2; i < line.size() && line[i] != '"'; ++i) {
+        if (line[i] == '\\') ++i;
+      }
+      if (i >= line.size()) return false;
+      ++i;
+      if (i < line.size() && line[i] == ',') ++i;
+    }
+    if (i >= line.size()) return false;
+    ++i;
+  }
+  if (i >= line.size() || line[i] != ' ') return false;
+  std::string value = line.substr(i + 1);
+  if (value.empty() || value.find(' ') != std::string::npos) return false;
+  if (value == "+Inf" || value == "-Inf" || value == "NaN") return true;
+  char* end = nullptr;
+  std::strtod(value.c_str(), &end);
+  return *end == '\0';
+}
+
 class WebUiTest : public DaemonFixture {
  protected:
   // Starts the daemon with a TCP listener and reads this user's token and port.
@@ -28,10 +63,15 @@ class WebUiTest : public DaemonFixture {
     StartDaemon(extra);
     json ui = CallOk("ui", json::object());
     token_ = ui["token"].get<std::string>();
-    std::smatch m;
     std::string url = ui["url"].get<std::string>();
-    ASSERT_TRUE(std::regex_search(url, m, std::regex(R"(^http://127\.0\.0\.1:(\d+)/\?token=[0-9a-f]{64}$)"))) << url;
-    tcp_.port = std::stoi(m[1]);
+    const std::string prefix = "http://127.0.0.1:";
+    ASSERT_EQ(url.rfind(prefix, 0), 0u) << url;
+    size_t slash = url.find('/', prefix.size());
+    ASSERT_NE(slash, std::string::npos) << url;
+    EXPECT_EQ(url.substr(slash), "/?token=" + token_);
+    EXPECT_EQ(token_.size(), 64u);
+    EXPECT_EQ(token_.find_first_not_of("0123456789abcdef"), std::string::npos);
+    tcp_.port = std::stoi(url.substr(prefix.size(), slash - prefix.size()));
     unix_.unix_path = ui["socket"].get<std::string>();
   }
   HttpAnswer Get(const std::string& path, std::vector<std::string> headers = {}, const std::string& stop_at = "") {
@@ -225,16 +265,18 @@ TEST_F(WebUiTest, MetricsCountAppsInPrometheusTextFormat) {
   EXPECT_THAT(text, HasSubstr("torchxd_queue_wait_seconds_count 2\n"));
   EXPECT_THAT(text, HasSubstr("# TYPE torchxd_api_requests_total counter\n"));
   // Every sample line is NAME{LABELS} VALUE, and every family has HELP and TYPE first.
-  std::regex sample(R"(^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\]|\\.)*",?)*\})? (\S+)$)");
   std::set<std::string> typed;
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);) {
     if (line.rfind("# TYPE ", 0) == 0) typed.insert(line.substr(7, line.find(' ', 7) - 7));
     if (line.empty() || line[0] == '#') continue;
-    std::smatch m;
-    ASSERT_TRUE(std::regex_match(line, m, sample)) << line;
-    std::string family = std::regex_replace(m[1].str(), std::regex("_(bucket|sum|count)$"), "");
-    EXPECT_TRUE(typed.count(m[1].str()) || typed.count(family)) << line;
+    std::string name;
+    ASSERT_TRUE(SampleLine(line, name)) << line;
+    std::string family = name;
+    for (const char* suffix : {"_bucket", "_sum", "_count"}) {
+      if (family.ends_with(suffix)) family.resize(family.size() - std::strlen(suffix));
+    }
+    EXPECT_TRUE(typed.count(name) || typed.count(family)) << line;
   }
   // The reference parser, where it is installed (scripts/test.sh installs it).
   if (std::system("/usr/bin/python3 -c 'import prometheus_client' 2>/dev/null") != 0) {
@@ -252,10 +294,10 @@ TEST_F(WebUiTest, MetricsCountAppsInPrometheusTextFormat) {
 TEST_F(WebUiTest, AStreamWhoseClientLeftEndsAtOnce) {
   StartWithTcp();
   auto in_progress = [&] {
-    std::smatch m;
     std::string text = Get("/metrics").body;
-    EXPECT_TRUE(std::regex_search(text, m, std::regex("\ntorchxd_web_requests (\\d+)\n"))) << text;
-    return m.empty() ? -1 : std::stoi(m[1]);
+    size_t at = text.find("\ntorchxd_web_requests ");
+    EXPECT_NE(at, std::string::npos) << text;
+    return at == std::string::npos ? -1 : std::stoi(text.substr(at + 22));
   };
   EXPECT_EQ(in_progress(), 1);  // the scrape itself
   {
