@@ -8,14 +8,27 @@ void CallbackResponder::Event(const nlohmann::json& event) {
 
 void CallbackResponder::ResultText(const std::string& result_json) {
   if (done_) return;
-  done_ = true;
+  Done();
   if (!exchange_.expired() && callbacks_.result) callbacks_.result(result_json);
 }
 
 void CallbackResponder::Error(const torchxd::Error& error) {
   if (done_) return;
-  done_ = true;
+  Done();
   if (!exchange_.expired() && callbacks_.error) callbacks_.error(error);
+}
+
+void CallbackResponder::Done() {
+  done_ = true;
+  gone_->clear();
+}
+
+void CallbackResponder::Detach() {
+  if (done_) return;
+  done_ = true;
+  GoneList callbacks = std::move(*gone_);
+  gone_->clear();
+  for (auto& callback : callbacks) callback();
 }
 
 bool CallbackResponder::alive() const {
@@ -24,8 +37,20 @@ bool CallbackResponder::alive() const {
 }
 
 void CallbackResponder::OnGone(std::function<void()> callback) {
-  if (auto exchange = exchange_.lock()) return exchange->OnGone(std::move(callback));
-  callback();
+  if (done_) return;  // answered: nothing is left to stop
+  auto exchange = exchange_.lock();
+  if (!exchange || !exchange->alive()) return callback();
+  gone_->push_back(std::move(callback));
+  if (registered_) return;
+  registered_ = true;
+  std::weak_ptr<GoneList> list = gone_;
+  exchange->OnGone([list] {
+    auto callbacks = list.lock();
+    if (!callbacks) return;  // the responder is gone, and with it its request
+    GoneList run = std::move(*callbacks);
+    callbacks->clear();
+    for (auto& callback : run) callback();
+  });
 }
 
 size_t CallbackResponder::QueuedBytes() const {

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/request_handler.h"
 #include "webui/http_server.h"
@@ -31,13 +32,22 @@ class CallbackResponder : public protocol::Responder {
   void OnGone(std::function<void()> callback) override;
   size_t QueuedBytes() const override;
   void WhenDrained(std::function<void()> callback) override;
-  // Stops every later answer (the stream moved on).
-  void Detach() { done_ = true; }
+  // The stream is done with this request: later answers go nowhere and the
+  // request hears that its client is gone.
+  void Detach();
 
  private:
+  using GoneList = std::vector<std::function<void()>>;
+  void Done();
+
   std::weak_ptr<HttpExchange> exchange_;
   Callbacks callbacks_;
   bool done_ = false;
+  // One exchange may carry many requests (an event stream): what a request
+  // asked to hear of the client's departure holds only until it answered,
+  // as on the protocol socket, since the request may be gone by then.
+  std::shared_ptr<GoneList> gone_ = std::make_shared<GoneList>();
+  bool registered_ = false;
 };
 
 int HttpStatusOf(const torchxd::Error& error);
