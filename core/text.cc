@@ -71,6 +71,22 @@ std::string ToLower(std::string_view s) {
   return out;
 }
 
+std::string UrlEscape(std::string_view s, std::string_view keep) {
+  static const char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    bool plain = std::isalnum(c) != 0 || c == '-' || c == '_' || c == '.' || c == '~';
+    if (plain || keep.find(static_cast<char>(c)) != std::string_view::npos) {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out.push_back('%');
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 15]);
+    }
+  }
+  return out;
+}
+
 std::string ToUpper(std::string_view s) {
   std::string out(s);
   for (char& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));

@@ -20,6 +20,8 @@ bool StartsWith(std::string_view s, std::string_view prefix);
 bool EndsWith(std::string_view s, std::string_view suffix);
 std::string ToLower(std::string_view s);
 std::string ToUpper(std::string_view s);
+// Percent-encodes every byte but [A-Za-z0-9-_.~] and those in `keep` (e.g. "/" for a path).
+std::string UrlEscape(std::string_view s, std::string_view keep = "");
 
 // Python's shlex.quote: '' for empty, unchanged if only [\w@%+=:,./-], else
 // single-quoted with embedded ' as '"'"'.

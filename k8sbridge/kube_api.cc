@@ -1,5 +1,7 @@
 #include "k8sbridge/kube_api.h"
 
+#include "core/text.h"
+
 #include "core/json_parse.h"
 
 #include <memory>
@@ -59,21 +61,6 @@ Result<WatchEvent> DecodeWatchEvent(std::string_view line) {
   return w;
 }
 
-std::string UrlEscape(std::string_view text) {
-  static const char* kHex = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : text) {
-    if (std::isalnum(c) != 0 || c == '-' || c == '_' || c == '.' || c == '~') {
-      out.push_back(static_cast<char>(c));
-    } else {
-      out.push_back('%');
-      out.push_back(kHex[c >> 4]);
-      out.push_back(kHex[c & 15]);
-    }
-  }
-  return out;
-}
-
 Error StatusError(long http_status, const std::string& body, const std::string& what) {
   std::string message = "kube-apiserver " + what + ": " + std::to_string(http_status);
   json status = core::ParseJsonOrDiscarded(body);
@@ -97,21 +84,21 @@ Error StatusError(long http_status, const std::string& body, const std::string& 
 }
 
 std::string JobsPath(const std::string& ns) {
-  return "/apis/batch.volcano.sh/v1alpha1/namespaces/" + UrlEscape(ns) + "/jobs";
+  return "/apis/batch.volcano.sh/v1alpha1/namespaces/" + core::UrlEscape(ns) + "/jobs";
 }
-std::string JobPath(const std::string& ns, const std::string& name) { return JobsPath(ns) + "/" + UrlEscape(name); }
+std::string JobPath(const std::string& ns, const std::string& name) { return JobsPath(ns) + "/" + core::UrlEscape(name); }
 std::string CommandsPath(const std::string& ns) {
-  return "/apis/bus.volcano.sh/v1alpha1/namespaces/" + UrlEscape(ns) + "/commands";
+  return "/apis/bus.volcano.sh/v1alpha1/namespaces/" + core::UrlEscape(ns) + "/commands";
 }
-std::string PodsPath(const std::string& ns) { return "/api/v1/namespaces/" + UrlEscape(ns) + "/pods"; }
+std::string PodsPath(const std::string& ns) { return "/api/v1/namespaces/" + core::UrlEscape(ns) + "/pods"; }
 std::string PodLogPath(const std::string& ns, const std::string& pod) {
-  return PodsPath(ns) + "/" + UrlEscape(pod) + "/log";
+  return PodsPath(ns) + "/" + core::UrlEscape(pod) + "/log";
 }
 std::string QueuePath(const std::string& queue) {
-  return "/apis/scheduling.volcano.sh/v1beta1/queues/" + UrlEscape(queue);
+  return "/apis/scheduling.volcano.sh/v1beta1/queues/" + core::UrlEscape(queue);
 }
 std::string ServiceAccountPath(const std::string& ns, const std::string& name) {
-  return "/api/v1/namespaces/" + UrlEscape(ns) + "/serviceaccounts/" + UrlEscape(name);
+  return "/api/v1/namespaces/" + core::UrlEscape(ns) + "/serviceaccounts/" + core::UrlEscape(name);
 }
 
 HttpRequest KubeApi::Base(const std::string& method, const std::string& path_and_query) const {

@@ -69,7 +69,6 @@ struct WatchEvent {
 // InvalidArgument when the line is not a watch event (bad JSON, too deep, no type or object).
 [[nodiscard]] Result<WatchEvent> DecodeWatchEvent(std::string_view line);
 
-std::string UrlEscape(std::string_view text);
 // "kube-apiserver POST /apis/...: 422 Invalid: <message> (spec.tasks.name: ...)"
 Error StatusError(long http_status, const std::string& body, const std::string& what);
 

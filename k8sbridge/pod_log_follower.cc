@@ -1,5 +1,7 @@
 #include "k8sbridge/pod_log_follower.h"
 
+#include "core/text.h"
+
 #include <cstdio>
 #include <ctime>
 
@@ -22,12 +24,12 @@ PodLogFollower::PodLogFollower(KubeApi* api, std::string ns, std::string pod, st
                                int64_t after_ns, LineFn on_line, EndFn on_end, bool follow)
     : api_(api), last_ns_(after_ns), on_line_(std::move(on_line)), on_end_(std::move(on_end)) {
   std::string query = follow ? "?follow=true&timestamps=true" : "?timestamps=true";
-  if (!container.empty()) query += "&container=" + UrlEscape(container);
+  if (!container.empty()) query += "&container=" + core::UrlEscape(container);
   if (after_ns > 0) {
     // sinceTime has second precision: ask from that second, skip what we have.
     int64_t ms = after_ns / 1000000;
     std::string since = core::FormatRfc3339Utc(ms - ms % 1000);
-    query += "&sinceTime=" + UrlEscape(since);
+    query += "&sinceTime=" + core::UrlEscape(since);
   }
   request_ = api_->Stream(PodLogPath(ns, pod) + query, [this](std::string_view line) { OnLine(line); },
                           [this](long status, Result<void> result) {

@@ -1,5 +1,7 @@
 #include "k8sbridge/reflector.h"
 
+#include "core/text.h"
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -44,12 +46,12 @@ Reflector::~Reflector() {
 void Reflector::Start() { List(); }
 
 std::string Reflector::Query(bool watch) const {
-  std::string q = "?labelSelector=" + UrlEscape(selector_);
+  std::string q = "?labelSelector=" + core::UrlEscape(selector_);
   if (watch) {
     int timeout = options_.watch_timeout_seconds;
     timeout += static_cast<int>(Jitter01() * timeout);
     q += "&watch=1&allowWatchBookmarks=true&timeoutSeconds=" + std::to_string(timeout) +
-         "&resourceVersion=" + UrlEscape(resource_version_);
+         "&resourceVersion=" + core::UrlEscape(resource_version_);
   }
   return q;
 }

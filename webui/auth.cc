@@ -12,19 +12,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/text.h"
 #include "core/unique_fd.h"
 
 namespace torchxd::webui {
 namespace {
 
-std::string Lower(std::string text) {
-  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return text;
-}
-
 // "host:port" or "[v6]:port" -> host (lowercase, without brackets).
 std::string HostName(const std::string& host) {
-  std::string h = Lower(host);
+  std::string h = core::ToLower(host);
   if (!h.empty() && h[0] == '[') {
     size_t close = h.find(']');
     if (close == std::string::npos) return "";
@@ -150,7 +146,7 @@ bool HostAllowed(const std::string& host, const std::vector<std::string>& allowe
   if (name.empty()) return false;
   if (name == "localhost" || name == "127.0.0.1" || name == "::1") return true;
   for (const auto& a : allowed) {
-    if (Lower(a) == name) return true;
+    if (core::ToLower(a) == name) return true;
   }
   return false;
 }
@@ -163,9 +159,9 @@ std::optional<std::string> CsrfRefusal(const std::string& method, const std::str
     return "a " + fetch_site + " request may not change anything (Sec-Fetch-Site)";
   }
   if (!origin.empty()) {
-    std::string o = Lower(origin);
+    std::string o = core::ToLower(origin);
     size_t scheme = o.find("://");
-    if (o == "null" || scheme == std::string::npos || o.substr(scheme + 3) != Lower(host)) {
+    if (o == "null" || scheme == std::string::npos || o.substr(scheme + 3) != core::ToLower(host)) {
       return "Origin " + origin + " is not this page's";
     }
   }

@@ -8,6 +8,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/text.h"
+
 #include "webui/mhd_api.h"
 
 namespace torchxd::webui {
@@ -17,11 +19,6 @@ constexpr size_t kDrainedBytes = 64 << 10;
 
 // Set once libmicrohttpd is loaded (the first connection); every MHD call goes through it.
 const MhdApi* mhd_api = nullptr;
-
-std::string Lower(std::string text) {
-  std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
-  return text;
-}
 
 }  // namespace
 
@@ -60,7 +57,7 @@ struct MhdCallbacks {
     if (key == nullptr) return MHD_YES;
     std::string v = value == nullptr ? "" : value;
     if (kind == MHD_HEADER_KIND) {
-      request->headers[Lower(key)] = std::move(v);
+      request->headers[core::ToLower(key)] = std::move(v);
     } else if (kind == MHD_GET_ARGUMENT_KIND) {
       request->query[key] = std::move(v);
     } else if (kind == MHD_COOKIE_KIND) {

@@ -15,6 +15,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/text.h"
 #include "core/unique_fd.h"
 #include "webui/assets.h"
 #include "webui/bridge.h"
@@ -57,25 +58,8 @@ void ReplyText(const std::shared_ptr<HttpExchange>& exchange, int status, std::s
   exchange->Reply(status, Secured(std::move(extra)), std::move(text) + "\n");
 }
 
-bool StartsWith(const std::string& text, const std::string& prefix) { return text.rfind(prefix, 0) == 0; }
-
-std::string PercentEncode(const std::string& text, bool keep_slash) {
-  static const char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : text) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || (keep_slash && c == '/')) {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out;
-}
-
 bool IsPageRoute(const std::string& path) {
-  return path == "/" || path == "/queue" || StartsWith(path, "/apps/");
+  return path == "/" || path == "/queue" || core::StartsWith(path, "/apps/");
 }
 
 std::string SafeFileName(std::string text) {
@@ -219,11 +203,11 @@ void UiServer::Handle(const std::shared_ptr<HttpExchange>& exchange) {
   // `?token=` once: it becomes a cookie and leaves the address bar (and the history).
   if (!r.peer.unix_socket && r.query.count("token") != 0 && (r.method == "GET" || r.method == "HEAD")) {
     if (!tokens_.UserOf(r.query.at("token"))) return ReplyText(exchange, 401, "torchxd: that token is not valid");
-    std::string location = PercentEncode(r.path, true);
+    std::string location = core::UrlEscape(r.path, "/");
     std::string sep = "?";
     for (const auto& [key, value] : r.query) {
       if (key == "token") continue;
-      location += sep + PercentEncode(key, false) + "=" + PercentEncode(value, false);
+      location += sep + core::UrlEscape(key) + "=" + core::UrlEscape(value);
       sep = "&";
     }
     return exchange->Reply(
@@ -235,7 +219,7 @@ void UiServer::Handle(const std::shared_ptr<HttpExchange>& exchange) {
   }
   auto peer = Caller(r);
   if (!peer) {
-    bool api = StartsWith(r.path, "/api/") || r.path == "/metrics";
+    bool api = core::StartsWith(r.path, "/api/") || r.path == "/metrics";
     std::string why = r.peer.unix_socket ? "this torchxd serves another user"
                                          : "no valid token: open the address `torchx ui` prints (it carries your token)";
     if (api) return ReplyError(exchange, Error::PermissionDenied(why));
@@ -258,7 +242,7 @@ void UiServer::Handle(const std::shared_ptr<HttpExchange>& exchange) {
 void UiServer::Route(const std::shared_ptr<HttpExchange>& exchange, const protocol::PeerInfo& peer) {
   const HttpRequest& r = exchange->request();
   bool get = r.method == "GET" || r.method == "HEAD";
-  std::string api_method = StartsWith(r.path, "/api/") ? r.path.substr(5) : "";
+  std::string api_method = core::StartsWith(r.path, "/api/") ? r.path.substr(5) : "";
   bool change = std::find(kChangeMethods.begin(), kChangeMethods.end(), api_method) != kChangeMethods.end();
   if (change) {
     if (r.method != "POST") {
@@ -276,7 +260,7 @@ void UiServer::Route(const std::shared_ptr<HttpExchange>& exchange, const protoc
                            "torchxd: " + r.path + " is read-only: GET\n");
   }
   if (IsPageRoute(r.path)) return Static(exchange, "index.html");
-  if (StartsWith(r.path, "/static/")) return Static(exchange, r.path.substr(8));
+  if (core::StartsWith(r.path, "/static/")) return Static(exchange, r.path.substr(8));
   if (r.path == "/metrics") {
     return exchange->Reply(200,
                            Secured({{"Content-Type", "text/plain; version=0.0.4; charset=utf-8"},

@@ -32,5 +32,11 @@ TEST(TextTest, PyRepr) {
   EXPECT_EQ(PyRepr("it's"), "\"it's\"");
 }
 
+TEST(TextTest, UrlEscapeKeepsUnreservedAndWhatItIsToldTo) {
+  EXPECT_EQ(UrlEscape("a-b_c.d~9"), "a-b_c.d~9");
+  EXPECT_EQ(UrlEscape("ns/job name:é"), "ns%2Fjob%20name%3A%C3%A9");
+  EXPECT_EQ(UrlEscape("/apps/local_cwd://x y", "/"), "/apps/local_cwd%3A//x%20y");
+}
+
 }  // namespace
 }  // namespace torchxd::core
