@@ -7,6 +7,14 @@
 
 namespace torchxd::daemon {
 
+std::optional<std::string> QueueOf(const AppRecord& app) {
+  if (app.admission.queued) return app.admission.queue;
+  if (app.cfg.is_object() && app.cfg.contains("queue") && app.cfg["queue"].is_string()) {
+    return app.cfg["queue"].get<std::string>();
+  }
+  return std::nullopt;
+}
+
 const std::string& UserNameOf(uint32_t uid, std::map<uint32_t, std::string>& cache) {
   auto [it, fresh] = cache.try_emplace(uid);
   if (!fresh) return it->second;
@@ -17,6 +25,7 @@ const std::string& UserNameOf(uint32_t uid, std::map<uint32_t, std::string>& cac
   it->second = named ? std::string(pw.pw_name) : std::to_string(uid);
   return it->second;
 }
+
 namespace {
 
 using nlohmann::json;

@@ -89,6 +89,10 @@ inline std::string ReplicaKey(const std::string& role, int replica_id) {
 // The key the LogStore and its followers know an app by: "scheduler/app_id".
 inline std::string AppKey(const AppRecord& app) { return app.scheduler + "/" + app.app_id; }
 
+// The queue an app waits or runs in: local admission's, else the `queue` run option
+// (a kubernetes app's Volcano queue); none when it has neither.
+std::optional<std::string> QueueOf(const AppRecord& app);
+
 // The login name of a uid (its digits when it has none), looked up once per `cache`.
 const std::string& UserNameOf(uint32_t uid, std::map<uint32_t, std::string>& cache);
 

@@ -106,6 +106,13 @@ std::string DefaultRunDir(const std::string& socket, const std::string& state_di
   return state_dir + "/shims";
 }
 
+std::string DefaultUiSocket(const std::string& socket) {
+  std::string dir = socket.substr(0, socket.rfind('/') + 1);
+  std::string base = socket.substr(dir.size());
+  std::string stem = base.size() > 5 && base.ends_with(".sock") ? base.substr(0, base.size() - 5) : base;
+  return dir + (stem == "torchxd" ? "ui.sock" : stem + ".ui.sock");
+}
+
 Result<uint64_t> ParseByteSize(const std::string& text) {
   if (text.empty()) return Fail(Error::InvalidArgument("empty byte size"));
   size_t pos = 0;
@@ -202,8 +209,7 @@ ParsedArgs ParseDaemonArgs(int argc, char** argv, const core::EnvLookup& env) {
   app.add_option("--ui-listen", c.ui_listen,
                  "also serve the web page and /metrics on HOST:PORT (127.0.0.1:8080; :0 picks a port); "
                  "a browser there needs the token `torchx ui` prints (default: $TORCHXD_UI_LISTEN, so that an "
-                 "autostarted daemon can have it too)")
-;
+                 "autostarted daemon can have it too)");
   app.add_flag("--ui-allow-remote", c.ui_allow_remote,
                "let --ui-listen take a non-loopback address (token only; prefer ssh -L to ui.sock)");
   app.add_option("--ui-allow-host", c.ui_allow_hosts,

@@ -67,6 +67,10 @@ ParsedArgs ParseDaemonArgs(int argc, char** argv, const core::EnvLookup& env);
 // else STATE_DIR/shims.
 [[nodiscard]] std::string DefaultRunDir(const std::string& socket, const std::string& state_dir);
 
+// The web page's socket beside the protocol socket: ui.sock beside torchxd.sock,
+// NAME.ui.sock beside NAME.sock.
+[[nodiscard]] std::string DefaultUiSocket(const std::string& socket);
+
 // Parses "128M", "4096", "1G", "0" (= unbounded) into bytes.
 [[nodiscard]] Result<uint64_t> ParseByteSize(const std::string& text);
 

@@ -1,7 +1,7 @@
 #include "daemon/daemon.h"
-#include "webui/metrics.h"
 
 #include "daemon/capacity.h"
+#include "webui/metrics.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -210,10 +210,7 @@ Result<void> Daemon::StartUi() {
   metrics_->Start();
   if (config_.no_ui) return {};
   webui::UiOptions o;
-  std::string dir = config_.socket.substr(0, config_.socket.rfind('/') + 1);
-  std::string base = config_.socket.substr(dir.size());
-  std::string stem = base.size() > 5 && base.ends_with(".sock") ? base.substr(0, base.size() - 5) : base;
-  o.unix_path = dir + (stem == "torchxd" ? "ui.sock" : stem + ".ui.sock");
+  o.unix_path = DefaultUiSocket(config_.socket);
   if (o.unix_path.size() >= sizeof(sockaddr_un{}.sun_path)) {
     spdlog::warn("no web socket: {} is longer than 107 bytes (use --ui-listen)", o.unix_path);
     o.unix_path.clear();

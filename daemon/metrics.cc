@@ -12,19 +12,12 @@ namespace torchxd::daemon {
 namespace {
 
 constexpr uint64_t kSampleMs = 1000;
-constexpr size_t kLagSamples = 600;
 
 double RssBytes() {
   std::ifstream statm("/proc/self/statm");
   long pages = 0, resident = 0;
   if (!(statm >> pages >> resident)) return 0;
   return static_cast<double>(resident) * static_cast<double>(::sysconf(_SC_PAGESIZE));
-}
-
-std::string QueueOf(const AppRecord& a) {
-  if (a.admission.queued) return a.admission.queue;
-  if (a.cfg.is_object() && a.cfg.contains("queue") && a.cfg["queue"].is_string()) return a.cfg["queue"].get<std::string>();
-  return "";
 }
 
 }  // namespace
@@ -48,8 +41,6 @@ void DaemonMetrics::Sample() {
   expected_ns_ = now + kSampleMs * 1000000;
   last_lag_seconds_ = lag;
   max_lag_seconds_ = std::max(max_lag_seconds_, lag);
-  lags_.push_back(lag);
-  if (lags_.size() > kLagSamples) lags_.erase(lags_.begin());
 }
 
 std::string DaemonMetrics::Render() const {
@@ -60,7 +51,7 @@ std::string DaemonMetrics::Render() const {
   std::vector<double> waits;
   for (const Scheduler* s : schedulers_) {
     for (const AppRecord* a : s->List()) {
-      apps[{std::string(core::AppStateName(a->state)), a->scheduler, QueueOf(*a)}] += 1;
+      apps[{std::string(core::AppStateName(a->state)), a->scheduler, QueueOf(*a).value_or("")}] += 1;
       restarts += a->num_restarts;
       for (const auto& r : a->replicas) replicas[std::string(core::AppStateName(r.state))] += 1;
       for (const auto& [key, ids] : a->admission.gpus) gpus_held += static_cast<double>(ids.size());

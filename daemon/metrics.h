@@ -35,7 +35,6 @@ class DaemonMetrics {
   uint64_t expected_ns_ = 0;
   double last_lag_seconds_ = 0;
   double max_lag_seconds_ = 0;
-  std::vector<double> lags_;  // the last 10 minutes of samples, for the histogram
 };
 
 }  // namespace torchxd::daemon

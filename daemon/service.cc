@@ -347,10 +347,8 @@ void Service::ListApps(const json& params, const PeerInfo& peer, const Reply& re
     out += ',';
     out += a->ended_ms ? std::to_string(*a->ended_ms) : "null";
     out += ',';
-    if (a->admission.queued) {
-      quoted(a->admission.queue);
-    } else if (a->cfg.is_object() && a->cfg.contains("queue") && a->cfg["queue"].is_string()) {
-      quoted(a->cfg["queue"].get<std::string>());  // e.g. the Volcano queue
+    if (auto queue = QueueOf(*a)) {
+      quoted(*queue);
     } else {
       out += "null";
     }

@@ -1,8 +1,7 @@
 // Service: the daemon's request handlers (docs/protocol.md): version, run,
 // status, describe, list, cancel, wait, scale, runopts, delete, log, queue, ui,
-// shutdown. Apps
-// are routed to the Scheduler serving their scheduler name and found by app
-// id; the session part of a handle is echoed, not matched.
+// shutdown. Apps are routed to the Scheduler serving their scheduler name and
+// found by app id; the session part of a handle is echoed, not matched.
 //
 // Thread contract: loop thread only.
 #ifndef TORCHXD_DAEMON_SERVICE_H_

@@ -1,5 +1,7 @@
 #include "webui/bridge.h"
 
+#include <cstdlib>
+
 namespace torchxd::webui {
 
 void CallbackResponder::Event(const nlohmann::json& event) {
@@ -61,6 +63,14 @@ size_t CallbackResponder::QueuedBytes() const {
 void CallbackResponder::WhenDrained(std::function<void()> callback) {
   if (auto exchange = exchange_.lock()) return exchange->WhenDrained(std::move(callback));
   callback();
+}
+
+std::optional<int> QueryInt(const std::string& text, int lo, int hi) {
+  if (text.empty() || text.size() > 9) return std::nullopt;
+  char* end = nullptr;
+  long v = std::strtol(text.c_str(), &end, 10);
+  if (*end != '\0' || v < lo || v > hi) return std::nullopt;
+  return static_cast<int>(v);
 }
 
 int HttpStatusOf(const torchxd::Error& error) {

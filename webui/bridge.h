@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,8 @@ class CallbackResponder : public protocol::Responder {
 };
 
 int HttpStatusOf(const torchxd::Error& error);
+// A decimal query value within [lo, hi], or nothing.
+std::optional<int> QueryInt(const std::string& text, int lo, int hi);
 // {"error": {"code", "message"}}
 std::string ErrorJson(const torchxd::Error& error);
 

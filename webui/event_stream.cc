@@ -1,7 +1,5 @@
 #include "webui/event_stream.h"
 
-#include <cstdlib>
-
 namespace torchxd::webui {
 namespace {
 
@@ -13,14 +11,6 @@ constexpr int kDefaultTail = 1000;
 constexpr int kListRows = 1000;
 
 std::string Dump(const json& value) { return value.dump(-1, ' ', false, json::error_handler_t::replace); }
-
-std::optional<int> Int(const std::string& text, int lo, int hi) {
-  if (text.empty() || text.size() > 9) return std::nullopt;
-  char* end = nullptr;
-  long v = std::strtol(text.c_str(), &end, 10);
-  if (*end != '\0' || v < lo || v > hi) return std::nullopt;
-  return static_cast<int>(v);
-}
 
 }  // namespace
 
@@ -44,10 +34,10 @@ void EventStream::Start() {
   json log_params;
   if (!query("role").empty()) {
     if (app_handle_.empty()) return bad("role: needs app");
-    auto replica = Int(query("replica").empty() ? "0" : query("replica"), 0, 1 << 20);
+    auto replica = QueryInt(query("replica").empty() ? "0" : query("replica"), 0, 1 << 20);
     if (!replica) return bad("replica: must be a replica id");
     std::string stream = query("stream").empty() ? "combined" : query("stream");
-    auto tail = Int(query("tail").empty() ? std::to_string(kDefaultTail) : query("tail"), 0, 100000);
+    auto tail = QueryInt(query("tail").empty() ? std::to_string(kDefaultTail) : query("tail"), 0, 100000);
     if (!tail) return bad("tail: must be a line count between 0 and 100000");
     log_params = {{"app_handle", app_handle_}, {"role", query("role")}, {"replicas", json::array({*replica})},
                   {"stream", stream}, {"follow", true}, {"tail_lines", *tail}};

@@ -252,10 +252,12 @@ Result<void> HttpServer::StartMhd() {
   });
   timer_ = NewUvHandle<uv_timer_t>(this);
   uv_timer_init(loop_, timer_.get());
-  kick_ = NewUvHandle<uv_timer_t>(this);
-  uv_timer_init(loop_, kick_.get());
   Run();
   return {};
+}
+
+void HttpServer::OnTimer(uv_timer_t* handle) {
+  if (handle->data != nullptr) static_cast<HttpServer*>(handle->data)->Run();
 }
 
 void HttpServer::Run() {
@@ -264,19 +266,16 @@ void HttpServer::Run() {
   if (mhd_ == nullptr || !timer_) return;
   MHD_UNSIGNED_LONG_LONG timeout = 0;
   if (mhd_api->get_timeout(mhd_, &timeout) == MHD_YES) {
-    uv_timer_start(timer_.get(), [](uv_timer_t* h) {
-      if (h->data != nullptr) static_cast<HttpServer*>(h->data)->Run();
-    }, timeout, 0);
+    uv_timer_start(timer_.get(), &HttpServer::OnTimer, timeout, 0);
   } else {
     uv_timer_stop(timer_.get());
   }
 }
 
+// MHD must run after a resume: now, on this loop turn (the next Run re-arms
+// the timer with MHD's own timeout).
 void HttpServer::Kick() {
-  if (!kick_ || uv_is_active(reinterpret_cast<uv_handle_t*>(kick_.get())) != 0) return;
-  uv_timer_start(kick_.get(), [](uv_timer_t* h) {
-    if (h->data != nullptr) static_cast<HttpServer*>(h->data)->Run();
-  }, 0, 0);
+  if (timer_) uv_timer_start(timer_.get(), &HttpServer::OnTimer, 0, 0);
 }
 
 void HttpServer::Stop() {
@@ -286,7 +285,6 @@ void HttpServer::Stop() {
   if (mhd_ == nullptr) return;
   poll_.reset();
   timer_.reset();
-  kick_.reset();
   for (HttpExchange* exchange : std::vector<HttpExchange*>(live_.begin(), live_.end())) {
     exchange->ended_ = true;
     exchange->hangup_.reset();

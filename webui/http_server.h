@@ -148,6 +148,7 @@ class HttpServer {
              size_t* upload_data_size, void** con_cls);
   bool Queue(HttpExchange* exchange);
   void Kick();
+  static void OnTimer(uv_timer_t* handle);
   void OnFirstConnection();
   [[nodiscard]] Result<void> StartMhd();
 
@@ -159,8 +160,7 @@ class HttpServer {
   UvHandle<uv_poll_t> waiting_;       // for the first connection
   MHD_Daemon* mhd_ = nullptr;
   UvHandle<uv_poll_t> poll_;
-  UvHandle<uv_timer_t> timer_;
-  UvHandle<uv_timer_t> kick_;
+  UvHandle<uv_timer_t> timer_;  // MHD's timeouts, and a prompt run after a resume
   std::set<HttpExchange*> live_;
   bool running_ = false;
 };

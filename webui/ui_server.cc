@@ -337,10 +337,9 @@ void UiServer::Download(const std::shared_ptr<HttpExchange>& exchange, const pro
   if (!role.empty()) params["role"] = role;
   std::string replica = query("replica", "");
   if (!replica.empty()) {
-    char* end = nullptr;
-    long id = std::strtol(replica.c_str(), &end, 10);
-    if (*end != '\0' || id < 0 || id > (1 << 20)) return ReplyError(exchange, Error::InvalidArgument("replica: not an id"));
-    params["replicas"] = json::array({id});
+    auto id = QueryInt(replica, 0, 1 << 20);
+    if (!id) return ReplyError(exchange, Error::InvalidArgument("replica: not an id"));
+    params["replicas"] = json::array({*id});
   }
   if (!query("regex", "").empty()) params["regex"] = query("regex", "");
   std::string file = SafeFileName(params["app_handle"].get<std::string>().substr(

@@ -35,6 +35,12 @@ TEST(DaemonConfigTest, TheWebListenerComesFromTheFlagElseTheEnvironment) {
             "127.0.0.1:9");
 }
 
+TEST(DaemonConfigTest, TheWebSocketGoesBesideTheProtocolSocket) {
+  EXPECT_EQ(DefaultUiSocket("/run/torchxd/torchxd.sock"), "/run/torchxd/ui.sock");
+  EXPECT_EQ(DefaultUiSocket("/tmp/t/x.sock"), "/tmp/t/x.ui.sock");
+  EXPECT_EQ(DefaultUiSocket("/tmp/t/plain"), "/tmp/t/plain.ui.sock");
+}
+
 TEST(DaemonConfigTest, SystemModePaths) {
   auto p = Parse({"--system"}, {{"XDG_RUNTIME_DIR", "/run/user/7"}});
   EXPECT_EQ(p.config->socket, "/run/torchxd/torchxd.sock");
