@@ -409,8 +409,7 @@ void ReplicaProcess::MaybeFinish() {
   // The daemon out of descriptors cannot open the record the shim left: it is
   // still there, so read it again once others have closed (the outcome is
   // known, just not readable yet).
-  if (!recorded && recorded.error().code == ErrorCode::kIo &&
-      recorded.error().message.find("Too many open files") != std::string::npos && exit_read_retries_ < 50) {
+  if (!recorded && recorded.error().code == ErrorCode::kUnavailable && exit_read_retries_ < 50) {
     ++exit_read_retries_;
     return RunLater(100, Step::kFinish);
   }
@@ -435,7 +434,9 @@ void ReplicaProcess::MaybeFinish() {
   } else if (!have_status_) {
     exit.spawn_failed = true;
     exit.final = true;
-    exit.message = !recorded && recorded.error().code == ErrorCode::kIo
+    bool unreadable = !recorded && (recorded.error().code == ErrorCode::kIo ||
+                                     recorded.error().code == ErrorCode::kUnavailable);
+    exit.message = unreadable
                        ? "the replica's exit record could not be read (" + recorded.error().message +
                              "); its outcome is unknown"
                        : "the replica's monitor (torchxd-shim) ended without recording its exit; its outcome is unknown";

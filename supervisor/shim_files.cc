@@ -193,6 +193,7 @@ Result<std::string> ReadShimFile(int dir_fd, const char* name) {
   if (fd < 0) {
     int e = errno;
     if (e == ENOENT) return Fail(Error::NotFound(std::string(name) + " is absent"));
+    if (e == EMFILE || e == ENFILE) return Fail(Error::Unavailable(std::string("open ") + name + ": " + strerror(e)));
     return Fail(Error::Io(std::string("open ") + name + ": " + strerror(e)));
   }
   struct stat st;

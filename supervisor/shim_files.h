@@ -76,7 +76,8 @@ std::string EncodeShimExit(const ShimExit& exit);
 // Replaces `name` in the directory `dir_fd` with `bytes`: temporary file, rename.
 [[nodiscard]] Result<void> WriteFileAtomically(int dir_fd, const char* name, std::string_view bytes);
 // A regular file of at most kMaxShimFileBytes in `dir_fd` (never a link or a
-// FIFO); NotFound when absent.
+// FIFO); NotFound when absent, Unavailable when this process is out of
+// descriptors (the file may well be there: try again later).
 [[nodiscard]] Result<std::string> ReadShimFile(int dir_fd, const char* name);
 
 }  // namespace torchxd::supervisor
