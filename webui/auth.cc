@@ -178,4 +178,26 @@ std::string TokenOf(const std::string& authorization, const std::string& cookie)
   return cookie;
 }
 
+std::string LocalRedirect(const std::string& path, const std::map<std::string, std::string>& query) {
+  std::string location = "/";
+  if (!path.empty() && path[0] == '/') {
+    size_t first = path.find_first_not_of('/');
+    if (first != std::string::npos) location += core::UrlEscape(path.substr(first), "/");
+  }
+  std::string sep = "?";
+  for (const auto& [key, value] : query) {
+    if (key == "token") continue;
+    location += sep + core::UrlEscape(key) + "=" + core::UrlEscape(value);
+    sep = "&";
+  }
+  return location;
+}
+
+std::optional<std::string> SignInRefusal(const std::string& fetch_site) {
+  if (fetch_site == "cross-site" || fetch_site == "same-site") {
+    return "a sign-in link opened from another site is refused: paste the address `torchx ui` prints";
+  }
+  return std::nullopt;
+}
+
 }  // namespace torchxd::webui

@@ -63,6 +63,17 @@ std::optional<std::string> CsrfRefusal(const std::string& method, const std::str
                                        const std::string& origin, const std::string& fetch_site,
                                        const std::string& csrf_header, const std::string& csrf_expected);
 
+// Where `GET PATH?token=T&...` sends the browser once the token is a cookie:
+// PATH on this server with the other query parameters, never another site.
+// Leading slashes collapse to one ("//evil.example/x" is a network path to a
+// browser) and anything but a path (an absolute-form URL) goes to "/".
+std::string LocalRedirect(const std::string& path, const std::map<std::string, std::string>& query);
+
+// Why a `?token=` sign-in is refused, or nothing: one that another site
+// started (Sec-Fetch-Site cross-site or same-site) would sign the visitor in
+// as the token's user (login CSRF). A pasted or typed address says `none`.
+std::optional<std::string> SignInRefusal(const std::string& fetch_site);
+
 // The token a request carries: `Authorization: token T` or `Bearer T`, else the cookie.
 std::string TokenOf(const std::string& authorization, const std::string& cookie);
 

@@ -202,14 +202,9 @@ void UiServer::Handle(const std::shared_ptr<HttpExchange>& exchange) {
   }
   // `?token=` once: it becomes a cookie and leaves the address bar (and the history).
   if (!r.peer.unix_socket && r.query.count("token") != 0 && (r.method == "GET" || r.method == "HEAD")) {
+    if (auto refusal = SignInRefusal(r.Header("sec-fetch-site"))) return ReplyText(exchange, 403, "torchxd: " + *refusal);
     if (!tokens_.UserOf(r.query.at("token"))) return ReplyText(exchange, 401, "torchxd: that token is not valid");
-    std::string location = core::UrlEscape(r.path, "/");
-    std::string sep = "?";
-    for (const auto& [key, value] : r.query) {
-      if (key == "token") continue;
-      location += sep + core::UrlEscape(key) + "=" + core::UrlEscape(value);
-      sep = "&";
-    }
+    std::string location = LocalRedirect(r.path, r.query);
     return exchange->Reply(
         303,
         Secured({{"Location", location},

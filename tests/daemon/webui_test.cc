@@ -148,6 +148,22 @@ TEST_F(WebUiTest, TcpLetsInOnlyATokenWhichBecomesAStrictCookieOnce) {
   EXPECT_EQ(HttpGet(tcp_, "/api/session", {"Authorization: Bearer " + token_}, Host()).status, 200);
   EXPECT_EQ(HttpGet(tcp_, "/api/session", {"Authorization: token " + token_}, "evil.example:1").status, 403);
 
+  // The sign-in sends the browser to a path of this server, never to another site.
+  for (const char* path : {"//evil.example/phish", "///evil.example/x", "/\\evil.example/x"}) {
+    auto away = HttpGet(tcp_, std::string(path) + "?token=" + token_, {}, Host());
+    ASSERT_EQ(away.status, 303) << path;
+    std::string location = away.Header("location");
+    EXPECT_EQ(location.rfind("/", 0), 0u) << location;
+    EXPECT_NE(location.rfind("//", 0), 0u) << path << " -> " << location;
+    EXPECT_EQ(location.find('\\'), std::string::npos) << location;
+  }
+  EXPECT_EQ(HttpGet(tcp_, "//evil.example/phish?token=" + token_, {}, Host()).Header("location"), "/evil.example/phish");
+  // A sign-in link another site opened would sign the visitor in as someone else (login CSRF).
+  auto foreign = HttpGet(tcp_, "/?token=" + token_, {"Sec-Fetch-Site: cross-site"}, Host());
+  EXPECT_EQ(foreign.status, 403);
+  EXPECT_EQ(foreign.Header("set-cookie"), "");
+  EXPECT_EQ(HttpGet(tcp_, "/?token=" + token_, {"Sec-Fetch-Site: none"}, Host()).status, 303);
+
   // The token outlives the daemon: open pages and cookies keep working after a restart.
   StopDaemon();
   StartWithTcp();
