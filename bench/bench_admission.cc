@@ -44,7 +44,7 @@ std::vector<Row> BenchEngine() {
   box.cpu = kRunning;
   box.mem_mb = 1 << 30;
   std::vector<core::QueueSpec> queues;
-  for (int q = 0; q < 4; ++q) queues.push_back({"q" + std::to_string(q), q + 1, std::nullopt, std::nullopt});
+  for (int q = 0; q < 4; ++q) queues.push_back({"q" + std::to_string(q), q + 1, std::nullopt, std::nullopt, std::nullopt});
   const int64_t now = 1'000'000'000;
   core::Admission adm(box, queues);
   // 8 apps of 1 GPU + 124 CPUs' worth of replicas hold the box: 8 + 992 = 1,000 replicas.

@@ -53,11 +53,35 @@ Result<void> SetQueueKey(QueueSpec& queue, const std::string& key, const std::st
     auto n = PositiveInt(key, value, 0);
     if (!n) return Fail(n.error());
     queue.max_gpus_per_user = *n;
+  } else if (key == "max_priority") {
+    char* end = nullptr;
+    errno = 0;
+    long v = std::strtol(value.c_str(), &end, 10);
+    if (value.empty() || *end != '\0' || errno != 0 || v < kMinUserPriority || v > kMaxPriority) {
+      return Fail(Error::InvalidArgument(key + "=" + value + ": expected a whole number between " +
+                                         std::to_string(kMinUserPriority) + " and " + std::to_string(kMaxPriority)));
+    }
+    queue.max_priority = static_cast<int>(v);
   } else {
     return Fail(Error::InvalidArgument("unknown queue setting `" + key +
-                                       "` (expected weight, max_gpus or max_gpus_per_user)"));
+                                       "` (expected weight, max_gpus, max_gpus_per_user or max_priority)"));
   }
   return {};
+}
+
+Result<void> CheckPriority(int priority, bool privileged, const QueueSpec& queue) {
+  int lo = privileged ? kMinPriority : kMinUserPriority;
+  int hi = privileged ? kMaxPriority : queue.max_priority.value_or(kMaxUserPriority);
+  if (priority >= lo && priority <= hi) return {};
+  if (privileged || priority < lo) {
+    return Fail(Error::InvalidArgument("Run option: priority, must be between " + std::to_string(lo) + " and " +
+                                       std::to_string(hi) + ", but was: " + std::to_string(priority)));
+  }
+  return Fail(Error::InvalidArgument("Run option: priority, must be between " + std::to_string(lo) + " and " +
+                                     std::to_string(hi) + " in queue " + queue.name + ", but was: " +
+                                     std::to_string(priority) +
+                                     " (a higher priority is for root and the admin group; a queue's max_priority "
+                                     "lets everyone go up to it)"));
 }
 
 Result<QueueSpec> ParseQueueSpec(const std::string& text) {
@@ -93,7 +117,7 @@ Result<QueueSpec> ParseQueueSpec(const std::string& text) {
 
 Admission::Admission(BoxCapacity box, std::vector<QueueSpec> queues) : box_(std::move(box)), queues_(std::move(queues)) {
   if (std::none_of(queues_.begin(), queues_.end(), [](const QueueSpec& q) { return q.name == "default"; })) {
-    queues_.insert(queues_.begin(), QueueSpec{"default", 1, std::nullopt, std::nullopt});
+    queues_.insert(queues_.begin(), QueueSpec{"default", 1, std::nullopt, std::nullopt, std::nullopt});
   }
   for (const QueueSpec& q : queues_) {
     QueueState state;
@@ -360,6 +384,10 @@ void Admission::Reserve(const Pending& app) {
   head_ = app.demand.key;
   backfilled_ = {};
   backfilled_apps_.clear();
+  if (previous_head_.key == head_) {
+    backfilled_ = previous_head_.backfilled;
+    backfilled_apps_ = previous_head_.backfilled_apps;
+  }
   // When the GPUs free now suffice, they are the reservation (the head then
   // waits only for cpu or memory). Otherwise it waits on the fewest running
   // apps: the largest holders first, and among their GPUs and the free ones
@@ -465,21 +493,11 @@ void Admission::Start(Pending& app, std::vector<Placement> placed, int64_t now_m
 std::vector<Admitted> Admission::Pass(int64_t now_ms) {
   std::vector<Admitted> out;
   UserShares shares = Shares();
-  // The head starts as soon as it fits, before anything else.
-  if (!head_.empty()) {
-    Pending& h = *pending_.at(head_);
-    if (auto placed = Fit(h.demand, GangReplicas(h.demand), {}, reserved_mask_)) {
-      QueueState* q = QueueOf(h.demand.queue);
-      std::vector<QueueState*> backlogged;
-      for (auto& s : states_) {
-        if (!s.pending.empty()) backlogged.push_back(&s);
-      }
-      double cost = Cost(h.gang);
-      Start(h, std::move(*placed), now_ms, false, out);
-      if (q != nullptr) Charge(*q, backlogged, cost);
-      shares = Shares();
-    }
-  }
+  // The head is picked again every pass, in the order below (as Slurm's
+  // backfill does): an app that came later but ranks higher (priority, age,
+  // DRF) takes the reservation. Re-picked, the same head keeps what it had.
+  previous_head_ = {head_, backfilled_, backfilled_apps_, reserved_mask_};
+  ClearHead();
   // Queue heads in SWRR order; a head that does not fit becomes the head of
   // the box (when there is none) or blocks its queue for this pass.
   std::vector<bool> blocked(states_.size(), false);
@@ -512,7 +530,9 @@ std::vector<Admitted> Admission::Pass(int64_t now_ms) {
     std::optional<std::vector<Placement>> placed;
     bool before_shadow = false;
     if (head_.empty()) {
-      placed = Fit(app.demand, GangReplicas(app.demand), {}, {});
+      // The head re-picked prefers the GPUs it was reserved: backfill kept them free.
+      bool was_head = app.demand.key == previous_head_.key;
+      placed = Fit(app.demand, GangReplicas(app.demand), {}, was_head ? previous_head_.reserved : std::vector<bool>{});
       if (!placed) {
         Reserve(app);
         continue;

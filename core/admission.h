@@ -21,8 +21,10 @@
 //    and holds a reservation: a concrete GPU set plus its cpu and memory.
 //    The set is the GPUs free now when they suffice; else the GPUs of the
 //    fewest running apps (largest first) before free ones, which stay open
-//    to backfill; the best placement among those. It stays head until it
-//    starts or leaves. While it waits, other apps start only outside it:
+//    to backfill; the best placement among those. Every pass picks the head
+//    again in this order (as Slurm's backfill does), so an app that came
+//    later but ranks higher takes the reservation; aging (+1 per hour, up
+//    to 24) lifts whatever waits. While it waits, other apps start only outside it:
 //    their GPUs avoid the reserved set, and what started since the
 //    reservation plus the new app leaves room for the head's cpu and memory
 //    (backfill without runtime estimates).
@@ -80,12 +82,24 @@ struct QueueSpec {
   int weight = 1;
   std::optional<int> max_gpus;
   std::optional<int> max_gpus_per_user;
+  std::optional<int> max_priority;  // the highest priority anyone may ask for here (default kMaxUserPriority)
 };
 
-// "NAME[:weight=W][,max_gpus=N][,max_gpus_per_user=N]" (torchxd --queue).
+// "NAME[:weight=W][,max_gpus=N][,max_gpus_per_user=N][,max_priority=P]" (torchxd --queue).
 [[nodiscard]] Result<QueueSpec> ParseQueueSpec(const std::string& text);
-// A queue's setting from a config section: key weight, max_gpus or max_gpus_per_user.
+// A queue's setting from a config section: key weight, max_gpus, max_gpus_per_user or max_priority.
 [[nodiscard]] Result<void> SetQueueKey(QueueSpec& queue, const std::string& key, const std::string& value);
+
+// Priorities (-cfg priority): everyone may lower theirs, down to
+// kMinUserPriority (as Slurm's nice); above kMaxUserPriority, or the queue's
+// max_priority, is for root and the admin group (`privileged`), who may use
+// the whole [kMinPriority, kMaxPriority].
+inline constexpr int kMinPriority = -1000;
+inline constexpr int kMaxPriority = 1000;
+inline constexpr int kMinUserPriority = -100;
+inline constexpr int kMaxUserPriority = 0;
+// Why `priority` is refused in `queue` for this caller, or nothing.
+[[nodiscard]] Result<void> CheckPriority(int priority, bool privileged, const QueueSpec& queue);
 
 struct BoxCapacity {
   GpuTopology topology;
@@ -149,6 +163,11 @@ class Admission {
   std::vector<Admitted> Pass(int64_t now_ms);
 
   bool IsPending(const std::string& key) const { return pending_.count(key) > 0; }
+  // The queue of that name, or null.
+  const QueueSpec* Queue(const std::string& name) const {
+    const QueueState* q = QueueOf(name);
+    return q == nullptr ? nullptr : &q->spec;
+  }
   // What a pending app needs to start (its gang), or null.
   const Resources* PendingNeed(const std::string& key) const;
   // Why a pending app waits, in words (empty when it is not pending).
@@ -244,6 +263,12 @@ class Admission {
   std::vector<bool> reserved_mask_;
   Resources backfilled_;                  // started since the head was reserved, still held
   std::set<std::string> backfilled_apps_;
+  struct PreviousHead {
+    std::string key;
+    Resources backfilled;
+    std::set<std::string> backfilled_apps;
+    std::vector<bool> reserved;
+  } previous_head_;  // the head before this pass picked one
   size_t limited_running_ = 0;  // running apps with max_duration (the shadow time is kNoEnd without)
 };
 

@@ -79,6 +79,10 @@ struct DeviceMount {
 };
 using Mount = std::variant<BindMount, VolumeMount, DeviceMount>;
 
+// The most retries a role may ask for: a replica that fails faster than
+// that many restarts is broken, and each restart costs the box.
+inline constexpr int kMaxRetries = 1000;
+
 struct Role {
   std::string name;
   std::string image;
@@ -87,7 +91,7 @@ struct Role {
   std::vector<std::string> args;
   std::map<std::string, std::string> env;
   int num_replicas = 1;
-  int max_retries = 0;
+  int max_retries = 0;  // at most kMaxRetries
   RetryPolicy retry_policy = RetryPolicy::kApplication;
   Resource resource;
   std::map<std::string, int> port_map;

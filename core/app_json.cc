@@ -179,8 +179,9 @@ Result<void> ValidateRole(const Role& role, const std::string& path) {
                                                std::to_string(role.num_replicas) + "), got " +
                                                std::to_string(*role.min_replicas));
   }
-  if (role.max_retries < 0) {
-    return Invalid(path + ".max_retries", "must be >= 0, got " + std::to_string(role.max_retries));
+  if (role.max_retries < 0 || role.max_retries > kMaxRetries) {
+    return Invalid(path + ".max_retries",
+                   "must be between 0 and " + std::to_string(kMaxRetries) + ", got " + std::to_string(role.max_retries));
   }
   for (const auto& [key, value] : role.env) {
     if (key.empty() || key.find('=') != std::string::npos || key.find('\0') != std::string::npos) {

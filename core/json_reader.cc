@@ -57,18 +57,27 @@ const nlohmann::json* JsonReader::Field(std::string_view key) {
   return &node_.find(key).value();
 }
 
-std::optional<int> JsonReader::ToInt(const nlohmann::json& value, std::string_view path) {
+Result<int64_t> IntInRange(const nlohmann::json& value, std::string_view path, int64_t lo, int64_t hi) {
+  auto range = [&] { return "an integer between " + std::to_string(lo) + " and " + std::to_string(hi); };
   if (!value.is_number_integer()) {
-    SetError(path, "must be an integer, got " +
-                       (value.is_number() ? value.dump() : JsonTypeName(value)));
+    return Fail(Error::InvalidArgument(std::string(path) + ": must be an integer, got " +
+                                       (value.is_number() ? value.dump() : JsonTypeName(value))));
+  }
+  bool too_big = value.is_number_unsigned() && value.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX);
+  int64_t v = too_big ? INT64_MAX : value.get<int64_t>();
+  if (too_big || v < lo || v > hi) {
+    return Fail(Error::InvalidArgument(std::string(path) + ": must be " + range() + ", got " + value.dump()));
+  }
+  return v;
+}
+
+std::optional<int> JsonReader::ToInt(const nlohmann::json& value, std::string_view path) {
+  auto v = IntInRange(value, path, std::numeric_limits<int>::min(), std::numeric_limits<int>::max());
+  if (!v) {
+    if (!error_) error_ = v.error();
     return std::nullopt;
   }
-  auto v = value.get<int64_t>();
-  if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max()) {
-    SetError(path, "out of range, got " + value.dump());
-    return std::nullopt;
-  }
-  return static_cast<int>(v);
+  return static_cast<int>(*v);
 }
 
 std::string JsonReader::String(std::string_view key, std::string_view fallback) {
@@ -95,6 +104,17 @@ std::optional<int> JsonReader::OptionalInt(std::string_view key) {
   const auto* v = Field(key);
   if (v == nullptr || v->is_null()) return std::nullopt;
   return ToInt(*v, PathOf(key));
+}
+
+std::optional<int64_t> JsonReader::OptionalInt(std::string_view key, int64_t lo, int64_t hi) {
+  const auto* v = Field(key);
+  if (v == nullptr || v->is_null()) return std::nullopt;
+  auto n = IntInRange(*v, PathOf(key), lo, hi);
+  if (!n) {
+    if (!error_) error_ = n.error();
+    return std::nullopt;
+  }
+  return *n;
 }
 
 bool JsonReader::Bool(std::string_view key, bool fallback) {

@@ -29,6 +29,10 @@ std::string JsonPathKey(std::string_view path, std::string_view key);
 // "string", "number", "boolean", "array", "object", "null" (what the user wrote).
 std::string JsonTypeName(const nlohmann::json& value);
 
+// `value` as an integer in [lo, hi]; the error names `path` and the range
+// (an integer past 64 bits, or any other number, is never cut to fit).
+[[nodiscard]] Result<int64_t> IntInRange(const nlohmann::json& value, std::string_view path, int64_t lo, int64_t hi);
+
 class JsonReader {
  public:
   JsonReader(const nlohmann::json& node, std::string path, std::vector<std::string> known_keys);
@@ -46,6 +50,8 @@ class JsonReader {
   std::optional<std::string> OptionalString(std::string_view key);
   int Int(std::string_view key, int fallback);
   std::optional<int> OptionalInt(std::string_view key);
+  // An integer field in [lo, hi] (the error names the range).
+  std::optional<int64_t> OptionalInt(std::string_view key, int64_t lo, int64_t hi);
   bool Bool(std::string_view key, bool fallback);
   std::vector<std::string> StringList(std::string_view key);
   std::map<std::string, std::string> StringMap(std::string_view key);

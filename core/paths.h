@@ -3,7 +3,8 @@
 //   user mode: socket $XDG_RUNTIME_DIR/torchxd/torchxd.sock, else
 //     /tmp/torchxd-$UID/torchxd.sock; state $XDG_STATE_HOME/torchxd, else
 //     $HOME/.local/state/torchxd;
-//   system mode: /run/torchxd/torchxd.sock and /var/lib/torchxd.
+//   system mode: /run/torchxd/torchxd.sock, /var/lib/torchxd (state, 0700)
+//     and /var/log/torchxd (the replicas' logs).
 //
 // Thread contract: pure functions of their arguments.
 #ifndef TORCHXD_CORE_PATHS_H_
@@ -20,6 +21,7 @@ namespace torchxd::core {
 
 inline constexpr std::string_view kSystemSocket = "/run/torchxd/torchxd.sock";
 inline constexpr std::string_view kSystemStateDir = "/var/lib/torchxd";
+inline constexpr std::string_view kSystemLogDir = "/var/log/torchxd";
 
 std::string UserSocketPath(const EnvLookup& env, uid_t uid);
 std::string UserStateDir(const EnvLookup& env);

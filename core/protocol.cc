@@ -1,6 +1,7 @@
 #include "core/protocol.h"
 
 #include "core/json_parse.h"
+#include "core/json_reader.h"
 
 namespace torchxd::protocol {
 namespace {
@@ -28,10 +29,10 @@ Result<Request> DecodeRequest(std::string_view frame) {
                                        " (this daemon speaks " + std::to_string(kVersion) + ")"));
   }
   Request r;
-  if (!j.contains("id") || !j["id"].is_number_integer()) {
-    return Fail(Error::InvalidArgument("request.id: must be an integer"));
-  }
-  r.id = j["id"].get<int64_t>();
+  if (!j.contains("id")) return Fail(Error::InvalidArgument("request.id: must be an integer"));
+  auto id = core::IntInRange(j["id"], "request.id", INT64_MIN, INT64_MAX);
+  if (!id) return Fail(id.error());
+  r.id = *id;
   if (!j.contains("method") || !j["method"].is_string()) {
     return Fail(Error::InvalidArgument("request.method: must be a string"));
   }

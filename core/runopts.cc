@@ -1,6 +1,7 @@
 #include "core/runopts.h"
 
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 
 #include "core/cfg_string.h"
@@ -35,6 +36,12 @@ std::string CfgRepr(const Cfg& cfg) {
   return "{" + Join(items, ", ") + "}";
 }
 
+// 100, 0.1, 86400: a bound as a person writes it.
+std::string FormatNumber(double v) {
+  if (v == static_cast<double>(static_cast<int64_t>(v))) return std::to_string(static_cast<int64_t>(v));
+  return nlohmann::json(v).dump();
+}
+
 // Python str() of a value: a string prints bare, everything else as repr.
 std::string CfgValueStr(const CfgValue& v) {
   if (const auto* s = std::get_if<std::string>(&v)) return *s;
@@ -54,6 +61,9 @@ Result<CfgValue> FromJsonValue(const RunOpt& opt, const nlohmann::json& j) {
       return CfgValue{j.get<std::string>()};
     case OptType::kInt:
       if (!j.is_number_integer()) return wrong();
+      if (j.is_number_unsigned() && j.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+        return Fail(Error::InvalidArgument("Run option: " + opt.name + ", " + j.dump() + " is out of range"));
+      }
       return CfgValue{j.get<int64_t>()};
     case OptType::kFloat:
       if (!j.is_number()) return wrong();
@@ -145,12 +155,19 @@ std::string CfgValueRepr(const CfgValue& value) {
       value);
 }
 
+RunOpts& RunOpts::Range(double lo, double hi) {
+  TORCHXD_CHECK(!options_.empty());
+  TORCHXD_CHECK(options_.back().type == OptType::kInt || options_.back().type == OptType::kFloat);
+  options_.back().range = std::make_pair(lo, hi);
+  return *this;
+}
+
 RunOpts& RunOpts::Add(std::string name, OptType type, std::string help, CfgValue default_value,
                       bool required) {
   bool has_default = !std::holds_alternative<std::monostate>(default_value);
   TORCHXD_CHECK(!(required && has_default));
   TORCHXD_CHECK(!has_default || IsOfType(default_value, type));
-  options_.push_back({std::move(name), type, std::move(help), std::move(default_value), required});
+  options_.push_back({std::move(name), type, std::move(help), std::move(default_value), required, std::nullopt});
   return *this;
 }
 
@@ -205,7 +222,8 @@ Result<CfgValue> RunOpts::CastToType(const RunOpt& opt, std::string_view value) 
       char* end = nullptr;
       errno = 0;
       long long n = std::strtoll(t.c_str(), &end, 10);
-      if (t.empty() || *end != '\0' || errno == ERANGE) return bad("must be an integer");
+      if (t.empty() || *end != '\0') return bad("must be an integer");
+      if (errno == ERANGE) return bad("out of range");
       return CfgValue{static_cast<int64_t>(n)};
     }
     case OptType::kFloat: {
@@ -213,7 +231,8 @@ Result<CfgValue> RunOpts::CastToType(const RunOpt& opt, std::string_view value) 
       char* end = nullptr;
       errno = 0;
       double d = std::strtod(t.c_str(), &end);
-      if (t.empty() || *end != '\0' || errno == ERANGE) return bad("must be a number");
+      if (t.empty() || *end != '\0' || !std::isfinite(d)) return bad("must be a number");
+      if (errno == ERANGE) return bad("out of range");
       return CfgValue{d};
     }
     case OptType::kList: {
@@ -314,6 +333,15 @@ Result<Cfg> RunOpts::Resolve(const Cfg& cfg) const {
                                          CfgValueStr(it->second) + ". Given: " + CfgRepr(cfg)));
     }
     if (it == resolved.end()) resolved[opt.name] = opt.default_value;
+    if (!unset && opt.range) {
+      double v = std::holds_alternative<int64_t>(it->second) ? static_cast<double>(std::get<int64_t>(it->second))
+                                                              : std::get<double>(it->second);
+      if (!(v >= opt.range->first && v <= opt.range->second)) {
+        return Fail(Error::InvalidArgument("Run option: " + opt.name + ", must be between " +
+                                           FormatNumber(opt.range->first) + " and " + FormatNumber(opt.range->second) +
+                                           ", but was: " + CfgValueStr(it->second)));
+      }
+    }
   }
   return resolved;
 }

@@ -54,6 +54,8 @@ struct RunOpt {
   std::string help;
   CfgValue default_value;
   bool required = false;
+  // Numbers: the values accepted, both ends included (none: any of the type).
+  std::optional<std::pair<double, double>> range;
 };
 
 class RunOpts {
@@ -62,6 +64,8 @@ class RunOpts {
   // default must be of the option's type (programming errors: they abort).
   RunOpts& Add(std::string name, OptType type, std::string help, CfgValue default_value = {},
                bool required = false);
+  // The option added last takes numbers in [lo, hi] only (Resolve refuses the rest).
+  RunOpts& Range(double lo, double hi);
 
   const std::vector<RunOpt>& options() const { return options_; }
   // The registered key `name` spells (itself or its camelCase alias).

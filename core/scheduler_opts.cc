@@ -15,12 +15,17 @@ void AddSupervisionOpts(RunOpts& opts) {
            "byte budget of each replica log stream's ring of segment files, e.g. 128M "
            "(K/M/G suffixes; 0 = unbounded; default: the daemon's --log-max-bytes)");
   opts.Add("restart_backoff", OptType::kFloat,
-           "seconds before the first restart of a failed replica; doubles per restart", 1.0);
-  opts.Add("restart_backoff_max", OptType::kFloat, "cap on the restart delay, in seconds", 30.0);
+           "seconds before the first restart of a failed replica; doubles per restart (0.1 to 86400)", 1.0)
+      .Range(0.1, 86400);
+  opts.Add("restart_backoff_max", OptType::kFloat, "cap on the restart delay, in seconds (0.1 to 86400)", 30.0)
+      .Range(0.1, 86400);
   opts.Add("queue", OptType::kStr,
            "the daemon's admission queue to wait in (`torchx queue` lists them)", std::string("default"));
   opts.Add("priority", OptType::kInt,
-           "order within the queue: higher starts first (waiting adds 1 per hour, up to 24)", 0);
+           "order within the queue: higher starts first (waiting adds 1 per hour, up to 24); -100 to 0 for "
+           "everyone (as Slurm's nice), up to the queue's max_priority, -1000 to 1000 for root and the admin group",
+           int64_t{0})
+      .Range(-1000, 1000);
   opts.Add("max_duration", OptType::kStr,
            "time limit from the app's start, e.g. 30m, 2h, 1h30m: the app is stopped there and ends FAILED; "
            "with admission it may start early on reserved GPUs it leaves in time (EASY backfill)");
@@ -68,9 +73,11 @@ RunOpts KubernetesOpts() {
   opts.Add("validate_spec", OptType::kBool,
            "Validate job spec using Kubernetes API dry-run before submission", true);
   opts.Add("reserved_millicpu", OptType::kInt,
-           "Amount of CPU in millicores to reserve for Kubernetes overhead", int64_t{100});
+           "Amount of CPU in millicores to reserve for Kubernetes overhead", int64_t{100})
+      .Range(0, 2147483647);
   opts.Add("reserved_memmb", OptType::kInt, "Amount of memory in MB to reserve for Kubernetes overhead",
-           int64_t{1024});
+           int64_t{1024})
+      .Range(0, 2147483647);
   opts.Add("scheduler_name", OptType::kStr,
            "the pod scheduler (default volcano; e.g. default-scheduler to let the cluster autoscaler act)",
            std::string("volcano"));
@@ -84,7 +91,8 @@ RunOpts KubernetesOpts() {
   opts.Add("quiet", OptType::kBool,
            "whether to suppress verbose output for image building. torchxd builds no images: accepted", false);
   opts.Add("efa_device_count", OptType::kInt,
-           "EFA device count override: unset = use the resource spec, 0 = remove EFA, N > 0 = set EFA count to N");
+           "EFA device count override: unset = use the resource spec, 0 = remove EFA, N > 0 = set EFA count to N")
+      .Range(0, 1024);
   opts.Add("rdzv_host", OptType::kStr,
            "rendezvous host for every replica (TORCHX_RANK0_HOST), e.g. rank 0's address on a secondary "
            "network; default: rank 0's service DNS name");

@@ -81,6 +81,10 @@ struct AppRecord {
   [[nodiscard]] static Result<AppRecord> FromJson(const nlohmann::json& json);
 };
 
+// How many of an app's events the store keeps (the newest): a bounded
+// history per replica, however often it restarts.
+inline size_t EventsKept(const AppRecord& app) { return 64 + 32 * app.replicas.size(); }
+
 // The key of a replica in the LogStore and in log_bytes_lost: "role/replica".
 inline std::string ReplicaKey(const std::string& role, int replica_id) {
   return role + "/" + std::to_string(replica_id);

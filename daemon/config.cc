@@ -135,22 +135,25 @@ Result<uint64_t> ParseByteSize(const std::string& text) {
   return value * mult;
 }
 
-Result<void> PrepareDirectory(const std::string& dir, bool private_dir) {
+Result<void> PrepareDirectory(const std::string& dir, mode_t mode, bool own) {
   std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return Fail(Error::Io("mkdir " + dir + ": " + ec.message()));
+  fs::path path(dir);
+  if (path.has_parent_path()) fs::create_directories(path.parent_path(), ec);
+  if (ec) return Fail(Error::Io("mkdir " + path.parent_path().string() + ": " + ec.message()));
+  bool made = ::mkdir(dir.c_str(), mode) == 0;
+  if (!made && errno != EEXIST) return Fail(Error::Io("mkdir " + dir + ": " + strerror(errno)));
   struct stat st;
   if (::lstat(dir.c_str(), &st) != 0) return Fail(Error::Io("stat " + dir + ": " + strerror(errno)));
   if (!S_ISDIR(st.st_mode)) return Fail(Error::InvalidArgument(dir + " is not a directory"));
-  if (private_dir) {
-    if (st.st_uid != ::getuid()) {
-      return Fail(Error::PermissionDenied("directory " + dir + " is owned by uid " +
-                                          std::to_string(st.st_uid) + ", not by you (uid " +
-                                          std::to_string(::getuid()) + "); refusing to use it"));
-    }
-    if ((st.st_mode & 0777) != 0700 && ::chmod(dir.c_str(), 0700) != 0) {
-      return Fail(Error::Io("chmod 0700 " + dir + ": " + strerror(errno)));
-    }
+  if (!made && !own) return {};
+  if (st.st_uid != ::geteuid()) {
+    return Fail(Error::PermissionDenied("directory " + dir + " is owned by uid " + std::to_string(st.st_uid) +
+                                        ", not by this torchxd's (uid " + std::to_string(::geteuid()) +
+                                        "); refusing to use it"));
+  }
+  // mkdir's mode passed the umask: set it as asked.
+  if ((st.st_mode & 07777) != mode && ::chmod(dir.c_str(), mode) != 0) {
+    return Fail(Error::Io("chmod " + dir + ": " + strerror(errno)));
   }
   return {};
 }
@@ -165,11 +168,22 @@ ParsedArgs ParseDaemonArgs(int argc, char** argv, const core::EnvLookup& env) {
   app.add_flag("--system", c.system, "system mode (/run/torchxd, /var/lib/torchxd)");
   app.add_option("--socket", c.socket, "Unix socket to listen on");
   app.add_option("--state-dir", c.state_dir, "where the database and default logs live");
-  app.add_option("--log-dir", c.log_dir, "replica logs (default: $state_dir/logs)");
+  app.add_option("--log-dir", c.log_dir,
+                 "replica logs (default: $state_dir/logs; /var/log/torchxd with system mode's default state dir)");
   app.add_option("--log-level", c.log_level, "trace, debug, info, warn, error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
-  app.add_option("--cache-size", c.cache_size, "max local apps kept, running and finished (default 100)")
+  app.add_option("--cache-size", c.cache_size,
+                 "local apps kept per user, running and finished (default 100): a user's oldest finished apps "
+                 "go first; running apps are never evicted and never refuse a run")
       ->check(CLI::Range(size_t{1}, size_t{10000000}));
+  app.add_option("--restart-rate-per-user", c.restart_rate_per_user,
+                 "replica restarts per second, all of one user's replicas together (default 20, bursts of 5x): "
+                 "more wait past their backoff")
+      ->check(CLI::Range(0.1, 100000.0));
+  app.add_option("--max-running-per-user", c.max_running_per_user,
+                 "local apps one user may have started and not ended (queued apps do not count; root and "
+                 "--admin-group are exempt); more are refused at submit (default 0: unlimited)")
+      ->check(CLI::Range(size_t{0}, size_t{10000000}));
   app.add_option("--grace-period", c.grace_period, "seconds between SIGTERM and SIGKILL (default 10)")
       ->check(CLI::Range(0.0, 86400.0));
   app.add_option("--log-max-bytes", c.log_max_bytes, "per-stream log budget, e.g. 128M (0 = unbounded)");
@@ -177,7 +191,11 @@ ParsedArgs ParseDaemonArgs(int argc, char** argv, const core::EnvLookup& env) {
                  "budget for all apps' logs in --log-dir, e.g. 20G (default: 10% of its filesystem; 0 = unbounded)");
   app.add_option("--idle-timeout", c.idle_timeout, "seconds before an idle client is dropped (default 300; 0 = never)")
       ->check(CLI::Range(0.0, 86400.0 * 365));
-  app.add_option("--max-connections", c.max_connections, "concurrent clients (default 256)")
+  app.add_option("--max-connections", c.max_connections,
+                 "concurrent clients (default 256; the last 8 are kept for root and --admin-group)")
+      ->check(CLI::Range(size_t{1}, size_t{100000}));
+  app.add_option("--max-connections-per-user", c.max_connections_per_user,
+                 "concurrent clients of one uid (default 64; root and --admin-group: the total only)")
       ->check(CLI::Range(size_t{1}, size_t{100000}));
   app.add_option("--max-replicas-per-app", c.max_replicas_per_app,
                  "replicas one app may have, all roles together (default 1024); more is refused at submit")
@@ -244,7 +262,11 @@ ParsedArgs ParseDaemonArgs(int argc, char** argv, const core::EnvLookup& env) {
   if (c.state_dir.empty()) {
     c.state_dir = c.system ? std::string(core::kSystemStateDir) : core::UserStateDir(env);
   }
-  if (c.log_dir.empty()) c.log_dir = c.state_dir + "/logs";
+  if (c.log_dir.empty()) {
+    c.log_dir_defaulted = true;
+    c.log_dir = c.system && c.state_dir == core::kSystemStateDir ? std::string(core::kSystemLogDir)
+                                                                  : c.state_dir + "/logs";
+  }
   if (c.ui_listen.empty()) c.ui_listen = env("TORCHXD_UI_LISTEN").value_or("");
   if (c.run_dir.empty()) c.run_dir = DefaultRunDir(c.socket, c.state_dir);
   if (c.shim.empty()) c.shim = DefaultShim();

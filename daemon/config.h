@@ -5,11 +5,15 @@
 //   user mode (default, every uid): socket $XDG_RUNTIME_DIR/torchxd/torchxd.sock,
 //     else /tmp/torchxd-$UID/torchxd.sock; state $XDG_STATE_HOME/torchxd, else
 //     ~/.local/state/torchxd;
-//   system mode (--system): /run/torchxd/torchxd.sock and /var/lib/torchxd.
+//   system mode (--system): /run/torchxd/torchxd.sock, /var/lib/torchxd and
+//     /var/log/torchxd (logs of a --state-dir given without --log-dir stay
+//     beside it, in $state_dir/logs).
 //
 // Thread contract: plain values; ParseDaemonArgs reads the environment.
 #ifndef TORCHXD_DAEMON_CONFIG_H_
 #define TORCHXD_DAEMON_CONFIG_H_
+
+#include <sys/types.h>
 
 #include <cstdint>
 #include <optional>
@@ -28,14 +32,18 @@ struct DaemonConfig {
   std::string run_dir;        // the shims' run directories; default $state_dir/shims
   std::string socket;
   std::string state_dir;
-  std::string log_dir;  // default $state_dir/logs
+  std::string log_dir;  // default $state_dir/logs (system mode's default state dir: /var/log/torchxd)
+  bool log_dir_defaulted = false;  // the daemon chose it, so it may set its mode
   std::string log_level = "info";
-  size_t cache_size = 100;
+  size_t cache_size = 100;           // per user
+  size_t max_running_per_user = 0;   // 0 = unlimited
+  double restart_rate_per_user = 20; // replica restarts per second per user (burst 5x)
   double grace_period = 10.0;
   std::string log_max_bytes = "128M";
   std::string log_max_total;  // default: 10% of the log filesystem
   double idle_timeout = 300.0;
   size_t max_connections = 256;
+  size_t max_connections_per_user = 64;  // root, the daemon's user and the admin group: the total only
   size_t max_replicas_per_app = 1024;
   std::string shim;  // torchxd-shim; default: next to torchxd or in ../libexec/torchxd
   std::string admin_group;  // members may act on every app (system mode)
@@ -74,8 +82,10 @@ ParsedArgs ParseDaemonArgs(int argc, char** argv, const core::EnvLookup& env);
 // Parses "128M", "4096", "1G", "0" (= unbounded) into bytes.
 [[nodiscard]] Result<uint64_t> ParseByteSize(const std::string& text);
 
-// The socket's directory: created 0700; refused unless owned by us.
-[[nodiscard]] Result<void> PrepareDirectory(const std::string& dir, bool private_dir);
+// Makes `dir` (and missing parents) with `mode`. With `own`, an existing
+// directory must be ours (else refused) and is given `mode`; without, an
+// existing directory keeps what its owner chose.
+[[nodiscard]] Result<void> PrepareDirectory(const std::string& dir, mode_t mode, bool own);
 
 }  // namespace torchxd::daemon
 

@@ -20,6 +20,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "core/names.h"
 #include "supervisor/replica_process.h"
 
 namespace torchxd::daemon {
@@ -54,6 +55,7 @@ Daemon::~Daemon() {
   server_.reset();
   kubernetes_.reset();
   local_.reset();
+  file_worker_.reset();
   sigterm_.reset();
   sigint_.reset();
   uv_run(&loop_, UV_RUN_DEFAULT);  // let close callbacks free their handles
@@ -101,9 +103,17 @@ Result<void> Daemon::ClearStaleSocket() {
 }
 
 Result<void> Daemon::Prepare() {
-  bool private_dirs = !config_.system;
-  if (auto ok = PrepareDirectory(config_.state_dir, private_dirs); !ok) return ok;
-  if (auto ok = PrepareDirectory(config_.log_dir, false); !ok) return ok;
+  // Users' data (their environments and arguments in the database) is root's
+  // alone; the log dir is only traversable, each app's directory its owner's.
+  // Logs kept under the state dir (a --log-dir there, or an older torchxd's
+  // default) need the state dir traversable too.
+  bool logs_inside = core::PathIsUnder(config_.state_dir, config_.log_dir) ||
+                     fs::exists(fs::path(config_.state_dir) / "logs");
+  mode_t state_mode = config_.system && logs_inside ? 0711 : 0700;
+  if (auto ok = PrepareDirectory(config_.state_dir, state_mode, true); !ok) return ok;
+  if (auto ok = PrepareDirectory(config_.log_dir, config_.system ? 0711 : 0700, config_.log_dir_defaulted); !ok) {
+    return ok;
+  }
   // A socket handed over by systemd, or by the torchxd this one replaced (`torchx daemon restart`).
   bool handed_over = std::getenv("TORCHXD_OWN_SOCKET") != nullptr;
   ::unsetenv("TORCHXD_OWN_SOCKET");
@@ -111,15 +121,15 @@ Result<void> Daemon::Prepare() {
   activated_ = activation.has_value() && !handed_over;
   if (activation && handed_over) listening_ = true;  // ours: removed when this daemon stops for good
   if (!activation) {
-    if (auto ok = PrepareDirectory(fs::path(config_.socket).parent_path().string(), private_dirs); !ok) {
-      return ok;
-    }
+    // System mode: group torchx reaches the socket through it (the socket itself is 0660).
+    std::string dir = fs::path(config_.socket).parent_path().string();
+    if (auto ok = PrepareDirectory(dir, config_.system ? 0755 : 0700, !config_.system); !ok) return ok;
   }
   if (auto ok = TakeLock(); !ok) return ok;
   if (!activation) {
     if (auto ok = ClearStaleSocket(); !ok) return ok;
   }
-  if (auto ok = PrepareDirectory(config_.run_dir, true); !ok) return ok;
+  if (auto ok = PrepareDirectory(config_.run_dir, 0700, true); !ok) return ok;
   std::string warning;
   auto store = Store::Open(config_.state_dir + "/torchxd.db", &warning);
   if (!store) return Fail(store.error());
@@ -128,6 +138,8 @@ Result<void> Daemon::Prepare() {
   LocalSchedulerOptions opts;
   opts.log_dir = config_.log_dir;
   opts.cache_size = config_.cache_size;
+  opts.max_running_per_user = config_.max_running_per_user;
+  opts.restart_rate_per_user = config_.restart_rate_per_user;
   opts.grace_seconds = config_.grace_period;
   opts.shim_path = config_.shim;
   opts.run_dir = config_.run_dir;
@@ -194,13 +206,16 @@ Result<void> Daemon::Prepare() {
       return ui_->InfoFor(peer);
     };
   }
-  service_ = std::make_unique<Service>(&loop_, schedulers_, logs_.get(), info);
+  file_worker_ = std::make_unique<FileWorker>(&loop_);
+  service_ = std::make_unique<Service>(&loop_, schedulers_, logs_.get(), file_worker_.get(), info);
   ServerLimits limits;
   limits.idle_timeout_seconds = config_.idle_timeout;
   limits.max_connections = config_.max_connections;
+  limits.max_connections_per_user = config_.max_connections_per_user;
   std::optional<uid_t> only_uid;
   if (!config_.system) only_uid = ::getuid();
-  server_ = std::make_unique<Server>(&loop_, service_.get(), limits, only_uid);
+  server_ = std::make_unique<Server>(&loop_, service_.get(), limits, only_uid,
+                                     [this](const PeerInfo& peer) { return service_->MayActOnAll(peer); });
   if (auto ok = activation ? server_->Adopt(*activation) : Listen(); !ok) return ok;
   return StartUi();
 }

@@ -59,6 +59,7 @@ class Daemon {
   std::unique_ptr<LocalScheduler> local_;
   std::unique_ptr<KubernetesScheduler> kubernetes_;
   std::vector<Scheduler*> schedulers_;  // borrowed from the owners above
+  std::unique_ptr<FileWorker> file_worker_;  // log reads a user's files decide the size of
   std::unique_ptr<Service> service_;
   std::unique_ptr<Server> server_;
   std::unique_ptr<DaemonMetrics> metrics_;

@@ -1,6 +1,7 @@
 #include "daemon/kubernetes_scheduler.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -257,8 +258,11 @@ KubernetesScheduler::KubeApp* KubernetesScheduler::Keep(k8s::TrackedJob job, std
   std::sort(rec->replicas.begin(), rec->replicas.end(), [](const auto& a, const auto& b) {
     return std::tie(a.role_index, a.replica_id) < std::tie(b.role_index, b.replica_id);
   });
-  std::error_code ec;
-  fs::create_directories(rec->app_log_dir, ec);  // `log` before the first line finds it
+  // `log` before the first line finds it; the daemon writes these logs and reads them for their owner.
+  ::mkdir((options_.log_dir + "/kubernetes").c_str(), 0711);
+  if (auto made = MakeAppLogDir(rec->app_log_dir, {::geteuid(), ::getegid()}); !made) {
+    spdlog::warn("cannot make the log directory app={} error={}", rec->app_id, made.error().message);
+  }
   auto app = std::make_unique<KubeApp>();
   app->foreign = foreign;
   app->rec = std::move(rec);

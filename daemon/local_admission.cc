@@ -53,15 +53,20 @@ core::AppDemand LocalScheduler::DemandOf(const AppRecord& app) const {
   return d;
 }
 
-Result<void> LocalScheduler::PrepareAdmission(AppRecord& app) {
+Result<void> LocalScheduler::PrepareAdmission(AppRecord& app, bool privileged) {
   if (!admission_) return {};
   app.admission.queued = true;
   if (app.cfg.contains("queue") && app.cfg["queue"].is_string()) app.admission.queue = app.cfg["queue"].get<std::string>();
   if (app.cfg.contains("priority") && app.cfg["priority"].is_number_integer()) {
-    app.admission.priority = app.cfg["priority"].get<int>();
+    // The cfg was resolved, so it is within [kMinPriority, kMaxPriority].
+    app.admission.priority = static_cast<int>(
+        std::clamp<int64_t>(app.cfg["priority"].get<int64_t>(), core::kMinPriority, core::kMaxPriority));
+  }
+  if (auto ok = admission_->Check(DemandOf(app)); !ok) return Fail(ok.error());
+  if (const core::QueueSpec* queue = admission_->Queue(app.admission.queue)) {
+    if (auto ok = core::CheckPriority(app.admission.priority, privileged, *queue); !ok) return Fail(ok.error());
   }
   app.admission.seq = next_seq_++;
-  if (auto ok = admission_->Check(DemandOf(app)); !ok) return Fail(ok.error());
   return {};
 }
 

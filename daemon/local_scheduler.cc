@@ -54,7 +54,11 @@ std::string ToLowerState(core::AppState state) {
 
 LocalScheduler::LocalScheduler(uv_loop_t* loop, Store* store, LogStore* logs,
                                LocalSchedulerOptions options)
-    : loop_(loop), store_(store), options_(std::move(options)), logs_(logs) {
+    : loop_(loop),
+      store_(store),
+      options_(std::move(options)),
+      logs_(logs),
+      restarts_(options_.restart_rate_per_user, options_.restart_rate_per_user * 5) {
   logs_->AddSource([this] { return OldestEvictableLogs(); });
   if (options_.box) admission_ = std::make_unique<core::Admission>(*options_.box, options_.queues);
 }
@@ -165,33 +169,46 @@ void LocalScheduler::Persist(const AppRecord& app) {
 
 void LocalScheduler::Event(const AppRecord& app, const std::string& what, int state,
                            const std::string& msg) {
-  if (auto ok = store_->AddEvent(app.scheduler, app.app_id, core::UnixNowMs(), what, state, msg); !ok) {
+  if (auto ok = store_->AddEvent(app.scheduler, app.app_id, core::UnixNowMs(), what, state, msg, EventsKept(app));
+      !ok) {
     spdlog::error("store write failed app={} error={}", app.app_id, ok.error().message);
   }
 }
 
-// The oldest finished app that may leave the cache, or null.
-AppRecord* LocalScheduler::OldestEvictable() {
+// The user's oldest finished app, which may leave the cache, or null.
+AppRecord* LocalScheduler::OldestEvictable(uid_t uid) {
   AppRecord* oldest = nullptr;
   for (auto& [key, rec] : apps_) {
-    if (!core::IsTerminal(rec->state) || rec->runner) continue;
+    if (rec->owner_uid != uid || !core::IsTerminal(rec->state) || rec->runner) continue;
     if (oldest == nullptr || rec->ended_ms.value_or(0) < oldest->ended_ms.value_or(0)) oldest = rec.get();
   }
   return oldest;
 }
 
-Result<void> LocalScheduler::CheckRoom() {
-  if (apps_.size() < options_.cache_size || OldestEvictable() != nullptr) return {};
-  return Fail(Error::Unavailable("App cache size (" + std::to_string(options_.cache_size) +
-                                 ") exceeded. Increase the cache size (torchxd --cache-size)"));
+Result<void> LocalScheduler::CheckRoom(uid_t uid, bool privileged) {
+  if (options_.max_running_per_user == 0 || privileged) return {};
+  size_t running = 0;
+  for (const auto& [key, rec] : apps_) {
+    bool queued = admission_ && admission_->IsPending(AppKey(*rec));
+    if (rec->owner_uid == uid && !core::IsTerminal(rec->state) && !queued) ++running;
+  }
+  if (running < options_.max_running_per_user) return {};
+  return Fail(Error::Unavailable("uid " + std::to_string(uid) + " already runs " + std::to_string(running) +
+                                 " apps, the most one user may run at once on this torchxd "
+                                 "(--max-running-per-user " + std::to_string(options_.max_running_per_user) +
+                                 "); wait for one to end or cancel one"));
 }
 
-void LocalScheduler::MakeRoom() {
-  // Called once a new app is in the store: the cache may hold one more for now.
-  while (apps_.size() >= options_.cache_size) {
-    AppRecord* oldest = OldestEvictable();
+void LocalScheduler::MakeRoom(uid_t uid) {
+  // Each user keeps their own `cache_size` apps: their oldest finished go
+  // first; running apps stay, and never cost anyone a submit.
+  size_t mine = 0;
+  for (const auto& [key, rec] : apps_) mine += rec->owner_uid == uid;
+  while (mine > options_.cache_size) {
+    AppRecord* oldest = OldestEvictable(uid);
     if (oldest == nullptr) return;
     Evict(*oldest);
+    --mine;
   }
 }
 
@@ -212,15 +229,8 @@ Result<void> LocalScheduler::MakeAppLogDir(const AppRecord& app, const std::stri
     }
     AsUser as(app.owner_uid, app.owner_gid);
     fs::create_directories(app.app_log_dir, ec);
-  } else {
-    // The daemon's log dir: the app's directory is made here, then handed to its owner.
-    fs::create_directories(app.app_log_dir, ec);
-    if (!ec && app.owner_uid != ::geteuid()) {
-      if (::chown(app.app_log_dir.c_str(), app.owner_uid, app.owner_gid) != 0 ||
-          ::chmod(app.app_log_dir.c_str(), 0750) != 0) {
-        ec = std::error_code(errno, std::generic_category());
-      }
-    }
+  } else if (auto made = daemon::MakeAppLogDir(app.app_log_dir, LogOwner(app)); !made) {
+    return Fail(made.error().WithContext("log_dir"));
   }
   if (ec) return Fail(Error::Io("log_dir " + app.app_log_dir + ": " + ec.message()));
   return {};
@@ -332,7 +342,7 @@ Result<const AppRecord*> LocalScheduler::SubmitNow(SubmitRequest request) {
     if (!ms) return Fail(Error::InvalidArgument("max_duration: " + ms.error().message));
     max_duration_ms = *ms;
   }
-  if (auto room = CheckRoom(); !room) return Fail(room.error());
+  if (auto room = CheckRoom(request.uid, request.privileged); !room) return Fail(room.error());
 
   auto rec = std::make_unique<AppRecord>();
   rec->scheduler = request.scheduler;
@@ -358,7 +368,7 @@ Result<const AppRecord*> LocalScheduler::SubmitNow(SubmitRequest request) {
       return Fail(Error::InvalidArgument("the log directory of role " + role.name + " would leave " + base));
     }
   }
-  if (auto admissible = PrepareAdmission(*rec); !admissible) return Fail(admissible.error());
+  if (auto admissible = PrepareAdmission(*rec, request.privileged); !admissible) return Fail(admissible.error());
   if (auto made = MakeAppLogDir(*rec, base); !made) return Fail(made.error());
 
   core::LocalPlanInput plan_input;
@@ -414,10 +424,9 @@ Result<const AppRecord*> LocalScheduler::SubmitNow(SubmitRequest request) {
     return Fail(Error::Io("the state store could not record the app, so nothing was started: " +
                           committed.error().message));
   }
-  MakeRoom();  // CheckRoom said an app can go
-
   AppRecord* raw = rec.get();
   apps_[Key{raw->scheduler, raw->app_id}] = std::move(rec);
+  MakeRoom(raw->owner_uid);
   spdlog::info("app submitted app={} scheduler={} replicas={}", raw->app_id, raw->scheduler,
                raw->replicas.size());
   if (admission_) {
@@ -522,7 +531,7 @@ void LocalScheduler::Delete(AppRecord& app, std::function<void(Result<core::AppS
   });
 }
 
-supervisor::AppOptions LocalScheduler::RunnerOptions(const AppRecord& app, std::vector<unsigned> run_as) const {
+supervisor::AppOptions LocalScheduler::RunnerOptions(const AppRecord& app, std::vector<unsigned> run_as) {
   supervisor::AppOptions opts;
   opts.grace_seconds = options_.grace_seconds;
   opts.backoff_initial_seconds = app.cfg.value("restart_backoff", 1.0);
@@ -535,6 +544,10 @@ supervisor::AppOptions LocalScheduler::RunnerOptions(const AppRecord& app, std::
   opts.process.log_max_bytes = app.log_max_bytes;
   opts.process.keep = options_.live_restore;
   opts.process.when_stored = [store = store_](std::function<void()> fn) { store->WhenStored(std::move(fn)); };
+  opts.book_restart = [this, uid = app.owner_uid](uint64_t delay_ms) {
+    uint64_t now = uv_now(loop_);
+    return restarts_.Book(uid, now + delay_ms) - now;
+  };
   if (app.scheduler == "local_docker") opts.runtime = containers_.get();
   return opts;
 }

@@ -31,6 +31,7 @@
 #include "supervisor/app_runner.h"
 #include "supervisor/container_runtime.h"
 #include "supervisor/docker_client.h"
+#include "supervisor/restart_budget.h"
 
 namespace torchxd::daemon {
 
@@ -38,7 +39,9 @@ inline constexpr size_t kMaxErrorFileBytes = 64 * 1024;  // of a replica's error
 
 struct LocalSchedulerOptions {
   std::string log_dir;       // the daemon's --log-dir
-  size_t cache_size = 100;   // TorchX's cache_size: all local apps, running and finished
+  size_t cache_size = 100;   // TorchX's cache_size, per user: their oldest finished apps go first
+  size_t max_running_per_user = 0;  // apps started and not ended, per uid (root and admins excepted); 0 = no limit
+  double restart_rate_per_user = 20;  // restarts per second, all of a user's replicas together (burst 5x)
   double grace_seconds = 10.0;
   std::string shim_path;
   uint64_t log_max_bytes = 128ull << 20;  // per stream; 0 = unbounded
@@ -102,9 +105,10 @@ class LocalScheduler : public Scheduler, public supervisor::AppRunnerObserver {
  private:
   using Key = std::pair<std::string, std::string>;  // scheduler, app_id
   AppRecord* RecordOf(supervisor::AppRunner& runner);
-  AppRecord* OldestEvictable();
-  [[nodiscard]] Result<void> CheckRoom();  // may a new app come in? (no change)
-  void MakeRoom();                         // evicts the oldest finished apps beyond the cache size
+  AppRecord* OldestEvictable(uid_t uid);
+  // May the user start one more app (--max-running-per-user)? Changes nothing.
+  [[nodiscard]] Result<void> CheckRoom(uid_t uid, bool privileged);
+  void MakeRoom(uid_t uid);  // evicts the user's oldest finished apps beyond the cache size
   void Evict(AppRecord& app);
   void Persist(const AppRecord& app);
   void Event(const AppRecord& app, const std::string& what, int state, const std::string& msg);
@@ -128,7 +132,7 @@ class LocalScheduler : public Scheduler, public supervisor::AppRunnerObserver {
   bool AdoptContainers(AppRecord& app);
   // After a restart: re-attaches to a process app's shims; false = cannot.
   bool AdoptProcesses(AppRecord& app);
-  supervisor::AppOptions RunnerOptions(const AppRecord& app, std::vector<unsigned> run_as) const;
+  supervisor::AppOptions RunnerOptions(const AppRecord& app, std::vector<unsigned> run_as);
   // Makes the app's runner and starts it.
   void Launch(AppRecord& app, std::vector<core::ReplicaRequest> requests, std::vector<unsigned> run_as,
               const std::vector<bool>& held = {});
@@ -143,7 +147,8 @@ class LocalScheduler : public Scheduler, public supervisor::AppRunnerObserver {
   // Admission (daemon/local_admission.cc).
   core::AppDemand DemandOf(const AppRecord& app) const;
   // Sets the app's queue, priority and order from its cfg; refuses what can never start.
-  [[nodiscard]] Result<void> PrepareAdmission(AppRecord& app);
+  // `privileged`: the submitter is root or in the admin group (a priority above the users' range).
+  [[nodiscard]] Result<void> PrepareAdmission(AppRecord& app, bool privileged);
   void SchedulePass();  // on the next loop turn, once for any number of events
   void StartAdmitted(AppRecord& app, const std::vector<core::Placement>& placed);
   // GPUs the app's placement gave each replica, applied to its requests.
@@ -172,6 +177,7 @@ class LocalScheduler : public Scheduler, public supervisor::AppRunnerObserver {
   int gpu_count_ = 0;
   LogStore* logs_;
   std::unique_ptr<core::Admission> admission_;
+  supervisor::RestartBudget restarts_;
   UvHandle<uv_timer_t> pass_timer_;
   bool pass_scheduled_ = false;
   bool stopping_ = false;       // Shutdown: nothing more starts

@@ -1,5 +1,7 @@
 #include "daemon/log_request.h"
 
+#include <limits>
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -100,21 +102,23 @@ Result<LogQuery> ParseLogQuery(const json& params) {
     if (!reps->is_array()) {
       r.SetError("params.replicas", "must be an array of replica ids");
     } else {
-      for (const auto& id : *reps) {
-        if (!id.is_number_integer()) {
-          r.SetError("params.replicas", "must be an array of replica ids");
+      for (size_t i = 0; i < reps->size(); ++i) {
+        auto id = core::IntInRange((*reps)[i], core::JsonPathIndex("params.replicas", i), 0,
+                                   std::numeric_limits<int>::max());
+        if (!id) {
+          r.SetError("params.replicas", id.error().message.substr(id.error().message.find(": ") + 2));
           break;
         }
-        q.replicas.push_back(id.get<int>());
+        q.replicas.push_back(static_cast<int>(*id));
       }
     }
   }
   q.regex = r.OptionalString("regex");
-  if (auto v = r.Field("since_ms"); v && v->is_number_integer()) q.since_ms = v->get<int64_t>();
-  if (auto v = r.Field("until_ms"); v && v->is_number_integer()) q.until_ms = v->get<int64_t>();
+  q.since_ms = r.OptionalInt("since_ms", INT64_MIN, INT64_MAX);
+  q.until_ms = r.OptionalInt("until_ms", INT64_MIN, INT64_MAX);
   q.follow = r.Bool("follow", false);
-  q.tail_lines = r.OptionalInt("tail_lines");
-  q.attempt = r.OptionalInt("attempt");
+  if (auto n = r.OptionalInt("tail_lines", 0, std::numeric_limits<int>::max())) q.tail_lines = static_cast<int>(*n);
+  if (auto n = r.OptionalInt("attempt", 0, std::numeric_limits<int>::max())) q.attempt = static_cast<int>(*n);
   if (const json* cursors = r.Field("cursors"); cursors != nullptr && !cursors->is_null()) {
     if (!cursors->is_object()) {
       r.SetError("params.cursors", "must be an object of \"role/replica\": cursor");
@@ -152,17 +156,96 @@ struct LogRequest::Cursor {
   uint64_t lines = 0;
   bool finished = false;
   std::string warned;  // the last problem a follower was told
+  std::vector<json> notices;  // prepared: sent once every cursor is ready
   UniqueFd fd;
   uint64_t fd_start = 0;
   uint64_t fd_end = UINT64_MAX;  // UINT64_MAX: the live segment
   ino_t fd_inode = 0;
+  uint64_t ticket = 0;      // a FileWorker job under way for this cursor (0: none)
+  bool reloading = false;   // its layout is being read again: wait for it
+  uint64_t reload_pos = UINT64_MAX;  // where it was last read again, and at which wake
+  uint64_t reload_wake = 0;
 };
+
+namespace {
+
+// Where a cursor starts reading, worked out on the FileWorker: its layout,
+// then the reads that place the start (the tail's lines, the first whole line).
+struct Prepared {
+  logfiles::LogStreamLayout layout;
+  uint64_t pos = 0;
+  uint64_t end = UINT64_MAX;
+  LogCursor mark;
+  size_t next_attempt = 0;
+  std::vector<json> notices;  // events to send before its lines, in order
+};
+
+Result<Prepared> PrepareCursor(const LogTarget& target, const LogQuery& query) {
+  Prepared c;
+  auto layout = logfiles::LoadLogStream(target.dir, query.stream);
+  if (!layout && layout.error().code != ErrorCode::kNotFound) {
+    return Fail(layout.error().WithContext(target.role + "/" + std::to_string(target.replica)));
+  }
+  if (!layout) {
+    // Not written yet (a replica still starting): an empty stream.
+    layout = logfiles::LogStreamLayout{};
+    layout->segments.push_back({target.dir + "/" + query.stream + ".log", 0, 0});
+  }
+  c.layout = std::move(*layout);
+  c.pos = c.layout.first_offset;
+  if (query.attempt) {
+    const auto& attempts = c.layout.attempts;
+    auto it = std::find_if(attempts.begin(), attempts.end(),
+                           [&](const logfiles::LogAttempt& a) { return a.attempt == *query.attempt; });
+    if (it == attempts.end()) {
+      return Fail(Error::InvalidArgument(target.role + "/" + std::to_string(target.replica) + " has no attempt " +
+                                         std::to_string(*query.attempt) + " (it has " +
+                                         std::to_string(attempts.size()) + ")"));
+    }
+    c.pos = std::max(c.pos, it->offset);
+    if (std::next(it) != attempts.end()) c.end = std::next(it)->offset;
+  }
+  auto resume = query.cursors.find(target.role + "/" + std::to_string(target.replica));
+  if (resume != query.cursors.end()) {
+    // Everything before the cursor was delivered, the notices included.
+    c.pos = std::min(std::max(c.pos, resume->second.offset), c.layout.end_offset);
+    if (resume->second.offset < c.layout.first_offset) c.pos = resume->second.offset;  // missed_bytes
+    bool attempt_sent = resume->second.attempt_sent && c.pos == resume->second.offset;
+    while (c.next_attempt < c.layout.attempts.size() &&
+           (c.layout.attempts[c.next_attempt].offset < c.pos ||
+            (attempt_sent && c.layout.attempts[c.next_attempt].offset == c.pos))) {
+      ++c.next_attempt;
+    }
+    c.mark = {c.pos, attempt_sent};
+    if (!query.follow) c.end = std::min(c.end, c.layout.end_offset);
+    return c;
+  }
+  if (query.since_ms) c.pos = std::max(c.pos, c.layout.OffsetAtTime(*query.since_ms));
+  if (query.tail_lines) c.pos = std::max(c.pos, TailStart(c.layout, *query.tail_lines));
+  if (!query.follow) c.end = std::min(c.end, c.layout.end_offset);
+  c.mark = {c.pos, false};
+  if (c.pos == c.layout.first_offset && c.layout.first_offset > 0) {
+    // Rotation cut the oldest line: start at the next whole one and count the
+    // fragment as dropped too.
+    c.pos = NextLineStart(c.layout, c.pos);
+    c.mark = {c.pos, false};
+    c.notices.push_back({{"dropped_bytes", c.pos}});
+  }
+  while (c.next_attempt < c.layout.attempts.size() && c.layout.attempts[c.next_attempt].offset <= c.pos) {
+    ++c.next_attempt;
+  }
+  if (target.lost_bytes > 0) c.notices.push_back({{"lost_bytes", target.lost_bytes}});  // the logs have a hole
+  return c;
+}
+
+}  // namespace
 
 LogRequest::LogRequest(uv_loop_t* loop, LogStore* logs, std::string app_key,
                        std::vector<LogTarget> targets, LogQuery query,
                        std::function<bool()> app_live, std::shared_ptr<Responder> responder,
-                       std::function<void(LogRequest*)> on_done, FileOwner read_as)
+                       std::function<void(LogRequest*)> on_done, FileOwner read_as, FileWorker* worker)
     : loop_(loop),
+      worker_(worker),
       read_as_(read_as),
       logs_(logs),
       app_key_(std::move(app_key)),
@@ -182,76 +265,86 @@ LogRequest::~LogRequest() {
 }
 
 Result<void> LogRequest::Start() {
-  AsUser as(read_as_.uid, read_as_.gid);
   if (query_.regex) {
     auto compiled = core::LineRegex::Compile(*query_.regex);
     if (!compiled) return Fail(compiled.error());
     regex_.emplace(std::move(*compiled));
   }
-  for (auto& c : cursors_) {
-    auto layout = logfiles::LoadLogStream(c->target.dir, query_.stream);
-    if (!layout) {
-      // Not written yet (a replica still starting): an empty stream.
-      layout = logfiles::LogStreamLayout{};
-      layout->segments.push_back({c->target.dir + "/" + query_.stream + ".log", 0, 0});
-    }
-    c->layout = std::move(*layout);
-    c->pos = c->layout.first_offset;
-    if (query_.attempt) {
-      const auto& attempts = c->layout.attempts;
-      auto it = std::find_if(attempts.begin(), attempts.end(),
-                             [&](const logfiles::LogAttempt& a) { return a.attempt == *query_.attempt; });
-      if (it == attempts.end()) {
-        return Fail(Error::InvalidArgument(c->target.role + "/" + std::to_string(c->target.replica) +
-                                           " has no attempt " + std::to_string(*query_.attempt) +
-                                           " (it has " + std::to_string(attempts.size()) + ")"));
-      }
-      c->pos = std::max(c->pos, it->offset);
-      if (std::next(it) != attempts.end()) c->end = std::next(it)->offset;
-    }
-    auto resume = query_.cursors.find(c->target.role + "/" + std::to_string(c->target.replica));
-    if (resume != query_.cursors.end()) {
-      // Everything before the cursor was delivered, the notices included.
-      c->pos = std::min(std::max(c->pos, resume->second.offset), c->layout.end_offset);
-      if (resume->second.offset < c->layout.first_offset) c->pos = resume->second.offset;  // missed_bytes
-      bool attempt_sent = resume->second.attempt_sent && c->pos == resume->second.offset;
-      while (c->next_attempt < c->layout.attempts.size() &&
-             (c->layout.attempts[c->next_attempt].offset < c->pos ||
-              (attempt_sent && c->layout.attempts[c->next_attempt].offset == c->pos))) {
-        ++c->next_attempt;
-      }
-      c->mark = {c->pos, attempt_sent};
-      if (!query_.follow) c->end = std::min(c->end, c->layout.end_offset);
-      continue;
-    }
-    if (query_.since_ms) c->pos = std::max(c->pos, c->layout.OffsetAtTime(*query_.since_ms));
-    if (query_.tail_lines) c->pos = std::max(c->pos, TailStart(c->layout, *query_.tail_lines));
-    if (!query_.follow) c->end = std::min(c->end, c->layout.end_offset);
-    c->mark = {c->pos, false};
-    if (c->pos == c->layout.first_offset && c->layout.first_offset > 0) {
-      // Rotation cut the oldest line: start at the next whole one and count the
-      // fragment as dropped too.
-      c->pos = NextLineStart(c->layout, c->pos);
-      c->mark = {c->pos, false};
-      Event(*c, {{"dropped_bytes", c->pos}});
-    }
-    while (c->next_attempt < c->layout.attempts.size() &&
-           c->layout.attempts[c->next_attempt].offset <= c->pos) {
-      ++c->next_attempt;
-    }
-    if (c->target.lost_bytes > 0) {  // a reader must know the logs have a hole
-      Event(*c, {{"lost_bytes", c->target.lost_bytes}});
-    }
-  }
   idle_ = NewUvHandle<uv_idle_t>(this);
   uv_idle_init(loop_, idle_.get());
-  if (query_.follow) subscription_ = logs_->Subscribe(app_key_, [this] { Schedule(); });
   responder_->OnGone([this] {
     done_ = true;
     Schedule();  // finish on the loop, never inside the connection's callback
   });
+  preparing_ = cursors_.size();
+  if (preparing_ == 0) return Begin();
+  for (size_t i = 0; i < cursors_.size(); ++i) {
+    Cursor& c = *cursors_[i];
+    c.ticket = worker_->Post(read_as_.uid, read_as_.uid, read_as_.gid,
+                             [this, i, target = c.target, query = query_]() -> std::function<void()> {
+                               auto prepared = std::make_shared<Result<Prepared>>(PrepareCursor(target, query));
+                               return [this, i, prepared] { OnPrepared(i, prepared); };
+                             });
+  }
+  return {};
+}
+
+void LogRequest::OnPrepared(size_t index, const std::shared_ptr<void>& result) {
+  auto& prepared = *std::static_pointer_cast<Result<Prepared>>(result);
+  Cursor& c = *cursors_[index];
+  c.ticket = 0;
+  if (!prepared) {
+    if (!first_error_) first_error_ = prepared.error();
+  } else {
+    c.layout = std::move(prepared->layout);
+    c.pos = prepared->pos;
+    c.end = prepared->end;
+    c.mark = prepared->mark;
+    c.next_attempt = prepared->next_attempt;
+    c.notices = std::move(prepared->notices);
+  }
+  if (--preparing_ > 0) return;
+  if (first_error_) {
+    responder_->Error(*first_error_);
+    return Finish();  // destroys this
+  }
+  if (auto ok = Begin(); !ok) {
+    responder_->Error(ok.error());
+    Finish();
+  }
+}
+
+Result<void> LogRequest::Begin() {
+  for (auto& c : cursors_) {
+    for (auto& notice : c->notices) Event(*c, std::move(notice));
+    c->notices.clear();
+  }
+  if (query_.follow) {
+    subscription_ = logs_->Subscribe(app_key_, [this] {
+      ++wakes_;
+      Schedule();
+    });
+  }
   Schedule();
   return {};
+}
+
+void LogRequest::Reload(Cursor& c) {
+  c.reloading = true;
+  c.reload_pos = c.pos;
+  c.reload_wake = wakes_;
+  Cursor* cursor = &c;
+  c.ticket = worker_->Post(read_as_.uid, read_as_.uid, read_as_.gid,
+                           [this, cursor, dir = c.target.dir, stream = query_.stream]() -> std::function<void()> {
+                             auto layout = std::make_shared<Result<logfiles::LogStreamLayout>>(
+                                 logfiles::LoadLogStream(dir, stream));
+                             return [this, cursor, layout] {
+                               cursor->ticket = 0;
+                               cursor->reloading = false;
+                               if (*layout) cursor->layout = std::move(**layout);
+                               Schedule();
+                             };
+                           });
 }
 
 void LogRequest::Schedule() {
@@ -267,6 +360,10 @@ void LogRequest::Schedule() {
 }
 
 void LogRequest::Step() {
+  if (preparing_ > 0) {  // the first reads are under way; the client may have left meanwhile
+    if (done_ || !responder_->alive()) Finish();
+    return;
+  }
   if (done_ || !responder_->alive()) return Finish();
   if (responder_->QueuedBytes() > kMaxQueuedBytes) {  // the client lags: wait for it
     responder_->WhenDrained([this] { Schedule(); });
@@ -275,9 +372,15 @@ void LogRequest::Step() {
   AsUser as(read_as_.uid, read_as_.gid);  // the owner's files, read with the owner's rights
   size_t budget = kSliceBytes;
   bool all_caught_up = true;
+  bool reloading = false;  // a cursor waits for its layout: its reload wakes us
   for (auto& c : cursors_) {
     if (c->finished) continue;
-    bool caught_up = Pump(*c, budget);
+    if (c->reloading) {
+      reloading = true;
+      continue;
+    }
+    bool caught_up = Pump(*c, budget) && !c->reloading;
+    reloading = reloading || c->reloading;
     all_caught_up = all_caught_up && caught_up;
     if (budget == 0) break;
   }
@@ -285,7 +388,8 @@ void LogRequest::Step() {
     Flush(*c);
     Warn(*c);
   }
-  if (!all_caught_up || budget == 0) return Schedule();
+  if (budget == 0 || (!all_caught_up && !reloading)) return Schedule();
+  if (reloading) return;
   if (query_.follow && app_live_()) return;  // the log store wakes us when more arrives
   // Everything is read. On one loop thread no output can land between the
   // last read and this check, and an app is terminal only after its pipes closed.
@@ -323,11 +427,8 @@ bool LogRequest::Pump(Cursor& c, size_t& budget) {
         bool live = i + 1 == c.layout.segments.size();
         if (c.pos >= s.start && (live || c.pos < s.start + s.size)) seg = &s;
       }
-      if (seg == nullptr) {  // a segment vanished under us (rotation): look again
-        auto layout = logfiles::LoadLogStream(c.target.dir, query_.stream);
-        if (!layout) return true;
-        c.layout = std::move(*layout);
-        if (c.pos < c.layout.first_offset) continue;
+      if (seg == nullptr) {  // a segment vanished under us (rotation): look again, once per wake
+        if (c.reload_pos != c.pos || c.reload_wake != wakes_) Reload(c);
         return true;
       }
       c.fd = logfiles::OpenRegular(seg->path, O_RDONLY);
@@ -345,11 +446,10 @@ bool LogRequest::Pump(Cursor& c, size_t& budget) {
       // End of the live segment: was it rotated away since we opened it?
       struct stat st;
       std::string live = c.target.dir + "/" + query_.stream + ".log";
-      if (c.fd_end == UINT64_MAX && ::stat(live.c_str(), &st) == 0 && st.st_ino != c.fd_inode) {
-        auto layout = logfiles::LoadLogStream(c.target.dir, query_.stream);
-        if (layout) c.layout = std::move(*layout);
+      if (c.fd_end == UINT64_MAX && ::stat(live.c_str(), &st) == 0 && st.st_ino != c.fd_inode &&
+          (c.reload_pos != c.pos || c.reload_wake != wakes_)) {
         c.fd.reset();
-        continue;
+        Reload(c);
       }
       return true;
     }
@@ -443,6 +543,10 @@ void LogRequest::Warn(Cursor& c) {
 void LogRequest::Finish() {
   if (!idle_) return;
   idle_.reset();
+  for (auto& c : cursors_) {
+    if (c->ticket != 0) worker_->Cancel(c->ticket);
+    c->ticket = 0;
+  }
   if (subscription_ != 0) logs_->Unsubscribe(subscription_);
   subscription_ = 0;
   auto on_done = std::move(on_done_);

@@ -1,7 +1,8 @@
 // LogRequest: one `log` call (docs/protocol.md) in progress.
 //
 // It reads the selected replicas' stream files from disk in slices on the
-// loop (never a large synchronous read), sends lines as events in batches,
+// loop (never a large synchronous read; each replica's index and where its
+// reading starts are worked out on the FileWorker, off the loop), sends lines as events in batches,
 // and pauses while the client's socket is backed up, so a slow or stopped
 // follower costs bounded memory and never blocks a replica: it just resumes
 // from disk. Followers are woken by the LogStore, never by a timer; a follow
@@ -28,6 +29,7 @@
 #include "core/line_regex.h"
 #include "core/result.h"
 #include "core/uv_handle.h"
+#include "daemon/file_worker.h"
 #include "daemon/log_store.h"
 #include "logfiles/log_stream.h"
 #include "daemon/server.h"
@@ -77,9 +79,11 @@ struct FileOwner {
 class LogRequest {
  public:
   // `app_live` says whether more output may still come (follow mode).
+  // The files are read with `read_as`'s rights; what their size decides (the
+  // index, a tail) on `worker`, the lines in slices on the loop.
   LogRequest(uv_loop_t* loop, LogStore* logs, std::string app_key, std::vector<LogTarget> targets,
              LogQuery query, std::function<bool()> app_live, std::shared_ptr<Responder> responder,
-             std::function<void(LogRequest*)> on_done, FileOwner read_as);
+             std::function<void(LogRequest*)> on_done, FileOwner read_as, FileWorker* worker);
   ~LogRequest();
   // Why a replica's log cannot be read now (by "role/replica"; "" = it can):
   // a follower gets each new reason as a `warning` event, a one-off read's
@@ -87,10 +91,15 @@ class LogRequest {
   void SetProblemSource(std::function<std::string(const std::string& replica_key)> problem) {
     problem_ = std::move(problem);
   }
+  // Starts reading; a bad query is an error here, a replica whose files
+  // cannot be read an error the responder gets (and the request ends).
   [[nodiscard]] Result<void> Start();
 
  private:
   struct Cursor;
+  void OnPrepared(size_t index, const std::shared_ptr<void>& result);
+  [[nodiscard]] Result<void> Begin();  // every cursor is placed: send and follow
+  void Reload(Cursor& c);              // reads its layout again, off the loop
   void Schedule();
   void Step();
   bool Pump(Cursor& c, size_t& budget);  // true when this cursor has nothing more for now
@@ -102,6 +111,7 @@ class LogRequest {
   void Finish();
 
   uv_loop_t* loop_;
+  FileWorker* worker_;
   FileOwner read_as_;
   LogStore* logs_;
   std::string app_key_;
@@ -116,6 +126,9 @@ class LogRequest {
   uint64_t subscription_ = 0;
   bool scheduled_ = false;
   bool done_ = false;
+  size_t preparing_ = 0;          // cursors whose start is being worked out
+  std::optional<Error> first_error_;
+  uint64_t wakes_ = 0;            // times the log store woke this follower
 };
 
 }  // namespace torchxd::daemon

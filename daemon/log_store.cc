@@ -1,7 +1,11 @@
 #include "daemon/log_store.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <algorithm>
 #include <filesystem>
@@ -225,6 +229,18 @@ void DiscardLogDir(const std::string& dir, std::optional<LogStore::Owner> owner)
     }
     ::rmdir(doomed.c_str());
   }).detach();
+}
+
+Result<void> MakeAppLogDir(const std::string& app_log_dir, LogStore::Owner owner) {
+  std::string session_dir = std::filesystem::path(app_log_dir).parent_path().string();
+  if (::mkdir(session_dir.c_str(), 0711) == 0) (void)::chmod(session_dir.c_str(), 0711);  // past the umask
+  auto failed = [&](const char* what) {
+    return Fail(Error::Io(std::string(what) + " " + app_log_dir + ": " + strerror(errno)));
+  };
+  if (::mkdir(app_log_dir.c_str(), 0700) != 0 && errno != EEXIST) return failed("mkdir");
+  if (::chmod(app_log_dir.c_str(), 0700) != 0) return failed("chmod");
+  if (owner.uid != ::geteuid() && ::chown(app_log_dir.c_str(), owner.uid, owner.gid) != 0) return failed("chown");
+  return {};
 }
 
 }  // namespace torchxd::daemon

@@ -117,6 +117,11 @@ class LogStore {
 // directory itself goes with the daemon's (rmdir never follows).
 void DiscardLogDir(const std::string& dir, std::optional<LogStore::Owner> owner);
 
+// An app's directory in the daemon's log dir: its session's directory lets
+// owners through to their own apps without listing anyone's (0711), the app's
+// is its owner's alone (0700).
+[[nodiscard]] Result<void> MakeAppLogDir(const std::string& app_log_dir, LogStore::Owner owner);
+
 }  // namespace torchxd::daemon
 
 #endif  // TORCHXD_DAEMON_LOG_STORE_H_

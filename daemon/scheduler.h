@@ -34,6 +34,7 @@ struct SubmitRequest {
   std::string cwd;
   std::map<std::string, std::string> env;
   uid_t uid = 0;
+  bool privileged = false;  // root or the admin group (a priority above the users' range)
 };
 
 struct CancelOutcome {

@@ -363,9 +363,9 @@ void ConnectionResponder::OnGone(std::function<void()> callback) {
   if (auto c = connection_.lock()) c->AddGoneCallback(std::move(callback));
 }
 
-Server::Server(uv_loop_t* loop, RequestHandler* handler, ServerLimits limits,
-               std::optional<uid_t> only_uid)
-    : loop_(loop), handler_(handler), limits_(limits), only_uid_(only_uid) {}
+Server::Server(uv_loop_t* loop, RequestHandler* handler, ServerLimits limits, std::optional<uid_t> only_uid,
+               std::function<bool(const PeerInfo&)> privileged)
+    : loop_(loop), handler_(handler), limits_(limits), only_uid_(only_uid), privileged_(std::move(privileged)) {}
 
 Server::~Server() { DropAll(); }
 
@@ -446,6 +446,7 @@ void Server::Close() {
 void Server::DropAll() {
   auto connections = std::move(connections_);
   connections_.clear();
+  per_uid_.clear();
 }
 
 void Server::OnConnection() {
@@ -453,11 +454,12 @@ void Server::OnConnection() {
   if (!connection->Init(reinterpret_cast<uv_stream_t*>(listener_.get()))) return;
   Connection* raw = connection.get();
   connections_[raw] = std::move(connection);
-  if (connections_.size() > limits_.max_connections) {
-    spdlog::warn("connection refused: limit reached limit={}", limits_.max_connections);
-    return raw->RejectAndClose(Error::Unavailable(
-        "torchxd is serving its maximum of " + std::to_string(limits_.max_connections) +
-        " connections; try again"));
+  uid_t uid = raw->peer().uid;
+  size_t mine = ++per_uid_[uid];
+  if (auto refusal = Refusal(raw->peer(), mine)) {
+    spdlog::warn("connection refused uid={} pid={} connections={} of_uid={} reason={}", uid, raw->peer().pid,
+                 connections_.size(), mine, refusal->message);
+    return raw->RejectAndClose(*refusal);
   }
   if (only_uid_ && raw->peer().uid != *only_uid_) {
     return raw->RejectAndClose(Error::PermissionDenied(
@@ -467,8 +469,32 @@ void Server::OnConnection() {
   raw->Start();
 }
 
+std::optional<Error> Server::Refusal(const PeerInfo& peer, size_t of_uid) const {
+  size_t total = connections_.size();
+  if (total > limits_.max_connections) {
+    return Error::Unavailable("torchxd is serving its maximum of " + std::to_string(limits_.max_connections) +
+                              " connections; try again");
+  }
+  bool over_own = of_uid > limits_.max_connections_per_user;
+  bool in_reserve = total > limits_.max_connections - limits_.ReservedForAdmins();
+  if (!over_own && !in_reserve) return std::nullopt;
+  if (privileged_ && privileged_(peer)) return std::nullopt;  // bounded by the total only
+  if (over_own) {
+    return Error::Unavailable("uid " + std::to_string(peer.uid) + " already has " +
+                              std::to_string(limits_.max_connections_per_user) +
+                              " connections to torchxd, the most one user may hold (torchxd "
+                              "--max-connections-per-user); close some (a `wait` or `log -f` holds one) and try again");
+  }
+  return Error::Unavailable("torchxd is serving its maximum of " +
+                            std::to_string(limits_.max_connections - limits_.ReservedForAdmins()) +
+                            " connections for users (" + std::to_string(limits_.ReservedForAdmins()) +
+                            " more are kept for root and the admin group); try again");
+}
+
 void Server::Remove(Connection* connection) {
   bool was_big = connection->peak_bytes() > kTrimAfterBytes;
+  auto it = per_uid_.find(connection->peer().uid);
+  if (it != per_uid_.end() && --it->second == 0) per_uid_.erase(it);
   connections_.erase(connection);
   // A client that made us buffer a lot leaves that memory with glibc: give it back.
   if (was_big) ::malloc_trim(0);

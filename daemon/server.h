@@ -14,7 +14,9 @@
 #include <sys/types.h>
 #include <uv.h>
 
+#include <algorithm>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -63,13 +65,20 @@ inline constexpr size_t kTrimAfterBytes = 4 << 20;        // give memory back af
 struct ServerLimits {
   size_t max_frame_bytes = protocol::kMaxFrameBytes;
   size_t max_connections = 256;
+  // One uid's connections; root, the daemon's user and the admin group are bounded by the total only.
+  size_t max_connections_per_user = 64;
   double idle_timeout_seconds = 300;
+  // Of max_connections, how many only root, the daemon's user and the admin
+  // group may take: users holding every other slot still leave them a way in.
+  size_t ReservedForAdmins() const { return std::min<size_t>(8, max_connections / 4); }
 };
 
 class Server {
  public:
-  Server(uv_loop_t* loop, RequestHandler* handler, ServerLimits limits,
-         std::optional<uid_t> only_uid);
+  // `privileged` says whether a peer is root, the daemon's user or in the
+  // admin group; it is asked only when a connection would otherwise be refused.
+  Server(uv_loop_t* loop, RequestHandler* handler, ServerLimits limits, std::optional<uid_t> only_uid,
+         std::function<bool(const PeerInfo&)> privileged = {});
   ~Server();
 
   // Binds `path` (0600), hands it to `group` with mode 0660 when given, and
@@ -86,6 +95,8 @@ class Server {
  private:
   friend class Connection;
   void OnConnection();
+  // Why a new connection (the peer's `of_uid`-th) is turned away, or nothing.
+  std::optional<Error> Refusal(const PeerInfo& peer, size_t of_uid) const;
   void Remove(Connection* connection);
 
   uv_loop_t* loop_;
@@ -100,6 +111,8 @@ class Server {
 
  private:
   std::map<Connection*, std::shared_ptr<Connection>> connections_;
+  std::map<uid_t, size_t> per_uid_;  // open connections by peer uid
+  std::function<bool(const PeerInfo&)> privileged_;
   bool closing_ = false;
 };
 

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <limits>
 
 #include "core/app_handle.h"
 #include "core/app_json.h"
@@ -158,6 +159,7 @@ Result<SubmitRequest> Service::ValidateRun(const json& params, const PeerInfo& p
   if (!resolved) return Fail(resolved.error());
   req.cfg = std::move(*resolved);
   req.uid = peer.uid;
+  req.privileged = MayActOnAll(peer);
   return req;
 }
 
@@ -371,10 +373,13 @@ void Service::Cancel(const json& params, const PeerInfo& peer, const Reply& repl
   if (!app) return reply->Error(app.error());
   std::optional<double> grace;
   if (params.contains("grace_period")) {
-    if (!params["grace_period"].is_number() || params["grace_period"].get<double>() < 0) {
-      return reply->Error(Error::InvalidArgument("params.grace_period: must be a number of seconds >= 0"));
+    const json& g = params["grace_period"];
+    if (!g.is_number() || !(g.get<double>() >= 0 && g.get<double>() <= kMaxGraceSeconds)) {
+      return reply->Error(Error::InvalidArgument("params.grace_period: must be a number of seconds between 0 and " +
+                                                 std::to_string(static_cast<int>(kMaxGraceSeconds)) + ", got " +
+                                                 g.dump()));
     }
-    grace = params["grace_period"].get<double>();
+    grace = g.get<double>();
   }
   std::string scheduler = (*app)->scheduler, app_id = (*app)->app_id, handle = (*app)->Handle();
   Scheduler* owner = SchedulerFor(scheduler);
@@ -397,10 +402,9 @@ void Service::Scale(const json& params, const PeerInfo& peer, const Reply& reply
   }
   std::vector<core::ScaleRequest> changes;
   for (const auto& [role, n] : it->items()) {
-    if (!n.is_number_integer()) {
-      return reply->Error(Error::InvalidArgument("params.scale." + role + ": must be an integer, got " + n.dump()));
-    }
-    core::ScaleRequest c{role, n.get<int>(), 0};
+    auto count = core::IntInRange(n, "params.scale." + role, 0, std::numeric_limits<int>::max());
+    if (!count) return reply->Error(count.error());
+    core::ScaleRequest c{role, static_cast<int>(*count), 0};
     auto index = core::CheckScale((*app)->app, c);
     if (!index) return reply->Error(index.error());
     c.role_index = *index;
@@ -522,7 +526,8 @@ void Service::Log(const json& params, const PeerInfo& peer, const Reply& reply) 
   auto start = [this, owner, scheduler, app_id, key, live, reply, read_as, targets = std::move(targets),
                 query = std::move(*query)]() mutable {
     auto request = std::make_unique<LogRequest>(loop_, logs_, key, std::move(targets), std::move(query), live, reply,
-                                                [this](LogRequest* done) { log_requests_.erase(done); }, read_as);
+                                                [this](LogRequest* done) { log_requests_.erase(done); }, read_as,
+                                                files_);
     LogRequest* raw = request.get();
     raw->SetProblemSource([owner, scheduler, app_id](const std::string& replica_key) {
       const AppRecord* a = owner->Find(scheduler, app_id);

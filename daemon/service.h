@@ -16,12 +16,16 @@
 #include <string>
 #include <vector>
 
+#include "daemon/file_worker.h"
 #include "daemon/log_store.h"
 #include "daemon/scheduler.h"
 #include "daemon/log_request.h"
 #include "daemon/server.h"
 
 namespace torchxd::daemon {
+
+// The longest grace period a `cancel` may ask for (as --grace-period).
+inline constexpr double kMaxGraceSeconds = 86400;
 
 // Rows in one `list` reply: with the longest names a page stays far below the frame limit.
 inline constexpr size_t kMaxListRows = 5000;
@@ -50,8 +54,8 @@ class Service : public RequestHandler {
   // May `peer` see and act on every app? (root, the daemon's own user, the admin group)
   bool MayActOnAll(const PeerInfo& peer) const;
   // `schedulers` serve the names they list; the first to list a name wins.
-  Service(uv_loop_t* loop, std::vector<Scheduler*> schedulers, LogStore* logs, DaemonInfo info)
-      : loop_(loop), schedulers_(std::move(schedulers)), logs_(logs), info_(std::move(info)) {}
+  Service(uv_loop_t* loop, std::vector<Scheduler*> schedulers, LogStore* logs, FileWorker* files, DaemonInfo info)
+      : loop_(loop), schedulers_(std::move(schedulers)), logs_(logs), files_(files), info_(std::move(info)) {}
 
   void Handle(const protocol::Request& request, const PeerInfo& peer,
               std::shared_ptr<Responder> responder) override;
@@ -88,6 +92,7 @@ class Service : public RequestHandler {
   uv_loop_t* loop_;
   std::vector<Scheduler*> schedulers_;
   LogStore* logs_;
+  FileWorker* files_;
   DaemonInfo info_;
   bool shutting_down_ = false;
   std::map<LogRequest*, std::unique_ptr<LogRequest>> log_requests_;

@@ -1,5 +1,13 @@
 #include "daemon/store.h"
 
+#include "core/unique_fd.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <map>
@@ -38,8 +46,28 @@ void BindText(sqlite3_stmt* s, int i, const std::string& v) {
 
 }  // namespace
 
+namespace {
+
+// The records hold users' environments and arguments: the database and its
+// -wal and -shm (sqlite gives them the database's mode) are the daemon's alone.
+Result<void> MakePrivate(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!fd.valid()) return Fail(Error::Io("open " + path + ": " + strerror(errno)));
+  if (::fchmod(fd.get(), 0600) != 0) return Fail(Error::Io("chmod " + path + ": " + strerror(errno)));
+  for (const char* suffix : {"-wal", "-shm"}) {
+    std::string side = path + suffix;
+    if (::chmod(side.c_str(), 0600) != 0 && errno != ENOENT) {
+      return Fail(Error::Io("chmod " + side + ": " + strerror(errno)));
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Store>> Store::Open(const std::string& path, std::string* warning) {
   for (int round = 0; round < 2; ++round) {
+    if (auto ok = MakePrivate(path); !ok) return Fail(ok.error());
     sqlite3* db = nullptr;
     int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
                                                     SQLITE_OPEN_NOMUTEX, nullptr);
@@ -222,12 +250,26 @@ Result<void> Store::PutReplica(const std::string& scheduler, const std::string& 
   sqlite3_bind_int(stmt, 6, state);
   BindText(stmt, 7, record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   if (sqlite3_step(stmt) != SQLITE_DONE) return Fail(SqlError("write replica of " + app_id));
+  if (attempt <= kAttemptsKept) return {};
+  // Each restart adds an attempt: the one that falls out of the window goes.
+  if (trim_attempts_ == nullptr) {
+    auto s = Prepare("DELETE FROM replicas WHERE scheduler=? AND app_id=? AND role=? AND replica_id=? AND attempt<=?");
+    if (!s) return Fail(s.error());
+    trim_attempts_ = *s;
+  }
+  Stmt trim{trim_attempts_};
+  BindText(trim_attempts_, 1, scheduler);
+  BindText(trim_attempts_, 2, app_id);
+  BindText(trim_attempts_, 3, role);
+  sqlite3_bind_int(trim_attempts_, 4, replica_id);
+  sqlite3_bind_int(trim_attempts_, 5, attempt - kAttemptsKept);
+  if (sqlite3_step(trim_attempts_) != SQLITE_DONE) return Fail(SqlError("trim attempts of " + app_id));
   return {};
 }
 
 Result<void> Store::AddEvent(const std::string& scheduler, const std::string& app_id,
                              int64_t time_ms, const std::string& what, int state,
-                             const std::string& msg) {
+                             const std::string& msg, size_t keep) {
   if (auto ok = EnsureTransaction(); !ok) return ok;
   if (add_event_ == nullptr) {
     auto s = Prepare("INSERT INTO events(scheduler,app_id,time_ms,what,state,msg) VALUES(?,?,?,?,?,?)");
@@ -243,11 +285,29 @@ Result<void> Store::AddEvent(const std::string& scheduler, const std::string& ap
   sqlite3_bind_int(stmt, 5, state);
   BindText(stmt, 6, msg);
   if (sqlite3_step(stmt) != SQLITE_DONE) return Fail(SqlError("write event of " + app_id));
+  if (keep == 0) return {};
+  // Unknown at first (written by an earlier daemon): assume full, trim after a quarter more.
+  size_t& stored = events_kept_.try_emplace(scheduler + "/" + app_id, keep).first->second;
+  if (++stored <= keep + keep / 4) return {};
+  if (trim_events_ == nullptr) {
+    auto s = Prepare(
+        "DELETE FROM events WHERE scheduler=?1 AND app_id=?2 AND seq <= (SELECT seq FROM events WHERE "
+        "scheduler=?1 AND app_id=?2 ORDER BY seq DESC LIMIT 1 OFFSET ?3)");
+    if (!s) return Fail(s.error());
+    trim_events_ = *s;
+  }
+  Stmt trim{trim_events_};
+  BindText(trim_events_, 1, scheduler);
+  BindText(trim_events_, 2, app_id);
+  sqlite3_bind_int64(trim_events_, 3, static_cast<int64_t>(keep));
+  if (sqlite3_step(trim_events_) != SQLITE_DONE) return Fail(SqlError("trim events of " + app_id));
+  stored = keep;
   return {};
 }
 
 Result<void> Store::DeleteApp(const std::string& scheduler, const std::string& app_id) {
   if (auto ok = EnsureTransaction(); !ok) return ok;
+  events_kept_.erase(scheduler + "/" + app_id);
   for (const char* table : {"apps", "replicas", "events"}) {
     std::string sql = std::string("DELETE FROM ") + table + " WHERE scheduler=? AND app_id=?";
     sqlite3_stmt* s = nullptr;

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -47,9 +48,11 @@ class Store {
   [[nodiscard]] Result<void> PutReplica(const std::string& scheduler, const std::string& app_id,
                                         const std::string& role, int replica_id, int attempt,
                                         int state, const nlohmann::json& record);
+  // Keeps the app's newest `keep` events (0: all): older ones are deleted a
+  // few at a time, so that a crash-looping replica's history stays bounded.
   [[nodiscard]] Result<void> AddEvent(const std::string& scheduler, const std::string& app_id,
                                       int64_t time_ms, const std::string& what, int state,
-                                      const std::string& msg);
+                                      const std::string& msg, size_t keep = 0);
   [[nodiscard]] Result<void> DeleteApp(const std::string& scheduler, const std::string& app_id);
   [[nodiscard]] Result<std::vector<StoredApp>> LoadApps();
   // Commits the open transaction, if any. On failure (e.g. a full disk) the
@@ -68,6 +71,8 @@ class Store {
   void Rewritten();
 
   static constexpr int kSchemaVersion = 1;
+  // Attempts kept per replica (the latest ones): each restart adds a row.
+  static constexpr int kAttemptsKept = 8;
 
  private:
   explicit Store(sqlite3* db) : db_(db) {}
@@ -82,6 +87,10 @@ class Store {
   sqlite3_stmt* put_app_ = nullptr;
   sqlite3_stmt* put_replica_ = nullptr;
   sqlite3_stmt* add_event_ = nullptr;
+  sqlite3_stmt* trim_events_ = nullptr;
+  sqlite3_stmt* trim_attempts_ = nullptr;
+  // Per "scheduler/app_id": events that may be stored now (the bound, after a trim).
+  std::map<std::string, size_t> events_kept_;
   void RunStored();
 
   bool in_transaction_ = false;

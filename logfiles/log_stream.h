@@ -15,7 +15,8 @@
 // segments and tell how many bytes rotation dropped (the first available
 // offset). A budget of 0 means unbounded: no rotation.
 //
-// Thread contract: the writer is loop-thread only; Load() is a pure read.
+// Thread contract: a writer belongs to one thread; LoadLogStream is a pure
+// read, safe on any thread.
 #ifndef TORCHXD_LOGFILES_LOG_STREAM_H_
 #define TORCHXD_LOGFILES_LOG_STREAM_H_
 
@@ -30,6 +31,15 @@
 namespace torchxd::logfiles {
 
 inline constexpr int64_t kTimeGranularityMs = 10;
+// The index stays small whatever the replica prints: past kIndexCompactBytes
+// the writer rewrites it, dropping entries of bytes rotation already removed
+// and then every other time entry of the oldest (coarser times for old
+// lines), down to half that. A reader refuses an index larger than
+// kMaxIndexBytes: torchxd never writes one (something else did).
+inline constexpr uint64_t kIndexCompactBytes = 256 * 1024;
+inline constexpr uint64_t kMaxIndexBytes = 1024 * 1024;
+// Segments a reader looks for: a ring keeps about five.
+inline constexpr size_t kMaxSegments = 64;
 
 class LogStreamWriter {
  public:
@@ -51,12 +61,14 @@ class LogStreamWriter {
   void Index(const std::string& entry);
   void MaybeRotate();
   void Trim();
+  void CompactIndex();
 
   std::string dir_, name_;
   uint64_t budget_ = 0;
   uint64_t segment_bytes_ = 0;
   UniqueFd fd_;
   UniqueFd index_fd_;
+  uint64_t index_bytes_ = 0;     // of the index file, as written
   uint64_t offset_ = 0;          // logical end
   uint64_t segment_start_ = 0;   // logical start of the live segment
   std::vector<std::pair<uint64_t, uint64_t>> rotated_;  // (start, size), oldest first
@@ -81,6 +93,7 @@ struct LogStreamLayout {
   std::vector<LogSegment> segments;  // oldest first
   std::vector<std::pair<uint64_t, int64_t>> times;  // (offset, time_ms), ascending
   std::vector<LogAttempt> attempts;
+  std::vector<uint64_t> rotations;  // R entries: where each live segment started, in index order
   uint64_t first_offset = 0;  // bytes before it were dropped by rotation
   uint64_t end_offset = 0;
   uint64_t bytes_lost = 0;
@@ -90,6 +103,10 @@ struct LogStreamLayout {
   int AttemptAt(uint64_t offset) const;             // 0 when unknown
 };
 
+// Reads at most kMaxIndexBytes of index and stats at most kMaxSegments
+// files (no directory listing): bounded work whatever the directory holds.
+// NotFound when the stream was never written; InvalidArgument for an index
+// torchxd did not write.
 [[nodiscard]] Result<LogStreamLayout> LoadLogStream(const std::string& dir, const std::string& name);
 // One line of an index file into `layout` (exposed for the fuzzer); junk is ignored.
 void ParseIndexLine(std::string_view line, LogStreamLayout& layout, uint64_t& live_start);

@@ -24,12 +24,12 @@ namespace torchxd::logfiles {
 
 // open(2) with O_CLOEXEC|O_NOFOLLOW|O_NONBLOCK added; refuses (ENXIO-like
 // error, errno set) anything but a regular file. O_NONBLOCK is cleared again.
-UniqueFd OpenRegular(const std::string& path, int flags, mode_t mode = 0640);
+UniqueFd OpenRegular(const std::string& path, int flags, mode_t mode = 0600);
 
 // At most `max_bytes` of a regular file; NotFound when absent.
 [[nodiscard]] Result<std::string> ReadRegularFile(const std::string& path, size_t max_bytes);
 // Creates or truncates a regular file and writes `data`.
-[[nodiscard]] Result<void> WriteRegularFile(const std::string& path, std::string_view data, mode_t mode = 0640);
+[[nodiscard]] Result<void> WriteRegularFile(const std::string& path, std::string_view data, mode_t mode = 0600);
 
 }  // namespace torchxd::logfiles
 

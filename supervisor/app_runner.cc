@@ -29,7 +29,11 @@ struct AppRunner::Slot {
 };
 
 double RestartDelaySeconds(int restart_number, double initial, double max, double jitter01) {
-  double base = initial * std::pow(2.0, std::max(0, restart_number - 1));
+  // Nonsense stored by an older daemon (0, negative, NaN, huge) still gets a sane delay.
+  auto sane = [](double v) { return std::isfinite(v) ? std::clamp(v, kMinBackoffSeconds, kMaxBackoffSeconds) : 1.0; };
+  initial = sane(initial);
+  max = sane(max);
+  double base = initial * std::pow(2.0, std::min(std::max(0, restart_number - 1), 40));
   return std::min(base, max) * (1.0 + 0.1 * jitter01);
 }
 
@@ -486,6 +490,8 @@ void AppRunner::ScheduleRestart(size_t index) {
   Slot& s = *slots_[index];
   double delay = RestartDelaySeconds(s.restart_number, options_.backoff_initial_seconds,
                                      options_.backoff_max_seconds, jitter);
+  auto delay_ms = static_cast<uint64_t>(delay * 1000.0);
+  if (options_.book_restart) delay_ms = options_.book_restart(delay_ms);
   s.restart_timer = NewUvHandle<uv_timer_t>(&s);
   uv_timer_init(loop_, s.restart_timer.get());
   uv_timer_start(
@@ -496,7 +502,7 @@ void AppRunner::ScheduleRestart(size_t index) {
         auto timer = std::move(slot->restart_timer);  // closed at return
         slot->owner->Dispatch(slot->index, SlotEvent::kBackoffElapsed);
       },
-      static_cast<uint64_t>(delay * 1000.0), 0);
+      delay_ms, 0);
 }
 
 void AppRunner::Cancel(double grace_seconds, const std::string& msg, bool as_failure) {

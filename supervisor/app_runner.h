@@ -52,6 +52,9 @@ struct AppOptions {
   ProcessRuntimeOptions process;      // for processes under torchxd-shim
   ReplicaRuntime* runtime = nullptr;  // borrowed; null = processes under torchxd-shim
   std::vector<int> scale;  // per role: replicas to run (elastic scale); missing = num_replicas
+  // Books a restart that its backoff wants `delay_ms` from now; returns the
+  // delay it gets (>= delay_ms: the owner's restart budget). Empty: as asked.
+  std::function<uint64_t(uint64_t delay_ms)> book_restart;
 };
 
 struct ReplicaInfo {
@@ -92,7 +95,13 @@ class AppRunnerObserver {
   virtual void OnAttemptsRecorded(AppRunner& app) = 0;
 };
 
-// Capped exponential backoff: initial * 2^(n-1), at most max, plus up to 10% jitter.
+// The restart delay's floor and ceiling, whatever a cfg says: a replica that
+// crashes at once restarts at most ten times a second.
+inline constexpr double kMinBackoffSeconds = 0.1;
+inline constexpr double kMaxBackoffSeconds = 86400;
+
+// Capped exponential backoff: initial * 2^(n-1), at most max, plus up to 10%
+// jitter; initial and max are first brought into [kMinBackoffSeconds, kMaxBackoffSeconds].
 double RestartDelaySeconds(int restart_number, double initial, double max, double jitter01);
 
 class AppRunner {

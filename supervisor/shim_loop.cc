@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <string.h>
 #include <poll.h>
+#include <sys/stat.h>
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -73,9 +74,11 @@ std::optional<std::string> ShimLoop::Prepare(int& stdout_write, int& stderr_writ
     addr.sun_family = AF_UNIX;
     ::strcpy(addr.sun_path, kShimSocket);
     ::unlinkat(run_dir_fd_, kShimSocket, 0);
-    if (listen_fd_ < 0 || ::fchdir(run_dir_fd_) != 0 ||
-        ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(listen_fd_, 4) != 0 ||
-        ::chdir("/") != 0) {
+    mode_t umask_before = ::umask(0177);  // the socket is its user's alone (the daemon is root or that user)
+    bool bound = listen_fd_ >= 0 && ::fchdir(run_dir_fd_) == 0 &&
+                 ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+    ::umask(umask_before);
+    if (!bound || ::listen(listen_fd_, 4) != 0 || ::chdir("/") != 0) {
       return std::string("cannot listen in the run directory: ") + strerror(errno);
     }
   }

@@ -93,13 +93,13 @@ TEST_F(AdmissionTest, WhatCanNeverFitIsRefused) {
   EXPECT_THAT(err(App("mem", 2, {0, 0, 300000})), HasSubstr("the app needs 600000 MB at once to start"));
   EXPECT_THAT(err(App("q", 1, {1, 0, 0}, "nope")), HasSubstr("queue `nope` does not exist on this box (queues: default)"));
   EXPECT_EQ(err(App("elastic", 4, {4, 0, 0}, "default", 1000, 0, 2)), "accepted") << "min_replicas 2 x 4 GPUs fits";
-  Use({{"small", 1, 4, 2}});
+  Use({{"small", 1, 4, 2, std::nullopt}});
   EXPECT_THAT(err(App("capped", 1, {6, 0, 0}, "small")), HasSubstr("queue small allows 4 (max_gpus)"));
   EXPECT_THAT(err(App("peruser", 1, {3, 0, 0}, "small")), HasSubstr("allows 2 per user (max_gpus_per_user)"));
 }
 
 TEST_F(AdmissionTest, SwrrGivesWeightedQueuesTheirShareInOrder) {
-  Use({{"qa", 3, std::nullopt, std::nullopt}, {"qb", 1, std::nullopt, std::nullopt}});
+  Use({{"qa", 3, std::nullopt, std::nullopt, std::nullopt}, {"qb", 1, std::nullopt, std::nullopt, std::nullopt}});
   EXPECT_THAT(Submit(App("blocker", 1, {8, 0, 0})), ElementsAre("blocker"));
   for (int i = 0; i < 12; ++i) {
     Submit(App("a" + std::to_string(i), 1, {8, 0, 0}, "qa"));
@@ -120,7 +120,7 @@ TEST_F(AdmissionTest, SwrrChargesResourceUnitsNotStarts) {
   // Equal weights; qa starts 1-GPU apps, qb 4-GPU ones. Counting starts
   // would go a b a b (and the second b would not fit); charging GPUs gives
   // qa four starts per qb start, half the GPUs each.
-  Use({{"qa", 1, std::nullopt, std::nullopt}, {"qb", 1, std::nullopt, std::nullopt}});
+  Use({{"qa", 1, std::nullopt, std::nullopt, std::nullopt}, {"qb", 1, std::nullopt, std::nullopt, std::nullopt}});
   EXPECT_THAT(Submit(App("blocker", 1, {8, 0, 0})), ElementsAre("blocker"));
   for (int i = 0; i < 10; ++i) Submit(App("a" + std::to_string(i), 1, {1, 0, 0}, "qa"));
   for (int i = 0; i < 3; ++i) Submit(App("b" + std::to_string(i), 1, {4, 0, 0}, "qb"));
@@ -249,10 +249,33 @@ TEST_F(AdmissionTest, UsersWithLessRunningGoFirst) {
   Submit(App("blocker", 1, {4, 0, 0}, "default", 3));
   Submit(App("alice-next", 1, {4, 0, 0}, "default", 1));
   Submit(App("bob-next", 1, {4, 0, 0}, "default", 2));
-  // alice-next is older, but alice holds 4 GPUs and bob none.
-  EXPECT_THAT(End("blocker"), ElementsAre("alice-next")) << "the head was chosen when blocker ran";
+  // alice-next is older and was the head while blocker ran, but alice holds
+  // 4 GPUs and bob none: the head is picked again, and bob's goes first.
+  EXPECT_THAT(End("blocker"), ElementsAre("bob-next"));
   auto view = adm_.View(now_);
-  EXPECT_THAT(view[0].pending, ElementsAre("local_cwd/bob-next"));
+  EXPECT_THAT(view[0].pending, ElementsAre("local_cwd/alice-next"));
+}
+
+TEST_F(AdmissionTest, AHigherPriorityOvertakesTheHeadThatWaitsAlready) {
+  EXPECT_THAT(Submit(App("running", 1, {8, 0, 0})), ElementsAre("running"));
+  EXPECT_THAT(Submit(App("low", 1, {8, 0, 0}, "default", 1000, 0)), IsEmpty());
+  EXPECT_EQ(adm_.head(), "local_cwd/low");
+  now_ += 200;
+  EXPECT_THAT(Submit(App("high", 1, {8, 0, 0}, "default", 1001, 5)), IsEmpty());
+  EXPECT_EQ(adm_.head(), "local_cwd/high");
+  EXPECT_THAT(adm_.Reason("local_cwd/high", now_), HasSubstr("next to start"));
+  EXPECT_THAT(End("running"), ElementsAre("high"));
+  EXPECT_THAT(End("high"), ElementsAre("low"));
+}
+
+TEST_F(AdmissionTest, AgingLiftsALowPriorityAppOverNewerHighOnes) {
+  EXPECT_THAT(Submit(App("running", 1, {8, 0, 0})), ElementsAre("running"));
+  AppDemand old = App("old", 1, {8, 0, 0}, "default", 1000, 0);
+  old.submitted_ms = now_ - 24 * 3600 * 1000;  // waited a day: +24
+  EXPECT_THAT(Submit(old), IsEmpty());
+  EXPECT_THAT(Submit(App("urgent", 1, {8, 0, 0}, "default", 1001, 20)), IsEmpty());
+  EXPECT_EQ(adm_.head(), "local_cwd/old");
+  EXPECT_THAT(End("running"), ElementsAre("old"));
 }
 
 TEST_F(AdmissionTest, DrfOrdersUsersWhenTheHeadIsChosen) {
@@ -289,7 +312,7 @@ TEST_F(AdmissionTest, MinReplicasStartsAPartialGangAndGrowsIt) {
 }
 
 TEST_F(AdmissionTest, QueueCapsHoldAppsBackWithoutBlockingOthers) {
-  Use({{"small", 1, 4, std::nullopt}, {"other", 1, std::nullopt, 2}});
+  Use({{"small", 1, 4, std::nullopt, std::nullopt}, {"other", 1, std::nullopt, 2, std::nullopt}});
   EXPECT_THAT(Submit(App("s1", 1, {4, 0, 0}, "small")), ElementsAre("s1"));
   EXPECT_THAT(Submit(App("s2", 1, {1, 0, 0}, "small")), IsEmpty());
   EXPECT_THAT(adm_.Reason("local_cwd/s2", now_), HasSubstr("queue small is at its cap: 4 of max_gpus=4 in use"));

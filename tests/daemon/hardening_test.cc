@@ -165,6 +165,107 @@ TEST_F(HardeningTest, ARegexOverAHugeLineNeitherCrashesNorStallsTheDaemon) {
   EXPECT_TRUE(Answers());
 }
 
+// A replica owns its log directory: a 2 GiB index (read whole, it stalled
+// every client past the watchdog and took gigabytes) and thousands of names
+// that look like segments (listed on the loop) cost the daemon nothing now.
+TEST_F(HardeningTest, AHugeLogIndexOrThousandsOfSegmentNamesNeverStallTheDaemon) {
+  StartDaemon();
+  size_t before = RssKb();
+  std::string h = Run(App("idx", {ShRole("r",
+                                         "echo hi; d=$(dirname \"$TORCHELASTIC_ERROR_FILE\"); "
+                                         "truncate -s 2G \"$d/combined.idx\"; "
+                                         "seq 1000000 1020000 | sed \"s|^|$d/combined.log.|\" | xargs touch")}),
+                      json::object(), "local_cwd");
+  auto done = CallWithin("wait", {{"app_handle", h}}, 30);
+  ASSERT_TRUE(done.has_value()) << done.error().message;
+  ASSERT_EQ((*done)["state"], "SUCCEEDED");
+  std::atomic<bool> reading{true};
+  std::atomic<int> answered{0};
+  std::thread others([&] {
+    while (reading) answered += Answers(5) ? 1 : 0;
+  });
+  auto combined = CallWithin("log", {{"app_handle", h}}, 10);
+  reading = false;
+  others.join();
+  ASSERT_FALSE(combined.has_value());
+  EXPECT_EQ(combined.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_THAT(combined.error().message, HasSubstr("combined.idx is 2147483648 bytes"));
+  EXPECT_THAT(combined.error().message, HasSubstr("remove it"));
+  auto out = CallWithin("log", {{"app_handle", h}, {"stream", "stdout"}}, 10);  // its other streams read as ever
+  ASSERT_TRUE(out.has_value()) << out.error().message;
+  EXPECT_EQ(ReadLog(h, "r", 0), "hi\n");
+  EXPECT_TRUE(Answers());
+  if (!kSanitized) {
+    EXPECT_LT(RssKb(), before + 64 * 1024);
+  }
+}
+
+// Nonsense from a client is refused at submit, naming the field and its
+// range; nothing past 64 bits is cut down to fit.
+TEST_F(HardeningTest, IntegersAndDelaysOutOfRangeAreRefusedNamingTheRange) {
+  StartDaemon();
+  auto refused = [&](const json& params, const std::string& says) {
+    auto r = Call("run", RunParams(App("n", {ShRole("r", "true")}), params));
+    ASSERT_FALSE(r.has_value()) << params.dump();
+    EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument) << params.dump();
+    EXPECT_THAT(r.error().message, HasSubstr(says)) << params.dump();
+  };
+  refused({{"cfg", {{"restart_backoff", 0}}}}, "restart_backoff, must be between 0.1 and 86400, but was: 0");
+  refused({{"cfg", {{"restart_backoff", -5.0}}}}, "restart_backoff, must be between 0.1 and 86400");
+  refused({{"cfg", {{"restart_backoff_max", 1e308}}}}, "restart_backoff_max, must be between 0.1 and 86400");
+  refused({{"cfg", {{"priority", 4294967297LL}}}}, "priority, must be between -1000 and 1000, but was: 4294967297");
+  refused({{"cfg", {{"priority", json::parse("18446744073709551615")}}}}, "priority");
+  json huge_gpu = App("n", {ShRole("r", "true")});
+  huge_gpu["roles"][0]["resource"] = {{"gpu", json::parse("18446744073709551615")}};
+  auto gpu = Call("run", RunParams(huge_gpu));
+  ASSERT_FALSE(gpu.has_value());
+  EXPECT_THAT(gpu.error().message,
+              HasSubstr("roles[0].resource.gpu: must be an integer between -2147483648 and 2147483647, got "
+                        "18446744073709551615"));
+  json retries = App("n", {ShRole("r", "true")});
+  retries["roles"][0]["max_retries"] = 1000000000;
+  auto r = Call("run", RunParams(retries));
+  ASSERT_FALSE(r.has_value());
+  EXPECT_THAT(r.error().message, HasSubstr("roles[0].max_retries: must be between 0 and 1000, got 1000000000"));
+  auto grace = Call("cancel", {{"app_handle", "local_cwd://torchx/none"}, {"grace_period", 1e308}});
+  ASSERT_FALSE(grace.has_value());
+  // An elastic app: a scale past 32 bits is refused, not read as 1.
+  json elastic = App("el", {ShRole("r", "sleep 30", 2)});
+  elastic["roles"][0]["min_replicas"] = 1;
+  std::string h = Run(elastic, json::object(), "local_cwd");
+  auto scale = Call("scale", {{"app_handle", h}, {"scale", {{"r", 4294967297LL}}}});
+  ASSERT_FALSE(scale.has_value());
+  EXPECT_THAT(scale.error().message, HasSubstr("params.scale.r: must be an integer between 0 and 2147483647"));
+  auto log = Call("log", {{"app_handle", h}, {"replicas", {4294967296LL}}});
+  ASSERT_FALSE(log.has_value());
+  EXPECT_THAT(log.error().message, HasSubstr("between 0 and 2147483647"));
+  auto id = Call("status", {{"app_handle", h}});
+  ASSERT_TRUE(id.has_value());
+  EXPECT_EQ((*id)["roles"][0]["replicas"].size(), 2u);
+  CallOk("cancel", {{"app_handle", h}, {"grace_period", 0}});
+}
+
+// 64 replicas failing at once with the smallest backoff: the user's restarts
+// are spread at --restart-rate-per-user, and everyone else is answered.
+TEST_F(HardeningTest, ACrashLoopRestartsAtTheUsersRateNotTheLoopsSpeed) {
+  StartDaemon({"--restart-rate-per-user", "20"});
+  json app = App("storm", {ShRole("r", "exit 1", 64)});
+  app["roles"][0]["max_retries"] = 1000;
+  app["roles"][0]["retry_policy"] = "REPLICA";
+  auto started = std::chrono::steady_clock::now();
+  std::string h = Run(app, {{"restart_backoff", 0.1}, {"restart_backoff_max", 0.1}}, "local_cwd");
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  EXPECT_TRUE(Answers(2));
+  json status = Status(h);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  int attempts = 0;
+  for (const auto& r : status["roles"][0]["replicas"]) attempts += r["attempt"].get<int>();
+  // Each replica's first start, a burst of 5 s worth (100), then 20 a second.
+  EXPECT_LE(attempts, 64 + 100 + static_cast<int>(20 * seconds) + 20) << "in " << seconds << " s";
+  EXPECT_GE(attempts, 64 + 20) << "restarts must go on, spread out";
+  CallOk("cancel", {{"app_handle", h}, {"grace_period", 0}});
+}
+
 TEST_F(HardeningTest, DeeplyNestedJsonIsRefusedBeforeAnyRecursion) {
   StartDaemon();
   std::string deep = R"({"v":1,"id":1,"method":"version","params":{"x":)" + std::string(150000, '[') +

@@ -155,7 +155,7 @@ TEST_F(LogsTest, RetriedAttemptsAppendAndAreMarkedAndSelectable) {
   json role = FakeRole("r", {"--stdout", "run", "--fail-until", "3", (dir_ / "count").string()});
   role["max_retries"] = 3;
   role["retry_policy"] = "REPLICA";
-  std::string h = Run(App("retry", {role}), {{"restart_backoff", 0.01}});
+  std::string h = Run(App("retry", {role}), {{"restart_backoff", 0.1}});
   ASSERT_EQ(Wait(h)["state"], "SUCCEEDED");
   EXPECT_EQ(File(h, "stdout.log"), "run\nrun\nrun\n");
   auto all = Log({{"app_handle", h}});
@@ -177,7 +177,7 @@ TEST_F(LogsTest, ResumingFromAnyEventsCursorGivesExactlyTheRest) {
   json role = FakeRole("r", {"--lines", "9000", "--fail-until", "3", (dir_ / "count").string()});
   role["max_retries"] = 3;
   role["retry_policy"] = "REPLICA";
-  std::string h = Run(App("resume", {role}), {{"restart_backoff", 0.01}});
+  std::string h = Run(App("resume", {role}), {{"restart_backoff", 0.1}});
   ASSERT_EQ(Wait(h)["state"], "SUCCEEDED");
   auto read = [&](json params) {
     std::vector<json> events;

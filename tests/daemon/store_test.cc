@@ -1,5 +1,7 @@
 #include "daemon/store.h"
 
+#include <sqlite3.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -43,6 +45,55 @@ TEST_F(StoreTest, AppsAndLatestReplicaAttemptsRoundTrip) {
   EXPECT_EQ((*apps)[0].replicas[0]["attempt"], 2);
   ASSERT_TRUE((*store)->DeleteApp("local_cwd", "a-1").has_value());
   EXPECT_TRUE((*store)->LoadApps()->empty());
+}
+
+// A crash-looping replica: thousands of attempts and events, a bounded history.
+TEST_F(StoreTest, AttemptsAndEventsOfARestartingReplicaStayBounded) {
+  {
+    auto store = Store::Open(Path(), nullptr);
+    ASSERT_TRUE(store.has_value()) << store.error().message;
+    ASSERT_TRUE((*store)->PutApp("local_cwd", "loop", 3, 100, {{"k", "v"}}).has_value());
+    for (int attempt = 1; attempt <= 2000; ++attempt) {
+      ASSERT_TRUE((*store)->PutReplica("local_cwd", "loop", "r", 0, attempt, 4, {{"attempt", attempt}}).has_value());
+      ASSERT_TRUE((*store)->AddEvent("local_cwd", "loop", attempt, "replica r/0 attempt " + std::to_string(attempt), 4,
+                                     "", 100).has_value());
+    }
+    ASSERT_TRUE((*store)->Commit().has_value());
+  }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(Path().c_str(), &db), SQLITE_OK);
+  auto count = [&](const char* sql) {
+    sqlite3_stmt* s = nullptr;
+    sqlite3_prepare_v2(db, sql, -1, &s, nullptr);
+    int64_t n = sqlite3_step(s) == SQLITE_ROW ? sqlite3_column_int64(s, 0) : -1;
+    sqlite3_finalize(s);
+    return n;
+  };
+  EXPECT_EQ(count("SELECT COUNT(*) FROM replicas"), Store::kAttemptsKept);
+  EXPECT_GE(count("SELECT COUNT(*) FROM events"), 100);
+  EXPECT_LE(count("SELECT COUNT(*) FROM events"), 125);
+  EXPECT_EQ(count("SELECT MAX(time_ms) FROM events"), 2000);  // the newest stay
+  sqlite3_close(db);
+  auto store = Store::Open(Path(), nullptr);
+  auto apps = (*store)->LoadApps();
+  ASSERT_EQ(apps->size(), 1u);
+  ASSERT_EQ((*apps)[0].replicas.size(), 1u);
+  EXPECT_EQ((*apps)[0].replicas[0]["attempt"], 2000);
+}
+
+// The records hold users' environments: the database and its side files are the daemon's alone.
+TEST_F(StoreTest, TheDatabaseIsReadableByItsOwnerAlone) {
+  std::ofstream(Path()) << "";
+  fs::permissions(Path(), fs::perms::all);  // as an older torchxd may have left it
+  auto store = Store::Open(Path(), nullptr);
+  ASSERT_TRUE(store.has_value()) << store.error().message;
+  ASSERT_TRUE((*store)->PutApp("local_cwd", "a", 1, 1, {{"env", "SECRET"}}).has_value());
+  ASSERT_TRUE((*store)->Commit().has_value());
+  for (const char* suffix : {"", "-wal", "-shm"}) {
+    struct stat st;
+    ASSERT_EQ(::stat((Path() + suffix).c_str(), &st), 0) << suffix;
+    EXPECT_EQ(st.st_mode & 0777, 0600u) << suffix;
+  }
 }
 
 TEST_F(StoreTest, ACorruptDatabaseIsMovedAsideAndReplaced) {

@@ -17,7 +17,7 @@ class SupervisionTest : public DaemonFixture {
     StartDaemon();
   }
   // Fast restarts for tests.
-  json FastRetries() { return {{"restart_backoff", 0.01}, {"restart_backoff_max", 0.05}}; }
+  json FastRetries() { return {{"restart_backoff", 0.1}, {"restart_backoff_max", 0.1}}; }
   std::string Counter(const std::string& name) { return (dir_ / (name + ".count")).string(); }
 };
 

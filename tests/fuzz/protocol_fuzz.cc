@@ -112,7 +112,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     info.socket = "fuzz";
     info.state_dir = "/nonexistent";
     info.max_replicas_per_app = 16;
-    Service service(&loop, {&scheduler}, &logs, info);
+    FileWorker files(&loop);
+    Service service(&loop, {&scheduler}, &logs, &files, info);
     ServerLimits limits;
     limits.max_frame_bytes = 1 << 16;  // small, so the fuzzer reaches the limit
     limits.idle_timeout_seconds = 0;
