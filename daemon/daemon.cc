@@ -10,6 +10,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <grp.h>
+#include <pwd.h>
 #include <sys/statvfs.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -247,6 +248,16 @@ Result<void> Daemon::StartUi() {
                                      "gauge", {{"", {}, static_cast<double>(ui_ ? ui_->exchanges() : 0)}}}});
   };
   o.version = TORCHXD_VERSION;
+  o.limits.max_connections = config_.max_connections;
+  o.limits.max_connections_per_peer = config_.max_connections_per_user;
+  ServerLimits protocol_limits;
+  protocol_limits.max_connections = config_.max_connections;
+  o.limits.reserved = protocol_limits.ReservedForAdmins();  // the same reserve as the protocol socket's
+  o.limits.privileged = [this](uid_t uid) {
+    PeerInfo peer{uid, 0, 0};
+    if (struct passwd* pw = ::getpwuid(uid)) peer.gid = pw->pw_gid;
+    return service_->MayActOnAll(peer);
+  };
   ui_ = std::make_unique<webui::UiServer>(&loop_, service_.get(), o);
   if (auto ok = ui_->Start(); !ok) return ok;
   ui_socket_ = o.unix_path;

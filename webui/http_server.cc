@@ -1,6 +1,9 @@
 #include "webui/http_server.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -11,6 +14,7 @@
 #include "core/text.h"
 
 #include "webui/mhd_api.h"
+#include "webui/peer_uid.h"
 
 namespace torchxd::webui {
 namespace {
@@ -21,6 +25,18 @@ constexpr size_t kDrainedBytes = 64 << 10;
 const MhdApi* mhd_api = nullptr;
 
 }  // namespace
+
+// One connection we accepted and handed to MHD: whom it counts against, and
+// its deadline for a whole request head.
+struct HttpServer::Conn {
+  HttpServer* server = nullptr;
+  int fd = -1;
+  std::string key;  // "uid N" or "address A": what the per-peer limit counts
+  HttpPeer peer;
+  bool started = false;    // MHD knows it (NOTIFY_STARTED)
+  bool requested = false;  // a request head arrived
+  UvHandle<uv_timer_t> head_timer;
+};
 
 // The C callbacks MHD calls; each finds its C++ owner and never lets an exception out.
 struct MhdCallbacks {
@@ -64,6 +80,25 @@ struct MhdCallbacks {
       request->cookies[key] = std::move(v);
     }
     return MHD_YES;
+  }
+
+  static void Notify(void* cls, MHD_Connection* connection, void** socket_context,
+                     MHD_ConnectionNotificationCode code) {
+    auto* server = static_cast<HttpServer*>(cls);
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+      const MHD_ConnectionInfo* info = mhd_api->get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+      if (info == nullptr) return;
+      for (auto& [raw, conn] : server->conns_) {
+        if (conn->fd == info->connect_fd && !conn->started) {
+          conn->started = true;
+          *socket_context = raw;
+          return;
+        }
+      }
+    } else if (code == MHD_CONNECTION_NOTIFY_CLOSED && *socket_context != nullptr) {
+      server->OnConnectionClosed(static_cast<HttpServer::Conn*>(*socket_context));
+      *socket_context = nullptr;
+    }
   }
 
   static void Log(void* /*cls*/, const char* format, va_list args) {
@@ -203,41 +238,154 @@ Result<void> HttpServer::Start(int listen_fd, bool unix_socket) {
   unix_socket_ = unix_socket;
   listen_fd_ = listen_fd;
   running_ = true;
-  // libmicrohttpd is loaded when the first browser knocks (mhd_api.h says why).
-  waiting_ = NewUvHandle<uv_poll_t>(this);
-  uv_poll_init(loop_, waiting_.get(), listen_fd);
-  uv_poll_start(waiting_.get(), UV_READABLE, [](uv_poll_t* h, int, int) {
-    if (h->data != nullptr) static_cast<HttpServer*>(h->data)->OnFirstConnection();
+  accepting_ = NewUvHandle<uv_poll_t>(this);
+  uv_poll_init(loop_, accepting_.get(), listen_fd);
+  uv_poll_start(accepting_.get(), UV_READABLE, [](uv_poll_t* h, int, int) {
+    if (h->data != nullptr) static_cast<HttpServer*>(h->data)->OnAcceptable();
   });
   return {};
 }
 
-void HttpServer::OnFirstConnection() {
-  waiting_.reset();
-  auto api = LoadMhd();
-  if (!api) {
-    spdlog::error("web page unavailable: {}", api.error().message);
-    ::close(std::exchange(listen_fd_, -1));
-    running_ = false;
+void HttpServer::OnAcceptable() {
+  if (mhd_ == nullptr) {
+    // libmicrohttpd is loaded when the first browser knocks (mhd_api.h says why).
+    auto api = LoadMhd();
+    Result<void> ok = api ? Result<void>{} : Result<void>(Fail(api.error()));
+    if (api) {
+      mhd_api = *api;
+      ok = StartMhd();
+    }
+    if (!ok) {
+      spdlog::error("web page unavailable: {}", ok.error().message);
+      accepting_.reset();
+      ::close(std::exchange(listen_fd_, -1));
+      running_ = false;
+      return;
+    }
+  }
+  for (int i = 0; i < 64; ++i) {  // a burst of connections: the rest on the next turn
+    sockaddr_storage addr{};
+    socklen_t len = sizeof(addr);
+    int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd >= 0) {
+      Admit(fd, addr, len);
+      continue;
+    }
+    if (errno == EINTR || errno == ECONNABORTED) continue;
+    if (errno == EMFILE || errno == ENFILE) {
+      // The connection stays queued; polling for it now would spin. Look again in a moment.
+      uv_poll_stop(accepting_.get());
+      if (!accept_pause_) {
+        accept_pause_ = NewUvHandle<uv_timer_t>(this);
+        uv_timer_init(loop_, accept_pause_.get());
+      }
+      uv_timer_start(accept_pause_.get(), [](uv_timer_t* t) {
+        auto* self = static_cast<HttpServer*>(t->data);
+        if (self == nullptr || !self->accepting_) return;
+        uv_poll_start(self->accepting_.get(), UV_READABLE, [](uv_poll_t* h, int, int) {
+          if (h->data != nullptr) static_cast<HttpServer*>(h->data)->OnAcceptable();
+        });
+      }, 200, 0);
+    }
+    break;
+  }
+  Run();
+}
+
+void HttpServer::Admit(int fd, const sockaddr_storage& addr, socklen_t len) {
+  auto conn = std::make_unique<Conn>();
+  conn->fd = fd;
+  conn->peer.unix_socket = unix_socket_;
+  std::optional<uid_t> uid;
+  if (unix_socket_) {
+    ucred cred{};
+    socklen_t cred_len = sizeof(cred);
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) == 0) {
+      conn->peer.uid = uid = cred.uid;
+      conn->peer.gid = cred.gid;
+      conn->peer.pid = cred.pid;
+    }
+  } else {
+    uid = LoopbackPeerUid(fd);
+  }
+  if (uid) {
+    conn->key = "uid " + std::to_string(*uid);
+  } else {
+    char host[INET6_ADDRSTRLEN] = "?";
+    if (addr.ss_family == AF_INET) {
+      ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in&>(addr).sin_addr, host, sizeof(host));
+    } else if (addr.ss_family == AF_INET6) {
+      ::inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6&>(addr).sin6_addr, host, sizeof(host));
+    }
+    conn->key = std::string("address ") + host;
+  }
+  size_t total = conns_.size(), mine = per_peer_[conn->key];
+  bool over_own = mine >= limits_.max_connections_per_peer;
+  bool in_reserve = total >= limits_.max_connections - std::min(limits_.reserved, limits_.max_connections);
+  std::string refusal;
+  if (total >= limits_.max_connections) {
+    refusal = "the web page serves at most " + std::to_string(limits_.max_connections) + " connections; try again";
+  } else if ((over_own || in_reserve) && !(uid && limits_.privileged && limits_.privileged(*uid))) {
+    refusal = over_own ? conn->key + " already has " + std::to_string(limits_.max_connections_per_peer) +
+                             " connections to the web page, the most one may hold (torchxd --max-connections-per-user)"
+                       : "the web page serves at most " +
+                             std::to_string(limits_.max_connections - limits_.reserved) + " connections for users (" +
+                             std::to_string(limits_.reserved) + " more are kept for root and the admin group)";
+  }
+  if (per_peer_[conn->key] == 0 && !refusal.empty()) per_peer_.erase(conn->key);
+  if (!refusal.empty()) {
+    spdlog::debug("web connection refused peer={} reason={}", conn->key, refusal);
+    std::string answer = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                         "Connection: close\r\nRetry-After: 5\r\nContent-Length: " +
+                         std::to_string(refusal.size() + 10) + "\r\n\r\ntorchxd: " + refusal + "\n";
+    (void)!::send(fd, answer.data(), answer.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    ::close(fd);
     return;
   }
-  mhd_api = *api;
-  if (auto ok = StartMhd(); !ok) {
-    spdlog::error("web page unavailable: {}", ok.error().message);
-    running_ = false;
+  ++per_peer_[conn->key];
+  Conn* raw = conn.get();
+  conns_[raw] = std::move(conn);
+  // A whole request head within the deadline, or the connection goes (slow headers hold a slot).
+  raw->server = this;
+  raw->head_timer = NewUvHandle<uv_timer_t>(raw);
+  uv_timer_init(loop_, raw->head_timer.get());
+  uv_timer_start(raw->head_timer.get(), [](uv_timer_t* t) {
+    auto* c = static_cast<Conn*>(t->data);
+    if (c == nullptr) return;
+    spdlog::debug("web connection without a request head in time peer={}", c->key);
+    ::shutdown(c->fd, SHUT_RDWR);  // MHD sees the end and closes it
+    c->server->Kick();
+  }, static_cast<uint64_t>(limits_.header_timeout_seconds * 1000), 0);
+  if (mhd_api->add_connection(mhd_, fd, reinterpret_cast<const sockaddr*>(&addr), len) != MHD_YES) {
+    // MHD closed the socket; NOTIFY_CLOSED may or may not have come.
+    if (conns_.count(raw) != 0) OnConnectionClosed(raw);
   }
 }
 
+void HttpServer::OnConnectionClosed(Conn* conn) {
+  auto it = conns_.find(conn);
+  if (it == conns_.end()) return;
+  auto peer = per_peer_.find(conn->key);
+  if (peer != per_peer_.end() && --peer->second == 0) per_peer_.erase(peer);
+  conns_.erase(it);  // closes its timer
+}
+
+HttpServer::Conn* HttpServer::ConnOf(MHD_Connection* connection) const {
+  const MHD_ConnectionInfo* info = mhd_api->get_connection_info(connection, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+  if (info == nullptr || info->socket_context == nullptr) return nullptr;
+  auto* conn = static_cast<Conn*>(info->socket_context);
+  return conns_.count(conn) != 0 ? conn : nullptr;
+}
+
 Result<void> HttpServer::StartMhd() {
-  int listen_fd = std::exchange(listen_fd_, -1);
   mhd_ = mhd_api->start_daemon(
-      MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, nullptr, nullptr,
-      &MhdCallbacks::Access, this, MHD_OPTION_LISTEN_SOCKET, listen_fd, MHD_OPTION_CONNECTION_LIMIT,
-      static_cast<unsigned>(limits_.max_connections), MHD_OPTION_CONNECTION_TIMEOUT, limits_.idle_timeout_seconds,
-      MHD_OPTION_CONNECTION_MEMORY_LIMIT, static_cast<size_t>(64 << 10), MHD_OPTION_NOTIFY_COMPLETED,
-      &MhdCallbacks::Completed, this, MHD_OPTION_EXTERNAL_LOGGER, &MhdCallbacks::Log, this, MHD_OPTION_END);
+      MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET, 0, nullptr, nullptr,
+      &MhdCallbacks::Access, this, MHD_OPTION_CONNECTION_LIMIT, static_cast<unsigned>(limits_.max_connections),
+      MHD_OPTION_CONNECTION_TIMEOUT, limits_.idle_timeout_seconds, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+      static_cast<size_t>(64 << 10), MHD_OPTION_NOTIFY_COMPLETED, &MhdCallbacks::Completed, this,
+      MHD_OPTION_NOTIFY_CONNECTION, &MhdCallbacks::Notify, this, MHD_OPTION_EXTERNAL_LOGGER, &MhdCallbacks::Log, this,
+      MHD_OPTION_END);
   if (mhd_ == nullptr) {
-    ::close(listen_fd);
     return Fail(Error::Internal("libmicrohttpd refused to start on the web listener (see the daemon log)"));
   }
   const MHD_DaemonInfo* info = mhd_api->get_daemon_info(mhd_, MHD_DAEMON_INFO_EPOLL_FD);
@@ -280,8 +428,9 @@ void HttpServer::Kick() {
 
 void HttpServer::Stop() {
   running_ = false;
-  waiting_.reset();
-  if (listen_fd_ >= 0) ::close(std::exchange(listen_fd_, -1));  // no browser ever came
+  accepting_.reset();
+  accept_pause_.reset();
+  if (listen_fd_ >= 0) ::close(std::exchange(listen_fd_, -1));
   if (mhd_ == nullptr) return;
   poll_.reset();
   timer_.reset();
@@ -294,7 +443,9 @@ void HttpServer::Stop() {
     }
   }
   MHD_Daemon* mhd = std::exchange(mhd_, nullptr);
-  mhd_api->stop_daemon(mhd);  // closes the listener; Completed() runs for every connection
+  mhd_api->stop_daemon(mhd);  // Completed() and NOTIFY_CLOSED run for every connection
+  conns_.clear();
+  per_peer_.clear();
 }
 
 bool HttpServer::Access(MHD_Connection* connection, const char* url, const char* method, const char* upload_data,
@@ -311,15 +462,10 @@ bool HttpServer::Access(MHD_Connection* connection, const char* url, const char*
     mhd_api->get_connection_values(connection, MHD_GET_ARGUMENT_KIND, &MhdCallbacks::Value, &r);
     mhd_api->get_connection_values(connection, MHD_COOKIE_KIND, &MhdCallbacks::Value, &r);
     r.peer.unix_socket = unix_socket_;
-    if (unix_socket_) {
-      const MHD_ConnectionInfo* info = mhd_api->get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
-      ucred cred{};
-      socklen_t len = sizeof(cred);
-      if (info != nullptr && ::getsockopt(info->connect_fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
-        r.peer.uid = cred.uid;
-        r.peer.gid = cred.gid;
-        r.peer.pid = cred.pid;
-      }
+    if (Conn* conn = ConnOf(connection)) {
+      r.peer = conn->peer;
+      conn->requested = true;  // its head came in time
+      if (conn->head_timer) uv_timer_stop(conn->head_timer.get());
     }
     live_.insert(exchange.get());
     *con_cls = new std::shared_ptr<HttpExchange>(std::move(exchange));

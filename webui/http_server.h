@@ -18,6 +18,7 @@
 #ifndef TORCHXD_WEBUI_HTTP_SERVER_H_
 #define TORCHXD_WEBUI_HTTP_SERVER_H_
 
+#include <sys/socket.h>
 #include <sys/types.h>
 #include <uv.h>
 
@@ -43,6 +44,22 @@ struct HttpPeer {
   std::optional<uid_t> uid;
   gid_t gid = 0;
   pid_t pid = 0;
+};
+
+// How a listener's connections are bounded, counted when they are accepted
+// (before a byte of HTTP is read): per peer (a uid on the Unix socket and for
+// loopback TCP, whose socket's owner the kernel tells; an address otherwise)
+// and in total, the last `reserved` slots kept for privileged peers (root, the
+// daemon's user, the admin group). A connection must send a whole request
+// head within `header_timeout_seconds` of being accepted.
+struct HttpLimits {
+  size_t max_connections = 256;
+  size_t max_connections_per_peer = 64;
+  size_t reserved = 8;
+  double header_timeout_seconds = 10;
+  size_t max_body_bytes = 1 << 20;
+  unsigned idle_timeout_seconds = 60;  // between requests; a suspended (waiting, streaming) one never times out
+  std::function<bool(uid_t)> privileged;  // none: nobody is
 };
 
 struct HttpRequest {
@@ -116,12 +133,6 @@ class HttpHandler {
   virtual void Handle(const std::shared_ptr<HttpExchange>& exchange) = 0;
 };
 
-struct HttpLimits {
-  size_t max_connections = 256;
-  size_t max_body_bytes = 1 << 20;
-  unsigned idle_timeout_seconds = 300;  // a suspended (waiting, streaming) connection never times out
-};
-
 class HttpServer {
  public:
   HttpServer(uv_loop_t* loop, HttpHandler* handler, HttpLimits limits = {});
@@ -130,8 +141,9 @@ class HttpServer {
   HttpServer& operator=(const HttpServer&) = delete;
 
   // Serves `listen_fd` (already bound and listening; taken over). `unix_socket`:
-  // peers get SO_PEERCRED credentials. libmicrohttpd is loaded and started on
-  // the first connection; if it cannot be, that is logged and the listener closed.
+  // peers get SO_PEERCRED credentials. Connections are accepted here, counted
+  // against the limits, and handed to libmicrohttpd, which is loaded and
+  // started on the first one; if it cannot be, that is logged and the listener closed.
   [[nodiscard]] Result<void> Start(int listen_fd, bool unix_socket);
   // Ends every exchange and closes the listener.
   void Stop();
@@ -149,15 +161,23 @@ class HttpServer {
   bool Queue(HttpExchange* exchange);
   void Kick();
   static void OnTimer(uv_timer_t* handle);
-  void OnFirstConnection();
+  void OnAcceptable();
   [[nodiscard]] Result<void> StartMhd();
+  // One accepted connection: counted and handed to MHD, or told why not and closed.
+  struct Conn;
+  void Admit(int fd, const sockaddr_storage& addr, socklen_t len);
+  void OnConnectionClosed(Conn* conn);
+  Conn* ConnOf(MHD_Connection* connection) const;
 
   uv_loop_t* loop_;
   HttpHandler* handler_;
   HttpLimits limits_;
   bool unix_socket_ = false;
   int listen_fd_ = -1;                // ours until libmicrohttpd takes it
-  UvHandle<uv_poll_t> waiting_;       // for the first connection
+  UvHandle<uv_poll_t> accepting_;     // the listener: we accept, MHD serves
+  UvHandle<uv_timer_t> accept_pause_;  // out of descriptors: accept again a moment later
+  std::map<Conn*, std::unique_ptr<Conn>> conns_;
+  std::map<std::string, size_t> per_peer_;
   MHD_Daemon* mhd_ = nullptr;
   UvHandle<uv_poll_t> poll_;
   UvHandle<uv_timer_t> timer_;  // MHD's timeouts, and a prompt run after a resume

@@ -28,7 +28,8 @@ Result<const MhdApi*> LoadMhd() {
               DlSymbol(lib, "MHD_create_response_from_callback", api.create_response_from_callback, missing) &&
               DlSymbol(lib, "MHD_add_response_header", api.add_response_header, missing) &&
               DlSymbol(lib, "MHD_queue_response", api.queue_response, missing) &&
-              DlSymbol(lib, "MHD_destroy_response", api.destroy_response, missing);
+              DlSymbol(lib, "MHD_destroy_response", api.destroy_response, missing) &&
+              DlSymbol(lib, "MHD_add_connection", api.add_connection, missing);
     if (!ok) error = "libmicrohttpd.so.12 has no " + missing + " (too old a libmicrohttpd)";
   });
   if (!error.empty()) return Fail(Error::Unavailable(error));

@@ -36,6 +36,8 @@ struct MhdApi {
   MHD_Result (*add_response_header)(MHD_Response* response, const char* header, const char* content);
   MHD_Result (*queue_response)(MHD_Connection* connection, unsigned int status_code, MHD_Response* response);
   void (*destroy_response)(MHD_Response* response);
+  MHD_Result (*add_connection)(MHD_Daemon* daemon, MHD_socket client_socket, const struct sockaddr* addr,
+                               socklen_t addrlen);
 };
 
 // libmicrohttpd.so.12, loaded once; Unavailable naming the library when it is missing.

@@ -81,13 +81,13 @@ Result<void> UiServer::Start() {
   if (!options_.unix_path.empty()) {
     auto fd = ListenUnix();
     if (!fd) return Fail(fd.error());
-    unix_ = std::make_unique<HttpServer>(loop_, this);
+    unix_ = std::make_unique<HttpServer>(loop_, this, options_.limits);
     if (auto ok = unix_->Start(*fd, true); !ok) return Fail(ok.error());
   }
   if (!options_.tcp_listen.empty()) {
     auto fd = ListenTcp();
     if (!fd) return Fail(fd.error());
-    tcp_ = std::make_unique<HttpServer>(loop_, this);
+    tcp_ = std::make_unique<HttpServer>(loop_, this, options_.limits);
     if (auto ok = tcp_->Start(*fd, false); !ok) return Fail(ok.error());
   }
   return {};

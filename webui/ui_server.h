@@ -47,6 +47,7 @@ struct UiOptions {
   std::function<bool(const protocol::PeerInfo&)> may_act_on_all;
   std::function<std::string()> metrics;  // Prometheus text
   std::string version;
+  HttpLimits limits;  // each listener's connections (per peer, in total, the admins' reserve)
 };
 
 class UiServer : public HttpHandler {

@@ -2,8 +2,16 @@
 // cookies, Host/CSRF/method checks, the event stream's resume ids, the log
 // download, /metrics (docs/web-ui.md, docs/metrics.md). The browser itself is
 // driven by tests/browser.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -168,6 +176,119 @@ TEST_F(WebUiTest, TcpLetsInOnlyATokenWhichBecomesAStrictCookieOnce) {
   StopDaemon();
   StartWithTcp();
   EXPECT_EQ(token_, pair.substr(pair.find('=') + 1));
+}
+
+// Connections that never send a request, held as another local user: they
+// count against that user (the kernel says whose a loopback socket is), and
+// nobody else's page is locked out.
+struct Held {
+  pid_t pid = -1;
+  int accepted = 0, refused = 0;
+  std::string refusal;
+};
+
+Held HoldWebConnections(int port, uid_t uid, int count) {
+  int fds[2];
+  EXPECT_EQ(::pipe(fds), 0);
+  Held held;
+  held.pid = ::fork();
+  if (held.pid == 0) {
+    ::close(fds[0]);
+    if (::setresgid(uid, uid, uid) != 0 || ::setresuid(uid, uid, uid) != 0) ::_exit(1);
+    std::vector<pollfd> conns;
+    for (int i = 0; i < count; ++i) {
+      int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      sockaddr_in addr{};
+      addr.sin_family = AF_INET;
+      addr.sin_port = htons(static_cast<uint16_t>(port));
+      addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) ::_exit(2);
+      conns.push_back({fd, POLLIN, 0});
+    }
+    // A refusal is answered at once; an accepted connection waits for a request and says nothing.
+    int refused = 0;
+    std::string refusal;
+    auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(700);
+    while (std::chrono::steady_clock::now() < until) {
+      if (::poll(conns.data(), conns.size(), 100) <= 0) continue;
+      for (auto& p : conns) {
+        if (p.fd < 0 || (p.revents & (POLLIN | POLLHUP)) == 0) continue;
+        char buf[512];
+        ssize_t n = ::recv(p.fd, buf, sizeof(buf), 0);
+        if (n > 0 && refusal.empty()) refusal.assign(buf, static_cast<size_t>(n));
+        ++refused;
+        ::close(p.fd);
+        p.fd = -1;
+      }
+    }
+    std::string report = std::to_string(count - refused) + " " + std::to_string(refused) + "\n" + refusal;
+    (void)!::write(fds[1], report.data(), report.size());
+    ::close(fds[1]);
+    for (;;) ::pause();
+  }
+  ::close(fds[1]);
+  std::string report;
+  char buf[1024];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof(buf))) > 0;) report.append(buf, static_cast<size_t>(n));
+  ::close(fds[0]);
+  std::istringstream in(report);
+  in >> held.accepted >> held.refused;
+  std::getline(in, held.refusal);
+  std::getline(in, held.refusal, '\0');
+  return held;
+}
+
+void Release(Held& held) {
+  if (held.pid <= 0) return;
+  ::kill(held.pid, SIGKILL);
+  ::waitpid(held.pid, nullptr, 0);
+  held.pid = -1;
+}
+
+TEST_F(WebUiTest, OneUsersIdleConnectionsNeitherLockOutOthersNorRoot) {
+  if (::geteuid() != 0) GTEST_SKIP() << "holding connections as other users needs root";
+  StartWithTcp({"--max-connections", "40", "--max-connections-per-user", "20"});
+  Held nobody = HoldWebConnections(tcp_.port, 65534, 25);
+  EXPECT_EQ(nobody.accepted, 20);
+  EXPECT_EQ(nobody.refused, 5);
+  EXPECT_THAT(nobody.refusal, HasSubstr("503"));
+  EXPECT_THAT(nobody.refusal, HasSubstr("uid 65534 already has 20 connections to the web page"));
+  // Another user is still served; then the users' 32 slots are full, root's 8 are not.
+  Held other = HoldWebConnections(tcp_.port, 65533, 15);
+  EXPECT_EQ(other.accepted, 12);
+  EXPECT_THAT(other.refusal, HasSubstr("8 more are kept for root and the admin group"));
+  EXPECT_EQ(Get("/api/session").status, 200);  // the daemon's user (and root)
+  Release(nobody);
+  Release(other);
+}
+
+TEST_F(WebUiTest, ARequestHeadMustArriveWithinTenSeconds) {
+  StartWithTcp();
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(tcp_.port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  auto started = std::chrono::steady_clock::now();
+  // A slow head: a byte every 2 s keeps a connection busy but never completes it.
+  std::string head = "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ";
+  ASSERT_EQ(::send(fd, head.data(), head.size(), MSG_NOSIGNAL), static_cast<ssize_t>(head.size()));
+  bool closed = false;
+  while (!closed && std::chrono::steady_clock::now() - started < std::chrono::seconds(20)) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 2000) == 1) {
+      char buf[256];
+      closed = ::recv(fd, buf, sizeof(buf), 0) <= 0;
+      continue;
+    }
+    (void)!::send(fd, "x", 1, MSG_NOSIGNAL);
+  }
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  ::close(fd);
+  EXPECT_TRUE(closed) << "still open after " << took << " s";
+  EXPECT_GE(took, 9.0);
+  EXPECT_EQ(Get("/api/session").status, 200);
 }
 
 TEST_F(WebUiTest, AChangeNeedsPostTheCsrfHeaderAndTheSameOrigin) {
