@@ -230,6 +230,9 @@ int CmdDaemon(const GlobalArgs& global, const std::string& action, bool cancel_a
              << "\n  state dir: " << (*info)["state_dir"].get<std::string>()
              << "\n  started:   " << (*info)["started"].get<std::string>()
              << "\n  apps:      " << (*info)["apps"] << " (" << (*info)["running_apps"] << " running)\n";
+    if (info->contains("containment") && (*info)["containment"].is_string()) {
+      *ctx.out << "  replicas:  contained by " << (*info)["containment"].get<std::string>() << "\n";
+    }
     return kExitOk;
   }
   int pid = (*info)["pid"].get<int>();

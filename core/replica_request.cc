@@ -52,6 +52,8 @@ std::vector<ReplicaRequest> BuildReplicaRequests(const AppDef& app, const LocalA
       req.args = applied.args;
       req.cwd = where.cwd;
       req.log_dir = ctx.app_log_dir + "/" + role.name + "/" + std::to_string(i);
+      req.cpu = role.resource.cpu;
+      req.mem_mb = role.resource.mem_mb;
       req.env = ctx.client_env;
       for (const auto& [k, v] : applied.env) req.env[k] = v;
       req.env["TORCHX_RANK0_HOST"] = "localhost";

@@ -47,6 +47,8 @@ struct ReplicaRequest {
   std::map<std::string, std::string> env;  // the complete environment
   std::string cwd;
   std::string log_dir;  // {app_log_dir}/{role}/{replica_id}
+  int cpu = -1;         // the role's resource, for the limits its containment may enforce
+  int mem_mb = -1;
   // Containers only (local_docker, core/docker_container.h): the container's
   // name and the Docker Engine API create body; empty for processes.
   std::string container_name;

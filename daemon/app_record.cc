@@ -52,7 +52,7 @@ json ReplicaInfoToJson(const supervisor::ReplicaInfo& r) {
               {"error_message", r.error_message}, {"log_dir", r.log_dir},
               {"hostname", r.hostname},
               {"monitor", json{{"run_dir", r.monitor.run_dir}, {"nonce", r.monitor.nonce},
-                               {"boot_id", r.monitor.boot_id}}}};
+                               {"boot_id", r.monitor.boot_id}, {"cgroup", r.monitor.cgroup}}}};
 }
 
 supervisor::ReplicaInfo ReplicaInfoFromJson(const json& j) {
@@ -74,13 +74,15 @@ supervisor::ReplicaInfo ReplicaInfoFromJson(const json& j) {
     r.monitor.run_dir = m->value("run_dir", "");
     r.monitor.nonce = m->value("nonce", "");
     r.monitor.boot_id = m->value("boot_id", "");
+    r.monitor.cgroup = m->value("cgroup", "");
   }
   return r;
 }
 
 json ReplicaRequestToStoredJson(const core::ReplicaRequest& r) {
   return json{{"role", r.role}, {"replica_id", r.replica_id}, {"entrypoint", r.entrypoint}, {"args", r.args},
-              {"env", r.env},   {"cwd", r.cwd},               {"log_dir", r.log_dir}};
+              {"env", r.env},   {"cwd", r.cwd},               {"log_dir", r.log_dir},
+              {"cpu", r.cpu},   {"mem_mb", r.mem_mb}};
 }
 
 std::optional<core::ReplicaRequest> ReplicaRequestFromStoredJson(const json& j) {
@@ -94,6 +96,8 @@ std::optional<core::ReplicaRequest> ReplicaRequestFromStoredJson(const json& j) 
     r.env = j.at("env").get<std::map<std::string, std::string>>();
     r.cwd = j.at("cwd").get<std::string>();
     r.log_dir = j.at("log_dir").get<std::string>();
+    r.cpu = j.value("cpu", -1);  // absent in what an older torchxd stored
+    r.mem_mb = j.value("mem_mb", -1);
     return r;
   } catch (const json::exception&) {
     return std::nullopt;

@@ -29,6 +29,7 @@ namespace torchxd::daemon {
 struct DaemonConfig {
   bool system = false;
   bool live_restore = false;  // replicas outlive the daemon (SIGTERM, crash); the next one adopts them
+  bool no_cgroups = false;    // contain replicas with process groups only
   std::string run_dir;        // the shims' run directories; default $state_dir/shims
   std::string socket;
   std::string state_dir;

@@ -16,10 +16,12 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdlib>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 
 #include "core/names.h"
 #include "supervisor/replica_process.h"
@@ -56,6 +58,7 @@ Daemon::~Daemon() {
   server_.reset();
   kubernetes_.reset();
   local_.reset();
+  if (containment_) containment_->RemoveSubtree();  // when no replica is left in it
   file_worker_.reset();
   sigterm_.reset();
   sigint_.reset();
@@ -136,8 +139,15 @@ Result<void> Daemon::Prepare() {
   if (!store) return Fail(store.error());
   if (!warning.empty()) spdlog::warn("{}", warning);
   store_ = std::move(*store);
+  // One subtree per state directory: daemons of other state directories (tests, users) never meet.
+  char id[17];
+  std::snprintf(id, sizeof(id), "%016zx", std::hash<std::string>{}(config_.state_dir));
+  containment_ = config_.no_cgroups ? supervisor::Containment::ProcessGroups("--no-cgroups")
+                                    : supervisor::Containment::Discover(id);
+  spdlog::info("replicas are contained by {}", containment_->Describe());
   LocalSchedulerOptions opts;
   opts.log_dir = config_.log_dir;
+  opts.containment = containment_.get();
   opts.cache_size = config_.cache_size;
   opts.max_running_per_user = config_.max_running_per_user;
   opts.restart_rate_per_user = config_.restart_rate_per_user;
@@ -196,6 +206,7 @@ Result<void> Daemon::Prepare() {
   info.commit_store = [this] { CommitStore(); };
   info.system_mode = config_.system;
   info.max_replicas_per_app = config_.max_replicas_per_app;
+  info.containment = containment_->Describe();
   if (!config_.admin_group.empty()) {
     struct group* g = ::getgrnam(config_.admin_group.c_str());
     if (g == nullptr) return Fail(Error::InvalidArgument("--admin-group " + config_.admin_group + ": no such group"));

@@ -23,6 +23,7 @@
 #include "daemon/local_scheduler.h"
 #include "daemon/metrics.h"
 #include "daemon/server.h"
+#include "supervisor/containment.h"
 #include "daemon/service.h"
 #include "daemon/store.h"
 #include "daemon/systemd_notify.h"
@@ -54,6 +55,7 @@ class Daemon {
   DaemonConfig config_;
   uv_loop_t loop_;
   UniqueFd lock_fd_;
+  std::unique_ptr<supervisor::Containment> containment_;  // how replicas' process trees are held
   std::unique_ptr<Store> store_;
   std::unique_ptr<LogStore> logs_;  // every scheduler's replica logs
   std::unique_ptr<LocalScheduler> local_;

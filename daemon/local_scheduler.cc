@@ -143,6 +143,16 @@ Result<void> LocalScheduler::Load(const std::vector<StoredApp>& stored) {
       spdlog::warn("a torchxd-shim no stored attempt knows still runs; left alone run_dir={}", path);
     }
   }
+  if (options_.containment != nullptr) {
+    // A group no running attempt refers to holds what a daemon that died left: it goes.
+    std::set<std::string> contained;
+    for (const auto& [key, rec] : apps_) {
+      for (const auto& r : rec->replicas) {
+        if (!core::IsTerminal(r.state) && !r.monitor.cgroup.empty()) contained.insert(r.monitor.cgroup);
+      }
+    }
+    options_.containment->Sweep(contained);
+  }
   logs_->Enforce();  // the budget may have shrunk since the last run
   gpu_count_ = core::CountNvidiaGpus(options_.nvidia_proc_dir);
   RestoreAdmission();
@@ -543,6 +553,7 @@ supervisor::AppOptions LocalScheduler::RunnerOptions(const AppRecord& app, std::
   opts.process.run_dir = options_.run_dir;
   opts.process.log_max_bytes = app.log_max_bytes;
   opts.process.keep = options_.live_restore;
+  opts.process.containment = options_.containment;
   opts.process.when_stored = [store = store_](std::function<void()> fn) { store->WhenStored(std::move(fn)); };
   opts.book_restart = [this, uid = app.owner_uid](uint64_t delay_ms) {
     uint64_t now = uv_now(loop_);

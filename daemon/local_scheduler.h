@@ -48,6 +48,7 @@ struct LocalSchedulerOptions {
   std::string docker_host;                // $DOCKER_HOST of the daemon (local_docker)
   std::string run_dir;                    // the shims' run directories ("" = none: no re-adoption)
   bool live_restore = false;              // replicas outlive the daemon
+  const supervisor::Containment* containment = nullptr;  // the daemon's; null = process groups
   // The NVIDIA driver's directory of GPUs (one entry per GPU, by PCI bus id).
   std::string nvidia_proc_dir = "/proc/driver/nvidia/gpus";
   // Admission (daemon/local_admission.cc): the box and its queues; no box = off.

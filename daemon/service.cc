@@ -455,6 +455,7 @@ void Service::Version(const Reply& reply) {
                  {"started", core::FormatRfc3339Utc(info_.started_ms)},
                  {"started_ms", info_.started_ms},
                  {"live_restore", info_.live_restore},
+                 {"containment", info_.containment},
                  {"apps", counts.apps},
                  {"running_apps", counts.running}});
 }

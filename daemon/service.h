@@ -48,6 +48,7 @@ class Service : public RequestHandler {
     bool live_restore = false;
     std::optional<gid_t> admin_gid;  // --admin-group: may act on every app
     size_t max_replicas_per_app = 1024;
+    std::string containment;  // how replicas' process trees are held (`version`)
     // `ui`: where the caller finds the web page (its URL carries the caller's token).
     std::function<Result<nlohmann::json>(const PeerInfo&)> ui_info;
   };

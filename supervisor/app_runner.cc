@@ -381,7 +381,9 @@ void AppRunner::RecordExit(Slot& s, const ReplicaExit& exit) {
   if (exit.spawn_failed || (exit.final && !exit.message.empty())) {
     s.info.error_message = exit.message;
   } else if (exit.signal) {
-    s.info.error_message = "killed by signal " + std::to_string(*exit.signal);
+    // Why, when the runtime knows (its memory limit, or torchxd's own kill of a stuck monitor).
+    s.info.error_message = exit.message.empty() ? "killed by signal " + std::to_string(*exit.signal)
+                                                : exit.message + " (signal " + std::to_string(*exit.signal) + ")";
   } else if (exit.exit_code && *exit.exit_code != 0) {
     s.info.error_message = "exited with code " + std::to_string(*exit.exit_code);
     if (!exit.message.empty()) s.info.error_message += " (" + exit.message + ")";  // e.g. the engine's reason

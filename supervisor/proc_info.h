@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace torchxd::supervisor {
 
@@ -24,6 +25,11 @@ std::optional<uint64_t> ParseStartTime(std::string_view stat_text);
 std::optional<uint64_t> ProcessStartTime(pid_t pid);
 // /proc/sys/kernel/random/boot_id, without its newline ("" when unreadable).
 std::string BootId();
+// The state and process group of /proc/<pid>/stat text (fields 3 and 5); nullopt when malformed.
+std::optional<std::pair<char, pid_t>> ParseStateAndGroup(std::string_view stat_text);
+// Does a process of group `pgid` still run (not a zombie waiting for a parent
+// that does not reap it)? A scan of /proc: for the rare process-group fallback.
+bool ProcessGroupAlive(pid_t pgid);
 
 }  // namespace torchxd::supervisor
 

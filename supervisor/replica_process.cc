@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -42,6 +43,8 @@ constexpr uint64_t kHandshakeTimeoutMs = 5000;
 // open its socket (it was started just before the daemon went down).
 constexpr uint64_t kStartingShimWaitMs = 10000;  // a loaded machine can take seconds to start one
 constexpr uint64_t kStartingShimPollMs = 20;
+// How long past a stop's grace period (or a kill) a shim has to end before torchxd kills its attempt itself.
+constexpr uint64_t kEscalationSlackMs = 2000;
 
 std::string RandomHex(size_t bytes) {
   unsigned char buf[32];
@@ -90,8 +93,12 @@ int ConnectToRunDir(int dir_fd) {
 void SetReplicaNofileLimit(unsigned long soft) { g_replica_nofile = soft; }
 unsigned long ReplicaNofileLimit() { return g_replica_nofile; }
 
-ReplicaProcess::ReplicaProcess(uv_loop_t* loop, Callbacks callbacks, WhenStored when_stored)
-    : loop_(loop), callbacks_(std::move(callbacks)), when_stored_(std::move(when_stored)) {}
+ReplicaProcess::ReplicaProcess(uv_loop_t* loop, Callbacks callbacks, WhenStored when_stored,
+                               const Containment* containment)
+    : loop_(loop),
+      callbacks_(std::move(callbacks)),
+      when_stored_(std::move(when_stored)),
+      containment_(containment) {}
 
 ReplicaProcess::~ReplicaProcess() {
   // UvHandle closes every handle; the shim itself is left alone (see the header).
@@ -104,21 +111,35 @@ ReplicaProcess::~ReplicaProcess() {
 
 std::unique_ptr<ReplicaProcess> ReplicaProcess::Start(uv_loop_t* loop, const std::string& shim_path,
                                                       const ShimSpec& spec, const MonitorRecord& monitor,
-                                                      Callbacks callbacks, WhenStored when_stored) {
-  std::unique_ptr<ReplicaProcess> self(new ReplicaProcess(loop, std::move(callbacks), std::move(when_stored)));
+                                                      Callbacks callbacks, WhenStored when_stored,
+                                                      const Containment* containment, AttemptLimits limits) {
+  std::unique_ptr<ReplicaProcess> self(
+      new ReplicaProcess(loop, std::move(callbacks), std::move(when_stored), containment));
+  self->limits_ = limits;
   self->Spawn(shim_path, spec, monitor);
   return self;
 }
 
 std::unique_ptr<ReplicaProcess> ReplicaProcess::Adopt(uv_loop_t* loop, const MonitorRecord& monitor,
-                                                      Callbacks callbacks, WhenStored when_stored) {
-  std::unique_ptr<ReplicaProcess> self(new ReplicaProcess(loop, std::move(callbacks), std::move(when_stored)));
+                                                      Callbacks callbacks, WhenStored when_stored,
+                                                      const Containment* containment) {
+  std::unique_ptr<ReplicaProcess> self(
+      new ReplicaProcess(loop, std::move(callbacks), std::move(when_stored), containment));
+  // A stored path is believed only when it is one of this daemon's groups.
+  if (containment != nullptr && containment->Owns(monitor.cgroup)) self->group_ = monitor.cgroup;
   self->Attach(monitor);
   return self;
 }
 
 void ReplicaProcess::Spawn(const std::string& shim_path, const ShimSpec& spec, const MonitorRecord& monitor) {
   run_dir_ = monitor.run_dir;
+  if (containment_ != nullptr && containment_->Owns(monitor.cgroup)) {
+    if (auto made = containment_->Create(monitor.cgroup, limits_); !made) {
+      shim_exited_ = true;
+      return FailLater(made.error().message);
+    }
+    group_ = monitor.cgroup;
+  }
   if (!run_dir_.empty()) {
     // The attempt's run directory belongs to the replica's user: the shim writes there as that user.
     if (::mkdir(run_dir_.c_str(), 0700) != 0 && errno != EEXIST) {
@@ -177,6 +198,18 @@ void ReplicaProcess::Spawn(const std::string& shim_path, const ShimSpec& spec, c
     ::waitpid(pid, nullptr, 0);
     shim_exited_ = true;
     return FailLater(std::string("cannot watch the replica's helper: pidfd_open: ") + strerror(e));
+  }
+  if (!group_.empty()) {
+    // Before the spec: the shim starts nothing until it has it, so every process of the replica is in the group.
+    if (auto entered = containment_->Enter(group_, pid); !entered) {
+      ::syscall(SYS_pidfd_send_signal, pidfd_, SIGKILL, nullptr, 0);
+      exit_.spawn_failed = true;
+      exit_.message = "cannot put the replica's monitor in its cgroup: " + entered.error().message;
+      have_status_ = true;
+      control_.reset();
+      control_open_ = false;
+      return;  // the pidfd reports its end
+    }
   }
   Send(EncodeShimSpec(spec));
   CrashPoint("after_spawn");
@@ -369,6 +402,7 @@ void ReplicaProcess::OnControlLine(const std::string& line) {
   auto started = [&](uint64_t pid) {
     if (started_reported_ || pid == 0) return;
     started_reported_ = true;
+    replica_pid_ = static_cast<int>(pid);
     if (callbacks_.on_started) callbacks_.on_started(static_cast<int>(pid));
   };
   switch (msg->kind) {
@@ -402,8 +436,64 @@ void ReplicaProcess::OnControlLine(const std::string& line) {
   }
 }
 
+bool ReplicaProcess::TreeGone() {
+  bool left;
+  if (!group_.empty()) {
+    left = containment_->Populated(group_);
+    if (left) containment_->Kill(group_);
+  } else {
+    // The replica led its own process group; the shim killed what was left of it, unless it could not.
+    left = replica_pid_ > 0 && ::kill(-replica_pid_, 0) == 0 && ProcessGroupAlive(replica_pid_);
+    if (left) ::kill(-replica_pid_, SIGKILL);
+  }
+  if (!left) return true;
+  if (!reaping_) {
+    reaping_ = true;
+    reap_wait_ms_ = 10;
+  }
+  // Killed, not yet gone (a process leaving takes a moment; one in D state, longer).
+  reap_wait_ms_ = std::min<uint64_t>(reap_wait_ms_ * 2, 1000);
+  RunLater(reap_wait_ms_, Step::kFinish);
+  return false;
+}
+
+void ReplicaProcess::EscalateIn(uint64_t ms) {
+  if (shim_exited_ || escalated_) return;
+  uint64_t at = uv_now(loop_) + ms;
+  if (escalate_ && escalate_at_ <= at) return;  // an earlier one is armed
+  escalate_at_ = at;
+  if (!escalate_) {
+    escalate_ = NewUvHandle<uv_timer_t>(this);
+    uv_timer_init(loop_, escalate_.get());
+  }
+  uv_timer_start(escalate_.get(), [](uv_timer_t* t) {
+    if (auto* self = static_cast<ReplicaProcess*>(t->data)) self->Escalate();
+  }, ms, 0);
+}
+
+void ReplicaProcess::Escalate() {
+  if (shim_exited_ || escalated_) return;
+  escalated_ = true;
+  // The shim should have ended the replica by now: it is stopped, or does
+  // not read its socket. It and everything of the attempt go.
+  if (!group_.empty()) {
+    containment_->Kill(group_);
+  } else {
+    if (pidfd_ >= 0) {
+      ::syscall(SYS_pidfd_send_signal, pidfd_, SIGCONT, nullptr, 0);
+      ::syscall(SYS_pidfd_send_signal, pidfd_, SIGKILL, nullptr, 0);
+    }
+    if (replica_pid_ > 0) ::kill(-replica_pid_, SIGKILL);
+  }
+  exit_ = ReplicaExit{};
+  exit_.signal = SIGKILL;
+  exit_.message = "killed by torchxd: its monitor (torchxd-shim) had not stopped it at the end of the grace period";
+  have_status_ = true;
+}
+
 void ReplicaProcess::MaybeFinish() {
   if (finished_ || !shim_exited_ || control_open_) return;
+  if (!TreeGone()) return;  // called again once it is
   ReplicaExit exit = exit_;
   auto recorded = dir_fd_ >= 0 ? ReadShimFile(dir_fd_, kShimExitFile) : Result<std::string>(Fail(Error::NotFound("")));
   // The daemon out of descriptors cannot open the record the shim left: it is
@@ -440,6 +530,13 @@ void ReplicaProcess::MaybeFinish() {
                        ? "the replica's exit record could not be read (" + recorded.error().message +
                              "); its outcome is unknown"
                        : "the replica's monitor (torchxd-shim) ended without recording its exit; its outcome is unknown";
+    if (reaping_) exit.message += " (what was left of it was killed)";
+  }
+  if (!group_.empty()) {
+    if (limits_.mem_mb > 0 && containment_->OomKilled(group_) && exit.signal == SIGKILL) {
+      exit.message = "out of memory: the replica used more than its " + std::to_string(limits_.mem_mb) + " MB (memMB)";
+    }
+    containment_->Remove(group_);
   }
   // The run directory goes only once the exit on_exit records is stored: a
   // daemon that dies before finds exit.json again. The owner may destroy
@@ -476,14 +573,15 @@ void RemoveRunDir(int dir_fd, const std::string& run_dir) {
 
 void ReplicaProcess::Terminate(double grace_seconds) {
   if (shim_exited_) return;
-  if (control_open_ && ready_) {
-    return Send("stop " + std::to_string(static_cast<uint64_t>(std::max(0.0, grace_seconds) * 1000.0)) + "\n");
-  }
+  uint64_t grace_ms = static_cast<uint64_t>(std::clamp(grace_seconds, 0.0, 86400.0) * 1000.0);
+  EscalateIn(grace_ms + kEscalationSlackMs);
+  if (control_open_ && ready_) return Send("stop " + std::to_string(grace_ms) + "\n");
   if (pidfd_ >= 0 && ready_) ::syscall(SYS_pidfd_send_signal, pidfd_, SIGTERM, nullptr, 0);
 }
 
 void ReplicaProcess::Kill() {
   if (shim_exited_) return;
+  EscalateIn(kEscalationSlackMs);
   if (control_open_ && ready_) return Send("kill\n");
   if (pidfd_ >= 0 && ready_) ::syscall(SYS_pidfd_send_signal, pidfd_, SIGUSR1, nullptr, 0);
 }
@@ -520,8 +618,10 @@ std::vector<std::string> SweepRunDirs(const std::string& root, const std::set<st
 
 MonitorRecord ProcessRuntime::Prepare() {
   MonitorRecord m;
+  std::string name = RandomHex(8);
+  if (options_.containment != nullptr) m.cgroup = options_.containment->GroupFor("a-" + name);
   if (options_.run_dir.empty()) return m;
-  m.run_dir = options_.run_dir + "/" + RandomHex(8);
+  m.run_dir = options_.run_dir + "/" + name;
   m.nonce = RandomHex(16);
   m.boot_id = BootId();
   return m;
@@ -550,12 +650,13 @@ std::unique_ptr<ReplicaHandle> ProcessRuntime::Start(const core::ReplicaRequest&
   spec.attempt = std::max(1, attempt);
   spec.nonce = monitor.nonce;
   spec.keep = options_.keep;
-  return ReplicaProcess::Start(loop_, options_.shim_path, spec, monitor, std::move(callbacks), options_.when_stored);
+  return ReplicaProcess::Start(loop_, options_.shim_path, spec, monitor, std::move(callbacks), options_.when_stored,
+                               options_.containment, AttemptLimits{request.cpu, request.mem_mb});
 }
 
 std::unique_ptr<ReplicaHandle> ProcessRuntime::Adopt(const core::ReplicaRequest&, int, const MonitorRecord& monitor,
                                                      uint64_t, uint64_t, ReplicaCallbacks callbacks) {
-  return ReplicaProcess::Adopt(loop_, monitor, std::move(callbacks), options_.when_stored);
+  return ReplicaProcess::Adopt(loop_, monitor, std::move(callbacks), options_.when_stored, options_.containment);
 }
 
 }  // namespace torchxd::supervisor

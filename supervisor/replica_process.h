@@ -26,6 +26,12 @@
 //  - Destroying a running ReplicaProcess leaves the shim alone: without
 //    live-restore the shim's parent-death signal stops the replica when the
 //    daemon exits; with it, the replica goes on.
+//  - Containment (containment.h): the shim enters its attempt's cgroup before
+//    it is handed the spec. A shim that has not ended 2 s after its grace
+//    period (stopped, or never reading its socket) is killed with its whole
+//    tree (cgroup.kill; else SIGKILL to it and the replica's process group).
+//    The attempt ends only once no process of it is left, whatever ended the
+//    shim: what outlived it is killed first.
 //
 // Thread contract: loop thread only.
 #ifndef TORCHXD_SUPERVISOR_REPLICA_PROCESS_H_
@@ -43,6 +49,7 @@
 #include <vector>
 
 #include "core/uv_handle.h"
+#include "supervisor/containment.h"
 #include "supervisor/replica_runtime.h"
 #include "supervisor/shim_protocol.h"
 
@@ -58,18 +65,20 @@ class ReplicaProcess : public ReplicaHandle {
 
   // Never returns null: a failure to start the shim is reported through
   // on_exit (spawn_failed) on a later loop iteration.
+  // `containment` null: process groups. `limits`: what the attempt's cgroup enforces, where it can.
   static std::unique_ptr<ReplicaProcess> Start(uv_loop_t* loop, const std::string& shim_path, const ShimSpec& spec,
                                                const MonitorRecord& monitor, Callbacks callbacks,
-                                               WhenStored when_stored = {});
+                                               WhenStored when_stored = {}, const Containment* containment = nullptr,
+                                               AttemptLimits limits = {});
   static std::unique_ptr<ReplicaProcess> Adopt(uv_loop_t* loop, const MonitorRecord& monitor, Callbacks callbacks,
-                                               WhenStored when_stored = {});
+                                               WhenStored when_stored = {}, const Containment* containment = nullptr);
   ~ReplicaProcess() override;
 
   void Terminate(double grace_seconds) override;
   void Kill() override;
 
  private:
-  ReplicaProcess(uv_loop_t* loop, Callbacks callbacks, WhenStored when_stored);
+  ReplicaProcess(uv_loop_t* loop, Callbacks callbacks, WhenStored when_stored, const Containment* containment);
   void Spawn(const std::string& shim_path, const ShimSpec& spec, const MonitorRecord& monitor);
   void Attach(const MonitorRecord& monitor);
   void Connect();          // to an adopted shim's socket; retried while it may still be starting
@@ -86,6 +95,11 @@ class ReplicaProcess : public ReplicaHandle {
   enum class Step { kConnect, kFinish };
   void RunLater(uint64_t ms, Step step);
   void Lost(const std::string& message);
+  // The shim did not end in time: kill it and its tree now.
+  void EscalateIn(uint64_t ms);
+  void Escalate();
+  // Is every process of the attempt gone? If not, kills what is left and looks again later.
+  bool TreeGone();
 
   static void OnRead(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf);
   static void OnAlloc(uv_handle_t* handle, size_t suggested, uv_buf_t* buf);
@@ -114,6 +128,15 @@ class ReplicaProcess : public ReplicaHandle {
   bool started_reported_ = false;
   ReplicaExit exit_;          // from the control channel
   bool have_status_ = false;
+  const Containment* containment_;
+  std::string group_;         // the attempt's cgroup ("" = process groups)
+  AttemptLimits limits_;
+  int replica_pid_ = 0;       // leads the replica's process group (from `started`)
+  UvHandle<uv_timer_t> escalate_;
+  uint64_t escalate_at_ = 0;  // loop time the escalation is due (0 = none armed)
+  bool escalated_ = false;
+  bool reaping_ = false;      // what outlived the shim was killed; waiting for it to go
+  uint64_t reap_wait_ms_ = 0;
 };
 
 // Removes an attempt's run directory: only the names in it (a link there is
@@ -140,6 +163,7 @@ struct ProcessRuntimeOptions {
   uint64_t log_max_bytes = 0;    // per stream
   bool keep = false;             // live-restore
   WhenStored when_stored;        // an attempt's run directory goes only once its exit is stored
+  const Containment* containment = nullptr;  // the daemon's; null = process groups
 };
 
 // The process runtime: each attempt under torchxd-shim, optionally as another user.

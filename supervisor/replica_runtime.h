@@ -45,6 +45,7 @@ struct MonitorRecord {
   std::string run_dir;  // "" = none (containers)
   std::string nonce;
   std::string boot_id;
+  std::string cgroup;   // the attempt's cgroup ("" = contained by process groups)
 };
 
 struct ReplicaCallbacks {

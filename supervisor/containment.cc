@@ -1,0 +1,205 @@
+#include "supervisor/containment.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <vector>
+#include <sstream>
+
+namespace torchxd::supervisor {
+namespace {
+
+std::string ReadSmall(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  char buf[4096];
+  ssize_t n = ::read(fd, buf, sizeof(buf));
+  ::close(fd);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+}
+
+Result<void> WriteSmall(const std::string& path, const std::string& text) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return Fail(Error::Io("open " + path + ": " + strerror(errno)));
+  ssize_t n = ::write(fd, text.data(), text.size());
+  int e = errno;
+  ::close(fd);
+  if (n != static_cast<ssize_t>(text.size())) return Fail(Error::Io("write " + path + ": " + strerror(e)));
+  return {};
+}
+
+// The value of `key` in a flat keyed file (cgroup.events, memory.events); -1 when absent.
+long long KeyValue(const std::string& text, const std::string& key) {
+  std::istringstream in(text);
+  std::string k;
+  long long v;
+  while (in >> k >> v) {
+    if (k == key) return v;
+  }
+  return -1;
+}
+
+// The cgroup2 mount point from /proc/self/mountinfo ("" when there is none).
+std::string Cgroup2Mount() {
+  std::ifstream in("/proc/self/mountinfo");
+  for (std::string line; std::getline(in, line);) {
+    size_t dash = line.find(" - ");
+    if (dash == std::string::npos || line.compare(dash + 3, 8, "cgroup2 ") != 0) continue;
+    std::istringstream fields(line.substr(0, dash));
+    std::string id, parent, dev, root, mount;
+    if (fields >> id >> parent >> dev >> root >> mount) return mount;
+  }
+  return "";
+}
+
+// This process's group in the v2 hierarchy ("/..."), from /proc/self/cgroup.
+std::string OwnGroup() {
+  std::ifstream in("/proc/self/cgroup");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("0::", 0) == 0) return line.substr(3);
+  }
+  return "";
+}
+
+bool MakeDir(const std::string& path) { return ::mkdir(path.c_str(), 0755) == 0 || errno == EEXIST; }
+
+}  // namespace
+
+std::unique_ptr<Containment> Containment::ProcessGroups(std::string why) {
+  std::unique_ptr<Containment> c(new Containment());
+  c->why_not_ = std::move(why);
+  return c;
+}
+
+std::unique_ptr<Containment> Containment::Discover(const std::string& id, const std::string& cgroup_root) {
+  std::string mount = cgroup_root.empty() ? Cgroup2Mount() : cgroup_root;
+  if (mount.empty()) return ProcessGroups("no cgroup v2 hierarchy is mounted");
+  std::string own = cgroup_root.empty() ? OwnGroup() : "/";
+  if (own.empty()) return ProcessGroups("this process is in no cgroup v2 group");
+  // A daemon that re-executed itself (or a restarted one) is already in its leaf.
+  if (own.size() > 7 && own.compare(own.size() - 7, 7, "/daemon") == 0) own = own.substr(0, own.size() - 7);
+  if (own.empty()) own = "/";
+  std::string subtree;
+  bool controllers = false;
+  if (::geteuid() == 0) {
+    // Root: a subtree of its own at the top of the hierarchy, outside any
+    // service's group, so that it may enable controllers and a restarted
+    // service (placed by its manager in its own group) never meets them.
+    subtree = mount + "/torchxd-" + id;
+    if (!MakeDir(subtree)) return ProcessGroups("cannot make " + subtree + ": " + strerror(errno));
+    controllers = true;
+  } else {
+    // A user: the group its service manager delegated (Delegate=yes). The
+    // daemon moves into a leaf of it; without the controllers, which its
+    // manager would have to place a restarted daemon around (systemd 254's
+    // DelegateSubgroup=).
+    std::string base = mount + own;
+    if (own == "/" || ::access(base.c_str(), W_OK) != 0 || !MakeDir(base + "/daemon") ||
+        !WriteSmall(base + "/daemon/cgroup.procs", std::to_string(::getpid()))) {
+      return ProcessGroups("its cgroup " + own + " is not delegated to this user (a systemd unit with "
+                           "Delegate=yes makes it so)");
+    }
+    subtree = base;
+  }
+  if (::access((subtree + "/cgroup.kill").c_str(), F_OK) != 0 &&
+      ::access((subtree + "/daemon/cgroup.kill").c_str(), F_OK) != 0) {
+    // The top of a hierarchy has no cgroup.kill; a group made in it does, from Linux 5.14.
+    std::string probe = subtree + "/probe-" + std::to_string(::getpid());
+    bool has_kill = MakeDir(probe) && ::access((probe + "/cgroup.kill").c_str(), F_OK) == 0;
+    ::rmdir(probe.c_str());
+    if (!has_kill) return ProcessGroups("the kernel has no cgroup.kill (Linux 5.14 and later)");
+  }
+  std::unique_ptr<Containment> c(new Containment());
+  c->subtree_ = subtree;
+  // Limits where the controllers reach the subtree (never on a hybrid host's controller-less v2).
+  std::string available = controllers ? ReadSmall(subtree + "/cgroup.controllers") : "";
+  for (const char* controller : {"memory", "cpu"}) {
+    if (available.find(controller) == std::string::npos) continue;
+    if (!WriteSmall(subtree + "/cgroup.subtree_control", std::string("+") + controller)) continue;
+    (std::string(controller) == "memory" ? c->memory_ : c->cpu_) = true;
+  }
+  return c;
+}
+
+std::string Containment::Describe() const {
+  if (!cgroups()) return "process groups (no cgroup v2 containment: " + why_not_ + ")";
+  std::string limits = memory_ && cpu_ ? "memMB and cpu enforced"
+                       : memory_       ? "memMB enforced, cpu not (no cpu controller delegated)"
+                       : cpu_          ? "cpu enforced, memMB not (no memory controller delegated)"
+                                       : "memMB and cpu not enforced (no memory or cpu controller delegated)";
+  return "cgroup v2 (" + subtree_ + "; " + limits + ")";
+}
+
+std::string Containment::GroupFor(const std::string& name) const {
+  return cgroups() ? subtree_ + "/" + name : std::string();
+}
+
+Result<void> Containment::Create(const std::string& group, const AttemptLimits& limits) const {
+  if (!Owns(group)) return Fail(Error::Internal("not a group of this torchxd: " + group));
+  if (::mkdir(group.c_str(), 0755) != 0 && errno != EEXIST) {
+    return Fail(Error::Io("cannot make the replica's cgroup " + group + ": " + strerror(errno)));
+  }
+  if (memory_ && limits.mem_mb > 0) {
+    if (auto ok = WriteSmall(group + "/memory.max", std::to_string(static_cast<long long>(limits.mem_mb) << 20)); !ok) {
+      return Fail(ok.error());
+    }
+  }
+  if (cpu_ && limits.cpu > 0) {
+    if (auto ok = WriteSmall(group + "/cpu.max", std::to_string(limits.cpu * 100000LL) + " 100000"); !ok) {
+      return Fail(ok.error());
+    }
+  }
+  return {};
+}
+
+Result<void> Containment::Enter(const std::string& group, pid_t pid) const {
+  return WriteSmall(group + "/cgroup.procs", std::to_string(pid));
+}
+
+void Containment::Kill(const std::string& group) const { (void)WriteSmall(group + "/cgroup.kill", "1"); }
+
+bool Containment::Populated(const std::string& group) const {
+  return KeyValue(ReadSmall(group + "/cgroup.events"), "populated") > 0;
+}
+
+bool Containment::OomKilled(const std::string& group) const {
+  return KeyValue(ReadSmall(group + "/memory.events"), "oom_kill") > 0;
+}
+
+void Containment::Remove(const std::string& group) const { ::rmdir(group.c_str()); }
+
+bool Containment::Owns(const std::string& group) const {
+  if (!cgroups() || group.size() <= subtree_.size() + 1 || group.compare(0, subtree_.size() + 1, subtree_ + "/") != 0) {
+    return false;
+  }
+  std::string name = group.substr(subtree_.size() + 1);
+  return name.find('/') == std::string::npos && name != "." && name != ".." && name != "daemon";
+}
+
+void Containment::Sweep(const std::set<std::string>& keep) const {
+  if (!cgroups()) return;
+  DIR* d = ::opendir(subtree_.c_str());
+  if (d == nullptr) return;
+  std::vector<std::string> groups;
+  while (struct dirent* e = ::readdir(d)) {
+    if (e->d_type == DT_DIR && std::strncmp(e->d_name, "a-", 2) == 0) groups.push_back(subtree_ + "/" + e->d_name);
+  }
+  ::closedir(d);
+  for (const auto& group : groups) {
+    if (keep.count(group) != 0) continue;
+    if (Populated(group)) Kill(group);  // gone a moment later; removed then, or at the next start
+    Remove(group);
+  }
+}
+
+void Containment::RemoveSubtree() const {
+  if (cgroups() && subtree_.find("/torchxd-") != std::string::npos) ::rmdir(subtree_.c_str());
+}
+
+}  // namespace torchxd::supervisor

@@ -1,0 +1,95 @@
+// Containment: how a replica's whole process tree is held, so that nothing a
+// replica does to its torchxd-shim (stop it, kill it) lets a process of it
+// outlive its attempt, its app's end, or the GPUs it held.
+//
+//   cgroup v2   a group per attempt under the daemon's own subtree: the shim
+//               is put in it before it runs anything, so every process the
+//               replica makes is in it; stopping for good is `cgroup.kill`,
+//               and the attempt ends only once `cgroup.events` says
+//               `populated 0`. Where the memory and cpu controllers are
+//               delegated, the role's memMB and cpu become memory.max and
+//               cpu.max, and a kill by the memory limit is reported as such.
+//   process     no writable cgroup v2 hierarchy (an unprivileged daemon
+//   groups      without delegation, a read-only /sys/fs/cgroup): the replica
+//               leads its own process group and session; the daemon stops a
+//               shim that does not answer itself (SIGCONT, SIGKILL through its
+//               pidfd) and kills the replica's process group. A process that
+//               left that group is beyond reach here.
+//
+// The subtree: for root, a group `torchxd-<id>` at the top of the hierarchy
+// (outside the service's own group, so a restarted service never meets its
+// controllers); for a user, the group its service manager delegated
+// (Delegate=yes), the daemon itself moved into a leaf `daemon` of it, with no
+// controllers (limits need root).
+//
+// Thread contract: construction on any thread before the loop runs; the rest
+// on the loop thread (plain, short file writes into cgroupfs).
+#ifndef TORCHXD_SUPERVISOR_CONTAINMENT_H_
+#define TORCHXD_SUPERVISOR_CONTAINMENT_H_
+
+#include <sys/types.h>
+
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "core/result.h"
+
+namespace torchxd::supervisor {
+
+struct AttemptLimits {
+  int cpu = -1;     // TorchX's resource.cpu (-1, 0: none)
+  int mem_mb = -1;  // resource.memMB
+};
+
+class Containment {
+ public:
+  // Looks for a writable cgroup v2 hierarchy (`cgroup_root` "": the system's,
+  // from /proc/self/mountinfo). `id` names this daemon's subtree when it has to
+  // make one (one per state directory). Never fails: without cgroups it
+  // contains with process groups.
+  static std::unique_ptr<Containment> Discover(const std::string& id, const std::string& cgroup_root = "");
+  // Process groups only (tests, and where cgroups are turned off).
+  static std::unique_ptr<Containment> ProcessGroups(std::string why);
+
+  bool cgroups() const { return !subtree_.empty(); }
+  bool limits_memory() const { return memory_; }
+  bool limits_cpu() const { return cpu_; }
+  // What `torchx daemon status` shows.
+  std::string Describe() const;
+
+  // Where the group of the attempt called `name` goes ("" without cgroups).
+  std::string GroupFor(const std::string& name) const;
+  // Makes that group, with `limits` applied where the controllers allow.
+  [[nodiscard]] Result<void> Create(const std::string& group, const AttemptLimits& limits) const;
+  // Moves `pid` (a shim that has not started anything yet) into `group`.
+  [[nodiscard]] Result<void> Enter(const std::string& group, pid_t pid) const;
+  // SIGKILL to every process in `group` (cgroup.kill).
+  void Kill(const std::string& group) const;
+  // Does any process still live in `group`? (false once it is gone)
+  bool Populated(const std::string& group) const;
+  // Was a process of `group` killed by its memory limit?
+  bool OomKilled(const std::string& group) const;
+  // Removes the (empty) group.
+  void Remove(const std::string& group) const;
+  // Is `group` one of this daemon's (a stored path is never trusted blindly)?
+  bool Owns(const std::string& group) const;
+  // After a restart: the attempt groups no running attempt refers to (what a
+  // daemon that died left) are killed and removed; the subtree itself too
+  // would otherwise hold).
+  void Sweep(const std::set<std::string>& keep) const;
+  // At exit: the subtree this daemon made goes when it is empty.
+  void RemoveSubtree() const;
+
+ private:
+  Containment() = default;
+  std::string subtree_;  // absolute path of the daemon's subtree ("" = process groups)
+  std::string why_not_;  // why there are no cgroups
+  bool memory_ = false;
+  bool cpu_ = false;
+};
+
+}  // namespace torchxd::supervisor
+
+#endif  // TORCHXD_SUPERVISOR_CONTAINMENT_H_
