@@ -19,6 +19,7 @@
 #include "core/docker_container.h"
 #include "core/ids.h"
 #include "core/local_plan.h"
+#include "core/local_ports.h"
 #include "core/paths.h"
 #include "core/replica_request.h"
 #include "core/text.h"
@@ -65,6 +66,14 @@ int PrintDryrun(const std::string& scheduler, const core::AppDef& app, const cor
   }
   core::LocalPlan plan = core::PlanLocalApp(app, in);
   for (const auto& w : plan.warnings) *ctx.err << "torchx: warning: " << w << "\n";
+  // The named ports it would get if it started now (the daemon picks them when it does).
+  nlohmann::json ports = nlohmann::json::object();
+  if (!docker) {
+    auto wanted = core::EndpointPorts(app, plan.requests);
+    auto chosen = core::ChoosePorts(wanted, {}, core::PortIsFree);
+    core::RemapEndpointPorts(plan.requests, chosen);
+    for (const auto& [declared, port] : chosen) ports[wanted[declared]] = port;
+  }
   nlohmann::json replicas = nlohmann::json::array();
   for (const auto& req : plan.requests) {
     replicas.push_back(docker ? nlohmann::json{{"name", req.container_name}, {"create", req.container}}
@@ -76,6 +85,7 @@ int PrintDryrun(const std::string& scheduler, const core::AppDef& app, const cor
     request["containers"] = replicas;
   } else {
     request["cfg"] = core::CfgToJson(cfg);
+    if (!ports.empty()) request["ports"] = ports;
     request["replicas"] = replicas;
   }
   *ctx.out << "=== APPLICATION ===\n"

@@ -169,6 +169,7 @@ json AppRecord::ToJson() const {
               {"timed_out", timed_out},
               {"max_duration_ms", max_duration_ms},
               {"scale", scale},
+              {"ports", ports},
               {"started_ms", Opt(started_ms)},
               {"requests", requests},
               {"replicas", reps},
@@ -229,6 +230,7 @@ Result<AppRecord> AppRecord::FromJson(const json& j) {
     r.timed_out = j.value("timed_out", false);
     r.max_duration_ms = j.value("max_duration_ms", int64_t{0});
     if (auto it = j.find("scale"); it != j.end() && it->is_object()) r.scale = *it;
+    if (auto it = j.find("ports"); it != j.end() && it->is_object()) r.ports = *it;
     r.started_ms = GetOpt<int64_t>(j, "started_ms");
     r.requests = j.value("requests", json::array());
     for (const auto& rj : j.value("replicas", json::array())) r.replicas.push_back(ReplicaInfoFromJson(rj));

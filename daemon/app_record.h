@@ -65,7 +65,8 @@ struct AppRecord {
   bool timed_out = false;      // that cancel is the app's max_duration: it ends FAILED
   int64_t max_duration_ms = 0;           // -cfg max_duration (0 = none)
   std::optional<int64_t> started_ms;     // when its replicas were first started (admitted)
-  nlohmann::json scale = nlohmann::json::object();  // `torchx scale`: role -> replicas it runs (absent = all)
+  nlohmann::json scale = nlohmann::json::object();
+  nlohmann::json ports = nlohmann::json::object();  // named ports while it runs: "declared" -> the one it got  // `torchx scale`: role -> replicas it runs (absent = all)
   nlohmann::json requests = nlohmann::json::array();  // processes: what each replica runs, for re-adoption
   std::vector<supervisor::ReplicaInfo> replicas;
   AdmissionInfo admission;

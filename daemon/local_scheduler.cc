@@ -22,6 +22,7 @@
 #include "core/ids.h"
 #include "core/json_parse.h"
 #include "core/local_plan.h"
+#include "core/local_ports.h"
 #include "core/names.h"
 #include "core/paths.h"
 #include "core/replica_request.h"
@@ -450,12 +451,36 @@ Result<const AppRecord*> LocalScheduler::SubmitNow(SubmitRequest request) {
 
 void LocalScheduler::Launch(AppRecord& app, std::vector<core::ReplicaRequest> requests, std::vector<unsigned> run_as,
                             const std::vector<bool>& held) {
+  if (app.scheduler != "local_docker") GivePorts(app, requests);
   supervisor::AppOptions opts = RunnerOptions(app, std::move(run_as));
   app.runner = std::make_unique<supervisor::AppRunner>(loop_, app.Handle(), app.app, std::move(requests), opts, this);
   by_runner_[app.runner.get()] = &app;
   if (!app.started_ms) app.started_ms = core::UnixNowMs();  // stored with the attempts Start records
   app.runner->Start(held);
   ArmDeadline(app);
+}
+
+void LocalScheduler::GivePorts(AppRecord& app, std::vector<core::ReplicaRequest>& requests) {
+  auto wanted = core::EndpointPorts(app.app, requests);
+  if (wanted.empty()) return;
+  std::set<int> taken;  // what the other apps that have not ended were given
+  for (const auto& [key, rec] : apps_) {
+    if (rec.get() == &app || core::IsTerminal(rec->state)) continue;
+    for (const auto& [declared, port] : rec->ports.items()) {
+      if (port.is_number_integer()) taken.insert(port.get<int>());
+    }
+  }
+  auto chosen = core::ChoosePorts(wanted, taken, core::PortIsFree);
+  core::RemapEndpointPorts(requests, chosen);
+  app.ports = json::object();
+  std::string said;
+  for (const auto& [declared, port] : chosen) {
+    app.ports[std::to_string(declared)] = port;
+    said += " " + wanted[declared] + "=" + std::to_string(port);
+  }
+  app.requests = json::array();
+  for (const auto& req : requests) app.requests.push_back(ReplicaRequestToStoredJson(req));
+  spdlog::info("app ports app={}{}", app.app_id, said);
 }
 
 Result<std::vector<unsigned>> LocalScheduler::RunAs(uid_t uid) const {

@@ -137,6 +137,8 @@ class LocalScheduler : public Scheduler, public supervisor::AppRunnerObserver {
   // Makes the app's runner and starts it.
   void Launch(AppRecord& app, std::vector<core::ReplicaRequest> requests, std::vector<unsigned> run_as,
               const std::vector<bool>& held = {});
+  // Its own free port for each named port its replicas' arguments use (core/local_ports.h).
+  void GivePorts(AppRecord& app, std::vector<core::ReplicaRequest>& requests);
   // The runner's slot of a replica (roles in order, then replica ids).
   static size_t SlotIndex(const AppRecord& app, int role, int replica_id);
   // Per slot: an admitted app's replica that holds nothing yet (an elastic

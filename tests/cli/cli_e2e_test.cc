@@ -349,4 +349,52 @@ while True:
   EXPECT_EQ(Torchx({"cancel", h}).exit_code, 0);
 }
 
+// Two 2-node dist.ddp jobs started together on one box, both on TorchX's
+// default rendezvous port: each gets its own (the second bound 29500 too, or
+// joined the first one's store), and both train to the end.
+TEST_F(CliE2eTest, TwoMultiNodeDdpJobsAtOnceEachHaveTheirOwnRendezvous) {
+  if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "python3-torch is not installed (/usr/bin/python3 -c 'import torch' failed)";
+  }
+  std::ofstream(dir_ / "work/twice.py") << R"(import os
+
+import torch
+import torch.distributed as dist
+
+dist.init_process_group(backend="gloo")
+t = torch.ones(1)
+for _ in range(20):
+    dist.all_reduce(t)
+print(f"world {dist.get_world_size()} job {os.environ['TORCHX_JOB_ID'].rsplit('/', 1)[1]}", flush=True)
+)";
+  std::vector<std::string> handles;
+  for (int i = 0; i < 2; ++i) {
+    auto run = Torchx({"run", "-d", "dist.ddp", "-j", "2x1", "--tee", "1", "--env", "PET_REDIRECTS=1", "--script",
+                       (dir_ / "work/twice.py").string()});
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    handles.push_back(Handle(run));
+  }
+  for (const auto& h : handles) {
+    std::string state;
+    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (std::chrono::steady_clock::now() < end) {
+      state = json::parse(Torchx({"status", "--json", h}).out)["state"].get<std::string>();
+      if (state != "RUNNING" && state != "PENDING" && state != "SUBMITTED") break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    std::string log = Torchx({"log", h}).out;
+    EXPECT_EQ(state, "SUCCEEDED") << log;
+    std::string id = h.substr(h.rfind('/') + 1);
+    EXPECT_NE(log.find("world 2 job " + id), std::string::npos) << log;
+  }
+  // The daemon says which port each got.
+  std::ifstream in(dir_ / "state/torchxd/torchxd.out");
+  std::string daemon_log((std::istreambuf_iterator<char>(in)), {});
+  size_t first = daemon_log.find("app ports"), second = daemon_log.find("app ports", first + 1);
+  ASSERT_NE(second, std::string::npos) << daemon_log;
+  std::string a = daemon_log.substr(first, daemon_log.find('\n', first) - first);
+  std::string b = daemon_log.substr(second, daemon_log.find('\n', second) - second);
+  EXPECT_NE(a.substr(a.find("c10d=")), b.substr(b.find("c10d="))) << a << "\n" << b;
+}
+
 }  // namespace

@@ -1,0 +1,44 @@
+// Named ports of local apps (a role's port_map): TorchX's components put the
+// rendezvous port in the replicas' arguments (dist.ddp's `--rdzv_endpoint
+// host:29500`), so two multi-node jobs on one box would bind the same port,
+// or one would join the other's store. Each running local app gets its own
+// free port for every named port its processes use, and their arguments say
+// that one instead; the components are not changed.
+//
+// A named port is "used" where an argument holds `:<port>` not followed by a
+// digit (an endpoint); only those are moved. The first free port from the
+// declared one upward is taken, so a lone app keeps TorchX's numbers.
+//
+// Thread contract: pure functions, but for PortIsFree (a bind probe); any thread.
+#ifndef TORCHXD_CORE_LOCAL_PORTS_H_
+#define TORCHXD_CORE_LOCAL_PORTS_H_
+
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/app_def.h"
+#include "core/replica_request.h"
+
+namespace torchxd::core {
+
+// Declared port -> its port_map name, for the named ports some replica's arguments use.
+std::map<int, std::string> EndpointPorts(const AppDef& app, const std::vector<ReplicaRequest>& requests);
+
+// Rewrites every `:<from>` endpoint in the arguments to `:<to>`.
+void RemapEndpointPorts(std::vector<ReplicaRequest>& requests, const std::map<int, int>& from_to);
+
+// For each port in `wanted`, the first port at or above it that is neither
+// `taken` nor refused by `is_free`, within 1000 of it; the port itself when
+// none is (the job then meets what holds it, as under TorchX).
+std::map<int, int> ChoosePorts(const std::map<int, std::string>& wanted, const std::set<int>& taken,
+                               const std::function<bool(int)>& is_free);
+
+// Could a server bind `port` on every address now (IPv4 and IPv6)?
+bool PortIsFree(int port);
+
+}  // namespace torchxd::core
+
+#endif  // TORCHXD_CORE_LOCAL_PORTS_H_

@@ -1,0 +1,48 @@
+#include "core/local_ports.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace torchxd::core {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::Pair;
+
+std::vector<ReplicaRequest> Requests(const std::string& arg) {
+  ReplicaRequest r;
+  r.role = "train";
+  r.args = {"-c", arg};
+  return {r, r};
+}
+
+AppDef Ddp() {
+  Role role;
+  role.name = "train";
+  role.port_map = {{"c10d", 29500}};
+  return AppDef{"train", {role}, {}};
+}
+
+TEST(LocalPortsTest, OnlyNamedPortsUsedAsEndpointsAreMoved) {
+  auto requests = Requests("torchrun --rdzv_endpoint ${TORCHX_RANK0_HOST:=localhost}:29500 --steps 29500 x.py");
+  EXPECT_THAT(EndpointPorts(Ddp(), requests), ElementsAre(Pair(29500, "c10d")));
+  RemapEndpointPorts(requests, {{29500, 29501}});
+  EXPECT_EQ(requests[1].args[1], "torchrun --rdzv_endpoint ${TORCHX_RANK0_HOST:=localhost}:29501 --steps 29500 x.py");
+  // A single node asks torchelastic for a free port (:0): nothing to move.
+  EXPECT_TRUE(EndpointPorts(Ddp(), Requests("torchrun --rdzv_endpoint localhost:0 x.py")).empty());
+  EXPECT_TRUE(EndpointPorts(Ddp(), Requests("connect host:295001")).empty());
+}
+
+TEST(LocalPortsTest, TheFirstFreePortFromTheDeclaredOneWhichALoneAppKeeps) {
+  auto all_free = [](int) { return true; };
+  EXPECT_THAT(ChoosePorts({{29500, "c10d"}}, {}, all_free), ElementsAre(Pair(29500, 29500)));
+  EXPECT_THAT(ChoosePorts({{29500, "c10d"}}, {29500, 29501}, all_free), ElementsAre(Pair(29500, 29502)));
+  EXPECT_THAT(ChoosePorts({{29500, "c10d"}}, {}, [](int p) { return p > 29503; }), ElementsAre(Pair(29500, 29504)));
+  // Two named ports of one app never get the same one.
+  EXPECT_THAT(ChoosePorts({{29500, "a"}, {29501, "b"}}, {29501}, all_free),
+              ElementsAre(Pair(29500, 29500), Pair(29501, 29502)));
+  EXPECT_THAT(ChoosePorts({{29500, "c10d"}}, {}, [](int) { return false; }), ElementsAre(Pair(29500, 29500)));
+}
+
+}  // namespace
+}  // namespace torchxd::core
