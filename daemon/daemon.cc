@@ -270,6 +270,9 @@ Result<void> Daemon::StartUi() {
     return service_->MayActOnAll(peer);
   };
   ui_ = std::make_unique<webui::UiServer>(&loop_, service_.get(), o);
+  store_->OnChange([this] {
+    if (ui_) ui_->changes().Bump();
+  });
   if (auto ok = ui_->Start(); !ok) return ok;
   ui_socket_ = o.unix_path;
   spdlog::info("web page socket={}{}", ui_socket_.empty() ? "none" : ui_socket_,

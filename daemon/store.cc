@@ -228,6 +228,7 @@ Result<void> Store::PutApp(const std::string& scheduler, const std::string& app_
   sqlite3_bind_int64(stmt, 4, created_ms);
   BindText(stmt, 5, record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   if (sqlite3_step(stmt) != SQLITE_DONE) return Fail(SqlError("write app " + app_id));
+  if (on_change_) on_change_();
   return {};
 }
 
@@ -250,6 +251,7 @@ Result<void> Store::PutReplica(const std::string& scheduler, const std::string& 
   sqlite3_bind_int(stmt, 6, state);
   BindText(stmt, 7, record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   if (sqlite3_step(stmt) != SQLITE_DONE) return Fail(SqlError("write replica of " + app_id));
+  if (on_change_) on_change_();
   if (attempt <= kAttemptsKept) return {};
   // Each restart adds an attempt: the one that falls out of the window goes.
   if (trim_attempts_ == nullptr) {
@@ -318,6 +320,7 @@ Result<void> Store::DeleteApp(const std::string& scheduler, const std::string& a
     sqlite3_finalize(s);
     if (rc != SQLITE_DONE) return Fail(SqlError("delete " + app_id));
   }
+  if (on_change_) on_change_();
   return {};
 }
 

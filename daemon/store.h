@@ -62,6 +62,8 @@ class Store {
   // Abandons the open transaction (a write of it failed); its writes are lost as above.
   void Rollback();
   bool TakeLostWrites();
+  // Called after every write of an app, a replica or a deletion (the apps changed).
+  void OnChange(std::function<void()> callback) { on_change_ = std::move(callback); }
   // Runs `fn` once everything written so far is durable: at once when nothing
   // is pending, else after the next commit that succeeds while no failed one
   // awaits its rewrite (see Rewritten). What must not outlive a record that
@@ -97,6 +99,7 @@ class Store {
   bool lost_writes_ = false;
   bool awaiting_rewrite_ = false;
   std::vector<std::function<void()>> when_stored_;
+  std::function<void()> on_change_;
 };
 
 }  // namespace torchxd::daemon

@@ -1,12 +1,16 @@
 #include "webui/event_stream.h"
 
+#include <algorithm>
+
 namespace torchxd::webui {
 namespace {
 
 using nlohmann::json;
 
-constexpr uint64_t kPollMs = 1000;
+constexpr uint64_t kMinFetchMs = 1000;   // between fetches, however often the apps change
+constexpr uint64_t kRefreshMs = 30000;   // what time alone changes (durations, "starts within")
 constexpr uint64_t kPingMs = 15000;
+constexpr size_t kMaxBacklogBytes = 256 << 10;  // snapshots wait behind at most this much
 constexpr int kDefaultTail = 1000;
 constexpr int kListRows = 1000;
 
@@ -29,6 +33,7 @@ void EventStream::Start() {
   };
   auto bad = [this](const std::string& message) {
     exchange_->Reply(400, {{"Content-Type", "application/json"}}, ErrorJson(Error::InvalidArgument(message)));
+    if (auto on_end = std::move(on_end_)) on_end();  // no stream after all
   };
   app_handle_ = query("app");
   json log_params;
@@ -62,35 +67,75 @@ void EventStream::Start() {
   exchange_->OnGone([self] { self->Stop(); });
   poll_ = NewUvHandle<uv_timer_t>(this);
   uv_timer_init(loop_, poll_.get());
-  uv_timer_start(poll_.get(), [](uv_timer_t* h) {
-    if (h->data != nullptr) static_cast<EventStream*>(h->data)->Poll();
-  }, 0, kPollMs);
+  std::weak_ptr<EventStream> weak = self;
+  subscription_ = feed_->Subscribe([weak] {
+    if (auto s = weak.lock()) s->Wake();
+  });
+  Poll();
   ping_ = NewUvHandle<uv_timer_t>(this);
   uv_timer_init(loop_, ping_.get());
   uv_timer_start(ping_.get(), [](uv_timer_t* h) {
-    if (h->data != nullptr) static_cast<EventStream*>(h->data)->Send(": ping\n\n");
+    auto* self = static_cast<EventStream*>(h->data);
+    if (self != nullptr && self->exchange_->QueuedBytes() == 0) self->Send(": ping\n\n");
   }, kPingMs, kPingMs);
   if (!log_params.is_null()) StartLog(log_params);
 }
 
+void EventStream::Wake() {
+  if (!poll_ || fetched_generation_ == feed_->generation()) return;
+  uint64_t now = uv_now(loop_);
+  uint64_t due = std::max(now, last_poll_ms_ + kMinFetchMs) - now;
+  if (uv_timer_get_due_in(poll_.get()) <= due && uv_is_active(reinterpret_cast<uv_handle_t*>(poll_.get()))) return;
+  uv_timer_start(poll_.get(), [](uv_timer_t* h) {
+    if (h->data != nullptr) static_cast<EventStream*>(h->data)->Poll();
+  }, due, 0);
+}
+
 void EventStream::Poll() {
-  if (in_flight_ > 0 || !exchange_->alive()) return;  // the last round is still being answered
+  if (!exchange_->alive()) return;
+  // The slow refresh: what time alone changes, even when nothing else does.
+  uv_timer_start(poll_.get(), [](uv_timer_t* h) {
+    if (h->data != nullptr) static_cast<EventStream*>(h->data)->Poll();
+  }, kRefreshMs, 0);
+  if (in_flight_ > 0) return;  // the last round is still being answered
+  last_poll_ms_ = uv_now(loop_);
+  fetched_generation_ = feed_->generation();
   Call("list", {{"limit", kListRows}}, "apps");
   Call("queue", json::object(), "queue");
   if (!app_handle_.empty()) Call("status", {{"app_handle", app_handle_}}, "status");
 }
 
+void EventStream::SendSnapshot(const std::string& event, const std::string& data) {
+  auto& last = last_[event];
+  if (last == data) return;
+  last = data;
+  if (backlogged_) return;  // sent (the newest) once the client took what it has
+  if (exchange_->QueuedBytes() > kMaxBacklogBytes) {
+    backlogged_ = true;
+    std::weak_ptr<EventStream> weak = weak_from_this();
+    exchange_->WhenDrained([weak] {
+      auto self = weak.lock();
+      if (!self || !self->poll_) return;
+      self->backlogged_ = false;
+      for (const auto& [name, snapshot] : self->last_) self->Send(SseEvent(name, snapshot));
+    });
+    return;
+  }
+  Send(SseEvent(event, data));
+}
+
 void EventStream::Call(const std::string& method, json params, const std::string& event) {
+  std::string what = method + " " + Dump(params);
+  if (const std::string* cached = feed_->Cached(peer_.uid, what)) return SendSnapshot(event, *cached);
   ++in_flight_;
   std::weak_ptr<EventStream> weak = weak_from_this();
-  auto answer = [weak, event](const std::string& data) {
+  uint64_t generation = feed_->generation();
+  auto answer = [weak, event, what, generation](const std::string& data) {
     auto self = weak.lock();
     if (!self) return;
     --self->in_flight_;
-    auto& last = self->last_[event];
-    if (last == data) return;
-    last = data;
-    self->Send(SseEvent(event, data));
+    if (self->feed_->generation() == generation) self->feed_->Keep(self->peer_.uid, what, data);
+    self->SendSnapshot(event, data);
   };
   auto responder = std::make_shared<CallbackResponder>(
       exchange_, CallbackResponder::Callbacks{
@@ -129,9 +174,12 @@ void EventStream::StartLog(const json& params) {
 void EventStream::Send(const std::string& text) { exchange_->Write(text); }
 
 void EventStream::Stop() {
+  if (!poll_) return;
   poll_.reset();
   ping_.reset();
+  feed_->Unsubscribe(subscription_);
   if (log_) log_->Detach();
+  if (auto on_end = std::move(on_end_)) on_end();
 }
 
 }  // namespace torchxd::webui

@@ -2,8 +2,12 @@
 //
 // It multiplexes what a page shows onto one connection (browsers allow six per
 // origin across all tabs): `apps` (the list), `queue`, `status` (the open app)
-// each time they change, polled once a second through the same operations the
-// CLI calls, and `log` events of the one replica tail the page shows. Each log
+// each time they change, and `log` events of the one replica tail the page
+// shows. The snapshots come from the same operations the CLI calls, fetched
+// when the ChangeFeed says the apps changed (at most once a second, and every
+// 30 s for what time alone changes), shared by the user's streams; one the
+// client does not take is not queued behind another (at most 256 KiB wait,
+// the newest are sent once it drains). Each log
 // event's SSE id is the tail's cursor map ({"role/replica": cursor}), so a
 // browser reconnecting after a daemon restart sends it back as Last-Event-ID
 // and the tail resumes with no gap and no duplicate.
@@ -14,6 +18,7 @@
 
 #include <uv.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -23,6 +28,7 @@
 #include "core/request_handler.h"
 #include "core/uv_handle.h"
 #include "webui/bridge.h"
+#include "webui/change_feed.h"
 #include "webui/http_server.h"
 
 namespace torchxd::webui {
@@ -33,13 +39,20 @@ std::string SseEvent(const std::string& name, const std::string& data, const std
 class EventStream : public std::enable_shared_from_this<EventStream> {
  public:
   EventStream(uv_loop_t* loop, protocol::RequestHandler* handler, protocol::PeerInfo peer,
-              std::shared_ptr<HttpExchange> exchange)
-      : loop_(loop), handler_(handler), peer_(peer), exchange_(std::move(exchange)) {}
+              std::shared_ptr<HttpExchange> exchange, ChangeFeed* feed, std::function<void()> on_end)
+      : loop_(loop),
+        handler_(handler),
+        peer_(peer),
+        exchange_(std::move(exchange)),
+        feed_(feed),
+        on_end_(std::move(on_end)) {}
   // Validates the query, answers 400 or starts the stream.
   void Start();
 
  private:
+  void Wake();  // the apps changed: fetch once the rate allows
   void Poll();
+  void SendSnapshot(const std::string& event, const std::string& data);
   void Call(const std::string& method, nlohmann::json params, const std::string& event);
   void StartLog(const nlohmann::json& params);
   void Send(const std::string& text);
@@ -49,7 +62,13 @@ class EventStream : public std::enable_shared_from_this<EventStream> {
   protocol::RequestHandler* handler_;
   protocol::PeerInfo peer_;
   std::shared_ptr<HttpExchange> exchange_;
-  UvHandle<uv_timer_t> poll_;
+  ChangeFeed* feed_;
+  std::function<void()> on_end_;
+  uint64_t subscription_ = 0;
+  uint64_t fetched_generation_ = 0;
+  uint64_t last_poll_ms_ = 0;
+  bool backlogged_ = false;  // snapshots wait for the client to take what it has
+  UvHandle<uv_timer_t> poll_;     // the next fetch (a wake, or the slow refresh)
   UvHandle<uv_timer_t> ping_;
   std::string app_handle_;
   int in_flight_ = 0;

@@ -5,6 +5,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -61,7 +63,11 @@ struct MhdCallbacks {
     std::shared_ptr<HttpExchange> exchange = std::move(*holder);
     delete holder;
     exchange->server_->live_.erase(exchange.get());
+    bool big = exchange->pending_.capacity() > (1 << 20);
     exchange->Gone();
+    exchange.reset();
+    // A client that made us hold a lot leaves that memory with glibc: give it back.
+    if (big) ::malloc_trim(0);
   }
 
   static ssize_t Read(void* cls, uint64_t /*pos*/, char* buf, size_t max) {

@@ -264,7 +264,21 @@ void UiServer::Route(const std::shared_ptr<HttpExchange>& exchange, const protoc
   }
   if (r.path == "/api/session") return Session(exchange, peer);
   if (r.path == "/api/events") {
-    return std::make_shared<EventStream>(loop_, handler_, peer, exchange)->Start();
+    size_t& open = streams_[peer.uid];
+    if (open >= kMaxStreamsPerUser) {
+      return exchange->Reply(429, Secured({{"Content-Type", "application/json"}, {"Retry-After", "5"}}),
+                             ErrorJson(Error::Unavailable(
+                                 "uid " + std::to_string(peer.uid) + " already has " +
+                                 std::to_string(kMaxStreamsPerUser) +
+                                 " open event streams (pages), the most one user may hold; close a tab")));
+    }
+    ++open;
+    uid_t uid = peer.uid;
+    auto on_end = [this, uid] {
+      auto it = streams_.find(uid);
+      if (it != streams_.end() && --it->second == 0) streams_.erase(it);
+    };
+    return std::make_shared<EventStream>(loop_, handler_, peer, exchange, &changes_, on_end)->Start();
   }
   if (r.path == "/api/log.txt") return Download(exchange, peer);
   if (std::find(kReadMethods.begin(), kReadMethods.end(), api_method) != kReadMethods.end()) {

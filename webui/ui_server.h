@@ -21,6 +21,7 @@
 #include <uv.h>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -31,9 +32,14 @@
 #include "core/request_handler.h"
 #include "core/result.h"
 #include "webui/auth.h"
+#include "webui/change_feed.h"
 #include "webui/http_server.h"
 
 namespace torchxd::webui {
+
+// Event streams (open pages) one user may hold at once: a page streams from
+// at most four tabs (Web Locks), so this leaves room for several browsers.
+inline constexpr size_t kMaxStreamsPerUser = 16;
 
 struct UiOptions {
   std::string unix_path;           // "" = no Unix listener
@@ -59,6 +65,8 @@ class UiServer : public HttpHandler {
   // What `torchx ui` prints for `peer`: {"socket", "url"?, "token"?, "ssh"?}.
   [[nodiscard]] Result<nlohmann::json> InfoFor(const protocol::PeerInfo& peer);
   int tcp_port() const { return tcp_port_; }
+  // The apps changed (a record was written): open pages fetch what they show.
+  ChangeFeed& changes() { return changes_; }
   // Requests in progress on both listeners (streams included).
   size_t exchanges() const { return (unix_ ? unix_->exchanges() : 0) + (tcp_ ? tcp_->exchanges() : 0); }
 
@@ -85,6 +93,8 @@ class UiServer : public HttpHandler {
   int tcp_port_ = 0;
   std::string tcp_host_;
   int64_t next_id_ = 1;
+  ChangeFeed changes_;
+  std::map<uid_t, size_t> streams_;  // open event streams per user
 };
 
 }  // namespace torchxd::webui

@@ -291,6 +291,64 @@ TEST_F(WebUiTest, ARequestHeadMustArriveWithinTenSeconds) {
   EXPECT_EQ(Get("/api/session").status, 200);
 }
 
+// An open page stream: a TCP connection that asked for /api/events and read its first bytes.
+int OpenStream(int port, const std::string& token, std::string* first) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) return -1;
+  std::string head = "GET /api/events HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(port) +
+                     "\r\nAuthorization: token " + token + "\r\n\r\n";
+  (void)!::send(fd, head.data(), head.size(), MSG_NOSIGNAL);
+  pollfd p{fd, POLLIN, 0};
+  char buf[4096];
+  if (::poll(&p, 1, 5000) == 1) {
+    ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+    if (n > 0) first->assign(buf, static_cast<size_t>(n));
+  }
+  return fd;
+}
+
+// A page's streams are pushed what changed (nothing is polled), and one user
+// holds at most 16 of them: more from one token cost the daemon nothing.
+TEST_F(WebUiTest, OneUserHoldsABoundedNumberOfStreamsThatAreToldWhatChanged) {
+  StartWithTcp();
+  std::vector<int> open;
+  for (int i = 0; i < 16; ++i) {
+    std::string first;
+    open.push_back(OpenStream(tcp_.port, token_, &first));
+    EXPECT_THAT(first, HasSubstr("200")) << i;
+  }
+  std::string refused;
+  int extra = OpenStream(tcp_.port, token_, &refused);
+  EXPECT_THAT(refused, HasSubstr("429"));
+  EXPECT_THAT(refused, HasSubstr("already has 16 open event streams"));
+  ::close(extra);
+  // A new app reaches an open stream as an `apps` event.
+  std::string h = Run(App("seen", {FakeRole("r", {})}));
+  std::string got;
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (got.find(h) == std::string::npos && std::chrono::steady_clock::now() < until) {
+    pollfd p{open[0], POLLIN, 0};
+    if (::poll(&p, 1, 200) != 1) continue;
+    char buf[65536];
+    ssize_t n = ::recv(open[0], buf, sizeof(buf), 0);
+    if (n <= 0) break;
+    got.append(buf, static_cast<size_t>(n));
+  }
+  EXPECT_NE(got.find(h), std::string::npos) << got.substr(0, 2000);
+  for (int fd : open) ::close(fd);
+  // Closed streams give their places back.
+  EXPECT_TRUE(WaitUntil([&] {
+    std::string first;
+    int fd = OpenStream(tcp_.port, token_, &first);
+    ::close(fd);
+    return first.find("200") != std::string::npos;
+  }));
+}
+
 TEST_F(WebUiTest, AChangeNeedsPostTheCsrfHeaderAndTheSameOrigin) {
   StartWithTcp();
   std::string h = Run(App("sleepy", {FakeRole("r", {"--sleep", "60"})}));
