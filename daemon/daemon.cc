@@ -74,7 +74,14 @@ Result<void> Daemon::TakeLock() {
   std::string path = config_.state_dir + "/torchxd.lock";
   lock_fd_.reset(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
   if (!lock_fd_.valid()) return Fail(Error::Io("open " + path + ": " + strerror(errno)));
-  if (::flock(lock_fd_.get(), LOCK_EX | LOCK_NB) != 0) {
+  // A POSIX record lock belongs to this process, never to a child: a replica's
+  // helper caught between posix_spawn's clone and its exec when this daemon was
+  // SIGKILLed holds copies of every descriptor for a moment, and with flock()
+  // it held the lock too, so the restarted daemon refused to start.
+  struct flock lock {};
+  lock.l_type = F_WRLCK;
+  lock.l_whence = SEEK_SET;
+  if (::fcntl(lock_fd_.get(), F_SETLK, &lock) != 0) {
     char pid[32] = {0};
     ssize_t n = ::pread(lock_fd_.get(), pid, sizeof(pid) - 1, 0);
     std::string who = n > 0 ? " (pid " + std::string(pid, static_cast<size_t>(n)) + ")" : "";
@@ -94,12 +101,20 @@ Result<void> Daemon::ClearStaleSocket() {
   if (!S_ISSOCK(st.st_mode)) {
     return Fail(Error::AlreadyExists(config_.socket + " exists and is not a socket; remove it or pick another --socket"));
   }
-  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   std::strncpy(addr.sun_path, config_.socket.c_str(), sizeof(addr.sun_path) - 1);
-  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-    return Fail(Error::AlreadyExists("another torchxd is already listening on " + config_.socket));
+  // This daemon holds the state dir's lock, so a listener there is another
+  // state dir's torchxd, or the socket of one that died, still open for a
+  // moment in a helper it was starting (between clone and exec): that one
+  // goes within milliseconds. Before the loop runs, so a short wait blocks nothing.
+  for (int tries = 0;; ++tries) {
+    UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) break;
+    if (tries == 60) {
+      return Fail(Error::AlreadyExists("another torchxd is already listening on " + config_.socket));
+    }
+    ::usleep(50 * 1000);
   }
   spdlog::info("replacing stale socket socket={}", config_.socket);
   ::unlink(config_.socket.c_str());

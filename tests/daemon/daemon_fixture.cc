@@ -71,7 +71,13 @@ void DaemonFixture::StartDaemon(const std::vector<std::string>& extra_args) {
       daemon_pid_ = -1;
       return true;
     }
-    return DaemonClient::Connect(socket_).has_value();
+    // This daemon answering, not a socket a killed one left open in a child for a moment.
+    auto client = DaemonClient::Connect(socket_);
+    if (!client) return false;
+    timeval tv{1, 0};
+    ::setsockopt(client->fd(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    auto version = client->Call("version", json::object());
+    return version.has_value() && version->value("pid", -1) == daemon_pid_;
   });
   ASSERT_TRUE(up && daemon_pid_ > 0) << "torchxd did not come up:\n" << ReadFile(daemon_log_);
 }

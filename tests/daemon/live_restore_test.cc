@@ -17,6 +17,7 @@
 #include <sstream>
 #include <thread>
 
+#include "core/protocol.h"
 #include "tests/daemon/daemon_fixture.h"
 
 namespace torchxd::testing {
@@ -123,6 +124,29 @@ TEST_F(LiveRestoreTest, ReplicasOutlive20DaemonKillsAndEveryLineIsKeptExactlyOnc
   EXPECT_THAT(ReadFile(dir_ / "follow.err"), HasSubstr("reconnected to torchxd"));
   EXPECT_TRUE(ShimPids().empty());
   EXPECT_TRUE(fs::is_empty(state_dir_ + "/shims"));
+}
+
+// A daemon SIGKILLed while it starts replicas: a helper caught between
+// posix_spawn's clone and its exec holds copies of the daemon's descriptors
+// for a moment. The restarted daemon must come up all the same (it refused:
+// "another torchxd is running", and a client of the old socket got a reset).
+TEST_F(LiveRestoreTest, ADaemonKilledWhileStartingReplicasRestartsAtOnce) {
+  for (int round = 0; round < 16; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    StartLive();
+    UniqueFd raw = Raw();
+    json params = {{"app", App("burst", {FakeRole("r", {"--sleep", "30"}, 100)})}, {"cwd", dir_.string()},
+                   {"env", json::object()}};
+    ASSERT_TRUE(SendAll(raw.get(), protocol::EncodeRequest({1, "run", params})));
+    std::this_thread::sleep_for(std::chrono::milliseconds(2 + round * 2));  // somewhere in its spawning
+    StopDaemon(SIGKILL);
+    StartLive();
+    ASSERT_EQ(ReadFile(daemon_log_).find("another torchxd"), std::string::npos);
+    for (const auto& app : CallOk("list", json::object())["apps"]) {
+      (void)Call("cancel", {{"app_handle", app[0]}, {"grace_period", 0}});
+    }
+    StopDaemon(SIGTERM);
+  }
 }
 
 TEST_F(LiveRestoreTest, AnExitWhileTheDaemonIsDownIsReportedWithItsRealCodeAndSignal) {
