@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <iostream>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -54,7 +55,8 @@ std::string Without(const fs::path& file, const std::set<std::string>& names, co
 }  // namespace
 
 SharedBox::SharedBox(fs::path dir) : dir_(std::move(dir)) {
-  users_ = {{"alice", 5001, true}, {"bob", 5002, true}, {"carol", 5003, false}, {"dave", 5004, true}};
+  users_ = {{"alice", 5001, true}, {"bob", 5002, true}, {"carol", 5003, false}, {"dave", 5004, true},
+            {"erin", 5005, true}};
 }
 
 SharedBox::~SharedBox() { Stop(5); }
@@ -250,6 +252,11 @@ int SharedBox::AsUserProcess(const std::string& user, const std::function<int()>
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+std::string SharedBox::ReadAll(const fs::path& file) {
+  std::ifstream in(file);
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
 std::string SharedBox::DaemonLog() const {
   std::ifstream in(dir_ / "daemon.log");
   return std::string((std::istreambuf_iterator<char>(in)), {});
@@ -279,6 +286,11 @@ void RunSharedBoxTest(const std::string& name) {
                         (dir / "inner.err").string());
   EXPECT_EQ(inner.exit_code, 0) << inner.out << inner.err;
   EXPECT_THAT(inner.out, ::testing::HasSubstr("[  PASSED  ] 1 test"));
+  // What the inner test measured, for the outer one's output.
+  std::istringstream lines(inner.out);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("measured: ", 0) == 0) std::cout << line << "\n";
+  }
   if (::testing::Test::HasFailure()) {
     std::ifstream in(dir / "daemon.log");
     std::string log((std::istreambuf_iterator<char>(in)), {});

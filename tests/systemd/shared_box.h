@@ -7,7 +7,7 @@
 // has (a group torchx from the .deb, a user named alice) are left out of the
 // copies, so the test's own names and ids are the only ones that count.
 //
-//   alice, bob  members of group torchx
+//   alice, bob, erin  members of group torchx
 //   dave        member of torchx and of the admin group torchxadm
 //   carol       in neither: the socket refuses her
 //
@@ -83,6 +83,7 @@ class SharedBox {
   pid_t daemon_pid() const { return pid_; }
   std::string DaemonLog() const;
 
+  static std::string ReadAll(const std::filesystem::path& file);
   // The handle a `run -d` printed (its first line).
   static std::string HandleOf(const Output& run) { return run.out.substr(0, run.out.find('\n')); }
 

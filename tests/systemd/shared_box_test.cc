@@ -1,17 +1,23 @@
 // A shared box: one system torchxd, several users (tests/systemd/shared_box.h).
 // What one user can and cannot see or do to another.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <thread>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "core/client.h"
 #include "tests/daemon/http_get.h"
 #include "tests/systemd/shared_box.h"
 
@@ -332,6 +338,123 @@ SHARED_BOX_TEST(OneUsersAppsNeitherEvictNorBlockAnothers) {
   EXPECT_EQ(box.Root("run --wait utils.sh true").exit_code, 0);
   EXPECT_EQ(box.As("alice", "status " + h).exit_code, 0);  // still hers
   for (const auto& s : sleepers) EXPECT_EQ(box.As("bob", "cancel " + s).exit_code, 0);
+}
+
+// A page stream opened with `token` on the TCP listener and never read.
+int OpenPageStream(int port, const std::string& token) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) return -1;
+  int small = 4096;  // and a small window: what it does not read piles up in the daemon
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+  std::string head = "GET /api/events HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(port) +
+                     "\r\nAuthorization: token " + token + "\r\n\r\n";
+  (void)!::send(fd, head.data(), head.size(), MSG_NOSIGNAL);
+  return fd;
+}
+
+// The hostile neighbour, all at once: while alice runs a 2-node dist.ddp job
+// and follows its logs, bob holds every connection he may, fills the cache
+// and crash-loops 64 replicas, and erin opens page streams she never reads,
+// writes a 2 GiB log index, and stops and kills her replicas' shims. Alice's
+// job succeeds with every log line once, and her status stays quick.
+SHARED_BOX_TEST(AHostileNeighbourLeavesAUsersDistributedJobAlone) {
+  SHARED_BOX_DIR(t);
+  if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "python3-torch is not installed (/usr/bin/python3 -c 'import torch' failed)";
+  }
+  SharedBox box(t);
+  ASSERT_TRUE(box.MakeUsers());
+  ASSERT_TRUE(box.Start({"--ui-listen", "127.0.0.1:0", "--cache-size", "20"}));
+  fs::copy_file(fs::path(TORCHXD_SOURCE_DIR) / "examples/train.py", box.Home("alice") / "train.py");
+  ASSERT_EQ(::chown((box.Home("alice") / "train.py").c_str(), box.Uid("alice"), box.Uid("alice")), 0);
+  std::ofstream(box.Home("bob") / "storm.json")
+      << R"({"name": "storm", "roles": [{"name": "r", "entrypoint": "/bin/false", "num_replicas": 64,
+                                          "max_retries": 1000, "retry_policy": "REPLICA"}]})";
+  ASSERT_EQ(::chown((box.Home("bob") / "storm.json").c_str(), box.Uid("bob"), box.Uid("bob")), 0);
+
+  // The neighbours first: bob's apps, then every connection he may hold.
+  auto storm = box.As("bob", "run -d -cfg restart_backoff=0.1,restart_backoff_max=0.1 ./storm.json");
+  ASSERT_EQ(storm.exit_code, 0) << storm.err;
+  for (int i = 0; i < 25; ++i) box.As("bob", "run -d utils.sh true");
+  auto held = box.Hold("bob", 80);
+  EXPECT_EQ(held.accepted, 64);
+  auto ui = nlohmann::json::parse(box.As("erin", "ui --json").out);
+  int port = std::stoi(ui["url"].get<std::string>().substr(17));
+  std::vector<int> streams;
+  for (int i = 0; i < 20; ++i) streams.push_back(OpenPageStream(port, ui["token"].get<std::string>()));
+  auto idx = box.As("erin", "run --wait utils.sh sh -c 'echo x; truncate -s 2G \"$(dirname $TORCHELASTIC_ERROR_FILE)/combined.idx\"'");
+  std::string idx_handle = SharedBox::HandleOf(idx);
+  auto stopped = box.As("erin", "run -d utils.sh sh -c 'kill -STOP $PPID; sleep 300'");
+  auto killed = box.As("erin", "run -d utils.sh sh -c 'sleep 300 & kill -9 $PPID; wait'");
+
+  // Alice's job, followed as it runs.
+  auto run = box.As("alice", "run -d dist.ddp -j 2x1 --tee 1 --env PET_REDIRECTS=1 --script " +
+                                 (box.Home("alice") / "train.py").string() + " -- --steps 30");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  std::string h = SharedBox::HandleOf(run);
+  // Both in the background (no thread here: the measuring child below is forked).
+  std::string torchx = std::string(TORCHX_BIN) + " --socket " + box.socket();
+  box.Sh("alice", torchx + " log -t " + h + " > followed.txt 2>&1 &");
+  box.Sh("erin", "for i in $(seq 20); do " + torchx + " log " + idx_handle + " >/dev/null 2>&1; done &");
+  // Alice's status, measured as she sees it, until the job ends.
+  std::string report = (box.Home("alice") / "status.txt").string();
+  std::string socket = box.socket();
+  int code = box.AsUserProcess("alice", [&] {
+    std::vector<double> ms;
+    std::string state;
+    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(180);
+    while (std::chrono::steady_clock::now() < end) {
+      auto client = DaemonClient::Connect(socket);
+      if (!client) return 2;
+      auto t0 = std::chrono::steady_clock::now();
+      auto st = client->Call("status", {{"app_handle", h}});
+      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      if (!st) return 3;
+      state = (*st)["state"].get<std::string>();
+      if (state == "SUCCEEDED" || state == "FAILED" || state == "CANCELLED") break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    std::sort(ms.begin(), ms.end());
+    std::ofstream(report) << state << " " << ms.size() << " " << ms[ms.size() / 2] << " "
+                          << ms[std::min(ms.size() - 1, ms.size() * 99 / 100)] << "\n";
+    return 0;
+  });
+  ASSERT_EQ(code, 0);
+  Output followed;
+  for (int i = 0; i < 300 && followed.out.find("step 29 ") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    followed.out = SharedBox::ReadAll(box.Home("alice") / "followed.txt");
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the follower's last lines
+  followed.out = SharedBox::ReadAll(box.Home("alice") / "followed.txt");
+  std::ifstream in(report);
+  std::string state;
+  size_t calls = 0;
+  double median = 0, p99 = 0;
+  in >> state >> calls >> median >> p99;
+  std::cout << "measured: alice's status during the scenario: " << calls << " calls, median " << median << " ms, p99 " << p99
+            << " ms\n";
+  EXPECT_EQ(state, "SUCCEEDED") << box.As("alice", "log " + h).out;
+  EXPECT_GT(calls, 20u);
+  EXPECT_LT(p99, 50.0);
+  int once = 0;
+  for (int step = 0; step < 30; ++step) {
+    std::string line = "train/0 [0]:step " + std::to_string(step) + " loss ";  // --tee's prefix
+    size_t first = followed.out.find(line);
+    once += first != std::string::npos && followed.out.find(line, first + 1) == std::string::npos;
+  }
+  EXPECT_EQ(once, 30) << "every step's line exactly once:\n" << followed.out;
+  // What the neighbours did ended no worse than this for them: the stopped
+  // and killed shims' replicas are gone or go with a cancel.
+  EXPECT_THAT(box.As("erin", "status " + SharedBox::HandleOf(killed)).out, HasSubstr("FAILED"));
+  EXPECT_EQ(box.Root("cancel " + SharedBox::HandleOf(stopped)).exit_code, 0);
+  EXPECT_EQ(box.Root("cancel " + SharedBox::HandleOf(storm)).exit_code, 0);
+  for (int fd : streams) ::close(fd);
+  SharedBox::Release(held);
 }
 
 }  // namespace
