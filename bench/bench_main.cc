@@ -575,6 +575,10 @@ int main(int argc, char** argv) {
     if (want("admission")) {
       for (auto& r : BenchAdmission(bin, work / "admission")) add(r);
     }
+    // 11. A crash-looping neighbour.
+    if (want("crashloop")) {
+      for (auto& r : BenchCrashLoop(bin, work / "crashloop")) add(r);
+    }
   } catch (const std::exception& e) {
     std::cerr << "bench failed: " << e.what() << "\n";
     fs::remove_all(work);
