@@ -139,42 +139,62 @@ core::AppStatus AppRecord::Status() const {
   return s;
 }
 
+namespace {
+
+// The parts fixed at submit.
+json FixedJson(const AppRecord& r) {
+  return json{{"scheduler", r.scheduler},         {"session", r.session},
+              {"app_id", r.app_id},               {"app", core::AppDefToJson(r.app)},
+              {"cfg", r.cfg},                     {"cwd", r.cwd},
+              {"client_env", r.client_env},       {"created_ms", r.created_ms},
+              {"app_log_dir", r.app_log_dir},     {"user_log_dir", r.user_log_dir},
+              {"owner_uid", r.owner_uid},         {"owner_gid", r.owner_gid},
+              {"log_max_bytes", r.log_max_bytes}, {"max_duration_ms", r.max_duration_ms},
+              {"requests", r.requests}};
+}
+
+// What changes as it runs.
+json ChangingJson(const AppRecord& r, bool with_replicas) {
+  json out{{"state", static_cast<int>(r.state)},
+           {"msg", r.msg},
+           {"num_restarts", r.num_restarts},
+           {"structured_error_msg", r.structured_error_msg},
+           {"ended_ms", Opt(r.ended_ms)},
+           {"log_bytes_lost", r.log_bytes_lost},
+           {"log_bytes", r.log_bytes},
+           {"logs_evicted", r.logs_evicted},
+           {"log_disk_seen", r.log_disk_seen},
+           {"log_lost_before", r.log_lost_before},
+           {"cancelling", r.cancelling},
+           {"timed_out", r.timed_out},
+           {"scale", r.scale},
+           {"ports", r.ports},
+           {"started_ms", Opt(r.started_ms)},
+           {"admission", r.admission.ToJson()},
+           {"scheduler_data", r.scheduler_data}};
+  if (with_replicas) {
+    json reps = json::array();
+    for (const auto& rep : r.replicas) reps.push_back(ReplicaInfoToJson(rep));
+    out["replicas"] = std::move(reps);
+  }
+  return out;
+}
+
+std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+}  // namespace
+
 json AppRecord::ToJson() const {
-  json reps = json::array();
-  for (const auto& r : replicas) reps.push_back(ReplicaInfoToJson(r));
-  return json{{"scheduler", scheduler},
-              {"session", session},
-              {"app_id", app_id},
-              {"app", core::AppDefToJson(app)},
-              {"cfg", cfg},
-              {"cwd", cwd},
-              {"client_env", client_env},
-              {"state", static_cast<int>(state)},
-              {"msg", msg},
-              {"num_restarts", num_restarts},
-              {"structured_error_msg", structured_error_msg},
-              {"created_ms", created_ms},
-              {"ended_ms", Opt(ended_ms)},
-              {"app_log_dir", app_log_dir},
-              {"user_log_dir", user_log_dir},
-              {"owner_uid", owner_uid},
-              {"owner_gid", owner_gid},
-              {"log_max_bytes", log_max_bytes},
-              {"log_bytes_lost", log_bytes_lost},
-              {"log_bytes", log_bytes},
-              {"logs_evicted", logs_evicted},
-              {"log_disk_seen", log_disk_seen},
-              {"log_lost_before", log_lost_before},
-              {"cancelling", cancelling},
-              {"timed_out", timed_out},
-              {"max_duration_ms", max_duration_ms},
-              {"scale", scale},
-              {"ports", ports},
-              {"started_ms", Opt(started_ms)},
-              {"requests", requests},
-              {"replicas", reps},
-              {"admission", admission.ToJson()},
-              {"scheduler_data", scheduler_data}};
+  json out = FixedJson(*this);
+  out.update(ChangingJson(*this, true));
+  return out;
+}
+
+std::string AppRecord::ToJsonText(bool with_replicas) const {
+  if (fixed_json_.empty()) fixed_json_ = Dump(FixedJson(*this));
+  std::string changing = Dump(ChangingJson(*this, with_replicas));
+  // "{fixed}" + "{changing}" -> "{fixed,changing}" (neither is empty).
+  return fixed_json_.substr(0, fixed_json_.size() - 1) + "," + changing.substr(1);
 }
 
 json AdmissionInfo::ToJson() const {

@@ -73,12 +73,20 @@ struct AppRecord {
   nlohmann::json scheduler_data;  // what a remote scheduler needs after a restart (e.g. the Job's name)
 
   // Live parts (not persisted).
+  mutable std::string fixed_json_;  // ToJsonText's cache
   std::vector<std::string> submit_warnings;  // told to the submitter once
   std::unique_ptr<supervisor::AppRunner> runner;
 
   std::string Handle() const;
   core::AppStatus Status() const;
   nlohmann::json ToJson() const;
+  // The same record as JSON text, its parts fixed at submit (the AppDef, the
+  // requests with every replica's environment: most of its bytes) serialized
+  // once: a replica's restart rewrites the record without dumping them again.
+  // Without `with_replicas` (local apps: their replicas have rows of their own).
+  std::string ToJsonText(bool with_replicas) const;
+  // Call after changing a fixed part (requests, when they get GPUs or ports).
+  void FixedPartsChanged() { fixed_json_.clear(); }
   [[nodiscard]] static Result<AppRecord> FromJson(const nlohmann::json& json);
 };
 

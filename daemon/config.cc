@@ -177,7 +177,7 @@ ParsedArgs ParseDaemonArgs(int argc, char** argv, const core::EnvLookup& env) {
                  "go first; running apps are never evicted and never refuse a run")
       ->check(CLI::Range(size_t{1}, size_t{10000000}));
   app.add_option("--restart-rate-per-user", c.restart_rate_per_user,
-                 "replica restarts per second, all of one user's replicas together (default 20, bursts of 5x): "
+                 "replica restarts per second, all of one user's replicas together (default 20, bursts of one second's worth): "
                  "more wait past their backoff")
       ->check(CLI::Range(0.1, 100000.0));
   app.add_option("--max-running-per-user", c.max_running_per_user,

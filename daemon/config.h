@@ -38,7 +38,7 @@ struct DaemonConfig {
   std::string log_level = "info";
   size_t cache_size = 100;           // per user
   size_t max_running_per_user = 0;   // 0 = unlimited
-  double restart_rate_per_user = 20; // replica restarts per second per user (burst 5x)
+  double restart_rate_per_user = 20; // replica restarts per second per user (bursts of one second's worth)
   double grace_period = 10.0;
   std::string log_max_bytes = "128M";
   std::string log_max_total;  // default: 10% of the log filesystem

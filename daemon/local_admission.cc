@@ -132,6 +132,7 @@ void LocalScheduler::StartAdmitted(AppRecord& app, const std::vector<core::Place
     ApplyPlacement(app, requests);
     app.requests = json::array();
     for (const auto& req : requests) app.requests.push_back(ReplicaRequestToStoredJson(req));
+    app.FixedPartsChanged();
   }
   if (app.runner) {  // growth: held replicas of an elastic role start now
     spdlog::info("app grows app={} replicas={} gpus={}", app.app_id, placed.size(), gpus.empty() ? "-" : gpus);

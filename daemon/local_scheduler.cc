@@ -59,7 +59,7 @@ LocalScheduler::LocalScheduler(uv_loop_t* loop, Store* store, LogStore* logs,
       store_(store),
       options_(std::move(options)),
       logs_(logs),
-      restarts_(options_.restart_rate_per_user, options_.restart_rate_per_user * 5) {
+      restarts_(options_.restart_rate_per_user, std::max(1.0, options_.restart_rate_per_user)) {
   logs_->AddSource([this] { return OldestEvictableLogs(); });
   if (options_.box) admission_ = std::make_unique<core::Admission>(*options_.box, options_.queues);
 }
@@ -171,8 +171,8 @@ void LocalScheduler::PersistAll() {
 }
 
 void LocalScheduler::Persist(const AppRecord& app) {
-  if (auto ok = store_->PutApp(app.scheduler, app.app_id, static_cast<int>(app.state),
-                               app.created_ms, app.ToJson());
+  if (auto ok = store_->PutAppText(app.scheduler, app.app_id, static_cast<int>(app.state), app.created_ms,
+                                   app.ToJsonText(false));
       !ok) {
     spdlog::error("store write failed app={} error={}", app.app_id, ok.error().message);
   }
@@ -480,6 +480,7 @@ void LocalScheduler::GivePorts(AppRecord& app, std::vector<core::ReplicaRequest>
   }
   app.requests = json::array();
   for (const auto& req : requests) app.requests.push_back(ReplicaRequestToStoredJson(req));
+  app.FixedPartsChanged();
   spdlog::info("app ports app={}{}", app.app_id, said);
 }
 

@@ -41,7 +41,7 @@ struct LocalSchedulerOptions {
   std::string log_dir;       // the daemon's --log-dir
   size_t cache_size = 100;   // TorchX's cache_size, per user: their oldest finished apps go first
   size_t max_running_per_user = 0;  // apps started and not ended, per uid (root and admins excepted); 0 = no limit
-  double restart_rate_per_user = 20;  // restarts per second, all of a user's replicas together (burst 5x)
+  double restart_rate_per_user = 20;  // restarts per second, all of a user's replicas together (bursts of one second's worth)
   double grace_seconds = 10.0;
   std::string shim_path;
   uint64_t log_max_bytes = 128ull << 20;  // per stream; 0 = unbounded

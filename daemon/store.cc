@@ -214,6 +214,12 @@ Result<sqlite3_stmt*> Store::Prepare(const char* sql) {
 
 Result<void> Store::PutApp(const std::string& scheduler, const std::string& app_id, int state,
                            int64_t created_ms, const nlohmann::json& record) {
+  return PutAppText(scheduler, app_id, state, created_ms,
+                    record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+}
+
+Result<void> Store::PutAppText(const std::string& scheduler, const std::string& app_id, int state,
+                               int64_t created_ms, const std::string& record) {
   if (auto ok = EnsureTransaction(); !ok) return ok;
   if (put_app_ == nullptr) {
     auto s = Prepare("INSERT OR REPLACE INTO apps VALUES(?,?,?,?,?)");
@@ -226,7 +232,7 @@ Result<void> Store::PutApp(const std::string& scheduler, const std::string& app_
   BindText(stmt, 2, app_id);
   sqlite3_bind_int(stmt, 3, state);
   sqlite3_bind_int64(stmt, 4, created_ms);
-  BindText(stmt, 5, record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  BindText(stmt, 5, record);
   if (sqlite3_step(stmt) != SQLITE_DONE) return Fail(SqlError("write app " + app_id));
   if (on_change_) on_change_();
   return {};

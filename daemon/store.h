@@ -45,6 +45,9 @@ class Store {
 
   [[nodiscard]] Result<void> PutApp(const std::string& scheduler, const std::string& app_id,
                                     int state, int64_t created_ms, const nlohmann::json& record);
+  // The same with the record already JSON text.
+  [[nodiscard]] Result<void> PutAppText(const std::string& scheduler, const std::string& app_id, int state,
+                                        int64_t created_ms, const std::string& record);
   [[nodiscard]] Result<void> PutReplica(const std::string& scheduler, const std::string& app_id,
                                         const std::string& role, int replica_id, int attempt,
                                         int state, const nlohmann::json& record);

@@ -260,8 +260,8 @@ TEST_F(HardeningTest, ACrashLoopRestartsAtTheUsersRateNotTheLoopsSpeed) {
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   int attempts = 0;
   for (const auto& r : status["roles"][0]["replicas"]) attempts += r["attempt"].get<int>();
-  // Each replica's first start, a burst of 5 s worth (100), then 20 a second.
-  EXPECT_LE(attempts, 64 + 100 + static_cast<int>(20 * seconds) + 20) << "in " << seconds << " s";
+  // Each replica's first start, a burst of one second's worth (20), then 20 a second.
+  EXPECT_LE(attempts, 64 + 20 + static_cast<int>(20 * seconds) + 20) << "in " << seconds << " s";
   EXPECT_GE(attempts, 64 + 20) << "restarts must go on, spread out";
   CallOk("cancel", {{"app_handle", h}, {"grace_period", 0}});
 }

@@ -71,8 +71,8 @@ class SharedBox {
   };
   Held Hold(const std::string& user, int connections);
   static void Release(Held& held);
-  // Runs `fn` in a child process as `user` (with their groups); its exit status.
-  int AsUserProcess(const std::string& user, const std::function<int()>& fn) const;
+  // Runs `fn` in a child process as `user` (with their groups) at `nice`; its exit status.
+  int AsUserProcess(const std::string& user, const std::function<int()>& fn, int nice = 0) const;
 
   uid_t Uid(const std::string& user) const;
   std::filesystem::path Home(const std::string& user) const { return dir_ / "home" / user; }
