@@ -142,7 +142,8 @@ TEST_F(LiveRestoreTest, ADaemonKilledWhileStartingReplicasRestartsAtOnce) {
     StopDaemon(SIGKILL);
     StartLive();
     ASSERT_EQ(ReadFile(daemon_log_).find("another torchxd"), std::string::npos);
-    for (const auto& app : CallOk("list", json::object())["apps"]) {
+    json listed = CallOk("list", json::object());
+    for (const auto& app : listed["apps"]) {
       (void)Call("cancel", {{"app_handle", app[0]}, {"grace_period", 0}});
     }
     StopDaemon(SIGTERM);
