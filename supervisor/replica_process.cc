@@ -300,8 +300,11 @@ void ReplicaProcess::Connect() {
       return FailLater("");
     }
     // A shim started just before the daemon went down may not listen yet:
-    // it records its state only after it does, so wait for it a little.
-    if (!ReadShimFile(dir_fd_, kShimStateFile) && uv_now(loop_) - adopt_started_ms_ < kStartingShimWaitMs) {
+    // it records its state only after it does, so wait for it a little;
+    // unless its cgroup is empty (it enters it before it gets its spec: one
+    // outside it never got one, and runs nothing).
+    bool may_start = group_.empty() || containment_->Populated(group_);
+    if (may_start && !ReadShimFile(dir_fd_, kShimStateFile) && uv_now(loop_) - adopt_started_ms_ < kStartingShimWaitMs) {
       return RunLater(kStartingShimPollMs, Step::kConnect);
     }
     return Lost("the replica's monitor (torchxd-shim) is gone and recorded no exit; its outcome is unknown");

@@ -131,7 +131,7 @@ TEST_F(LiveRestoreTest, ReplicasOutlive20DaemonKillsAndEveryLineIsKeptExactlyOnc
 // for a moment. The restarted daemon must come up all the same (it refused:
 // "another torchxd is running", and a client of the old socket got a reset).
 TEST_F(LiveRestoreTest, ADaemonKilledWhileStartingReplicasRestartsAtOnce) {
-  for (int round = 0; round < 16; ++round) {
+  for (int round = 0; round < 10; ++round) {
     SCOPED_TRACE("round " + std::to_string(round));
     StartLive();
     UniqueFd raw = Raw();
