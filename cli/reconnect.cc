@@ -41,13 +41,18 @@ Result<nlohmann::json> CallAcrossRestarts(const ConnectOptions& options, const C
     }
     bool progressed = false;
     auto started = Clock::now();
+    std::string told;  // why the daemon hung up, when it said so
     auto reply = client->Call(method, params(), [&](const nlohmann::json& e) {
+      if (auto stopping = e.find("stopping"); stopping != e.end() && stopping->is_string()) {
+        told = stopping->get<std::string>();
+        return;
+      }
       progressed = true;
       if (on_event) on_event(e);
     });
     if (reply || reply.error().code != ErrorCode::kDisconnected) return reply;
     client.reset();
-    why = reply.error().message;
+    why = told.empty() ? reply.error().message : told;
     progressed = progressed || Clock::now() - started > std::chrono::seconds(1);
     // A daemon that keeps dropping the call without progress does not get a fresh window.
     if (!lost_at || progressed) lost_at = Clock::now();

@@ -1,7 +1,8 @@
 // Calls that outlive one daemon. A `wait` or a log read whose connection
 // breaks (the daemon restarted, was upgraded, crashed and came back) connects
 // again and repeats the call; a log read resumes from the cursors its events
-// carried, so no line is shown twice or skipped. It gives up when no daemon
+// carried, so no line is shown twice or skipped. A daemon that stops while a
+// call is in flight says why in a `stopping` event before it hangs up. It gives up when no daemon
 // answers within kReconnectWindow (exit 3, as when none answers at first).
 //
 // Thread contract: single-threaded (the CLI).

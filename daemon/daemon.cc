@@ -207,6 +207,7 @@ Result<void> Daemon::Prepare() {
   kopts.kubeconfig = config_.kubeconfig;
   kopts.log_max_bytes = opts.log_max_bytes;
   kopts.log_backoff_seconds = config_.pod_log_backoff;
+  kopts.cache_size = config_.cache_size;
   kubernetes_ = std::make_unique<KubernetesScheduler>(&loop_, store_.get(), logs_.get(), kopts,
                                                      core::ProcessEnv());
   if (auto ok = kubernetes_->Load(*stored); !ok) return ok;
@@ -358,6 +359,8 @@ void Daemon::Stop(Service::ShutdownMode mode, const char* reason) {
   spdlog::info("{} reason={} running_apps={} replicas={}", restart ? "restarting" : "stopping", reason,
                CountApps(schedulers_).running, keep ? "keep running" : "stopped");
   service_->set_shutting_down();
+  stop_message_ = std::string("torchxd ") + (restart ? "is restarting" : "stopped") + " (" + reason + ")" +
+                  (keep ? "; the apps keep running" : "");
   // The next image takes the listening socket over: clients queue, none is refused.
   if (restart) restart_fd_ = ::fcntl(server_->listener_fd(), F_DUPFD_CLOEXEC, 10);
   server_->Close();
@@ -377,9 +380,25 @@ int Daemon::TakeRestartSocket() {
   return fd;
 }
 
+namespace {
+constexpr double kLastAnswersSeconds = 0.5;  // for requests in flight to end by themselves
+constexpr double kHangupSeconds = 2;        // to flush the last frames to clients still attached
+}  // namespace
+
 void Daemon::Finish() {
   spdlog::info(restart_fd_ >= 0 ? "handing over to a new torchxd" : "exiting");
-  server_->Close();  // connections still busy (e.g. a wait) have had their answers
+  // Requests still in flight get a moment to end by themselves (a follow of
+  // an app that was just stopped sends its last lines); those that would not
+  // (a follow or a wait on an app that goes on: one on the cluster, or a
+  // replica left running for the next daemon) are then told why and cut off,
+  // and their clients reconnect to the next daemon.
+  server_->Close();
+  hangup_ = NewUvHandle<uv_timer_t>(this);
+  uv_timer_init(&loop_, hangup_.get());
+  uv_timer_start(hangup_.get(), [](uv_timer_t* t) {
+    if (auto* self = static_cast<Daemon*>(t->data)) self->server_->Hangup({{"stopping", self->stop_message_}}, kHangupSeconds);
+  }, static_cast<uint64_t>(kLastAnswersSeconds * 1000), 0);
+  uv_unref(reinterpret_cast<uv_handle_t*>(hangup_.get()));  // nothing attached: exit at once
   CommitStore();
   sigterm_.reset();
   sigint_.reset();

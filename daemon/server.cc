@@ -61,7 +61,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void Send(std::string frame) {
-    if (closed_) return;
+    if (closed_ || hung_up_) return;
     queued_bytes_ += frame.size();
     peak_bytes_ = std::max(peak_bytes_, queued_bytes_ + buffer_.capacity());
     auto* req = new WriteReq{{}, std::move(frame), weak_from_this()};
@@ -101,6 +101,16 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Reject and hang up once the reply is written.
   void RejectAndClose(const Error& error) {
     Send(protocol::EncodeError(0, error));
+    Drain();
+  }
+
+  // Ends the request in flight without its answer: the client gets `event`,
+  // then the connection is flushed and closed (a client that outlives daemons
+  // reconnects, as after a crash). Nothing is sent after it.
+  void Hangup(const nlohmann::json& event) {
+    if (closed_ || hung_up_) return;
+    if (in_flight_) Send(protocol::EncodeEvent(current_id_, event));
+    hung_up_ = true;
     Drain();
   }
 
@@ -275,6 +285,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
         continue;
       }
       in_flight_ = true;
+      current_id_ = request->id;
       auto responder = std::make_shared<ConnectionResponder>(weak_from_this(), request->id);
       server_->handler_->Handle(*request, peer_, responder);  // may answer (Finished) right away
     }
@@ -316,6 +327,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool paused_for_replies_ = false;
   bool closed_ = false;
   bool draining_ = false;
+  bool hung_up_ = false;
+  int64_t current_id_ = 0;  // the request in flight
   size_t queued_bytes_ = 0;
   size_t peak_bytes_ = 0;
   std::vector<std::function<void()>> drained_callbacks_;
@@ -441,6 +454,24 @@ void Server::Close() {
     if (!c->in_flight()) idle.push_back(c);
   }
   for (auto& c : idle) c->Drain();
+}
+
+void Server::Hangup(const nlohmann::json& event, double seconds) {
+  Close();
+  std::vector<std::shared_ptr<Connection>> all;
+  for (auto& [raw, c] : connections_) all.push_back(c);
+  for (auto& c : all) c->Hangup(event);
+  if (connections_.empty()) return;
+  // A client that does not read keeps its flush from ending: it is cut off.
+  hangup_timer_ = NewUvHandle<uv_timer_t>(this);
+  uv_timer_init(loop_, hangup_timer_.get());
+  uv_timer_start(hangup_timer_.get(), [](uv_timer_t* t) {
+    auto* self = static_cast<Server*>(t->data);
+    if (self == nullptr || self->connections_.empty()) return;
+    spdlog::warn("closing {} connections whose clients did not read their last frames", self->connections_.size());
+    self->DropAll();
+  }, static_cast<uint64_t>(seconds * 1000), 0);
+  uv_unref(reinterpret_cast<uv_handle_t*>(hangup_timer_.get()));  // the connections keep the loop alive, not it
 }
 
 void Server::DropAll() {

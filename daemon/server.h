@@ -89,6 +89,10 @@ class Server {
   // Stops accepting; idle connections are closed once their replies are
   // flushed, busy ones when their request ends.
   void Close();
+  // Stops accepting and ends every connection, busy ones included: a request
+  // in flight (a follow, a wait) gets `event` instead of its answer; those
+  // not flushed within `seconds` are dropped.
+  void Hangup(const nlohmann::json& event, double seconds);
   void DropAll();  // closes every connection now
   size_t connections() const { return connections_.size(); }
 
@@ -114,6 +118,7 @@ class Server {
   std::map<uid_t, size_t> per_uid_;  // open connections by peer uid
   std::function<bool(const PeerInfo&)> privileged_;
   bool closing_ = false;
+  UvHandle<uv_timer_t> hangup_timer_;
 };
 
 }  // namespace torchxd::daemon
