@@ -173,8 +173,9 @@ ParsedArgs ParseDaemonArgs(int argc, char** argv, const core::EnvLookup& env) {
   app.add_option("--log-level", c.log_level, "trace, debug, info, warn, error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
   app.add_option("--cache-size", c.cache_size,
-                 "local apps kept per user, running and finished (default 100): a user's oldest finished apps "
-                 "go first; running apps are never evicted and never refuse a run")
+                 "apps kept per user and scheduler, running and finished (default 100): a user's oldest finished "
+                 "apps go first; running apps are never evicted and never refuse a run; kubernetes Jobs found on "
+                 "the cluster (submitted elsewhere) count as the daemon's user's and go before its own")
       ->check(CLI::Range(size_t{1}, size_t{10000000}));
   app.add_option("--restart-rate-per-user", c.restart_rate_per_user,
                  "replica restarts per second, all of one user's replicas together (default 20, bursts of one second's worth): "

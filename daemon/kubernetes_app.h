@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -21,6 +22,10 @@
 #include "k8sbridge/pod_log_follower.h"
 
 namespace torchxd::daemon {
+
+// The submit-time refusal for the apiserver's NotFound about namespace `ns`
+// itself (it does not exist), or nothing for any other error.
+std::optional<Error> NamespaceRefusal(const Error& e, const std::string& ns);
 
 // The log side of one replica's current pod (which pod that is, and whether it
 // started or finished, is the JobTracker's TrackedPod).
@@ -38,13 +43,15 @@ struct KubernetesScheduler::PodTrack {
   // Stored with the record: the pod (from the tracker) and how far its log is stored.
   nlohmann::json ToJson(const k8sbridge::TrackedPod& pod) const {
     return {{"pod", pod.pod},       {"uid", pod.uid},         {"attempt", pod.attempt},
-            {"after_ns", after_ns}, {"log_done", log_done},   {"log_error", log_error}, {"started", pod.started}};
+            {"after_ns", after_ns}, {"log_done", log_done},   {"log_error", log_error}, {"started", pod.started},
+            {"container", pod.container}};
   }
   static PodTrack FromJson(const nlohmann::json& j, k8sbridge::TrackedPod& pod) {
     PodTrack t;
     pod.pod = j.value("pod", "");
     pod.uid = j.value("uid", "");
     pod.attempt = j.value("attempt", 0);
+    pod.container = j.value("container", "");
     t.after_ns = j.value("after_ns", int64_t{0});
     t.log_done = j.value("log_done", false);
     t.log_error = j.value("log_error", "");

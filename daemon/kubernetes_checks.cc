@@ -44,6 +44,13 @@ json PodOf(const json& job, const json& task) {
 
 }  // namespace
 
+std::optional<Error> NamespaceRefusal(const Error& e, const std::string& ns) {
+  if (e.code != ErrorCode::kNotFound || e.message.find("namespaces \"" + ns + "\" not found") == std::string::npos) {
+    return std::nullopt;
+  }
+  return Refused("namespace: \"" + ns + "\" does not exist on the cluster (`kubectl get namespaces` lists them)");
+}
+
 struct KubernetesScheduler::ClusterCheck {
   std::string ns, queue, service_account;
   std::vector<json> pods;  // one per role
@@ -125,6 +132,7 @@ void KubernetesScheduler::CheckPods(std::shared_ptr<ClusterCheck> check, size_t 
       if (e.code == ErrorCode::kInvalidArgument || e.code == ErrorCode::kPermissionDenied) {
         return check->done(Fail(Refused("the cluster refuses pod " + name + ": " + e.message)));
       }
+      if (auto refusal = NamespaceRefusal(e, check->ns)) return check->done(Fail(*refusal));
       return check->done(Fail(e.WithContext("checking the pods")));
     }
     CheckPods(check, index + 1);

@@ -63,7 +63,9 @@ void KubernetesScheduler::FollowLogs(KubeApp& app, const std::string& key) {
     OnLogEnd(app_id, key, status, std::move(result));
   };
   t.lines_this_read = 0;
-  t.follower = std::make_unique<k8s::PodLogFollower>(api_.get(), app.job->ns, app.Pod(key).pod, "", t.after_ns,
+  // A pod of several containers (sidecars) must be told whose log: the replica's own.
+  t.follower = std::make_unique<k8s::PodLogFollower>(api_.get(), app.job->ns, app.Pod(key).pod, app.Pod(key).container,
+                                                     t.after_ns,
                                                      on_line, on_end);
 }
 
@@ -143,7 +145,8 @@ void KubernetesScheduler::BeforeLogRead(const AppRecord& rec, std::function<void
       }
       finish_one();
     };
-    catch_ups_[id] = std::make_unique<k8s::PodLogFollower>(api_.get(), app.job->ns, app.Pod(key).pod, "", t.after_ns,
+    catch_ups_[id] = std::make_unique<k8s::PodLogFollower>(api_.get(), app.job->ns, app.Pod(key).pod,
+                                                           app.Pod(key).container, t.after_ns,
                                                            on_line, on_end, /*follow=*/false);
   }
 }
@@ -156,12 +159,19 @@ void KubernetesScheduler::OnLogEnd(const std::string& app_id, const std::string&
   PodTrack& t = app.pods[key];
   t.follower.reset();
   const k8s::TrackedPod& pod = app.Pod(key);
-  bool refused = status >= 400 && status < 500;  // e.g. a finished pod whose container log is gone
-  if (status == 404 || (pod.terminal && (result || refused))) {
-    // The pod is gone, or finished and its log was read to the end (or never will be).
+  if (status == 404 || (pod.terminal && result)) {
+    // The pod is gone, or finished and its log was read to the end.
     t.log_done = true;
     t.failures = 0;
     SetLogProblem(app, key, t, "", status);
+    Changed(app);
+    return;
+  }
+  if (pod.terminal && status >= 400 && status < 500) {
+    // The apiserver refuses to give a finished pod's log: asking again will
+    // not change that, and what is stored may lack lines, so readers are told.
+    t.log_done = true;
+    SetLogProblem(app, key, t, CannotRead(pod.pod, result.error()), status);
     Changed(app);
     return;
   }

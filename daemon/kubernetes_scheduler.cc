@@ -51,6 +51,8 @@ KubernetesScheduler::KubernetesScheduler(uv_loop_t* loop, Store* store, LogStore
   logs_->AddSource([this] { return OldestEvictableLogs(); });
   log_retry_ = NewUvHandle<uv_timer_t>(this);
   uv_timer_init(loop_, log_retry_.get());
+  make_room_ = NewUvHandle<uv_timer_t>(this);
+  uv_timer_init(loop_, make_room_.get());
 }
 
 KubernetesScheduler::~KubernetesScheduler() {
@@ -91,6 +93,7 @@ Result<void> KubernetesScheduler::Load(const std::vector<StoredApp>& stored) {
     job.ns = data.value("namespace", "");
     job.name = data.value("name", "");
     job.uid = data.value("uid", "");
+    job.gone = data.value("job_gone", false);
     app->cancel_requested = data.value("cancel_requested", false);
     app->foreign = data.value("foreign", false);
     app->followed = data.value("followed", false);
@@ -105,6 +108,12 @@ Result<void> KubernetesScheduler::Load(const std::vector<StoredApp>& stored) {
         }
       }
     }
+    // A replica that ended stays ended whatever its pod says after a restart.
+    for (const auto& r : rec->replicas) {
+      if (!core::IsTerminal(r.state)) continue;
+      auto pod = job.pods.find(ReplicaKey(r.role, r.replica_id));
+      if (pod != job.pods.end()) pod->second.terminal = true;
+    }
     app->rec = std::make_unique<AppRecord>(std::move(*rec));
     app->job = &tracker_.Track(std::move(job));
     if (!core::IsTerminal(app->rec->state) || std::any_of(app->pods.begin(), app->pods.end(), [](const auto& p) {
@@ -117,6 +126,9 @@ Result<void> KubernetesScheduler::Load(const std::vector<StoredApp>& stored) {
     apps_[id] = std::move(app);
   }
   logs_->Enforce();
+  std::set<uid_t> owners;
+  for (const auto& [id, app] : apps_) owners.insert(app->rec->owner_uid);
+  for (uid_t uid : owners) MakeRoom(uid);
   if (namespaces.empty()) return {};
   auto api = Api();
   if (!api) {
@@ -161,6 +173,7 @@ void KubernetesScheduler::Submit(SubmitRequest request, std::function<void(Resul
                [this, shared, body, ns, name, warnings, done](Result<json> checked) {
                  if (!checked) {
                    Error e = checked.error();
+                   if (auto refusal = NamespaceRefusal(e, ns)) return done(Fail(*refusal));
                    if (e.code == ErrorCode::kInvalidArgument) e.message = "Invalid job spec: " + e.message;
                    return done(Fail(e));
                  }
@@ -178,6 +191,7 @@ void KubernetesScheduler::Create(std::shared_ptr<SubmitRequest> request, json bo
                tracker_.Creating(ns, name, false);
                if (!created) {
                  Error e = created.error();
+                 if (auto refusal = NamespaceRefusal(e, ns)) return done(Fail(*refusal));
                  if (e.code == ErrorCode::kAlreadyExists) {
                    e.message = "Job `" + name + "` already exists. This seems like a transient exception, "
                                "try resubmitting job (" + e.message + ")";
@@ -270,6 +284,7 @@ KubernetesScheduler::KubeApp* KubernetesScheduler::Keep(k8s::TrackedJob job, std
   KubeApp* raw = app.get();
   apps_[raw->rec->app_id] = std::move(app);
   tracker_.ReplayOrphans(raw->rec->app_id);  // pods seen before their Job
+  MakeRoomSoon(raw->rec->owner_uid);  // a new app, running or not, makes room
   return raw;
 }
 
@@ -283,7 +298,11 @@ KubernetesScheduler::KubeApp* KubernetesScheduler::AppOf(const k8s::TrackedJob& 
   return it == apps_.end() ? nullptr : it->second.get();
 }
 
-void KubernetesScheduler::OnJobsListed(const std::string& ns) {
+void KubernetesScheduler::OnJobsListed(const std::string& ns, const std::set<std::string>& names) {
+  for (auto it = dismissed_.begin(); it != dismissed_.end();) {
+    bool here = it->first.compare(0, ns.size() + 1, ns + ":") == 0;
+    it = here && !names.count(it->first.substr(ns.size() + 1)) ? dismissed_.erase(it) : std::next(it);
+  }
   auto waiters = sync_waiters_.extract(ns);
   if (!waiters.empty()) {
     for (auto& w : waiters.mapped()) w({});
@@ -293,6 +312,7 @@ void KubernetesScheduler::OnJobsListed(const std::string& ns) {
 void KubernetesScheduler::OnUnknownJob(const std::string& ns, const json& job) {
   // A torchx Job someone else submitted (or a daemon that lost its store): shown as TorchX's list shows it.
   k8s::JobView v = k8s::ReadJob(job);
+  if (auto d = dismissed_.find(ns + ":" + v.name); d != dismissed_.end() && d->second == v.uid) return;
   k8s::JobApp read = k8s::ReadJobApp(job);
   k8s::TrackedJob tracked;
   tracked.ns = ns;
@@ -310,6 +330,7 @@ void KubernetesScheduler::OnUnknownJob(const std::string& ns, const json& job) {
   rec->owner_gid = ::getegid();
   rec->created_ms = read.created_ms > 0 ? read.created_ms : core::UnixNowMs();
   rec->state = v.phase.empty() ? core::AppState::kSubmitted : v.state;
+  if (core::IsTerminal(rec->state)) rec->ended_ms = rec->created_ms;  // ended before it was found: the best bound known
   KubeApp* raw = Keep(std::move(tracked), std::move(rec), true);
   if (raw == nullptr) return;
   spdlog::info("kubernetes job found app={} uid={} (submitted elsewhere)", raw->rec->app_id, raw->job->uid);
@@ -376,8 +397,29 @@ void KubernetesScheduler::ApplyJob(KubeApp& app, const k8s::JobView& v) {
   rec.state = state;
   rec.num_restarts = v.retry_count;
   rec.msg = v.message;
-  if (core::IsTerminal(state)) rec.ended_ms = core::UnixNowMs();
+  if (core::IsTerminal(state)) {
+    rec.ended_ms = core::UnixNowMs();
+    EndScaledAway(app);
+  }
   Changed(app);
+}
+
+bool KubernetesScheduler::EndScaledAway(KubeApp& app) {
+  AppRecord& rec = *app.rec;
+  std::vector<int> scale = core::ScaleOf(rec.app, rec.scale);
+  bool any = false;
+  for (auto& r : rec.replicas) {
+    if (core::IsTerminal(r.state) || r.role_index < 0 || static_cast<size_t>(r.role_index) >= scale.size()) continue;
+    if (r.replica_id < scale[static_cast<size_t>(r.role_index)]) continue;
+    if (!app.Pod(ReplicaKey(r.role, r.replica_id)).uid.empty()) continue;  // its pod's deletion tells
+    r.state = core::ReplicaState::kCancelled;
+    r.error_message = core::ScaledDownMessage(rec.app.roles[static_cast<size_t>(r.role_index)],
+                                              scale[static_cast<size_t>(r.role_index)]);
+    r.end_ms = core::UnixNowMs();
+    app.pods[ReplicaKey(r.role, r.replica_id)].log_done = true;  // it never ran: nothing to read
+    any = true;
+  }
+  return any;
 }
 
 void KubernetesScheduler::OnJobGone(k8s::TrackedJob& job) {
@@ -390,6 +432,7 @@ void KubernetesScheduler::JobGone(KubeApp& app) {
   rec.state = app.cancel_requested ? core::AppState::kCancelled : core::AppState::kFailed;
   rec.msg = "the Volcano Job " + app.job->ns + "/" + app.job->name + " was deleted from the cluster";
   rec.ended_ms = core::UnixNowMs();
+  EndScaledAway(app);
   // Its pods went with it: no replica runs any more.
   for (auto& r : rec.replicas) {
     if (core::IsTerminal(r.state)) continue;
@@ -461,12 +504,22 @@ void KubernetesScheduler::ApplyPod(KubeApp& app, const std::string& key, const k
     logs_->BeginAttempt(*app.rec, key, r->log_dir, p.attempt, std::nullopt);
   }
   if (p.terminal && !p.started) t.log_done = true;  // it never ran: there is no log to read
-  r->state = v.state;
-  r->hostname = v.hostname;
-  r->exit_code = v.exit_code;
-  r->start_ms = v.start_ms;
-  r->end_ms = v.end_ms;
-  r->error_message = v.error_message;
+  if (core::IsTerminal(r->state) && !new_attempt) {
+    // An ended replica never comes back from its pod's later updates (a
+    // deleted Job's pods being deleted, a relist): they only add what it lacked.
+    if (!r->exit_code) r->exit_code = v.exit_code;
+    if (!r->end_ms) r->end_ms = v.end_ms;
+    if (!r->start_ms) r->start_ms = v.start_ms;
+    if (r->hostname.empty()) r->hostname = v.hostname;
+    if (r->error_message.empty()) r->error_message = v.error_message;
+  } else {
+    r->state = v.state;
+    r->hostname = v.hostname;
+    r->exit_code = v.exit_code;
+    r->start_ms = v.start_ms;
+    r->end_ms = v.end_ms;
+    r->error_message = v.error_message;
+  }
   if (t.next_read_ms <= core::UnixNowMs()) FollowLogs(app, key);  // else its backoff's timer will
   Changed(app);
 }
@@ -479,6 +532,7 @@ Result<void> KubernetesScheduler::Persist(KubeApp& app) {
                         {"name", app.job->name},
                         {"uid", app.job->uid},
                         {"cancel_requested", app.cancel_requested},
+                        {"job_gone", app.job->gone},
                         {"pods", pods}};
   if (app.foreign) {
     json tasks = json::object();
@@ -502,9 +556,54 @@ void KubernetesScheduler::Changed(KubeApp& app) {
   logs_->Notify(AppKey(*app.rec));
   if (!core::IsTerminal(app.rec->state)) return;
   logs_->Enforce();  // a finished app's logs may now make room
+  MakeRoomSoon(app.rec->owner_uid);
   auto waiters = std::move(app.waiters);
   app.waiters.clear();
   for (auto& w : waiters) w(*app.rec);
+}
+
+void KubernetesScheduler::MakeRoomSoon(uid_t uid) {
+  if (shut_down_ || !make_room_) return;
+  room_wanted_.insert(uid);
+  uv_timer_start(make_room_.get(), [](uv_timer_t* h) {
+    auto* self = static_cast<KubernetesScheduler*>(h->data);
+    if (self == nullptr) return;
+    auto uids = std::move(self->room_wanted_);
+    self->room_wanted_.clear();
+    for (uid_t uid : uids) self->MakeRoom(uid);
+  }, 0, 0);
+}
+
+void KubernetesScheduler::MakeRoom(uid_t uid) {
+  size_t mine = 0;
+  for (const auto& [id, app] : apps_) mine += app->rec->owner_uid == uid;
+  while (mine > options_.cache_size) {
+    KubeApp* victim = nullptr;
+    for (auto& [id, app] : apps_) {
+      const AppRecord& rec = *app->rec;
+      if (rec.owner_uid != uid || !core::IsTerminal(rec.state) || !app->waiters.empty()) continue;
+      auto key = [](const KubeApp& a) { return std::make_pair(!a.foreign, a.rec->ended_ms.value_or(0)); };
+      if (victim == nullptr || key(*app) < key(*victim)) victim = app.get();
+    }
+    if (victim == nullptr) return;  // the rest run
+    spdlog::info("evicting app app={} foreign={} ended_ms={}", victim->rec->app_id, victim->foreign,
+                 victim->rec->ended_ms.value_or(0));
+    if (victim->foreign) dismissed_[victim->rec->app_id] = victim->job->uid;
+    Forget(*victim);
+    --mine;
+  }
+}
+
+void KubernetesScheduler::Forget(KubeApp& app) {
+  std::string app_id = app.rec->app_id;
+  RemoveLogs(app);
+  for (auto& w : app.waiters) w(*app.rec);
+  apps_.erase(app_id);
+  tracker_.Untrack(app_id);
+  if (auto ok = store_->DeleteApp("kubernetes", app_id); !ok) {
+    spdlog::error("store delete failed app={} error={}", app_id, ok.error().message);
+  }
+  logs_->Notify("kubernetes/" + app_id);
 }
 
 std::optional<LogStore::Candidate> KubernetesScheduler::OldestEvictableLogs() {
@@ -640,6 +739,7 @@ void KubernetesScheduler::Scale(AppRecord& rec, const std::vector<core::ScaleReq
           return done(Fail(patched.error().WithContext("scale (patching the Job's task replicas)")));
         }
         spdlog::info("kubernetes job scaled app={} scale={}", app_id, scale.dump());
+        if (EndScaledAway(*it->second)) logs_->Notify(AppKey(*it->second->rec));
         if (auto ok = Persist(*it->second); !ok) return done(Fail(ok.error()));
         done({});
       },
@@ -670,14 +770,7 @@ void KubernetesScheduler::Delete(AppRecord& rec, std::function<void(Result<core:
                  auto it = apps_.find(app_id);
                  if (it == apps_.end()) return done(core::AppState::kUnknown);
                  core::AppState last = it->second->rec->state;
-                 RemoveLogs(*it->second);
-                 for (auto& w : it->second->waiters) w(*it->second->rec);
-                 apps_.erase(it);
-                 tracker_.Untrack(app_id);
-                 if (auto ok = store_->DeleteApp("kubernetes", app_id); !ok) {
-                   spdlog::error("store delete failed app={} error={}", app_id, ok.error().message);
-                 }
-                 logs_->Notify("kubernetes/" + app_id);
+                 Forget(*it->second);
                  done(last);
                });
 }
@@ -693,6 +786,7 @@ void KubernetesScheduler::Shutdown(bool, std::function<void()> done) {
   catch_ups_.clear();
   while (!cancel_waits_.empty()) EndCancelWait(cancel_waits_.begin()->first);
   log_retry_.reset();
+  make_room_.reset();
   api_.reset();
   http_.reset();
   done();

@@ -22,6 +22,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,9 @@ struct KubernetesSchedulerOptions {
   // failure up to 10x (--pod-log-backoff).
   double log_backoff_seconds = 30.0;
   double cancel_wait_seconds = 5.0;  // how long cancel waits to see the Job Aborted
+  // Finished apps each user keeps (--cache-size); the daemon's own user also
+  // holds the Jobs found on the cluster, and those go first.
+  size_t cache_size = 100;
 };
 
 class KubernetesScheduler : public Scheduler, private k8sbridge::JobTrackerObserver {
@@ -121,12 +125,15 @@ class KubernetesScheduler : public Scheduler, private k8sbridge::JobTrackerObser
   void OnPod(k8sbridge::TrackedJob& job, const std::string& key, const k8sbridge::PodView& pod,
              bool new_attempt) override;
   void OnPodGone(k8sbridge::TrackedJob& job, const std::string& key, bool was_terminal) override;
-  void OnJobsListed(const std::string& ns) override;
+  void OnJobsListed(const std::string& ns, const std::set<std::string>& names) override;
   void OnWatchError(const std::string& ns, const Error& error) override;
   KubeApp* AppOf(const k8sbridge::TrackedJob& job);
   void ApplyJob(KubeApp& app, const k8sbridge::JobView& view);
   void ApplyPod(KubeApp& app, const std::string& key, const k8sbridge::PodView& pod, bool new_attempt);
   void JobGone(KubeApp& app);
+  // Replicas `torchx scale` took away before they ever had a pod end
+  // CANCELLED "scaled down" (no pod deletion will say so); true if any did.
+  bool EndScaledAway(KubeApp& app);
   // A pod was deleted (a watch event, or missing from a relist): its replica ends unless it had.
   void PodDeleted(KubeApp& app, const std::string& key, bool was_terminal);
 
@@ -147,6 +154,12 @@ class KubernetesScheduler : public Scheduler, private k8sbridge::JobTrackerObser
   std::optional<LogStore::Candidate> OldestEvictableLogs();
   // Closes the app's log writers and follows and discards its logs (eviction, delete).
   void RemoveLogs(KubeApp& app);
+  // The app cache: each uid keeps its newest `cache_size` finished apps.
+  // Jobs submitted elsewhere leave first (and are not found again while they
+  // exist), then the oldest finished. Runs after the loop turn that asked.
+  void MakeRoomSoon(uid_t uid);
+  void MakeRoom(uid_t uid);
+  void Forget(KubeApp& app);  // drops the app from memory, the store and the log dir (not the cluster)
 
   uv_loop_t* loop_;
   Store* store_;
@@ -163,6 +176,11 @@ class KubernetesScheduler : public Scheduler, private k8sbridge::JobTrackerObser
   uint64_t next_catch_up_ = 1;
   uint64_t next_cancel_wait_ = 1;
   std::map<std::string, std::vector<std::function<void(Result<void>)>>> sync_waiters_;
+  // Jobs found on the cluster and evicted from the cache ("ns:name" -> uid),
+  // until a list of their namespace lacks them.
+  std::map<std::string, std::string> dismissed_;
+  std::set<uid_t> room_wanted_;
+  UvHandle<uv_timer_t> make_room_;
   bool shut_down_ = false;
 };
 

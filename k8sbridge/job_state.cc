@@ -1,6 +1,9 @@
 #include "k8sbridge/job_state.h"
 
+#include <algorithm>
 #include <cmath>
+#include <optional>
+#include <set>
 #include <cstdlib>
 
 #include "core/app_status.h"
@@ -88,13 +91,24 @@ PodView ReadPod(const json& pod) {
     v.hostname = ip + "." + Str(meta, "namespace") + ".pod.cluster.local";
   }
   v.start_ms = Time(status, "startTime");
-  // The replica's container is the one named as its task; sidecars (listed
-  // in name order by the kubelet, maybe before it) do not speak for it.
+  const json& spec_containers = Field(Field(pod, "spec"), "containers");
+  for (size_t i = 0; spec_containers.is_array() && i < spec_containers.size(); ++i) {
+    std::string name = Str(spec_containers[i], "name");
+    if (i == 0 || name == v.task) v.container = name;
+    if (name == v.task) break;
+  }
+  if (v.container.empty()) v.container = v.task;  // torchx's layout names it so
+  // The replica's container is the one named as its task (else the spec's
+  // first); sidecars (listed in name order by the kubelet, maybe before it)
+  // do not speak for it.
   const json& containers = Field(status, "containerStatuses");
   const json* main = nullptr;
   if (containers.is_array()) {
     for (const json& c : containers) {
       if (Str(c, "name") == v.task) main = &c;
+    }
+    for (size_t i = 0; main == nullptr && !v.container.empty() && i < containers.size(); ++i) {
+      if (Str(containers[i], "name") == v.container) main = &containers[i];
     }
     if (main == nullptr && containers.size() == 1 && Str(containers[0], "name").empty()) main = &containers[0];
   }
@@ -169,36 +183,70 @@ int MemMbOf(const std::string& q) {
 
 }  // namespace
 
+std::string TaskReplicaKey(const std::string& task, int index) { return task + "/" + std::to_string(index); }
+
+namespace {
+
+std::optional<int64_t> LabelInt(const json& labels, const char* key) {
+  std::string text = Str(labels, key);
+  if (text.empty() || text.size() > 9 || text.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+  return std::stoll(text);
+}
+
+}  // namespace
+
 JobApp ReadJobApp(const json& job) {
   JobApp out;
   const json& meta = Field(job, "metadata");
   std::string app_name = Str(Field(meta, "labels"), "torchx.pytorch.org/app-name");
   out.app.name = app_name.empty() ? Str(meta, "name") : app_name;
   out.created_ms = Time(meta, "creationTimestamp").value_or(0);
-  std::map<int, core::Role> roles;  // by role index
+  // Roles in order: torchx's by their role-index label, then the others in task order.
+  std::map<std::pair<int64_t, std::string>, core::Role> roles;
+  std::map<std::string, std::set<int>> replica_ids;  // per torchx role, for tasks without a replica-id
   const json& tasks = Field(Field(job, "spec"), "tasks");
   for (size_t t = 0; tasks.is_array() && t < tasks.size(); ++t) {
     const json& task = tasks[t];
     const json& tmpl = Field(task, "template");
     const json& labels = Field(Field(tmpl, "metadata"), "labels");
+    std::string task_name = Str(task, "name");
     std::string role_name = Str(labels, "torchx.pytorch.org/role-name");
-    int index = 0, replica = 0;
-    try {
-      index = std::stoi(Str(labels, "torchx.pytorch.org/role-index"));
-      replica = std::stoi(Str(labels, "torchx.pytorch.org/replica-id"));
-    } catch (const std::exception&) {
-      index = static_cast<int>(t), replica = 0;  // not torchx's shape: one role per task
+    std::optional<int64_t> index = LabelInt(labels, "torchx.pytorch.org/role-index");
+    std::pair<int64_t, std::string> order;
+    int replicas = 1;  // of this task
+    int replica = 0;   // the first replica's id in its role
+    if (!role_name.empty()) {
+      // torchx's layout (the template's labels, as TorchX and torchxd write
+      // them): one task per replica, grouped into roles by name.
+      order = {index.value_or(kMaxForeignReplicas + static_cast<int64_t>(t)), role_name};
+      auto id = LabelInt(labels, "torchx.pytorch.org/replica-id");
+      std::set<int>& used = replica_ids[role_name];
+      if (id && *id < kMaxForeignReplicas) {
+        replica = static_cast<int>(*id);
+      } else {
+        while (used.count(replica)) ++replica;  // the lowest id no task of its role has
+      }
+      used.insert(replica);
+      out.tasks[task_name] = {role_name, replica};
+    } else {
+      // Volcano's own layout: the task is the role, its replicas its pods.
+      role_name = task_name;
+      order = {2 * kMaxForeignReplicas + static_cast<int64_t>(t), role_name};
+      if (Field(task, "replicas").is_number_integer()) {
+        replicas = static_cast<int>(std::clamp<int64_t>(task["replicas"].get<int64_t>(), 1, kMaxForeignReplicas));
+      }
+      for (int i = 0; i < replicas; ++i) {
+        out.tasks[replicas == 1 ? task_name : TaskReplicaKey(task_name, i)] = {role_name, i};
+      }
     }
-    if (role_name.empty()) role_name = Str(task, "name");
-    out.tasks[Str(task, "name")] = {role_name, replica};
-    auto [it, fresh] = roles.try_emplace(index);
+    auto [it, fresh] = roles.try_emplace(order);
     core::Role& role = it->second;
     if (!fresh) {
-      role.num_replicas = std::max(role.num_replicas, replica + 1);
+      role.num_replicas = std::max(role.num_replicas, replica + replicas);
       continue;
     }
     role.name = role_name;
-    role.num_replicas = replica + 1;
+    role.num_replicas = replica + replicas;
     if (Field(task, "maxRetry").is_number_integer()) role.max_retries = task["maxRetry"].get<int>();
     const json& containers = Field(Field(tmpl, "spec"), "containers");
     if (!containers.is_array() || containers.empty()) continue;

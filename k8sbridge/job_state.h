@@ -45,6 +45,9 @@ struct PodView {
   std::optional<int64_t> start_ms, end_ms;
   std::string error_message;
   bool started = false;  // a container ran, so there are logs to read
+  // The replica's own container, whose log is its log: the one named as the
+  // task, else the first of the spec ("" when the pod names none).
+  std::string container;
 };
 PodView ReadPod(const nlohmann::json& pod);
 
@@ -52,15 +55,21 @@ PodView ReadPod(const nlohmann::json& pod);
 std::map<std::string, std::pair<std::string, int>> TaskNames(const core::AppDef& app);
 
 // A torchx Job someone else submitted, read back as far as the Job tells: its
-// roles (by the pod templates' role labels, in role-index order) with their
-// replicas, image, command, env, resources and retries, which task is which
-// replica, and when it was created.
+// roles with their replicas, image, command, env, resources and retries,
+// which task is which replica, and when it was created. Tasks whose templates
+// carry torchx's role labels (one task per replica) are grouped into roles by
+// name, in role-index order; any other task is a role of its own whose
+// replicas are its pods (at most kMaxForeignReplicas), keyed
+// TaskReplicaKey(task, i) when it has several.
 struct JobApp {
   core::AppDef app;
   std::map<std::string, std::pair<std::string, int>> tasks;  // task name -> (role, replica)
   int64_t created_ms = 0;
 };
 JobApp ReadJobApp(const nlohmann::json& job);
+inline constexpr int kMaxForeignReplicas = 1024;
+// The tasks-map key of pod `index` of a task with several replicas.
+std::string TaskReplicaKey(const std::string& task, int index);
 
 // The bus.volcano.sh Command that aborts a Job (what vcctl does), owned by
 // the Job so it goes away with it.

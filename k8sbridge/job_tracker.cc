@@ -98,7 +98,7 @@ void JobTracker::OnJobList(const std::string& ns, const std::vector<json>& items
   }
   for (TrackedJob* job : gone) JobGone(*job);
   listed_.insert(ns);
-  observer_->OnJobsListed(ns);
+  observer_->OnJobsListed(ns, present);
 }
 
 void JobTracker::OnJobEvent(const std::string& ns, const std::string& type, const json& job) {
@@ -144,18 +144,31 @@ void JobTracker::OnPodEvent(const std::string& ns, const std::string& type, cons
     return;
   }
   if (type != "DELETED") return ApplyPod(*job, pod);
-  auto task = job->tasks.find(v.task);
-  if (task == job->tasks.end()) return;
-  PodGone(*job, task->second.first + "/" + std::to_string(task->second.second), v.uid);
+  const auto* at = ReplicaOf(*job, v);
+  if (at == nullptr) return;
+  PodGone(*job, at->first + "/" + std::to_string(at->second), v.uid);
+}
+
+const std::pair<std::string, int>* JobTracker::ReplicaOf(const TrackedJob& job, const PodView& v) {
+  auto task = job.tasks.find(v.task);
+  if (task == job.tasks.end()) {
+    // A task of several replicas (not torchx's layout): Volcano names its pods <job>-<task>-<index>.
+    size_t dash = v.name.rfind('-');
+    std::string index = dash == std::string::npos ? "" : v.name.substr(dash + 1);
+    if (index.empty() || index.size() > 4 || index.find_first_not_of("0123456789") != std::string::npos) return nullptr;
+    task = job.tasks.find(TaskReplicaKey(v.task, std::stoi(index)));
+  }
+  return task == job.tasks.end() ? nullptr : &task->second;
 }
 
 void JobTracker::ApplyPod(TrackedJob& job, const json& pod) {
   PodView v = ReadPod(pod);
-  auto task = job.tasks.find(v.task);
-  if (task == job.tasks.end()) return;
-  std::string key = task->second.first + "/" + std::to_string(task->second.second);
+  const auto* at = ReplicaOf(job, v);
+  if (at == nullptr) return;
+  std::string key = at->first + "/" + std::to_string(at->second);
   TrackedPod& p = job.pods[key];
   bool fresh = v.uid != p.uid;
+  if (fresh && job.gone) return;  // not an attempt of a Job that no longer exists
   if (fresh) {
     // A new pod for this replica (its first, or Volcano replaced it): a new attempt.
     p.pod = v.name;
@@ -164,11 +177,13 @@ void JobTracker::ApplyPod(TrackedJob& job, const json& pod) {
     p.started = false;
   }
   p.started = p.started || v.started;
-  p.terminal = core::IsTerminal(v.state);
+  if (!v.container.empty()) p.container = v.container;
+  p.terminal = job.gone || core::IsTerminal(v.state);
   observer_->OnPod(job, key, v, fresh);
 }
 
 void JobTracker::JobGone(TrackedJob& job) {
+  job.gone = true;
   for (auto& [key, pod] : job.pods) pod.terminal = true;  // its pods went with it
   observer_->OnJobGone(job);
 }

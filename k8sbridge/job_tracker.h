@@ -5,7 +5,9 @@
 // through the task it names, and knows which pod is each replica's current
 // one: a pod with a new uid is the replica's next attempt, a deletion of an
 // older pod is ignored, and a pod a relist lacks was deleted while nobody
-// watched. What it learns goes to its observer; the daemon owns the records,
+// watched. Once its Job is deleted, a Job's pods only end: their updates (the
+// garbage collector's graceful deletion) never make one current again, and a
+// new pod is no new attempt. What it learns goes to its observer; the daemon owns the records,
 // the logs and the store.
 //
 // Thread contract: loop thread only. Observer calls are synchronous.
@@ -36,12 +38,16 @@ struct TrackedPod {
   int attempt = 0;        // pods seen for the replica (1 for its first)
   bool started = false;   // a container of it ran: there is a log to read
   bool terminal = false;  // it finished, or is gone
+  std::string container;  // whose log is the replica's (PodView::container)
 };
 
 struct TrackedJob {
   std::string ns, name, uid;
   std::map<std::string, std::pair<std::string, int>> tasks;  // task name -> (role, replica)
   std::map<std::string, TrackedPod> pods;                     // "role/replica" -> its current pod
+  // The Job was deleted: its pods only end (the garbage collector deletes
+  // them gracefully, with updates), no new attempt is taken from them.
+  bool gone = false;
 
   std::string id() const { return ns + ":" + name; }
 };
@@ -59,7 +65,8 @@ class JobTrackerObserver {
   // The replica's current pod was deleted (a watch event, or missing from a relist).
   // `was_terminal`: it had finished before.
   virtual void OnPodGone(TrackedJob& job, const std::string& key, bool was_terminal) = 0;
-  virtual void OnJobsListed(const std::string& ns) = 0;
+  // A list of the namespace's torchx Jobs ended; `names`: the Jobs it held.
+  virtual void OnJobsListed(const std::string& ns, const std::set<std::string>& names) = 0;
   virtual void OnWatchError(const std::string& ns, const Error& error) = 0;
 };
 
@@ -97,6 +104,8 @@ class JobTracker {
   void ApplyPod(TrackedJob& job, const nlohmann::json& pod);
   void PodGone(TrackedJob& job, const std::string& key, const std::string& uid);
   void JobGone(TrackedJob& job);
+  // The (role, replica) a pod of `job` is, or null.
+  static const std::pair<std::string, int>* ReplicaOf(const TrackedJob& job, const PodView& pod);
   TrackedJob* ByJob(const std::string& ns, const nlohmann::json& job, bool may_be_unknown);
 
   uv_loop_t* loop_;

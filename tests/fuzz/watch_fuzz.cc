@@ -1,5 +1,6 @@
 // Fuzz target: a Kubernetes watch stream (NDJSON from the apiserver), cut
-// into chunks the first byte chooses; each event read as a Job and a Pod.
+// into chunks the first byte chooses; each event read as a Job, a Pod and a
+// found Job's AppDef.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -17,6 +18,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!event) return;
     (void)torchxd::k8sbridge::ReadJob(event->object);
     (void)torchxd::k8sbridge::ReadPod(event->object);
+    (void)torchxd::k8sbridge::ReadJobApp(event->object);  // a Job submitted elsewhere
   };
   for (size_t i = 0; i < stream.size(); i += chunk) lines.Feed(stream.substr(i, chunk), on_line);
   on_line(lines.TakeRest());

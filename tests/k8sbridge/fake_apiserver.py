@@ -25,9 +25,17 @@ recorded, so tests can insist there are none).
 Tests drive the "controller" and "kubelet" through /fake/...:
   POST /fake/jobs/NS               {job} (created as by another client: no dry run, no token)
   POST /fake/jobs/NS/NAME/vanish  (gone without a watch event, as across a compaction)
+  POST /fake/jobs/NS/NAME/delete  (kubectl delete vcjob: the Job goes, then the garbage collector
+                                  deletes its pods gracefully: each gets a deletionTimestamp, its
+                                  containers end (exit 143), and it is removed after the gc delay)
+  POST /fake/jobs/NS/NAME/sidecar {"name": "log-agent"} (the Job's pods get this container first)
+  POST /fake/gc-delay             {"seconds": N} (a deleted Job's pods stay that long; default 0)
+  POST /fake/namespaces/NAME      (creates a namespace; default, team and other exist)
   POST /fake/jobs/NS/NAME/phase   {"phase": "Running"}  (Running creates the pods;
                                   "pods": "Pending" creates them Pending, no container started)
-  POST /fake/pods/NS/NAME/log     {"lines": ["..."]}
+  POST /fake/pods/NS/NAME/log     {"lines": ["..."]} (the main container's: the one named as the task;
+                                  a pod of several containers answers a log GET without ?container=
+                                  with the apiserver's 400, and a sidecar's log is empty)
   POST /fake/pods/NS/NAME/phase   {"phase": "Failed", "exitCode": 3}
   POST /fake/pods/NS/NAME/restart (a new pod, new uid, job retryCount + 1)
   POST /fake/pods/NS/NAME/delete  (the pod is deleted, nothing replaces it)
@@ -82,6 +90,9 @@ STATE = {
     "service_accounts": set(),  # (ns, name); `default` exists everywhere
     "reject_next_pod": None,
     "patch_answer_delay": 0.0,
+    "namespaces": {"default", "team", "other", "kube-system"},  # others answer 404 NotFound
+    "sidecars": {},  # (ns, job) -> a container name its pods get first
+    "gc_delay": 0.0,
     "forbidden": set(),  # resources the caller may not touch  # log follows send nothing before then (a slow kubelet)  # until then every API request gets a 503 and watches drop  # a Status the next Job create answers with (an admission rejection)
 }
 VALIDATORS = {}
@@ -297,6 +308,47 @@ def sync_pods(ns, job):
                     changed = True
 
 
+def main_container(pod):
+    """The container named as the pod's task (torchx's layout), else the first."""
+    names = [c["name"] for c in pod["spec"]["containers"]]
+    task = pod["metadata"]["labels"].get("volcano.sh/task-spec")
+    return task if task in names else (names[0] if names else "main")
+
+
+def missing_namespace(ns):
+    if ns in STATE["namespaces"]:
+        return None
+    return status(404, "NotFound", 'namespaces "%s" not found' % ns, {"name": ns, "kind": "namespaces"})
+
+
+def delete_job(ns, name):
+    """Under LOCK: the Job goes at once; its pods as the garbage collector deletes them."""
+    job = STATE["jobs"].pop((ns, name))
+    emit("jobs", ns, "DELETED", job)
+    keys = [k for k, p in STATE["pods"].items()
+            if k[0] == ns and p["metadata"]["labels"].get("volcano.sh/job-name") == name]
+    for key in keys:
+        pod = STATE["pods"][key]
+        pod["metadata"]["deletionTimestamp"] = now_rfc3339()
+        pod["metadata"]["deletionGracePeriodSeconds"] = 30
+        emit("pods", ns, "MODIFIED", pod)
+
+    def remove():
+        with LOCK:
+            for key in keys:
+                pod = STATE["pods"].get(key)
+                if pod is None:
+                    continue
+                if pod["status"].get("phase") not in ("Succeeded", "Failed"):
+                    set_pod_phase(key, "Failed", 143)
+                emit("pods", ns, "DELETED", STATE["pods"].pop(key))
+            LOCK.notify_all()
+    if STATE["gc_delay"] > 0:
+        threading.Timer(STATE["gc_delay"], remove).start()
+    else:
+        remove()
+
+
 def new_pod(ns, job, task, index):
     name = job["metadata"]["name"]
     template = task.get("template", {})
@@ -304,17 +356,22 @@ def new_pod(ns, job, task, index):
     labels.update({"volcano.sh/job-name": name, "volcano.sh/job-namespace": ns,
                    "volcano.sh/task-spec": task["name"]})
     pod_name = "%s-%s-%d" % (name, task["name"], index)
-    containers = template.get("spec", {}).get("containers", [])
+    containers = list(template.get("spec", {}).get("containers", []))
     main = containers[0]["name"] if containers else "main"
+    sidecar = STATE["sidecars"].get((ns, name))
+    if sidecar:
+        containers.insert(0, {"name": sidecar, "image": "busybox"})
     pod = {"apiVersion": "v1", "kind": "Pod",
            "metadata": {"name": pod_name, "namespace": ns, "uid": str(uuid.uuid4()), "labels": labels},
            "spec": {"containers": [{"name": c.get("name", "main"), "image": c.get("image", "")} for c in containers]},
            "status": {"phase": "Running", "podIP": "10.244.0.%d" % (len(STATE["pods"]) % 250 + 2),
                       "startTime": now_rfc3339(),
-                      "containerStatuses": [{"name": main, "state": {"running": {"startedAt": now_rfc3339()}}}]}}
+                      "containerStatuses": [{"name": c["name"], "state": {"running": {"startedAt": now_rfc3339()}}}
+                                            for c in containers] or
+                                           [{"name": main, "state": {"running": {"startedAt": now_rfc3339()}}}]}}
     if (ns, name) in STATE["pending_pods"]:
         pod["status"] = {"phase": "Pending", "containerStatuses": [
-            {"name": main, "state": {"waiting": {"reason": "ContainerCreating"}}}]}
+            {"name": c["name"], "state": {"waiting": {"reason": "ContainerCreating"}}} for c in containers]}
     STATE["pods"][(ns, pod_name)] = pod
     emit("pods", ns, "ADDED", pod)
     return pod
@@ -324,9 +381,10 @@ def set_pod_phase(key, phase, exit_code):
     pod = STATE["pods"][key]
     pod["status"]["phase"] = phase
     if phase in ("Succeeded", "Failed") and pod["status"].get("containerStatuses"):
-        pod["status"]["containerStatuses"][0]["state"] = {
-            "terminated": {"exitCode": exit_code, "reason": "Completed" if exit_code == 0 else "Error",
-                           "finishedAt": now_rfc3339()}}
+        for c in pod["status"]["containerStatuses"]:
+            c["state"] = {"terminated": {"exitCode": exit_code if c["name"] == main_container(pod) else 0,
+                                         "reason": "Completed" if exit_code == 0 else "Error",
+                                         "finishedAt": now_rfc3339()}}
     emit("pods", key[0], "MODIFIED", pod)
     job = STATE["jobs"].get((key[0], pod["metadata"]["labels"].get("volcano.sh/job-name")))
     if job is not None and phase == "Running":
@@ -404,6 +462,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if name is None and method == "POST":
             job = self.read_body()
             with LOCK:
+                gone = missing_namespace(ns)
+            if gone:
+                return self.send_json(404, gone)
+            with LOCK:
                 bad, STATE["reject_next"] = STATE["reject_next"], None
             if bad:
                 return self.send_json(bad["code"], bad)
@@ -437,11 +499,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if method == "PATCH":
                 return self.patch_job(ns, name, job)
             if method == "DELETE":
-                del STATE["jobs"][(ns, name)]
-                emit("jobs", ns, "DELETED", job)
-                for key in [k for k, p in STATE["pods"].items()
-                            if k[0] == ns and p["metadata"]["labels"].get("volcano.sh/job-name") == name]:
-                    emit("pods", ns, "DELETED", STATE["pods"].pop(key))
+                delete_job(ns, name)
                 return self.send_json(200, {"kind": "Status", "apiVersion": "v1", "status": "Success"})
         return self.send_json(405, status(405, "MethodNotAllowed", method))
 
@@ -519,7 +577,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if "pods" in STATE["forbidden"]:
             return self.forbidden("pods", "create", ns)
         with LOCK:
+            gone = missing_namespace(ns)
             verdict, STATE["reject_next_pod"] = STATE["reject_next_pod"], None
+        if gone:
+            return self.send_json(404, gone)
         if verdict:
             return self.send_json(verdict["code"], verdict)
         causes = pod_causes(pod)
@@ -530,6 +591,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def commands(self, method, ns):
         cmd = self.read_body()
+        with LOCK:
+            gone = missing_namespace(ns)
+        if gone:
+            return self.send_json(404, gone)
         bad = validate("commands", "Command.bus.volcano.sh", cmd)
         if bad:
             return self.send_json(422, bad)
@@ -599,10 +664,21 @@ class Handler(http.server.BaseHTTPRequestHandler):
             fail = STATE["log_fail"].get((ns, name))
             if fail:
                 return self.send_json(fail["code"], fail)
+            names = [c["name"] for c in pod["spec"]["containers"]]
+            container = query.get("container")
+            if container is None and len(names) > 1:
+                return self.send_json(400, status(400, "BadRequest", "a container name must be specified for pod %s, "
+                                                  "choose one of: [%s]" % (name, " ".join(names))))
+            if container is not None and container not in names:
+                return self.send_json(400, status(400, "BadRequest",
+                                                  "container %s is not valid for pod %s" % (container, name)))
+            container = container or names[0]
             if pod["status"].get("phase") == "Pending":
                 return self.send_json(400, status(400, "BadRequest", 'container "%s" in pod "%s" is waiting to start: '
-                                                  'ContainerCreating' % (pod["spec"]["containers"][0]["name"], name)))
+                                                  'ContainerCreating' % (container, name)))
             uid = pod["metadata"]["uid"]
+            if container != main_container(pod):
+                uid += "/" + container  # a sidecar's own (empty) log
             drop_gen = STATE["drop_logs"]
         since_ns = 0
         if query.get("sinceTime"):
@@ -666,6 +742,18 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 STATE["jobs"][(parts[1], meta["name"])] = job
                 emit("jobs", parts[1], "ADDED", job)
                 return self.send_json(201, job)
+            if parts[0] == "jobs" and len(parts) == 4 and parts[3] == "delete":
+                delete_job(parts[1], parts[2])
+                return self.send_json(200, {})
+            if parts[0] == "jobs" and len(parts) == 4 and parts[3] == "sidecar":
+                STATE["sidecars"][(parts[1], parts[2])] = body["name"]
+                return self.send_json(200, {})
+            if parts == ["gc-delay"]:
+                STATE["gc_delay"] = float(body["seconds"])
+                return self.send_json(200, {})
+            if parts[0] == "namespaces" and len(parts) == 2:
+                STATE["namespaces"].add(parts[1])
+                return self.send_json(200, {})
             if parts[0] == "jobs" and parts[3] == "vanish":
                 STATE["jobs"].pop((parts[1], parts[2]), None)
                 return self.send_json(200, {})

@@ -70,6 +70,20 @@ TEST(JobStateTest, TheMainContainerIsFoundByNameNotPosition) {
   EXPECT_EQ(ReadPod(sidecar_only).exit_code, std::nullopt) << "a sidecar's exit is not the replica's";
 }
 
+TEST(JobStateTest, TheLogToReadIsTheTasksContainerEvenBehindASidecar) {
+  json pod = json::parse(R"({"metadata": {"name": "j-sh-0-0", "uid": "u1",
+      "labels": {"volcano.sh/job-name": "j", "volcano.sh/task-spec": "sh-0"}},
+    "spec": {"containers": [{"name": "log-agent"}, {"name": "sh-0"}]},
+    "status": {"phase": "Running", "containerStatuses": [
+      {"name": "log-agent", "state": {"running": {}}}, {"name": "sh-0", "state": {"running": {}}}]}})");
+  EXPECT_EQ(ReadPod(pod).container, "sh-0");
+  // A Job not laid out by torchx: its template's first container.
+  pod["spec"]["containers"] = json::parse(R"([{"name": "main"}, {"name": "log-agent"}])");
+  pod["status"]["containerStatuses"][1]["name"] = "main";
+  EXPECT_EQ(ReadPod(pod).container, "main");
+  EXPECT_TRUE(ReadPod(pod).started);
+}
+
 TEST(JobStateTest, APodLevelReasonComesFirst) {
   json pod = json::parse(R"({"metadata": {"name": "j-trainer-0-0", "uid": "u1",
       "labels": {"volcano.sh/job-name": "j", "volcano.sh/task-spec": "trainer-0"}},
@@ -134,6 +148,44 @@ TEST(KubeApiTest, LineBufferCarriesPartialLines) {
   EXPECT_EQ(lines, (std::vector<std::string>{"{\"a\":1}", "{\"b\":2}", ""}));
   b.Feed("tail", add);
   EXPECT_EQ(b.TakeRest(), "tail");
+}
+
+}  // namespace
+}  // namespace torchxd::k8sbridge
+
+namespace torchxd::k8sbridge {
+namespace {
+
+TEST(JobStateTest, AFoundJobsRolesComeFromTorchxsLabelsElseEachTaskIsARole) {
+  json job = json::parse(R"({"metadata": {"name": "j", "creationTimestamp": "2026-01-02T03:04:05Z",
+      "labels": {"torchx.pytorch.org/app-name": "theirs"}},
+    "spec": {"tasks": [
+      {"name": "worker-1", "replicas": 1, "template": {"metadata": {"labels": {
+        "torchx.pytorch.org/role-name": "worker", "torchx.pytorch.org/role-index": "1",
+        "torchx.pytorch.org/replica-id": "1"}}, "spec": {"containers": [{"name": "worker-1", "image": "w"}]}}},
+      {"name": "master-0", "replicas": 1, "template": {"metadata": {"labels": {
+        "torchx.pytorch.org/role-name": "master", "torchx.pytorch.org/role-index": "0",
+        "torchx.pytorch.org/replica-id": "0"}}, "spec": {"containers": [{"name": "master-0", "image": "m"}]}}},
+      {"name": "worker-0", "replicas": 1, "template": {"metadata": {"labels": {
+        "torchx.pytorch.org/role-name": "worker", "torchx.pytorch.org/role-index": "1"}},
+        "spec": {"containers": [{"name": "worker-0", "image": "w"}]}}},
+      {"name": "ps", "replicas": 3, "template": {"spec": {"containers": [{"name": "main", "image": "p"}]}}},
+      {"name": "huge", "replicas": 1000000000, "template": {"spec": {"containers": [{"name": "main"}]}}}]}})");
+  JobApp read = ReadJobApp(job);
+  EXPECT_EQ(read.app.name, "theirs");
+  ASSERT_EQ(read.app.roles.size(), 4u);
+  EXPECT_EQ(read.app.roles[0].name, "master");
+  EXPECT_EQ(read.app.roles[0].num_replicas, 1);
+  EXPECT_EQ(read.app.roles[1].name, "worker");
+  EXPECT_EQ(read.app.roles[1].num_replicas, 2) << "a task without a replica-id takes the lowest free one";
+  EXPECT_EQ(read.app.roles[2].name, "ps");
+  EXPECT_EQ(read.app.roles[2].num_replicas, 3);
+  EXPECT_EQ(read.app.roles[2].image, "p");
+  EXPECT_EQ(read.app.roles[3].num_replicas, kMaxForeignReplicas) << "bounded, whatever the Job says";
+  EXPECT_EQ(read.tasks.at("worker-0"), std::make_pair(std::string("worker"), 0));
+  EXPECT_EQ(read.tasks.at("worker-1"), std::make_pair(std::string("worker"), 1));
+  EXPECT_EQ(read.tasks.at(TaskReplicaKey("ps", 2)), std::make_pair(std::string("ps"), 2));
+  EXPECT_EQ(read.tasks.count("ps"), 0u);
 }
 
 }  // namespace

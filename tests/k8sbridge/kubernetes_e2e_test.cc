@@ -1,6 +1,11 @@
 // The kubernetes scheduler end to end: the real torchx and torchxd against
 // the fake kube-apiserver (fake_apiserver.py), which plays Volcano's
 // controller and the kubelet on the tests' command.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -131,6 +136,40 @@ class KubernetesE2eTest : public torchxd::testing::TorchxSandbox {
   }
   void LogFails(const std::string& pod, int code, const std::string& message = "") {
     ASSERT_EQ(api_.Post("/fake/pods/team/" + pod + "/log-fail", {{"code", code}, {"message", message}}), 200);
+  }
+  // `torchx ARGS` in the background (a child of the test), its output in files.
+  pid_t Background(const std::vector<std::string>& args, const fs::path& out, const fs::path& err) {
+    std::string command = TorchxCommand(args, "KUBECONFIG=" + Quote(kubeconfig_), true);
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      ::dup2(o, 1);
+      ::dup2(e, 2);
+      ::execl("/bin/sh", "sh", "-c", command.c_str(), nullptr);
+      ::_exit(127);
+    }
+    return pid;
+  }
+  // Its exit code, or -1 (killed) when it did not end within `seconds`.
+  static int Reap(pid_t pid, double seconds) {
+    int status = 0;
+    if (!WaitUntil([&] { return ::waitpid(pid, &status, WNOHANG) == pid; }, seconds)) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+      return -1;
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  static std::string Read(const fs::path& file) {
+    std::ifstream in(file);
+    return std::string((std::istreambuf_iterator<char>(in)), {});
+  }
+  pid_t DaemonPid() {
+    std::ifstream lock(dir_ / "state/torchxd/torchxd.lock");
+    pid_t pid = -1;
+    lock >> pid;
+    return pid;
   }
 
   std::string schemas_, kubeconfig_;
@@ -654,6 +693,255 @@ TEST_F(KubernetesE2eTest, TlsIsVerifiedAgainstTheKubeconfigsCertificateAuthority
 
 // The fake must answer like the recorded v1.24 apiserver: the same verdict
 // for each golden request.
+// The page's event stream on ui.sock, held open: the connection, or -1.
+int OpenEventStream(const fs::path& socket) {
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", socket.c_str());
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  std::string get = "GET /api/events HTTP/1.1\r\nHost: localhost\r\n\r\n";
+  if (::write(fd, get.data(), get.size()) != static_cast<ssize_t>(get.size())) {
+    ::close(fd);
+    return -1;
+  }
+  timeval tv{10, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  char buf[4096];
+  ssize_t n = ::read(fd, buf, sizeof(buf));  // the answer's head: the stream is open
+  if (n <= 0 || std::string(buf, static_cast<size_t>(n)).rfind("HTTP/1.1 200", 0) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Whether the server closed `fd` within `seconds` (reading what it still sends).
+bool ClosedWithin(int fd, double seconds) {
+  auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  timeval tv{0, 100000};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  char buf[4096];
+  while (std::chrono::steady_clock::now() < end) {
+    ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return true;
+  }
+  return false;
+}
+
+TEST_F(KubernetesE2eTest, AStopEndsEveryAttachedStreamAtOnceAndFollowersResumeOnTheNextDaemon) {
+  std::string h = Submit(1);
+  std::string job = JobName(h);
+  JobPhase(job, "Running");
+  ASSERT_TRUE(WaitForState(h, "RUNNING"));
+  PodLog(job + "-echo-0-0", {"before"});
+  ASSERT_TRUE(WaitForLog(h, "before"));
+  pid_t follower = Background({"log", "--tail", h}, dir_ / "follow.out", dir_ / "follow.err");
+  pid_t waiter = Background({"run", "--wait", "-s", "kubernetes", "-cfg", "queue=default,namespace=team", "utils.echo"},
+                            dir_ / "wait.out", dir_ / "wait.err");
+  int page = OpenEventStream(dir_ / "xdg/torchxd/ui.sock");
+  ASSERT_GE(page, 0) << "the page's event stream did not open";
+  ASSERT_TRUE(WaitUntil([&] { return Read(dir_ / "follow.out") == "echo/0 before\n"; })) << Read(dir_ / "follow.err");
+  ASSERT_TRUE(WaitUntil([&] { return !Read(dir_ / "wait.out").empty(); })) << Read(dir_ / "wait.err");
+  std::string waited = Read(dir_ / "wait.out").substr(0, Read(dir_ / "wait.out").find('\n'));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // its `wait` is in flight
+
+  pid_t daemon = DaemonPid();
+  ASSERT_GT(daemon, 0);
+  auto stop = std::chrono::steady_clock::now();
+  ASSERT_EQ(::kill(daemon, SIGTERM), 0);
+  // Nothing attached holds it: the Jobs run on without it.
+  EXPECT_TRUE(WaitUntil([&] { return ::kill(daemon, 0) != 0; }, 5)) << "torchxd still runs 5 s after SIGTERM";
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - stop).count();
+  EXPECT_LT(took, 3.0);
+  EXPECT_TRUE(ClosedWithin(page, 1)) << "the page's event stream was not ended";
+  ::close(page);
+  EXPECT_TRUE(WaitUntil([&] { return Read(dir_ / "follow.err").find("torchxd stopped (Terminated)") != std::string::npos; }, 5))
+      << Read(dir_ / "follow.err");
+  EXPECT_TRUE(WaitUntil([&] { return Read(dir_ / "wait.err").find("torchxd stopped (Terminated)") != std::string::npos; }, 5))
+      << Read(dir_ / "wait.err");
+
+  // The next daemon (the clients start it): both resume, nothing is repeated.
+  ASSERT_TRUE(WaitForState(h, "RUNNING", 20));
+  PodLog(job + "-echo-0-0", {"after"});
+  PodPhase(job + "-echo-0-0", "Succeeded");
+  JobPhase(job, "Completed");
+  JobPhase(JobName(waited), "Completed");
+  EXPECT_EQ(Reap(follower, 20), 0) << Read(dir_ / "follow.err");
+  EXPECT_EQ(Read(dir_ / "follow.out"), "echo/0 before\necho/0 after\n");
+  EXPECT_THAT(Read(dir_ / "follow.err"), HasSubstr("reconnected to torchxd"));
+  EXPECT_EQ(Reap(waiter, 20), 0) << Read(dir_ / "wait.err");
+}
+
+TEST_F(KubernetesE2eTest, ASidecarPodsLogIsItsTasksContainersAndARefusedLogIsNeverAnEmptyOne) {
+  std::string h = Submit(1);
+  std::string job = JobName(h);
+  ASSERT_EQ(api_.Post("/fake/jobs/team/" + job + "/sidecar", {{"name", "log-agent"}}), 200);
+  JobPhase(job, "Running");
+  ASSERT_TRUE(WaitForState(h, "RUNNING"));
+  std::string pod = job + "-echo-0-0";
+  PodLog(pod, {"from the task's container"});
+  ASSERT_TRUE(WaitForLog(h, "from the task's container")) << Torchx({"log", h}).err;
+  json sent = api_.State();  // kept: the loop walks a part of it
+  for (const auto& r : sent["requests"]) {
+    if (r["path"] == "/api/v1/namespaces/team/pods/" + pod + "/log") {
+      EXPECT_EQ(r["query"].value("container", ""), "echo-0");
+    }
+  }
+  PodPhase(pod, "Succeeded");
+  JobPhase(job, "Completed");
+  ASSERT_TRUE(WaitForState(h, "SUCCEEDED"));
+  auto log = Torchx({"log", h});
+  EXPECT_EQ(log.exit_code, 0) << log.err;
+  EXPECT_EQ(log.out, "echo/0 from the task's container\n");
+
+  // A finished pod whose log the apiserver refuses (a 4xx other than 404): said, not an empty log.
+  // Its first read comes once it finished.
+  std::string h2 = Submit(1);
+  std::string job2 = JobName(h2);
+  ASSERT_EQ(api_.Post("/fake/jobs/team/" + job2 + "/phase", {{"phase", "Running"}, {"pods", "Pending"}}), 200);
+  ASSERT_TRUE(WaitForState(h2, "RUNNING"));
+  LogFails(job2 + "-echo-0-0", 400, "container echo-0 is not valid for pod " + job2 + "-echo-0-0");
+  PodStatus(job2 + "-echo-0-0",
+            {{"phase", "Succeeded"},
+             {"containerStatuses", {{{"name", "echo-0"}, {"state", {{"terminated", {{"exitCode", 0}, {"reason", "Completed"}}}}}}}}});
+  JobPhase(job2, "Completed");
+  ASSERT_TRUE(WaitForState(h2, "SUCCEEDED"));
+  ASSERT_TRUE(WaitUntil([&] { return StatusJson(h2).value("msg", "").find("cannot be read") != std::string::npos; }))
+      << StatusJson(h2).dump();
+  auto refused = Torchx({"log", h2});
+  EXPECT_EQ(refused.exit_code, 1) << refused.out;
+  EXPECT_THAT(refused.err, HasSubstr("is not valid for pod"));
+}
+
+TEST_F(KubernetesE2eTest, ADeletedJobsReplicasStayEndedThroughItsPodsGracefulDeletionAndARestart) {
+  std::string h = Submit(2);
+  std::string job = JobName(h);
+  JobPhase(job, "Running");
+  ASSERT_TRUE(WaitUntil([&] { return StatusJson(h)["roles"][0]["replicas"][1]["state_name"] == "RUNNING"; }));
+  // kubectl delete vcjob: the Job goes at once, its pods stay a while (graceful deletion).
+  ASSERT_EQ(api_.Post("/fake/gc-delay", {{"seconds", 30}}), 200);
+  ASSERT_EQ(api_.Post("/fake/jobs/team/" + job + "/delete"), 200);
+  ASSERT_TRUE(WaitForState(h, "FAILED"));
+  auto ended = [&] {
+    json st = StatusJson(h);
+    for (int r = 0; r < 2; ++r) {
+      if (st["roles"][0]["replicas"][r]["state_name"] != "FAILED") return false;
+    }
+    return true;
+  };
+  ASSERT_TRUE(WaitUntil(ended)) << StatusJson(h).dump();
+  // Later updates of the pods (the kubelet still reports them running) add nothing that revives them.
+  PodStatus(job + "-echo-0-0", {{"phase", "Running"}});
+  PodLog(job + "-echo-1-0", {"late line"});
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_TRUE(ended()) << StatusJson(h).dump();
+  EXPECT_THAT(StatusJson(h).value("msg", ""), HasSubstr("was deleted from the cluster"));
+  // A restart while the pods still exist: the relist finds them running, the replicas stay ended.
+  ASSERT_EQ(Torchx({"daemon", "stop"}).exit_code, 0);
+  EXPECT_EQ(StatusJson(h)["state"], "FAILED");
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_TRUE(ended()) << StatusJson(h).dump();
+  // The containers end (exit 143) and the pods go: that only adds the exit code.
+  ASSERT_EQ(api_.Post("/fake/pods/team/" + job + "-echo-1-0/phase", {{"phase", "Failed"}, {"exitCode", 143}}), 200);
+  ASSERT_TRUE(WaitUntil([&] { return StatusJson(h)["roles"][0]["replicas"][1].value("exit_code", 0) == 143; }));
+  EXPECT_TRUE(ended()) << StatusJson(h).dump();
+  EXPECT_THAT(StatusJson(h)["roles"][0]["replicas"][1].dump(), HasSubstr("its Job was deleted"));
+}
+
+TEST_F(KubernetesE2eTest, AMissingNamespaceIsRefusedNamingTheOption) {
+  auto run = Torchx({"run", "-s", "kubernetes", "-cfg", "queue=default,namespace=nons", "utils.echo"});
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("namespace: \"nons\" does not exist on the cluster"));
+  EXPECT_THAT(run.err, Not(HasSubstr("404")));
+  // Without the checks the Job's own create says the same.
+  auto unchecked = Torchx({"run", "-s", "kubernetes", "-cfg", "queue=default,namespace=nons,validate_spec=False", "utils.echo"});
+  EXPECT_EQ(unchecked.exit_code, 2) << unchecked.err;
+  EXPECT_THAT(unchecked.err, HasSubstr("namespace: \"nons\" does not exist on the cluster"));
+  EXPECT_EQ(Torchx({"list", "-s", "kubernetes"}).out.find("nons"), std::string::npos);
+}
+
+TEST_F(KubernetesE2eTest, AReplicaScaledAwayBeforeItHadAPodEndsScaledDown) {
+  json app = {{"name", "el"},
+              {"roles",
+               {{{"name", "worker"}, {"image", "busybox"}, {"entrypoint", "sleep"}, {"args", {"600"}},
+                 {"num_replicas", 3}, {"min_replicas", 1}}}}};
+  std::ofstream(dir_ / "el.json") << app.dump();
+  auto run = Torchx({"run", "-s", "kubernetes", "-cfg", "queue=default,namespace=team", (dir_ / "el.json").string()});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  std::string h = Handle(run);
+  std::string job = JobName(h);
+  // Scaled to 1 before Volcano made any pod.
+  auto down = Torchx({"scale", h, "worker=1"});
+  ASSERT_EQ(down.exit_code, 0) << down.err;
+  json st = StatusJson(h);
+  for (int r = 1; r < 3; ++r) {
+    EXPECT_EQ(st["roles"][0]["replicas"][r]["state_name"], "CANCELLED") << st.dump();
+    EXPECT_EQ(st["roles"][0]["replicas"][r]["error_message"], "scaled down: role worker runs 1 of 3 replicas");
+  }
+  JobPhase(job, "Running");
+  ASSERT_TRUE(WaitUntil([&] { return StatusJson(h)["roles"][0]["replicas"][0]["state_name"] == "RUNNING"; }));
+  PodPhase(job + "-worker-0-0", "Succeeded");
+  JobPhase(job, "Completed");
+  ASSERT_TRUE(WaitForState(h, "SUCCEEDED"));
+  st = StatusJson(h);
+  EXPECT_EQ(st["roles"][0]["replicas"][0]["state_name"], "SUCCEEDED");
+  for (int r = 1; r < 3; ++r) EXPECT_EQ(st["roles"][0]["replicas"][r]["state_name"], "CANCELLED") << st.dump();
+}
+
+TEST_F(KubernetesE2eTest, FoundJobsStayInTheCacheBoundsAndKeepTheirOwnLayout) {
+  StartOwnDaemon("--cache-size 3");
+  std::string mine = Submit(1);
+  JobPhase(JobName(mine), "Completed");
+  ASSERT_TRUE(WaitForState(mine, "SUCCEEDED"));
+  // Six torchx-labelled Jobs someone else submitted, five finished; not in torchx's layout (a task of 3 pods).
+  for (int i = 0; i < 6; ++i) {
+    json theirs = {{"apiVersion", "batch.volcano.sh/v1alpha1"}, {"kind", "Job"},
+                   {"metadata", {{"name", "old-" + std::to_string(i)},
+                                 {"labels", {{"app.kubernetes.io/managed-by", "torchx.pytorch.org"}}}}},
+                   {"spec", {{"queue", "default"},
+                             {"tasks", {{{"name", "trainer"}, {"replicas", 3},
+                                         {"template", {{"metadata", {{"labels", {{"app.kubernetes.io/managed-by",
+                                                                                  "torchx.pytorch.org"}}}}},
+                                                       {"spec", {{"restartPolicy", "Never"},
+                                                                 {"containers", {{{"name", "main"}, {"image", "busybox"}}}}}}}}}}}}},
+                   {"status", {{"state", {{"phase", "Completed"}}}}}};
+    if (i == 5) theirs.erase("status");
+    ASSERT_EQ(api_.Post("/fake/jobs/team", theirs), 201);
+  }
+  JobPhase("old-5", "Running");
+  // Mine stays; of theirs the running one and the newest finished fit in 3.
+  ASSERT_TRUE(WaitUntil([&] { return Torchx({"list", "-s", "kubernetes"}).out.find("team:old-5") != std::string::npos; }));
+  EXPECT_THAT(Torchx({"list", "-s", "kubernetes"}).out, HasSubstr(mine));
+  ASSERT_TRUE(WaitUntil([&] {
+    std::string out = Torchx({"list", "-s", "kubernetes"}).out;
+    int theirs = 0;
+    for (int i = 0; i < 5; ++i) theirs += out.find("team:old-" + std::to_string(i) + " ") != std::string::npos;
+    return theirs == 1;
+  })) << Torchx({"list", "-s", "kubernetes"}).out;
+  // A relist does not bring the evicted back.
+  ASSERT_EQ(api_.Post("/fake/watches/expire", {{"how", "http"}}), 200);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  std::string out = Torchx({"list", "-s", "kubernetes"}).out;
+  int theirs = 0;
+  for (int i = 0; i < 5; ++i) theirs += out.find("team:old-" + std::to_string(i) + " ") != std::string::npos;
+  EXPECT_EQ(theirs, 1) << out;
+  // The running one: one role `trainer` of 3 replicas, each its own pod.
+  std::string handle = "kubernetes://torchx/team:old-5";
+  json st = StatusJson(handle);
+  ASSERT_EQ(st["roles"].size(), 1u) << st.dump();
+  EXPECT_EQ(st["roles"][0]["role"], "trainer");
+  ASSERT_EQ(st["roles"][0]["replicas"].size(), 3u) << st.dump();
+  EXPECT_THAT(Torchx({"list", "-s", "kubernetes"}).out, HasSubstr(mine));
+  ASSERT_TRUE(WaitUntil([&] { return StatusJson(handle)["roles"][0]["replicas"][2]["state_name"] == "RUNNING"; }))
+      << StatusJson(handle).dump();
+  PodLog("old-5-trainer-2", {"third pod"});
+  EXPECT_EQ(Torchx({"log", handle + "/trainer/2"}).out, "trainer/2 third pod\n");
+}
+
 TEST(FakeApiServerTest, GivesTheGoldenVerdicts) {
   std::string schemas = torchxd::testing::SharedSchemas();
   if (schemas.empty()) GTEST_SKIP() << "../shared/k8s-schemas is absent: the golden verdicts cannot be checked";

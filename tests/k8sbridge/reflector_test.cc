@@ -240,7 +240,7 @@ class RecordingObserver : public JobTrackerObserver {
     seen.push_back("pod gone " + key + " attempt " + std::to_string(job.pods[key].attempt) +
                    (was_terminal ? " (finished)" : ""));
   }
-  void OnJobsListed(const std::string& ns) override { seen.push_back("listed " + ns); }
+  void OnJobsListed(const std::string& ns, const std::set<std::string>&) override { seen.push_back("listed " + ns); }
   void OnWatchError(const std::string& ns, const Error& e) override { seen.push_back("error " + ns + " " + e.message); }
   bool Saw(const std::string& line) const { return std::find(seen.begin(), seen.end(), line) != seen.end(); }
 };
