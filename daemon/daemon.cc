@@ -62,6 +62,7 @@ Daemon::~Daemon() {
   file_worker_.reset();
   sigterm_.reset();
   sigint_.reset();
+  hangup_.reset();
   uv_run(&loop_, UV_RUN_DEFAULT);  // let close callbacks free their handles
   if (uv_loop_close(&loop_) != 0) {
     uv_walk(&loop_, [](uv_handle_t* h, void*) {
