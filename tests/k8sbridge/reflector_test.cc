@@ -268,9 +268,10 @@ TEST_F(LoopTest, TheTrackerRoutesJobsAndPodsToReplicasAndTheirAttempts) {
   EXPECT_TRUE(tracker->Listed("team"));
 
   ASSERT_EQ(fake_.Post("/fake/jobs/team/j/phase", {{"phase", "Running"}}), 200);
-  ASSERT_TRUE(RunUntil([&] { return obs.Saw("pod w/1 attempt 1 new RUNNING"); }));
-  EXPECT_TRUE(obs.Saw("pod w/0 attempt 1 new RUNNING"));
-  EXPECT_TRUE(obs.Saw("job team:j Running"));
+  // The Jobs and the pods come on two watch streams: in either order.
+  EXPECT_TRUE(RunUntil([&] { return obs.Saw("pod w/1 attempt 1 new RUNNING"); }));
+  EXPECT_TRUE(RunUntil([&] { return obs.Saw("pod w/0 attempt 1 new RUNNING"); }));
+  EXPECT_TRUE(RunUntil([&] { return obs.Saw("job team:j Running"); }));
 
   // Volcano replaces a pod (deletes it, makes another): gone, then the replica's next attempt.
   ASSERT_EQ(fake_.Post("/fake/pods/team/j-w-0-0/restart"), 200);
