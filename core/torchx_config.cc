@@ -176,7 +176,10 @@ Result<std::string> ConfigTemplate(const std::vector<std::string>& schedulers, b
       std::string value;
       if (opt.required) {
         value = "#FIXME:(" + std::string(OptTypeName(opt.type)) + ") " + opt.help;
-        if (value.size() > 60) value = value.substr(0, 60) + "...";
+        if (value.size() > 60) {
+          value.resize(60);
+          value += "...";
+        }
       } else if (all) {
         value = TemplateValue(opt.default_value);
       } else {

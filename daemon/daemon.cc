@@ -1,11 +1,11 @@
 #include "daemon/daemon.h"
 
+#include "core/log.h"
 #include "daemon/capacity.h"
 #include "webui/metrics.h"
 
 #include <fcntl.h>
 #include <signal.h>
-#include <spdlog/spdlog.h>
 #include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -41,7 +41,7 @@ void RaiseOpenFilesLimit() {
   unsigned long before = limit.rlim_cur;
   limit.rlim_cur = limit.rlim_max;
   if (::setrlimit(RLIMIT_NOFILE, &limit) == 0) {
-    spdlog::debug("raised the open files limit from={} to={}", before, static_cast<unsigned long>(limit.rlim_cur));
+    logging::debug("raised the open files limit from={} to={}", before, static_cast<unsigned long>(limit.rlim_cur));
   }
 }
 
@@ -66,7 +66,7 @@ Daemon::~Daemon() {
   uv_run(&loop_, UV_RUN_DEFAULT);  // let close callbacks free their handles
   if (uv_loop_close(&loop_) != 0) {
     uv_walk(&loop_, [](uv_handle_t* h, void*) {
-      spdlog::error("handle left open at exit type={}", uv_handle_type_name(h->type));
+      logging::error("handle left open at exit type={}", uv_handle_type_name(h->type));
     }, nullptr);
   }
 }
@@ -91,7 +91,7 @@ Result<void> Daemon::TakeLock() {
   }
   std::string me = std::to_string(::getpid());
   if (::ftruncate(lock_fd_.get(), 0) != 0 || ::pwrite(lock_fd_.get(), me.data(), me.size(), 0) < 0) {
-    spdlog::warn("cannot record pid in {}", path);
+    logging::warn("cannot record pid in {}", path);
   }
   return {};
 }
@@ -117,7 +117,7 @@ Result<void> Daemon::ClearStaleSocket() {
     }
     ::usleep(50 * 1000);
   }
-  spdlog::info("replacing stale socket socket={}", config_.socket);
+  logging::info("replacing stale socket socket={}", config_.socket);
   ::unlink(config_.socket.c_str());
   return {};
 }
@@ -153,14 +153,14 @@ Result<void> Daemon::Prepare() {
   std::string warning;
   auto store = Store::Open(config_.state_dir + "/torchxd.db", &warning);
   if (!store) return Fail(store.error());
-  if (!warning.empty()) spdlog::warn("{}", warning);
+  if (!warning.empty()) logging::warn("{}", warning);
   store_ = std::move(*store);
   // One subtree per state directory: daemons of other state directories (tests, users) never meet.
   char id[17];
   std::snprintf(id, sizeof(id), "%016zx", std::hash<std::string>{}(config_.state_dir));
   containment_ = config_.no_cgroups ? supervisor::Containment::ProcessGroups("--no-cgroups")
                                     : supervisor::Containment::Discover(id);
-  spdlog::info("replicas are contained by {}", containment_->Describe());
+  logging::info("replicas are contained by {}", containment_->Describe());
   LocalSchedulerOptions opts;
   opts.log_dir = config_.log_dir;
   opts.containment = containment_.get();
@@ -176,8 +176,8 @@ Result<void> Daemon::Prepare() {
     std::vector<std::string> notes;
     auto box = DiscoverCapacity(capacity, &notes);
     if (!box) return Fail(box.error());
-    for (const auto& note : notes) spdlog::info("capacity: {}", note);
-    spdlog::info("admission on gpus={} usable={} cpu={} memMB={} queues={}", box->topology.size(),
+    for (const auto& note : notes) logging::info("capacity: {}", note);
+    logging::info("admission on gpus={} usable={} cpu={} memMB={} queues={}", box->topology.size(),
                  box->topology.UsableCount(), box->cpu > 0 ? std::to_string(box->cpu) : "not accounted",
                  box->mem_mb > 0 ? std::to_string(box->mem_mb) : "not accounted", config_.queues.size() + 1);
     opts.box = std::move(*box);
@@ -256,7 +256,7 @@ Result<void> Daemon::StartUi() {
   webui::UiOptions o;
   o.unix_path = DefaultUiSocket(config_.socket);
   if (o.unix_path.size() >= sizeof(sockaddr_un{}.sun_path)) {
-    spdlog::warn("no web socket: {} is longer than 107 bytes (use --ui-listen)", o.unix_path);
+    logging::warn("no web socket: {} is longer than 107 bytes (use --ui-listen)", o.unix_path);
     o.unix_path.clear();
   }
   if (config_.system) {
@@ -292,7 +292,7 @@ Result<void> Daemon::StartUi() {
   });
   if (auto ok = ui_->Start(); !ok) return ok;
   ui_socket_ = o.unix_path;
-  spdlog::info("web page socket={}{}", ui_socket_.empty() ? "none" : ui_socket_,
+  logging::info("web page socket={}{}", ui_socket_.empty() ? "none" : ui_socket_,
                ui_->tcp_port() != 0 ? " port=" + std::to_string(ui_->tcp_port()) : "");
   return {};
 }
@@ -304,7 +304,7 @@ Result<void> Daemon::Listen() {
     if (struct group* g = ::getgrnam("torchx")) {
       group = g->gr_gid;
     } else {
-      spdlog::warn("group torchx does not exist: the system socket stays root-only (0600)");
+      logging::warn("group torchx does not exist: the system socket stays root-only (0600)");
     }
   }
   if (auto ok = server_->Listen(config_.socket, group); !ok) return ok;
@@ -333,7 +333,7 @@ void Daemon::CommitStore() {
   auto ok = store_->Commit();
   if (store_->TakeLostWrites()) {
     if (!store_failing_) {
-      spdlog::error("store commit failed; state changes are kept in memory and written again once it works: {}",
+      logging::error("store commit failed; state changes are kept in memory and written again once it works: {}",
                     ok ? std::string("rolled back") : ok.error().message);
     }
     store_failing_ = true;
@@ -344,7 +344,7 @@ void Daemon::CommitStore() {
   if (resyncing && ok) {
     resync_pending_ = false;
     store_->Rewritten();
-    if (store_failing_) spdlog::info("store writes work again; every app's state was written");
+    if (store_failing_) logging::info("store writes work again; every app's state was written");
     store_failing_ = false;
   }
 }
@@ -357,7 +357,7 @@ void Daemon::Stop(Service::ShutdownMode mode, const char* reason) {
   bool restart = mode == Service::ShutdownMode::kRestart;
   bool keep = restart || (mode == Service::ShutdownMode::kDefault && config_.live_restore);
   notifier_.Send(restart ? "RELOADING=1" : "STOPPING=1");
-  spdlog::info("{} reason={} running_apps={} replicas={}", restart ? "restarting" : "stopping", reason,
+  logging::info("{} reason={} running_apps={} replicas={}", restart ? "restarting" : "stopping", reason,
                CountApps(schedulers_).running, keep ? "keep running" : "stopped");
   service_->set_shutting_down();
   stop_message_ = std::string("torchxd ") + (restart ? "is restarting" : "stopped") + " (" + reason + ")" +
@@ -387,7 +387,7 @@ constexpr double kHangupSeconds = 2;        // to flush the last frames to clien
 }  // namespace
 
 void Daemon::Finish() {
-  spdlog::info(restart_fd_ >= 0 ? "handing over to a new torchxd" : "exiting");
+  logging::info("{}", restart_fd_ >= 0 ? "handing over to a new torchxd" : "exiting");
   // Requests still in flight get a moment to end by themselves (a follow of
   // an app that was just stopped sends its last lines); those that would not
   // (a follow or a wait on an app that goes on: one on the cluster, or a
@@ -420,7 +420,7 @@ int Daemon::Run() {
   sigaddset(&stop_signals, SIGINT);
   ::sigprocmask(SIG_BLOCK, &stop_signals, &previous);
   if (auto ok = Prepare(); !ok) {
-    spdlog::error("{}", ok.error().message);
+    logging::error("{}", ok.error().message);
     ::sigprocmask(SIG_SETMASK, &previous, nullptr);
     return ok.error().code == ErrorCode::kIo ? 1 : 2;
   }
@@ -451,7 +451,7 @@ int Daemon::Run() {
   }
   notifier_.Send("READY=1\nMAINPID=" + std::to_string(::getpid()));
   UpdateStatus();
-  spdlog::info("torchxd ready socket={} state_dir={} pid={}{}", config_.socket, config_.state_dir, ::getpid(),
+  logging::info("torchxd ready socket={} state_dir={} pid={}{}", config_.socket, config_.state_dir, ::getpid(),
                activated_ ? " (socket from systemd)" : "");
   uv_run(&loop_, UV_RUN_DEFAULT);
   if (listening_ && restart_fd_ < 0) ::unlink(config_.socket.c_str());

@@ -8,12 +8,12 @@
 //     quotas' admission). A caller that may not create pods gets the local
 //     check only (k8sbridge/pod_rules.h, always run), and a warning says so.
 // A check the caller may not read (RBAC) is skipped with a warning, never a refusal.
-#include <spdlog/spdlog.h>
 
 #include <memory>
 #include <set>
 
 #include "daemon/kubernetes_app.h"
+#include "core/log.h"
 #include "k8sbridge/kube_api.h"
 #include "k8sbridge/labels.h"
 

@@ -9,7 +9,6 @@
 // log cannot be read, the reason is the pod track's log_error: followers get
 // it as a warning event, a one-off read reports it (exit 1 in the CLI), and
 // `status` shows it in the app's msg.
-#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cmath>
@@ -17,6 +16,7 @@
 
 #include "core/app_status.h"
 #include "core/ids.h"
+#include "core/log.h"
 #include "daemon/kubernetes_app.h"
 
 namespace torchxd::daemon {
@@ -96,9 +96,9 @@ void KubernetesScheduler::SetLogProblem(KubeApp& app, const std::string& key, Po
   if (problem == t.log_error) return;
   const std::string& pod = app.Pod(key).pod;
   if (problem.empty()) {
-    spdlog::info("pod log readable again app={} pod={}", app.rec->app_id, pod);
+    logging::info("pod log readable again app={} pod={}", app.rec->app_id, pod);
   } else {
-    spdlog::warn("pod log cannot be read app={} pod={} status={} error={}", app.rec->app_id, pod, status, problem);
+    logging::warn("pod log cannot be read app={} pod={} status={} error={}", app.rec->app_id, pod, status, problem);
   }
   t.log_error = problem;
 }
@@ -187,7 +187,7 @@ void KubernetesScheduler::OnLogEnd(const std::string& app_id, const std::string&
     t.log_done = true;
     if (t.log_error.empty()) t.log_error = "the log of pod " + pod.pod + " could not be read after it finished";
     t.log_error += " (given up after " + std::to_string(kTerminalReads) + " tries since the pod finished)";
-    spdlog::warn("pod log given up app={} pod={} error={}", app_id, pod.pod, t.log_error);
+    logging::warn("pod log given up app={} pod={} error={}", app_id, pod.pod, t.log_error);
     Changed(app);
     return;
   }

@@ -1,6 +1,5 @@
 #include "daemon/kubernetes_scheduler.h"
 
-#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,6 +10,7 @@
 
 #include "core/app_status.h"
 #include "core/ids.h"
+#include "core/log.h"
 #include "core/names.h"
 #include "daemon/kubernetes_app.h"
 #include "k8sbridge/job_state.h"
@@ -70,7 +70,7 @@ Result<k8s::KubeApi*> KubernetesScheduler::Api() {
   if (!config) return Fail(config.error().WithContext("kubernetes"));
   auto http = HttpClient::Create(loop_, "kubernetes");
   if (!http) return Fail(http.error().WithContext("kubernetes"));
-  spdlog::info("kubernetes api server={} from={}", config->server, config->source);
+  logging::info("kubernetes api server={} from={}", config->server, config->source);
   http_ = std::move(*http);
   api_ = std::make_unique<k8s::KubeApi>(http_.get(), std::move(*config));
   tracker_.SetApi(api_.get());
@@ -83,7 +83,7 @@ Result<void> KubernetesScheduler::Load(const std::vector<StoredApp>& stored) {
     if (!Serves(*this, s.scheduler)) continue;  // another scheduler's
     auto rec = AppRecord::FromJson(s.record);
     if (!rec) {
-      spdlog::warn("skipping unreadable stored app app={} error={}", s.app_id, rec.error().message);
+      logging::warn("skipping unreadable stored app app={} error={}", s.app_id, rec.error().message);
       continue;
     }
     auto app = std::make_unique<KubeApp>();
@@ -133,7 +133,7 @@ Result<void> KubernetesScheduler::Load(const std::vector<StoredApp>& stored) {
   auto api = Api();
   if (!api) {
     // Local apps must still be served: report, and try again on the next kubernetes request.
-    spdlog::error("cannot resume kubernetes apps error={}", api.error().message);
+    logging::error("cannot resume kubernetes apps error={}", api.error().message);
     return {};
   }
   for (const auto& ns : namespaces) WatchNamespace(ns);
@@ -154,7 +154,7 @@ void KubernetesScheduler::Submit(SubmitRequest request, std::function<void(Resul
   std::string unique = core::NormalizeStr(core::MakeUnique(request.app.name));
   auto job = k8s::AppDefToVolcanoJob(request.app, unique, opts);
   if (!job) return done(Fail(job.error()));
-  for (const auto& w : job->warnings) spdlog::warn("kubernetes submit app={} warning={}", unique, w);
+  for (const auto& w : job->warnings) logging::warn("kubernetes submit app={} warning={}", unique, w);
   auto shared = std::make_shared<SubmitRequest>(std::move(request));
   std::string ns = opts.namespace_;
   if (!opts.validate_spec) return Create(shared, job->body, ns, job->name, job->warnings, done);
@@ -165,7 +165,7 @@ void KubernetesScheduler::Submit(SubmitRequest request, std::function<void(Resul
                                 done](Result<std::vector<std::string>> cluster) mutable {
     if (!cluster) return done(Fail(cluster.error()));
     for (auto& w : *cluster) {
-      spdlog::warn("kubernetes submit app={} warning={}", name, w);
+      logging::warn("kubernetes submit app={} warning={}", name, w);
       warnings.push_back(std::move(w));
     }
     if (shut_down_ || !api_) return done(Fail(Error::Unavailable("torchxd is stopping")));
@@ -216,7 +216,7 @@ void KubernetesScheduler::Create(std::shared_ptr<SubmitRequest> request, json bo
                  tracker_.Untrack(app_id);
                  api_->Call("DELETE", k8s::JobPath(ns, name) + "?propagationPolicy=Background", nullptr,
                             [name](Result<json> deleted) {
-                              if (!deleted) spdlog::warn("cannot delete unrecorded job name={} error={}", name, deleted.error().message);
+                              if (!deleted) logging::warn("cannot delete unrecorded job name={} error={}", name, deleted.error().message);
                             });
                  return done(Fail(Error::Io("the state store could not record the app, so the Job was deleted again: " +
                                             committed.error().message)));
@@ -245,7 +245,7 @@ const AppRecord* KubernetesScheduler::Record(SubmitRequest& request, const std::
   rec->state = view.phase.empty() ? core::AppState::kSubmitted : view.state;
   KubeApp* raw = Keep(std::move(job), std::move(rec), false);
   if (raw == nullptr) return nullptr;
-  spdlog::info("kubernetes job created app={} namespace={} uid={}", raw->rec->app_id, ns, raw->job->uid);
+  logging::info("kubernetes job created app={} namespace={} uid={}", raw->rec->app_id, ns, raw->job->uid);
   WatchNamespace(ns);
   return raw->rec.get();
 }
@@ -275,7 +275,7 @@ KubernetesScheduler::KubeApp* KubernetesScheduler::Keep(k8s::TrackedJob job, std
   // `log` before the first line finds it; the daemon writes these logs and reads them for their owner.
   ::mkdir((options_.log_dir + "/kubernetes").c_str(), 0711);
   if (auto made = MakeAppLogDir(rec->app_log_dir, {::geteuid(), ::getegid()}); !made) {
-    spdlog::warn("cannot make the log directory app={} error={}", rec->app_id, made.error().message);
+    logging::warn("cannot make the log directory app={} error={}", rec->app_id, made.error().message);
   }
   auto app = std::make_unique<KubeApp>();
   app->foreign = foreign;
@@ -333,7 +333,7 @@ void KubernetesScheduler::OnUnknownJob(const std::string& ns, const json& job) {
   if (core::IsTerminal(rec->state)) rec->ended_ms = rec->created_ms;  // ended before it was found: the best bound known
   KubeApp* raw = Keep(std::move(tracked), std::move(rec), true);
   if (raw == nullptr) return;
-  spdlog::info("kubernetes job found app={} uid={} (submitted elsewhere)", raw->rec->app_id, raw->job->uid);
+  logging::info("kubernetes job found app={} uid={} (submitted elsewhere)", raw->rec->app_id, raw->job->uid);
   Changed(*raw);
 }
 
@@ -392,7 +392,7 @@ void KubernetesScheduler::ApplyJob(KubeApp& app, const k8s::JobView& v) {
   bool changed = state != rec.state || v.retry_count != rec.num_restarts || v.message != rec.msg;
   if (!changed) return;
   if (state != rec.state) {
-    spdlog::info("kubernetes app state app={} phase={} state={}", rec.app_id, v.phase, core::AppStateName(state));
+    logging::info("kubernetes app state app={} phase={} state={}", rec.app_id, v.phase, core::AppStateName(state));
   }
   rec.state = state;
   rec.num_restarts = v.retry_count;
@@ -443,7 +443,7 @@ void KubernetesScheduler::JobGone(KubeApp& app) {
   for (auto& [key, t] : app.pods) {
     if (!app.Pod(key).started) t.log_done = true;  // the tracker marked every pod of the Job finished
   }
-  spdlog::warn("kubernetes job deleted outside torchx app={}", rec.app_id);
+  logging::warn("kubernetes job deleted outside torchx app={}", rec.app_id);
   Changed(app);
 }
 
@@ -480,7 +480,7 @@ void KubernetesScheduler::PodDeleted(KubeApp& app, const std::string& key, bool 
     r->state = cancelled || scaled ? core::ReplicaState::kCancelled : core::ReplicaState::kFailed;
     if (!scaled) r->error_message = "pod " + pod + " was deleted before it finished" + (cancelled ? " (cancelled)" : "");
     r->end_ms = core::UnixNowMs();
-    spdlog::info("kubernetes pod deleted app={} pod={} replica={}", app.rec->app_id, pod, key);
+    logging::info("kubernetes pod deleted app={} pod={} replica={}", app.rec->app_id, pod, key);
   }
   if (!changed) return;
   Changed(app);
@@ -543,7 +543,7 @@ Result<void> KubernetesScheduler::Persist(KubeApp& app) {
   }
   app.persisted_ms = core::UnixNowMs();
   auto ok = store_->PutApp(rec.scheduler, rec.app_id, static_cast<int>(rec.state), rec.created_ms, rec.ToJson());
-  if (!ok) spdlog::error("store write failed app={} error={}", rec.app_id, ok.error().message);
+  if (!ok) logging::error("store write failed app={} error={}", rec.app_id, ok.error().message);
   return ok;
 }
 
@@ -586,7 +586,7 @@ void KubernetesScheduler::MakeRoom(uid_t uid) {
       if (victim == nullptr || key(*app) < key(*victim)) victim = app.get();
     }
     if (victim == nullptr) return;  // the rest run
-    spdlog::info("evicting app app={} foreign={} ended_ms={}", victim->rec->app_id, victim->foreign,
+    logging::info("evicting app app={} foreign={} ended_ms={}", victim->rec->app_id, victim->foreign,
                  victim->rec->ended_ms.value_or(0));
     if (victim->foreign) dismissed_[victim->rec->app_id] = victim->job->uid;
     Forget(*victim);
@@ -601,7 +601,7 @@ void KubernetesScheduler::Forget(KubeApp& app) {
   apps_.erase(app_id);
   tracker_.Untrack(app_id);
   if (auto ok = store_->DeleteApp("kubernetes", app_id); !ok) {
-    spdlog::error("store delete failed app={} error={}", app_id, ok.error().message);
+    logging::error("store delete failed app={} error={}", app_id, ok.error().message);
   }
   logs_->Notify("kubernetes/" + app_id);
 }
@@ -617,7 +617,7 @@ std::optional<LogStore::Candidate> KubernetesScheduler::OldestEvictableLogs() {
   }
   if (oldest == nullptr) return std::nullopt;
   return LogStore::Candidate{oldest->rec->ended_ms.value_or(0), [this, oldest] {
-                                spdlog::info("evicting logs to stay under --log-max-total app={} bytes={}",
+                                logging::info("evicting logs to stay under --log-max-total app={} bytes={}",
                                              oldest->rec->app_id, oldest->rec->log_bytes);
                                 RemoveLogs(*oldest);
                                 (void)Persist(*oldest);
@@ -682,7 +682,7 @@ void KubernetesScheduler::Cancel(AppRecord& rec, std::optional<double>,
         if (found != apps_.end()) found->second->cancel_requested = asked_before;
         return done(Fail(sent.error().WithContext("cancel (AbortJob command)")));
       }
-      spdlog::info("kubernetes abort requested app={}", app_id);
+      logging::info("kubernetes abort requested app={}", app_id);
       if (found == apps_.end() || core::IsTerminal(found->second->rec->state)) return done(CancelOutcome{false});
       (void)Persist(*found->second);
       // Answer once Volcano reports the abort (Aborted), or after a bound with the state then.
@@ -738,7 +738,7 @@ void KubernetesScheduler::Scale(AppRecord& rec, const std::vector<core::ScaleReq
           }
           return done(Fail(patched.error().WithContext("scale (patching the Job's task replicas)")));
         }
-        spdlog::info("kubernetes job scaled app={} scale={}", app_id, scale.dump());
+        logging::info("kubernetes job scaled app={} scale={}", app_id, scale.dump());
         if (EndScaledAway(*it->second)) logs_->Notify(AppKey(*it->second->rec));
         if (auto ok = Persist(*it->second); !ok) return done(Fail(ok.error()));
         done({});

@@ -3,7 +3,6 @@
 // An admitted app's GPUs are kept in its record (admission.gpus, one entry per
 // replica, [] for none), so a restarted daemon knows what its re-adopted
 // replicas hold; a queued app is PENDING with no runner.
-#include <spdlog/spdlog.h>
 
 #include <pwd.h>
 
@@ -13,6 +12,7 @@
 #include "core/app_handle.h"
 #include "core/ids.h"
 #include "core/local_plan.h"
+#include "core/log.h"
 #include "daemon/local_scheduler.h"
 
 namespace torchxd::daemon {
@@ -135,14 +135,14 @@ void LocalScheduler::StartAdmitted(AppRecord& app, const std::vector<core::Place
     app.FixedPartsChanged();
   }
   if (app.runner) {  // growth: held replicas of an elastic role start now
-    spdlog::info("app grows app={} replicas={} gpus={}", app.app_id, placed.size(), gpus.empty() ? "-" : gpus);
+    logging::info("app grows app={} replicas={} gpus={}", app.app_id, placed.size(), gpus.empty() ? "-" : gpus);
     Persist(app);
     for (size_t i : indices) {
       if (i < requests.size()) (void)app.runner->Grow(i, requests[i]);
     }
     return;
   }
-  spdlog::info("app admitted app={} queue={} gpus={}", app.app_id, app.admission.queue, gpus.empty() ? "-" : gpus);
+  logging::info("app admitted app={} queue={} gpus={}", app.app_id, app.admission.queue, gpus.empty() ? "-" : gpus);
   auto run_as = RunAs(app.owner_uid);
   if (!run_as) {
     // Its owner left the passwd database while it waited: it cannot run as them.
@@ -199,7 +199,7 @@ bool LocalScheduler::CancelQueued(AppRecord& app) {
   }
   Persist(app);
   Event(app, "app", static_cast<int>(app.state), app.msg);
-  spdlog::info("app cancelled while queued app={} queue={}", app.app_id, app.admission.queue);
+  logging::info("app cancelled while queued app={} queue={}", app.app_id, app.admission.queue);
   logs_->Notify(AppKey(app));
   auto waiters = queued_waiters_.extract(Key{app.scheduler, app.app_id});
   if (!waiters.empty()) {
@@ -240,7 +240,7 @@ void LocalScheduler::RestoreAdmission() {
     if (app->admission.head) admission_->SetHead(AppKey(*app));
   }
   persisted_head_ = admission_->head();
-  if (!queued.empty()) spdlog::info("admission queues restored apps={} head={}", queued.size(), persisted_head_);
+  if (!queued.empty()) logging::info("admission queues restored apps={} head={}", queued.size(), persisted_head_);
   SchedulePass();
 }
 

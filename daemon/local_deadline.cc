@@ -4,10 +4,10 @@
 // it is armed for the earliest deadline; entries of apps that ended meanwhile
 // are dropped when they come up. Admission counts on the stop (EASY backfill
 // lets such apps use reserved GPUs only because they leave in time).
-#include <spdlog/spdlog.h>
 
 #include "core/duration.h"
 #include "core/ids.h"
+#include "core/log.h"
 #include "daemon/local_scheduler.h"
 
 namespace torchxd::daemon {
@@ -41,7 +41,7 @@ void LocalScheduler::OnDeadline() {
     AppRecord* app = Find(key.first, key.second);
     if (app == nullptr || !app->runner || app->runner->terminal() || app->runner->cancelling()) continue;
     std::string limit = core::FormatDurationMs(app->max_duration_ms);
-    spdlog::info("app reached its max_duration app={} max_duration={}", app->app_id, limit);
+    logging::info("app reached its max_duration app={} max_duration={}", app->app_id, limit);
     app->timed_out = true;  // stored with the cancel (OnAppChanged), so a restarted daemon ends it FAILED too
     app->runner->Cancel(options_.grace_seconds, "reached its max_duration of " + limit + " and was stopped",
                         /*as_failure=*/true);

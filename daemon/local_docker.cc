@@ -1,6 +1,5 @@
 // LocalScheduler's local_docker parts: the engine client, image and network
 // preparation before an app is accepted, and re-adoption after a restart.
-#include <spdlog/spdlog.h>
 
 #include "core/json_parse.h"
 
@@ -8,6 +7,7 @@
 
 #include "core/docker_container.h"
 #include "core/local_plan.h"
+#include "core/log.h"
 #include "core/scheduler_opts.h"
 #include "core/text.h"
 #include "daemon/local_scheduler.h"
@@ -67,7 +67,7 @@ void LocalScheduler::EnsureImages(std::vector<std::string> images, std::function
   docker_->Call("GET", "/images/" + image + "/json", nullptr, [this, image, next, done](Result<json> local) mutable {
     if (local) return next();
     if (local.error().code != ErrorCode::kNotFound) return done(Fail(local.error()));
-    spdlog::info("pulling image image={}", image);
+    logging::info("pulling image image={}", image);
     docker_->Call("POST", "/images/create?fromImage=" + image, nullptr, [image, next, done](Result<json> pulled) mutable {
       std::string why = pulled ? PullError(*pulled) : pulled.error().message;
       if (why.empty()) return next();
@@ -126,7 +126,7 @@ bool LocalScheduler::AdoptContainers(AppRecord& app) {
   supervisor::AppOptions opts = RunnerOptions(app, {});
   app.runner = std::make_unique<supervisor::AppRunner>(loop_, app.Handle(), app.app, std::move(requests), opts, this);
   by_runner_[app.runner.get()] = &app;
-  spdlog::info("re-adopting containers app={} replicas={}", app.app_id, app.replicas.size());
+  logging::info("re-adopting containers app={} replicas={}", app.app_id, app.replicas.size());
   bool cancelling = app.cancelling;  // Adopt reports the runner's own (not yet cancelling) state
   std::string msg = app.msg;
   app.runner->Adopt(app.replicas, after, HeldReplicas(app));

@@ -1,6 +1,5 @@
 #include "daemon/local_scheduler.h"
 
-#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cctype>
@@ -23,6 +22,7 @@
 #include "core/json_parse.h"
 #include "core/local_plan.h"
 #include "core/local_ports.h"
+#include "core/log.h"
 #include "core/names.h"
 #include "core/paths.h"
 #include "core/replica_request.h"
@@ -72,7 +72,7 @@ Result<void> LocalScheduler::Load(const std::vector<StoredApp>& stored) {
     if (!Serves(*this, s.scheduler)) continue;  // another scheduler's
     auto rec = AppRecord::FromJson(s.record);
     if (!rec) {
-      spdlog::warn("skipping unreadable stored app app={} error={}", s.app_id, rec.error().message);
+      logging::warn("skipping unreadable stored app app={} error={}", s.app_id, rec.error().message);
       continue;
     }
     rec->replicas.clear();
@@ -116,7 +116,7 @@ Result<void> LocalScheduler::Load(const std::vector<StoredApp>& stored) {
       }
       Persist(*rec);
       Event(*rec, "reconciled", static_cast<int>(rec->state), rec->msg);
-      spdlog::warn("app left running by a previous torchxd marked failed app={}", rec->app_id);
+      logging::warn("app left running by a previous torchxd marked failed app={}", rec->app_id);
     }
     logs_->Count(*rec);
     Key key{rec->scheduler, rec->app_id};
@@ -141,7 +141,7 @@ Result<void> LocalScheduler::Load(const std::vector<StoredApp>& stored) {
       }
     }
     for (const auto& path : supervisor::SweepRunDirs(options_.run_dir, running)) {
-      spdlog::warn("a torchxd-shim no stored attempt knows still runs; left alone run_dir={}", path);
+      logging::warn("a torchxd-shim no stored attempt knows still runs; left alone run_dir={}", path);
     }
   }
   if (options_.containment != nullptr) {
@@ -174,7 +174,7 @@ void LocalScheduler::Persist(const AppRecord& app) {
   if (auto ok = store_->PutAppText(app.scheduler, app.app_id, static_cast<int>(app.state), app.created_ms,
                                    app.ToJsonText(false));
       !ok) {
-    spdlog::error("store write failed app={} error={}", app.app_id, ok.error().message);
+    logging::error("store write failed app={} error={}", app.app_id, ok.error().message);
   }
 }
 
@@ -182,7 +182,7 @@ void LocalScheduler::Event(const AppRecord& app, const std::string& what, int st
                            const std::string& msg) {
   if (auto ok = store_->AddEvent(app.scheduler, app.app_id, core::UnixNowMs(), what, state, msg, EventsKept(app));
       !ok) {
-    spdlog::error("store write failed app={} error={}", app.app_id, ok.error().message);
+    logging::error("store write failed app={} error={}", app.app_id, ok.error().message);
   }
 }
 
@@ -224,7 +224,7 @@ void LocalScheduler::MakeRoom(uid_t uid) {
 }
 
 void LocalScheduler::Evict(AppRecord& app) {
-  spdlog::info("evicting app app={} ended_ms={}", app.app_id, app.ended_ms.value_or(0));
+  logging::info("evicting app app={} ended_ms={}", app.app_id, app.ended_ms.value_or(0));
   (void)store_->DeleteApp(app.scheduler, app.app_id);
   RemoveLogDir(app);
   apps_.erase(Key{app.scheduler, app.app_id});
@@ -257,7 +257,7 @@ std::optional<LogStore::Candidate> LocalScheduler::OldestEvictableLogs() {
   }
   if (oldest == nullptr) return std::nullopt;
   return LogStore::Candidate{oldest->ended_ms.value_or(0), [this, oldest] {
-                                spdlog::info("evicting logs to stay under --log-max-total app={} bytes={}",
+                                logging::info("evicting logs to stay under --log-max-total app={} bytes={}",
                                              oldest->app_id, oldest->log_bytes);
                                 RemoveLogDir(*oldest);
                                 Persist(*oldest);
@@ -311,7 +311,7 @@ bool LocalScheduler::AdoptProcesses(AppRecord& app) {
   app.runner = std::make_unique<supervisor::AppRunner>(loop_, app.Handle(), app.app, std::move(requests),
                                                        RunnerOptions(app, caller->run_as), this);
   by_runner_[app.runner.get()] = &app;
-  spdlog::info("re-adopting replicas app={} replicas={}", app.app_id, app.replicas.size());
+  logging::info("re-adopting replicas app={} replicas={}", app.app_id, app.replicas.size());
   bool cancelling = app.cancelling;  // Adopt reports the runner's own (not yet cancelling) state
   std::string msg = app.msg;
   app.runner->Adopt(app.replicas, {}, HeldReplicas(app));
@@ -431,14 +431,14 @@ Result<const AppRecord*> LocalScheduler::SubmitNow(SubmitRequest request) {
       std::error_code ec;
       std::filesystem::remove_all(rec->app_log_dir, ec);
     }
-    spdlog::error("refusing app: the store cannot record it app={} error={}", rec->app_id, committed.error().message);
+    logging::error("refusing app: the store cannot record it app={} error={}", rec->app_id, committed.error().message);
     return Fail(Error::Io("the state store could not record the app, so nothing was started: " +
                           committed.error().message));
   }
   AppRecord* raw = rec.get();
   apps_[Key{raw->scheduler, raw->app_id}] = std::move(rec);
   MakeRoom(raw->owner_uid);
-  spdlog::info("app submitted app={} scheduler={} replicas={}", raw->app_id, raw->scheduler,
+  logging::info("app submitted app={} scheduler={} replicas={}", raw->app_id, raw->scheduler,
                raw->replicas.size());
   if (admission_) {
     admission_->Enqueue(DemandOf(*raw));
@@ -481,7 +481,7 @@ void LocalScheduler::GivePorts(AppRecord& app, std::vector<core::ReplicaRequest>
   app.requests = json::array();
   for (const auto& req : requests) app.requests.push_back(ReplicaRequestToStoredJson(req));
   app.FixedPartsChanged();
-  spdlog::info("app ports app={}{}", app.app_id, said);
+  logging::info("app ports app={}{}", app.app_id, said);
 }
 
 Result<std::vector<unsigned>> LocalScheduler::RunAs(uid_t uid) const {
@@ -524,7 +524,7 @@ void LocalScheduler::Scale(AppRecord& app, const std::vector<core::ScaleRequest>
   }
   // Queued: it starts with this scale. Stored before the answer, as a cancel is.
   Persist(app);
-  spdlog::info("app scaled app={} scale={}", app.app_id, app.scale.dump());
+  logging::info("app scaled app={} scale={}", app.app_id, app.scale.dump());
   done({});
 }
 
@@ -651,7 +651,7 @@ void LocalScheduler::OnReplicaChanged(supervisor::AppRunner& runner,
                              static_cast<int>(r.state), ReplicaInfoToJson(mine));
     Event(*app, "replica " + ReplicaKey(r.role, r.replica_id) + " attempt " + std::to_string(r.attempt),
           static_cast<int>(r.state), mine.error_message);
-    spdlog::info("replica {} app={} role={} replica={} attempt={} pid={} code={}",
+    logging::info("replica {} app={} role={} replica={} attempt={} pid={} code={}",
                  ToLowerState(r.state), app->app_id, r.role, r.replica_id, r.attempt,
                  r.pid.value_or(0), r.exit_code ? std::to_string(*r.exit_code) : "-");
   }
@@ -709,7 +709,7 @@ void LocalScheduler::OnAppChanged(supervisor::AppRunner& runner) {
     WriteSuccessFile(*app);
     logs_->CloseWriters(*app);
     logs_->Enforce();
-    spdlog::info("app {} app={} msg={}", ToLowerState(app->state), app->app_id, app->msg);
+    logging::info("app {} app={} msg={}", ToLowerState(app->state), app->app_id, app->msg);
     LeaveAdmission(*app);  // its process groups are gone: its GPUs are free
   }
   Persist(*app);
@@ -754,7 +754,7 @@ void LocalScheduler::WriteSuccessFile(const AppRecord& app) {
   AsUser as(app.owner_uid, app.owner_gid);
   if (auto ok = logfiles::WriteRegularFile(app.app_log_dir + "/SUCCESS", success.dump(-1, ' ', false, json::error_handler_t::replace));
       !ok) {
-    spdlog::warn("cannot write the SUCCESS file app={} error={}", app.app_id, ok.error().message);
+    logging::warn("cannot write the SUCCESS file app={} error={}", app.app_id, ok.error().message);
   }
 }
 

@@ -1,6 +1,5 @@
 #include "daemon/log_store.h"
 
-#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,6 +11,7 @@
 #include <thread>
 
 #include "core/app_status.h"
+#include "core/log.h"
 #include "daemon/as_user.h"
 
 namespace torchxd::daemon {
@@ -72,10 +72,10 @@ void LogStore::NoteLost(AppRecord& app, const std::string& key, uint64_t lost, c
   app.log_bytes_lost[key] = lost;
   if (lost_now && !disk_full_) {
     disk_full_ = true;
-    spdlog::warn("log disk full: replica output is being lost until space returns app={} dir={}", app.app_id, dir);
+    logging::warn("log disk full: replica output is being lost until space returns app={} dir={}", app.app_id, dir);
   } else if (!lost_now && disk_full_) {
     disk_full_ = false;
-    spdlog::info("log writes work again app={}", app.app_id);
+    logging::info("log writes work again app={}", app.app_id);
   }
 }
 
@@ -103,7 +103,7 @@ bool LogStore::Open(AppRecord& app, const std::string& key, const std::string& l
     // Said once per minute however many replicas hit it (a full fd table fails them all).
     int64_t now = core::UnixNowMs();
     if (now - open_error_ms_ >= 60000) {
-      spdlog::error("cannot open replica logs app={} replica={} error={}{}", app.app_id, key, writer.error().message,
+      logging::error("cannot open replica logs app={} replica={} error={}{}", app.app_id, key, writer.error().message,
                     open_errors_ > 0 ? " (and " + std::to_string(open_errors_) + " more since)" : "");
       open_error_ms_ = now;
       open_errors_ = 0;

@@ -1,7 +1,6 @@
 // torchxd: the daemon's entry point. Flags and config in config.h; wiring in daemon.h.
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
-
 #include <unistd.h>
 
 #include <cerrno>
@@ -10,6 +9,7 @@
 #include <iostream>
 #include <string>
 
+#include "core/log.h"
 #include "daemon/config.h"
 #include "daemon/daemon.h"
 
@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
     code = daemon.Run();
     restart_fd = daemon.TakeRestartSocket();
   } catch (const std::exception& e) {
-    spdlog::critical("internal error: {}", e.what());
+    torchxd::logging::critical("internal error: {}", e.what());
     return 1;
   }
   if (restart_fd < 0) return code;

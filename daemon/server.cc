@@ -1,8 +1,8 @@
 #include "daemon/server.h"
 
+#include "core/log.h"
 #include "core/unique_fd.h"
 
-#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -76,7 +76,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       return CloseSoon();
     }
     if (queued_bytes_ > kMaxQueuedReplyBytes) {
-      spdlog::warn("dropping a client that does not read its replies pid={} uid={} queued_bytes={}", peer_.pid,
+      logging::warn("dropping a client that does not read its replies pid={} uid={} queued_bytes={}", peer_.pid,
                    peer_.uid, queued_bytes_);
       return CloseSoon();
     }
@@ -196,7 +196,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
         [](uv_timer_t* t) {
           auto* self = static_cast<Connection*>(t->data);
           if (self == nullptr || !self->paused_for_replies_) return;
-          spdlog::warn("dropping a client that stopped reading its replies pid={} uid={} queued_bytes={}",
+          logging::warn("dropping a client that stopped reading its replies pid={} uid={} queued_bytes={}",
                        self->peer_.pid, self->peer_.uid, self->queued_bytes_);
           auto keep = self->shared_from_this();
           self->CloseSoon();
@@ -468,7 +468,7 @@ void Server::Hangup(const nlohmann::json& event, double seconds) {
   uv_timer_start(hangup_timer_.get(), [](uv_timer_t* t) {
     auto* self = static_cast<Server*>(t->data);
     if (self == nullptr || self->connections_.empty()) return;
-    spdlog::warn("closing {} connections whose clients did not read their last frames", self->connections_.size());
+    logging::warn("closing {} connections whose clients did not read their last frames", self->connections_.size());
     self->DropAll();
   }, static_cast<uint64_t>(seconds * 1000), 0);
   uv_unref(reinterpret_cast<uv_handle_t*>(hangup_timer_.get()));  // the connections keep the loop alive, not it
@@ -488,7 +488,7 @@ void Server::OnConnection() {
   uid_t uid = raw->peer().uid;
   size_t mine = ++per_uid_[uid];
   if (auto refusal = Refusal(raw->peer(), mine)) {
-    spdlog::warn("connection refused uid={} pid={} connections={} of_uid={} reason={}", uid, raw->peer().pid,
+    logging::warn("connection refused uid={} pid={} connections={} of_uid={} reason={}", uid, raw->peer().pid,
                  connections_.size(), mine, refusal->message);
     return raw->RejectAndClose(*refusal);
   }

@@ -1,8 +1,8 @@
 #include "k8sbridge/reflector.h"
 
+#include "core/log.h"
 #include "core/text.h"
 
-#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <random>
@@ -99,7 +99,7 @@ void Reflector::OnWatchLine(std::string_view line) {
   if (expired_ || line.empty()) return;
   auto event = DecodeWatchEvent(line);
   if (!event) {
-    spdlog::warn("watch event is not an event path={} error={} line={}", path_, event.error().message,
+    logging::warn("watch event is not an event path={} error={} line={}", path_, event.error().message,
                  std::string(line.substr(0, 200)));
     return;
   }
@@ -108,7 +108,7 @@ void Reflector::OnWatchLine(std::string_view line) {
     if (event->error_code == 410) {
       expired_ = true;
       ++expired_in_row_;
-      spdlog::info("watch expired, relisting path={} resource_version={}", path_, resource_version_);
+      logging::info("watch expired, relisting path={} resource_version={}", path_, resource_version_);
       // Ending the stream here: Cancel is deferred until curl returns.
       api_->Cancel(request_);
       request_ = 0;
@@ -117,7 +117,7 @@ void Reflector::OnWatchLine(std::string_view line) {
       }, expired_in_row_ > 1 ? static_cast<uint64_t>(options_.backoff_initial_seconds * 1000) : 0, 0);
       return;
     }
-    spdlog::warn("watch error event path={} message={}", path_, event->error_message);
+    logging::warn("watch error event path={} message={}", path_, event->error_message);
     return;
   }
   if (!event->resource_version.empty()) resource_version_ = event->resource_version;
@@ -143,7 +143,7 @@ void Reflector::OnWatchEnd(long status, Result<void> result) {
   request_ = 0;
   if (expired_) return;  // already relisting
   if (status == 410) {
-    spdlog::info("watch expired (HTTP 410), relisting path={}", path_);
+    logging::info("watch expired (HTTP 410), relisting path={}", path_);
     // A server that expires even a fresh list's version must not make us spin.
     if (++expired_in_row_ > 1) return Retry(&Reflector::List, Error::Unavailable("watch expired again right after a list"));
     return List();
@@ -163,7 +163,7 @@ void Reflector::Retry(void (Reflector::*step)(), const Error& error) {
   backoff_ = backoff_ == 0 ? options_.backoff_initial_seconds
                            : std::min(backoff_ * 2, options_.backoff_max_seconds);
   double delay = backoff_ * (1.0 + 0.1 * Jitter01());
-  spdlog::warn("kubernetes {} failed, retrying in {:.1f}s path={} error={}",
+  logging::warn("kubernetes {} failed, retrying in {:.1f}s path={} error={}",
                step == &Reflector::List ? "list" : "watch", delay, path_, error.message);
   if (step == &Reflector::List && callbacks_.on_error) callbacks_.on_error(error);
   next_ = step;

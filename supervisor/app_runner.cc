@@ -4,10 +4,10 @@
 #include <cmath>
 #include <random>
 
-#include <spdlog/spdlog.h>
 
 #include "core/app_status.h"
 #include "core/elastic.h"
+#include "core/log.h"
 #include "supervisor/crash_point.h"
 
 namespace torchxd::supervisor {
@@ -227,7 +227,7 @@ void AppRunner::Dispatch(size_t index, SlotEvent event) {
   Slot& s = *slots_[index];
   SlotTransition t = NextTransition(s.state, event);
   if (t.action == SlotAction::kInvalid) {
-    spdlog::warn("app {}: {}/{} ignored event {} in state {}", key_, s.info.role, s.info.replica_id,
+    logging::warn("app {}: {}/{} ignored event {} in state {}", key_, s.info.role, s.info.replica_id,
                  SlotEventName(event), SlotStateName(s.state));
     return;
   }

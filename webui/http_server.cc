@@ -11,8 +11,8 @@
 #include <cerrno>
 #include <cstring>
 
-#include <spdlog/spdlog.h>
 
+#include "core/log.h"
 #include "core/text.h"
 
 #include "webui/mhd_api.h"
@@ -50,7 +50,7 @@ struct MhdCallbacks {
                  ? MHD_YES
                  : MHD_NO;
     } catch (const std::exception& e) {
-      spdlog::error("http request failed error={}", e.what());
+      logging::error("http request failed error={}", e.what());
       return MHD_NO;
     }
   }
@@ -112,7 +112,7 @@ struct MhdCallbacks {
     std::vsnprintf(line, sizeof(line), format, args);
     std::string text(line);
     while (!text.empty() && text.back() == '\n') text.pop_back();
-    spdlog::debug("http server said={}", text);
+    logging::debug("http server said={}", text);
   }
 };
 
@@ -262,7 +262,7 @@ void HttpServer::OnAcceptable() {
       ok = StartMhd();
     }
     if (!ok) {
-      spdlog::error("web page unavailable: {}", ok.error().message);
+      logging::error("web page unavailable: {}", ok.error().message);
       accepting_.reset();
       ::close(std::exchange(listen_fd_, -1));
       running_ = false;
@@ -340,7 +340,7 @@ void HttpServer::Admit(int fd, const sockaddr_storage& addr, socklen_t len) {
   }
   if (per_peer_[conn->key] == 0 && !refusal.empty()) per_peer_.erase(conn->key);
   if (!refusal.empty()) {
-    spdlog::debug("web connection refused peer={} reason={}", conn->key, refusal);
+    logging::debug("web connection refused peer={} reason={}", conn->key, refusal);
     std::string answer = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
                          "Connection: close\r\nRetry-After: 5\r\nContent-Length: " +
                          std::to_string(refusal.size() + 10) + "\r\n\r\ntorchxd: " + refusal + "\n";
@@ -358,7 +358,7 @@ void HttpServer::Admit(int fd, const sockaddr_storage& addr, socklen_t len) {
   uv_timer_start(raw->head_timer.get(), [](uv_timer_t* t) {
     auto* c = static_cast<Conn*>(t->data);
     if (c == nullptr) return;
-    spdlog::debug("web connection without a request head in time peer={}", c->key);
+    logging::debug("web connection without a request head in time peer={}", c->key);
     ::shutdown(c->fd, SHUT_RDWR);  // MHD sees the end and closes it
     c->server->Kick();
   }, static_cast<uint64_t>(limits_.header_timeout_seconds * 1000), 0);

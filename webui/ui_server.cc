@@ -13,8 +13,8 @@
 #include <cerrno>
 #include <cstring>
 
-#include <spdlog/spdlog.h>
 
+#include "core/log.h"
 #include "core/text.h"
 #include "core/unique_fd.h"
 #include "webui/assets.h"

@@ -30,7 +30,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-bool Have(const char* tool) {
+bool HaveTool(const char* tool) {
   return std::system((std::string("command -v ") + tool + " >/dev/null 2>&1").c_str()) == 0;
 }
 
@@ -266,7 +266,7 @@ std::string SharedBox::DaemonLog() const {
 }
 
 void RunSharedBoxTest(const std::string& name) {
-  if (::geteuid() != 0 || !Have("setpriv") || std::system("unshare -m true 2>/dev/null") != 0) {
+  if (::geteuid() != 0 || !HaveTool("setpriv") || std::system("unshare -m true 2>/dev/null") != 0) {
     GTEST_SKIP() << "needs root, setpriv and unshare -m (users are simulated in a private mount namespace)";
   }
   static int n = 0;

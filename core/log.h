@@ -1,0 +1,47 @@
+// The daemon's log lines (its stderr, the journal under systemd). Call sites
+// format with fmt, the format string checked at compile time, and hand the
+// text to core/log.cc, the one file that includes spdlog: spdlog's templates,
+// instantiated per call, cost seconds of compile time in every file that logs.
+// daemon/main.cc configures the logger (level, pattern) through spdlog itself.
+//
+// Thread contract: safe from any thread (spdlog's default logger is).
+#ifndef TORCHXD_CORE_LOG_H_
+#define TORCHXD_CORE_LOG_H_
+
+#include <fmt/core.h>
+
+#include <string>
+#include <utility>
+
+namespace torchxd::logging {
+
+enum class Level { kDebug, kInfo, kWarn, kError, kCritical };
+
+// Whether a line of `level` would be written (so its formatting is skipped otherwise).
+bool Enabled(Level level);
+void Write(Level level, const std::string& message);
+
+template <typename... Args>
+void debug(fmt::format_string<Args...> format, Args&&... args) {
+  if (Enabled(Level::kDebug)) Write(Level::kDebug, fmt::format(format, std::forward<Args>(args)...));
+}
+template <typename... Args>
+void info(fmt::format_string<Args...> format, Args&&... args) {
+  if (Enabled(Level::kInfo)) Write(Level::kInfo, fmt::format(format, std::forward<Args>(args)...));
+}
+template <typename... Args>
+void warn(fmt::format_string<Args...> format, Args&&... args) {
+  if (Enabled(Level::kWarn)) Write(Level::kWarn, fmt::format(format, std::forward<Args>(args)...));
+}
+template <typename... Args>
+void error(fmt::format_string<Args...> format, Args&&... args) {
+  if (Enabled(Level::kError)) Write(Level::kError, fmt::format(format, std::forward<Args>(args)...));
+}
+template <typename... Args>
+void critical(fmt::format_string<Args...> format, Args&&... args) {
+  if (Enabled(Level::kCritical)) Write(Level::kCritical, fmt::format(format, std::forward<Args>(args)...));
+}
+
+}  // namespace torchxd::logging
+
+#endif  // TORCHXD_CORE_LOG_H_
