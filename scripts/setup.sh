@@ -49,7 +49,7 @@ if [[ ${SETUP_PACKAGES_ONLY:-0} == 1 ]]; then
 fi
 # The runtime packages download and unpack while the compiler runs (apt and
 # the build use different resources); the script waits for both.
-install "${RUNTIME_PACKAGES[@]}" > >(sed 's/^/setup: /') 2>&1 &
+install "${RUNTIME_PACKAGES[@]}" &
 runtime_pid=$!
 
 build_type=${BUILD_TYPE:-RelWithDebInfo}
