@@ -446,7 +446,12 @@ SHARED_BOX_TEST(AHostileNeighbourLeavesAUsersDistributedJobAlone) {
   // runs with both cores busy besides; bench/ reports the figures). The test
   // holds what no scheduler explains: before, the index stalled every client
   // for seconds and each restart rewrote the whole app.
-  EXPECT_LT(p99, 100.0);
+#if defined(__SANITIZE_ADDRESS__)
+  const double bound_ms = 300;  // the sanitizer build makes every call 2-3 times slower
+#else
+  const double bound_ms = 100;
+#endif
+  EXPECT_LT(p99, bound_ms);
   int once = 0;
   for (int step = 0; step < 30; ++step) {
     // Rank 0 prints it, on whichever replica the rendezvous made rank 0; --tee adds "[0]:".
