@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "core/protocol.h"
+#include "tests/cli/shell.h"
 #include "tests/daemon/daemon_fixture.h"
 
 namespace torchxd::testing {
@@ -55,26 +56,7 @@ class LiveRestoreTest : public DaemonFixture {
   }
   // Starts `torchx log -t SELECTOR` on this daemon's socket, its stdout and stderr in files.
   pid_t Follow(const std::string& selector, const fs::path& out, const fs::path& err) {
-    pid_t pid = ::fork();
-    if (pid == 0) {
-      int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      ::dup2(o, 1);
-      ::dup2(e, 2);
-      ::execl(TORCHX_BIN, TORCHX_BIN, "--socket", socket_.c_str(), "log", "-t", selector.c_str(), nullptr);
-      ::_exit(127);
-    }
-    return pid;
-  }
-  // The follower's exit code, or -1 when it did not end within `seconds`.
-  static int Reap(pid_t pid, double seconds) {
-    int status = 0;
-    if (!WaitUntil([&] { return ::waitpid(pid, &status, WNOHANG) == pid; }, seconds)) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, nullptr, 0);
-      return -1;
-    }
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return SpawnToFiles({TORCHX_BIN, "--socket", socket_, "log", "-t", selector}, out, err);
   }
   // The lines of `text` that start with `prefix`, the prefix removed.
   static std::string LinesWith(const std::string& text, const std::string& prefix) {
@@ -113,7 +95,7 @@ TEST_F(LiveRestoreTest, ReplicasOutlive20DaemonKillsAndEveryLineIsKeptExactlyOnc
     std::string combined = ReadLog(h, "w", r, "combined");
     EXPECT_EQ(std::count(combined.begin(), combined.end(), '\n'), 2 * kLines);
   }
-  EXPECT_EQ(Reap(follower, 30), 0) << ReadFile(dir_ / "follow.err");
+  EXPECT_EQ(ReapWithin(follower, 30), 0) << ReadFile(dir_ / "follow.err");
   std::string followed = ReadFile(dir_ / "follow.out");
   for (int r = 0; r < 2; ++r) {
     SCOPED_TRACE("follower, replica " + std::to_string(r));

@@ -140,26 +140,7 @@ class KubernetesE2eTest : public torchxd::testing::TorchxSandbox {
   // `torchx ARGS` in the background (a child of the test), its output in files.
   pid_t Background(const std::vector<std::string>& args, const fs::path& out, const fs::path& err) {
     std::string command = TorchxCommand(args, "KUBECONFIG=" + Quote(kubeconfig_), true);
-    pid_t pid = ::fork();
-    if (pid == 0) {
-      int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      ::dup2(o, 1);
-      ::dup2(e, 2);
-      ::execl("/bin/sh", "sh", "-c", command.c_str(), nullptr);
-      ::_exit(127);
-    }
-    return pid;
-  }
-  // Its exit code, or -1 (killed) when it did not end within `seconds`.
-  static int Reap(pid_t pid, double seconds) {
-    int status = 0;
-    if (!WaitUntil([&] { return ::waitpid(pid, &status, WNOHANG) == pid; }, seconds)) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, nullptr, 0);
-      return -1;
-    }
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return torchxd::testing::SpawnToFiles({"/bin/sh", "-c", command}, out, err);
   }
   static std::string Read(const fs::path& file) {
     std::ifstream in(file);
@@ -767,10 +748,10 @@ TEST_F(KubernetesE2eTest, AStopEndsEveryAttachedStreamAtOnceAndFollowersResumeOn
   PodPhase(job + "-echo-0-0", "Succeeded");
   JobPhase(job, "Completed");
   JobPhase(JobName(waited), "Completed");
-  EXPECT_EQ(Reap(follower, 20), 0) << Read(dir_ / "follow.err");
+  EXPECT_EQ(torchxd::testing::ReapWithin(follower, 20), 0) << Read(dir_ / "follow.err");
   EXPECT_EQ(Read(dir_ / "follow.out"), "echo/0 before\necho/0 after\n");
   EXPECT_THAT(Read(dir_ / "follow.err"), HasSubstr("reconnected to torchxd"));
-  EXPECT_EQ(Reap(waiter, 20), 0) << Read(dir_ / "wait.err");
+  EXPECT_EQ(torchxd::testing::ReapWithin(waiter, 20), 0) << Read(dir_ / "wait.err");
 }
 
 TEST_F(KubernetesE2eTest, ASidecarPodsLogIsItsTasksContainersAndARefusedLogIsNeverAnEmptyOne) {
