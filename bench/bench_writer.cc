@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
   memset(line, 'y', sizeof(line));
   line[99] = '\n';
   for (long long i = 0; i < n; ++i) {
-    snprintf(line, 10, "%09lld", i % 1000000000LL);
+    snprintf(line, 10, "%09llu", static_cast<unsigned long long>(i) % 1000000000ULL);
     line[9] = ' ';
     fwrite(line, 1, 100, stdout);
   }
