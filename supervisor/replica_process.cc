@@ -482,10 +482,9 @@ void ReplicaProcess::Escalate() {
   if (!group_.empty()) {
     containment_->Kill(group_);
   } else {
-    if (pidfd_ >= 0) {
-      ::syscall(SYS_pidfd_send_signal, pidfd_, SIGCONT, nullptr, 0);
-      ::syscall(SYS_pidfd_send_signal, pidfd_, SIGKILL, nullptr, 0);
-    }
+    // SIGKILL alone: it ends a stopped shim too. A SIGCONT first would let the
+    // shim run between the two signals and record an outcome of its own.
+    if (pidfd_ >= 0) ::syscall(SYS_pidfd_send_signal, pidfd_, SIGKILL, nullptr, 0);
     if (replica_pid_ > 0) ::kill(-replica_pid_, SIGKILL);
   }
   exit_ = ReplicaExit{};
