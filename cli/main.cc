@@ -91,6 +91,11 @@ int Main(int argc, char** argv) {
   queue->add_flag("--json", as_json, "the whole state as JSON (queues, every pending app with its reason, GPUs)");
   queue->add_flag("--all", queue_all, "list every pending app (text lists the first 20 of each queue)");
 
+  bool gpus_watch = false;
+  auto* gpus = app.add_subcommand("gpus", "Show each GPU: health, use, memory, temperature, power, who holds it, its processes");
+  gpus->add_flag("--json", as_json, "the daemon's reading as JSON (a `gpus` list, `sampling`)");
+  gpus->add_flag("-w,--watch", gpus_watch, "redraw at each reading until interrupted, as `watch nvidia-smi`");
+
   std::optional<double> grace;
   auto* cancel = app.add_subcommand("cancel", "Stop an app: SIGTERM, the grace period, then SIGKILL");
   cancel->add_option("app_handle", handle, "scheduler://session/app_id")->required();
@@ -169,6 +174,7 @@ int Main(int argc, char** argv) {
   if (*list) return cli::CmdList(global, list_scheduler, list_cfg, as_json, ctx);
   if (*ui) return cli::CmdUi(global, as_json, ctx);
   if (*queue) return cli::CmdQueue(global, queue_name, as_json, queue_all, ctx);
+  if (*gpus) return cli::CmdGpus(global, as_json, gpus_watch, ctx);
   if (*cancel) return cli::CmdCancel(global, handle, grace, ctx);
   if (*del) return cli::CmdDelete(global, handle, ctx);
   if (*scale) return cli::CmdScale(global, handle, scale_changes, ctx);

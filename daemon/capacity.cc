@@ -1,59 +1,19 @@
 #include "daemon/capacity.h"
 
-#include <dlfcn.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <fstream>
+#include <map>
 #include <sstream>
+
+#include "gpus/nvml.h"
 
 namespace torchxd::daemon {
 namespace {
 
-// The few NVML declarations used (nvml.h is not packaged in Debian main).
-using nvmlReturn_t = int;
-using nvmlDevice_t = void*;
-constexpr nvmlReturn_t kNvmlSuccess = 0;
 constexpr unsigned kNvlinkMaxLinks = 18;
-struct NvmlPciInfo {
-  char bus_id_legacy[16];
-  unsigned domain, bus, device, pci_device_id, pci_subsystem_id;
-  char bus_id[32];
-};
-struct NvmlMemory {
-  unsigned long long total, free, used;
-};
-
-struct Nvml {
-  void* lib = nullptr;
-  nvmlReturn_t (*init)() = nullptr;
-  nvmlReturn_t (*shutdown)() = nullptr;
-  nvmlReturn_t (*count)(unsigned*) = nullptr;
-  nvmlReturn_t (*by_index)(unsigned, nvmlDevice_t*) = nullptr;
-  nvmlReturn_t (*uuid)(nvmlDevice_t, char*, unsigned) = nullptr;
-  nvmlReturn_t (*pci)(nvmlDevice_t, NvmlPciInfo*) = nullptr;
-  nvmlReturn_t (*memory)(nvmlDevice_t, NvmlMemory*) = nullptr;
-  nvmlReturn_t (*link_state)(nvmlDevice_t, unsigned, int*) = nullptr;
-  nvmlReturn_t (*link_remote)(nvmlDevice_t, unsigned, NvmlPciInfo*) = nullptr;
-
-  ~Nvml() {
-    if (shutdown != nullptr) shutdown();
-    if (lib != nullptr) ::dlclose(lib);
-  }
-  template <class F>
-  bool Load(F& fn, const char* name) {
-    fn = reinterpret_cast<F>(::dlsym(lib, name));
-    return fn != nullptr;
-  }
-};
-
-// NVML's "00000000:07:00.0" as sysfs names it: "0000:07:00.0".
-std::string SysfsBusId(const char* nvml) {
-  std::string id(nvml);
-  for (char& c : id) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return id.size() > 12 ? id.substr(id.size() - 12) : id;
-}
 
 int NumaNodeOf(const std::string& sysfs, const std::string& bus_id) {
   std::ifstream in(sysfs + "/" + bus_id + "/numa_node");
@@ -88,63 +48,42 @@ Result<int64_t> CapacityNumber(const std::string& key, const std::string& value,
 
 core::GpuTopology DiscoverNvmlGpus(const CapacityOptions& options, std::string* why) {
   core::GpuTopology topo;
-  Nvml nvml;
-  nvml.lib = ::dlopen(options.nvml_library.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (nvml.lib == nullptr) {
-    *why = "no NVML (" + options.nvml_library + " cannot be loaded): no GPUs";
+  auto nvml = gpus::Nvml::Open(options.nvml_library);
+  if (!nvml) {
+    *why = nvml.error().message + ": no GPUs";
     return topo;
   }
-  if (!nvml.Load(nvml.init, "nvmlInit_v2") || !nvml.Load(nvml.count, "nvmlDeviceGetCount_v2") ||
-      !nvml.Load(nvml.by_index, "nvmlDeviceGetHandleByIndex_v2")) {
-    *why = "NVML lacks nvmlInit_v2/nvmlDeviceGetCount_v2: no GPUs";
-    return topo;
-  }
-  nvml.Load(nvml.uuid, "nvmlDeviceGetUUID");
-  nvml.Load(nvml.pci, "nvmlDeviceGetPciInfo_v3");
-  nvml.Load(nvml.memory, "nvmlDeviceGetMemoryInfo");
-  nvml.Load(nvml.link_state, "nvmlDeviceGetNvLinkState");
-  nvml.Load(nvml.link_remote, "nvmlDeviceGetNvLinkRemotePciInfo_v2");
-  if (nvml.init() != kNvmlSuccess) {
-    *why = "nvmlInit failed (no driver loaded?): no GPUs";
-    return topo;
-  }
-  nvml.Load(nvml.shutdown, "nvmlShutdown");
-  unsigned count = 0;
-  if (nvml.count(&count) != kNvmlSuccess) count = 0;
-  std::vector<nvmlDevice_t> devices(count, nullptr);
+  unsigned count = (*nvml)->Count();
+  std::vector<gpus::Nvml::Device> devices(count, nullptr);
   std::map<std::string, int> by_bus;
   for (unsigned i = 0; i < count; ++i) {
     core::Gpu g;
     g.index = static_cast<int>(i);
-    if (nvml.by_index(i, &devices[i]) != kNvmlSuccess) {
+    if ((*nvml)->DeviceAt(i, &devices[i]) != gpus::kNvmlSuccess) {
+      devices[i] = nullptr;
       g.usable = false;
       g.unusable_reason = "NVML cannot open it (lost or unhealthy)";
       topo.gpus.push_back(g);
       continue;
     }
-    char uuid[96] = {0};
-    if (nvml.uuid != nullptr && nvml.uuid(devices[i], uuid, sizeof(uuid)) == kNvmlSuccess) g.uuid = uuid;
-    NvmlPciInfo pci{};
-    if (nvml.pci != nullptr && nvml.pci(devices[i], &pci) == kNvmlSuccess) {
-      g.pci_bus_id = SysfsBusId(pci.bus_id);
+    if (auto uuid = (*nvml)->Uuid(devices[i])) g.uuid = *uuid;
+    if (auto pci = (*nvml)->Pci(devices[i])) {
+      g.pci_bus_id = gpus::SysfsBusId(pci->bus_id);
       g.numa_node = NumaNodeOf(options.sysfs_pci, g.pci_bus_id);
       by_bus[g.pci_bus_id] = g.index;
     }
-    NvmlMemory mem{};
-    if (nvml.memory != nullptr && nvml.memory(devices[i], &mem) == kNvmlSuccess) {
-      g.memory_mb = static_cast<int64_t>(mem.total >> 20);
-    }
+    gpus::NvmlMemory mem{};
+    if ((*nvml)->Memory(devices[i], &mem) == gpus::kNvmlSuccess) g.memory_mb = static_cast<int64_t>(mem.total >> 20);
     topo.gpus.push_back(g);
   }
   // NVLink: count each active link by the GPU at its far end (an NVSwitch end counts nothing).
-  for (unsigned i = 0; i < count && nvml.link_state != nullptr && nvml.link_remote != nullptr; ++i) {
+  for (unsigned i = 0; i < count; ++i) {
     if (devices[i] == nullptr) continue;
     for (unsigned link = 0; link < kNvlinkMaxLinks; ++link) {
-      int active = 0;
-      if (nvml.link_state(devices[i], link, &active) != kNvmlSuccess || active == 0) continue;
-      NvmlPciInfo remote{};
-      if (nvml.link_remote(devices[i], link, &remote) != kNvmlSuccess) continue;
-      auto peer = by_bus.find(SysfsBusId(remote.bus_id));
+      if (!(*nvml)->NvlinkActive(devices[i], link)) continue;
+      auto remote = (*nvml)->NvlinkRemote(devices[i], link);
+      if (!remote) continue;
+      auto peer = by_bus.find(gpus::SysfsBusId(remote->bus_id));
       if (peer != by_bus.end() && peer->second != static_cast<int>(i)) topo.gpus[i].nvlink[peer->second] += 1;
     }
   }

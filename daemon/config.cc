@@ -225,6 +225,19 @@ ParsedArgs ParseDaemonArgs(int argc, char** argv, const core::EnvLookup& env) {
   app.add_option("--capacity", c.capacity,
                  "gpu=N,cpu=N,memMB=N: cap the GPUs handed out; account CPUs and memory (N or auto)");
   app.add_option("--exclude-gpus", c.exclude_gpus, "GPUs never handed out: indices, UUIDs or PCI bus ids, comma separated");
+  app.add_option("--nvml-library", c.nvml_library, "NVML to load for GPU discovery and readings (default libnvidia-ml.so.1)");
+  app.add_option("--gpu-sample-period", c.gpu_sample_period,
+                 "seconds between readings of each GPU's use, memory, power and processes (default 1; 0: none)")
+      ->check(CLI::Validator(
+          [](const std::string& text) -> std::string {
+            char* end = nullptr;
+            double v = std::strtod(text.c_str(), &end);
+            if (text.empty() || *end != '\0' || !(v == 0 || (v >= 0.1 && v <= 3600))) {
+              return "expected 0 (no readings) or 0.1 to 3600 seconds, got " + text;
+            }
+            return "";
+          },
+          "0 or 0.1-3600"));
   app.add_option("--queue", queue_flags,
                  "NAME[:weight=W][,max_gpus=N][,max_gpus_per_user=N] (repeatable; or [queue.NAME] in --config)");
   app.add_flag("--no-ui", c.no_ui, "serve no web page (by default it is on ui.sock beside the socket)");

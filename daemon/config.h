@@ -55,6 +55,8 @@ struct DaemonConfig {
   std::string gpu_topology;      // file replacing NVML discovery
   std::string capacity;          // "gpu=N,cpu=N|auto,memMB=N|auto"
   std::string exclude_gpus;      // "2,GPU-…"
+  std::string nvml_library = "libnvidia-ml.so.1";  // dlopen'ed for discovery and sampling
+  double gpu_sample_period = 1.0;  // seconds between GPU readings (daemon/gpu_view.h); 0 = none
   std::vector<core::QueueSpec> queues;  // --queue and [queue.NAME] sections, in order
   // The web page (docs/web-ui.md): always on ui.sock beside the socket unless --no-ui.
   bool no_ui = false;

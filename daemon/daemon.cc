@@ -2,6 +2,7 @@
 
 #include "core/log.h"
 #include "daemon/capacity.h"
+#include "daemon/gpu_view.h"
 #include "webui/metrics.h"
 
 #include <fcntl.h>
@@ -56,6 +57,7 @@ Daemon::~Daemon() {
   ui_.reset();
   metrics_.reset();
   server_.reset();
+  gpu_view_.reset();
   kubernetes_.reset();
   local_.reset();
   if (containment_) containment_->RemoveSubtree();  // when no replica is left in it
@@ -173,6 +175,7 @@ Result<void> Daemon::Prepare() {
   opts.live_restore = config_.live_restore;
   if (!config_.no_admission) {
     CapacityOptions capacity{config_.gpu_topology, config_.capacity, config_.exclude_gpus};
+    capacity.nvml_library = config_.nvml_library;
     std::vector<std::string> notes;
     auto box = DiscoverCapacity(capacity, &notes);
     if (!box) return Fail(box.error());
@@ -203,6 +206,12 @@ Result<void> Daemon::Prepare() {
   local_ = std::make_unique<LocalScheduler>(&loop_, store_.get(), logs_.get(), opts);
   if (auto ok = local_->Load(*stored); !ok) return ok;
   schedulers_.push_back(local_.get());
+  gpus::GpuSamplerOptions sampling;
+  sampling.nvml_library = config_.nvml_library;
+  // GPUs a topology file declares are not NVML's: nothing to read.
+  sampling.period_seconds = config_.gpu_topology.empty() ? config_.gpu_sample_period : 0;
+  gpu_view_ = std::make_unique<GpuView>(&loop_, local_.get(), sampling);
+  gpu_view_->Start();
   KubernetesSchedulerOptions kopts;
   kopts.log_dir = config_.log_dir;
   kopts.kubeconfig = config_.kubeconfig;
@@ -235,6 +244,7 @@ Result<void> Daemon::Prepare() {
       return ui_->InfoFor(peer);
     };
   }
+  info.gpus_info = [this] { return gpu_view_->Json(); };
   file_worker_ = std::make_unique<FileWorker>(&loop_);
   service_ = std::make_unique<Service>(&loop_, schedulers_, logs_.get(), file_worker_.get(), info);
   ServerLimits limits;

@@ -31,6 +31,8 @@
 
 namespace torchxd::daemon {
 
+class GpuView;
+
 class Daemon {
  public:
   explicit Daemon(DaemonConfig config);
@@ -60,6 +62,7 @@ class Daemon {
   std::unique_ptr<LogStore> logs_;  // every scheduler's replica logs
   std::unique_ptr<LocalScheduler> local_;
   std::unique_ptr<KubernetesScheduler> kubernetes_;
+  std::unique_ptr<GpuView> gpu_view_;  // the GPUs' readings for `gpus` (reads local_)
   std::vector<Scheduler*> schedulers_;  // borrowed from the owners above
   std::unique_ptr<FileWorker> file_worker_;  // log reads a user's files decide the size of
   std::unique_ptr<Service> service_;

@@ -89,10 +89,14 @@ void Service::Dispatch(const protocol::Request& request, const PeerInfo& peer,
   }
   if (m == "runopts") return Runopts(p, responder);
   if (m == "queue") return Queue(p, responder);
+  if (m == "gpus") {
+    if (!info_.gpus_info) return responder->Result({{"sampling", {{"off", true}}}, {"gpus", json::array()}});
+    return responder->Result(info_.gpus_info());
+  }
   responder->Error(Error::InvalidArgument(
       "unknown method \"" + m + "\"." +
       core::DidYouMean(m, {"version", "run", "status", "describe", "list", "cancel", "wait", "scale", "ui",
-                           "runopts", "delete", "shutdown", "log", "queue"})));
+                           "runopts", "delete", "shutdown", "log", "queue", "gpus"})));
 }
 
 void Service::Run(const json& params, const PeerInfo& peer, const Reply& reply) {

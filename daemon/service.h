@@ -1,5 +1,5 @@
 // Service: the daemon's request handlers (docs/protocol.md): version, run,
-// status, describe, list, cancel, wait, scale, runopts, delete, log, queue, ui,
+// status, describe, list, cancel, wait, scale, runopts, delete, log, queue, gpus, ui,
 // shutdown. Apps are routed to the Scheduler serving their scheduler name and
 // found by app id; the session part of a handle is echoed, not matched.
 //
@@ -51,6 +51,8 @@ class Service : public RequestHandler {
     std::string containment;  // how replicas' process trees are held (`version`)
     // `ui`: where the caller finds the web page (its URL carries the caller's token).
     std::function<Result<nlohmann::json>(const PeerInfo&)> ui_info;
+    // `gpus`: each GPU's latest reading, holder and processes (daemon/gpu_view.h).
+    std::function<nlohmann::json()> gpus_info;
   };
   // May `peer` see and act on every app? (root, the daemon's own user, the admin group)
   bool MayActOnAll(const PeerInfo& peer) const;

@@ -78,6 +78,16 @@ TEST(DaemonConfigTest, BadFlagsExitTwo) {
   EXPECT_EQ(Parse({"--log-level", "loud"}, {}).exit_code, 2);
 }
 
+TEST(DaemonConfigTest, TheGpuSamplePeriodIsZeroOrATenthOfASecondToAnHour) {
+  EXPECT_EQ(Parse({}, {{"HOME", "/h"}}).config->gpu_sample_period, 1.0);
+  EXPECT_EQ(Parse({"--gpu-sample-period", "0"}, {}).config->gpu_sample_period, 0.0);
+  EXPECT_EQ(Parse({"--gpu-sample-period", "0.1"}, {}).config->gpu_sample_period, 0.1);
+  EXPECT_EQ(Parse({"--gpu-sample-period", "3600"}, {}).config->gpu_sample_period, 3600.0);
+  for (const char* bad : {"0.05", "-1", "3601", "soon", "1e9", "nan"}) {
+    EXPECT_EQ(Parse({"--gpu-sample-period", bad}, {}).exit_code, 2) << bad;
+  }
+}
+
 TEST(ByteSizeTest, ParsesSuffixes) {
   EXPECT_EQ(*ParseByteSize("0"), 0u);
   EXPECT_EQ(*ParseByteSize("4096"), 4096u);

@@ -1,0 +1,153 @@
+#include "daemon/gpu_view.h"
+
+#include "core/admission.h"
+#include "core/log.h"
+#include "daemon/app_record.h"
+#include "daemon/local_scheduler.h"
+
+namespace torchxd::daemon {
+namespace {
+
+using nlohmann::json;
+
+template <class T>
+json OrNull(const std::optional<T>& v) {
+  return v ? json(*v) : json(nullptr);
+}
+
+json Mb(const std::optional<uint64_t>& bytes) { return bytes ? json(*bytes >> 20) : json(nullptr); }
+
+json Watts(const std::optional<unsigned>& mw) {
+  return mw ? json(static_cast<double>(*mw) / 1000.0) : json(nullptr);
+}
+
+}  // namespace
+
+std::map<int, ReplicaRef> RunningReplicaPids(const LocalScheduler& local) {
+  std::map<int, ReplicaRef> out;
+  for (const AppRecord* app : local.List()) {
+    if (!app->runner) continue;
+    for (const supervisor::ReplicaInfo& r : app->replicas) {
+      if (!r.pid || *r.pid <= 1 || core::IsTerminal(r.state)) continue;
+      out[*r.pid] = ReplicaRef{app->Handle(), app->owner_uid, r.role + "/" + std::to_string(r.replica_id)};
+    }
+  }
+  return out;
+}
+
+GpuView::GpuView(uv_loop_t* loop, const LocalScheduler* local, gpus::GpuSamplerOptions options)
+    : loop_(loop), local_(local), options_(std::move(options)) {}
+
+GpuView::~GpuView() = default;
+
+void GpuView::Start() {
+  if (options_.period_seconds <= 0) return;
+  sampler_ = std::make_unique<gpus::GpuSampler>(loop_, options_,
+                                                [this](gpus::GpuSnapshot s) { OnSnapshot(std::move(s)); });
+  sampler_->Start();
+}
+
+void GpuView::OnSnapshot(gpus::GpuSnapshot snapshot) {
+  for (const gpus::XidEvent& x : snapshot.xids) {
+    std::string meaning = gpus::XidMeaning(x.xid);
+    logging::warn("gpu xid gpu={} xid={}{}", x.index, x.xid, meaning.empty() ? "" : " (" + meaning + ")");
+    if (x.index < 0 || !gpus::XidLosesGpu(x.xid)) continue;
+    xid_health_[x.index] = "reported XID " + std::to_string(x.xid) + (meaning.empty() ? "" : ": " + meaning);
+  }
+  last_ = std::move(snapshot);
+}
+
+json GpuView::Json() const {
+  std::map<uint32_t, std::string> names;
+  const core::Admission* admission = local_->admission();
+  std::map<std::string, const AppRecord*> by_key;
+  for (const AppRecord* app : local_->List()) by_key[AppKey(*app)] = app;
+  std::vector<std::string> holders;
+  if (admission) holders = admission->GpuHolders();
+  std::map<int, ReplicaRef> pids = RunningReplicaPids(*local_);
+
+  json sampling = {{"period_s", options_.period_seconds}};
+  if (options_.period_seconds <= 0) sampling["off"] = true;
+  if (last_) {
+    sampling["sampled_ms"] = last_->at_ms;
+    if (!last_->error.empty()) sampling["error"] = last_->error;
+  }
+  json gpus = json::array();
+  size_t count = admission ? admission->box().topology.gpus.size() : 0;
+  if (last_ && last_->gpus.size() > count) count = last_->gpus.size();
+  for (size_t i = 0; i < count; ++i) {
+    json g = {{"index", i}};
+    const core::Gpu* topo = admission && i < admission->box().topology.gpus.size()
+                                ? &admission->box().topology.gpus[i] : nullptr;
+    const gpus::GpuReading* reading = last_ && i < last_->gpus.size() ? &last_->gpus[i] : nullptr;
+    g["uuid"] = topo && !topo->uuid.empty() ? topo->uuid : reading ? reading->uuid : "";
+    g["pci_bus_id"] = topo ? topo->pci_bus_id : "";
+    g["usable"] = topo ? topo->usable : false;
+    if (topo && !topo->usable) g["unusable"] = topo->unusable_reason;
+    g["health"] = "ok";
+    if (auto xid = xid_health_.find(static_cast<int>(i)); xid != xid_health_.end()) {
+      g["health"] = "unhealthy";
+      g["health_reason"] = xid->second;
+    } else if (reading && !reading->error.empty()) {
+      g["health"] = "unhealthy";
+      g["health_reason"] = "NVML cannot read it: " + reading->error;
+    }
+    g["util_gpu"] = reading ? OrNull(reading->util_gpu) : json(nullptr);
+    g["util_mem"] = reading ? OrNull(reading->util_mem) : json(nullptr);
+    g["memory_used_mb"] = reading ? Mb(reading->mem_used_bytes) : json(nullptr);
+    g["memory_total_mb"] = reading && reading->mem_total_bytes ? Mb(reading->mem_total_bytes)
+                           : topo && topo->memory_mb > 0 ? json(topo->memory_mb) : json(nullptr);
+    g["temperature_c"] = reading ? OrNull(reading->temperature_c) : json(nullptr);
+    g["power_w"] = reading ? Watts(reading->power_mw) : json(nullptr);
+    g["power_limit_w"] = reading ? Watts(reading->power_limit_mw) : json(nullptr);
+    g["sm_clock_mhz"] = reading ? OrNull(reading->sm_clock_mhz) : json(nullptr);
+    g["ecc_corrected"] = reading ? OrNull(reading->ecc_corrected) : json(nullptr);
+    g["ecc_uncorrected"] = reading ? OrNull(reading->ecc_uncorrected) : json(nullptr);
+    g["held_by"] = nullptr;
+    if (i < holders.size() && !holders[i].empty()) {
+      auto it = by_key.find(holders[i]);
+      if (it != by_key.end()) {
+        const AppRecord& app = *it->second;
+        json replicas = json::array();
+        for (const auto& [replica, held] : app.admission.gpus) {
+          if (std::find(held.begin(), held.end(), static_cast<int>(i)) != held.end()) replicas.push_back(replica);
+        }
+        g["held_by"] = {{"app_handle", app.Handle()}, {"user", app.owner_uid},
+                        {"user_name", UserNameOf(app.owner_uid, names)}, {"replicas", replicas}};
+      }
+    }
+    g["reserved_for"] = nullptr;
+    if (admission && !admission->head().empty()) {
+      const auto& reserved = admission->reserved_gpus();
+      if (std::find(reserved.begin(), reserved.end(), static_cast<int>(i)) != reserved.end()) {
+        auto it = by_key.find(admission->head());
+        g["reserved_for"] = it != by_key.end() ? it->second->Handle() : admission->head();
+      }
+    }
+    json processes = json::array();
+    if (reading) {
+      for (const gpus::GpuProcess& p : reading->processes) {
+        json pj = {{"pid", p.pid}, {"type", p.graphics ? "graphics" : "compute"}, {"used_mb", Mb(p.used_bytes)}};
+        auto owner = last_->processes.find(p.pid);
+        if (owner != last_->processes.end()) {
+          pj["user"] = owner->second.uid;
+          pj["user_name"] = UserNameOf(owner->second.uid, names);
+          pj["command"] = owner->second.command;
+          // The replica whose main process is this one or one of its ancestors.
+          const ReplicaRef* ref = nullptr;
+          if (auto self = pids.find(p.pid); self != pids.end()) ref = &self->second;
+          for (size_t k = 0; ref == nullptr && k < owner->second.ancestors.size(); ++k) {
+            if (auto up = pids.find(owner->second.ancestors[k]); up != pids.end()) ref = &up->second;
+          }
+          if (ref != nullptr) pj["app_handle"] = ref->app_handle, pj["replica"] = ref->replica;
+        }
+        processes.push_back(std::move(pj));
+      }
+    }
+    g["processes"] = std::move(processes);
+    gpus.push_back(std::move(g));
+  }
+  return {{"sampling", sampling}, {"gpus", gpus}};
+}
+
+}  // namespace torchxd::daemon

@@ -1,0 +1,67 @@
+// GpuView: what `torchx gpus` (the `gpus` request) shows of each GPU: the
+// sampler's latest NVML reading (utilization, memory, temperature, power,
+// clock, ECC) joined with admission's view (usable, who holds it, reserved
+// for the queue's head) and, for each process NVML lists on it, the app,
+// role and replica whose process tree holds it (a replica's child processes
+// included), or its pid, user and command when it is none of torchxd's.
+//
+// An XID that loses the GPU (gpus::XidLosesGpu) marks it unhealthy, naming
+// the XID, for as long as the daemon runs.
+//
+// Without NVML, or with --gpu-sample-period 0, the GPUs admission knows are
+// still listed, without readings.
+//
+// Thread contract: loop thread only.
+#ifndef TORCHXD_DAEMON_GPU_VIEW_H_
+#define TORCHXD_DAEMON_GPU_VIEW_H_
+
+#include <uv.h>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "gpus/gpu_sampler.h"
+
+namespace torchxd::daemon {
+
+class LocalScheduler;
+
+// A replica's main process, for attributing the processes NVML lists.
+struct ReplicaRef {
+  std::string app_handle;
+  uint32_t user = 0;
+  std::string replica;  // "role/replica"
+};
+
+class GpuView {
+ public:
+  // `period_seconds` 0: no sampling.
+  GpuView(uv_loop_t* loop, const LocalScheduler* local, gpus::GpuSamplerOptions options);
+  ~GpuView();
+  void Start();
+
+  // The `gpus` reply (docs/protocol.md).
+  nlohmann::json Json() const;
+  const std::optional<gpus::GpuSnapshot>& last() const { return last_; }
+
+ private:
+  void OnSnapshot(gpus::GpuSnapshot snapshot);
+
+  uv_loop_t* loop_;
+  const LocalScheduler* local_;
+  gpus::GpuSamplerOptions options_;
+  std::unique_ptr<gpus::GpuSampler> sampler_;
+  std::optional<gpus::GpuSnapshot> last_;
+  std::map<int, std::string> xid_health_;  // GPU index -> why an XID made it unhealthy
+};
+
+// The main process of every running replica of `local`'s apps.
+std::map<int, ReplicaRef> RunningReplicaPids(const LocalScheduler& local);
+
+}  // namespace torchxd::daemon
+
+#endif  // TORCHXD_DAEMON_GPU_VIEW_H_

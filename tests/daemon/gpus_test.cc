@@ -1,0 +1,196 @@
+// `gpus` and `torchx gpus` against a fake NVML (fake_nvml.cc) whose GPUs,
+// readings and processes the test writes: discovery and readings come from
+// the library --nvml-library names, and each process on a GPU is told apart
+// as a replica's (its child processes included) or a stranger's.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "tests/daemon/daemon_fixture.h"
+
+namespace torchxd::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+class GpusTest : public DaemonFixture {
+ protected:
+  void SetUp() override {
+    DaemonFixture::SetUp();
+    nvml_file_ = (dir_ / "nvml.json").string();
+    ::setenv("TORCHXD_FAKE_NVML", nvml_file_.c_str(), 1);
+  }
+  void TearDown() override {
+    ::unsetenv("TORCHXD_FAKE_NVML");
+    DaemonFixture::TearDown();
+  }
+  // Replaces the fake NVML's file at once (rename: never half-written).
+  void WriteNvml(const json& doc) {
+    std::string tmp = nvml_file_ + ".tmp";
+    std::ofstream(tmp) << doc.dump();
+    ASSERT_EQ(std::rename(tmp.c_str(), nvml_file_.c_str()), 0);
+  }
+  static json Gpu(int i, json extra = json::object()) {
+    json g = {{"uuid", "GPU-0000000" + std::to_string(i)},
+              {"pci_bus_id", "00000000:0" + std::to_string(i) + ":00.0"},
+              {"memory_total_mb", 81920},
+              {"memory_used_mb", 0},
+              {"util_gpu", 0},
+              {"util_mem", 0},
+              {"temperature_c", 30 + i},
+              {"power_mw", 60000},
+              {"power_limit_mw", 400000},
+              {"sm_clock_mhz", 1410},
+              {"ecc_uncorrected", 0},
+              {"ecc_corrected", 0}};
+    g.update(extra);
+    return g;
+  }
+  void Start(std::vector<std::string> extra = {}) {
+    extra.insert(extra.begin(), {"--nvml-library", FAKE_NVML});
+    StartDaemon(extra);
+  }
+  // The `gpus` reply once `ready` holds for it (the last reply otherwise).
+  json GpusWhen(const std::function<bool(const json&)>& ready) {
+    json reply;
+    WaitUntil([&] {
+      reply = CallOk("gpus", json::object());
+      return ready(reply);
+    });
+    return reply;
+  }
+  std::string nvml_file_;
+};
+
+TEST_F(GpusTest, EachGpuShowsWhatNvmlReadsAndWhoHoldsIt) {
+  WriteNvml({{"gpus", {Gpu(0, {{"util_gpu", 87}, {"util_mem", 40}, {"memory_used_mb", 30720}, {"power_mw", 310500}}),
+                       Gpu(1)}}});
+  Start({"--gpu-sample-period", "0.1"});
+  // Discovery went through the same library: admission hands out its two GPUs.
+  json queue = CallOk("queue", json::object());
+  ASSERT_EQ(queue["gpus"].size(), 2u);
+  EXPECT_EQ(queue["gpus"][1]["uuid"], "GPU-00000001");
+  EXPECT_EQ(queue["gpus"][1]["pci_bus_id"], "0000:01:00.0");
+
+  json reply = GpusWhen([](const json& r) { return r["sampling"].contains("sampled_ms"); });
+  ASSERT_TRUE(reply["sampling"].contains("sampled_ms")) << reply.dump();
+  EXPECT_EQ(reply["sampling"]["period_s"], 0.1);
+  ASSERT_EQ(reply["gpus"].size(), 2u);
+  const json& g0 = reply["gpus"][0];
+  EXPECT_EQ(g0["index"], 0);
+  EXPECT_EQ(g0["uuid"], "GPU-00000000");
+  EXPECT_EQ(g0["health"], "ok");
+  EXPECT_EQ(g0["util_gpu"], 87);
+  EXPECT_EQ(g0["util_mem"], 40);
+  EXPECT_EQ(g0["memory_used_mb"], 30720);
+  EXPECT_EQ(g0["memory_total_mb"], 81920);
+  EXPECT_EQ(g0["temperature_c"], 30);
+  EXPECT_DOUBLE_EQ(g0["power_w"].get<double>(), 310.5);
+  EXPECT_DOUBLE_EQ(g0["power_limit_w"].get<double>(), 400.0);
+  EXPECT_EQ(g0["sm_clock_mhz"], 1410);
+  EXPECT_EQ(g0["ecc_uncorrected"], 0);
+  EXPECT_TRUE(g0["held_by"].is_null());
+  EXPECT_EQ(reply["gpus"][1]["temperature_c"], 31);
+
+  // Readings follow the GPU: a new value shows within a few periods.
+  WriteNvml({{"gpus", {Gpu(0, {{"util_gpu", 12}}), Gpu(1)}}});
+  reply = GpusWhen([](const json& r) { return r["gpus"][0]["util_gpu"] == 12; });
+  EXPECT_EQ(reply["gpus"][0]["util_gpu"], 12);
+
+  // A GPU NVML cannot read says so.
+  WriteNvml({{"gpus", {Gpu(0), Gpu(1, {{"lost", true}})}}});
+  reply = GpusWhen([](const json& r) { return r["gpus"][1]["health"] == "unhealthy"; });
+  EXPECT_EQ(reply["gpus"][1]["health"], "unhealthy");
+  EXPECT_THAT(reply["gpus"][1].value("health_reason", ""), HasSubstr("GPU is lost"));
+
+  // An XID that loses a GPU marks it unhealthy, naming the XID; one that does not only shows in the log.
+  WriteNvml({{"gpus", {Gpu(0), Gpu(1)}}, {"xids", {{{"gpu", 0}, {"xid", 13}}, {{"gpu", 1}, {"xid", 79}}}}});
+  reply = GpusWhen([](const json& r) { return r["gpus"][1].value("health_reason", "").find("XID") != std::string::npos; });
+  EXPECT_EQ(reply["gpus"][1]["health"], "unhealthy");
+  EXPECT_EQ(reply["gpus"][1]["health_reason"], "reported XID 79: fell off the bus");
+  EXPECT_EQ(reply["gpus"][0]["health"], "ok");
+}
+
+TEST_F(GpusTest, AProcessOnAGpuIsTheReplicasWhoseTreeHoldsItOrAStrangersWithItsPidAndUser) {
+  WriteNvml({{"gpus", {Gpu(0), Gpu(1)}}});
+  Start({"--gpu-sample-period", "0.1"});
+  // The replica's main process starts a child that would use the GPU, as a
+  // launcher's worker does.
+  std::string child_file = (dir_ / "child.pid").string();
+  json role = {{"name", "w"}, {"entrypoint", "sh"},
+               {"args", {"-c", "sleep 300 & echo $$! > " + child_file + "; wait"}},
+               {"resource", {{"gpu", 1}}}};
+  std::string h = Run(App("g", {role}));
+  pid_t child = -1;
+  ASSERT_TRUE(WaitUntil([&] { return (child = static_cast<pid_t>(std::atol(ReadFile(child_file).c_str()))) > 0; }));
+  auto held_index = [&](const json& r) {
+    for (const auto& g : r["gpus"]) {
+      if (g["held_by"].is_object()) return g["index"].get<int>();
+    }
+    return -1;
+  };
+  json held = GpusWhen([&](const json& r) { return held_index(r) >= 0; });
+  int mine_at = held_index(held);
+  ASSERT_GE(mine_at, 0) << held.dump();
+  int other = 1 - mine_at;
+  EXPECT_EQ(held["gpus"][mine_at]["held_by"]["app_handle"], h);
+  EXPECT_EQ(held["gpus"][mine_at]["held_by"]["replicas"], json::array({"w/0"}));
+  EXPECT_EQ(held["gpus"][mine_at]["held_by"]["user"], ::getuid());
+  EXPECT_TRUE(held["gpus"][other]["held_by"].is_null());
+
+  // NVML lists the child on the replica's GPU and this test's own process (no app's) on the other.
+  json gpus = {Gpu(0), Gpu(1)};
+  gpus[mine_at]["processes"] = {{{"pid", child}, {"used_mb", 1234}}};
+  gpus[other]["processes"] = {{{"pid", ::getpid()}, {"used_mb", 10}}};
+  WriteNvml({{"gpus", gpus}});
+  json reply = GpusWhen([&](const json& r) { return !r["gpus"][other]["processes"].empty(); });
+  ASSERT_EQ(reply["gpus"][mine_at]["processes"].size(), 1u) << reply.dump();
+  const json& mine = reply["gpus"][mine_at]["processes"][0];
+  EXPECT_EQ(mine["pid"], child);
+  EXPECT_EQ(mine["used_mb"], 1234);
+  EXPECT_EQ(mine["type"], "compute");
+  EXPECT_EQ(mine["app_handle"], h);
+  EXPECT_EQ(mine["replica"], "w/0");
+  EXPECT_EQ(mine["command"], "sleep");
+  EXPECT_EQ(mine["user"], ::getuid());
+  const json& stranger = reply["gpus"][other]["processes"][0];
+  EXPECT_EQ(stranger["pid"], ::getpid());
+  EXPECT_FALSE(stranger.contains("app_handle")) << stranger.dump();
+  EXPECT_EQ(stranger["user"], ::getuid());
+  EXPECT_EQ(stranger["command"], "daemon_test");
+
+  // The CLI's table says the same.
+  std::string cmd = std::string(TORCHX_BIN) + " --socket " + socket_ + " gpus 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof(buf), p)) out.append(buf, n);
+  EXPECT_EQ(::pclose(p), 0) << out;
+  EXPECT_THAT(out, HasSubstr(h + " ("));
+  EXPECT_THAT(out, HasSubstr("w/0"));
+  EXPECT_THAT(out, HasSubstr("0/81920 MiB"));  // the fake's memory_used_mb
+  EXPECT_THAT(out, HasSubstr("free"));
+  EXPECT_THAT(out, HasSubstr(std::to_string(child)));
+  EXPECT_THAT(out, HasSubstr("not torchxd's (daemon_test)"));
+  CallOk("cancel", {{"app_handle", h}});
+}
+
+TEST_F(GpusTest, WithSamplingOffTheGpusAreListedWithoutReadings) {
+  WriteNvml({{"gpus", {Gpu(0, {{"util_gpu", 50}})}}});
+  Start({"--gpu-sample-period", "0"});
+  json reply = CallOk("gpus", json::object());
+  EXPECT_EQ(reply["sampling"]["off"], true);
+  ASSERT_EQ(reply["gpus"].size(), 1u);
+  EXPECT_EQ(reply["gpus"][0]["uuid"], "GPU-00000000");
+  EXPECT_TRUE(reply["gpus"][0]["util_gpu"].is_null());
+  EXPECT_EQ(reply["gpus"][0]["memory_total_mb"], 81920) << "from discovery";
+}
+
+}  // namespace
+}  // namespace torchxd::testing
