@@ -99,6 +99,7 @@ inline json App(const std::string& name, const std::string& entrypoint, const st
 
 // Scenario 9: admission with 10,000 pending apps and 1,000 running replicas.
 std::vector<Row> BenchAdmission(const std::string& bin, const fs::path& dir);
+std::vector<Row> BenchGpus(const std::string& bin, const fs::path& dir);  // bench_gpus.cc
 // Scenario 11: status beside 256 crash-looping replicas.
 std::vector<Row> BenchCrashLoop(const std::string& bin, const fs::path& dir);
 

@@ -575,6 +575,11 @@ int main(int argc, char** argv) {
     if (want("admission")) {
       for (auto& r : BenchAdmission(bin, work / "admission")) add(r);
     }
+    // 12. What reading the GPUs costs (the fake NVML, 8 GPUs, 32 processes).
+    if (want("gpus")) {
+      std::fprintf(stderr, "gpus: the GPU sampler's CPU over 20 s, on and off\n");
+      for (auto& r : BenchGpus(bin, work / "gpus")) add(r);
+    }
     // 11. A crash-looping neighbour.
     if (want("crashloop")) {
       for (auto& r : BenchCrashLoop(bin, work / "crashloop")) add(r);

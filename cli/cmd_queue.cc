@@ -75,6 +75,18 @@ int CmdQueue(const GlobalArgs& global, const std::string& name, bool as_json, bo
   *ctx.out << ")";
   if (!q["head"].is_null()) *ctx.out << "; next to start: " << q["head"].get<std::string>();
   *ctx.out << "\n";
+  if (!q["gpus"].empty()) {
+    // The per-GPU map: who holds each, and which the next to start has reserved.
+    std::vector<std::vector<std::string>> map = {{"GPU", "HELD BY", "RESERVED"}};
+    for (const auto& g : q["gpus"]) {
+      std::string held = g["held_by"].is_string() ? g["held_by"].get<std::string>()
+                         : g.value("usable", true) ? "free"
+                                                   : "not handed out: " + g.value("unusable", std::string("excluded"));
+      map.push_back({g["index"].dump(), held, g.value("reserved", false) ? "for the next to start" : "-"});
+    }
+    *ctx.out << "\n";
+    PrintTable(*ctx.out, map);
+  }
   if (pending.size() > 1) {
     *ctx.out << "\n";
     PrintTable(*ctx.out, pending);

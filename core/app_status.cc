@@ -91,6 +91,12 @@ std::optional<std::string> FormatReplyFile(const ReplicaStatus& r) {
          "\n    " + WrapErrorMessage(msg, "    error_msg: ");
 }
 
+json GpusJson(const std::vector<ReplicaGpu>& gpus) {
+  json out = json::array();
+  for (const ReplicaGpu& g : gpus) out.push_back({{"index", g.index}, {"uuid", g.uuid}});
+  return out;
+}
+
 std::string FormatReplica(const ReplicaStatus& r) {
   std::string data;
   if (r.structured_error_msg != kNone) {
@@ -106,6 +112,10 @@ std::string FormatReplica(const ReplicaStatus& r) {
   if (r.exit_code) extra += " exitcode=" + std::to_string(*r.exit_code);
   if (r.signal) extra += " signal=" + std::to_string(*r.signal);
   if (r.pid || r.exit_code || r.attempt > 0) extra += " attempt=" + std::to_string(r.attempt);
+  if (!r.gpus.empty()) {
+    extra += " gpus=";
+    for (size_t i = 0; i < r.gpus.size(); ++i) extra += (i ? "," : "") + std::to_string(r.gpus[i].index);
+  }
   // The torchxd fields go on the state line, before any reply-file details.
   size_t eol = data.find('\n');
   data.insert(eol == std::string::npos ? data.size() : eol, extra);
@@ -193,7 +203,8 @@ json AppStatusToJson(const AppStatus& status) {
                               {"start_time", OptionalTime(r.start_time_ms)},
                               {"end_time", OptionalTime(r.end_time_ms)},
                               {"error_message", r.error_message},
-                              {"log_bytes_lost", r.log_bytes_lost}});
+                              {"log_bytes_lost", r.log_bytes_lost},
+                              {"gpus", GpusJson(r.gpus)}});
     }
     roles.push_back(json{{"role", role.role}, {"replicas", replicas}});
   }
@@ -234,7 +245,7 @@ Result<AppStatus> AppStatusFromJson(const json& node) {
       JsonReader x((*replicas)[k], JsonPathIndex(role_path + ".replicas", k),
                    {"id", "state", "state_name", "role", "hostname", "hostaddr",
                     "structured_error_msg", "pid", "exit_code", "signal", "attempt", "start_time",
-                    "end_time", "error_message", "log_bytes_lost"});
+                    "end_time", "error_message", "log_bytes_lost", "gpus"});
       ReplicaStatus rep;
       rep.id = x.Int("id", 0);
       auto state = AppStateFromInt(x.Int("state", 7));
@@ -251,6 +262,13 @@ Result<AppStatus> AppStatusFromJson(const json& node) {
       rep.error_message = x.String("error_message", "");
       if (const auto* lost = x.Field("log_bytes_lost"); lost && lost->is_number_unsigned()) {
         rep.log_bytes_lost = lost->get<uint64_t>();
+      }
+      if (const auto* gpus = x.Field("gpus"); gpus && gpus->is_array()) {
+        for (const auto& g : *gpus) {
+          if (g.is_object() && g.contains("index") && g["index"].is_number_integer()) {
+            rep.gpus.push_back({g["index"].get<int>(), g.value("uuid", std::string())});
+          }
+        }
       }
       if (auto done = x.Finish(); !done) return Fail(done.error());
       role.replicas.push_back(std::move(rep));

@@ -27,6 +27,13 @@ namespace torchxd::core {
 // log dir), so that a status with every replica failed still fits one frame.
 inline constexpr size_t kMaxErrorMessageBytes = 4096;
 
+// A GPU a replica holds: the index CUDA_VISIBLE_DEVICES names and its UUID ("" when unknown).
+struct ReplicaGpu {
+  int index = 0;
+  std::string uuid;
+  bool operator==(const ReplicaGpu&) const = default;
+};
+
 struct ReplicaStatus {
   int id = 0;
   ReplicaState state = ReplicaState::kUnknown;
@@ -42,6 +49,7 @@ struct ReplicaStatus {
   std::optional<int64_t> end_time_ms;
   std::string error_message;
   uint64_t log_bytes_lost = 0;  // output the daemon could not store (disk full)
+  std::vector<ReplicaGpu> gpus;  // what admission gave it (local apps)
 
   bool operator==(const ReplicaStatus&) const = default;
 };

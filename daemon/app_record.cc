@@ -130,8 +130,16 @@ core::AppStatus AppRecord::Status() const {
       x.start_time_ms = r.start_ms;
       x.end_time_ms = r.end_ms;
       x.error_message = r.error_message;
-      auto lost = log_bytes_lost.find(ReplicaKey(r.role, r.replica_id));
+      std::string key = ReplicaKey(r.role, r.replica_id);
+      auto lost = log_bytes_lost.find(key);
       if (lost != log_bytes_lost.end()) x.log_bytes_lost = lost->second;
+      if (auto held = admission.gpus.find(key); held != admission.gpus.end()) {
+        auto uuids = admission.gpu_uuids.find(key);
+        for (size_t k = 0; k < held->second.size(); ++k) {
+          bool known = uuids != admission.gpu_uuids.end() && k < uuids->second.size();
+          x.gpus.push_back({held->second[k], known ? uuids->second[k] : ""});
+        }
+      }
       rs.replicas.push_back(std::move(x));
     }
     s.roles.push_back(std::move(rs));
@@ -199,7 +207,9 @@ std::string AppRecord::ToJsonText(bool with_replicas) const {
 
 json AdmissionInfo::ToJson() const {
   if (!queued) return nullptr;
-  return {{"queue", queue}, {"priority", priority}, {"seq", seq}, {"head", head}, {"gpus", gpus}};
+  json out = {{"queue", queue}, {"priority", priority}, {"seq", seq}, {"head", head}, {"gpus", gpus}};
+  if (!gpu_uuids.empty()) out["gpu_uuids"] = gpu_uuids;
+  return out;
 }
 
 AdmissionInfo AdmissionInfo::FromJson(const json& j) {
@@ -211,6 +221,7 @@ AdmissionInfo AdmissionInfo::FromJson(const json& j) {
   a.seq = j.value("seq", uint64_t{0});
   a.head = j.value("head", false);
   a.gpus = j.value("gpus", std::map<std::string, std::vector<int>>{});
+  a.gpu_uuids = j.value("gpu_uuids", std::map<std::string, std::vector<std::string>>{});
   return a;
 }
 

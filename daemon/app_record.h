@@ -30,6 +30,7 @@ struct AdmissionInfo {
   uint64_t seq = 0;   // submit order
   bool head = false;  // holds the box's reservation
   std::map<std::string, std::vector<int>> gpus;  // "role/replica" -> GPUs it holds
+  std::map<std::string, std::vector<std::string>> gpu_uuids;  // "role/replica" -> their UUIDs, in that order
 
   nlohmann::json ToJson() const;
   static AdmissionInfo FromJson(const nlohmann::json& json);

@@ -281,7 +281,7 @@ Result<void> Daemon::StartUi() {
   o.tokens_path = config_.state_dir + "/ui-tokens.json";
   o.may_act_on_all = [this](const PeerInfo& peer) { return service_->MayActOnAll(peer); };
   o.metrics = [this] {
-    return metrics_->Render() +
+    return metrics_->Render() + (gpu_view_ ? gpu_view_->Metrics() : std::string()) +
            webui::FormatPrometheus({{"torchxd_web_requests", "Web page requests in progress (open event streams included).",
                                      "gauge", {{"", {}, static_cast<double>(ui_ ? ui_->exchanges() : 0)}}}});
   };

@@ -4,6 +4,7 @@
 #include "core/log.h"
 #include "daemon/app_record.h"
 #include "daemon/local_scheduler.h"
+#include "webui/metrics.h"
 
 namespace torchxd::daemon {
 namespace {
@@ -148,6 +149,49 @@ json GpuView::Json() const {
     gpus.push_back(std::move(g));
   }
   return {{"sampling", sampling}, {"gpus", gpus}};
+}
+
+std::string GpuView::Metrics() const {
+  if (!last_ || last_->gpus.empty()) return "";
+  json view = Json();
+  struct Gauge {
+    const char* name;
+    const char* help;
+    const char* key;
+  };
+  static constexpr Gauge kGauges[] = {
+      {"DCGM_FI_DEV_GPU_UTIL", "GPU utilization (%): of the driver's last sample period, the share a kernel ran.", "util_gpu"},
+      {"DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (%): the share of it device memory was read or written.", "util_mem"},
+      {"DCGM_FI_DEV_FB_USED", "Framebuffer memory used (MiB).", "memory_used_mb"},
+      {"DCGM_FI_DEV_GPU_TEMP", "GPU temperature (C).", "temperature_c"},
+      {"DCGM_FI_DEV_POWER_USAGE", "Power draw (W).", "power_w"},
+      {"DCGM_FI_DEV_SM_CLOCK", "SM clock (MHz).", "sm_clock_mhz"},
+      {"DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "Corrected (single-bit) ECC errors since the driver loaded.", "ecc_corrected"},
+      {"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "Uncorrected (double-bit) ECC errors since the driver loaded.", "ecc_uncorrected"},
+  };
+  std::vector<webui::PromFamily> out;
+  for (const Gauge& gauge : kGauges) {
+    webui::PromFamily f{gauge.name, gauge.help, "gauge", {}};
+    for (const auto& g : view["gpus"]) {
+      if (!g[gauge.key].is_number()) continue;
+      const json& holder = g["held_by"];
+      std::map<std::string, std::string> labels = {
+          {"gpu", std::to_string(g["index"].get<int>())},
+          {"uuid", g["uuid"].get<std::string>()},
+          {"app", holder.is_object() ? holder["app_handle"].get<std::string>() : ""},
+          {"user", holder.is_object() ? holder["user_name"].get<std::string>() : ""}};
+      f.samples.push_back({"", std::move(labels), g[gauge.key].get<double>()});
+    }
+    if (!f.samples.empty()) out.push_back(std::move(f));
+  }
+  webui::PromFamily health{"torchxd_gpu_healthy", "1 while the GPU is healthy, 0 once NVML cannot read it or an XID lost it.",
+                           "gauge", {}};
+  for (const auto& g : view["gpus"]) {
+    health.samples.push_back({"", {{"gpu", std::to_string(g["index"].get<int>())}, {"uuid", g["uuid"].get<std::string>()}},
+                              g["health"] == "ok" ? 1.0 : 0.0});
+  }
+  out.push_back(std::move(health));
+  return webui::FormatPrometheus(out);
 }
 
 }  // namespace torchxd::daemon

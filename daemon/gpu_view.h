@@ -46,6 +46,9 @@ class GpuView {
 
   // The `gpus` reply (docs/protocol.md).
   nlohmann::json Json() const;
+  // Per-GPU gauges for /metrics under DCGM exporter's names (docs/metrics.md),
+  // labelled gpu, uuid, app and user (the holder's; "" when free).
+  std::string Metrics() const;
   const std::optional<gpus::GpuSnapshot>& last() const { return last_; }
 
  private:

@@ -118,6 +118,12 @@ void LocalScheduler::StartAdmitted(AppRecord& app, const std::vector<core::Place
   for (const core::Placement& p : placed) {
     std::string key = ReplicaKey(app.app.roles.at(static_cast<size_t>(p.role)).name, p.replica_id);
     app.admission.gpus[key] = p.gpus;
+    std::vector<std::string>& uuids = app.admission.gpu_uuids[key];
+    uuids.clear();
+    for (int g : p.gpus) {
+      const auto& all = admission_->box().topology.gpus;
+      uuids.push_back(g >= 0 && static_cast<size_t>(g) < all.size() ? all[static_cast<size_t>(g)].uuid : "");
+    }
     indices.push_back(SlotIndex(app, p.role, p.replica_id));
     for (int g : p.gpus) gpus += (gpus.empty() ? "" : ",") + std::to_string(g);
   }

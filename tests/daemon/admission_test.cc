@@ -172,6 +172,8 @@ TEST_F(AdmissionE2eTest, QueuesWeightsAndTheQueueCommand) {
   EXPECT_THAT(text, HasSubstr("big      3       8"));
   EXPECT_THAT(text, HasSubstr(b1));
   EXPECT_THAT(text, HasSubstr("GPUs: 8 (8 in use, "));
+  EXPECT_THAT(text, HasSubstr("GPU  HELD BY"));  // the per-GPU map
+  EXPECT_THAT(text, HasSubstr("\n7    local_cwd://"));
   Release();
 }
 

@@ -38,9 +38,10 @@ struct State {
   int set_token = 0;
 };
 
+// One per load of the library: each dlopen after a dlclose starts afresh.
 State& S() {
-  static State* state = new State();  // never destroyed: NVML may be called during exit
-  return *state;
+  static State state;
+  return state;
 }
 
 // Re-reads the file when it changed; holds S().mu.

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/daemon/daemon_fixture.h"
+#include "tests/daemon/http_get.h"
 
 namespace torchxd::testing {
 namespace {
@@ -142,6 +143,9 @@ TEST_F(GpusTest, AProcessOnAGpuIsTheReplicasWhoseTreeHoldsItOrAStrangersWithItsP
   EXPECT_EQ(held["gpus"][mine_at]["held_by"]["replicas"], json::array({"w/0"}));
   EXPECT_EQ(held["gpus"][mine_at]["held_by"]["user"], ::getuid());
   EXPECT_TRUE(held["gpus"][other]["held_by"].is_null());
+  // `status` names the replica's GPUs, with their UUIDs.
+  EXPECT_EQ(Replica(Status(h), "w", 0)["gpus"],
+            json::array({{{"index", mine_at}, {"uuid", "GPU-0000000" + std::to_string(mine_at)}}}));
 
   // NVML lists the child on the replica's GPU and this test's own process (no app's) on the other.
   json gpus = {Gpu(0), Gpu(1)};
@@ -178,6 +182,24 @@ TEST_F(GpusTest, AProcessOnAGpuIsTheReplicasWhoseTreeHoldsItOrAStrangersWithItsP
   EXPECT_THAT(out, HasSubstr("free"));
   EXPECT_THAT(out, HasSubstr(std::to_string(child)));
   EXPECT_THAT(out, HasSubstr("not torchxd's (daemon_test)"));
+  std::string status_cmd = std::string(TORCHX_BIN) + " --socket " + socket_ + " status " + h + " 2>&1";
+  p = ::popen(status_cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  out.clear();
+  while (size_t n = std::fread(buf, 1, sizeof(buf), p)) out.append(buf, n);
+  ::pclose(p);
+  EXPECT_THAT(out, HasSubstr("attempt=1 gpus=" + std::to_string(mine_at))) << out;
+
+  // /metrics: DCGM exporter's names, labelled with the GPU and its holder.
+  HttpTarget ui{(fs::path(socket_).parent_path() / "ui.sock").string()};
+  std::string metrics = HttpGet(ui, "/metrics", {}, "localhost").body;
+  std::string mine_labels = "{app=\"" + h + "\",gpu=\"" + std::to_string(mine_at) + "\",user=\"";
+  EXPECT_THAT(metrics, HasSubstr("# TYPE DCGM_FI_DEV_GPU_UTIL gauge"));
+  EXPECT_THAT(metrics, HasSubstr("DCGM_FI_DEV_FB_USED" + mine_labels)) << metrics;
+  EXPECT_THAT(metrics, HasSubstr("DCGM_FI_DEV_GPU_TEMP{app=\"\",gpu=\"" + std::to_string(other) +
+                                 "\",user=\"\",uuid=\"GPU-0000000" + std::to_string(other) + "\"} " +
+                                 std::to_string(30 + other)));
+  EXPECT_THAT(metrics, HasSubstr("torchxd_gpu_healthy{gpu=\"0\",uuid=\"GPU-00000000\"} 1"));
   CallOk("cancel", {{"app_handle", h}});
 }
 
