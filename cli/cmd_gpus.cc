@@ -91,7 +91,9 @@ void Print(std::ostream& out, const json& reply) {
     std::time_t at = static_cast<std::time_t>(sampling["sampled_ms"].get<int64_t>() / 1000);
     char when[16];
     std::strftime(when, sizeof(when), "%H:%M:%S", std::localtime(&at));
-    out << "Read at " << when << " (every " << Num(sampling["period_s"]) << " s)\n";
+    char period[32];
+    std::snprintf(period, sizeof(period), "%g", sampling.value("period_s", 1.0));
+    out << "Read at " << when << " (every " << period << " s)\n";
   } else {
     out << "No reading yet\n";
   }

@@ -366,6 +366,11 @@ void Admission::Remove(const std::string& key) {
     }
   }
   free_ += run.held;
+  for (const Placement& p : run.placed) {
+    for (int g : p.gpus) {
+      if (drained_held_.erase(g) > 0) free_.gpu -= 1;  // taken out of service while held
+    }
+  }
   Resources& user = user_used_[run.demand.user];
   user -= run.held;
   if (user.Empty()) user_used_.erase(run.demand.user);
@@ -712,5 +717,35 @@ std::vector<Admission::QueueView> Admission::View(int64_t now_ms) const {
 }
 
 std::vector<std::string> Admission::GpuHolders() const { return gpu_holder_; }
+
+bool Admission::SetGpuUsable(int gpu, bool usable, const std::string& reason) {
+  if (gpu < 0 || gpu >= box_.topology.size()) return false;
+  Gpu& g = box_.topology.gpus[static_cast<size_t>(gpu)];
+  bool held = !gpu_holder_[static_cast<size_t>(gpu)].empty();
+  if (!usable) {
+    g.unusable_reason = reason;
+    if (!g.usable) return true;
+    g.usable = false;
+    total_.gpu -= 1;
+    if (held) {
+      drained_held_.insert(gpu);
+    } else {
+      free_.gpu -= 1;
+    }
+    return true;
+  }
+  if (g.usable) return true;
+  g.usable = true;
+  g.unusable_reason.clear();
+  total_.gpu += 1;
+  // Held and drained: its holder frees it as any other. Held since before
+  // (a restart re-adopted an app on an excluded GPU): likewise. Free: now.
+  if (held) {
+    drained_held_.erase(gpu);
+  } else {
+    free_.gpu += 1;
+  }
+  return true;
+}
 
 }  // namespace torchxd::core

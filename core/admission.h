@@ -158,6 +158,12 @@ class Admission {
   void Hold(AppDemand app, std::vector<Placement> placed, int64_t started_ms);
   // The app leaves: pending, it is dropped; running, all it holds is freed.
   void Remove(const std::string& key);
+  // Takes GPU `gpu` out of service (`usable` false: a drain, or a reading that
+  // lost it; `reason` says which) or puts it back. Out of service it is never
+  // placed again and no longer counts in the box's total; an app holding it
+  // keeps it until it ends, and it is not freed then. Back in service it is
+  // free as soon as no app holds it. False for an index the box lacks.
+  bool SetGpuUsable(int gpu, bool usable, const std::string& reason);
 
   // Starts what may start now: gangs and growth, each with its placement.
   std::vector<Admitted> Pass(int64_t now_ms);
@@ -255,6 +261,7 @@ class Admission {
   std::vector<QueueState> states_;
   Resources total_, free_;
   std::vector<std::string> gpu_holder_;  // per GPU
+  std::set<int> drained_held_;  // out of service while an app holds them: not freed when it ends
   std::map<std::string, std::unique_ptr<Pending>> pending_;
   std::map<std::string, Running> running_;
   std::map<uint32_t, Resources> user_used_;

@@ -210,7 +210,9 @@ Result<void> Daemon::Prepare() {
   sampling.nvml_library = config_.nvml_library;
   // GPUs a topology file declares are not NVML's: nothing to read.
   sampling.period_seconds = config_.gpu_topology.empty() ? config_.gpu_sample_period : 0;
-  gpu_view_ = std::make_unique<GpuView>(&loop_, local_.get(), sampling);
+  gpu_view_ = std::make_unique<GpuView>(&loop_, local_.get(), sampling, [this](int gpu, const std::string& why) {
+    local_->SetGpuUsable(gpu, false, why);
+  });
   gpu_view_->Start();
   KubernetesSchedulerOptions kopts;
   kopts.log_dir = config_.log_dir;

@@ -36,8 +36,8 @@ std::map<int, ReplicaRef> RunningReplicaPids(const LocalScheduler& local) {
   return out;
 }
 
-GpuView::GpuView(uv_loop_t* loop, const LocalScheduler* local, gpus::GpuSamplerOptions options)
-    : loop_(loop), local_(local), options_(std::move(options)) {}
+GpuView::GpuView(uv_loop_t* loop, const LocalScheduler* local, gpus::GpuSamplerOptions options, OnLost on_lost)
+    : loop_(loop), local_(local), options_(std::move(options)), on_lost_(std::move(on_lost)) {}
 
 GpuView::~GpuView() = default;
 
@@ -56,6 +56,15 @@ void GpuView::OnSnapshot(gpus::GpuSnapshot snapshot) {
     xid_health_[x.index] = "reported XID " + std::to_string(x.xid) + (meaning.empty() ? "" : ": " + meaning);
   }
   last_ = std::move(snapshot);
+  // Told after last_ is set: the owner's reaction may read this view.
+  std::vector<std::pair<int, std::string>> lost;
+  for (const auto& [index, why] : xid_health_) lost.emplace_back(index, why);
+  for (const gpus::GpuReading& g : last_->gpus) {
+    if (g.lost && !xid_health_.count(g.index)) lost.emplace_back(g.index, "is lost: NVML cannot read it (" + g.error + ")");
+  }
+  for (const auto& [index, why] : lost) {
+    if (lost_told_.insert(index).second && on_lost_) on_lost_(index, why);
+  }
 }
 
 json GpuView::Json() const {

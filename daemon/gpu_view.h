@@ -5,8 +5,9 @@
 // role and replica whose process tree holds it (a replica's child processes
 // included), or its pid, user and command when it is none of torchxd's.
 //
-// An XID that loses the GPU (gpus::XidLosesGpu) marks it unhealthy, naming
-// the XID, for as long as the daemon runs.
+// An XID that loses the GPU (gpus::XidLosesGpu), or NVML saying it is lost,
+// marks it unhealthy, naming why, for as long as the daemon runs, and tells
+// the owner (which takes it out of service: LocalScheduler::SetGpuUsable).
 //
 // Without NVML, or with --gpu-sample-period 0, the GPUs admission knows are
 // still listed, without readings.
@@ -17,9 +18,11 @@
 
 #include <uv.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -39,8 +42,11 @@ struct ReplicaRef {
 
 class GpuView {
  public:
+  // Told once per GPU when a reading loses it (an XID that loses it, or NVML
+  // saying it is lost), with the reason ("reported XID 79: fell off the bus").
+  using OnLost = std::function<void(int gpu, const std::string& reason)>;
   // `period_seconds` 0: no sampling.
-  GpuView(uv_loop_t* loop, const LocalScheduler* local, gpus::GpuSamplerOptions options);
+  GpuView(uv_loop_t* loop, const LocalScheduler* local, gpus::GpuSamplerOptions options, OnLost on_lost = {});
   ~GpuView();
   void Start();
 
@@ -60,6 +66,8 @@ class GpuView {
   std::unique_ptr<gpus::GpuSampler> sampler_;
   std::optional<gpus::GpuSnapshot> last_;
   std::map<int, std::string> xid_health_;  // GPU index -> why an XID made it unhealthy
+  OnLost on_lost_;
+  std::set<int> lost_told_;  // GPUs on_lost_ was told of
 };
 
 // The main process of every running replica of `local`'s apps.

@@ -318,4 +318,24 @@ json LocalScheduler::Queues(size_t limit) const {
           {"gpus", gpus}};
 }
 
+bool LocalScheduler::SetGpuUsable(int gpu, bool usable, const std::string& reason) {
+  if (!admission_ || gpu < 0 || gpu >= admission_->box().topology.size()) return false;
+  std::string holder = admission_->GpuHolders()[static_cast<size_t>(gpu)];
+  const core::Gpu& g = admission_->box().topology.gpus[static_cast<size_t>(gpu)];
+  std::string named = "GPU " + std::to_string(gpu) + (g.uuid.empty() ? "" : " (" + g.uuid + ")");
+  bool was = g.usable;
+  if (!admission_->SetGpuUsable(gpu, usable, reason)) return false;
+  if (was != usable) logging::warn("gpu {} {}: {}", named, usable ? "back in service" : "out of service", reason);
+  if (!usable && was && !holder.empty()) {
+    auto [scheduler, app_id] = SplitKey(holder);
+    AppRecord* app = Find(scheduler, app_id);
+    if (app != nullptr && app->runner && !app->runner->terminal() && !app->runner->cancelling()) {
+      app->runner->Cancel(options_.grace_seconds, named + " " + reason, /*as_failure=*/true);
+    }
+  }
+  SchedulePass();
+  return true;
+}
+
 }  // namespace torchxd::daemon
+

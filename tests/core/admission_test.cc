@@ -391,5 +391,56 @@ TEST(QueueSpecTest, ParsesFlagsAndRefusesNonsense) {
   EXPECT_THAT(ParseQueueSpec("a:weight").error().message, HasSubstr("not key=value"));
 }
 
+TEST_F(AdmissionTest, AGpuOutOfServiceIsNeverPlacedAndItsHolderDoesNotFreeIt) {
+  EXPECT_THAT(Submit(App("a", 1, {2, 0, 0})), ElementsAre("a"));
+  ASSERT_EQ(gpus_["a"].size(), 1u);
+  int held = gpus_["a"][0][1];  // one of a's two GPUs
+  ASSERT_TRUE(adm_.SetGpuUsable(held, false, "reported XID 79: fell off the bus"));
+  EXPECT_FALSE(adm_.box().topology.gpus[static_cast<size_t>(held)].usable);
+  EXPECT_EQ(adm_.box().topology.gpus[static_cast<size_t>(held)].unusable_reason, "reported XID 79: fell off the bus");
+  EXPECT_EQ(adm_.total().gpu, 7);
+  EXPECT_EQ(adm_.free().gpu, 6) << "a still holds both of its GPUs";
+  // A free GPU drained: one less free at once.
+  int spare = -1;
+  for (int g = 0; g < 8 && spare < 0; ++g) {
+    if (adm_.GpuHolders()[static_cast<size_t>(g)].empty()) spare = g;
+  }
+  ASSERT_TRUE(adm_.SetGpuUsable(spare, false, "drained by root"));
+  EXPECT_EQ(adm_.total().gpu, 6);
+  EXPECT_EQ(adm_.free().gpu, 5);
+  EXPECT_FALSE(adm_.SetGpuUsable(8, false, "x")) << "no such GPU";
+  // b takes the five free GPUs, never the two out of service.
+  EXPECT_THAT(Submit(App("b", 1, {5, 0, 0})), ElementsAre("b"));
+  for (int g : gpus_["b"][0]) {
+    EXPECT_NE(g, held);
+    EXPECT_NE(g, spare);
+  }
+  EXPECT_THAT(End("b"), IsEmpty());
+  EXPECT_THAT(End("a"), IsEmpty());
+  EXPECT_EQ(adm_.free().gpu, 6) << "a's drained GPU is not freed with it";
+  EXPECT_THAT(Submit(App("c", 1, {6, 0, 0})), ElementsAre("c"));
+  EXPECT_THAT(gpus_["c"][0], ::testing::Not(::testing::Contains(held)));
+  EXPECT_THAT(gpus_["c"][0], ::testing::Not(::testing::Contains(spare)));
+  EXPECT_THAT(End("c"), IsEmpty());
+  // Back in service: free again, and placed.
+  ASSERT_TRUE(adm_.SetGpuUsable(held, true, ""));
+  ASSERT_TRUE(adm_.SetGpuUsable(spare, true, ""));
+  EXPECT_EQ(adm_.total().gpu, 8);
+  EXPECT_EQ(adm_.free().gpu, 8);
+  EXPECT_TRUE(adm_.box().topology.gpus[static_cast<size_t>(held)].unusable_reason.empty());
+  EXPECT_THAT(Submit(App("d", 1, {8, 0, 0})), ElementsAre("d"));
+}
+
+TEST_F(AdmissionTest, AGpuBackInServiceWhileHeldIsFreedByItsHolder) {
+  EXPECT_THAT(Submit(App("a", 1, {8, 0, 0})), ElementsAre("a"));
+  ASSERT_TRUE(adm_.SetGpuUsable(3, false, "drained"));
+  EXPECT_EQ(adm_.total().gpu, 7);
+  EXPECT_EQ(adm_.free().gpu, 0);
+  ASSERT_TRUE(adm_.SetGpuUsable(3, true, ""));
+  EXPECT_EQ(adm_.total().gpu, 8);
+  EXPECT_THAT(End("a"), IsEmpty());
+  EXPECT_EQ(adm_.free().gpu, 8);
+}
+
 }  // namespace
 }  // namespace torchxd::core

@@ -203,6 +203,43 @@ TEST_F(GpusTest, AProcessOnAGpuIsTheReplicasWhoseTreeHoldsItOrAStrangersWithItsP
   CallOk("cancel", {{"app_handle", h}});
 }
 
+TEST_F(GpusTest, AnXidThatLosesAGpuFailsItsAppNamingItAndTheGpuIsNeverHandedOutAgain) {
+  WriteNvml({{"gpus", {Gpu(0), Gpu(1)}}});
+  Start({"--gpu-sample-period", "0.1"});
+  json role = {{"name", "w"}, {"entrypoint", "sleep"}, {"args", {"300"}}, {"resource", {{"gpu", 1}}}};
+  std::string h = Run(App("x", {role}));
+  int lost = -1;
+  ASSERT_TRUE(WaitUntil([&] {
+    json st = Status(h);
+    const json& gpus = Replica(st, "w", 0)["gpus"];
+    if (gpus.empty() || st["state"] != "RUNNING") return false;
+    lost = gpus[0]["index"].get<int>();
+    return true;
+  }));
+  WriteNvml({{"gpus", {Gpu(0), Gpu(1)}}, {"xids", {{{"gpu", lost}, {"xid", 79}}}}});
+  auto done = Call("wait", {{"app_handle", h}});
+  ASSERT_TRUE(done.has_value()) << done.error().message;
+  EXPECT_EQ((*done)["state"], "FAILED");
+  std::string named = "GPU " + std::to_string(lost) + " (GPU-0000000" + std::to_string(lost) +
+                      ") reported XID 79: fell off the bus";
+  EXPECT_THAT((*done)["msg"].get<std::string>(), HasSubstr(named)) << done->dump();
+  // Out of service: admission lists why, and the box is one GPU smaller.
+  json queue = CallOk("queue", json::object());
+  EXPECT_EQ(queue["gpus"][lost]["usable"], false);
+  EXPECT_EQ(queue["capacity"]["gpu"], 1);
+  auto two = Call("run", {{"app", App("two", {json{{"name", "w"}, {"entrypoint", "true"}, {"resource", {{"gpu", 2}}}}})},
+                          {"cwd", dir_.string()}});
+  EXPECT_FALSE(two.has_value()) << "two GPUs no longer fit this box";
+  // A one-GPU app gets the other GPU, never the lost one.
+  std::string next = Run(App("y", {role}));
+  ASSERT_TRUE(WaitUntil([&] { return !Replica(Status(next), "w", 0)["gpus"].empty(); }));
+  EXPECT_EQ(Replica(Status(next), "w", 0)["gpus"][0]["index"], 1 - lost);
+  json g = CallOk("gpus", json::object());
+  EXPECT_EQ(g["gpus"][lost]["health"], "unhealthy");
+  EXPECT_EQ(g["gpus"][lost]["usable"], false);
+  CallOk("cancel", {{"app_handle", next}});
+}
+
 TEST_F(GpusTest, WithSamplingOffTheGpusAreListedWithoutReadings) {
   WriteNvml({{"gpus", {Gpu(0, {{"util_gpu", 50}})}}});
   Start({"--gpu-sample-period", "0"});
