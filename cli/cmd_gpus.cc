@@ -1,11 +1,13 @@
-// `torchx gpus [--json] [-w]`: one line per GPU (health, use, memory,
+// `torchx gpus [--json] [-w] [--drain N | --undrain N]`: one line per GPU (health, use, memory,
 // temperature, power, who holds it), then the processes on the GPUs with the
 // app and replica each belongs to; -w redraws it every period, as
-// `watch nvidia-smi` does.
+// `watch nvidia-smi` does; --drain/--undrain take a GPU out of service or
+// back (root, the daemon's user and the admin group) before showing them.
 #include <unistd.h>
 
 #include <chrono>
 #include <ctime>
+#include <optional>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -40,13 +42,15 @@ std::string UserOf(const json& j) {
 }
 
 std::string Holder(const json& g) {
-  if (g.value("usable", true) == false) return "not handed out: " + g.value("unusable", std::string("excluded"));
+  std::string out_of_service = g.value("usable", true) ? "" : "not handed out: " + g.value("unusable", std::string("excluded"));
   if (g["held_by"].is_object()) {
     const json& h = g["held_by"];
     std::string replicas;
     for (const auto& r : h["replicas"]) replicas += (replicas.empty() ? " " : ",") + r.get<std::string>();
-    return h["app_handle"].get<std::string>() + " (" + UserOf(h) + ")" + replicas;
+    std::string held = h["app_handle"].get<std::string>() + " (" + UserOf(h) + ")" + replicas;
+    return out_of_service.empty() ? held : held + "; then " + out_of_service;
   }
+  if (!out_of_service.empty()) return out_of_service;
   if (g["reserved_for"].is_string()) return "reserved for " + g["reserved_for"].get<std::string>();
   return "free";
 }
@@ -101,11 +105,17 @@ void Print(std::ostream& out, const json& reply) {
 
 }  // namespace
 
-int CmdGpus(const GlobalArgs& global, bool as_json, bool watch, const CliContext& ctx) {
+int CmdGpus(const GlobalArgs& global, bool as_json, bool watch, std::optional<int> drain, std::optional<int> undrain,
+            const CliContext& ctx) {
+  if (drain && undrain) return ReportError(ctx, "--drain and --undrain do not go together", kExitUsage);
+  if ((drain || undrain) && watch) return ReportError(ctx, "-w does not go with --drain or --undrain", kExitUsage);
   auto client = ConnectToDaemon({global.socket, true}, ctx);
   if (!client) return ReportError(ctx, client.error().message, kExitNoDaemon);
+  json params = json::object();
+  if (drain) params["drain"] = *drain;
+  if (undrain) params["undrain"] = *undrain;
   for (;;) {
-    auto reply = client->Call("gpus", json::object());
+    auto reply = client->Call("gpus", params);
     if (!reply) return ReportCallError(ctx, reply.error());
     if (as_json) {
       *ctx.out << reply->dump(2) << "\n";

@@ -87,8 +87,11 @@ int CmdScale(const GlobalArgs& global, const std::string& handle, const std::vec
 // Text lists the first kQueueRows pending apps of each queue unless `all`; JSON lists every one.
 inline constexpr int kQueueRows = 20;
 int CmdQueue(const GlobalArgs& global, const std::string& name, bool as_json, bool all, const CliContext& ctx);
-// `torchx gpus [--json] [-w]`: each GPU's health, use, memory, power and holder, and the processes on it.
-int CmdGpus(const GlobalArgs& global, bool as_json, bool watch, const CliContext& ctx);
+// `torchx gpus [--json] [-w] [--drain N | --undrain N]`: each GPU's health, use, memory, power and
+// holder, and the processes on it; --drain/--undrain (root, the daemon's user, the admin group)
+// take GPU N out of service or back first.
+int CmdGpus(const GlobalArgs& global, bool as_json, bool watch, std::optional<int> drain, std::optional<int> undrain,
+            const CliContext& ctx);
 // `torchx ui [--json]`: the web page's address with the caller's token, and the ssh -L line.
 int CmdUi(const GlobalArgs& global, bool as_json, const CliContext& ctx);
 int CmdDaemon(const GlobalArgs& global, const std::string& action, bool cancel_all, const CliContext& ctx);

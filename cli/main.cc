@@ -95,6 +95,10 @@ int Main(int argc, char** argv) {
   auto* gpus = app.add_subcommand("gpus", "Show each GPU: health, use, memory, temperature, power, who holds it, its processes");
   gpus->add_flag("--json", as_json, "the daemon's reading as JSON (a `gpus` list, `sampling`)");
   gpus->add_flag("-w,--watch", gpus_watch, "redraw at each reading until interrupted, as `watch nvidia-smi`");
+  std::optional<int> gpus_drain, gpus_undrain;
+  gpus->add_option("--drain", gpus_drain, "take GPU N out of service: never handed out until --undrain (root, admin group)")
+      ->check(CLI::Range(0, 1023));
+  gpus->add_option("--undrain", gpus_undrain, "put GPU N back into service (root, admin group)")->check(CLI::Range(0, 1023));
 
   std::optional<double> grace;
   auto* cancel = app.add_subcommand("cancel", "Stop an app: SIGTERM, the grace period, then SIGKILL");
@@ -174,7 +178,7 @@ int Main(int argc, char** argv) {
   if (*list) return cli::CmdList(global, list_scheduler, list_cfg, as_json, ctx);
   if (*ui) return cli::CmdUi(global, as_json, ctx);
   if (*queue) return cli::CmdQueue(global, queue_name, as_json, queue_all, ctx);
-  if (*gpus) return cli::CmdGpus(global, as_json, gpus_watch, ctx);
+  if (*gpus) return cli::CmdGpus(global, as_json, gpus_watch, gpus_drain, gpus_undrain, ctx);
   if (*cancel) return cli::CmdCancel(global, handle, grace, ctx);
   if (*del) return cli::CmdDelete(global, handle, ctx);
   if (*scale) return cli::CmdScale(global, handle, scale_changes, ctx);

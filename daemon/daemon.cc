@@ -211,7 +211,7 @@ Result<void> Daemon::Prepare() {
   // GPUs a topology file declares are not NVML's: nothing to read.
   sampling.period_seconds = config_.gpu_topology.empty() ? config_.gpu_sample_period : 0;
   gpu_view_ = std::make_unique<GpuView>(&loop_, local_.get(), sampling, [this](int gpu, const std::string& why) {
-    local_->SetGpuUsable(gpu, false, why);
+    local_->SetGpuUsable(gpu, false, why, /*stop_holder=*/true);
   });
   gpu_view_->Start();
   KubernetesSchedulerOptions kopts;
@@ -247,6 +247,15 @@ Result<void> Daemon::Prepare() {
     };
   }
   info.gpus_info = [this] { return gpu_view_->Json(); };
+  if (!config_.no_admission) {
+    info.gpus_drain = [this](int gpu, bool drain, const std::string& reason) -> Result<void> {
+      if (!local_->SetGpuUsable(gpu, !drain, reason, /*stop_holder=*/false)) {
+        return Fail(Error::NotFound("GPU " + std::to_string(gpu) + " does not exist on this box (" +
+                                    std::to_string(local_->admission()->box().topology.size()) + " GPUs)"));
+      }
+      return {};
+    };
+  }
   file_worker_ = std::make_unique<FileWorker>(&loop_);
   service_ = std::make_unique<Service>(&loop_, schedulers_, logs_.get(), file_worker_.get(), info);
   ServerLimits limits;

@@ -318,7 +318,7 @@ json LocalScheduler::Queues(size_t limit) const {
           {"gpus", gpus}};
 }
 
-bool LocalScheduler::SetGpuUsable(int gpu, bool usable, const std::string& reason) {
+bool LocalScheduler::SetGpuUsable(int gpu, bool usable, const std::string& reason, bool stop_holder) {
   if (!admission_ || gpu < 0 || gpu >= admission_->box().topology.size()) return false;
   std::string holder = admission_->GpuHolders()[static_cast<size_t>(gpu)];
   const core::Gpu& g = admission_->box().topology.gpus[static_cast<size_t>(gpu)];
@@ -326,7 +326,7 @@ bool LocalScheduler::SetGpuUsable(int gpu, bool usable, const std::string& reaso
   bool was = g.usable;
   if (!admission_->SetGpuUsable(gpu, usable, reason)) return false;
   if (was != usable) logging::warn("gpu {} {}: {}", named, usable ? "back in service" : "out of service", reason);
-  if (!usable && was && !holder.empty()) {
+  if (!usable && was && stop_holder && !holder.empty()) {
     auto [scheduler, app_id] = SplitKey(holder);
     AppRecord* app = Find(scheduler, app_id);
     if (app != nullptr && app->runner && !app->runner->terminal() && !app->runner->cancelling()) {

@@ -102,10 +102,11 @@ class LocalScheduler : public Scheduler, public supervisor::AppRunnerObserver {
   // Runs an admission pass now (tests and bench; the daemon runs one after each event).
   void RunAdmissionPass();
   // GPU `gpu` goes out of service (`usable` false: lost, or drained) or comes
-  // back. Out of service, admission never hands it out again, and the app
-  // holding it is stopped and ends FAILED with `reason` naming the GPU.
+  // back. Out of service, admission never hands it out again; with
+  // `stop_holder` (a lost GPU) the app holding it is stopped and ends FAILED
+  // with `reason` naming the GPU, else (a drain, as Slurm's) it runs on.
   // False when there is no admission or no such GPU.
-  bool SetGpuUsable(int gpu, bool usable, const std::string& reason);
+  bool SetGpuUsable(int gpu, bool usable, const std::string& reason, bool stop_holder);
   const core::Admission* admission() const { return admission_.get(); }
 
  private:

@@ -53,6 +53,8 @@ class Service : public RequestHandler {
     std::function<Result<nlohmann::json>(const PeerInfo&)> ui_info;
     // `gpus`: each GPU's latest reading, holder and processes (daemon/gpu_view.h).
     std::function<nlohmann::json()> gpus_info;
+    // `gpus` with drain/undrain: takes GPU N out of service or back (NotFound for no such GPU).
+    std::function<Result<void>(int gpu, bool drain, const std::string& reason)> gpus_drain;
   };
   // May `peer` see and act on every app? (root, the daemon's own user, the admin group)
   bool MayActOnAll(const PeerInfo& peer) const;
@@ -71,6 +73,7 @@ class Service : public RequestHandler {
   void Run(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
   [[nodiscard]] Result<SubmitRequest> ValidateRun(const nlohmann::json& params, const PeerInfo& peer);
   void Queue(const nlohmann::json& params, const Reply& reply);
+  void Gpus(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
   void Status(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
   void Describe(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
   void List(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);

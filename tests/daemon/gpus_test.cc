@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <thread>
+#include <sys/wait.h>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -238,6 +240,60 @@ TEST_F(GpusTest, AnXidThatLosesAGpuFailsItsAppNamingItAndTheGpuIsNeverHandedOutA
   EXPECT_EQ(g["gpus"][lost]["health"], "unhealthy");
   EXPECT_EQ(g["gpus"][lost]["usable"], false);
   CallOk("cancel", {{"app_handle", next}});
+}
+
+TEST_F(GpusTest, ADrainedGpuIsNotHandedOutUntilUndrainedAndItsHolderRunsOn) {
+  WriteNvml({{"gpus", {Gpu(0), Gpu(1)}}});
+  Start({"--gpu-sample-period", "0"});
+  json role = {{"name", "w"}, {"entrypoint", "sleep"}, {"args", {"300"}}, {"resource", {{"gpu", 1}}}};
+  std::string a = Run(App("a", {role}));
+  int held = -1;
+  ASSERT_TRUE(WaitUntil([&] {
+    json st = Status(a);
+    const json& gpus = Replica(st, "w", 0)["gpus"];
+    if (!gpus.empty()) held = gpus[0]["index"].get<int>();
+    return held >= 0;
+  }));
+  int other = 1 - held;
+  // Drained while held, the holder runs on (as after a Slurm drain); the free
+  // one drained, nothing new starts.
+  std::string torchx = std::string(TORCHX_BIN) + " --socket " + socket_ + " gpus ";
+  auto sh = [](const std::string& cmd) {
+    FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+    std::string out;
+    char buf[4096];
+    while (size_t n = std::fread(buf, 1, sizeof(buf), p)) out.append(buf, n);
+    int status = ::pclose(p);
+    return std::make_pair(WIFEXITED(status) ? WEXITSTATUS(status) : -1, out);
+  };
+  auto drained = sh(torchx + "--drain " + std::to_string(held));
+  EXPECT_EQ(drained.first, 0) << drained.second;
+  EXPECT_THAT(drained.second, HasSubstr(a + " ("));
+  EXPECT_THAT(drained.second, HasSubstr("; then not handed out: drained by "));
+  EXPECT_EQ(sh(torchx + "--undrain " + std::to_string(held)).first, 0);
+  drained = sh(torchx + "--drain " + std::to_string(other));
+  EXPECT_EQ(drained.first, 0) << drained.second;
+  EXPECT_THAT(drained.second, HasSubstr("not handed out: drained by "));
+  EXPECT_EQ(Status(a)["state"], "RUNNING");
+  std::string b = Run(App("b", {role}));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(Status(b)["state"], "PENDING");
+  // Undrained: b starts on it.
+  auto back = sh(torchx + "--undrain " + std::to_string(other));
+  EXPECT_EQ(back.first, 0) << back.second;
+  ASSERT_TRUE(WaitUntil([&] { return Status(b)["state"] == "RUNNING"; }));
+  EXPECT_EQ(Replica(Status(b), "w", 0)["gpus"][0]["index"], other);
+  // Bad input: exit 2 naming it; no such GPU: exit 1 saying so.
+  EXPECT_EQ(sh(torchx + "--drain 5000").first, 2);
+  EXPECT_EQ(sh(torchx + "--drain 0 --undrain 1").first, 2);
+  auto missing = sh(torchx + "--drain 7");
+  EXPECT_EQ(missing.first, 1);
+  EXPECT_THAT(missing.second, HasSubstr("GPU 7 does not exist on this box (2 GPUs)"));
+  auto bad = Call("gpus", {{"drain", -1}});
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_THAT(bad.error().message, HasSubstr("params.drain"));
+  CallOk("cancel", {{"app_handle", a}});
+  CallOk("cancel", {{"app_handle", b}});
 }
 
 TEST_F(GpusTest, WithSamplingOffTheGpusAreListedWithoutReadings) {
