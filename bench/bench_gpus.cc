@@ -4,7 +4,6 @@
 // second, one with --gpu-sample-period 0; each one's CPU ticks (all its
 // threads) over the same 20 s, side by side.
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -23,14 +22,7 @@ std::vector<Row> BenchGpus(const std::string& bin, const fs::path& dir) {
   fs::create_directories(dir);
   // 32 processes that exist, so the daemon reads each one's owner and ancestors.
   std::vector<pid_t> sleepers;
-  for (int i = 0; i < 32; ++i) {
-    pid_t pid = ::fork();
-    if (pid == 0) {
-      ::execl("/bin/sleep", "sleep", "600", static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
-    sleepers.push_back(pid);
-  }
+  for (int i = 0; i < 32; ++i) sleepers.push_back(Spawn({"/bin/sleep", "600"}));
   json gpus = json::array();
   for (int g = 0; g < 8; ++g) {
     json procs = json::array();
@@ -53,7 +45,7 @@ std::vector<Row> BenchGpus(const std::string& bin, const fs::path& dir) {
   std::this_thread::sleep_for(std::chrono::seconds(kSeconds));
   long on_ticks = CpuTicks(on.pid()) - on0, off_ticks = CpuTicks(off.pid()) - off0;
   for (pid_t pid : sleepers) ::kill(pid, SIGKILL);
-  for (pid_t pid : sleepers) ::waitpid(pid, nullptr, 0);
+  for (pid_t pid : sleepers) WaitExit(pid);
   double hz = static_cast<double>(::sysconf(_SC_CLK_TCK));
   auto percent = [&](long ticks) { return 100.0 * static_cast<double>(ticks) / (kSeconds * hz); };  // of one core
   double with = percent(on_ticks), without = percent(off_ticks);

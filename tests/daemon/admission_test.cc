@@ -8,6 +8,7 @@
 #include <fstream>
 #include <thread>
 
+#include "tests/cli/shell.h"
 #include "tests/daemon/daemon_fixture.h"
 
 namespace torchxd::testing {
@@ -163,12 +164,10 @@ TEST_F(AdmissionE2eTest, QueuesWeightsAndTheQueueCommand) {
   ASSERT_FALSE(missing.has_value());
   EXPECT_THAT(missing.error().message, HasSubstr("queue `nope` does not exist on this box (queues: default, big, small)"));
   // The command line prints the same.
-  std::string cmd = "TORCHXD_SOCKET=" + socket_ + " TORCHX_NO_AUTOSTART=1 " + TORCHX_BIN + " queue 2>&1";
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  std::string text;
-  char buf[4096];
-  for (size_t n; (n = fread(buf, 1, sizeof(buf), pipe)) > 0;) text.append(buf, n);
-  EXPECT_EQ(::pclose(pipe), 0) << text;
+  Output queue = RunShell("TORCHXD_SOCKET=" + socket_ + " TORCHX_NO_AUTOSTART=1 " + TORCHX_BIN + " queue",
+                          (dir_ / "queue.err").string());
+  EXPECT_EQ(queue.exit_code, 0) << queue.err;
+  const std::string& text = queue.out;
   EXPECT_THAT(text, HasSubstr("big      3       8"));
   EXPECT_THAT(text, HasSubstr(b1));
   EXPECT_THAT(text, HasSubstr("GPUs: 8 (8 in use, "));

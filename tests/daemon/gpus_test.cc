@@ -8,11 +8,11 @@
 #include <cstdlib>
 #include <fstream>
 #include <thread>
-#include <sys/wait.h>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "tests/cli/shell.h"
 #include "tests/daemon/daemon_fixture.h"
 #include "tests/daemon/http_get.h"
 
@@ -57,6 +57,22 @@ class GpusTest : public DaemonFixture {
   void Start(std::vector<std::string> extra = {}) {
     extra.insert(extra.begin(), {"--nvml-library", FAKE_NVML});
     StartDaemon(extra);
+  }
+  // `torchx ARGS` against this daemon.
+  Output Torchx(const std::string& args) {
+    return RunShell(std::string(TORCHX_BIN) + " --socket " + socket_ + " " + args, (dir_ / "torchx.err").string());
+  }
+  // The GPU replica w/0 of `handle` holds once it runs (-1 when it does not within the wait).
+  int GpuOf(const std::string& handle) {
+    int index = -1;
+    WaitUntil([&] {
+      json st = Status(handle);
+      const json& gpus = Replica(st, "w", 0)["gpus"];
+      if (gpus.empty() || st["state"] != "RUNNING") return false;
+      index = gpus[0]["index"].get<int>();
+      return true;
+    });
+    return index;
   }
   // The `gpus` reply once `ready` holds for it (the last reply otherwise).
   json GpusWhen(const std::function<bool(const json&)>& ready) {
@@ -171,26 +187,17 @@ TEST_F(GpusTest, AProcessOnAGpuIsTheReplicasWhoseTreeHoldsItOrAStrangersWithItsP
   EXPECT_EQ(stranger["command"], "daemon_test");
 
   // The CLI's table says the same.
-  std::string cmd = std::string(TORCHX_BIN) + " --socket " + socket_ + " gpus 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::string out;
-  char buf[4096];
-  while (size_t n = std::fread(buf, 1, sizeof(buf), p)) out.append(buf, n);
-  EXPECT_EQ(::pclose(p), 0) << out;
+  Output table = Torchx("gpus");
+  EXPECT_EQ(table.exit_code, 0) << table.err;
+  const std::string& out = table.out;
   EXPECT_THAT(out, HasSubstr(h + " ("));
   EXPECT_THAT(out, HasSubstr("w/0"));
   EXPECT_THAT(out, HasSubstr("0/81920 MiB"));  // the fake's memory_used_mb
   EXPECT_THAT(out, HasSubstr("free"));
   EXPECT_THAT(out, HasSubstr(std::to_string(child)));
   EXPECT_THAT(out, HasSubstr("not torchxd's (daemon_test)"));
-  std::string status_cmd = std::string(TORCHX_BIN) + " --socket " + socket_ + " status " + h + " 2>&1";
-  p = ::popen(status_cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  out.clear();
-  while (size_t n = std::fread(buf, 1, sizeof(buf), p)) out.append(buf, n);
-  ::pclose(p);
-  EXPECT_THAT(out, HasSubstr("attempt=1 gpus=" + std::to_string(mine_at))) << out;
+  Output status = Torchx("status " + h);
+  EXPECT_THAT(status.out, HasSubstr("attempt=1 gpus=" + std::to_string(mine_at))) << status.out << status.err;
 
   // /metrics: DCGM exporter's names, labelled with the GPU and its holder.
   HttpTarget ui{(fs::path(socket_).parent_path() / "ui.sock").string()};
@@ -210,14 +217,8 @@ TEST_F(GpusTest, AnXidThatLosesAGpuFailsItsAppNamingItAndTheGpuIsNeverHandedOutA
   Start({"--gpu-sample-period", "0.1"});
   json role = {{"name", "w"}, {"entrypoint", "sleep"}, {"args", {"300"}}, {"resource", {{"gpu", 1}}}};
   std::string h = Run(App("x", {role}));
-  int lost = -1;
-  ASSERT_TRUE(WaitUntil([&] {
-    json st = Status(h);
-    const json& gpus = Replica(st, "w", 0)["gpus"];
-    if (gpus.empty() || st["state"] != "RUNNING") return false;
-    lost = gpus[0]["index"].get<int>();
-    return true;
-  }));
+  int lost = GpuOf(h);
+  ASSERT_GE(lost, 0);
   WriteNvml({{"gpus", {Gpu(0), Gpu(1)}}, {"xids", {{{"gpu", lost}, {"xid", 79}}}}});
   auto done = Call("wait", {{"app_handle", h}});
   ASSERT_TRUE(done.has_value()) << done.error().message;
@@ -234,8 +235,7 @@ TEST_F(GpusTest, AnXidThatLosesAGpuFailsItsAppNamingItAndTheGpuIsNeverHandedOutA
   EXPECT_FALSE(two.has_value()) << "two GPUs no longer fit this box";
   // A one-GPU app gets the other GPU, never the lost one.
   std::string next = Run(App("y", {role}));
-  ASSERT_TRUE(WaitUntil([&] { return !Replica(Status(next), "w", 0)["gpus"].empty(); }));
-  EXPECT_EQ(Replica(Status(next), "w", 0)["gpus"][0]["index"], 1 - lost);
+  EXPECT_EQ(GpuOf(next), 1 - lost);
   json g = CallOk("gpus", json::object());
   EXPECT_EQ(g["gpus"][lost]["health"], "unhealthy");
   EXPECT_EQ(g["gpus"][lost]["usable"], false);
@@ -247,48 +247,33 @@ TEST_F(GpusTest, ADrainedGpuIsNotHandedOutUntilUndrainedAndItsHolderRunsOn) {
   Start({"--gpu-sample-period", "0"});
   json role = {{"name", "w"}, {"entrypoint", "sleep"}, {"args", {"300"}}, {"resource", {{"gpu", 1}}}};
   std::string a = Run(App("a", {role}));
-  int held = -1;
-  ASSERT_TRUE(WaitUntil([&] {
-    json st = Status(a);
-    const json& gpus = Replica(st, "w", 0)["gpus"];
-    if (!gpus.empty()) held = gpus[0]["index"].get<int>();
-    return held >= 0;
-  }));
+  int held = GpuOf(a);
+  ASSERT_GE(held, 0);
   int other = 1 - held;
   // Drained while held, the holder runs on (as after a Slurm drain); the free
   // one drained, nothing new starts.
-  std::string torchx = std::string(TORCHX_BIN) + " --socket " + socket_ + " gpus ";
-  auto sh = [](const std::string& cmd) {
-    FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-    std::string out;
-    char buf[4096];
-    while (size_t n = std::fread(buf, 1, sizeof(buf), p)) out.append(buf, n);
-    int status = ::pclose(p);
-    return std::make_pair(WIFEXITED(status) ? WEXITSTATUS(status) : -1, out);
-  };
-  auto drained = sh(torchx + "--drain " + std::to_string(held));
-  EXPECT_EQ(drained.first, 0) << drained.second;
-  EXPECT_THAT(drained.second, HasSubstr(a + " ("));
-  EXPECT_THAT(drained.second, HasSubstr("; then not handed out: drained by "));
-  EXPECT_EQ(sh(torchx + "--undrain " + std::to_string(held)).first, 0);
-  drained = sh(torchx + "--drain " + std::to_string(other));
-  EXPECT_EQ(drained.first, 0) << drained.second;
-  EXPECT_THAT(drained.second, HasSubstr("not handed out: drained by "));
+  Output drained = Torchx("gpus --drain " + std::to_string(held));
+  EXPECT_EQ(drained.exit_code, 0) << drained.err;
+  EXPECT_THAT(drained.out, HasSubstr(a + " ("));
+  EXPECT_THAT(drained.out, HasSubstr("; then not handed out: drained by "));
+  EXPECT_EQ(Torchx("gpus --undrain " + std::to_string(held)).exit_code, 0);
+  drained = Torchx("gpus --drain " + std::to_string(other));
+  EXPECT_EQ(drained.exit_code, 0) << drained.err;
+  EXPECT_THAT(drained.out, HasSubstr("not handed out: drained by "));
   EXPECT_EQ(Status(a)["state"], "RUNNING");
   std::string b = Run(App("b", {role}));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   EXPECT_EQ(Status(b)["state"], "PENDING");
   // Undrained: b starts on it.
-  auto back = sh(torchx + "--undrain " + std::to_string(other));
-  EXPECT_EQ(back.first, 0) << back.second;
-  ASSERT_TRUE(WaitUntil([&] { return Status(b)["state"] == "RUNNING"; }));
-  EXPECT_EQ(Replica(Status(b), "w", 0)["gpus"][0]["index"], other);
+  Output back = Torchx("gpus --undrain " + std::to_string(other));
+  EXPECT_EQ(back.exit_code, 0) << back.err;
+  EXPECT_EQ(GpuOf(b), other);
   // Bad input: exit 2 naming it; no such GPU: exit 1 saying so.
-  EXPECT_EQ(sh(torchx + "--drain 5000").first, 2);
-  EXPECT_EQ(sh(torchx + "--drain 0 --undrain 1").first, 2);
-  auto missing = sh(torchx + "--drain 7");
-  EXPECT_EQ(missing.first, 1);
-  EXPECT_THAT(missing.second, HasSubstr("GPU 7 does not exist on this box (2 GPUs)"));
+  EXPECT_EQ(Torchx("gpus --drain 5000").exit_code, 2);
+  EXPECT_EQ(Torchx("gpus --drain 0 --undrain 1").exit_code, 2);
+  Output missing = Torchx("gpus --drain 7");
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_THAT(missing.err, HasSubstr("GPU 7 does not exist on this box (2 GPUs)"));
   auto bad = Call("gpus", {{"drain", -1}});
   ASSERT_FALSE(bad.has_value());
   EXPECT_THAT(bad.error().message, HasSubstr("params.drain"));
