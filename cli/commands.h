@@ -92,6 +92,9 @@ int CmdQueue(const GlobalArgs& global, const std::string& name, bool as_json, bo
 // take GPU N out of service or back first.
 int CmdGpus(const GlobalArgs& global, bool as_json, bool watch, std::optional<int> drain, std::optional<int> undrain,
             const CliContext& ctx);
+// `torchx usage [--since 7d] [--user U] [--json]`: GPU-hours held and used per user and per app.
+int CmdUsage(const GlobalArgs& global, const std::string& since, const std::string& user, bool as_json,
+             const CliContext& ctx);
 // `torchx ui [--json]`: the web page's address with the caller's token, and the ssh -L line.
 int CmdUi(const GlobalArgs& global, bool as_json, const CliContext& ctx);
 int CmdDaemon(const GlobalArgs& global, const std::string& action, bool cancel_all, const CliContext& ctx);

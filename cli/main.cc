@@ -100,6 +100,13 @@ int Main(int argc, char** argv) {
       ->check(CLI::Range(0, 1023));
   gpus->add_option("--undrain", gpus_undrain, "put GPU N back into service (root, admin group)")->check(CLI::Range(0, 1023));
 
+  std::string usage_since = "7d", usage_user;
+  auto* usage = app.add_subcommand("usage", "GPU-hours held and used per user and per app, as Slurm's sreport");
+  usage->add_option("--since", usage_since, "the span: a duration before now (12h, 7d) or a date (2026-11-01[T08:30])")
+      ->capture_default_str();
+  usage->add_option("--user", usage_user, "only this user's apps (a name or a uid)");
+  usage->add_flag("--json", as_json, "the totals per user and the apps as JSON, in GPU-seconds");
+
   std::optional<double> grace;
   auto* cancel = app.add_subcommand("cancel", "Stop an app: SIGTERM, the grace period, then SIGKILL");
   cancel->add_option("app_handle", handle, "scheduler://session/app_id")->required();
@@ -179,6 +186,7 @@ int Main(int argc, char** argv) {
   if (*ui) return cli::CmdUi(global, as_json, ctx);
   if (*queue) return cli::CmdQueue(global, queue_name, as_json, queue_all, ctx);
   if (*gpus) return cli::CmdGpus(global, as_json, gpus_watch, gpus_drain, gpus_undrain, ctx);
+  if (*usage) return cli::CmdUsage(global, usage_since, usage_user, as_json, ctx);
   if (*cancel) return cli::CmdCancel(global, handle, grace, ctx);
   if (*del) return cli::CmdDelete(global, handle, ctx);
   if (*scale) return cli::CmdScale(global, handle, scale_changes, ctx);

@@ -179,6 +179,7 @@ json ChangingJson(const AppRecord& r, bool with_replicas) {
            {"ports", r.ports},
            {"started_ms", Opt(r.started_ms)},
            {"admission", r.admission.ToJson()},
+           {"gpu_usage", r.gpu_usage.ToJson()},
            {"scheduler_data", r.scheduler_data}};
   if (with_replicas) {
     json reps = json::array();
@@ -267,6 +268,7 @@ Result<AppRecord> AppRecord::FromJson(const json& j) {
     for (const auto& rj : j.value("replicas", json::array())) r.replicas.push_back(ReplicaInfoFromJson(rj));
     r.scheduler_data = j.value("scheduler_data", json());
     r.admission = AdmissionInfo::FromJson(j.value("admission", json()));
+    r.gpu_usage = GpuUsage::FromJson(j.value("gpu_usage", json()));
     return r;
   } catch (const json::exception& e) {
     return Fail(Error::Internal(std::string("stored app record: ") + e.what()));

@@ -18,6 +18,7 @@
 #include "core/app_def.h"
 #include "core/app_status.h"
 #include "core/result.h"
+#include "daemon/gpu_usage.h"
 #include "supervisor/app_runner.h"
 
 namespace torchxd::daemon {
@@ -71,6 +72,7 @@ struct AppRecord {
   nlohmann::json requests = nlohmann::json::array();  // processes: what each replica runs, for re-adoption
   std::vector<supervisor::ReplicaInfo> replicas;
   AdmissionInfo admission;
+  GpuUsage gpu_usage;  // the GPUs it held, when, and how much it used them
   nlohmann::json scheduler_data;  // what a remote scheduler needs after a restart (e.g. the Job's name)
 
   // Live parts (not persisted).
@@ -102,6 +104,11 @@ inline std::string ReplicaKey(const std::string& role, int replica_id) {
 
 // The key the LogStore and its followers know an app by: "scheduler/app_id".
 inline std::string AppKey(const AppRecord& app) { return app.scheduler + "/" + app.app_id; }
+// "local_cwd/train-abc" -> {"local_cwd", "train-abc"}
+inline std::pair<std::string, std::string> SplitKey(const std::string& key) {
+  size_t slash = key.find('/');
+  return {key.substr(0, slash), slash == std::string::npos ? "" : key.substr(slash + 1)};
+}
 
 // The queue an app waits or runs in: local admission's, else the `queue` run option
 // (a kubernetes app's Volcano queue); none when it has neither.

@@ -213,6 +213,11 @@ Result<void> Daemon::Prepare() {
   gpu_view_ = std::make_unique<GpuView>(&loop_, local_.get(), sampling, [this](int gpu, const std::string& why) {
     local_->SetGpuUsable(gpu, false, why, /*stop_holder=*/true);
   });
+  file_worker_ = std::make_unique<FileWorker>(&loop_);
+  gpu_view_->KeepHistory(config_.state_dir + "/gpu-history", file_worker_.get());
+  gpu_view_->SetOnAccount([this](int64_t now_ms, double dt_s, const std::vector<std::optional<unsigned>>& util) {
+    local_->AccountGpus(now_ms, dt_s, util);
+  });
   gpu_view_->Start();
   KubernetesSchedulerOptions kopts;
   kopts.log_dir = config_.log_dir;
@@ -247,6 +252,9 @@ Result<void> Daemon::Prepare() {
     };
   }
   info.gpus_info = [this] { return gpu_view_->Json(); };
+  info.gpu_history = [this](std::optional<int> gpu, int64_t from_ms, int64_t to_ms, int points) {
+    return gpu_view_->History(gpu, from_ms, to_ms, points);
+  };
   if (!config_.no_admission) {
     info.gpus_drain = [this](int gpu, bool drain, const std::string& reason) -> Result<void> {
       if (!local_->SetGpuUsable(gpu, !drain, reason, /*stop_holder=*/false)) {
@@ -256,7 +264,6 @@ Result<void> Daemon::Prepare() {
       return {};
     };
   }
-  file_worker_ = std::make_unique<FileWorker>(&loop_);
   service_ = std::make_unique<Service>(&loop_, schedulers_, logs_.get(), file_worker_.get(), info);
   ServerLimits limits;
   limits.idle_timeout_seconds = config_.idle_timeout;

@@ -1,8 +1,18 @@
 #include "daemon/gpu_view.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+
 #include "core/admission.h"
 #include "core/log.h"
+#include "core/unique_fd.h"
 #include "daemon/app_record.h"
+#include "daemon/file_worker.h"
 #include "daemon/local_scheduler.h"
 #include "webui/metrics.h"
 
@@ -22,6 +32,51 @@ json Watts(const std::optional<unsigned>& mw) {
   return mw ? json(static_cast<double>(*mw) / 1000.0) : json(nullptr);
 }
 
+// Readings older than this (plus a period) are not used for accounting.
+constexpr int64_t kFreshMs = 1000;
+constexpr int64_t kSaveEveryMs = 60'000;
+
+// Writes `bytes` to `path` whole or not at all (a temporary file renamed over it).
+Result<void> WriteWhole(const std::string& path, const std::string& tmp, const std::string& bytes) {
+  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!fd.valid()) return Fail(Error::Io("open " + tmp + ": " + std::strerror(errno)));
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::write(fd.get(), bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Fail(Error::Io("write " + tmp + ": " + std::strerror(errno)));
+    done += static_cast<size_t>(n);
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) return Fail(Error::Io("rename " + tmp + ": " + std::strerror(errno)));
+  return {};
+}
+
+// The file's bytes, refused unread when it is larger than a history can be.
+Result<std::string> ReadBounded(const std::string& path, size_t max) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd.valid()) return Fail(errno == ENOENT ? Error::NotFound(path) : Error::Io("open " + path + ": " + std::strerror(errno)));
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return Fail(Error::Io(path + ": not a regular file"));
+  if (static_cast<uint64_t>(st.st_size) > max) {
+    return Fail(Error::InvalidArgument(path + ": " + std::to_string(st.st_size) + " bytes, more than a history can be"));
+  }
+  std::string out(static_cast<size_t>(st.st_size), '\0');
+  size_t done = 0;
+  while (done < out.size()) {
+    ssize_t n = ::read(fd.get(), out.data() + done, out.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return Fail(Error::Io("read " + path + ": " + (n < 0 ? std::strerror(errno) : "shorter than it was")));
+    done += static_cast<size_t>(n);
+  }
+  return out;
+}
+
+json Tenths(const std::vector<std::optional<double>>& values) {
+  json out = json::array();
+  for (const auto& v : values) out.push_back(v ? json(std::round(*v * 10) / 10) : json(nullptr));
+  return out;
+}
+
 }  // namespace
 
 std::map<int, ReplicaRef> RunningReplicaPids(const LocalScheduler& local) {
@@ -39,13 +94,83 @@ std::map<int, ReplicaRef> RunningReplicaPids(const LocalScheduler& local) {
 GpuView::GpuView(uv_loop_t* loop, const LocalScheduler* local, gpus::GpuSamplerOptions options, OnLost on_lost)
     : loop_(loop), local_(local), options_(std::move(options)), on_lost_(std::move(on_lost)) {}
 
-GpuView::~GpuView() = default;
+GpuView::~GpuView() {
+  if (worker_ != nullptr && save_ticket_) worker_->Cancel(*save_ticket_);
+  SaveHistory(/*now=*/true);
+}
+
+void GpuView::KeepHistory(std::string path, FileWorker* worker) {
+  history_path_ = std::move(path);
+  worker_ = worker;
+}
 
 void GpuView::Start() {
-  if (options_.period_seconds <= 0) return;
-  sampler_ = std::make_unique<gpus::GpuSampler>(loop_, options_,
-                                                [this](gpus::GpuSnapshot s) { OnSnapshot(std::move(s)); });
-  sampler_->Start();
+  if (!history_path_.empty()) {
+    auto bytes = ReadBounded(history_path_, gpus::GpuHistory::MaxSerializedBytes());
+    Result<void> restored = {};
+    if (bytes) {
+      restored = history_.Restore(*bytes);
+    } else {
+      restored = Fail(bytes.error());
+    }
+    if (!restored && restored.error().code != ErrorCode::kNotFound) {
+      // Kept aside for whoever wants to look; a new history starts.
+      logging::warn("GPU history not restored, kept as {}.bad: {}", history_path_, restored.error().message);
+      (void)::rename(history_path_.c_str(), (history_path_ + ".bad").c_str());
+    }
+  }
+  bool gpus = local_->admission() && local_->admission()->box().topology.size() > 0;
+  if (options_.period_seconds > 0) {
+    sampler_ = std::make_unique<gpus::GpuSampler>(loop_, options_,
+                                                  [this](gpus::GpuSnapshot s) { OnSnapshot(std::move(s)); });
+    sampler_->Start();
+  }
+  if (!gpus && !sampler_) return;
+  last_tick_ms_ = core::UnixNowMs();
+  saved_ms_ = last_tick_ms_;
+  tick_ = NewUvHandle<uv_timer_t>(this);
+  uv_timer_init(loop_, tick_.get());
+  uv_unref(reinterpret_cast<uv_handle_t*>(tick_.get()));
+  uv_timer_start(tick_.get(), [](uv_timer_t* t) {
+    if (t->data != nullptr) static_cast<GpuView*>(t->data)->OnTick();
+  }, 1000, 1000);
+}
+
+void GpuView::OnTick() {
+  int64_t now = core::UnixNowMs();
+  double dt = std::clamp(static_cast<double>(now - last_tick_ms_) / 1000.0, 0.0, 5.0);
+  last_tick_ms_ = now;
+  std::vector<std::optional<unsigned>> util;
+  auto period_ms = static_cast<int64_t>(options_.period_seconds * 1000);
+  if (last_ && last_->error.empty() && now - last_->at_ms <= period_ms + kFreshMs) {
+    for (const gpus::GpuReading& g : last_->gpus) {
+      if (g.index >= 0 && static_cast<size_t>(g.index) >= util.size()) util.resize(static_cast<size_t>(g.index) + 1);
+      if (g.index >= 0 && g.error.empty()) util[static_cast<size_t>(g.index)] = g.util_gpu;
+    }
+  }
+  if (on_account_) on_account_(now, dt, util);
+  if (now - saved_ms_ >= kSaveEveryMs) SaveHistory(/*now=*/false);
+}
+
+void GpuView::SaveHistory(bool now) {
+  if (history_path_.empty() || history_.gpu_count() == 0) return;
+  saved_ms_ = core::UnixNowMs();
+  std::string bytes = history_.Serialize();
+  if (now || worker_ == nullptr) {
+    if (auto ok = WriteWhole(history_path_, history_path_ + ".tmp", bytes); !ok) {
+      logging::warn("GPU history not stored: {}", ok.error().message);
+    }
+    return;
+  }
+  if (save_ticket_) return;  // the last one is still being written
+  std::string path = history_path_;
+  save_ticket_ = worker_->Post(::geteuid(), ::geteuid(), ::getegid(), [path, bytes = std::move(bytes), this]() {
+    auto ok = WriteWhole(path, path + ".tmp.worker", bytes);
+    return std::function<void()>([this, ok] {
+      save_ticket_.reset();
+      if (!ok) logging::warn("GPU history not stored: {}", ok.error().message);
+    });
+  });
 }
 
 void GpuView::OnSnapshot(gpus::GpuSnapshot snapshot) {
@@ -55,6 +180,7 @@ void GpuView::OnSnapshot(gpus::GpuSnapshot snapshot) {
     if (x.index < 0 || !gpus::XidLosesGpu(x.xid)) continue;
     xid_health_[x.index] = "reported XID " + std::to_string(x.xid) + (meaning.empty() ? "" : ": " + meaning);
   }
+  history_.Add(snapshot.at_ms, snapshot.gpus);
   last_ = std::move(snapshot);
   // Told after last_ is set: the owner's reaction may read this view.
   std::vector<std::pair<int, std::string>> lost;
@@ -160,9 +286,30 @@ json GpuView::Json() const {
   return {{"sampling", sampling}, {"gpus", gpus}};
 }
 
-std::string GpuView::Metrics() const {
-  if (!last_ || last_->gpus.empty()) return "";
+json GpuView::History(std::optional<int> gpu, int64_t from_ms, int64_t to_ms, int points) const {
+  const core::Admission* admission = local_->admission();
+  size_t count = admission ? admission->box().topology.gpus.size() : 0;
+  if (last_ && last_->gpus.size() > count) count = last_->gpus.size();
+  int64_t now = core::UnixNowMs();
+  json out = {{"from_ms", from_ms}, {"to_ms", std::min(to_ms, now)}, {"gpus", json::array()}};
+  int step = 0;
+  for (size_t i = 0; i < count; ++i) {
+    if (gpu && *gpu != static_cast<int>(i)) continue;
+    std::string uuid;
+    if (admission && i < admission->box().topology.gpus.size()) uuid = admission->box().topology.gpus[i].uuid;
+    if (uuid.empty() && last_ && i < last_->gpus.size()) uuid = last_->gpus[i].uuid;
+    gpus::HistorySeries series = history_.Query(uuid, from_ms, to_ms, now, points);
+    step = series.step_s;
+    out["gpus"].push_back({{"index", i}, {"uuid", uuid}, {"at_ms", series.at_ms}, {"util_gpu", Tenths(series.util_gpu)},
+                           {"util_mem", Tenths(series.util_mem)}, {"memory_used_mb", Tenths(series.mem_used_mb)}});
+  }
+  out["step_s"] = step;
+  return out;
+}
+
+void GpuView::ReadingGauges(std::vector<webui::PromFamily>& out) const {
   json view = Json();
+  std::map<uint32_t, std::string> names;
   struct Gauge {
     const char* name;
     const char* help;
@@ -178,7 +325,6 @@ std::string GpuView::Metrics() const {
       {"DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "Corrected (single-bit) ECC errors since the driver loaded.", "ecc_corrected"},
       {"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "Uncorrected (double-bit) ECC errors since the driver loaded.", "ecc_uncorrected"},
   };
-  std::vector<webui::PromFamily> out;
   for (const Gauge& gauge : kGauges) {
     webui::PromFamily f{gauge.name, gauge.help, "gauge", {}};
     for (const auto& g : view["gpus"]) {
@@ -200,6 +346,31 @@ std::string GpuView::Metrics() const {
                               g["health"] == "ok" ? 1.0 : 0.0});
   }
   out.push_back(std::move(health));
+}
+
+std::string GpuView::Metrics() const {
+  std::map<uint32_t, std::string> names;
+  std::vector<webui::PromFamily> out;
+  if (last_ && !last_->gpus.empty()) ReadingGauges(out);
+  // GPU-seconds per user over the apps the daemon keeps (they restart at 0
+  // with the daemon, and drop when an app is deleted or evicted).
+  std::map<uint32_t, std::pair<double, double>> per_user;
+  int64_t now = core::UnixNowMs();
+  for (const AppRecord* app : local_->List()) {
+    double held = app->gpu_usage.HeldSeconds(0, now);
+    if (held <= 0) continue;
+    per_user[app->owner_uid].first += held;
+    per_user[app->owner_uid].second += app->gpu_usage.used_s;
+  }
+  webui::PromFamily held{"torchxd_gpu_seconds_held_total", "GPU-seconds admission gave the user's apps.", "counter", {}};
+  webui::PromFamily used{"torchxd_gpu_seconds_used_total", "Those GPU-seconds weighted by the GPUs' utilization.",
+                         "counter", {}};
+  for (const auto& [uid, seconds] : per_user) {
+    std::string user = UserNameOf(uid, names);
+    held.samples.push_back({"", {{"user", user}}, seconds.first});
+    used.samples.push_back({"", {{"user", user}}, seconds.second});
+  }
+  if (!per_user.empty()) out.push_back(std::move(held)), out.push_back(std::move(used));
   return webui::FormatPrometheus(out);
 }
 

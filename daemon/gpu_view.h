@@ -27,10 +27,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/uv_handle.h"
+#include "gpus/gpu_history.h"
 #include "gpus/gpu_sampler.h"
+#include "webui/metrics.h"
 
 namespace torchxd::daemon {
 
+class FileWorker;
 class LocalScheduler;
 
 // A replica's main process, for attributing the processes NVML lists.
@@ -46,8 +50,17 @@ class GpuView {
   // saying it is lost), with the reason ("reported XID 79: fell off the bus").
   using OnLost = std::function<void(int gpu, const std::string& reason)>;
   // `period_seconds` 0: no sampling.
+  // Told about once a second while the box has GPUs (daemon/gpu_usage.h):
+  // the wall time, the seconds since the last call (at most 5: a stalled
+  // loop or a suspended machine is not use) and each GPU's utilization when
+  // a reading of it is fresh.
+  using OnAccount = std::function<void(int64_t now_ms, double dt_s, const std::vector<std::optional<unsigned>>& util)>;
   GpuView(uv_loop_t* loop, const LocalScheduler* local, gpus::GpuSamplerOptions options, OnLost on_lost = {});
-  ~GpuView();
+  ~GpuView();  // stores the history one last time
+  // Before Start: the history is read from `path` and written back to it
+  // every minute (through `worker`) and when the view is destroyed.
+  void KeepHistory(std::string path, FileWorker* worker);
+  void SetOnAccount(OnAccount on_account) { on_account_ = std::move(on_account); }
   void Start();
 
   // The `gpus` reply (docs/protocol.md).
@@ -55,10 +68,16 @@ class GpuView {
   // Per-GPU gauges for /metrics under DCGM exporter's names (docs/metrics.md),
   // labelled gpu, uuid, app and user (the holder's; "" when free).
   std::string Metrics() const;
+  // The `gpu_history` reply: each GPU's (or one's) points in [from_ms, to_ms].
+  nlohmann::json History(std::optional<int> gpu, int64_t from_ms, int64_t to_ms, int points) const;
   const std::optional<gpus::GpuSnapshot>& last() const { return last_; }
 
  private:
   void OnSnapshot(gpus::GpuSnapshot snapshot);
+  void OnTick();
+  // The readings' gauges for Metrics (DCGM's names) and each GPU's health.
+  void ReadingGauges(std::vector<webui::PromFamily>& out) const;
+  void SaveHistory(bool now);
 
   uv_loop_t* loop_;
   const LocalScheduler* local_;
@@ -68,6 +87,14 @@ class GpuView {
   std::map<int, std::string> xid_health_;  // GPU index -> why an XID made it unhealthy
   OnLost on_lost_;
   std::set<int> lost_told_;  // GPUs on_lost_ was told of
+  gpus::GpuHistory history_;
+  std::string history_path_;  // "" = not kept
+  FileWorker* worker_ = nullptr;
+  std::optional<uint64_t> save_ticket_;  // a write queued on the worker
+  OnAccount on_account_;
+  UvHandle<uv_timer_t> tick_;
+  int64_t last_tick_ms_ = 0;
+  int64_t saved_ms_ = 0;
 };
 
 // The main process of every running replica of `local`'s apps.

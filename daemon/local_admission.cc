@@ -20,12 +20,6 @@ namespace {
 
 using nlohmann::json;
 
-// "local_cwd/train-abc" -> {"local_cwd", "train-abc"}
-std::pair<std::string, std::string> SplitKey(const std::string& key) {
-  size_t slash = key.find('/');
-  return {key.substr(0, slash), slash == std::string::npos ? "" : key.substr(slash + 1)};
-}
-
 bool Admitted(const AppRecord& app) { return !app.admission.gpus.empty(); }
 
 }  // namespace
@@ -88,10 +82,13 @@ void LocalScheduler::SchedulePass() {
 
 void LocalScheduler::RunAdmissionPass() {
   if (!admission_ || stopping_) return;
-  for (core::Admitted& a : admission_->Pass(core::UnixNowMs())) {
+  int64_t now = core::UnixNowMs();
+  std::vector<core::Admitted> admitted = admission_->Pass(now);
+  for (core::Admitted& a : admitted) {
     auto [scheduler, app_id] = SplitKey(a.key);
     if (AppRecord* app = Find(scheduler, app_id)) StartAdmitted(*app, a.replicas);
   }
+  if (!admitted.empty()) AccountGpus(now, 0, {});  // their GPU intervals begin now
   if (admission_->head() != persisted_head_) {
     for (const std::string& key : {persisted_head_, admission_->head()}) {
       auto [scheduler, app_id] = SplitKey(key);
@@ -186,6 +183,7 @@ std::vector<bool> LocalScheduler::HeldReplicas(const AppRecord& app) const {
 void LocalScheduler::LeaveAdmission(const AppRecord& app) {
   if (!admission_ || !app.admission.queued) return;
   admission_->Remove(AppKey(app));
+  AccountGpus(core::UnixNowMs(), 0, {});  // its GPU intervals end now
   SchedulePass();
 }
 

@@ -121,6 +121,7 @@ Result<void> LocalScheduler::Load(const std::vector<StoredApp>& stored) {
     logs_->Count(*rec);
     Key key{rec->scheduler, rec->app_id};
     apps_[key] = std::make_unique<AppRecord>(std::move(*rec));
+    if (apps_[key]->gpu_usage.AnyOpen()) gpu_accounted_.insert(key);  // its intervals go on (or end at its end)
     // Containers outlive a crashed daemon: take them over instead of failing them.
     if (adopt) adopted.push_back(apps_[key].get());
   }

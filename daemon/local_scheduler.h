@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -108,6 +109,11 @@ class LocalScheduler : public Scheduler, public supervisor::AppRunnerObserver {
   // False when there is no admission or no such GPU.
   bool SetGpuUsable(int gpu, bool usable, const std::string& reason, bool stop_holder);
   const core::Admission* admission() const { return admission_.get(); }
+  // GPU accounting (daemon/local_gpu_usage.cc), called about once a second:
+  // opens and closes each app's GPU intervals as admission's holders say,
+  // and adds `dt_s` weighted by each held GPU's utilization (absent: no
+  // reading) to its holder's used time. Stores what changed.
+  void AccountGpus(int64_t now_ms, double dt_s, const std::vector<std::optional<unsigned>>& util);
 
  private:
   using Key = std::pair<std::string, std::string>;  // scheduler, app_id
@@ -193,6 +199,8 @@ class LocalScheduler : public Scheduler, public supervisor::AppRunnerObserver {
   std::string persisted_head_;  // the head as the store knows it
   uint64_t next_seq_ = 1;
   std::map<Key, std::vector<std::function<void()>>> queued_waiters_;  // Wait() on queued apps
+  std::set<Key> gpu_accounted_;         // apps with a GPU interval open
+  int64_t usage_persisted_ms_ = 0;      // when used time was last stored
   std::multimap<int64_t, Key> deadlines_;  // wall-clock ms -> app with max_duration
   UvHandle<uv_timer_t> deadline_timer_;
 };

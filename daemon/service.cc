@@ -90,10 +90,12 @@ void Service::Dispatch(const protocol::Request& request, const PeerInfo& peer,
   if (m == "runopts") return Runopts(p, responder);
   if (m == "queue") return Queue(p, responder);
   if (m == "gpus") return Gpus(p, peer, responder);
+  if (m == "gpu_history") return GpuHistory(p, responder);
+  if (m == "usage") return Usage(p, peer, responder);
   responder->Error(Error::InvalidArgument(
       "unknown method \"" + m + "\"." +
       core::DidYouMean(m, {"version", "run", "status", "describe", "list", "cancel", "wait", "scale", "ui",
-                           "runopts", "delete", "shutdown", "log", "queue", "gpus"})));
+                           "runopts", "delete", "shutdown", "log", "queue", "gpus", "gpu_history", "usage"})));
 }
 
 void Service::Run(const json& params, const PeerInfo& peer, const Reply& reply) {
@@ -247,27 +249,6 @@ void Service::Queue(const json& params, const Reply& reply) {
     return reply->Result(q);
   }
   reply->Error(Error::Unavailable("this torchxd runs with --no-admission: apps start at once, there are no queues"));
-}
-
-void Service::Gpus(const json& params, const PeerInfo& peer, const Reply& reply) {
-  core::JsonReader r(params, "params", {"drain", "undrain"});
-  auto drain = r.OptionalInt("drain", 0, 1023);
-  auto undrain = r.OptionalInt("undrain", 0, 1023);
-  if (auto ok = r.Finish(); !ok) return reply->Error(ok.error());
-  if (drain && undrain) return reply->Error(Error::InvalidArgument("params: drain and undrain do not go together"));
-  if (drain || undrain) {
-    if (!MayActOnAll(peer)) {
-      return reply->Error(Error::PermissionDenied("only root, torchxd's own user and the admin group may " +
-                                                  std::string(drain ? "drain" : "undrain") + " a GPU"));
-    }
-    if (!info_.gpus_drain) return reply->Error(Error::Unavailable("this torchxd runs with --no-admission: no GPU is handed out"));
-    std::map<uint32_t, std::string> names;
-    auto done = info_.gpus_drain(static_cast<int>(drain ? *drain : *undrain), drain.has_value(),
-                                 "drained by " + UserNameOf(peer.uid, names));
-    if (!done) return reply->Error(done.error());
-  }
-  if (!info_.gpus_info) return reply->Result({{"sampling", {{"off", true}}}, {"gpus", json::array()}});
-  reply->Result(info_.gpus_info());
 }
 
 void Service::Describe(const json& params, const PeerInfo& peer, const Reply& reply) {

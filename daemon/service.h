@@ -1,5 +1,6 @@
 // Service: the daemon's request handlers (docs/protocol.md): version, run,
-// status, describe, list, cancel, wait, scale, runopts, delete, log, queue, gpus, ui,
+// status, describe, list, cancel, wait, scale, runopts, delete, log, queue, gpus,
+// gpu_history, usage, ui,
 // shutdown. Apps are routed to the Scheduler serving their scheduler name and
 // found by app id; the session part of a handle is echoed, not matched.
 //
@@ -55,6 +56,8 @@ class Service : public RequestHandler {
     std::function<nlohmann::json()> gpus_info;
     // `gpus` with drain/undrain: takes GPU N out of service or back (NotFound for no such GPU).
     std::function<Result<void>(int gpu, bool drain, const std::string& reason)> gpus_drain;
+    // `gpu_history`: each GPU's (or one's) utilization and memory over a span (GpuView::History).
+    std::function<nlohmann::json(std::optional<int> gpu, int64_t from_ms, int64_t to_ms, int points)> gpu_history;
   };
   // May `peer` see and act on every app? (root, the daemon's own user, the admin group)
   bool MayActOnAll(const PeerInfo& peer) const;
@@ -73,7 +76,10 @@ class Service : public RequestHandler {
   void Run(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
   [[nodiscard]] Result<SubmitRequest> ValidateRun(const nlohmann::json& params, const PeerInfo& peer);
   void Queue(const nlohmann::json& params, const Reply& reply);
+  // GPU requests (daemon/service_gpus.cc).
   void Gpus(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
+  void GpuHistory(const nlohmann::json& params, const Reply& reply);
+  void Usage(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
   void Status(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
   void Describe(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
   void List(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);

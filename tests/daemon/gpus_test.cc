@@ -2,6 +2,7 @@
 // readings and processes the test writes: discovery and readings come from
 // the library --nvml-library names, and each process on a GPU is told apart
 // as a replica's (its child processes included) or a stranger's.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -12,6 +13,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "core/app_status.h"
 #include "tests/cli/shell.h"
 #include "tests/daemon/daemon_fixture.h"
 #include "tests/daemon/http_get.h"
@@ -290,6 +292,101 @@ TEST_F(GpusTest, WithSamplingOffTheGpusAreListedWithoutReadings) {
   EXPECT_EQ(reply["gpus"][0]["uuid"], "GPU-00000000");
   EXPECT_TRUE(reply["gpus"][0]["util_gpu"].is_null());
   EXPECT_EQ(reply["gpus"][0]["memory_total_mb"], 81920) << "from discovery";
+}
+
+TEST_F(GpusTest, UsageSumsTheGpuSecondsEachAppHeldAndUsedAndARestartKeepsThem) {
+  // Both GPUs busy at 50 %: the app's used time is half its held time.
+  WriteNvml({{"gpus", {Gpu(0, {{"util_gpu", 50}}), Gpu(1, {{"util_gpu", 50}})}}});
+  Start({"--gpu-sample-period", "0.1"});
+  json role = {{"name", "w"}, {"entrypoint", "sleep"}, {"args", {"3"}}, {"resource", {{"gpu", 2}}}};
+  auto t0 = std::chrono::steady_clock::now();
+  std::string h = Run(App("u", {role}));
+  Wait(h);
+  double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  json usage = CallOk("usage", json::object());
+  ASSERT_EQ(usage["apps"].size(), 1u) << usage.dump();
+  const json& app = usage["apps"][0];
+  EXPECT_EQ(app["app_handle"], h);
+  EXPECT_EQ(app["gpus"], json::array({0, 1}));
+  EXPECT_EQ(app["state"], "SUCCEEDED");
+  double held = app["gpu_seconds_held"].get<double>();
+  double used = app["gpu_seconds_used"].get<double>();
+  // Two GPUs for the 3 s the replica ran (no longer than the test waited).
+  EXPECT_GE(held, 2 * 2.9);
+  EXPECT_LE(held, 2 * wall + 0.1);
+  // Half of it used, within a second of readings at each end.
+  EXPECT_NEAR(used, held / 2, 1.0);
+  ASSERT_EQ(usage["users"].size(), 1u);
+  EXPECT_EQ(usage["users"][0]["user"], ::getuid());
+  EXPECT_DOUBLE_EQ(usage["users"][0]["gpu_seconds_held"].get<double>(), held);
+  EXPECT_EQ(usage["users"][0]["apps"], 1);
+  EXPECT_DOUBLE_EQ(usage["total"]["gpu_seconds_used"].get<double>(), used);
+  // Another user's span: nothing. A span before the app: nothing.
+  EXPECT_TRUE(CallOk("usage", {{"user", "4000000000"}})["users"].empty());
+  int64_t then = core::UnixNowMs() - static_cast<int64_t>(wall * 1000) - 60'000;
+  EXPECT_TRUE(CallOk("usage", {{"since_ms", then - 60'000}, {"until_ms", then}})["users"].empty());
+
+  Output text = Torchx("usage --since 1h");
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_THAT(text.out, HasSubstr("GPU-HOURS HELD"));
+  EXPECT_THAT(text.out, HasSubstr(h));
+  EXPECT_THAT(text.out, HasSubstr("0,1"));
+  EXPECT_EQ(Torchx("usage --since soon").exit_code, 2);
+  EXPECT_EQ(Torchx("usage --since 2999-01-01").exit_code, 2);
+  Output nobody = Torchx("usage --user no_such_user_x");
+  EXPECT_EQ(nobody.exit_code, 2);
+  EXPECT_THAT(nobody.err, HasSubstr("no such user no_such_user_x"));
+
+  // /metrics counts them per user.
+  HttpTarget ui{(fs::path(socket_).parent_path() / "ui.sock").string()};
+  EXPECT_THAT(HttpGet(ui, "/metrics", {}, "localhost").body, HasSubstr("# TYPE torchxd_gpu_seconds_held_total counter"));
+
+  // Stored with the app: the same after a restart.
+  StopDaemon();
+  Start({"--gpu-sample-period", "0.1"});
+  json again = CallOk("usage", json::object());
+  ASSERT_EQ(again["apps"].size(), 1u) << again.dump();
+  EXPECT_DOUBLE_EQ(again["apps"][0]["gpu_seconds_held"].get<double>(), held);
+  EXPECT_DOUBLE_EQ(again["apps"][0]["gpu_seconds_used"].get<double>(), used);
+}
+
+TEST_F(GpusTest, HistoryKeepsEachGpusReadingsAcrossARestart) {
+  WriteNvml({{"gpus", {Gpu(0, {{"util_gpu", 37}, {"memory_used_mb", 2048}}), Gpu(1)}}});
+  Start({"--gpu-sample-period", "0.1"});
+  auto points_at = [](const json& series, double value) {
+    int n = 0;
+    for (const auto& v : series) n += v.is_number() && v.get<double>() == value;
+    return n;
+  };
+  json history;
+  ASSERT_TRUE(WaitUntil([&] {
+    history = CallOk("gpu_history", {{"from_ms", core::UnixNowMs() - 60'000}});
+    return points_at(history["gpus"][0]["util_gpu"], 37) >= 2;
+  })) << history.dump();
+  EXPECT_EQ(history["step_s"], 1);
+  ASSERT_EQ(history["gpus"].size(), 2u);
+  EXPECT_EQ(history["gpus"][0]["uuid"], "GPU-00000000");
+  EXPECT_EQ(points_at(history["gpus"][0]["memory_used_mb"], 2048), points_at(history["gpus"][0]["util_gpu"], 37));
+  EXPECT_EQ(points_at(history["gpus"][1]["util_gpu"], 37), 0);
+  int64_t from = history["from_ms"].get<int64_t>();
+  int before = points_at(history["gpus"][0]["util_gpu"], 37);
+
+  StopDaemon();
+  struct stat st {};
+  ASSERT_EQ(::stat((fs::path(state_dir_) / "gpu-history").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  // Back without sampling: what was read before is still there, nothing new.
+  Start({"--gpu-sample-period", "0"});
+  json after = CallOk("gpu_history", {{"from_ms", from}, {"gpu", 0}});
+  ASSERT_EQ(after["gpus"].size(), 1u);
+  EXPECT_GE(points_at(after["gpus"][0]["util_gpu"], 37), before);
+  // Bad input names the field; a GPU not on the box is NotFound.
+  auto bad = Call("gpu_history", {{"points", 0}});
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_THAT(bad.error().message, HasSubstr("params.points"));
+  auto missing = Call("gpu_history", {{"gpu", 9}});
+  ASSERT_FALSE(missing.has_value());
+  EXPECT_THAT(missing.error().message, HasSubstr("GPU 9 does not exist"));
 }
 
 }  // namespace

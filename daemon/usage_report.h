@@ -1,0 +1,38 @@
+// UsageReport: GPU-seconds held and used per user and per app over a span
+// of time, from the apps' stored GpuUsage (the `usage` reply,
+// docs/protocol.md), as Slurm's sreport and sacct give them for a cluster.
+//
+// Thread contract: pure function.
+#ifndef TORCHXD_DAEMON_USAGE_REPORT_H_
+#define TORCHXD_DAEMON_USAGE_REPORT_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "daemon/app_record.h"
+
+namespace torchxd::daemon {
+
+// Apps listed in one reply, the most held first.
+inline constexpr size_t kMaxUsageApps = 5000;
+
+struct UsageQuery {
+  int64_t from_ms = 0;
+  int64_t to_ms = 0;               // also "now": open intervals run to it
+  std::optional<uid_t> user;       // only this user's apps
+  uid_t viewer = 0;
+  bool viewer_sees_all = false;    // else the per-app rows are the viewer's own
+};
+
+// Every user's totals are in it (who used the box is no secret on it, as
+// `torchx gpus` shows holders); per-app rows only as `list` shows apps.
+nlohmann::json UsageReport(const std::vector<const AppRecord*>& apps, const UsageQuery& query);
+
+}  // namespace torchxd::daemon
+
+#endif  // TORCHXD_DAEMON_USAGE_REPORT_H_
