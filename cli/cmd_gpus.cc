@@ -5,6 +5,7 @@
 // back (root, the daemon's user and the admin group) before showing them.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <optional>
@@ -41,13 +42,24 @@ std::string UserOf(const json& j) {
   return name.empty() ? (j.contains("user") ? j["user"].dump() : "-") : name;
 }
 
-std::string Holder(const json& g) {
+// "idle for 12m": a held GPU at <= 1% since `since_ms`, as of `now_ms`.
+std::string IdleFor(int64_t since_ms, int64_t now_ms) {
+  int64_t s = std::max<int64_t>(0, (now_ms - since_ms) / 1000);
+  char buf[48];
+  if (s < 60) std::snprintf(buf, sizeof(buf), "idle for %llds", static_cast<long long>(s));
+  else if (s < 3600) std::snprintf(buf, sizeof(buf), "idle for %lldm", static_cast<long long>(s / 60));
+  else std::snprintf(buf, sizeof(buf), "idle for %lldh%02lldm", static_cast<long long>(s / 3600), static_cast<long long>(s / 60 % 60));
+  return buf;
+}
+
+std::string Holder(const json& g, int64_t now_ms) {
   std::string out_of_service = g.value("usable", true) ? "" : "not handed out: " + g.value("unusable", std::string("excluded"));
   if (g["held_by"].is_object()) {
     const json& h = g["held_by"];
     std::string replicas;
     for (const auto& r : h["replicas"]) replicas += (replicas.empty() ? " " : ",") + r.get<std::string>();
     std::string held = h["app_handle"].get<std::string>() + " (" + UserOf(h) + ")" + replicas;
+    if (g.contains("idle_since_ms")) held += ", " + IdleFor(g["idle_since_ms"].get<int64_t>(), now_ms);
     return out_of_service.empty() ? held : held + "; then " + out_of_service;
   }
   if (!out_of_service.empty()) return out_of_service;
@@ -59,11 +71,12 @@ void Print(std::ostream& out, const json& reply) {
   const json& sampling = reply["sampling"];
   std::vector<std::vector<std::string>> gpus = {{"GPU", "HEALTH", "UTIL", "MEM UTIL", "MEMORY", "TEMP", "POWER", "HOLDER"}};
   std::vector<std::vector<std::string>> procs = {{"GPU", "PID", "USER", "MEMORY", "APP / COMMAND"}};
+  int64_t now_ms = sampling.value("sampled_ms", int64_t{0});
   for (const auto& g : reply["gpus"]) {
     std::string health = g.value("health", "ok");
     gpus.push_back({g["index"].dump(), health, Num(g["util_gpu"], "%"), Num(g["util_mem"], "%"),
                     Pair(g["memory_used_mb"], g["memory_total_mb"], " MiB"), Num(g["temperature_c"], "C"),
-                    Pair(g["power_w"], g["power_limit_w"], " W"), Holder(g)});
+                    Pair(g["power_w"], g["power_limit_w"], " W"), Holder(g, now_ms)});
     for (const auto& p : g["processes"]) {
       std::string what = p.contains("app_handle")
                              ? p["app_handle"].get<std::string>() + " " + p["replica"].get<std::string>()

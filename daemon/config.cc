@@ -238,6 +238,14 @@ ParsedArgs ParseDaemonArgs(int argc, char** argv, const core::EnvLookup& env) {
             return "";
           },
           "0 or 0.1-3600"));
+  app.add_option("--gpu-idle-after", c.gpu_idle_after,
+                 "seconds a held GPU may stay at <= 1% utilization before `torchx gpus` and the page flag it idle "
+                 "(default 600)")
+      ->check(CLI::Range(int64_t{1}, int64_t{7 * 24 * 3600}));
+  app.add_option("--gpu-ecc-limit", c.gpu_ecc_limit,
+                 "uncorrected ECC errors (since the driver loaded) that make a GPU unhealthy: out of service, its "
+                 "holder stopped (default 1; 0: never)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1'000'000}));
   app.add_option("--queue", queue_flags,
                  "NAME[:weight=W][,max_gpus=N][,max_gpus_per_user=N] (repeatable; or [queue.NAME] in --config)");
   app.add_flag("--no-ui", c.no_ui, "serve no web page (by default it is on ui.sock beside the socket)");

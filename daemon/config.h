@@ -57,6 +57,8 @@ struct DaemonConfig {
   std::string exclude_gpus;      // "2,GPU-…"
   std::string nvml_library = "libnvidia-ml.so.1";  // dlopen'ed for discovery and sampling
   double gpu_sample_period = 1.0;  // seconds between GPU readings (daemon/gpu_view.h); 0 = none
+  int64_t gpu_idle_after = 600;    // seconds a held GPU may read <= 1% before it is flagged idle
+  int64_t gpu_ecc_limit = 1;       // volatile uncorrected ECC errors that make a GPU unhealthy; 0 = never
   std::vector<core::QueueSpec> queues;  // --queue and [queue.NAME] sections, in order
   // The web page (docs/web-ui.md): always on ui.sock beside the socket unless --no-ui.
   bool no_ui = false;

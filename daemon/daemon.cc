@@ -210,6 +210,8 @@ Result<void> Daemon::Prepare() {
   sampling.nvml_library = config_.nvml_library;
   // GPUs a topology file declares are not NVML's: nothing to read.
   sampling.period_seconds = config_.gpu_topology.empty() ? config_.gpu_sample_period : 0;
+  sampling.idle_after_seconds = config_.gpu_idle_after;
+  sampling.ecc_limit = static_cast<uint64_t>(config_.gpu_ecc_limit);
   gpu_view_ = std::make_unique<GpuView>(&loop_, local_.get(), sampling, [this](int gpu, const std::string& why) {
     local_->SetGpuUsable(gpu, false, why, /*stop_holder=*/true);
   });

@@ -35,6 +35,8 @@ json Watts(const std::optional<unsigned>& mw) {
 // Readings older than this (plus a period) are not used for accounting.
 constexpr int64_t kFreshMs = 1000;
 constexpr int64_t kSaveEveryMs = 60'000;
+// A held GPU at or below this utilization is idle.
+constexpr unsigned kIdlePercent = 1;
 
 // Writes `bytes` to `path` whole or not at all (a temporary file renamed over it).
 Result<void> WriteWhole(const std::string& path, const std::string& tmp, const std::string& bytes) {
@@ -136,6 +138,21 @@ void GpuView::Start() {
   }, 1000, 1000);
 }
 
+void GpuView::TrackIdle(const gpus::GpuSnapshot& snapshot) {
+  std::vector<std::string> holders;
+  if (const core::Admission* admission = local_->admission()) holders = admission->GpuHolders();
+  for (const gpus::GpuReading& g : snapshot.gpus) {
+    bool held = g.index >= 0 && static_cast<size_t>(g.index) < holders.size() && !holders[static_cast<size_t>(g.index)].empty();
+    if (!held || !g.util_gpu || *g.util_gpu > kIdlePercent) {
+      idle_.erase(g.index);
+      continue;
+    }
+    const std::string& holder = holders[static_cast<size_t>(g.index)];
+    auto it = idle_.find(g.index);
+    if (it == idle_.end() || it->second.first != holder) idle_[g.index] = {holder, snapshot.at_ms};
+  }
+}
+
 void GpuView::OnTick() {
   int64_t now = core::UnixNowMs();
   double dt = std::clamp(static_cast<double>(now - last_tick_ms_) / 1000.0, 0.0, 5.0);
@@ -180,6 +197,13 @@ void GpuView::OnSnapshot(gpus::GpuSnapshot snapshot) {
     if (x.index < 0 || !gpus::XidLosesGpu(x.xid)) continue;
     xid_health_[x.index] = "reported XID " + std::to_string(x.xid) + (meaning.empty() ? "" : ": " + meaning);
   }
+  for (const gpus::GpuReading& g : snapshot.gpus) {
+    if (options_.ecc_limit == 0 || !g.ecc_uncorrected || *g.ecc_uncorrected < options_.ecc_limit) continue;
+    if (xid_health_.count(g.index)) continue;
+    xid_health_[g.index] = "reported " + std::to_string(*g.ecc_uncorrected) +
+                           " uncorrected ECC errors (the limit is " + std::to_string(options_.ecc_limit) + ")";
+  }
+  TrackIdle(snapshot);
   history_.Add(snapshot.at_ms, snapshot.gpus);
   last_ = std::move(snapshot);
   // Told after last_ is set: the owner's reaction may read this view.
@@ -240,6 +264,11 @@ json GpuView::Json() const {
     g["ecc_corrected"] = reading ? OrNull(reading->ecc_corrected) : json(nullptr);
     g["ecc_uncorrected"] = reading ? OrNull(reading->ecc_uncorrected) : json(nullptr);
     g["held_by"] = nullptr;
+    if (auto idle = idle_.find(static_cast<int>(i));
+        idle != idle_.end() && i < holders.size() && idle->second.first == holders[i] && last_ &&
+        last_->at_ms - idle->second.second >= options_.idle_after_seconds * 1000) {
+      g["idle_since_ms"] = idle->second.second;
+    }
     if (i < holders.size() && !holders[i].empty()) {
       auto it = by_key.find(holders[i]);
       if (it != by_key.end()) {

@@ -5,8 +5,8 @@
 // role and replica whose process tree holds it (a replica's child processes
 // included), or its pid, user and command when it is none of torchxd's.
 //
-// An XID that loses the GPU (gpus::XidLosesGpu), or NVML saying it is lost,
-// marks it unhealthy, naming why, for as long as the daemon runs, and tells
+// An XID that loses the GPU (gpus::XidLosesGpu), uncorrected ECC errors
+// reaching --gpu-ecc-limit, or NVML saying it is lost, marks it unhealthy, naming why, for as long as the daemon runs, and tells
 // the owner (which takes it out of service: LocalScheduler::SetGpuUsable).
 //
 // Without NVML, or with --gpu-sample-period 0, the GPUs admission knows are
@@ -46,8 +46,9 @@ struct ReplicaRef {
 
 class GpuView {
  public:
-  // Told once per GPU when a reading loses it (an XID that loses it, or NVML
-  // saying it is lost), with the reason ("reported XID 79: fell off the bus").
+  // Told once per GPU when a reading loses it (an XID that loses it, ECC
+  // errors past the limit, or NVML saying it is lost), with the reason
+  // ("reported XID 79: fell off the bus").
   using OnLost = std::function<void(int gpu, const std::string& reason)>;
   // `period_seconds` 0: no sampling.
   // Told about once a second while the box has GPUs (daemon/gpu_usage.h):
@@ -75,6 +76,8 @@ class GpuView {
  private:
   void OnSnapshot(gpus::GpuSnapshot snapshot);
   void OnTick();
+  // Notes since when each held GPU has read <= 1% for its current holder.
+  void TrackIdle(const gpus::GpuSnapshot& snapshot);
   // The readings' gauges for Metrics (DCGM's names) and each GPU's health.
   void ReadingGauges(std::vector<webui::PromFamily>& out) const;
   void SaveHistory(bool now);
@@ -87,6 +90,7 @@ class GpuView {
   std::map<int, std::string> xid_health_;  // GPU index -> why an XID made it unhealthy
   OnLost on_lost_;
   std::set<int> lost_told_;  // GPUs on_lost_ was told of
+  std::map<int, std::pair<std::string, int64_t>> idle_;  // GPU -> holder, idle since (wall ms)
   gpus::GpuHistory history_;
   std::string history_path_;  // "" = not kept
   FileWorker* worker_ = nullptr;

@@ -1,6 +1,6 @@
 // Service: the daemon's request handlers (docs/protocol.md): version, run,
 // status, describe, list, cancel, wait, scale, runopts, delete, log, queue, gpus,
-// gpu_history, usage, ui,
+// gpu_history, gpu_timeline, usage, ui,
 // shutdown. Apps are routed to the Scheduler serving their scheduler name and
 // found by app id; the session part of a handle is echoed, not matched.
 //
@@ -79,6 +79,7 @@ class Service : public RequestHandler {
   // GPU requests (daemon/service_gpus.cc).
   void Gpus(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
   void GpuHistory(const nlohmann::json& params, const Reply& reply);
+  void GpuTimeline(const nlohmann::json& params, const Reply& reply);
   void Usage(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
   void Status(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
   void Describe(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);

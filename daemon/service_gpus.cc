@@ -1,5 +1,6 @@
 // Service's GPU requests: `gpus` (readings, holders; drain and undrain),
-// `gpu_history` (utilization and memory over time) and `usage` (GPU-seconds
+// `gpu_history` (utilization and memory over time), `gpu_timeline` (which
+// app held which GPU when) and `usage` (GPU-seconds
 // held and used per user and app). docs/protocol.md.
 #include <pwd.h>
 
@@ -21,7 +22,8 @@ namespace {
 constexpr int64_t kMaxHistoryPoints = 1440;
 // Wall times clients may name: up to the year 2286.
 constexpr int64_t kMaxWallMs = 9'999'999'999'999;
-constexpr int64_t kWeekMs = 7LL * 24 * 3600 * 1000;
+constexpr int64_t kDayMs = 24LL * 3600 * 1000;
+constexpr int64_t kWeekMs = 7 * kDayMs;
 
 // A user's name or numeric uid.
 Result<uid_t> UserIdOf(const std::string& text) {
@@ -76,6 +78,18 @@ void Service::GpuHistory(const json& params, const Reply& reply) {
     return reply->Error(Error::NotFound("GPU " + std::to_string(*gpu) + " does not exist on this box"));
   }
   reply->Result(out);
+}
+
+void Service::GpuTimeline(const json& params, const Reply& reply) {
+  core::JsonReader r(params, "params", {"since_ms", "until_ms"});
+  int64_t now = core::UnixNowMs();
+  auto since = r.OptionalInt("since_ms", 0, kMaxWallMs);
+  auto until = r.OptionalInt("until_ms", 0, kMaxWallMs);
+  if (auto ok = r.Finish(); !ok) return reply->Error(ok.error());
+  int64_t to = std::min(until.value_or(now), now);
+  int64_t from = since.value_or(to - kDayMs);
+  if (from > to) return reply->Error(Error::InvalidArgument("params.since_ms: after params.until_ms"));
+  reply->Result(daemon::GpuTimeline(AllApps(), from, to));
 }
 
 void Service::Usage(const json& params, const PeerInfo& peer, const Reply& reply) {

@@ -62,4 +62,34 @@ json UsageReport(const std::vector<const AppRecord*>& apps, const UsageQuery& q)
   return out;
 }
 
+json GpuTimeline(const std::vector<const AppRecord*>& apps, int64_t from_ms, int64_t to_ms) {
+  struct Bar {
+    const AppRecord* app;
+    const GpuInterval* interval;
+    int64_t from, to;
+  };
+  std::vector<Bar> bars;
+  for (const AppRecord* app : apps) {
+    for (const GpuInterval& i : app->gpu_usage.intervals) {
+      int64_t begin = std::max(i.from_ms, from_ms), end = std::min(i.to_ms.value_or(to_ms), to_ms);
+      if (end > begin || (end == begin && !i.to_ms)) bars.push_back({app, &i, begin, end});
+    }
+  }
+  std::stable_sort(bars.begin(), bars.end(), [](const Bar& a, const Bar& b) { return a.from < b.from; });
+  size_t skip = bars.size() > kMaxTimelineIntervals ? bars.size() - kMaxTimelineIntervals : 0;
+  std::map<uint32_t, std::string> names;
+  json out = json::array();
+  for (size_t k = skip; k < bars.size(); ++k) {
+    const Bar& b = bars[k];
+    json j = {{"gpu", b.interval->gpu},         {"uuid", b.interval->uuid},
+              {"app_handle", b.app->Handle()},  {"user", b.app->owner_uid},
+              {"user_name", UserNameOf(b.app->owner_uid, names)}, {"from_ms", b.from},
+              {"to_ms", b.to},                  {"held", !b.interval->to_ms.has_value()}};
+    out.push_back(std::move(j));
+  }
+  json reply = {{"from_ms", from_ms}, {"to_ms", to_ms}, {"intervals", std::move(out)}};
+  if (skip > 0) reply["intervals_dropped"] = skip;
+  return reply;
+}
+
 }  // namespace torchxd::daemon

@@ -33,6 +33,14 @@ struct UsageQuery {
 // `torchx gpus` shows holders); per-app rows only as `list` shows apps.
 nlohmann::json UsageReport(const std::vector<const AppRecord*>& apps, const UsageQuery& query);
 
+// Intervals in one `gpu_timeline` reply (the newest kept).
+inline constexpr size_t kMaxTimelineIntervals = 10000;
+
+// Which app held which GPU in [from_ms, to_ms] (the `gpu_timeline` reply):
+// each interval cut to the span, with its app and owner, oldest first. The
+// holders are shown to every user, as `torchx gpus` shows them.
+nlohmann::json GpuTimeline(const std::vector<const AppRecord*>& apps, int64_t from_ms, int64_t to_ms);
+
 }  // namespace torchxd::daemon
 
 #endif  // TORCHXD_DAEMON_USAGE_REPORT_H_

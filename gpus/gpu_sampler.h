@@ -29,6 +29,9 @@ struct GpuSamplerOptions {
   double period_seconds = 1.0;
   std::string proc_root = "/proc";
   unsigned max_processes_per_gpu = 256;
+  // What the daemon makes of the readings (daemon/gpu_view.h).
+  int64_t idle_after_seconds = 600;  // a held GPU at <= 1% this long is flagged idle
+  uint64_t ecc_limit = 1;            // uncorrected ECC errors that make a GPU unhealthy; 0 = never
 };
 
 class GpuSampler {

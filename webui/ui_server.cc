@@ -27,7 +27,8 @@ namespace {
 using nlohmann::json;
 
 // Operations a page may read with GET; the only change it may ask for is cancel (POST).
-const std::vector<std::string> kReadMethods = {"version", "list", "status", "describe", "queue"};
+const std::vector<std::string> kReadMethods = {"version", "list", "status", "describe", "queue",
+                                               "gpus", "gpu_history", "gpu_timeline", "usage"};
 const std::vector<std::string> kChangeMethods = {"cancel"};
 
 const char kCsp[] =
@@ -290,6 +291,10 @@ void UiServer::Route(const std::shared_ptr<HttpExchange>& exchange, const protoc
       auto extra = json::parse(it->second, nullptr, false);
       if (!extra.is_object()) return ReplyError(exchange, Error::InvalidArgument("params: must be a JSON object"));
       params.update(extra);
+    }
+    // A GET never changes anything: draining a GPU is the CLI's.
+    if (api_method == "gpus" && (params.contains("drain") || params.contains("undrain"))) {
+      return ReplyError(exchange, Error::PermissionDenied("the page does not drain GPUs: torchx gpus --drain N"));
     }
     return Api(exchange, peer, api_method, std::move(params));
   }

@@ -83,6 +83,13 @@ TEST(DaemonConfigTest, TheGpuSamplePeriodIsZeroOrATenthOfASecondToAnHour) {
   EXPECT_EQ(Parse({"--gpu-sample-period", "0"}, {}).config->gpu_sample_period, 0.0);
   EXPECT_EQ(Parse({"--gpu-sample-period", "0.1"}, {}).config->gpu_sample_period, 0.1);
   EXPECT_EQ(Parse({"--gpu-sample-period", "3600"}, {}).config->gpu_sample_period, 3600.0);
+  EXPECT_EQ(Parse({}, {{"HOME", "/h"}}).config->gpu_idle_after, 600);
+  EXPECT_EQ(Parse({"--gpu-idle-after", "5"}, {}).config->gpu_idle_after, 5);
+  EXPECT_FALSE(Parse({"--gpu-idle-after", "0"}, {}).config);
+  EXPECT_FALSE(Parse({"--gpu-idle-after", "99999999999999999999"}, {}).config);
+  EXPECT_EQ(Parse({}, {{"HOME", "/h"}}).config->gpu_ecc_limit, 1);
+  EXPECT_EQ(Parse({"--gpu-ecc-limit", "0"}, {}).config->gpu_ecc_limit, 0);
+  EXPECT_FALSE(Parse({"--gpu-ecc-limit", "-1"}, {}).config);
   for (const char* bad : {"0.05", "-1", "3601", "soon", "1e9", "nan"}) {
     EXPECT_EQ(Parse({"--gpu-sample-period", bad}, {}).exit_code, 2) << bad;
   }

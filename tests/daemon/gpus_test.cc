@@ -389,5 +389,53 @@ TEST_F(GpusTest, HistoryKeepsEachGpusReadingsAcrossARestart) {
   EXPECT_THAT(missing.error().message, HasSubstr("GPU 9 does not exist"));
 }
 
+TEST_F(GpusTest, AHeldGpuAtZeroIsFlaggedIdleAndUncorrectedEccPastTheLimitTakesItOut) {
+  WriteNvml({{"gpus", {Gpu(0), Gpu(1)}}});
+  Start({"--gpu-sample-period", "0.1", "--gpu-idle-after", "1", "--gpu-ecc-limit", "2"});
+  json role = {{"name", "w"}, {"entrypoint", "sleep"}, {"args", {"300"}}, {"resource", {{"gpu", 1}}}};
+  std::string h = Run(App("i", {role}));
+  int held = GpuOf(h);
+  ASSERT_GE(held, 0);
+  int other = 1 - held;
+  json reply = GpusWhen([&](const json& r) { return r["gpus"][held].contains("idle_since_ms"); });
+  ASSERT_TRUE(reply["gpus"][held].contains("idle_since_ms")) << reply.dump();
+  EXPECT_FALSE(reply["gpus"][other].contains("idle_since_ms")) << "a free GPU is not idle: nobody wastes it";
+  Output table = Torchx("gpus");
+  EXPECT_THAT(table.out, HasSubstr("idle for ")) << table.out;
+  // Busy again: no longer flagged.
+  json gpus = {Gpu(0), Gpu(1)};
+  gpus[held]["util_gpu"] = 60;
+  WriteNvml({{"gpus", gpus}});
+  reply = GpusWhen([&](const json& r) { return !r["gpus"][held].contains("idle_since_ms"); });
+  EXPECT_FALSE(reply["gpus"][held].contains("idle_since_ms"));
+
+  // The page cannot drain a GPU with a GET.
+  HttpTarget ui{(fs::path(socket_).parent_path() / "ui.sock").string()};
+  auto get = HttpGet(ui, "/api/gpus?params=%7B%22drain%22%3A0%7D", {}, "localhost");
+  EXPECT_EQ(get.status, 403) << get.body;
+  EXPECT_EQ(CallOk("queue", json::object())["gpus"][0]["usable"], true);
+  // The timeline shows the app on its GPU, still held.
+  json timeline = CallOk("gpu_timeline", json::object());
+  ASSERT_EQ(timeline["intervals"].size(), 1u) << timeline.dump();
+  EXPECT_EQ(timeline["intervals"][0]["gpu"], held);
+  EXPECT_EQ(timeline["intervals"][0]["app_handle"], h);
+  EXPECT_EQ(timeline["intervals"][0]["held"], true);
+
+  // One uncorrected ECC error is under the limit of 2; the second takes it out.
+  gpus[held]["ecc_uncorrected"] = 1;
+  WriteNvml({{"gpus", gpus}});
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  EXPECT_EQ(Status(h)["state"], "RUNNING");
+  gpus[held]["ecc_uncorrected"] = 2;
+  WriteNvml({{"gpus", gpus}});
+  json done = Wait(h);
+  EXPECT_EQ(done["state"], "FAILED");
+  EXPECT_THAT(done["msg"].get<std::string>(), HasSubstr("GPU " + std::to_string(held) + " (GPU-0000000" +
+                                                        std::to_string(held) + ") reported 2 uncorrected ECC errors (the limit is 2)"));
+  EXPECT_EQ(CallOk("gpus", json::object())["gpus"][held]["health"], "unhealthy");
+  timeline = CallOk("gpu_timeline", json::object());
+  EXPECT_EQ(timeline["intervals"][0]["held"], false);
+}
+
 }  // namespace
 }  // namespace torchxd::testing
