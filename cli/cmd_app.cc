@@ -94,6 +94,14 @@ int CmdStatus(const GlobalArgs& global, const std::string& handle, bool as_json,
     *ctx.out << core::DumpLikePython(out) << "\n";  // one line, as TorchX's json.dumps
   } else {
     *ctx.out << core::FormatAppStatus(*status, roles) << "\n";
+    if (reply->contains("gpu_usage")) {  // torchxd's: what it took of the GPUs (torchx usage sums these)
+      const json& u = (*reply)["gpu_usage"];
+      double held = u.value("gpu_seconds_held", 0.0), used = u.value("gpu_seconds_used", 0.0);
+      char line[128];
+      std::snprintf(line, sizeof(line), "GPU-hours: %.2f held, %.2f used (%.0f%%)\n", held / 3600, used / 3600,
+                    held > 0 ? 100 * used / held : 0.0);
+      *ctx.out << line;
+    }
   }
   return kExitOk;
 }

@@ -219,7 +219,7 @@ json AppStatusToJson(const AppStatus& status) {
 
 Result<AppStatus> AppStatusFromJson(const json& node) {
   JsonReader r(node, "", {"state", "num_restarts", "roles", "msg", "structured_error_msg", "url",
-                          "app_handle", "user"});
+                          "app_handle", "user", "gpu_usage"});
   AppStatus status;
   auto state_name = r.String("state", "UNKNOWN");
   if (auto state = AppStateFromName(state_name)) {

@@ -437,6 +437,17 @@ json Service::StatusJson(const AppRecord& app, const core::AppStatus& status) {
   json out = core::AppStatusToJson(status);
   std::map<uint32_t, std::string> names;
   out["user"] = UserNameOf(app.owner_uid, names);
+  if (!app.gpu_usage.intervals.empty() || app.gpu_usage.dropped_held_s > 0) {
+    int64_t now = core::UnixNowMs();
+    json intervals = json::array();
+    for (const GpuInterval& i : app.gpu_usage.intervals) {
+      intervals.push_back({{"gpu", i.gpu}, {"uuid", i.uuid}, {"from_ms", i.from_ms},
+                           {"to_ms", i.to_ms ? json(*i.to_ms) : json(nullptr)}});
+    }
+    out["gpu_usage"] = {{"gpu_seconds_held", app.gpu_usage.HeldSeconds(0, now)},
+                        {"gpu_seconds_used", app.gpu_usage.used_s},
+                        {"intervals", std::move(intervals)}};
+  }
   return out;
 }
 

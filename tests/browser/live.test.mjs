@@ -54,13 +54,13 @@ describe('live', { skip: skip || false, timeout: 150000 }, () => {
     await until(() => /RUNNING/.test(daemon.torchx('status', big)), 'the first app to run');
     const small = gpuApp(daemon, 'small', 1);
     const page = await openPage(browser, daemon);
-    const gpuRows = page.locator('#gpu-table tbody tr');
-    await until(async () => (await gpuRows.count()) === 2, 'two GPU rows');
-    for (const row of await gpuRows.all()) {
-      const cells = await row.locator('td').allTextContents();
-      assert.equal(cells[2], big.split('/').pop());
-      assert.equal(cells[3], 'n/a');  // no NVML here
+    const tiles = page.locator('#gpu-tiles .gpu-tile');
+    await until(async () => (await tiles.count()) === 2, 'two GPU tiles');
+    for (const tile of await tiles.all()) {
+      await tile.locator('.holder', { hasText: big.split('/').pop() }).waitFor();
+      assert.equal(await tile.locator('.value.util').textContent(), 'util –');  // a topology file: no readings
     }
+    await page.locator('#gpu-note', { hasText: 'sampling is off' }).waitFor();
     const pending = page.locator('#queue-table tbody tr');
     await pending.first().waitFor();
     const cells = await pending.first().locator('td').allTextContents();

@@ -1,5 +1,5 @@
-// torchxd's page: the app list, GPUs and queue, one app's replicas and a live
-// log tail, all from one Server-Sent Events stream (/api/events). Text from
+// torchxd's page: the app list, GPUs (gpus.js) and queue, one app's replicas
+// and a live log tail, from one Server-Sent Events stream (/api/events). Text from
 // apps and logs is only ever set with textContent.
 'use strict';
 
@@ -99,6 +99,8 @@ async function show() {
   $('list-view').hidden = S.view !== 'list';
   $('app-view').hidden = S.view !== 'app';
   S.status = null;
+  G.appCharts = null;
+  gpuListShown(S.view === 'list');
   clearLog();
   S.lastEventId = '';
   if (S.view === 'app') {
@@ -238,6 +240,8 @@ function tick() {
   }
 }
 setInterval(tick, 1000);
+// A running app's GPU charts move on (gpus.js redraws at most every 10 s).
+setInterval(() => { if (S.view === 'app' && S.status && !document.hidden) renderAppGpus(S.status); }, 5000);
 
 for (const id of ['f-state', 'f-user', 'f-name']) $(id).addEventListener('input', renderApps);
 
@@ -250,19 +254,13 @@ function needs(r) {
 
 function onQueue(reply) {
   S.queue = reply;
-  const gpuBody = $('gpu-table').tBodies[0], queueBody = $('queue-table').tBodies[0];
+  const queueBody = $('queue-table').tBodies[0];
   if (reply.error) {
-    $('gpu-note').textContent = 'n/a: ' + reply.error.message;
     $('queue-note').textContent = 'no queue: ' + reply.error.message;
-    gpuBody.replaceChildren();
     queueBody.replaceChildren();
     return;
   }
-  const gpus = reply.gpus || [];
-  $('gpu-note').textContent = gpus.length ? `${gpus.filter((g) => !g.held_by).length} of ${gpus.length} free; memory per process: n/a (no NVML)` : 'no GPUs on this box';
-  gpuBody.replaceChildren(...gpus.map((g) => row([String(g.index), (g.uuid || '').slice(0, 20),
-    g.held_by ? appLink(g.held_by, g.held_by.split('/').pop()) : 'free', 'n/a',
-    !g.usable ? 'unusable: ' + (g.unusable || '') : g.reserved ? 'reserved for the queue head' : 'ok'])));
+  gpuAppsChanged();  // the tiles and timeline (gpus.js) follow admission
   const pending = [];
   for (const q of reply.queues || []) for (const p of q.pending || []) pending.push(Object.assign({ queue: q.name }, p));
   pending.sort((a, b) => a.position - b.position);
@@ -299,6 +297,7 @@ function onStatus(status) {
     el('span', ` · ${reps.length} replica${reps.length === 1 ? '' : 's'} · ${status.num_restarts || 0} restarts`));
   $('app-msg').textContent = status.msg || '';
   $('cancel-btn').hidden = !mayCancel(status);
+  renderAppGpus(status);
   const body = $('replica-table').tBodies[0];
   body.replaceChildren(...reps.map((r) => {
     const exit = r.signal ? 'signal ' + r.signal : r.exit_code === null ? '' : String(r.exit_code);
