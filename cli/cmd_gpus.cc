@@ -74,7 +74,9 @@ void Print(std::ostream& out, const json& reply) {
   int64_t now_ms = sampling.value("sampled_ms", int64_t{0});
   for (const auto& g : reply["gpus"]) {
     std::string health = g.value("health", "ok");
-    gpus.push_back({g["index"].dump(), health, Num(g["util_gpu"], "%"), Num(g["util_mem"], "%"),
+    std::string index = g["index"].dump();
+    if (g.contains("mig_parent")) index += " (GPU " + g["mig_parent"].dump() + " MIG)";
+    gpus.push_back({index, health, Num(g["util_gpu"], "%"), Num(g["util_mem"], "%"),
                     Pair(g["memory_used_mb"], g["memory_total_mb"], " MiB"), Num(g["temperature_c"], "C"),
                     Pair(g["power_w"], g["power_limit_w"], " W"), Holder(g, now_ms)});
     for (const auto& p : g["processes"]) {

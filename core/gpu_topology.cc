@@ -63,7 +63,7 @@ Result<GpuTopology> ParseGpuTopology(std::string_view text) {
     std::string path = JsonPathIndex("gpus", i);
     const json& node = (*list)[i];
     if (!node.is_object()) return Fail(Error::InvalidArgument(path + ": expected an object, got " + JsonTypeName(node)));
-    JsonReader r(node, path, {"index", "uuid", "pci_bus_id", "numa_node", "memory_mb", "nvlink"});
+    JsonReader r(node, path, {"index", "uuid", "pci_bus_id", "numa_node", "memory_mb", "nvlink", "mig_parent"});
     std::optional<int> index = r.OptionalInt("index");
     Gpu g;
     g.uuid = r.String("uuid", "");
@@ -71,7 +71,9 @@ Result<GpuTopology> ParseGpuTopology(std::string_view text) {
     g.numa_node = r.Int("numa_node", -1);
     g.memory_mb = r.Int("memory_mb", 0);
     std::map<std::string, int> links = r.IntMap("nvlink");
+    std::optional<int64_t> mig_parent = r.OptionalInt("mig_parent", 0, 255);
     if (auto done = r.Finish(); !done) return Fail(done.error());
+    if (mig_parent) g.mig_parent = static_cast<int>(*mig_parent);
     if (!index) return Fail(Error::InvalidArgument(JsonPathKey(path, "index") + ": required"));
     if (*index < 0 || *index >= static_cast<int>(list->size())) {
       return Fail(Error::InvalidArgument(JsonPathKey(path, "index") + ": " + std::to_string(*index) +
@@ -139,6 +141,7 @@ std::string GpuTopologyToJson(const GpuTopology& topology) {
     json j = {{"index", g.index}, {"uuid", g.uuid}, {"pci_bus_id", g.pci_bus_id}, {"numa_node", g.numa_node},
               {"memory_mb", g.memory_mb}, {"nvlink", links}};
     if (!g.usable) j["unusable"] = g.unusable_reason;
+    if (g.mig_parent >= 0) j["mig_parent"] = g.mig_parent;
     gpus.push_back(std::move(j));
   }
   return json{{"gpus", gpus}}.dump();

@@ -6,7 +6,8 @@
 //   {"gpus": [{"index": 0, "uuid": "GPU-…", "pci_bus_id": "0000:07:00.0",
 //              "numa_node": 0, "memory_mb": 81920, "nvlink": {"1": 12}}, …]}
 // Fields other than `index` are optional; `nvlink` maps a peer's index to the
-// number of links (absent = none; one side is enough).
+// number of links (absent = none; one side is enough); `mig_parent` marks a
+// MIG instance of that whole GPU (its uuid "MIG-…").
 //
 // Thread contract: plain values and pure functions, safe from any thread.
 #ifndef TORCHXD_CORE_GPU_TOPOLOGY_H_
@@ -31,6 +32,7 @@ struct Gpu {
   std::map<int, int> nvlink;  // peer index -> links
   bool usable = true;         // false: unhealthy or excluded, never handed out
   std::string unusable_reason;
+  int mig_parent = -1;        // a MIG instance ("MIG-…" uuid) of this whole GPU (NVML index); -1: a whole GPU
 };
 
 // GPUs in index order; index i is at position i (indices are 0..n-1).

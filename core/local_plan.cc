@@ -1,5 +1,7 @@
 #include "core/local_plan.h"
 
+#include <algorithm>
+
 #include "core/docker_container.h"
 
 namespace torchxd::core {
@@ -42,8 +44,10 @@ void ApplyGpuSet(ReplicaRequest& request, const std::vector<int>& gpus, const Gp
     indices += (indices.empty() ? "" : ",") + std::to_string(g);
     if (!gpu.uuid.empty()) uuids += (uuids.empty() ? "" : ",") + gpu.uuid;
   }
+  // A MIG instance has no index CUDA numbers by bus order: devices are then named by UUID ("MIG-…").
+  bool mig = std::any_of(gpus.begin(), gpus.end(), [&](int g) { return topology.gpus.at(static_cast<size_t>(g)).mig_parent >= 0; });
   if (request.container.is_null()) {
-    request.env["CUDA_VISIBLE_DEVICES"] = indices;
+    request.env["CUDA_VISIBLE_DEVICES"] = mig ? uuids : indices;
     request.env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID";
     request.env["TORCHX_GPU_UUIDS"] = uuids;
     return;

@@ -53,35 +53,37 @@ core::GpuTopology DiscoverNvmlGpus(const CapacityOptions& options, std::string* 
     *why = nvml.error().message + ": no GPUs";
     return topo;
   }
-  unsigned count = (*nvml)->Count();
-  std::vector<gpus::Nvml::Device> devices(count, nullptr);
-  std::map<std::string, int> by_bus;
-  for (unsigned i = 0; i < count; ++i) {
+  // A GPU in MIG mode is its MIG instances, each handed out on its own
+  // (CUDA_VISIBLE_DEVICES=MIG-…); they share its PCI bus id and NUMA node.
+  std::vector<gpus::Nvml::Slot> slots = (*nvml)->Slots();
+  std::map<std::string, int> by_bus;  // whole GPUs only: NVLink joins those
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const gpus::Nvml::Slot& slot = slots[i];
     core::Gpu g;
     g.index = static_cast<int>(i);
-    if ((*nvml)->DeviceAt(i, &devices[i]) != gpus::kNvmlSuccess) {
-      devices[i] = nullptr;
+    if (slot.mig >= 0) g.mig_parent = static_cast<int>(slot.gpu);
+    if (slot.device == nullptr) {
       g.usable = false;
       g.unusable_reason = "NVML cannot open it (lost or unhealthy)";
       topo.gpus.push_back(g);
       continue;
     }
-    if (auto uuid = (*nvml)->Uuid(devices[i])) g.uuid = *uuid;
-    if (auto pci = (*nvml)->Pci(devices[i])) {
+    if (auto uuid = (*nvml)->Uuid(slot.device)) g.uuid = *uuid;
+    if (auto pci = (*nvml)->Pci(slot.parent)) {
       g.pci_bus_id = gpus::SysfsBusId(pci->bus_id);
       g.numa_node = NumaNodeOf(options.sysfs_pci, g.pci_bus_id);
-      by_bus[g.pci_bus_id] = g.index;
+      if (slot.mig < 0) by_bus[g.pci_bus_id] = g.index;
     }
     gpus::NvmlMemory mem{};
-    if ((*nvml)->Memory(devices[i], &mem) == gpus::kNvmlSuccess) g.memory_mb = static_cast<int64_t>(mem.total >> 20);
+    if ((*nvml)->Memory(slot.device, &mem) == gpus::kNvmlSuccess) g.memory_mb = static_cast<int64_t>(mem.total >> 20);
     topo.gpus.push_back(g);
   }
   // NVLink: count each active link by the GPU at its far end (an NVSwitch end counts nothing).
-  for (unsigned i = 0; i < count; ++i) {
-    if (devices[i] == nullptr) continue;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (slots[i].device == nullptr || slots[i].mig >= 0) continue;
     for (unsigned link = 0; link < kNvlinkMaxLinks; ++link) {
-      if (!(*nvml)->NvlinkActive(devices[i], link)) continue;
-      auto remote = (*nvml)->NvlinkRemote(devices[i], link);
+      if (!(*nvml)->NvlinkActive(slots[i].device, link)) continue;
+      auto remote = (*nvml)->NvlinkRemote(slots[i].device, link);
       if (!remote) continue;
       auto peer = by_bus.find(gpus::SysfsBusId(remote->bus_id));
       if (peer != by_bus.end() && peer->second != static_cast<int>(i)) topo.gpus[i].nvlink[peer->second] += 1;

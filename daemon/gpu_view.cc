@@ -242,6 +242,8 @@ json GpuView::Json() const {
     const gpus::GpuReading* reading = last_ && i < last_->gpus.size() ? &last_->gpus[i] : nullptr;
     g["uuid"] = topo && !topo->uuid.empty() ? topo->uuid : reading ? reading->uuid : "";
     g["pci_bus_id"] = topo ? topo->pci_bus_id : "";
+    // A MIG instance: its whole GPU's NVML index (nvidia-smi's "GPU N").
+    if (int parent = topo ? topo->mig_parent : reading ? reading->mig_parent : -1; parent >= 0) g["mig_parent"] = parent;
     g["usable"] = topo ? topo->usable : false;
     if (topo && !topo->usable) g["unusable"] = topo->unusable_reason;
     g["health"] = "ok";

@@ -29,6 +29,7 @@ struct GpuReading {
   std::string uuid;
   std::string error;  // "" = read; else why NVML could not read it ("GPU is lost")
   bool lost = false;  // NVML_ERROR_GPU_IS_LOST
+  int mig_parent = -1;  // a MIG instance of this whole GPU (NVML index); -1: a whole GPU
   std::optional<unsigned> util_gpu;  // % of the last sample period a kernel ran
   std::optional<unsigned> util_mem;  // % of it device memory was read or written
   std::optional<uint64_t> mem_used_bytes, mem_total_bytes;

@@ -1,5 +1,6 @@
 #include "gpus/gpu_sampler.h"
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <sstream>
@@ -25,13 +26,18 @@ bool ReadStat(const std::string& proc_root, int pid, int* ppid, std::string* com
   return static_cast<bool>(rest >> state >> *ppid);
 }
 
-GpuReading ReadGpu(const Nvml& nvml, unsigned index, Nvml::Device device, unsigned max_processes) {
+// A device's reading. A MIG instance has its own memory and processes; its
+// utilization NVML does not give (absent), and its temperature, power, clock
+// and ECC counts are its whole GPU's.
+GpuReading ReadGpu(const Nvml& nvml, unsigned index, const Nvml::Slot& slot, unsigned max_processes) {
   GpuReading r;
   r.index = static_cast<int>(index);
+  Nvml::Device device = slot.device;
   if (device == nullptr) {
     r.error = "NVML cannot open it";
     return r;
   }
+  if (slot.mig >= 0) r.mig_parent = static_cast<int>(slot.gpu);
   if (auto uuid = nvml.Uuid(device)) r.uuid = *uuid;
   NvmlMemory mem{};
   if (int rc = nvml.Memory(device, &mem); rc == kNvmlSuccess) {
@@ -42,13 +48,16 @@ GpuReading ReadGpu(const Nvml& nvml, unsigned index, Nvml::Device device, unsign
     r.lost = rc == kNvmlErrorGpuIsLost;
     return r;
   }
-  if (auto u = nvml.Utilization(device)) r.util_gpu = u->gpu, r.util_mem = u->memory;
-  r.temperature_c = nvml.TemperatureC(device);
-  r.power_mw = nvml.PowerMilliwatts(device);
-  r.power_limit_mw = nvml.PowerLimitMilliwatts(device);
-  r.sm_clock_mhz = nvml.SmClockMhz(device);
-  r.ecc_corrected = nvml.EccErrors(device, false);
-  r.ecc_uncorrected = nvml.EccErrors(device, true);
+  if (slot.mig < 0) {
+    if (auto u = nvml.Utilization(device)) r.util_gpu = u->gpu, r.util_mem = u->memory;
+  }
+  Nvml::Device whole = slot.parent;
+  r.temperature_c = nvml.TemperatureC(whole);
+  r.power_mw = nvml.PowerMilliwatts(whole);
+  r.power_limit_mw = nvml.PowerLimitMilliwatts(whole);
+  r.sm_clock_mhz = nvml.SmClockMhz(whole);
+  r.ecc_corrected = nvml.EccErrors(whole, false);
+  r.ecc_uncorrected = nvml.EccErrors(whole, true);
   for (bool graphics : {false, true}) {
     for (const NvmlProcessInfo& p : nvml.Processes(device, graphics, max_processes)) {
       GpuProcess gp;
@@ -112,14 +121,16 @@ void GpuSampler::Start() { thread_ = std::thread([this] { Run(); }); }
 void GpuSampler::Run() {
   auto period = std::chrono::duration<double>(options_.period_seconds);
   auto nvml = Nvml::Open(options_.nvml_library);
-  std::vector<Nvml::Device> devices;
+  std::vector<Nvml::Slot> slots;  // numbered as discovery numbers them
   if (nvml) {
-    unsigned count = (*nvml)->Count();
-    devices.assign(count, nullptr);
-    for (unsigned i = 0; i < count; ++i) {
-      if ((*nvml)->DeviceAt(i, &devices[i]) != kNvmlSuccess) devices[i] = nullptr;
+    slots = (*nvml)->Slots();
+    std::vector<Nvml::Device> whole;
+    for (const Nvml::Slot& slot : slots) {
+      if (slot.parent != nullptr && std::find(whole.begin(), whole.end(), slot.parent) == whole.end()) {
+        whole.push_back(slot.parent);
+      }
     }
-    (*nvml)->WatchXids(devices);
+    (*nvml)->WatchXids(whole);
   }
   for (;;) {
     GpuSnapshot snap;
@@ -127,16 +138,18 @@ void GpuSampler::Run() {
     if (!nvml) {
       snap.error = nvml.error().message;
     } else {
-      for (unsigned i = 0; i < devices.size(); ++i) {
-        snap.gpus.push_back(ReadGpu(**nvml, i, devices[i], options_.max_processes_per_gpu));
+      for (unsigned i = 0; i < slots.size(); ++i) {
+        snap.gpus.push_back(ReadGpu(**nvml, i, slots[i], options_.max_processes_per_gpu));
       }
       while (auto event = (*nvml)->PollXid()) {
-        XidEvent x;
-        x.xid = event->event_data;
-        for (size_t i = 0; i < devices.size(); ++i) {
-          if (devices[i] != nullptr && devices[i] == event->device) x.index = static_cast<int>(i);
+        // An XID is its whole GPU's: each of its MIG instances hears it.
+        bool any = false;
+        for (size_t i = 0; i < slots.size(); ++i) {
+          if (slots[i].parent == nullptr || slots[i].parent != event->device) continue;
+          snap.xids.push_back(XidEvent{static_cast<int>(i), event->event_data});
+          any = true;
         }
-        snap.xids.push_back(x);
+        if (!any) snap.xids.push_back(XidEvent{-1, event->event_data});
         if (snap.xids.size() >= 1024) break;  // a storm waits for the next period
       }
       for (const GpuReading& g : snap.gpus) {

@@ -2,11 +2,19 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cctype>
 
 #include "core/dl_symbols.h"
 
 namespace torchxd::gpus {
+namespace {
+
+// Bounds on what a driver (or a broken one) may report.
+constexpr unsigned kMaxGpus = 256;
+constexpr unsigned kMaxMigInstances = 8;  // 7 on an A100/H100
+
+}  // namespace
 
 struct Nvml::Api {
   using Ret = int;
@@ -32,6 +40,9 @@ struct Nvml::Api {
   Ret (*event_set_free)(void*) = nullptr;
   Ret (*register_events)(Device, unsigned long long, void*) = nullptr;
   Ret (*event_wait)(void*, NvmlEventData*, unsigned) = nullptr;
+  Ret (*mig_mode)(Device, unsigned*, unsigned*) = nullptr;
+  Ret (*mig_max)(Device, unsigned*) = nullptr;
+  Ret (*mig_at)(Device, unsigned, Device*) = nullptr;
 };
 
 namespace {
@@ -77,6 +88,9 @@ Result<std::unique_ptr<Nvml>> Nvml::Open(const std::string& library) {
   Optional(nvml->lib_, "nvmlEventSetFree", a.event_set_free);
   Optional(nvml->lib_, "nvmlDeviceRegisterEvents", a.register_events);
   Optional(nvml->lib_, "nvmlEventSetWait_v2", a.event_wait);
+  Optional(nvml->lib_, "nvmlDeviceGetMigMode", a.mig_mode);
+  Optional(nvml->lib_, "nvmlDeviceGetMaxMigDeviceCount", a.mig_max);
+  Optional(nvml->lib_, "nvmlDeviceGetMigDeviceHandleByIndex", a.mig_at);
   if (int rc = a.init(); rc != kNvmlSuccess) {
     return Fail(Error::Unavailable("nvmlInit failed (" + nvml->ErrorText(rc) + "; is the driver loaded?)"));
   }
@@ -105,6 +119,36 @@ unsigned Nvml::Count() const {
 }
 
 int Nvml::DeviceAt(unsigned index, Device* device) const { return api_->by_index(index, device); }
+
+std::vector<Nvml::Device> Nvml::MigInstances(Device d) const {
+  std::vector<Device> out;
+  unsigned current = 0, pending = 0, max = 0;
+  if (api_->mig_mode == nullptr || api_->mig_max == nullptr || api_->mig_at == nullptr) return out;
+  // NVML_DEVICE_MIG_ENABLE = 1; a GPU without MIG answers NOT_SUPPORTED.
+  if (api_->mig_mode(d, &current, &pending) != kNvmlSuccess || current != 1) return out;
+  if (api_->mig_max(d, &max) != kNvmlSuccess) return out;
+  for (unsigned k = 0; k < std::min(max, kMaxMigInstances); ++k) {
+    Device mig = nullptr;
+    if (api_->mig_at(d, k, &mig) == kNvmlSuccess && mig != nullptr) out.push_back(mig);
+  }
+  return out;
+}
+
+std::vector<Nvml::Slot> Nvml::Slots() const {
+  std::vector<Slot> out;
+  unsigned count = std::min(Count(), kMaxGpus);
+  for (unsigned i = 0; i < count; ++i) {
+    Device d = nullptr;
+    if (DeviceAt(i, &d) != kNvmlSuccess) d = nullptr;
+    std::vector<Device> migs = d == nullptr ? std::vector<Device>{} : MigInstances(d);
+    if (migs.empty()) {
+      out.push_back(Slot{d, d, i, -1});
+      continue;
+    }
+    for (size_t k = 0; k < migs.size(); ++k) out.push_back(Slot{migs[k], d, i, static_cast<int>(k)});
+  }
+  return out;
+}
 
 std::optional<std::string> Nvml::Uuid(Device d) const {
   char uuid[96] = {0};

@@ -54,6 +54,14 @@ inline constexpr unsigned long long kNvmlValueNotAvailable = ~0ULL;
 class Nvml {
  public:
   using Device = void*;
+  // One device admission hands out: a whole GPU, or a MIG instance of a GPU
+  // in MIG mode (each then its own device, its parent not handed out).
+  struct Slot {
+    Device device = nullptr;   // null: NVML cannot open the GPU
+    Device parent = nullptr;   // the whole GPU (itself unless a MIG instance)
+    unsigned gpu = 0;          // the whole GPU's NVML index
+    int mig = -1;              // the MIG instance's index on its GPU; -1: a whole GPU
+  };
   // dlopen(`library`) and nvmlInit_v2; the error says which failed and why.
   [[nodiscard]] static Result<std::unique_ptr<Nvml>> Open(const std::string& library);
   ~Nvml();
@@ -66,6 +74,12 @@ class Nvml {
   unsigned Count() const;
   // The device at `index`; NVML's code when it cannot open it (lost, unhealthy).
   int DeviceAt(unsigned index, Device* device) const;
+  // Every device admission hands out, in the order discovery and the sampler
+  // both number them: GPUs by NVML index, a GPU in MIG mode replaced by its
+  // MIG instances (those that exist; none yet: the whole GPU).
+  std::vector<Slot> Slots() const;
+  // The GPU's MIG instances when MIG mode is on; empty otherwise.
+  std::vector<Device> MigInstances(Device d) const;
 
   std::optional<std::string> Uuid(Device d) const;
   std::optional<NvmlPciInfo> Pci(Device d) const;

@@ -6,6 +6,7 @@
 
 #include "core/gpu_placement.h"
 #include "core/gpu_topology.h"
+#include "core/local_plan.h"
 
 namespace torchxd::core {
 namespace {
@@ -48,6 +49,27 @@ TEST(GpuTopologyTest, BadFilesNameWhatIsWrong) {
   EXPECT_THAT(err(R"({"gpu": []})"), HasSubstr("gpu"));
   EXPECT_THAT(err("[1]"), HasSubstr("expected a JSON object"));
   EXPECT_THAT(err(R"({"gpus": [{"index": 0, "memory_mb": -4}]})"), HasSubstr("memory_mb"));
+}
+
+TEST(GpuTopologyTest, MigInstancesAreDevicesNamedByUuid) {
+  auto t = ParseGpuTopology(R"({"gpus": [{"index": 0, "uuid": "GPU-a"},
+    {"index": 1, "uuid": "MIG-b1", "mig_parent": 1, "pci_bus_id": "0000:08:00.0"},
+    {"index": 2, "uuid": "MIG-b2", "mig_parent": 1, "pci_bus_id": "0000:08:00.0"}]})");
+  ASSERT_TRUE(t.has_value()) << t.error().message;
+  EXPECT_EQ(t->gpus[0].mig_parent, -1);
+  EXPECT_EQ(t->gpus[2].mig_parent, 1);
+  // A whole GPU by its index (bus order); a MIG instance only by its UUID.
+  ReplicaRequest whole, part;
+  ApplyGpuSet(whole, {0}, *t);
+  EXPECT_EQ(whole.env["CUDA_VISIBLE_DEVICES"], "0");
+  ApplyGpuSet(part, {2}, *t);
+  EXPECT_EQ(part.env["CUDA_VISIBLE_DEVICES"], "MIG-b2");
+  // Excluding the GPU's bus id excludes each of its instances.
+  ASSERT_TRUE(ExcludeGpus(*t, "0000:08:00.0").has_value());
+  EXPECT_EQ(t->UsableCount(), 1);
+  auto bad = ParseGpuTopology(R"({"gpus": [{"index": 0, "mig_parent": -1}]})");
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_THAT(bad.error().message, HasSubstr("gpus[0].mig_parent"));
 }
 
 TEST(GpuTopologyTest, ExcludedGpusAreUnusable) {

@@ -7,8 +7,12 @@
 //              "power_mw": 100000, "power_limit_mw": 400000, "sm_clock_mhz": 1410,
 //              "ecc_uncorrected": 0, "ecc_corrected": 0, "lost": false,
 //              "processes": [{"pid": 123, "used_mb": 1000}],
-//              "graphics_processes": []}],
+//              "graphics_processes": [],
+//              "mig": [{"uuid": "MIG-…", "memory_total_mb": 9728, "memory_used_mb": 0,
+//                       "processes": []}]}],
 //    "xids": [{"gpu": 0, "xid": 79}]}
+// A GPU with "mig" is in MIG mode, with those instances; it answers the
+// readings a MIG instance does not have (temperature, power, ECC).
 // XID events are delivered once each, in order, as entries are appended.
 #include <sys/stat.h>
 
@@ -61,13 +65,19 @@ void Refresh(State& s) {
   s.mtime = st.st_mtim;
 }
 
-// The device handle is its index + 1 (never null).
-const json* Gpu(State& s, void* device) {
-  auto index = reinterpret_cast<uintptr_t>(device);
+// A GPU's handle is its index + 1 (never null); its MIG instance k's is
+// that | (k + 1) << 16.
+const json* Gpu(State& s, void* device, const json** whole = nullptr) {
+  auto handle = reinterpret_cast<uintptr_t>(device);
+  uintptr_t index = handle & 0xFFFF, mig = handle >> 16;
   if (index == 0 || !s.doc.contains("gpus")) return nullptr;
   const json& gpus = s.doc["gpus"];
   if (index - 1 >= gpus.size()) return nullptr;
-  return &gpus[index - 1];
+  const json& g = gpus[index - 1];
+  if (whole != nullptr) *whole = &g;
+  if (mig == 0) return &g;
+  if (!g.contains("mig") || mig - 1 >= g["mig"].size()) return nullptr;
+  return &g["mig"][mig - 1];
 }
 
 template <class Fn>
@@ -76,9 +86,10 @@ int WithGpu(void* device, Fn fn) {
   std::lock_guard<std::mutex> lock(s.mu);
   if (!s.initialised) return kUninitialized;
   Refresh(s);
-  const json* g = Gpu(s, device);
+  const json* whole = nullptr;
+  const json* g = Gpu(s, device, &whole);
   if (g == nullptr) return kInvalid;
-  if (g->value("lost", false)) return kGpuLost;
+  if (whole->value("lost", false)) return kGpuLost;
   return fn(*g);
 }
 
@@ -228,6 +239,32 @@ int nvmlDeviceGetComputeRunningProcesses_v3(void* device, unsigned* count, Proce
 }
 int nvmlDeviceGetGraphicsRunningProcesses_v3(void* device, unsigned* count, ProcessInfo* infos) {
   return Processes(device, "graphics_processes", count, infos);
+}
+
+int nvmlDeviceGetMigMode(void* device, unsigned* current, unsigned* pending) {
+  return WithGpu(device, [&](const json& g) {
+    if (!g.contains("mig")) return kNotSupported;
+    *current = *pending = 1;
+    return kSuccess;
+  });
+}
+
+int nvmlDeviceGetMaxMigDeviceCount(void* device, unsigned* count) {
+  return WithGpu(device, [&](const json& g) {
+    if (!g.contains("mig")) return kNotSupported;
+    *count = 7;
+    return kSuccess;
+  });
+}
+
+// Instances 0..n-1 exist; asking past them is NOT_FOUND (6), as for a slot without one.
+int nvmlDeviceGetMigDeviceHandleByIndex(void* device, unsigned index, void** mig) {
+  return WithGpu(device, [&](const json& g) {
+    if (!g.contains("mig")) return kNotSupported;
+    if (index >= g["mig"].size()) return 6;
+    *mig = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(device) | (static_cast<uintptr_t>(index) + 1) << 16);
+    return kSuccess;
+  });
 }
 
 int nvmlEventSetCreate(void** set) {

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <set>
 #include <thread>
 
 #include <gmock/gmock.h>
@@ -435,6 +436,54 @@ TEST_F(GpusTest, AHeldGpuAtZeroIsFlaggedIdleAndUncorrectedEccPastTheLimitTakesIt
   EXPECT_EQ(CallOk("gpus", json::object())["gpus"][held]["health"], "unhealthy");
   timeline = CallOk("gpu_timeline", json::object());
   EXPECT_EQ(timeline["intervals"][0]["held"], false);
+}
+
+TEST_F(GpusTest, EachMigInstanceIsADeviceOfItsOwnHandedOutByItsUuid) {
+  // GPU 1 is in MIG mode with two instances: the box has three devices.
+  json mig = Gpu(1);
+  mig["mig"] = {{{"uuid", "MIG-aaaaaaaa-0000-0000-0000-000000000001"}, {"memory_total_mb", 9728}, {"memory_used_mb", 0}},
+                {{"uuid", "MIG-aaaaaaaa-0000-0000-0000-000000000002"}, {"memory_total_mb", 9728}, {"memory_used_mb", 0}}};
+  WriteNvml({{"gpus", {Gpu(0), mig}}});
+  Start({"--gpu-sample-period", "0.1"});
+  json queue = CallOk("queue", json::object());
+  ASSERT_EQ(queue["gpus"].size(), 3u) << queue.dump();
+  EXPECT_EQ(queue["capacity"]["gpu"], 3);
+  // Three replicas of one GPU each: one per device, a MIG one named by its UUID.
+  std::string out = (dir_ / "cvd").string();
+  json role = {{"name", "w"}, {"entrypoint", "sh"}, {"num_replicas", 3},
+               {"args", {"-c", "echo \"$$CUDA_VISIBLE_DEVICES\" > " + out + ".${replica_id}; sleep 300"}},
+               {"resource", {{"gpu", 1}}}};
+  std::string h = Run(App("m", {role}));
+  std::set<std::string> seen;
+  ASSERT_TRUE(WaitUntil([&] {
+    seen.clear();
+    for (int r = 0; r < 3; ++r) {
+      std::string v = ReadFile(out + "." + std::to_string(r));
+      if (v.empty()) return false;
+      seen.insert(v.substr(0, v.find('\n')));
+    }
+    return true;
+  }));
+  EXPECT_EQ(seen, (std::set<std::string>{"0", "MIG-aaaaaaaa-0000-0000-0000-000000000001",
+                                         "MIG-aaaaaaaa-0000-0000-0000-000000000002"}));
+  json gpus = GpusWhen([](const json& r) { return r["sampling"].contains("sampled_ms"); });
+  ASSERT_EQ(gpus["gpus"].size(), 3u);
+  EXPECT_FALSE(gpus["gpus"][0].contains("mig_parent"));
+  EXPECT_EQ(gpus["gpus"][1]["mig_parent"], 1);
+  EXPECT_EQ(gpus["gpus"][2]["uuid"], "MIG-aaaaaaaa-0000-0000-0000-000000000002");
+  EXPECT_EQ(gpus["gpus"][2]["memory_total_mb"], 9728);
+  EXPECT_EQ(gpus["gpus"][2]["temperature_c"], 31) << "the whole GPU's";
+  EXPECT_TRUE(gpus["gpus"][2]["util_gpu"].is_null()) << "NVML gives no utilization per MIG instance";
+  EXPECT_EQ(gpus["gpus"][2]["held_by"]["app_handle"], h);
+  EXPECT_THAT(Torchx("gpus").out, HasSubstr("2 (GPU 1 MIG)"));
+  // An XID on the whole GPU loses both of its instances.
+  WriteNvml({{"gpus", {Gpu(0), mig}}, {"xids", {{{"gpu", 1}, {"xid", 79}}}}});
+  json done = Wait(h);
+  EXPECT_EQ(done["state"], "FAILED");
+  json after = CallOk("queue", json::object());
+  EXPECT_EQ(after["gpus"][1]["usable"], false);
+  EXPECT_EQ(after["gpus"][2]["usable"], false);
+  EXPECT_EQ(after["gpus"][0]["usable"], true);
 }
 
 }  // namespace

@@ -88,7 +88,9 @@ function renderTiles() {
     const tile = el('article', null, 'gpu-tile' + (g.health !== 'ok' ? ' unhealthy' : g.held_by ? ' held' : ''));
     tile.dataset.gpu = g.index;
     const head = el('div', null, 'tile-head');
-    head.append(el('strong', 'GPU ' + g.index), el('span', g.health === 'ok' ? (g.usable ? 'ok' : 'drained') : 'unhealthy',
+    const name = el('strong', 'GPU ' + g.index);
+    if (g.mig_parent !== undefined) name.append(el('span', ` · MIG of GPU ${g.mig_parent}`, 'note small'));
+    head.append(name, el('span', g.health === 'ok' ? (g.usable ? 'ok' : 'drained') : 'unhealthy',
       'badge ' + (g.health !== 'ok' ? 'bad' : g.usable ? 'ok' : 'warn')));
     tile.append(head, holderOf(g));
     if (g.health_reason) tile.append(el('div', g.health_reason, 'bad reason'));
