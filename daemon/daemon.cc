@@ -2,6 +2,7 @@
 
 #include "core/log.h"
 #include "daemon/capacity.h"
+#include "daemon/gpu_service_file.h"
 #include "daemon/gpu_view.h"
 #include "webui/metrics.h"
 
@@ -212,8 +213,9 @@ Result<void> Daemon::Prepare() {
   sampling.period_seconds = config_.gpu_topology.empty() ? config_.gpu_sample_period : 0;
   sampling.idle_after_seconds = config_.gpu_idle_after;
   sampling.ecc_limit = static_cast<uint64_t>(config_.gpu_ecc_limit);
+  RestoreGpuService();
   gpu_view_ = std::make_unique<GpuView>(&loop_, local_.get(), sampling, [this](int gpu, const std::string& why) {
-    local_->SetGpuUsable(gpu, false, why, /*stop_holder=*/true);
+    SetGpuService(gpu, false, why, /*stop_holder=*/true);
   });
   file_worker_ = std::make_unique<FileWorker>(&loop_);
   gpu_view_->KeepHistory(config_.state_dir + "/gpu-history", file_worker_.get());
@@ -259,7 +261,7 @@ Result<void> Daemon::Prepare() {
   };
   if (!config_.no_admission) {
     info.gpus_drain = [this](int gpu, bool drain, const std::string& reason) -> Result<void> {
-      if (!local_->SetGpuUsable(gpu, !drain, reason, /*stop_holder=*/false)) {
+      if (!SetGpuService(gpu, !drain, reason, /*stop_holder=*/false)) {
         return Fail(Error::NotFound("GPU " + std::to_string(gpu) + " does not exist on this box (" +
                                     std::to_string(local_->admission()->box().topology.size()) + " GPUs)"));
       }
@@ -487,6 +489,39 @@ int Daemon::Run() {
   if (listening_ && restart_fd_ < 0) ::unlink(config_.socket.c_str());
   if (!ui_socket_.empty() && restart_fd_ < 0) ::unlink(ui_socket_.c_str());
   return 0;
+}
+
+bool Daemon::SetGpuService(int gpu, bool usable, const std::string& reason, bool stop_holder) {
+  if (!local_->SetGpuUsable(gpu, usable, reason, stop_holder)) return false;
+  const auto& all = local_->admission()->box().topology.gpus;
+  const std::string& uuid = all[static_cast<size_t>(gpu)].uuid;
+  if (uuid.empty()) return true;  // nothing to know it by after a restart
+  bool changed = usable ? out_of_service_.erase(uuid) > 0 : out_of_service_[uuid] != reason;
+  if (!usable) out_of_service_[uuid] = reason;
+  if (changed) {
+    if (auto ok = SaveOutOfService(config_.state_dir + "/gpu-service.json", out_of_service_); !ok) {
+      logging::warn("GPUs out of service not stored: {}", ok.error().message);
+    }
+  }
+  return true;
+}
+
+void Daemon::RestoreGpuService() {
+  if (!local_->admission()) return;
+  std::string path = config_.state_dir + "/gpu-service.json";
+  auto saved = LoadOutOfService(path);
+  if (!saved) {
+    logging::warn("GPUs out of service not restored: {}", saved.error().message);
+    return;
+  }
+  out_of_service_ = std::move(*saved);
+  const auto& all = local_->admission()->box().topology.gpus;
+  for (size_t i = 0; i < all.size(); ++i) {
+    auto it = out_of_service_.find(all[i].uuid);
+    if (it == out_of_service_.end()) continue;
+    logging::info("gpu {} ({}) stays out of service: {}", i, all[i].uuid, it->second);
+    local_->SetGpuUsable(static_cast<int>(i), false, it->second, /*stop_holder=*/false);
+  }
 }
 
 }  // namespace torchxd::daemon

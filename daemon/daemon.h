@@ -13,6 +13,7 @@
 
 #include <uv.h>
 
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -53,6 +54,11 @@ class Daemon {
   void UpdateStatus();
   [[nodiscard]] Result<void> Listen();
   [[nodiscard]] Result<void> StartUi();
+  // Takes GPU `gpu` out of service (or back), remembering it in the state
+  // dir (daemon/gpu_service_file.h); false when the box has no such GPU.
+  bool SetGpuService(int gpu, bool usable, const std::string& reason, bool stop_holder);
+  // After a restart: the GPUs out of service before it stay out.
+  void RestoreGpuService();
 
   DaemonConfig config_;
   uv_loop_t loop_;
@@ -70,6 +76,7 @@ class Daemon {
   std::unique_ptr<DaemonMetrics> metrics_;
   std::unique_ptr<webui::UiServer> ui_;  // the web page and /metrics
   std::string ui_socket_;
+  std::map<std::string, std::string> out_of_service_;  // GPU UUID -> why (gpu-service.json)
   UvHandle<uv_signal_t> sigterm_;
   UvHandle<uv_signal_t> sigint_;
   UvHandle<uv_check_t> commit_;  // group commit (and STATUS) at the end of each loop turn

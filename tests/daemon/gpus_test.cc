@@ -486,5 +486,25 @@ TEST_F(GpusTest, EachMigInstanceIsADeviceOfItsOwnHandedOutByItsUuid) {
   EXPECT_EQ(after["gpus"][0]["usable"], true);
 }
 
+TEST_F(GpusTest, AGpuOutOfServiceStaysOutAcrossARestartUntilUndrained) {
+  WriteNvml({{"gpus", {Gpu(0), Gpu(1)}}});
+  Start({"--gpu-sample-period", "0"});
+  ASSERT_EQ(Torchx("gpus --drain 1").exit_code, 0);
+  StopDaemon();
+  Start({"--gpu-sample-period", "0"});
+  json queue = CallOk("queue", json::object());
+  EXPECT_EQ(queue["gpus"][1]["usable"], false);
+  EXPECT_THAT(queue["gpus"][1]["unusable"].get<std::string>(), HasSubstr("drained by "));
+  EXPECT_EQ(queue["capacity"]["gpu"], 1);
+  struct stat st {};
+  ASSERT_EQ(::stat((fs::path(state_dir_) / "gpu-service.json").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  // Back in service, and still after the next restart.
+  ASSERT_EQ(Torchx("gpus --undrain 1").exit_code, 0);
+  StopDaemon();
+  Start({"--gpu-sample-period", "0"});
+  EXPECT_EQ(CallOk("queue", json::object())["gpus"][1]["usable"], true);
+}
+
 }  // namespace
 }  // namespace torchxd::testing
