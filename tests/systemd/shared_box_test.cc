@@ -474,5 +474,56 @@ SHARED_BOX_TEST(AHostileNeighbourLeavesAUsersDistributedJobAlone) {
   SharedBox::Release(held);
 }
 
+// GPUs on a shared box: every user sees who holds which GPU (as nvidia-smi
+// shows processes), only admins drain one, and usage shows everyone's totals
+// but only a user's own apps.
+SHARED_BOX_TEST(GpusAreSeenByAllDrainedByAdminsAloneAndUsageListsOnlyOnesOwnApps) {
+  SHARED_BOX_DIR(t);
+  SharedBox box(t);
+  ASSERT_TRUE(box.MakeUsers());
+  {
+    std::ofstream(t / "gpus.json") << R"({"gpus": [{"index": 0, "uuid": "GPU-0"}, {"index": 1, "uuid": "GPU-1"}]})";
+  }
+  ASSERT_TRUE(box.Start({"--gpu-topology", (t / "gpus.json").string()}));  // dave is in the admin group
+  auto run = box.As("alice", "run -d utils.sh --gpu 1 sleep 60");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  std::string h = SharedBox::HandleOf(run);
+  std::string app_id = h.substr(h.rfind('/') + 1);
+  nlohmann::json gpus;
+  for (int i = 0; i < 200; ++i) {
+    gpus = nlohmann::json::parse(box.As("bob", "gpus --json").out);
+    if (gpus["gpus"][0]["held_by"].is_object() || gpus["gpus"][1]["held_by"].is_object()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  int held = gpus["gpus"][0]["held_by"].is_object() ? 0 : 1;
+  ASSERT_TRUE(gpus["gpus"][held]["held_by"].is_object()) << gpus.dump();
+  EXPECT_EQ(gpus["gpus"][held]["held_by"]["user_name"], "alice");
+
+  auto bob = box.As("bob", "gpus --drain " + std::to_string(1 - held));
+  EXPECT_EQ(bob.exit_code, 1);
+  EXPECT_THAT(bob.err, HasSubstr("only root, torchxd's own user and the admin group may drain a GPU"));
+  EXPECT_EQ(box.As("alice", "gpus --undrain 0").exit_code, 1);
+  auto dave = box.As("dave", "gpus --drain " + std::to_string(1 - held));
+  EXPECT_EQ(dave.exit_code, 0) << dave.err;
+  EXPECT_THAT(dave.out, HasSubstr("drained by dave"));
+  struct stat st;
+  ASSERT_EQ(::stat((t / "state/gpu-service.json").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 0u);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  EXPECT_EQ(box.As("dave", "gpus --undrain " + std::to_string(1 - held)).exit_code, 0);
+
+  EXPECT_EQ(box.As("alice", "cancel " + h).exit_code, 0);
+  auto mine = nlohmann::json::parse(box.As("alice", "usage --json").out);
+  ASSERT_EQ(mine["apps"].size(), 1u) << mine.dump();
+  EXPECT_EQ(mine["apps"][0]["app_handle"], h);
+  auto theirs = nlohmann::json::parse(box.As("bob", "usage --json").out);
+  EXPECT_TRUE(theirs["apps"].empty()) << "bob sees no app of alice's";
+  ASSERT_EQ(theirs["users"].size(), 1u);
+  EXPECT_EQ(theirs["users"][0]["user_name"], "alice");
+  EXPECT_GT(theirs["users"][0]["gpu_seconds_held"].get<double>(), 0);
+  EXPECT_EQ(nlohmann::json::parse(box.As("dave", "usage --json").out)["apps"].size(), 1u);  // an admin sees all
+  EXPECT_EQ(box.As("bob", "usage --user alice --json").exit_code, 0);
+}
+
 }  // namespace
 }  // namespace torchxd::testing
