@@ -2,7 +2,8 @@
 # On a machine with an NVIDIA GPU (and PyTorch with CUDA): starts a private
 # torchxd that finds the GPUs through the real libnvidia-ml, runs a job that
 # holds 2 GiB of GPU memory and multiplies matrices for 30 s, and prints what
-# torchxd says (`torchx gpus`, `torchx status`) beside what nvidia-smi says.
+# torchxd says (`torchx gpus`, `torchx status`, `torchx usage`) beside what
+# nvidia-smi says.
 # The GPU's UUID, the job's memory and its utilization must agree within
 # NVML's own granularity. A few minutes in all.
 #   scripts/gpu-check.sh [BIN_DIR]     # default build/bin
@@ -49,3 +50,8 @@ for g in json.load(sys.stdin)["gpus"]:
     if g["held_by"] or g["processes"]:
         print(json.dumps(g, indent=1))'
 tx log "$handle" | tail -3
+for _ in $(seq 60); do tx status "$handle" | grep -qE 'State: (SUCCEEDED|FAILED|CANCELLED)' && break; sleep 1; done
+echo "== torchx status (ended: its GPU-hours)"
+tx status "$handle" | tail -2
+echo "== torchx usage --since 1h"
+tx usage --since 1h
