@@ -189,6 +189,14 @@ bool Admission::Before(const Entry& a, const Entry& b, const UserShares& shares,
 }
 
 std::string Admission::CapBlock(const Entry& e, const QueueState& q) const {
+  // GPUs out of service (drained, lost) left the box smaller than the app:
+  // it neither starts nor holds a reservation (it would hold it forever)
+  // until they come back, and the apps behind it go ahead.
+  if (!e.gang.FitsIn(total_)) {
+    int out = box_.topology.size() - box_.topology.UsableCount();
+    return "it needs " + DescribeResources(e.gang) + " and this box has " + Plural(total_.gpu, "GPU", "GPUs") +
+           " in service (" + Plural(out, "GPU", "GPUs") + " drained or lost: see torchx gpus)";
+  }
   if (q.spec.max_gpus && q.used.gpu + e.gang.gpu > *q.spec.max_gpus) {
     return "queue " + q.spec.name + " is at its cap: " + std::to_string(q.used.gpu) + " of max_gpus=" +
            std::to_string(*q.spec.max_gpus) + " in use";

@@ -442,5 +442,26 @@ TEST_F(AdmissionTest, AGpuBackInServiceWhileHeldIsFreedByItsHolder) {
   EXPECT_EQ(adm_.free().gpu, 8);
 }
 
+TEST_F(AdmissionTest, AnAppLargerThanTheGpusInServiceWaitsWithoutReservingAndOthersGoAhead) {
+  EXPECT_THAT(Submit(App("a", 1, {2, 0, 0})), ElementsAre("a"));
+  EXPECT_THAT(Submit(App("big", 1, {8, 0, 0})), IsEmpty());
+  EXPECT_EQ(adm_.head(), "local_cwd/big");
+  // A GPU drained: big can no longer start on this box, so it holds nothing back.
+  int spare = -1;
+  for (int g = 0; g < 8 && spare < 0; ++g) {
+    if (adm_.GpuHolders()[static_cast<size_t>(g)].empty()) spare = g;
+  }
+  ASSERT_TRUE(adm_.SetGpuUsable(spare, false, "drained by root"));
+  EXPECT_THAT(Submit(App("c", 1, {2, 0, 0})), ElementsAre("c"));
+  EXPECT_TRUE(adm_.head().empty());
+  EXPECT_THAT(adm_.Reason("local_cwd/big", now_),
+              HasSubstr("waiting: it needs 8 GPUs and this box has 7 GPUs in service (1 GPU drained or lost"));
+  // Back in service: big is the head again and starts once the others end.
+  ASSERT_TRUE(adm_.SetGpuUsable(spare, true, ""));
+  EXPECT_THAT(End("c"), IsEmpty());
+  EXPECT_EQ(adm_.head(), "local_cwd/big");
+  EXPECT_THAT(End("a"), ElementsAre("big"));
+}
+
 }  // namespace
 }  // namespace torchxd::core
