@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/cli_context.h"
 #include "core/result.h"
 
@@ -92,6 +94,10 @@ int CmdQueue(const GlobalArgs& global, const std::string& name, bool as_json, bo
 // take GPU N out of service or back first.
 int CmdGpus(const GlobalArgs& global, bool as_json, bool watch, std::optional<int> drain, std::optional<int> undrain,
             const CliContext& ctx);
+// `torchx events HANDLE [-f] [--json]`: the app's timeline; -f follows it until the app ends.
+int CmdEvents(const GlobalArgs& global, const std::string& handle, bool follow, bool as_json, const CliContext& ctx);
+// One event as a line: "14:02:31.250  exited      train/0 failed (attempt 1): exit code 137 = …".
+std::string EventLine(const nlohmann::json& event);
 // `torchx usage [--since 7d] [--user U] [--json]`: GPU-hours held and used per user and per app.
 int CmdUsage(const GlobalArgs& global, const std::string& since, const std::string& user, bool as_json,
              const CliContext& ctx);

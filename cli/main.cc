@@ -100,6 +100,12 @@ int Main(int argc, char** argv) {
       ->check(CLI::Range(0, 1023));
   gpus->add_option("--undrain", gpus_undrain, "put GPU N back into service (root, admin group)")->check(CLI::Range(0, 1023));
 
+  bool events_follow = false;
+  auto* events = app.add_subcommand("events", "An app's timeline: queued, admitted, started, exited, retried, cancelled");
+  events->add_option("app_handle", handle, "scheduler://session/app_id")->required();
+  events->add_flag("-f,--follow", events_follow, "follow new events until the app ends");
+  events->add_flag("--json", as_json, "one JSON object per event and line");
+
   std::string usage_since = "7d", usage_user;
   auto* usage = app.add_subcommand("usage", "GPU-hours held and used per user and per app, as Slurm's sreport");
   usage->add_option("--since", usage_since, "the span: a duration before now (12h, 7d) or a date (2026-11-01[T08:30])")
@@ -186,6 +192,7 @@ int Main(int argc, char** argv) {
   if (*ui) return cli::CmdUi(global, as_json, ctx);
   if (*queue) return cli::CmdQueue(global, queue_name, as_json, queue_all, ctx);
   if (*gpus) return cli::CmdGpus(global, as_json, gpus_watch, gpus_drain, gpus_undrain, ctx);
+  if (*events) return cli::CmdEvents(global, handle, events_follow, as_json, ctx);
   if (*usage) return cli::CmdUsage(global, usage_since, usage_user, as_json, ctx);
   if (*cancel) return cli::CmdCancel(global, handle, grace, ctx);
   if (*del) return cli::CmdDelete(global, handle, ctx);

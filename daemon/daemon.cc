@@ -213,6 +213,7 @@ Result<void> Daemon::Prepare() {
   sampling.period_seconds = config_.gpu_topology.empty() ? config_.gpu_sample_period : 0;
   sampling.idle_after_seconds = config_.gpu_idle_after;
   sampling.ecc_limit = static_cast<uint64_t>(config_.gpu_ecc_limit);
+  local_->SetEventFeed(&event_feed_);
   RestoreGpuService();
   gpu_view_ = std::make_unique<GpuView>(&loop_, local_.get(), sampling, [this](int gpu, const std::string& why) {
     SetGpuService(gpu, false, why, /*stop_holder=*/true);
@@ -256,6 +257,10 @@ Result<void> Daemon::Prepare() {
     };
   }
   info.gpus_info = [this] { return gpu_view_->Json(); };
+  info.load_events = [this](const std::string& scheduler, const std::string& app_id, uint64_t after, size_t limit) {
+    return store_->LoadEvents(scheduler, app_id, after, limit);
+  };
+  info.event_feed = &event_feed_;
   info.gpu_history = [this](std::optional<int> gpu, int64_t from_ms, int64_t to_ms, int points) {
     return gpu_view_->History(gpu, from_ms, to_ms, points);
   };

@@ -19,6 +19,7 @@
 
 #include "core/unique_fd.h"
 #include "core/uv_handle.h"
+#include "daemon/app_events.h"
 #include "daemon/config.h"
 #include "daemon/kubernetes_scheduler.h"
 #include "daemon/local_scheduler.h"
@@ -66,6 +67,7 @@ class Daemon {
   std::unique_ptr<supervisor::Containment> containment_;  // how replicas' process trees are held
   std::unique_ptr<Store> store_;
   std::unique_ptr<LogStore> logs_;  // every scheduler's replica logs
+  EventFeed event_feed_;  // apps' events as they happen (before the schedulers: they tell it)
   std::unique_ptr<LocalScheduler> local_;
   std::unique_ptr<KubernetesScheduler> kubernetes_;
   std::unique_ptr<GpuView> gpu_view_;  // the GPUs' readings for `gpus` (reads local_)

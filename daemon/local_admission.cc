@@ -89,6 +89,7 @@ void LocalScheduler::RunAdmissionPass() {
     if (AppRecord* app = Find(scheduler, app_id)) StartAdmitted(*app, a.replicas);
   }
   if (!admitted.empty()) AccountGpus(now, 0, {});  // their GPU intervals begin now
+  RecordQueuePositions();
   if (admission_->head() != persisted_head_) {
     for (const std::string& key : {persisted_head_, admission_->head()}) {
       auto [scheduler, app_id] = SplitKey(key);
@@ -125,6 +126,16 @@ void LocalScheduler::StartAdmitted(AppRecord& app, const std::vector<core::Place
     for (int g : p.gpus) gpus += (gpus.empty() ? "" : ",") + std::to_string(g);
   }
   app.admission.head = false;
+  queued_said_.erase(Key{app.scheduler, app.app_id});
+  {
+    json held = json::object();
+    for (const core::Placement& p : placed) {
+      held[ReplicaKey(app.app.roles.at(static_cast<size_t>(p.role)).name, p.replica_id)] = p.gpus;
+    }
+    core::AppDemand demand = DemandOf(app);
+    std::string what = gpus.empty() ? "no GPU" : (placed.size() == 1 && gpus.find(',') == std::string::npos ? "GPU " : "GPUs ") + gpus;
+    Event(app, "admitted", std::string(app.runner ? "grew: " : "admitted: ") + what, {{"gpus", held}});
+  }
   std::vector<core::ReplicaRequest> requests;
   if (app.scheduler == "local_docker") {
     requests = ContainerRequests(app, nullptr);  // with the placement
@@ -202,7 +213,8 @@ bool LocalScheduler::CancelQueued(AppRecord& app) {
                              ReplicaInfoToJson(r));
   }
   Persist(app);
-  Event(app, "app", static_cast<int>(app.state), app.msg);
+  Event(app, "ended", "CANCELLED: " + app.msg, {{"state", "CANCELLED"}, {"msg", app.msg}});
+  queued_said_.erase(Key{app.scheduler, app.app_id});
   logging::info("app cancelled while queued app={} queue={}", app.app_id, app.admission.queue);
   logs_->Notify(AppKey(app));
   auto waiters = queued_waiters_.extract(Key{app.scheduler, app.app_id});
@@ -316,6 +328,30 @@ json LocalScheduler::Queues(size_t limit) const {
           {"gpus", gpus}};
 }
 
+void LocalScheduler::RecordQueuePositions() {
+  if (!admission_) return;
+  // The apps nearest the front of each queue: what changes for them is news.
+  constexpr size_t kPerQueue = 64;
+  int64_t now = core::UnixNowMs();
+  for (const core::Admission::QueueView& q : admission_->View(now)) {
+    for (size_t i = 0; i < q.pending.size() && i < kPerQueue; ++i) {
+      auto [scheduler, app_id] = SplitKey(q.pending[i]);
+      AppRecord* app = Find(scheduler, app_id);
+      if (app == nullptr) continue;
+      int position = static_cast<int>(i) + 1;
+      std::string reason = admission_->Reason(q.pending[i], now, position - 1);
+      // "waiting for 2 GPUs in queue default: 0 free…": the queue is named once, in front.
+      std::string in_queue = " in queue " + q.spec->name;
+      if (size_t at = reason.find(in_queue); at != std::string::npos) reason.erase(at, in_queue.size());
+      std::string text = "queued: " + Ordinal(position) + " in queue " + q.spec->name + ", " + reason;
+      std::string& said = queued_said_[Key{scheduler, app_id}];
+      if (said == text) continue;
+      said = text;
+      Event(*app, "queued", text, {{"position", position}, {"queue", q.spec->name}, {"reason", reason}});
+    }
+  }
+}
+
 bool LocalScheduler::SetGpuUsable(int gpu, bool usable, const std::string& reason, bool stop_holder) {
   if (!admission_ || gpu < 0 || gpu >= admission_->box().topology.size()) return false;
   std::string holder = admission_->GpuHolders()[static_cast<size_t>(gpu)];
@@ -328,6 +364,7 @@ bool LocalScheduler::SetGpuUsable(int gpu, bool usable, const std::string& reaso
     auto [scheduler, app_id] = SplitKey(holder);
     AppRecord* app = Find(scheduler, app_id);
     if (app != nullptr && app->runner && !app->runner->terminal() && !app->runner->cancelling()) {
+      Event(*app, "gpu", named + " " + reason + ": stopping the app", {{"gpu", gpu}, {"uuid", g.uuid}, {"why", reason}});
       app->runner->Cancel(options_.grace_seconds, named + " " + reason, /*as_failure=*/true);
     }
   }

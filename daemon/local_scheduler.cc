@@ -1,10 +1,9 @@
 #include "daemon/local_scheduler.h"
 
-
 #include <algorithm>
 #include <cctype>
-#include <tuple>
 #include <cstdio>
+#include <tuple>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -115,7 +114,7 @@ Result<void> LocalScheduler::Load(const std::vector<StoredApp>& stored) {
                                  static_cast<int>(r.state), ReplicaInfoToJson(r));
       }
       Persist(*rec);
-      Event(*rec, "reconciled", static_cast<int>(rec->state), rec->msg);
+      Event(*rec, "reconciled", rec->msg);
       logging::warn("app left running by a previous torchxd marked failed app={}", rec->app_id);
     }
     logs_->Count(*rec);
@@ -179,12 +178,22 @@ void LocalScheduler::Persist(const AppRecord& app) {
   }
 }
 
-void LocalScheduler::Event(const AppRecord& app, const std::string& what, int state,
-                           const std::string& msg) {
-  if (auto ok = store_->AddEvent(app.scheduler, app.app_id, core::UnixNowMs(), what, state, msg, EventsKept(app));
-      !ok) {
-    logging::error("store write failed app={} error={}", app.app_id, ok.error().message);
+void LocalScheduler::Event(const AppRecord& app, const std::string& type, const std::string& text, json data,
+                           const std::string& replica) {
+  AppEvent e;
+  e.time_ms = core::UnixNowMs();
+  e.type = type;
+  e.text = text;
+  e.data = std::move(data);
+  e.replica = replica;
+  auto seq = store_->AddEvent(app.scheduler, app.app_id, e.time_ms, e.type, static_cast<int>(app.state), e.StoredMsg(),
+                              EventsKept(app));
+  if (!seq) {
+    logging::error("store write failed app={} error={}", app.app_id, seq.error().message);
+    return;
   }
+  e.seq = *seq;
+  if (feed_ != nullptr) feed_->Publish(AppKey(app), e);
 }
 
 // The user's oldest finished app, which may leave the cache, or null.
@@ -418,8 +427,16 @@ Result<const AppRecord*> LocalScheduler::SubmitNow(SubmitRequest request) {
   rec->state = admission_ ? core::AppState::kPending : core::AppState::kSubmitted;
   Result<void> committed = store_->PutApp(rec->scheduler, rec->app_id, static_cast<int>(rec->state), rec->created_ms,
                                           rec->ToJson());
-  if (committed) committed = store_->AddEvent(rec->scheduler, rec->app_id, core::UnixNowMs(), "submitted",
-                                              static_cast<int>(rec->state), "");
+  if (committed) {
+    AppEvent submitted;
+    submitted.type = "submitted";
+    submitted.text = "submitted: " + std::to_string(rec->replicas.size()) +
+                     (rec->replicas.size() == 1 ? " replica" : " replicas") + " of " + rec->app.name;
+    submitted.data = {{"replicas", rec->replicas.size()}, {"scheduler", rec->scheduler}};
+    auto seq = store_->AddEvent(rec->scheduler, rec->app_id, core::UnixNowMs(), submitted.type,
+                                static_cast<int>(rec->state), submitted.StoredMsg());
+    if (!seq) committed = Fail(seq.error());
+  }
   if (committed) {
     committed = store_->Commit();
   } else {
@@ -511,7 +528,14 @@ void LocalScheduler::Cancel(AppRecord& app, std::optional<double> grace_seconds,
   if (CancelQueued(app)) return done(CancelOutcome{false});
   if (!app.runner) return done(CancelOutcome{true});
   app.runner->OnTerminal([done] { done(CancelOutcome{false}); });
-  app.runner->Cancel(grace_seconds.value_or(options_.grace_seconds), "cancelled by user");
+  double grace = grace_seconds.value_or(options_.grace_seconds);
+  if (!app.runner->cancelling() && !app.runner->terminal()) {
+    char g[32];
+    std::snprintf(g, sizeof g, "%g", grace);
+    Event(app, "cancel", std::string("cancel requested: SIGTERM to its replicas, SIGKILL to what is left after ") + g + " s",
+          {{"grace_s", grace}});
+  }
+  app.runner->Cancel(grace, "cancelled by user");
 }
 
 void LocalScheduler::Scale(AppRecord& app, const std::vector<core::ScaleRequest>& changes,
@@ -525,6 +549,10 @@ void LocalScheduler::Scale(AppRecord& app, const std::vector<core::ScaleRequest>
   }
   // Queued: it starts with this scale. Stored before the answer, as a cancel is.
   Persist(app);
+  for (const auto& c : changes) {
+    Event(app, "scaled", "role " + c.role + " scaled to " + std::to_string(c.replicas) + " replicas",
+          {{"role", c.role}, {"replicas", c.replicas}});
+  }
   logging::info("app scaled app={} scale={}", app.app_id, app.scale.dump());
   done({});
 }
@@ -646,15 +674,59 @@ void LocalScheduler::OnReplicaChanged(supervisor::AppRunner& runner,
   if (app == nullptr) return;
   for (auto& mine : app->replicas) {
     if (mine.role != r.role || mine.replica_id != r.replica_id) continue;
+    bool moved = mine.state != r.state || mine.attempt != r.attempt || mine.pid != r.pid;
     mine = r;
     if (r.state == core::ReplicaState::kFailed) ReadErrorFile(*app, mine);
     (void)store_->PutReplica(app->scheduler, app->app_id, r.role, r.replica_id, r.attempt,
                              static_cast<int>(r.state), ReplicaInfoToJson(mine));
-    Event(*app, "replica " + ReplicaKey(r.role, r.replica_id) + " attempt " + std::to_string(r.attempt),
-          static_cast<int>(r.state), mine.error_message);
+    if (moved) ReplicaEvent(*app, mine);
     logging::info("replica {} app={} role={} replica={} attempt={} pid={} code={}",
                  ToLowerState(r.state), app->app_id, r.role, r.replica_id, r.attempt,
                  r.pid.value_or(0), r.exit_code ? std::to_string(*r.exit_code) : "-");
+  }
+}
+
+void LocalScheduler::OnRestartScheduled(supervisor::AppRunner& runner, const supervisor::ReplicaInfo& r,
+                                        uint64_t delay_ms, int left, int max) {
+  AppRecord* app = RecordOf(runner);
+  if (app == nullptr) return;
+  char in[32];
+  std::snprintf(in, sizeof in, "%.1f", static_cast<double>(delay_ms) / 1000.0);
+  Event(*app, "retrying",
+        std::string("restarting in ") + in + " s (" + std::to_string(left) + " of " + std::to_string(max) +
+            (max == 1 ? " retry" : " retries") + " left)",
+        {{"in_s", static_cast<double>(delay_ms) / 1000.0}, {"left", left}, {"max", max}, {"attempt", r.attempt + 1}},
+        ReplicaKey(r.role, r.replica_id));
+}
+
+void LocalScheduler::ReplicaEvent(const AppRecord& app, const supervisor::ReplicaInfo& r) {
+  std::string key = ReplicaKey(r.role, r.replica_id);
+  json data = {{"attempt", r.attempt}, {"state", core::AppStateName(r.state)}};
+  if (r.pid) data["pid"] = *r.pid;
+  if (r.exit_code) data["exit_code"] = *r.exit_code;
+  if (r.signal) data["signal"] = *r.signal;
+  std::string attempt = "attempt " + std::to_string(r.attempt);
+  switch (r.state) {
+    case core::ReplicaState::kRunning:
+      return Event(app, "started", "started (" + attempt + (r.pid ? ", pid " + std::to_string(*r.pid) : "") + ")", data, key);
+    case core::ReplicaState::kSucceeded:
+      return Event(app, "exited", "succeeded (" + attempt + ")", data, key);
+    case core::ReplicaState::kPending:
+      // An attempt that ended and waits to restart (`retrying` follows); else nothing new to say.
+      if (!r.exit_code && !r.signal) return;
+      [[fallthrough]];
+    case core::ReplicaState::kFailed:
+    case core::ReplicaState::kCancelled: {
+      std::string outcome = r.state == core::ReplicaState::kCancelled ? "cancelled" : "failed";
+      std::string why = ExitMeaning(r.exit_code, r.signal);
+      data["meaning"] = why;
+      // The supervisor's own "killed by signal N" / "exited with code N" says less than the meaning.
+      bool generic = r.error_message.rfind("killed by signal ", 0) == 0 || r.error_message.rfind("exited with code ", 0) == 0;
+      if (!r.error_message.empty() && !generic) why += "; " + r.error_message;
+      return Event(app, "exited", outcome + " (" + attempt + "): " + why, data, key);
+    }
+    default:
+      return;  // waiting to start: `queued` says why
   }
 }
 
@@ -714,7 +786,10 @@ void LocalScheduler::OnAppChanged(supervisor::AppRunner& runner) {
     LeaveAdmission(*app);  // its process groups are gone: its GPUs are free
   }
   Persist(*app);
-  Event(*app, "app", static_cast<int>(app->state), app->msg);
+  if (core::IsTerminal(app->state) && !was_terminal) {
+    Event(*app, "ended", std::string(core::AppStateName(app->state)) + (app->msg.empty() ? "" : ": " + app->msg),
+          {{"state", core::AppStateName(app->state)}, {"msg", app->msg}});
+  }
   logs_->Notify(AppKey(*app));
   if (core::IsTerminal(app->state) && !was_terminal) {
     // Free the runner once its callbacks have unwound.

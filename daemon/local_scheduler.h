@@ -24,6 +24,7 @@
 #include "core/admission.h"
 #include "core/runopts.h"
 #include "core/uv_handle.h"
+#include "daemon/app_events.h"
 #include "daemon/app_record.h"
 #include "daemon/log_store.h"
 #include "daemon/scheduler.h"
@@ -96,6 +97,8 @@ class LocalScheduler : public Scheduler, public supervisor::AppRunnerObserver {
                 uint64_t lost_bytes) override;
   void OnReplicaStreamsClosed(supervisor::AppRunner& app, const supervisor::ReplicaInfo& r) override;
   void OnAppChanged(supervisor::AppRunner& app) override;
+  void OnRestartScheduled(supervisor::AppRunner& app, const supervisor::ReplicaInfo& replica, uint64_t delay_ms,
+                          int left, int max) override;
   void OnAttemptsRecorded(supervisor::AppRunner& app) override;
 
   std::string PendingReason(const AppRecord& app) const override;
@@ -109,6 +112,8 @@ class LocalScheduler : public Scheduler, public supervisor::AppRunnerObserver {
   // False when there is no admission or no such GPU.
   bool SetGpuUsable(int gpu, bool usable, const std::string& reason, bool stop_holder);
   const core::Admission* admission() const { return admission_.get(); }
+  // Where the apps' events are told as they happen (the `events` request follows them).
+  void SetEventFeed(EventFeed* feed) { feed_ = feed; }
   // GPU accounting (daemon/local_gpu_usage.cc), called about once a second:
   // opens and closes each app's GPU intervals as admission's holders say,
   // and adds `dt_s` weighted by each held GPU's utilization (absent: no
@@ -124,7 +129,13 @@ class LocalScheduler : public Scheduler, public supervisor::AppRunnerObserver {
   void MakeRoom(uid_t uid);  // evicts the user's oldest finished apps beyond the cache size
   void Evict(AppRecord& app);
   void Persist(const AppRecord& app);
-  void Event(const AppRecord& app, const std::string& what, int state, const std::string& msg);
+  // Adds an event to the app's timeline (daemon/app_events.h): stored, then told to its followers.
+  void Event(const AppRecord& app, const std::string& type, const std::string& text,
+             nlohmann::json data = nlohmann::json::object(), const std::string& replica = "");
+  // After a pass: a queued event for each pending app whose position or reason changed.
+  void RecordQueuePositions();
+  // A replica's start or end on the timeline.
+  void ReplicaEvent(const AppRecord& app, const supervisor::ReplicaInfo& replica);
   void WriteSuccessFile(const AppRecord& app);
   void RemoveLogDir(AppRecord& app);
   // The rights the app's log files are written and removed with.
@@ -199,6 +210,8 @@ class LocalScheduler : public Scheduler, public supervisor::AppRunnerObserver {
   std::string persisted_head_;  // the head as the store knows it
   uint64_t next_seq_ = 1;
   std::map<Key, std::vector<std::function<void()>>> queued_waiters_;  // Wait() on queued apps
+  EventFeed* feed_ = nullptr;
+  std::map<Key, std::string> queued_said_;  // the last queued event's text per pending app
   std::set<Key> gpu_accounted_;         // apps with a GPU interval open
   int64_t usage_persisted_ms_ = 0;      // when used time was last stored
   std::multimap<int64_t, Key> deadlines_;  // wall-clock ms -> app with max_duration

@@ -93,10 +93,11 @@ void Service::Dispatch(const protocol::Request& request, const PeerInfo& peer,
   if (m == "gpu_history") return GpuHistory(p, responder);
   if (m == "gpu_timeline") return GpuTimeline(p, responder);
   if (m == "usage") return Usage(p, peer, responder);
+  if (m == "events") return Events(p, peer, responder);
   responder->Error(Error::InvalidArgument(
       "unknown method \"" + m + "\"." +
       core::DidYouMean(m, {"version", "run", "status", "describe", "list", "cancel", "wait", "scale", "ui",
-                           "runopts", "delete", "shutdown", "log", "queue", "gpus", "gpu_history", "gpu_timeline", "usage"})));
+                           "runopts", "delete", "shutdown", "log", "queue", "gpus", "gpu_history", "gpu_timeline", "usage", "events"})));
 }
 
 void Service::Run(const json& params, const PeerInfo& peer, const Reply& reply) {

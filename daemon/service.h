@@ -1,6 +1,6 @@
 // Service: the daemon's request handlers (docs/protocol.md): version, run,
 // status, describe, list, cancel, wait, scale, runopts, delete, log, queue, gpus,
-// gpu_history, gpu_timeline, usage, ui,
+// gpu_history, gpu_timeline, usage, events, ui,
 // shutdown. Apps are routed to the Scheduler serving their scheduler name and
 // found by app id; the session part of a handle is echoed, not matched.
 //
@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "daemon/app_events.h"
 #include "daemon/file_worker.h"
 #include "daemon/log_store.h"
 #include "daemon/scheduler.h"
@@ -58,6 +59,11 @@ class Service : public RequestHandler {
     std::function<Result<void>(int gpu, bool drain, const std::string& reason)> gpus_drain;
     // `gpu_history`: each GPU's (or one's) utilization and memory over a span (GpuView::History).
     std::function<nlohmann::json(std::optional<int> gpu, int64_t from_ms, int64_t to_ms, int points)> gpu_history;
+    // `events`: an app's stored events after a sequence number, and the feed that tells new ones.
+    std::function<Result<std::vector<StoredEvent>>(const std::string& scheduler, const std::string& app_id,
+                                                   uint64_t after_seq, size_t limit)>
+        load_events;
+    EventFeed* event_feed = nullptr;
   };
   // May `peer` see and act on every app? (root, the daemon's own user, the admin group)
   bool MayActOnAll(const PeerInfo& peer) const;
@@ -81,6 +87,8 @@ class Service : public RequestHandler {
   void GpuHistory(const nlohmann::json& params, const Reply& reply);
   void GpuTimeline(const nlohmann::json& params, const Reply& reply);
   void Usage(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
+  // An app's timeline, once or followed (daemon/service_events.cc).
+  void Events(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
   void Status(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
   void Describe(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
   void List(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
@@ -34,6 +35,12 @@ const char* const kMigrations[] = {
     CREATE INDEX events_by_app ON events(scheduler, app_id);
     )sql",
 };
+
+std::string ColumnText(sqlite3_stmt* s, int column) {
+  const unsigned char* text = sqlite3_column_text(s, column);
+  return text == nullptr ? std::string() : std::string(reinterpret_cast<const char*>(text),
+                                                       static_cast<size_t>(sqlite3_column_bytes(s, column)));
+}
 
 struct Stmt {
   sqlite3_stmt* s;
@@ -275,10 +282,10 @@ Result<void> Store::PutReplica(const std::string& scheduler, const std::string& 
   return {};
 }
 
-Result<void> Store::AddEvent(const std::string& scheduler, const std::string& app_id,
-                             int64_t time_ms, const std::string& what, int state,
-                             const std::string& msg, size_t keep) {
-  if (auto ok = EnsureTransaction(); !ok) return ok;
+Result<uint64_t> Store::AddEvent(const std::string& scheduler, const std::string& app_id,
+                                 int64_t time_ms, const std::string& what, int state,
+                                 const std::string& msg, size_t keep) {
+  if (auto ok = EnsureTransaction(); !ok) return Fail(ok.error());
   if (add_event_ == nullptr) {
     auto s = Prepare("INSERT INTO events(scheduler,app_id,time_ms,what,state,msg) VALUES(?,?,?,?,?,?)");
     if (!s) return Fail(s.error());
@@ -293,10 +300,11 @@ Result<void> Store::AddEvent(const std::string& scheduler, const std::string& ap
   sqlite3_bind_int(stmt, 5, state);
   BindText(stmt, 6, msg);
   if (sqlite3_step(stmt) != SQLITE_DONE) return Fail(SqlError("write event of " + app_id));
-  if (keep == 0) return {};
+  auto seq = static_cast<uint64_t>(sqlite3_last_insert_rowid(db_));
+  if (keep == 0) return seq;
   // Unknown at first (written by an earlier daemon): assume full, trim after a quarter more.
   size_t& stored = events_kept_.try_emplace(scheduler + "/" + app_id, keep).first->second;
-  if (++stored <= keep + keep / 4) return {};
+  if (++stored <= keep + keep / 4) return seq;
   if (trim_events_ == nullptr) {
     auto s = Prepare(
         "DELETE FROM events WHERE scheduler=?1 AND app_id=?2 AND seq <= (SELECT seq FROM events WHERE "
@@ -310,7 +318,38 @@ Result<void> Store::AddEvent(const std::string& scheduler, const std::string& ap
   sqlite3_bind_int64(trim_events_, 3, static_cast<int64_t>(keep));
   if (sqlite3_step(trim_events_) != SQLITE_DONE) return Fail(SqlError("trim events of " + app_id));
   stored = keep;
-  return {};
+  return seq;
+}
+
+Result<std::vector<StoredEvent>> Store::LoadEvents(const std::string& scheduler, const std::string& app_id,
+                                                   uint64_t after_seq, size_t limit) {
+  if (load_events_ == nullptr) {
+    // The newest `limit` after the cursor, put back in order below.
+    auto s = Prepare(
+        "SELECT seq,time_ms,what,state,msg FROM events WHERE scheduler=?1 AND app_id=?2 AND seq>?3 "
+        "ORDER BY seq DESC LIMIT ?4");
+    if (!s) return Fail(s.error());
+    load_events_ = *s;
+  }
+  Stmt guard{load_events_};
+  BindText(load_events_, 1, scheduler);
+  BindText(load_events_, 2, app_id);
+  sqlite3_bind_int64(load_events_, 3, static_cast<int64_t>(std::min<uint64_t>(after_seq, INT64_MAX)));
+  sqlite3_bind_int64(load_events_, 4, static_cast<int64_t>(limit));
+  std::vector<StoredEvent> out;
+  int rc;
+  while ((rc = sqlite3_step(load_events_)) == SQLITE_ROW) {
+    StoredEvent e;
+    e.seq = static_cast<uint64_t>(sqlite3_column_int64(load_events_, 0));
+    e.time_ms = sqlite3_column_int64(load_events_, 1);
+    e.what = ColumnText(load_events_, 2);
+    e.state = sqlite3_column_int(load_events_, 3);
+    e.msg = ColumnText(load_events_, 4);
+    out.push_back(std::move(e));
+  }
+  if (rc != SQLITE_DONE) return Fail(SqlError("read events of " + app_id));
+  std::reverse(out.begin(), out.end());
+  return out;
 }
 
 Result<void> Store::DeleteApp(const std::string& scheduler, const std::string& app_id) {

@@ -37,6 +37,15 @@ struct StoredApp {
   std::vector<nlohmann::json> replicas;  // latest attempt of each replica
 };
 
+// One row of an app's event timeline, as stored (daemon/app_events.h reads it).
+struct StoredEvent {
+  uint64_t seq = 0;
+  int64_t time_ms = 0;
+  std::string what;
+  int state = 0;
+  std::string msg;
+};
+
 class Store {
  public:
   [[nodiscard]] static Result<std::unique_ptr<Store>> Open(const std::string& path,
@@ -53,9 +62,13 @@ class Store {
                                         int state, const nlohmann::json& record);
   // Keeps the app's newest `keep` events (0: all): older ones are deleted a
   // few at a time, so that a crash-looping replica's history stays bounded.
-  [[nodiscard]] Result<void> AddEvent(const std::string& scheduler, const std::string& app_id,
-                                      int64_t time_ms, const std::string& what, int state,
-                                      const std::string& msg, size_t keep = 0);
+  // Returns the event's sequence number (increasing across all apps).
+  [[nodiscard]] Result<uint64_t> AddEvent(const std::string& scheduler, const std::string& app_id,
+                                          int64_t time_ms, const std::string& what, int state,
+                                          const std::string& msg, size_t keep = 0);
+  // The app's events after `after_seq`, oldest first, at most `limit` (the newest of them).
+  [[nodiscard]] Result<std::vector<StoredEvent>> LoadEvents(const std::string& scheduler, const std::string& app_id,
+                                                            uint64_t after_seq, size_t limit);
   [[nodiscard]] Result<void> DeleteApp(const std::string& scheduler, const std::string& app_id);
   [[nodiscard]] Result<std::vector<StoredApp>> LoadApps();
   // Commits the open transaction, if any. On failure (e.g. a full disk) the
@@ -93,6 +106,7 @@ class Store {
   sqlite3_stmt* put_replica_ = nullptr;
   sqlite3_stmt* add_event_ = nullptr;
   sqlite3_stmt* trim_events_ = nullptr;
+  sqlite3_stmt* load_events_ = nullptr;
   sqlite3_stmt* trim_attempts_ = nullptr;
   // Per "scheduler/app_id": events that may be stored now (the bound, after a trim).
   std::map<std::string, size_t> events_kept_;

@@ -494,6 +494,16 @@ void AppRunner::ScheduleRestart(size_t index) {
                                      options_.backoff_max_seconds, jitter);
   auto delay_ms = static_cast<uint64_t>(delay * 1000.0);
   if (options_.book_restart) delay_ms = options_.book_restart(delay_ms);
+  {
+    const core::Role& role = app_.roles[static_cast<size_t>(s.info.role_index)];
+    int max = role.max_retries, used = s.retries_used;
+    if (role.retry_policy == core::RetryPolicy::kRole) used = role_retries_[static_cast<size_t>(s.info.role_index)];
+    if (role.retry_policy == core::RetryPolicy::kApplication) {
+      for (const auto& r : app_.roles) max = std::min(max, r.max_retries);
+      used = app_retries_;
+    }
+    observer_->OnRestartScheduled(*this, s.info, delay_ms, std::max(0, max - used), max);
+  }
   s.restart_timer = NewUvHandle<uv_timer_t>(&s);
   uv_timer_init(loop_, s.restart_timer.get());
   uv_timer_start(

@@ -89,6 +89,10 @@ class AppRunnerObserver {
   virtual void OnLogged(AppRunner& app, const ReplicaInfo& replica, uint64_t disk_bytes, uint64_t lost_bytes) = 0;
   virtual void OnReplicaStreamsClosed(AppRunner& app, const ReplicaInfo& replica) = 0;
   virtual void OnAppChanged(AppRunner& app) = 0;  // state, msg or num_restarts changed
+  // A replica will restart in `delay_ms` (its backoff); `left` of `max` retries remain after this one.
+  virtual void OnRestartScheduled(AppRunner& app, const ReplicaInfo& replica, uint64_t delay_ms, int left, int max) {
+    (void)app, (void)replica, (void)delay_ms, (void)left, (void)max;
+  }
   // The attempts recorded (OnReplicaChanged) since the last call are about to
   // start: their records must be durable when this returns, so that a daemon
   // that dies right after finds every attempt it started, and its monitor.

@@ -1,0 +1,62 @@
+// `torchx events HANDLE [-f] [--json]`: an app's timeline, as kubectl's
+// `get events` and Nomad's alloc status give them: when, what, which
+// replica, one line each; -f follows until the app ends.
+#include <ctime>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/daemon_connection.h"
+
+namespace torchxd::cli {
+namespace {
+
+using nlohmann::json;
+
+// "14:02:31.250": local time of day, ms.
+std::string TimeOfDay(int64_t ms) {
+  std::time_t at = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  localtime_r(&at, &tm);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%02d:%02d:%02d.%03d", tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms % 1000));
+  return buf;
+}
+
+}  // namespace
+
+std::string EventLine(const json& e) {
+  std::string line = TimeOfDay(e.value("time_ms", int64_t{0})) + "  ";
+  std::string type = e.value("type", "");
+  line += type;
+  if (type.size() < 10) line += std::string(10 - type.size(), ' ');
+  line += "  ";
+  if (e.contains("replica")) line += e["replica"].get<std::string>() + " ";
+  return line + e.value("text", "");
+}
+
+int CmdEvents(const GlobalArgs& global, const std::string& handle, bool follow, bool as_json, const CliContext& ctx) {
+  auto client = ConnectToDaemon({global.socket, true}, ctx);
+  if (!client) return ReportError(ctx, client.error().message, kExitNoDaemon);
+  json params = {{"app_handle", handle}, {"follow", follow}};
+  bool any = false;
+  auto print = [&](const json& e) {
+    any = true;
+    if (as_json) {
+      *ctx.out << e.dump() << "\n";  // one JSON object per line, as `docker events --format json`
+    } else {
+      *ctx.out << EventLine(e) << "\n";
+    }
+    ctx.out->flush();
+  };
+  auto reply = client->Call("events", params, [&](const json& ev) {
+    if (ev.contains("event")) print(ev["event"]);
+  });
+  if (!reply) return ReportCallError(ctx, reply.error());
+  for (const auto& e : reply->value("events", json::array())) print(e);
+  if (!any && !as_json) *ctx.out << "No events for " << handle << "\n";
+  return kExitOk;
+}
+
+}  // namespace torchxd::cli

@@ -1,0 +1,91 @@
+// Service's `events` request: an app's timeline (daemon/app_events.h), once
+// or followed until the app ends (docs/protocol.md).
+#include "core/json_reader.h"
+#include "daemon/app_events.h"
+#include "daemon/service.h"
+
+namespace torchxd::daemon {
+
+using nlohmann::json;
+
+namespace {
+
+// Events in one reply, the newest kept (an app keeps at most EventsKept).
+constexpr int64_t kMaxEventsPerReply = 10000;
+// A follower that reads nothing is dropped once this much waits for it.
+constexpr size_t kMaxUnreadEventBytes = 1 << 20;
+
+// One follow of one app: told each event after `last`, ended by the app's end or the client going.
+struct EventFollow : std::enable_shared_from_this<EventFollow> {
+  std::shared_ptr<protocol::Responder> reply;
+  EventFeed* feed = nullptr;
+  uint64_t subscription = 0;
+  uint64_t last = 0;
+  bool done = false;
+
+  void Send(const AppEvent& e) {
+    if (done || e.seq <= last) return;
+    last = e.seq;
+    if (reply->QueuedBytes() > kMaxUnreadEventBytes) {
+      return Finish(Fail(Error::Unavailable("events are not being read: the follow was dropped")));
+    }
+    reply->Event({{"event", e.ToJson()}});
+  }
+  void Finish(Result<json> result) {
+    if (done) return;
+    done = true;
+    if (feed != nullptr && subscription != 0) feed->Unsubscribe(subscription);
+    if (result) {
+      reply->Result(*result);
+    } else {
+      reply->Error(result.error());
+    }
+  }
+};
+
+}  // namespace
+
+void Service::Events(const json& params, const PeerInfo& peer, const Reply& reply) {
+  core::JsonReader r(params, "params", {"app_handle", "follow", "after", "limit"});
+  (void)r.String("app_handle", "");
+  bool follow = r.Bool("follow", false);
+  auto after = r.OptionalInt("after", 0, INT64_MAX);
+  auto limit = r.OptionalInt("limit", 1, kMaxEventsPerReply);
+  if (auto ok = r.Finish(); !ok) return reply->Error(ok.error());
+  auto found = FindOwnApp(params, peer, "see");
+  if (!found) return reply->Error(found.error());
+  AppRecord& app = **found;
+  if (!info_.load_events) return reply->Error(Error::Unavailable("this torchxd keeps no events"));
+  auto rows = info_.load_events(app.scheduler, app.app_id, static_cast<uint64_t>(after.value_or(0)),
+                                static_cast<size_t>(limit.value_or(kMaxEventsPerReply)));
+  if (!rows) return reply->Error(rows.error());
+  std::vector<AppEvent> events;
+  for (const StoredEvent& row : *rows) events.push_back(AppEvent::FromStored(row));
+  json state = {{"app_handle", app.Handle()}, {"state", core::AppStateName(app.state)}};
+  if (!follow) {
+    json list = json::array();
+    for (const AppEvent& e : events) list.push_back(e.ToJson());
+    state["events"] = std::move(list);
+    return reply->Result(state);
+  }
+  auto f = std::make_shared<EventFollow>();
+  f->reply = reply;
+  f->feed = info_.event_feed;
+  f->last = after.value_or(0);
+  for (const AppEvent& e : events) f->Send(e);
+  if (f->done) return;
+  if (core::IsTerminal(app.state) || info_.event_feed == nullptr) return f->Finish(state);
+  f->subscription = info_.event_feed->Subscribe(AppKey(app), [f](const AppEvent& e) { f->Send(e); });
+  reply->OnGone([f] { f->Finish(Fail(Error::Unavailable("gone"))); });
+  std::string scheduler = app.scheduler, app_id = app.app_id;
+  SchedulerFor(app.scheduler)->Wait(app, [this, f, scheduler, app_id](const AppRecord& ended) {
+    // What was told between the last event sent and the end (a scheduler
+    // without live events has it only in the store).
+    if (auto rest = info_.load_events(scheduler, app_id, f->last, static_cast<size_t>(kMaxEventsPerReply))) {
+      for (const StoredEvent& row : *rest) f->Send(AppEvent::FromStored(row));
+    }
+    f->Finish(json{{"app_handle", ended.Handle()}, {"state", core::AppStateName(ended.state)}});
+  });
+}
+
+}  // namespace torchxd::daemon
