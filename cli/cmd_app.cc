@@ -3,9 +3,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
+#include <mutex>
 #include <thread>
 
 #include "cli/commands.h"
@@ -182,7 +184,37 @@ int CmdCancel(const GlobalArgs& global, const std::string& handle, std::optional
   if (!client) return ReportError(ctx, client.error().message, kExitNoDaemon);
   json params = {{"app_handle", handle}};
   if (grace) params["grace_period"] = *grace;
+  // While the replicas take their grace period, say every few seconds what is still running.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool answered = false;
+  std::thread progress([&] {
+    auto watcher = ConnectToDaemon({global.socket, false}, ctx);
+    if (!watcher) return;
+    auto started = std::chrono::steady_clock::now();
+    std::unique_lock<std::mutex> lock(mu);
+    while (!cv.wait_for(lock, std::chrono::seconds(3), [&] { return answered; })) {
+      lock.unlock();
+      auto st = watcher->Call("status", {{"app_handle", handle}});
+      lock.lock();
+      if (!st || answered) continue;
+      int running = 0;
+      for (const auto& role : st->value("roles", json::array())) {
+        for (const auto& r : role.value("replicas", json::array())) running += r.value("state_name", "") == "RUNNING";
+      }
+      auto waited = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started).count();
+      *ctx.err << "torchx: cancelling " << handle << ": " << running << (running == 1 ? " replica" : " replicas")
+               << " still running after " << waited << " s (SIGTERM sent; SIGKILL once the grace period ends)"
+               << std::endl;
+    }
+  });
   auto reply = client->Call("cancel", params);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    answered = true;
+  }
+  cv.notify_all();
+  progress.join();
   if (!reply) return ReportCallError(ctx, reply.error());
   if ((*reply)["already_terminal"] == true) {
     *ctx.out << handle << " already " << (*reply)["state"].get<std::string>() << "\n";

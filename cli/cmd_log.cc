@@ -44,8 +44,11 @@ struct Printer {
     out.flush();
   }
 
+  uint64_t last_app_event = 0;  // resumed after a daemon restart, stored events come again
+
   void Event(const json& event) {
     if (event.contains("lines")) return Lines(event);
+    if (event.contains("app_event")) return AppEvent(event["app_event"]);
     std::string who = event.value("role", "") + "/" + std::to_string(event.value("replica", 0));
     if (event.contains("attempt")) {
       *ctx.err << who << " --- attempt " << event["attempt"] << " ---" << std::endl;
@@ -62,6 +65,13 @@ struct Printer {
       *ctx.err << "torchx: warning: " << who << ": " << event["warning"].get<std::string>()
                << " (still following)" << std::endl;
     }
+  }
+
+  void AppEvent(const json& e) {
+    uint64_t seq = e.value("seq", uint64_t{0});
+    if (seq != 0 && seq <= last_app_event) return;
+    last_app_event = seq;
+    PrintAppEvent(*ctx.err, e);
   }
 };
 
@@ -96,6 +106,13 @@ int ReadLogs(const ConnectOptions& connect, const CliContext& ctx, std::optional
 }
 
 }  // namespace
+
+// One line of the app's timeline on stderr, apart from the replicas' own lines.
+void PrintAppEvent(std::ostream& err, const json& e) {
+  if (!e.is_object() || e.value("type", "") == "submitted") return;  // run printed the handle
+  err << "torchx: " << (e.contains("replica") ? e["replica"].get<std::string>() + " " : "") << e.value("text", "")
+      << std::endl;
+}
 
 Result<int64_t> ParseLogTime(const std::string& text, int64_t now_ms) {
   static const RE2 kRelative(R"((\d{1,12})([smhd]))");
@@ -168,16 +185,26 @@ int CmdLog(const GlobalArgs& global, const LogArgs& args, const CliContext& ctx)
   ConnectOptions connect{global.socket, true};
   auto client = ConnectToDaemon(connect, ctx);
   if (!client) return ReportError(ctx, client.error().message, kExitNoDaemon);
+  if (args.tail && !args.json) {
+    // A follower of an app that waits hears why, and then what happens to it, on stderr.
+    params["app_events"] = "new";
+    if (auto st = client->Call("status", {{"app_handle", selector->handle}}); st && (*st)["state"] == "PENDING") {
+      std::string msg = st->value("msg", "");
+      *ctx.err << "torchx: " << selector->handle << " is waiting" << (msg.empty() ? "" : ": " + msg)
+               << "; its log follows once it starts" << std::endl;
+    }
+  }
   Printer printer{ctx, *ctx.out, ctx.color, args.timestamps, args.json};
   return ReadLogs(connect, ctx, std::move(*client), params, printer, /*unreadable_fails=*/true);
 }
 
-int StreamLogs(const GlobalArgs& global, const std::string& handle, const CliContext& ctx) {
+int StreamLogs(const GlobalArgs& global, const std::string& handle, const CliContext& ctx, bool quiet) {
   bool err_tty = ::isatty(STDERR_FILENO) == 1;
   Printer printer{ctx, *ctx.err, err_tty, false, false};
+  json params = {{"app_handle", handle}, {"follow", true}};
+  if (!quiet) params["app_events"] = "all";
   // The job's result decides run's exit code, not whether every line could be fetched.
-  return ReadLogs({global.socket, true}, ctx, std::nullopt, {{"app_handle", handle}, {"follow", true}}, printer,
-                  /*unreadable_fails=*/false);
+  return ReadLogs({global.socket, true}, ctx, std::nullopt, params, printer, /*unreadable_fails=*/false);
 }
 
 }  // namespace torchxd::cli

@@ -159,7 +159,15 @@ int CmdRun(const GlobalArgs& global, RunArgs args, const CliContext& ctx) {
   {
     std::optional<CancelOnSignal> cancel_on_signal;
     if (local) cancel_on_signal.emplace(connect, handle, ctx);
-    if (stream) rc = StreamLogs(global, handle, ctx);
+    if (stream) {
+      rc = StreamLogs(global, handle, ctx, args.quiet);
+    } else if (!args.quiet) {
+      // --wait without logs: what happens to the app, until it ends.
+      if (auto events = ConnectToDaemon(connect, ctx)) {
+        (void)events->Call("events", {{"app_handle", handle}, {"follow", true}},
+                           [&](const nlohmann::json& e) { if (e.contains("event")) PrintAppEvent(*ctx.err, e["event"]); });
+      }
+    }
     if (rc == kExitOk) {
       auto waited = CallAcrossRestarts(connect, ctx, std::move(*client), "wait",
                                        [&] { return nlohmann::json{{"app_handle", handle}}; });

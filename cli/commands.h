@@ -29,6 +29,7 @@ struct RunArgs {
   bool dryrun = false;
   bool wait = false;
   bool log = false;
+  bool quiet = false;                        // -q/--quiet: no `torchx: queued…` progress lines
   std::optional<bool> detach;                // -d/--detach; else [cli:run] detach
   std::optional<std::string> workspace;      // --workspace/--buck-target; else [cli:run] workspace
   std::optional<std::string> parent_run_id;  // --parent_run_id; else $TORCHX_PARENT_RUN_ID
@@ -66,7 +67,10 @@ struct LogSelector {
 int CmdBuiltins(const std::string& print, const CliContext& ctx);
 int CmdLog(const GlobalArgs& global, const LogArgs& args, const CliContext& ctx);
 // Follows every replica's combined log to stderr with the `role/replica ` prefix.
-int StreamLogs(const GlobalArgs& global, const std::string& handle, const CliContext& ctx);
+// An app event (the `events` reply's) as a `torchx: …` line on `err`; submitted ones are not said.
+void PrintAppEvent(std::ostream& err, const nlohmann::json& event);
+// Unless `quiet`, the app's events too, as `torchx: …` lines.
+int StreamLogs(const GlobalArgs& global, const std::string& handle, const CliContext& ctx, bool quiet = false);
 int CmdRunopts(const std::string& scheduler, const CliContext& ctx);
 // `torchx configure [-s a,b] [--print] [-a]`: TorchX's .torchxconfig template.
 int CmdConfigure(const std::string& schedulers, bool print, bool all, const CliContext& ctx);

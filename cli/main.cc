@@ -49,6 +49,8 @@ int Main(int argc, char** argv) {
   run->add_flag("--dryrun", run_args.dryrun, "print the AppDef and scheduler request, run nothing");
   run->add_flag("--wait", run_args.wait, "wait until the app is terminal; exit 1 unless it SUCCEEDED (local: always)");
   run->add_flag("--log", run_args.log, "stream every replica's log to stderr (implies --wait; local: always)");
+  run->add_flag("-q,--quiet", run_args.quiet,
+                "while attached, do not print what happens to the app (queued, started, exited, retrying) to stderr");
   bool detach = false;
   auto* detach_flag = run->add_flag("-d,--detach", detach,
                 "print the handle and return at once (local schedulers; default: [cli:run] detach)");

@@ -93,7 +93,7 @@ Result<LogCursor> ParseLogCursor(const std::string& text) {
 
 Result<LogQuery> ParseLogQuery(const json& params) {
   core::JsonReader r(params, "params", {"app_handle", "stream", "role", "replicas", "regex", "since_ms",
-                                        "until_ms", "follow", "tail_lines", "attempt", "cursors"});
+                                        "until_ms", "follow", "tail_lines", "attempt", "cursors", "app_events"});
   r.Field("app_handle");
   LogQuery q;
   q.stream = r.String("stream", "combined");
@@ -117,6 +117,7 @@ Result<LogQuery> ParseLogQuery(const json& params) {
   q.since_ms = r.OptionalInt("since_ms", INT64_MIN, INT64_MAX);
   q.until_ms = r.OptionalInt("until_ms", INT64_MIN, INT64_MAX);
   q.follow = r.Bool("follow", false);
+  q.app_events = r.String("app_events", "");
   if (auto n = r.OptionalInt("tail_lines", 0, std::numeric_limits<int>::max())) q.tail_lines = static_cast<int>(*n);
   if (auto n = r.OptionalInt("attempt", 0, std::numeric_limits<int>::max())) q.attempt = static_cast<int>(*n);
   if (const json* cursors = r.Field("cursors"); cursors != nullptr && !cursors->is_null()) {
@@ -135,6 +136,9 @@ Result<LogQuery> ParseLogQuery(const json& params) {
     }
   }
   if (auto ok = r.Finish(); !ok) return Fail(ok.error());
+  if (q.app_events != "" && q.app_events != "new" && q.app_events != "all") {
+    return Fail(Error::InvalidArgument("params.app_events: must be \"new\" or \"all\", got \"" + q.app_events + "\""));
+  }
   if (q.stream != "combined" && q.stream != "stdout" && q.stream != "stderr") {
     return Fail(Error::InvalidArgument("params.stream: must be combined, stdout or stderr, got \"" + q.stream + "\""));
   }
@@ -262,6 +266,13 @@ LogRequest::LogRequest(uv_loop_t* loop, LogStore* logs, std::string app_key,
 
 LogRequest::~LogRequest() {
   if (subscription_ != 0) logs_->Unsubscribe(subscription_);
+  if (feed_subscription_ != 0) feed_->Unsubscribe(feed_subscription_);
+}
+
+void LogRequest::SendAppEvent(const AppEvent& event) {
+  if (done_ || event.seq <= last_app_event_) return;
+  last_app_event_ = event.seq;
+  responder_->Event({{"app_event", event.ToJson()}});
 }
 
 Result<void> LogRequest::Start() {
@@ -276,6 +287,11 @@ Result<void> LogRequest::Start() {
     done_ = true;
     Schedule();  // finish on the loop, never inside the connection's callback
   });
+  if (query_.follow && !query_.app_events.empty() && feed_ != nullptr) {
+    for (const AppEvent& e : event_history_) SendAppEvent(e);
+    event_history_.clear();
+    feed_subscription_ = feed_->Subscribe(app_key_, [this](const AppEvent& e) { SendAppEvent(e); });
+  }
   preparing_ = cursors_.size();
   if (preparing_ == 0) return Begin();
   for (size_t i = 0; i < cursors_.size(); ++i) {
@@ -549,6 +565,8 @@ void LogRequest::Finish() {
   }
   if (subscription_ != 0) logs_->Unsubscribe(subscription_);
   subscription_ = 0;
+  if (feed_subscription_ != 0) feed_->Unsubscribe(feed_subscription_);
+  feed_subscription_ = 0;
   auto on_done = std::move(on_done_);
   if (on_done) on_done(this);  // destroys this
 }

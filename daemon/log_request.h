@@ -29,6 +29,7 @@
 #include "core/line_regex.h"
 #include "core/result.h"
 #include "core/uv_handle.h"
+#include "daemon/app_events.h"
 #include "daemon/file_worker.h"
 #include "daemon/log_store.h"
 #include "logfiles/log_stream.h"
@@ -60,6 +61,9 @@ struct LogQuery {
   // Where a reconnecting follower stopped, per "role/replica": the `cursor` of
   // the last event it received. It replaces since/tail_lines for that replica.
   std::map<std::string, LogCursor> cursors;
+  // A follower also hears the app's events (daemon/app_events.h): "new" as
+  // they happen, "all" the stored ones first; "" none.
+  std::string app_events;
 };
 [[nodiscard]] Result<LogQuery> ParseLogQuery(const nlohmann::json& params);
 
@@ -91,6 +95,11 @@ class LogRequest {
   void SetProblemSource(std::function<std::string(const std::string& replica_key)> problem) {
     problem_ = std::move(problem);
   }
+  // A follower with app_events hears `history` first, then what `feed` tells. Call before Start.
+  void SetAppEvents(EventFeed* feed, std::vector<AppEvent> history) {
+    feed_ = feed;
+    event_history_ = std::move(history);
+  }
   // Starts reading; a bad query is an error here, a replica whose files
   // cannot be read an error the responder gets (and the request ends).
   [[nodiscard]] Result<void> Start();
@@ -109,6 +118,7 @@ class LogRequest {
   void Event(Cursor& c, nlohmann::json event);
   void Warn(Cursor& c);  // a follower learns a new reason its replica's log cannot be read
   void Finish();
+  void SendAppEvent(const AppEvent& event);
 
   uv_loop_t* loop_;
   FileWorker* worker_;
@@ -129,6 +139,10 @@ class LogRequest {
   size_t preparing_ = 0;          // cursors whose start is being worked out
   std::optional<Error> first_error_;
   uint64_t wakes_ = 0;            // times the log store woke this follower
+  EventFeed* feed_ = nullptr;
+  std::vector<AppEvent> event_history_;
+  uint64_t feed_subscription_ = 0;
+  uint64_t last_app_event_ = 0;   // the seq of the last app event sent
 };
 
 }  // namespace torchxd::daemon

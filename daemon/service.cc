@@ -540,12 +540,21 @@ void Service::Log(const json& params, const PeerInfo& peer, const Reply& reply) 
     const AppRecord* a = owner->Find(scheduler, app_id);
     return a != nullptr && owner->MoreOutputExpected(*a);
   };
+  // A follower that asked for the app's events: the stored ones first ("all").
+  std::vector<AppEvent> history;
+  if (follow && query->app_events == "all" && info_.load_events) {
+    if (auto rows = info_.load_events(scheduler, app_id, 0, 1000)) {
+      for (const StoredEvent& row : *rows) history.push_back(AppEvent::FromStored(row));
+    }
+  }
   auto start = [this, owner, scheduler, app_id, key, live, reply, read_as, targets = std::move(targets),
-                query = std::move(*query)]() mutable {
+                query = std::move(*query), history = std::move(history)]() mutable {
+    bool events = !query.app_events.empty();
     auto request = std::make_unique<LogRequest>(loop_, logs_, key, std::move(targets), std::move(query), live, reply,
                                                 [this](LogRequest* done) { log_requests_.erase(done); }, read_as,
                                                 files_);
     LogRequest* raw = request.get();
+    if (events) raw->SetAppEvents(info_.event_feed, std::move(history));
     raw->SetProblemSource([owner, scheduler, app_id](const std::string& replica_key) {
       const AppRecord* a = owner->Find(scheduler, app_id);
       return a == nullptr ? std::string() : owner->LogProblem(*a, replica_key);
