@@ -1,0 +1,156 @@
+// An app's timeline (`events`, `torchx events`, and what attached commands
+// print of it): each step once, in order, with what an exit means and what
+// comes next; followed live until the app ends; kept across a restart;
+// bounded under a crash loop.
+#include <unistd.h>
+
+#include <fstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "core/client.h"
+#include "tests/cli/shell.h"
+#include "tests/daemon/daemon_fixture.h"
+
+namespace torchxd::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+class EventsTest : public DaemonFixture {
+ protected:
+  // A box of two GPUs (a topology file), for queueing.
+  void StartWithGpus(std::vector<std::string> extra = {}) {
+    std::string topology = (dir_ / "gpus.json").string();
+    std::ofstream(topology) << R"({"gpus": [{"index": 0, "uuid": "GPU-0"}, {"index": 1, "uuid": "GPU-1"}]})";
+    extra.insert(extra.begin(), {"--gpu-topology", topology});
+    StartDaemon(extra);
+  }
+  json Events(const std::string& handle) { return CallOk("events", {{"app_handle", handle}})["events"]; }
+  // "type replica: text" per event, for the order.
+  static std::vector<std::string> Steps(const json& events) {
+    std::vector<std::string> out;
+    for (const auto& e : events) out.push_back(e["type"].get<std::string>() + (e.contains("replica") ? " " + e["replica"].get<std::string>() : ""));
+    return out;
+  }
+  Output Torchx(const std::string& args) {
+    return RunShell("cd " + dir_.string() + " && " + std::string(TORCHX_BIN) + " --socket " + socket_ + " " + args,
+                    (dir_ / "torchx.err").string());
+  }
+  static json GpuRole(int gpus, const std::vector<std::string>& args) {
+    json role = FakeRole("w", args);
+    role["resource"] = {{"gpu", gpus}};
+    return role;
+  }
+};
+
+TEST_F(EventsTest, AQueuedAppThatRetriesTellsEachStepOnceInOrderWithWhatItsExitMeans) {
+  StartWithGpus();
+  std::string big = Run(App("big", {GpuRole(2, {"--sleep", "1"})}));
+  json flaky = GpuRole(1, {"--exit", "137"});
+  flaky["max_retries"] = 1;
+  std::string h = Run(App("flaky", {flaky}));
+  json done = Wait(h);
+  EXPECT_EQ(done["state"], "FAILED");
+  json events = Events(h);
+  EXPECT_EQ(Steps(events),
+            (std::vector<std::string>{"submitted", "queued", "admitted", "started w/0", "exited w/0", "retrying w/0",
+                                      "started w/0", "exited w/0", "ended"}))
+      << events.dump(1);
+  uint64_t last = 0;
+  for (const auto& e : events) {
+    EXPECT_GT(e["seq"].get<uint64_t>(), last);
+    last = e["seq"].get<uint64_t>();
+  }
+  EXPECT_THAT(events[1]["text"].get<std::string>(), HasSubstr("queued: 1st in queue default, next to start: waiting for 1 GPU"));
+  EXPECT_EQ(events[1]["data"]["position"], 1);
+  EXPECT_THAT(events[2]["text"].get<std::string>(), HasSubstr("admitted: GPU "));
+  EXPECT_EQ(events[3]["data"]["attempt"], 1);
+  EXPECT_TRUE(events[3]["data"]["pid"].is_number());
+  EXPECT_THAT(events[4]["text"].get<std::string>(),
+              HasSubstr("failed (attempt 1): exit code 137 = SIGKILL, by the kernel's OOM killer"));
+  EXPECT_EQ(events[4]["data"]["exit_code"], 137);
+  EXPECT_THAT(events[5]["text"].get<std::string>(), HasSubstr("(0 of 1 retry left)"));
+  EXPECT_EQ(events[5]["data"]["left"], 0);
+  EXPECT_EQ(events[6]["data"]["attempt"], 2);
+  EXPECT_THAT(events[8]["text"].get<std::string>(), HasSubstr("FAILED"));
+  // After a cursor: the rest only.
+  json rest = CallOk("events", {{"app_handle", h}, {"after", events[6]["seq"]}})["events"];
+  EXPECT_EQ(Steps(rest), (std::vector<std::string>{"exited w/0", "ended"}));
+  // The same after a restart: stored with the app.
+  StopDaemon();
+  StartWithGpus();
+  EXPECT_EQ(Events(h), events);
+  // torchx events prints a line each.
+  Output out = Torchx("events " + h);
+  EXPECT_EQ(out.exit_code, 0) << out.err;
+  EXPECT_THAT(out.out, HasSubstr("exited      w/0 failed (attempt 2): exit code 137"));
+  EXPECT_EQ(Torchx("events local_cwd://torchx/nope").exit_code, 1);
+  Wait(big);
+}
+
+TEST_F(EventsTest, AFollowerHearsEachEventAsItHappensAndTheEndClosesIt) {
+  StartDaemon();
+  std::string h = Run(App("f", {FakeRole("w", {"--sleep", "0.5"})}));
+  auto client = DaemonClient::Connect(socket_);
+  ASSERT_TRUE(client.has_value());
+  std::vector<std::string> heard;
+  // Followed from before it starts: it hears the start and the end as they happen.
+  auto reply = client->Call("events", {{"app_handle", h}, {"follow", true}}, [&](const json& e) {
+    heard.push_back(e["event"]["type"].get<std::string>());
+  });
+  ASSERT_TRUE(reply.has_value()) << reply.error().message;
+  EXPECT_EQ((*reply)["state"], "SUCCEEDED");
+  EXPECT_EQ(heard, (std::vector<std::string>{"submitted", "admitted", "started", "exited", "ended"}));
+  // A finished app's follow ends at once, after what it has.
+  heard.clear();
+  reply = client->Call("events", {{"app_handle", h}, {"follow", true}}, [&](const json& e) {
+    heard.push_back(e["event"]["type"].get<std::string>());
+  });
+  ASSERT_TRUE(reply.has_value());
+  EXPECT_EQ(heard.size(), 5u);
+  // Bad input names the field.
+  auto bad = Call("events", {{"app_handle", h}, {"after", -1}});
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_THAT(bad.error().message, HasSubstr("params.after"));
+}
+
+TEST_F(EventsTest, RunPrintsWhatHappensToStderrAndQuietHidesIt) {
+  StartWithGpus();
+  std::string big = Run(App("big", {GpuRole(2, {"--sleep", "1"})}));
+  std::ofstream(dir_ / "flaky.json")
+      << R"({"name": "flaky", "roles": [{"name": "w", "entrypoint": ")" << FAKE_JOB
+      << R"(", "args": ["--stdout", "hello", "--exit", "3"], "max_retries": 1, "resource": {"gpu": 1}}]})";
+  Output run = Torchx("run flaky.json");
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_THAT(run.err, HasSubstr("torchx: queued: 1st in queue default"));
+  EXPECT_THAT(run.err, HasSubstr("torchx: admitted: GPU "));
+  EXPECT_THAT(run.err, HasSubstr("torchx: w/0 failed (attempt 1): exit code 3"));
+  EXPECT_THAT(run.err, HasSubstr("torchx: w/0 restarting in "));
+  EXPECT_THAT(run.err, HasSubstr("w/0 hello"));
+  // Each step once, though two attempts wrote to the log.
+  EXPECT_EQ(run.err.find("torchx: admitted"), run.err.rfind("torchx: admitted"));
+  Output quiet = Torchx("run -q flaky.json");
+  EXPECT_EQ(quiet.exit_code, 1);
+  EXPECT_EQ(quiet.err.find("torchx: w/0 failed"), std::string::npos) << quiet.err;
+  EXPECT_THAT(quiet.err, HasSubstr("w/0 hello"));
+  Wait(big);
+}
+
+TEST_F(EventsTest, ACrashLoopKeepsABoundedTimeline) {
+  StartDaemon({"--restart-rate-per-user", "1000"});
+  json loop = FakeRole("w", {"--exit", "1"});
+  loop["max_retries"] = 60;  // 3 events a retry: far more than are kept
+  std::string h = Run(App("loop", {loop}), {{"restart_backoff", 0.1}, {"restart_backoff_max", 0.1}});
+  json done = Wait(h);
+  EXPECT_EQ(done["state"], "FAILED");
+  EXPECT_EQ(done["num_restarts"], 60);
+  json events = Events(h);
+  // EventsKept: 64 + 32 per replica (the store trims a quarter past it).
+  EXPECT_LE(events.size(), (64u + 32u) * 5 / 4) << events.size();
+  EXPECT_EQ(events.back()["type"], "ended") << "the newest are kept";
+}
+
+}  // namespace
+}  // namespace torchxd::testing
