@@ -28,7 +28,7 @@ using nlohmann::json;
 
 // Operations a page may read with GET; the only change it may ask for is cancel (POST).
 const std::vector<std::string> kReadMethods = {"version", "list", "status", "describe", "queue",
-                                               "gpus", "gpu_history", "gpu_timeline", "usage"};
+                                               "gpus", "gpu_history", "gpu_timeline", "usage", "events"};
 const std::vector<std::string> kChangeMethods = {"cancel"};
 
 const char kCsp[] =
@@ -282,6 +282,8 @@ void UiServer::Route(const std::shared_ptr<HttpExchange>& exchange, const protoc
     return std::make_shared<EventStream>(loop_, handler_, peer, exchange, &changes_, on_end)->Start();
   }
   if (r.path == "/api/log.txt") return Download(exchange, peer);
+  // An app's timeline, once (/api/events is the page's event stream).
+  if (api_method == "timeline") api_method = "events";
   if (std::find(kReadMethods.begin(), kReadMethods.end(), api_method) != kReadMethods.end()) {
     json params = json::object();
     for (const auto& [key, value] : r.query) {
@@ -292,6 +294,8 @@ void UiServer::Route(const std::shared_ptr<HttpExchange>& exchange, const protoc
       if (!extra.is_object()) return ReplyError(exchange, Error::InvalidArgument("params: must be a JSON object"));
       params.update(extra);
     }
+    // A GET answers at once: a follow is the CLI's (the page has its event stream).
+    if (api_method == "events") params["follow"] = false;
     // A GET never changes anything: draining a GPU is the CLI's.
     if (api_method == "gpus" && (params.contains("drain") || params.contains("undrain"))) {
       return ReplyError(exchange, Error::PermissionDenied("the page does not drain GPUs: torchx gpus --drain N"));

@@ -102,4 +102,24 @@ describe('GPUs on the page', { skip: skip || false, timeout: 120000 }, () => {
     daemon.torchx('cancel', busy);
     daemon.torchx('cancel', idle);
   });
+
+  test("a waiting app's page shows why it waits and its events instead of an empty log; they follow it as it starts", async () => {
+    const holder = gpuApp('holder', 3, 600);  // with GPU 2 out of service, the box is full
+    await until(() => heldBy(holder).length === 3, 'the holder to run');
+    const waiting = gpuApp('waiting', 1, 600);
+    const page = await openPage(browser, daemon);
+    await page.goto(daemon.origin + '/apps/' + encodeURIComponent(waiting));
+    await page.locator('#event-list li[data-type="queued"]', { hasText: '1st in queue default' }).waitFor();
+    await page.locator('#app-msg', { hasText: 'waiting for 1 GPU' }).waitFor();
+    assert.equal(await page.locator('#tail').isHidden(), true, 'no empty log box for an app that never started');
+    await screenshot(page, 'pending-1280x800');
+    daemon.torchx('cancel', holder);
+    await page.locator('#event-list li[data-type="started"]').waitFor({ timeout: 15000 });
+    await page.locator('#tail').waitFor({ state: 'visible' });
+    const types = await page.locator('#event-list li').evaluateAll((lis) => lis.map((li) => li.dataset.type));
+    assert.deepEqual(types.slice(0, 4), ['submitted', 'queued', 'admitted', 'started']);
+    assert.deepEqual(page.errors, []);
+    await page.context().close();
+    daemon.torchx('cancel', waiting);
+  });
 });

@@ -298,6 +298,10 @@ function onStatus(status) {
   $('app-msg').textContent = status.msg || '';
   $('cancel-btn').hidden = !mayCancel(status);
   renderAppGpus(status);
+  refreshEvents(status.app_handle);
+  // Nothing started yet (queued): its reason and timeline say it all; no empty log box.
+  const started = replicasOf(status).some((r) => r.attempt > 0);
+  $('tail').hidden = !started;
   const body = $('replica-table').tBodies[0];
   body.replaceChildren(...reps.map((r) => {
     const exit = r.signal ? 'signal ' + r.signal : r.exit_code === null ? '' : String(r.exit_code);
@@ -346,6 +350,33 @@ function updateDownload() {
   if (S.role !== null) { q.set('role', S.role); q.set('replica', S.replica); }
   if (S.regex) q.set('regex', S.regex);
   $('t-download').href = '/api/log.txt?' + q.toString();
+}
+
+// ---- the app's events ----------------------------------------------------
+let eventsTimer = null;
+function refreshEvents(handle) {
+  clearTimeout(eventsTimer);
+  eventsTimer = setTimeout(async () => {
+    let reply;
+    try { reply = await api('/api/timeline?app_handle=' + encodeURIComponent(handle)); } catch (e) {
+      $('event-list').replaceChildren(el('li', e.message, 'error'));
+      return;
+    }
+    if (S.view !== 'app' || S.app !== handle) return;
+    const list = $('event-list');
+    const atBottom = list.scrollHeight - list.scrollTop - list.clientHeight < 4;
+    list.replaceChildren(...(reply.events || []).map((e) => {
+      const failed = e.type === 'exited' && e.data && e.data.state !== 'SUCCEEDED';
+      const li = el('li', null, 'event ' + e.type + (failed || e.type === 'gpu' ? ' bad' : ''));
+      li.dataset.type = e.type;
+      const when = new Date(e.time_ms);
+      li.append(el('time', when.toLocaleTimeString(), 'note'), el('span', e.type, 'etype'),
+        el('span', (e.replica ? e.replica + ' ' : '') + e.text, 'etext'));
+      li.querySelector('time').dateTime = when.toISOString();
+      return li;
+    }));
+    if (atBottom) list.scrollTop = list.scrollHeight;
+  }, 200);
 }
 
 // ---- the log tail --------------------------------------------------------
