@@ -77,7 +77,7 @@ int ReportCallError(const CliContext& ctx, const Error& error) {
 }
 
 int CmdStatus(const GlobalArgs& global, const std::string& handle, bool as_json,
-              const std::vector<std::string>& roles, const CliContext& ctx) {
+              const std::vector<std::string>& roles, const CliContext& ctx, bool verbose) {
   auto client = ConnectToDaemon({global.socket, true}, ctx);
   if (!client) return ReportError(ctx, client.error().message, kExitNoDaemon);
   auto reply = client->Call("status", {{"app_handle", handle}});
@@ -95,7 +95,7 @@ int CmdStatus(const GlobalArgs& global, const std::string& handle, bool as_json,
     }
     *ctx.out << core::DumpLikePython(out) << "\n";  // one line, as TorchX's json.dumps
   } else {
-    *ctx.out << core::FormatAppStatus(*status, roles) << "\n";
+    *ctx.out << core::FormatAppStatus(*status, roles, verbose) << "\n";
     if (reply->contains("gpu_usage")) {  // torchxd's: what it took of the GPUs (torchx usage sums these)
       const json& u = (*reply)["gpu_usage"];
       double held = u.value("gpu_seconds_held", 0.0), used = u.value("gpu_seconds_used", 0.0);
@@ -156,25 +156,38 @@ int CmdList(const GlobalArgs& global, const std::string& scheduler, const std::s
       out.push_back({{"app_handle", a[0]}, {"app_id", a[1]}, {"name", a[2]}, {"scheduler", a[3]},
                      {"state", a[4]}, {"created", core::FormatRfc3339Utc(a[5].get<int64_t>())},
                      {"ended", a[6].is_null() ? json(nullptr) : json(core::FormatRfc3339Utc(a[6].get<int64_t>()))},
-                     {"queue", a.size() > 7 ? a[7] : json(nullptr)}});
+                     {"queue", a.size() > 7 ? a[7] : json(nullptr)},
+                     {"started", a.size() > 9 && a[9].is_number() ? json(core::FormatRfc3339Utc(a[9].get<int64_t>())) : json(nullptr)},
+                     {"msg", a.size() > 10 ? a[10] : json("")}});
     }
     *ctx.out << out.dump(2) << "\n";
     return kExitOk;
   }
-  // TorchX's columns, then QUEUE when some app waits in or ran through one.
+  // TorchX's columns, then QUEUE when some app waits in or ran through one, and REASON when some
+  // app has one (why it failed, was cancelled or waits).
   bool queues = std::any_of(apps.begin(), apps.end(), [](const json& a) { return a.size() > 7 && a[7].is_string(); });
   std::vector<std::vector<std::string>> rows = {{"APP HANDLE", "APP NAME", "APP STATUS", "STARTED", "DURATION"}};
   if (queues) rows[0].push_back("QUEUE");
+  bool reasons = std::any_of(apps.begin(), apps.end(), [](const json& a) {
+    return a.size() > 10 && a[10].is_string() && !a[10].get<std::string>().empty();
+  });
+  if (reasons) rows[0].push_back("REASON");
   rows.reserve(apps.size() + 1);
   int64_t now = core::UnixNowMs();
   for (const auto& a : apps) {
-    int64_t created = a[5].get<int64_t>();
+    // An app that never started (queued, or cancelled while queued) has no start nor duration.
+    bool known = a.size() > 9;
+    std::optional<int64_t> started;
+    if (known && a[9].is_number()) started = a[9].get<int64_t>();
+    if (!known) started = a[5].get<int64_t>();  // an older daemon: created, as TorchX shows it
     int64_t ended = a[6].is_null() ? now : a[6].get<int64_t>();
     rows.push_back({a[0].get<std::string>(), a[2].get<std::string>(), a[4].get<std::string>(),
-                    LocalTime(created), Duration(ended - created)});
+                    started ? LocalTime(*started) : "-", started ? Duration(ended - *started) : "-"});
     if (queues) rows.back().push_back(a.size() > 7 && a[7].is_string() ? a[7].get<std::string>() : "-");
+    std::string reason = a.size() > 10 && a[10].is_string() ? a[10].get<std::string>() : "";
+    if (reasons) rows.back().push_back(reason.empty() ? "-" : reason);
   }
-  PrintTable(*ctx.out, rows);
+  PrintTable(*ctx.out, rows, TerminalColumns(ctx.environ));
   return kExitOk;
 }
 

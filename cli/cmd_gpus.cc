@@ -67,7 +67,7 @@ std::string Holder(const json& g, int64_t now_ms) {
   return "free";
 }
 
-void Print(std::ostream& out, const json& reply) {
+void Print(std::ostream& out, const json& reply, size_t columns) {
   const json& sampling = reply["sampling"];
   std::vector<std::vector<std::string>> gpus = {{"GPU", "HEALTH", "UTIL", "MEM UTIL", "MEMORY", "TEMP", "POWER", "HOLDER"}};
   std::vector<std::vector<std::string>> procs = {{"GPU", "PID", "USER", "MEMORY", "APP / COMMAND"}};
@@ -93,13 +93,13 @@ void Print(std::ostream& out, const json& reply) {
     out << "\n";
     return;
   }
-  PrintTable(out, gpus);
+  PrintTable(out, gpus, columns);
   for (const auto& g : reply["gpus"]) {
     if (g.contains("health_reason")) out << "GPU " << g["index"].dump() << ": " << g["health_reason"].get<std::string>() << "\n";
   }
   if (procs.size() > 1) {
     out << "\n";
-    PrintTable(out, procs);
+    PrintTable(out, procs, columns);
   }
   out << "\n";
   if (sampling.value("off", false)) {
@@ -136,7 +136,7 @@ int CmdGpus(const GlobalArgs& global, bool as_json, bool watch, std::optional<in
       *ctx.out << reply->dump(2) << "\n";
     } else {
       if (watch) *ctx.out << "\033[H\033[2J";  // home, clear: redrawn in place
-      Print(*ctx.out, *reply);
+      Print(*ctx.out, *reply, TerminalColumns(ctx.environ));
     }
     ctx.out->flush();
     if (!watch) return kExitOk;

@@ -63,7 +63,7 @@ int CmdQueue(const GlobalArgs& global, const std::string& name, bool as_json, bo
                          Request(p.value("request", json())), p["reason"].get<std::string>()});
     }
   }
-  PrintTable(*ctx.out, queues);
+  PrintTable(*ctx.out, queues, TerminalColumns(ctx.environ));
   int in_use = 0, reserved = 0, unusable = 0;
   for (const auto& g : q["gpus"]) {
     in_use += g["held_by"].is_null() ? 0 : 1;
@@ -85,11 +85,11 @@ int CmdQueue(const GlobalArgs& global, const std::string& name, bool as_json, bo
       map.push_back({g["index"].dump(), held, g.value("reserved", false) ? "for the next to start" : "-"});
     }
     *ctx.out << "\n";
-    PrintTable(*ctx.out, map);
+    PrintTable(*ctx.out, map, TerminalColumns(ctx.environ));
   }
   if (pending.size() > 1) {
     *ctx.out << "\n";
-    PrintTable(*ctx.out, pending);
+    PrintTable(*ctx.out, pending, TerminalColumns(ctx.environ));
   }
   if (hidden > 0) {
     *ctx.out << "\n(" << hidden << " more pending; the first " << kQueueRows

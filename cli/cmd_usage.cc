@@ -62,7 +62,7 @@ std::string LocalMinute(int64_t ms) {
   return buf;
 }
 
-void PrintUsage(std::ostream& out, const json& r) {
+void PrintUsage(std::ostream& out, const json& r, size_t columns) {
   out << "GPU usage from " << LocalMinute(r["from_ms"].get<int64_t>()) << " to " << LocalMinute(r["to_ms"].get<int64_t>()) << "\n\n";
   if (r["users"].empty()) {
     out << "No GPU was held in that time\n";
@@ -75,7 +75,7 @@ void PrintUsage(std::ostream& out, const json& r) {
   }
   const json& t = r["total"];
   users.push_back({"total", GpuHours(t["gpu_seconds_held"]), GpuHours(t["gpu_seconds_used"]), UsedShare(t), t["apps"].dump()});
-  PrintTable(out, users);
+  PrintTable(out, users, columns);
   if (r["apps"].empty()) return;
   std::vector<std::vector<std::string>> apps = {{"APP", "USER", "GPUS", "HELD (h)", "USED (h)", "USED", "STATE"}};
   for (const auto& a : r["apps"]) {
@@ -85,7 +85,7 @@ void PrintUsage(std::ostream& out, const json& r) {
                     GpuHours(a["gpu_seconds_held"]), GpuHours(a["gpu_seconds_used"]), UsedShare(a), a["state"].get<std::string>()});
   }
   out << "\n";
-  PrintTable(out, apps);
+  PrintTable(out, apps, columns);
   if (r.contains("apps_truncated")) out << "(" << r["apps_truncated"].dump() << " more apps not listed)\n";
 }
 
@@ -105,7 +105,7 @@ int CmdUsage(const GlobalArgs& global, const std::string& since, const std::stri
   if (as_json) {
     *ctx.out << reply->dump(2) << "\n";
   } else {
-    PrintUsage(*ctx.out, *reply);
+    PrintUsage(*ctx.out, *reply, TerminalColumns(ctx.environ));
   }
   return kExitOk;
 }

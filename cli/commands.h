@@ -76,7 +76,7 @@ int CmdRunopts(const std::string& scheduler, const CliContext& ctx);
 int CmdConfigure(const std::string& schedulers, bool print, bool all, const CliContext& ctx);
 int CmdRun(const GlobalArgs& global, RunArgs args, const CliContext& ctx);
 int CmdStatus(const GlobalArgs& global, const std::string& handle, bool as_json,
-              const std::vector<std::string>& roles, const CliContext& ctx);
+              const std::vector<std::string>& roles, const CliContext& ctx, bool verbose = false);
 int CmdDescribe(const GlobalArgs& global, const std::string& handle, bool as_json,
                 const CliContext& ctx);
 // `cfg`: -cfg for `scheduler` (with .torchxconfig's section under it); on

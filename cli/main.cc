@@ -71,6 +71,8 @@ int Main(int argc, char** argv) {
   status->add_option("app_handle", handle, "scheduler://session/app_id")->required();
   status->add_flag("--json", as_json, "TorchX's AppStatus.to_json, with torchxd's fields");
   status->add_option("--roles", roles, "only these roles (comma separated)")->delimiter(',');
+  bool status_verbose = false;
+  status->add_flag("-v,--verbose", status_verbose, "the failed replica's whole reply file (a structured traceback)");
 
   auto* describe = app.add_subcommand("describe", "Show an app's AppDef (accepted back by `torchx run`)");
   describe->add_option("app_handle", handle, "scheduler://session/app_id")->required();
@@ -188,7 +190,7 @@ int Main(int argc, char** argv) {
     if (detach_flag->count() > 0) run_args.detach = true;
     return cli::CmdRun(global, std::move(run_args), ctx);
   }
-  if (*status) return cli::CmdStatus(global, handle, as_json, roles, ctx);
+  if (*status) return cli::CmdStatus(global, handle, as_json, roles, ctx, status_verbose);
   if (*describe) return cli::CmdDescribe(global, handle, as_json, ctx);
   if (*list) return cli::CmdList(global, list_scheduler, list_cfg, as_json, ctx);
   if (*ui) return cli::CmdUi(global, as_json, ctx);

@@ -97,7 +97,7 @@ json GpusJson(const std::vector<ReplicaGpu>& gpus) {
   return out;
 }
 
-std::string FormatReplica(const ReplicaStatus& r) {
+std::string FormatReplica(const ReplicaStatus& r, bool mark) {
   std::string data;
   if (r.structured_error_msg != kNone) {
     data = *FormatReplyFile(r);
@@ -119,7 +119,7 @@ std::string FormatReplica(const ReplicaStatus& r) {
   // The torchxd fields go on the state line, before any reply-file details.
   size_t eol = data.find('\n');
   data.insert(eol == std::string::npos ? data.size() : eol, extra);
-  return "\n " + std::string(r.id == 0 ? "*" : " ") + r.role + "[" + std::to_string(r.id) +
+  return "\n " + std::string(mark ? "*" : " ") + r.role + "[" + std::to_string(r.id) +
          "]:" + data;
 }
 
@@ -219,7 +219,7 @@ json AppStatusToJson(const AppStatus& status) {
 
 Result<AppStatus> AppStatusFromJson(const json& node) {
   JsonReader r(node, "", {"state", "num_restarts", "roles", "msg", "structured_error_msg", "url",
-                          "app_handle", "user", "gpu_usage"});
+                          "app_handle", "user", "gpu_usage", "page_url"});
   AppStatus status;
   auto state_name = r.String("state", "UNKNOWN");
   if (auto state = AppStateFromName(state_name)) {
@@ -232,6 +232,7 @@ Result<AppStatus> AppStatusFromJson(const json& node) {
   status.structured_error_msg = r.String("structured_error_msg", kNone);
   status.ui_url = r.OptionalString("url");
   status.app_handle = r.String("app_handle", "");
+  status.page_url = r.OptionalString("page_url");
   const json* roles = r.Field("roles");
   if (auto done = r.Finish(); !done) return Fail(done.error());
   if (roles == nullptr || !roles->is_array()) return status;
@@ -278,22 +279,38 @@ Result<AppStatus> AppStatusFromJson(const json& node) {
   return status;
 }
 
-std::string FormatAppStatus(const AppStatus& status, const std::vector<std::string>& filter_roles) {
+std::string FormatAppStatus(const AppStatus& status, const std::vector<std::string>& filter_roles, bool verbose) {
+  auto shown = [&](const RoleStatus& role) {
+    return filter_roles.empty() ||
+           std::find(filter_roles.begin(), filter_roles.end(), role.role) != filter_roles.end();
+  };
+  bool any_failed = false;
+  for (const auto& role : status.roles) {
+    for (const auto& r : role.replicas) any_failed = any_failed || (shown(role) && r.state == ReplicaState::kFailed);
+  }
   std::string roles;
   for (const auto& role : status.roles) {
-    if (!filter_roles.empty() &&
-        std::find(filter_roles.begin(), filter_roles.end(), role.role) == filter_roles.end()) {
-      continue;
-    }
+    if (!shown(role)) continue;
     auto replicas = role.replicas;
     std::sort(replicas.begin(), replicas.end(),
               [](const auto& a, const auto& b) { return a.id < b.id; });
-    for (const auto& r : replicas) roles += FormatReplica(r);
+    for (const auto& r : replicas) roles += FormatReplica(r, any_failed ? r.state == ReplicaState::kFailed : r.id == 0);
   }
+  std::string structured = status.structured_error_msg;
+  if (!verbose && structured != kNone) {
+    // Its message is under the failed replica already: a line here, the whole file with --verbose.
+    auto j = ParseJson(structured);
+    const json* m = j && j->is_object() && j->contains("message") ? &(*j)["message"] : nullptr;
+    if (m != nullptr && m->is_object() && m->contains("message")) m = &(*m)["message"];
+    if (m != nullptr && m->is_string()) {
+      std::string text = m->get<std::string>();
+      structured = text.substr(0, text.find('\n')) + " (the whole reply file: torchx status --verbose)";
+    }
+  }
+  std::string url = status.page_url ? *status.page_url : status.ui_url ? *status.ui_url : "None";
   return "AppStatus:\n    State: " + std::string(AppStateName(status.state)) +
          "\n    Num Restarts: " + std::to_string(status.num_restarts) + "\n    Roles: " + roles +
-         "\n    Msg: " + status.msg + "\n    Structured Error Msg: " + status.structured_error_msg +
-         "\n    UI URL: " + (status.ui_url ? *status.ui_url : "None");
+         "\n    Msg: " + status.msg + "\n    Structured Error Msg: " + structured + "\n    UI URL: " + url;
 }
 
 std::optional<int64_t> ParseRfc3339Nanos(std::string_view text) {

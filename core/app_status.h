@@ -68,6 +68,7 @@ struct AppStatus {
   std::optional<std::string> ui_url;
   std::vector<RoleStatus> roles;
   std::string app_handle;  // torchxd addition
+  std::optional<std::string> page_url;  // torchxd: the app on the daemon's web page, when one is served
 
   bool IsTerminal() const { return core::IsTerminal(state); }
   bool operator==(const AppStatus&) const = default;
@@ -84,8 +85,13 @@ std::optional<int64_t> ParseRfc3339Nanos(std::string_view text);
 nlohmann::json AppStatusToJson(const AppStatus& status);
 [[nodiscard]] Result<AppStatus> AppStatusFromJson(const nlohmann::json& json);
 
-// TorchX's AppStatus.format(); `filter_roles` empty = all roles.
-std::string FormatAppStatus(const AppStatus& status, const std::vector<std::string>& filter_roles = {});
+// TorchX's AppStatus.format(); `filter_roles` empty = all roles. Where
+// replicas failed, `*` marks them (TorchX marks each role's replica 0, as
+// here when none failed); unless `verbose`, the app's structured error
+// (the failed replica's reply file, a traceback of escaped JSON) is its
+// message's first line; the UI URL is the page's when one is served.
+std::string FormatAppStatus(const AppStatus& status, const std::vector<std::string>& filter_roles = {},
+                            bool verbose = false);
 
 }  // namespace torchxd::core
 

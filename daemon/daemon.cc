@@ -261,6 +261,7 @@ Result<void> Daemon::Prepare() {
     return store_->LoadEvents(scheduler, app_id, after, limit);
   };
   info.event_feed = &event_feed_;
+  info.page_url = [this] { return ui_ ? ui_->BaseUrl() : std::string(); };
   info.gpu_history = [this](std::optional<int> gpu, int64_t from_ms, int64_t to_ms, int points) {
     return gpu_view_->History(gpu, from_ms, to_ms, points);
   };

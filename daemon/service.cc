@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <limits>
 
@@ -330,7 +331,8 @@ void Service::ListApps(const json& params, const PeerInfo& peer, const Reply& re
   }
   // Built by hand: with thousands of apps, a JSON DOM costs more than the rest
   // of the request. Rows follow `fields` (docs/protocol.md).
-  std::string out = R"({"fields":["app_handle","app_id","name","scheduler","state","created_ms","ended_ms","queue","user"],"apps":[)";
+  std::string out =
+      R"({"fields":["app_handle","app_id","name","scheduler","state","created_ms","ended_ms","queue","user","started_ms","msg"],"apps":[)";
   std::map<uint32_t, std::string> names;
   out.reserve(out.size() + static_cast<size_t>(limit) * 160);
   auto quoted = [&out](const std::string& s) {
@@ -361,6 +363,16 @@ void Service::ListApps(const json& params, const PeerInfo& peer, const Reply& re
     }
     out += ',';
     quoted(UserNameOf(a->owner_uid, names));
+    out += ',';
+    // A remote scheduler's app has no start of ours: its creation stands for it, as in TorchX's list.
+    std::optional<int64_t> started = a->started_ms;
+    if (!started && a->scheduler == "kubernetes") started = a->created_ms;
+    out += started ? std::to_string(*started) : "null";
+    out += ',';
+    // The reason in a line: why it failed or waits (the whole message is in status).
+    std::string msg = a->msg.substr(0, a->msg.find('\n'));
+    if (msg.size() > kListMsgBytes) msg = msg.substr(0, kListMsgBytes) + "...";
+    quoted(msg);
     out += ']';
   }
   out += "]";
@@ -434,10 +446,24 @@ void Service::Scale(const json& params, const PeerInfo& peer, const Reply& reply
   });
 }
 
-json Service::StatusJson(const AppRecord& app, const core::AppStatus& status) {
+json Service::StatusJson(const AppRecord& app, const core::AppStatus& status) const {
   json out = core::AppStatusToJson(status);
   std::map<uint32_t, std::string> names;
   out["user"] = UserNameOf(app.owner_uid, names);
+  if (std::string base = info_.page_url ? info_.page_url() : ""; !base.empty()) {
+    std::string handle;  // percent-encoded, as the page's own links are
+    for (unsigned char c : app.Handle()) {
+      static const char kHex[] = "0123456789ABCDEF";
+      if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+        handle += static_cast<char>(c);
+      } else {
+        handle += '%';
+        handle += kHex[c >> 4];
+        handle += kHex[c & 15];
+      }
+    }
+    out["page_url"] = base + "/apps/" + handle;
+  }
   if (!app.gpu_usage.intervals.empty() || app.gpu_usage.dropped_held_s > 0) {
     int64_t now = core::UnixNowMs();
     json intervals = json::array();

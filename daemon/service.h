@@ -31,6 +31,8 @@ inline constexpr double kMaxGraceSeconds = 86400;
 
 // Rows in one `list` reply: with the longest names a page stays far below the frame limit.
 inline constexpr size_t kMaxListRows = 5000;
+// A list row's message: its first line, cut to this many bytes.
+inline constexpr size_t kListMsgBytes = 160;
 
 class Service : public RequestHandler {
  public:
@@ -64,6 +66,8 @@ class Service : public RequestHandler {
                                                    uint64_t after_seq, size_t limit)>
         load_events;
     EventFeed* event_feed = nullptr;
+    // The web page's base URL ("http://127.0.0.1:8080"), "" when it has no TCP listener.
+    std::function<std::string()> page_url;
   };
   // May `peer` see and act on every app? (root, the daemon's own user, the admin group)
   bool MayActOnAll(const PeerInfo& peer) const;
@@ -96,7 +100,7 @@ class Service : public RequestHandler {
   void ListApps(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply, const std::string& ns);
   void Cancel(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
   // `status` and `wait` answers: TorchX's AppStatus JSON and the owner's name.
-  static nlohmann::json StatusJson(const AppRecord& app, const core::AppStatus& status);
+  nlohmann::json StatusJson(const AppRecord& app, const core::AppStatus& status) const;
   void Wait(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
   void Scale(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
   void Runopts(const nlohmann::json& params, const Reply& reply);

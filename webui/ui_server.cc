@@ -320,6 +320,12 @@ void UiServer::Api(const std::shared_ptr<HttpExchange>& exchange, const protocol
   handler_->Handle(protocol::Request{next_id_++, method, std::move(params)}, peer, responder);
 }
 
+std::string UiServer::BaseUrl() const {
+  if (tcp_port_ == 0) return "";
+  std::string host = tcp_host_ == "0.0.0.0" || tcp_host_ == "::" ? "127.0.0.1" : tcp_host_;
+  return "http://" + host + ":" + std::to_string(tcp_port_);
+}
+
 void UiServer::Session(const std::shared_ptr<HttpExchange>& exchange, const protocol::PeerInfo& peer) {
   auto secrets = tokens_.For(peer.uid);  // makes the CSRF value on a user's first visit
   if (!secrets) return ReplyError(exchange, secrets.error());

@@ -65,6 +65,8 @@ class UiServer : public HttpHandler {
   // What `torchx ui` prints for `peer`: {"socket", "url"?, "token"?, "ssh"?}.
   [[nodiscard]] Result<nlohmann::json> InfoFor(const protocol::PeerInfo& peer);
   int tcp_port() const { return tcp_port_; }
+  // "http://HOST:PORT" of the TCP listener (no token in it), or "" without one.
+  std::string BaseUrl() const;
   // The apps changed (a record was written): open pages fetch what they show.
   ChangeFeed& changes() { return changes_; }
   // Requests in progress on both listeners (streams included).

@@ -57,18 +57,40 @@ TEST(AppStatusTest, JsonHasTorchxShapePlusAdditions) {
   EXPECT_EQ(*back, Sample());
 }
 
-TEST(AppStatusTest, FormatFollowsTorchxTemplate) {
+TEST(AppStatusTest, FormatFollowsTorchxTemplateAndMarksTheFailedReplica) {
+  // The failed replica is marked, not replica 0 (TorchX marks each role's first).
   EXPECT_EQ(FormatAppStatus(Sample()),
             "AppStatus:\n"
             "    State: FAILED\n"
             "    Num Restarts: 1\n"
             "    Roles: \n"
-            " *trainer[0]:SUCCEEDED pid=100 exitcode=0 attempt=1\n"
-            "  trainer[1]:FAILED (exited with code 3) pid=101 exitcode=3 attempt=1\n"
+            "  trainer[0]:SUCCEEDED pid=100 exitcode=0 attempt=1\n"
+            " *trainer[1]:FAILED (exited with code 3) pid=101 exitcode=3 attempt=1\n"
             "    Msg: trainer/1 failed\n"
             "    Structured Error Msg: <NONE>\n"
             "    UI URL: None");
   EXPECT_EQ(FormatAppStatus(Sample(), {"other"}).find("trainer["), std::string::npos);
+  // Nothing failed: TorchX's mark on replica 0; a served page is the UI URL.
+  AppStatus ok = Sample();
+  ok.state = AppState::kRunning;
+  for (auto& r : ok.roles[0].replicas) r.state = ReplicaState::kRunning;
+  ok.page_url = "http://127.0.0.1:8080/apps/x";
+  std::string text = FormatAppStatus(ok);
+  EXPECT_NE(text.find(" *trainer[0]:RUNNING"), std::string::npos) << text;
+  EXPECT_NE(text.find("  trainer[1]:RUNNING"), std::string::npos) << text;
+  EXPECT_NE(text.find("UI URL: http://127.0.0.1:8080/apps/x"), std::string::npos) << text;
+}
+
+TEST(AppStatusTest, TheAppsStructuredErrorIsALineUnlessVerbose) {
+  AppStatus s = Sample();
+  s.structured_error_msg =
+      R"({"message": {"message": "RuntimeError: boom\nTraceback (most recent call last):\n  File x", "errorCode": 7}})";
+  std::string text = FormatAppStatus(s);
+  EXPECT_NE(text.find("Structured Error Msg: RuntimeError: boom (the whole reply file: torchx status --verbose)"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("Traceback"), std::string::npos);
+  EXPECT_NE(FormatAppStatus(s, {}, /*verbose=*/true).find("Structured Error Msg: {\"message\""), std::string::npos);
 }
 
 TEST(AppStatusTest, FormatRendersTorchelasticReplyFiles) {
@@ -77,7 +99,7 @@ TEST(AppStatusTest, FormatRendersTorchelasticReplyFiles) {
   s.roles[0].replicas[0].structured_error_msg =
       R"({"message": {"message": "RuntimeError: boom", "errorCode": 7, "extraInfo": {"timestamp": "1795344391"}}})";
   std::string text = FormatAppStatus(s);
-  EXPECT_NE(text.find("  trainer[1]:FAILED (exitcode: 7) pid=101 exitcode=3 attempt=1\n"
+  EXPECT_NE(text.find(" *trainer[1]:FAILED (exitcode: 7) pid=101 exitcode=3 attempt=1\n"
                       "        timestamp: "),
             std::string::npos)
       << text;

@@ -4,6 +4,7 @@
 // bounded under a crash loop.
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include <gmock/gmock.h>
@@ -150,6 +151,39 @@ TEST_F(EventsTest, ACrashLoopKeepsABoundedTimeline) {
   // EventsKept: 64 + 32 per replica (the store trims a quarter past it).
   EXPECT_LE(events.size(), (64u + 32u) * 5 / 4) << events.size();
   EXPECT_EQ(events.back()["type"], "ended") << "the newest are kept";
+}
+
+TEST_F(EventsTest, ListSaysWhyAnAppFailedAndGivesNoStartToOneThatNeverStarted) {
+  StartWithGpus({"--ui-listen", "127.0.0.1:0"});
+  std::string big = Run(App("big", {GpuRole(2, {"--sleep", "30"})}));
+  std::string queued = Run(App("queued", {GpuRole(1, {"--sleep", "1"})}));
+  std::string failed = Run(App("failed", {FakeRole("w", {"--exit", "3"})}));
+  Wait(failed);
+  json list = CallOk("list", json::object());
+  std::vector<std::string> fields = list["fields"];
+  auto col = [&](const std::string& name) { return std::find(fields.begin(), fields.end(), name) - fields.begin(); };
+  for (const auto& row : list["apps"]) {
+    if (row[0] == queued) {
+      EXPECT_TRUE(row[col("started_ms")].is_null()) << row.dump();
+    } else if (row[0] == failed) {
+      EXPECT_TRUE(row[col("started_ms")].is_number());
+      EXPECT_THAT(row[col("msg")].get<std::string>(), HasSubstr("w/0 failed"));
+    }
+  }
+  Output text = RunShell("COLUMNS=200 " + std::string(TORCHX_BIN) + " --socket " + socket_ + " list",
+                         (dir_ / "list.err").string());
+  EXPECT_THAT(text.out, HasSubstr("REASON"));
+  EXPECT_THAT(text.out, HasSubstr("PENDING     -                    -"));
+  EXPECT_THAT(text.out, HasSubstr("w/0 failed: exited with code 3"));
+  // A served page: status's UI URL is the app on it.
+  json st = Status(failed);
+  ASSERT_TRUE(st.contains("page_url")) << st.dump();
+  EXPECT_THAT(st["page_url"].get<std::string>(), HasSubstr("http://127.0.0.1:"));
+  EXPECT_THAT(st["page_url"].get<std::string>(), HasSubstr("/apps/local_cwd%3A%2F%2F"));
+  Output status = Torchx("status " + failed);
+  EXPECT_THAT(status.out, HasSubstr("UI URL: http://127.0.0.1:"));
+  EXPECT_THAT(status.out, HasSubstr(" *w[0]:FAILED"));
+  CallOk("cancel", {{"app_handle", big}});
 }
 
 }  // namespace

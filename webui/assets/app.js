@@ -220,10 +220,16 @@ function renderApps() {
     (!name || a.name.toLowerCase().includes(name) || a.app_id.toLowerCase().includes(name)));
   const body = $('app-table').tBodies[0];
   body.replaceChildren(...rows.map((a) => {
+    const reason = el('span', a.msg || '', 'reason');
+    reason.title = a.msg || '';
     const tr = row([appLink(a.app_handle, a.app_id), el('span', a.state, 'state ' + a.state), a.user || '',
-      a.queue || '', a.scheduler, ago(now - a.created_ms), '']);
-    tr.cells[6].dataset.start = a.created_ms;
-    if (a.ended_ms !== null) tr.cells[6].dataset.end = a.ended_ms;
+      a.queue || '', a.scheduler, ago(now - a.created_ms), '-', reason]);
+    // Its duration from its start; an app that never started has none.
+    const start = a.started_ms === undefined ? a.created_ms : a.started_ms;
+    if (start !== null) {
+      tr.cells[6].dataset.start = start;
+      if (a.ended_ms !== null) tr.cells[6].dataset.end = a.ended_ms;
+    }
     tr.dataset.handle = a.app_handle;
     return tr;
   }));
