@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -119,7 +120,22 @@ int CmdDescribe(const GlobalArgs& global, const std::string& handle, bool as_jso
 }
 
 int CmdList(const GlobalArgs& global, const std::string& scheduler, const std::string& cfg_text, bool as_json,
-            const CliContext& ctx) {
+            const CliContext& ctx, const ListFilter& filter) {
+  if (!scheduler.empty()) {
+    auto names = core::SchedulerNames();
+    if (std::find(names.begin(), names.end(), scheduler) == names.end()) {
+      return ReportError(ctx, "-s " + scheduler + ": unknown scheduler (" + core::Join(names, ", ") + ")." +
+                                  core::DidYouMean(scheduler, names), kExitUsage);
+    }
+  }
+  for (const auto& given : filter.states) {
+    std::string state = given;
+    for (char& c : state) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    if (!core::AppStateFromName(state)) {
+      return ReportError(ctx, "--state " + state + ": not an app state (PENDING, RUNNING, SUCCEEDED, FAILED, "
+                                  "CANCELLED, UNKNOWN)", kExitUsage);
+    }
+  }
   json params = json::object();
   if (!scheduler.empty()) params["scheduler"] = scheduler;
   if (!cfg_text.empty() || scheduler == "kubernetes") {
@@ -146,7 +162,29 @@ int CmdList(const GlobalArgs& global, const std::string& scheduler, const std::s
   for (;;) {
     auto reply = client->Call("list", params);
     if (!reply) return ReportCallError(ctx, reply.error());
-    for (auto& row : (*reply)["apps"]) apps.push_back(std::move(row));
+    std::vector<std::string> fields = (*reply).value("fields", std::vector<std::string>{});
+    auto col = [&](const std::string& name) {
+      return static_cast<size_t>(std::find(fields.begin(), fields.end(), name) - fields.begin());
+    };
+    for (auto& row : (*reply)["apps"]) {
+      if (!filter.states.empty()) {
+        size_t at = col("state");
+        std::string state = at < row.size() && row[at].is_string() ? row[at].get<std::string>() : "";
+        bool wanted = std::any_of(filter.states.begin(), filter.states.end(), [&](const std::string& s) {
+          return s.size() == state.size() && std::equal(s.begin(), s.end(), state.begin(), [](char a, char b) {
+                   return std::toupper(static_cast<unsigned char>(a)) == b;
+                 });
+        });
+        if (!wanted) continue;
+      }
+      if (!filter.user.empty()) {
+        size_t at = col("user");
+        if (at >= row.size() || row[at] != filter.user) continue;
+      }
+      if (filter.limit && apps.size() >= static_cast<size_t>(*filter.limit)) break;
+      apps.push_back(std::move(row));
+    }
+    if (filter.limit && apps.size() >= static_cast<size_t>(*filter.limit)) break;
     if (!reply->contains("next")) break;
     params["after"] = (*reply)["next"];
   }

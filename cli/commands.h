@@ -81,8 +81,15 @@ int CmdDescribe(const GlobalArgs& global, const std::string& handle, bool as_jso
                 const CliContext& ctx);
 // `cfg`: -cfg for `scheduler` (with .torchxconfig's section under it); on
 // kubernetes its namespace (else the kubeconfig context's) is listed, every torchx Job in it.
+// `list --state S,… --user U -n N`: which apps `list` shows (all when empty).
+struct ListFilter {
+  std::vector<std::string> states;
+  std::string user;
+  std::optional<int> limit;
+};
 int CmdList(const GlobalArgs& global, const std::string& scheduler, const std::string& cfg, bool as_json,
-            const CliContext& ctx);
+            const CliContext& ctx,
+            const ListFilter& filter = {});
 int CmdCancel(const GlobalArgs& global, const std::string& handle, std::optional<double> grace,
               const CliContext& ctx);
 int CmdDelete(const GlobalArgs& global, const std::string& handle, const CliContext& ctx);

@@ -3,10 +3,14 @@
 // Debian's CLI11 2.1.2 cannot declare a `-cfg` option, so `-cfg` is mapped to
 // `--scheduler_args` before parsing (argv.h), and everything from COMPONENT on
 // is passed to the component untouched.
+#include <algorithm>
+
 #include <CLI/CLI.hpp>
 
 #include "cli/argv.h"
 #include "cli/commands.h"
+#include "cli/handle_resolver.h"
+#include "core/text.h"
 
 namespace {
 
@@ -85,6 +89,11 @@ int Main(int argc, char** argv) {
   list->add_option("--scheduler_args", list_cfg,
                    "-cfg k=v: the scheduler's options (kubernetes: namespace=NS lists every torchx Job there)");
   list->add_flag("--json", as_json, "an array of objects");
+  cli::ListFilter list_filter;
+  list->add_option("--state", list_filter.states, "only apps in these states (comma separated: RUNNING,PENDING)")
+      ->delimiter(',');
+  list->add_option("--user", list_filter.user, "only this user's apps (their login name)");
+  list->add_option("-n,--limit", list_filter.limit, "at most N apps, the newest")->check(CLI::Range(1, 1000000));
 
   auto* ui = app.add_subcommand("ui", "Print the web page's address (with your token) and the ssh -L line for a remote box");
   ui->add_flag("--json", as_json, "{\"url\", \"token\", \"socket\", \"ssh\", \"ssh_url\"}");
@@ -138,7 +147,7 @@ int Main(int argc, char** argv) {
   log->add_option("--streams", log_args.streams, "combined (default), stdout or stderr")
       ->check(CLI::IsMember({"combined", "stdout", "stderr"}));
   log->add_option("--regex", log_args.regex, "only lines where this pattern occurs");
-  log->add_flag("-t,--tail", log_args.tail, "follow until the app is terminal");
+  log->add_flag("-t,--tail,-f,--follow", log_args.tail, "follow until the app is terminal (-f as docker and journalctl)");
   log->add_option("--since", log_args.since, "from this time (RFC 3339, local time, or 30s/10m/2h/1d ago)");
   log->add_option("--until", log_args.until, "before this time (same forms)");
   log->add_option("-n,--lines", log_args.lines, "only the last N lines")->check(CLI::Range(0, 1 << 30));
@@ -181,7 +190,27 @@ int Main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    return cli::ReportError(ctx, std::string(e.what()) + " (see `torchx --help`)", cli::kExitUsage);
+    // A misspelt command: name it and the closest one; else point at the help of the command at hand.
+    std::vector<std::string> commands;
+    for (const auto* sub : app.get_subcommands([](CLI::App*) { return true; })) commands.push_back(sub->get_name());
+    if (app.get_subcommands().empty()) {
+      for (size_t i = 0; i < args.size(); ++i) {
+        const std::string& word = args[i];
+        if (word == "--socket") {
+          ++i;  // its value
+          continue;
+        }
+        if (word.empty() || word[0] == '-') continue;
+        if (std::find(commands.begin(), commands.end(), word) == commands.end()) {
+          return cli::ReportError(ctx, "unknown command `" + word + "`." + torchxd::core::DidYouMean(word, commands) +
+                                           " (see `torchx --help`)", cli::kExitUsage);
+        }
+        break;
+      }
+    }
+    std::string help = "torchx --help";
+    for (const auto* sub : app.get_subcommands()) help = "torchx " + sub->get_name() + " --help";
+    return cli::ReportError(ctx, std::string(e.what()) + " (see `" + help + "`)", cli::kExitUsage);
   }
 
   if (*run) {
@@ -190,9 +219,22 @@ int Main(int argc, char** argv) {
     if (detach_flag->count() > 0) run_args.detach = true;
     return cli::CmdRun(global, std::move(run_args), ctx);
   }
+  // An app id, or the unique start of one, stands for its handle wherever one is taken.
+  for (CLI::App* sub : {status, describe, cancel, del, scale, events}) {
+    if (!*sub) continue;
+    auto resolved = cli::ResolveHandle(handle, global.socket, ctx);
+    if (!resolved) return cli::ReportCallError(ctx, resolved.error());
+    handle = *resolved;
+  }
+  if (*log && log_args.selector.find("://") == std::string::npos) {
+    size_t slash = log_args.selector.find('/');
+    auto resolved = cli::ResolveHandle(log_args.selector.substr(0, slash), global.socket, ctx);
+    if (!resolved) return cli::ReportCallError(ctx, resolved.error());
+    log_args.selector = *resolved + (slash == std::string::npos ? "" : log_args.selector.substr(slash));
+  }
   if (*status) return cli::CmdStatus(global, handle, as_json, roles, ctx, status_verbose);
   if (*describe) return cli::CmdDescribe(global, handle, as_json, ctx);
-  if (*list) return cli::CmdList(global, list_scheduler, list_cfg, as_json, ctx);
+  if (*list) return cli::CmdList(global, list_scheduler, list_cfg, as_json, ctx, list_filter);
   if (*ui) return cli::CmdUi(global, as_json, ctx);
   if (*queue) return cli::CmdQueue(global, queue_name, as_json, queue_all, ctx);
   if (*gpus) return cli::CmdGpus(global, as_json, gpus_watch, gpus_drain, gpus_undrain, ctx);

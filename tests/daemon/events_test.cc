@@ -186,5 +186,38 @@ TEST_F(EventsTest, ListSaysWhyAnAppFailedAndGivesNoStartToOneThatNeverStarted) {
   CallOk("cancel", {{"app_handle", big}});
 }
 
+TEST_F(EventsTest, TheCliTakesAppIdsAndTheirStartsFiltersListAndSaysWhatWasMeant) {
+  StartDaemon();
+  std::string a = Run(App("alpha", {FakeRole("w", {"--stdout", "from-alpha"})}));
+  std::string b = Run(App("alpine", {FakeRole("w", {"--exit", "2"})}));
+  Wait(a);
+  Wait(b);
+  std::string id = a.substr(a.rfind('/') + 1);
+  // An app id, or the unique start of one, for a handle; a start shared by two lists them.
+  Output st = Torchx("status " + id.substr(0, 7));
+  EXPECT_EQ(st.exit_code, 0) << st.err;
+  EXPECT_THAT(st.out, HasSubstr("State: SUCCEEDED"));
+  EXPECT_EQ(Torchx("log " + id + "/w/0").out, "w/0 from-alpha\n");
+  Output both = Torchx("status al");
+  EXPECT_EQ(both.exit_code, 2);
+  EXPECT_THAT(both.err, HasSubstr("is the start of 2 apps' ids"));
+  EXPECT_THAT(both.err, HasSubstr(a));
+  EXPECT_EQ(Torchx("status zzz").exit_code, 1);
+  // list: by state, newest N; an unknown scheduler or state is a usage error.
+  Output failed = Torchx("list --state failed");
+  EXPECT_THAT(failed.out, HasSubstr(b));
+  EXPECT_EQ(failed.out.find(a), std::string::npos);
+  EXPECT_EQ(json::parse(Torchx("list -n 1 --json").out).size(), 1u);
+  EXPECT_EQ(Torchx("list -s bogus").exit_code, 2);
+  EXPECT_EQ(Torchx("list --state bogus").exit_code, 2);
+  // A misspelt command names the closest; a command's usage error points at its own help.
+  Output typo = Torchx("statu " + a);
+  EXPECT_EQ(typo.exit_code, 2);
+  EXPECT_THAT(typo.err, HasSubstr("unknown command `statu`. Did you mean `status`?"));
+  EXPECT_THAT(Torchx("status").err, HasSubstr("(see `torchx status --help`)"));
+  // log -f follows, as -t does.
+  EXPECT_EQ(Torchx("log -f " + a).out, "w/0 from-alpha\n");
+}
+
 }  // namespace
 }  // namespace torchxd::testing
