@@ -29,7 +29,9 @@ Result<std::string> ResolveHandle(const std::string& text, const std::string& so
   const auto& found = exact.empty() ? prefixed : exact;
   if (found.size() == 1) return found[0].second;
   if (found.empty()) {
-    return Fail(Error::NotFound("no app `" + text + "` (neither an app id nor the start of one; `torchx list` shows them)"));
+    // As TorchX says of a malformed handle, and what else it may be.
+    return Fail(Error::InvalidArgument(text + " is not of the form: <scheduler_backend>://<session_name>/<app_id>, "
+                                       "nor an app id or the start of one (`torchx list` shows them)"));
   }
   std::string which;
   for (size_t i = 0; i < found.size() && i < 10; ++i) which += "\n  " + found[i].second;

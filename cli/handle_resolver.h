@@ -13,8 +13,8 @@
 
 namespace torchxd::cli {
 
-// The full handle; NotFound when nothing matches, InvalidArgument listing
-// the candidates when several do.
+// The full handle; InvalidArgument when nothing matches (TorchX's message
+// for a malformed handle) or, listing them, when several do.
 [[nodiscard]] Result<std::string> ResolveHandle(const std::string& text, const std::string& socket,
                                                 const CliContext& ctx);
 

@@ -202,7 +202,9 @@ TEST_F(EventsTest, TheCliTakesAppIdsAndTheirStartsFiltersListAndSaysWhatWasMeant
   EXPECT_EQ(both.exit_code, 2);
   EXPECT_THAT(both.err, HasSubstr("is the start of 2 apps' ids"));
   EXPECT_THAT(both.err, HasSubstr(a));
-  EXPECT_EQ(Torchx("status zzz").exit_code, 1);
+  Output none = Torchx("status zzz");
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_THAT(none.err, HasSubstr("nor an app id or the start of one"));
   // list: by state, newest N; an unknown scheduler or state is a usage error.
   Output failed = Torchx("list --state failed");
   EXPECT_THAT(failed.out, HasSubstr(b));
