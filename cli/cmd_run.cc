@@ -1,6 +1,7 @@
 // `torchx run`: completes its arguments (run_args.h), resolves the component
 // and cfg on the client, then prints the dry run or submits to the daemon and,
 // attached, streams the logs and exits with the job's result.
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -159,17 +160,25 @@ int CmdRun(const GlobalArgs& global, RunArgs args, const CliContext& ctx) {
   {
     std::optional<CancelOnSignal> cancel_on_signal;
     if (local) cancel_on_signal.emplace(connect, handle, ctx);
+    std::optional<DaemonClient> conn = std::move(*client);
     if (stream) {
       rc = StreamLogs(global, handle, ctx, args.quiet);
     } else if (!args.quiet) {
-      // --wait without logs: what happens to the app, until it ends.
-      if (auto events = ConnectToDaemon(connect, ctx)) {
-        (void)events->Call("events", {{"app_handle", handle}, {"follow", true}},
-                           [&](const nlohmann::json& e) { if (e.contains("event")) PrintAppEvent(*ctx.err, e["event"]); });
-      }
+      // --wait without logs: what happens to the app until it ends, resumed across a daemon restart.
+      uint64_t last = 0;
+      auto followed = CallAcrossRestarts(
+          connect, ctx, std::move(conn), "events",
+          [&] { return nlohmann::json{{"app_handle", handle}, {"follow", true}, {"after", last}}; },
+          [&](const nlohmann::json& e) {
+            if (!e.contains("event")) return;
+            last = std::max(last, e["event"].value("seq", uint64_t{0}));
+            PrintAppEvent(*ctx.err, e["event"]);
+          });
+      if (!followed) rc = ReportCallError(ctx, followed.error());
+      conn.reset();
     }
     if (rc == kExitOk) {
-      auto waited = CallAcrossRestarts(connect, ctx, std::move(*client), "wait",
+      auto waited = CallAcrossRestarts(connect, ctx, std::move(conn), "wait",
                                        [&] { return nlohmann::json{{"app_handle", handle}}; });
       if (!waited) {
         rc = ReportCallError(ctx, waited.error());
