@@ -1,18 +1,14 @@
 #include "daemon/gpu_view.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cmath>
-#include <cstring>
 
 #include "core/admission.h"
 #include "core/log.h"
-#include "core/unique_fd.h"
 #include "daemon/app_record.h"
 #include "daemon/file_worker.h"
+#include "daemon/state_file.h"
 #include "daemon/local_scheduler.h"
 #include "webui/metrics.h"
 
@@ -37,41 +33,6 @@ constexpr int64_t kFreshMs = 1000;
 constexpr int64_t kSaveEveryMs = 60'000;
 // A held GPU at or below this utilization is idle.
 constexpr unsigned kIdlePercent = 1;
-
-// Writes `bytes` to `path` whole or not at all (a temporary file renamed over it).
-Result<void> WriteWhole(const std::string& path, const std::string& tmp, const std::string& bytes) {
-  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
-  if (!fd.valid()) return Fail(Error::Io("open " + tmp + ": " + std::strerror(errno)));
-  size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t n = ::write(fd.get(), bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Fail(Error::Io("write " + tmp + ": " + std::strerror(errno)));
-    done += static_cast<size_t>(n);
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return Fail(Error::Io("rename " + tmp + ": " + std::strerror(errno)));
-  return {};
-}
-
-// The file's bytes, refused unread when it is larger than a history can be.
-Result<std::string> ReadBounded(const std::string& path, size_t max) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-  if (!fd.valid()) return Fail(errno == ENOENT ? Error::NotFound(path) : Error::Io("open " + path + ": " + std::strerror(errno)));
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return Fail(Error::Io(path + ": not a regular file"));
-  if (static_cast<uint64_t>(st.st_size) > max) {
-    return Fail(Error::InvalidArgument(path + ": " + std::to_string(st.st_size) + " bytes, more than a history can be"));
-  }
-  std::string out(static_cast<size_t>(st.st_size), '\0');
-  size_t done = 0;
-  while (done < out.size()) {
-    ssize_t n = ::read(fd.get(), out.data() + done, out.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return Fail(Error::Io("read " + path + ": " + (n < 0 ? std::strerror(errno) : "shorter than it was")));
-    done += static_cast<size_t>(n);
-  }
-  return out;
-}
 
 json Tenths(const std::vector<std::optional<double>>& values) {
   json out = json::array();
@@ -108,7 +69,7 @@ void GpuView::KeepHistory(std::string path, FileWorker* worker) {
 
 void GpuView::Start() {
   if (!history_path_.empty()) {
-    auto bytes = ReadBounded(history_path_, gpus::GpuHistory::MaxSerializedBytes());
+    auto bytes = ReadStateFile(history_path_, gpus::GpuHistory::MaxSerializedBytes());
     Result<void> restored = {};
     if (bytes) {
       restored = history_.Restore(*bytes);
@@ -174,7 +135,7 @@ void GpuView::SaveHistory(bool now) {
   saved_ms_ = core::UnixNowMs();
   std::string bytes = history_.Serialize();
   if (now || worker_ == nullptr) {
-    if (auto ok = WriteWhole(history_path_, history_path_ + ".tmp", bytes); !ok) {
+    if (auto ok = WriteStateFile(history_path_, history_path_ + ".tmp", bytes); !ok) {
       logging::warn("GPU history not stored: {}", ok.error().message);
     }
     return;
@@ -182,7 +143,7 @@ void GpuView::SaveHistory(bool now) {
   if (save_ticket_) return;  // the last one is still being written
   std::string path = history_path_;
   save_ticket_ = worker_->Post(::geteuid(), ::geteuid(), ::getegid(), [path, bytes = std::move(bytes), this]() {
-    auto ok = WriteWhole(path, path + ".tmp.worker", bytes);
+    auto ok = WriteStateFile(path, path + ".tmp.worker", bytes);
     return std::function<void()>([this, ok] {
       save_ticket_.reset();
       if (!ok) logging::warn("GPU history not stored: {}", ok.error().message);
