@@ -48,7 +48,7 @@ class EventsTest : public DaemonFixture {
 
 TEST_F(EventsTest, AQueuedAppThatRetriesTellsEachStepOnceInOrderWithWhatItsExitMeans) {
   StartWithGpus();
-  std::string big = Run(App("big", {GpuRole(2, {"--sleep", "1"})}));
+  std::string big = Run(App("big", {GpuRole(2, {"--sleep", "3"})}));  // holds the box while the next is submitted
   json flaky = GpuRole(1, {"--exit", "137"});
   flaky["max_retries"] = 1;
   std::string h = Run(App("flaky", {flaky}));
@@ -119,7 +119,7 @@ TEST_F(EventsTest, AFollowerHearsEachEventAsItHappensAndTheEndClosesIt) {
 
 TEST_F(EventsTest, RunPrintsWhatHappensToStderrAndQuietHidesIt) {
   StartWithGpus();
-  std::string big = Run(App("big", {GpuRole(2, {"--sleep", "1"})}));
+  std::string big = Run(App("big", {GpuRole(2, {"--sleep", "3"})}));  // holds the box while the next is submitted
   std::ofstream(dir_ / "flaky.json")
       << R"({"name": "flaky", "roles": [{"name": "w", "entrypoint": ")" << FAKE_JOB
       << R"(", "args": ["--stdout", "hello", "--exit", "3"], "max_retries": 1, "resource": {"gpu": 1}}]})";
