@@ -2,7 +2,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -128,11 +127,11 @@ int CmdList(const GlobalArgs& global, const std::string& scheduler, const std::s
                                   core::DidYouMean(scheduler, names), kExitUsage);
     }
   }
+  std::vector<std::string> states;  // as the daemon names them
   for (const auto& given : filter.states) {
-    std::string state = given;
-    for (char& c : state) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    if (!core::AppStateFromName(state)) {
-      return ReportError(ctx, "--state " + state + ": not an app state (PENDING, RUNNING, SUCCEEDED, FAILED, "
+    states.push_back(core::ToUpper(given));
+    if (!core::AppStateFromName(states.back())) {
+      return ReportError(ctx, "--state " + states.back() + ": not an app state (PENDING, RUNNING, SUCCEEDED, FAILED, "
                                   "CANCELLED, UNKNOWN)", kExitUsage);
     }
   }
@@ -167,15 +166,10 @@ int CmdList(const GlobalArgs& global, const std::string& scheduler, const std::s
       return static_cast<size_t>(std::find(fields.begin(), fields.end(), name) - fields.begin());
     };
     for (auto& row : (*reply)["apps"]) {
-      if (!filter.states.empty()) {
+      if (!states.empty()) {
         size_t at = col("state");
         std::string state = at < row.size() && row[at].is_string() ? row[at].get<std::string>() : "";
-        bool wanted = std::any_of(filter.states.begin(), filter.states.end(), [&](const std::string& s) {
-          return s.size() == state.size() && std::equal(s.begin(), s.end(), state.begin(), [](char a, char b) {
-                   return std::toupper(static_cast<unsigned char>(a)) == b;
-                 });
-        });
-        if (!wanted) continue;
+        if (std::find(states.begin(), states.end(), state) == states.end()) continue;
       }
       if (!filter.user.empty()) {
         size_t at = col("user");

@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <filesystem>
 #include <limits>
 
@@ -451,18 +450,7 @@ json Service::StatusJson(const AppRecord& app, const core::AppStatus& status) co
   std::map<uint32_t, std::string> names;
   out["user"] = UserNameOf(app.owner_uid, names);
   if (std::string base = info_.page_url ? info_.page_url() : ""; !base.empty()) {
-    std::string handle;  // percent-encoded, as the page's own links are
-    for (unsigned char c : app.Handle()) {
-      static const char kHex[] = "0123456789ABCDEF";
-      if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-        handle += static_cast<char>(c);
-      } else {
-        handle += '%';
-        handle += kHex[c >> 4];
-        handle += kHex[c & 15];
-      }
-    }
-    out["page_url"] = base + "/apps/" + handle;
+    out["page_url"] = base + "/apps/" + core::UrlEscape(app.Handle(), "");  // as the page's own links
   }
   if (!app.gpu_usage.intervals.empty() || app.gpu_usage.dropped_held_s > 0) {
     int64_t now = core::UnixNowMs();
