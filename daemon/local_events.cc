@@ -1,0 +1,76 @@
+// LocalScheduler's side of the apps' timelines (daemon/app_events.h): each
+// event stored with its app and told to its followers, and what a replica's
+// start, end or coming restart says.
+#include <cstdio>
+
+#include "core/app_status.h"
+#include "core/log.h"
+#include "daemon/local_scheduler.h"
+
+namespace torchxd::daemon {
+
+using nlohmann::json;
+
+void LocalScheduler::Event(const AppRecord& app, const std::string& type, const std::string& text, json data,
+                           const std::string& replica) {
+  AppEvent e;
+  e.time_ms = core::UnixNowMs();
+  e.type = type;
+  e.text = text;
+  e.data = std::move(data);
+  e.replica = replica;
+  auto seq = store_->AddEvent(app.scheduler, app.app_id, e.time_ms, e.type, static_cast<int>(app.state), e.StoredMsg(),
+                              EventsKept(app));
+  if (!seq) {
+    logging::error("store write failed app={} error={}", app.app_id, seq.error().message);
+    return;
+  }
+  e.seq = *seq;
+  if (feed_ != nullptr) feed_->Publish(AppKey(app), e);
+}
+
+void LocalScheduler::OnRestartScheduled(supervisor::AppRunner& runner, const supervisor::ReplicaInfo& r,
+                                        uint64_t delay_ms, int left, int max) {
+  AppRecord* app = RecordOf(runner);
+  if (app == nullptr) return;
+  char in[32];
+  std::snprintf(in, sizeof in, "%.1f", static_cast<double>(delay_ms) / 1000.0);
+  Event(*app, "retrying",
+        std::string("restarting in ") + in + " s (" + std::to_string(left) + " of " + std::to_string(max) +
+            (max == 1 ? " retry" : " retries") + " left)",
+        {{"in_s", static_cast<double>(delay_ms) / 1000.0}, {"left", left}, {"max", max}, {"attempt", r.attempt + 1}},
+        ReplicaKey(r.role, r.replica_id));
+}
+
+void LocalScheduler::ReplicaEvent(const AppRecord& app, const supervisor::ReplicaInfo& r) {
+  std::string key = ReplicaKey(r.role, r.replica_id);
+  json data = {{"attempt", r.attempt}, {"state", core::AppStateName(r.state)}};
+  if (r.pid) data["pid"] = *r.pid;
+  if (r.exit_code) data["exit_code"] = *r.exit_code;
+  if (r.signal) data["signal"] = *r.signal;
+  std::string attempt = "attempt " + std::to_string(r.attempt);
+  switch (r.state) {
+    case core::ReplicaState::kRunning:
+      return Event(app, "started", "started (" + attempt + (r.pid ? ", pid " + std::to_string(*r.pid) : "") + ")", data, key);
+    case core::ReplicaState::kSucceeded:
+      return Event(app, "exited", "succeeded (" + attempt + ")", data, key);
+    case core::ReplicaState::kPending:
+      // An attempt that ended and waits to restart (`retrying` follows); else nothing new to say.
+      if (!r.exit_code && !r.signal) return;
+      [[fallthrough]];
+    case core::ReplicaState::kFailed:
+    case core::ReplicaState::kCancelled: {
+      std::string outcome = r.state == core::ReplicaState::kCancelled ? "cancelled" : "failed";
+      std::string why = ExitMeaning(r.exit_code, r.signal);
+      data["meaning"] = why;
+      // The supervisor's own "killed by signal N" / "exited with code N" says less than the meaning.
+      bool generic = r.error_message.rfind("killed by signal ", 0) == 0 || r.error_message.rfind("exited with code ", 0) == 0;
+      if (!r.error_message.empty() && !generic) why += "; " + r.error_message;
+      return Event(app, "exited", outcome + " (" + attempt + "): " + why, data, key);
+    }
+    default:
+      return;  // waiting to start: `queued` says why
+  }
+}
+
+}  // namespace torchxd::daemon
