@@ -77,7 +77,7 @@ void PrintUsage(std::ostream& out, const json& r, size_t columns) {
   users.push_back({"total", GpuHours(t["gpu_seconds_held"]), GpuHours(t["gpu_seconds_used"]), UsedShare(t), t["apps"].dump()});
   PrintTable(out, users, columns);
   if (r["apps"].empty()) return;
-  std::vector<std::vector<std::string>> apps = {{"APP", "USER", "GPUS", "HELD (h)", "USED (h)", "USED", "STATE"}};
+  std::vector<std::vector<std::string>> apps = {{"APP", "USER", "GPU IDS", "HELD (h)", "USED (h)", "USED", "STATE"}};
   for (const auto& a : r["apps"]) {
     std::string gpus;
     for (const auto& g : a["gpus"]) gpus += (gpus.empty() ? "" : ",") + g.dump();

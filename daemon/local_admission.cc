@@ -265,6 +265,16 @@ std::string LocalScheduler::PendingReason(const AppRecord& app) const {
   return admission_->Reason(AppKey(app), core::UnixNowMs());
 }
 
+std::string LocalScheduler::PendingSummary(const AppRecord& app) const {
+  if (!admission_ || app.runner) return "";
+  // The front of each queue has its last queued event; those behind, their queue.
+  if (auto it = queued_said_.find(Key{app.scheduler, app.app_id}); it != queued_said_.end()) {
+    constexpr std::string_view kPrefix = "queued: ";
+    return it->second.rfind(kPrefix, 0) == 0 ? it->second.substr(kPrefix.size()) : it->second;
+  }
+  return app.admission.queue.empty() ? "" : "waiting in queue " + app.admission.queue;
+}
+
 json LocalScheduler::Queues(size_t limit) const {
   if (!admission_) return nullptr;
   int64_t now = core::UnixNowMs();

@@ -1,6 +1,7 @@
 // LocalScheduler's side of the apps' timelines (daemon/app_events.h): each
 // event stored with its app and told to its followers, and what a replica's
 // start, end or coming restart says.
+#include <csignal>
 #include <cstdio>
 
 #include "core/app_status.h"
@@ -62,6 +63,18 @@ void LocalScheduler::ReplicaEvent(const AppRecord& app, const supervisor::Replic
     case core::ReplicaState::kCancelled: {
       std::string outcome = r.state == core::ReplicaState::kCancelled ? "cancelled" : "failed";
       std::string why = ExitMeaning(r.exit_code, r.signal);
+      if (app.runner && app.runner->cancelling() && r.signal) {
+        // A stop under way: what it took to end the replica is the news.
+        char g[32];
+        std::snprintf(g, sizeof g, "%g", app.runner->stop_grace());
+        if (*r.signal == SIGKILL && app.runner->stop_grace() > 0) {
+          Event(app, "killed", std::string("still running ") + g + " s after SIGTERM: SIGKILL sent",
+                {{"attempt", r.attempt}, {"grace_s", app.runner->stop_grace()}}, key);
+          why = std::string("killed by SIGKILL after the ") + g + " s grace period";
+        } else if (*r.signal == SIGTERM) {
+          why = "stopped by SIGTERM";
+        }
+      }
       data["meaning"] = why;
       // The supervisor's own "killed by signal N" / "exited with code N" says less than the meaning.
       bool generic = r.error_message.rfind("killed by signal ", 0) == 0 || r.error_message.rfind("exited with code ", 0) == 0;

@@ -102,6 +102,7 @@ class LocalScheduler : public Scheduler, public supervisor::AppRunnerObserver {
   void OnAttemptsRecorded(supervisor::AppRunner& app) override;
 
   std::string PendingReason(const AppRecord& app) const override;
+  std::string PendingSummary(const AppRecord& app) const override;
   nlohmann::json Queues(size_t limit) const override;
   // Runs an admission pass now (tests and bench; the daemon runs one after each event).
   void RunAdmissionPass();

@@ -81,6 +81,9 @@ class Scheduler {
   virtual void BeforeLogRead(const AppRecord& /*app*/, std::function<void()> ready) { ready(); }
   // Why a PENDING app waits, in words ("" = nothing to add to its msg).
   virtual std::string PendingReason(const AppRecord& /*app*/) const { return ""; }
+  // The same for `list`, where thousands of rows are asked at once: what was last
+  // said of it (O(log n), never a fresh computation); "" = nothing to add.
+  virtual std::string PendingSummary(const AppRecord& /*app*/) const { return ""; }
   // Why a replica's log cannot be read now ("" = it can, or it is local).
   virtual std::string LogProblem(const AppRecord& /*app*/, const std::string& /*replica_key*/) const { return ""; }
   // What `status` adds to the app's msg while it lasts ("" = nothing).

@@ -370,6 +370,11 @@ void Service::ListApps(const json& params, const PeerInfo& peer, const Reply& re
     out += ',';
     // The reason in a line: why it failed or waits (the whole message is in status).
     std::string msg = a->msg.substr(0, a->msg.find('\n'));
+    if (a->state == core::AppState::kPending) {
+      if (Scheduler* scheduler = SchedulerFor(a->scheduler); scheduler != nullptr) {
+        if (std::string why = scheduler->PendingSummary(*a); !why.empty()) msg = why;
+      }
+    }
     if (msg.size() > kListMsgBytes) msg = msg.substr(0, kListMsgBytes) + "...";
     quoted(msg);
     out += ']';

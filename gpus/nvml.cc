@@ -26,6 +26,7 @@ struct Nvml::Api {
   Ret (*uuid)(Device, char*, unsigned) = nullptr;
   Ret (*pci)(Device, NvmlPciInfo*) = nullptr;
   Ret (*memory)(Device, NvmlMemory*) = nullptr;
+  Ret (*memory_v2)(Device, NvmlMemoryV2*) = nullptr;
   Ret (*utilization)(Device, NvmlUtilization*) = nullptr;
   Ret (*temperature)(Device, int, unsigned*) = nullptr;
   Ret (*power)(Device, unsigned*) = nullptr;
@@ -72,6 +73,7 @@ Result<std::unique_ptr<Nvml>> Nvml::Open(const std::string& library) {
   Optional(nvml->lib_, "nvmlDeviceGetUUID", a.uuid);
   Optional(nvml->lib_, "nvmlDeviceGetPciInfo_v3", a.pci);
   Optional(nvml->lib_, "nvmlDeviceGetMemoryInfo", a.memory);
+  Optional(nvml->lib_, "nvmlDeviceGetMemoryInfo_v2", a.memory_v2);
   Optional(nvml->lib_, "nvmlDeviceGetUtilizationRates", a.utilization);
   Optional(nvml->lib_, "nvmlDeviceGetTemperature", a.temperature);
   Optional(nvml->lib_, "nvmlDeviceGetPowerUsage", a.power);
@@ -164,6 +166,17 @@ std::optional<NvmlPciInfo> Nvml::Pci(Device d) const {
 }
 
 int Nvml::Memory(Device d, NvmlMemory* out) const {
+  if (api_->memory_v2 != nullptr) {
+    NvmlMemoryV2 v2{};
+    v2.version = kNvmlMemoryV2Version;
+    int rc = api_->memory_v2(d, &v2);
+    if (rc == kNvmlSuccess) {
+      *out = NvmlMemory{v2.total, v2.free, v2.used};
+      return rc;
+    }
+    // A driver older than the struct answers "not supported" or a version mismatch: ask v1.
+    if (rc != kNvmlErrorNotSupported && rc != kNvmlErrorArgumentVersionMismatch) return rc;
+  }
   return api_->memory == nullptr ? kNvmlErrorNotSupported : api_->memory(d, out);
 }
 

@@ -25,6 +25,7 @@ inline constexpr int kNvmlErrorNotSupported = 3;
 inline constexpr int kNvmlErrorInsufficientSize = 7;
 inline constexpr int kNvmlErrorTimeout = 10;
 inline constexpr int kNvmlErrorGpuIsLost = 15;
+inline constexpr int kNvmlErrorArgumentVersionMismatch = 25;
 
 struct NvmlPciInfo {  // nvmlPciInfo_t (v3)
   char bus_id_legacy[16];
@@ -34,6 +35,12 @@ struct NvmlPciInfo {  // nvmlPciInfo_t (v3)
 struct NvmlMemory {  // nvmlMemory_t, bytes
   unsigned long long total, free, used;
 };
+struct NvmlMemoryV2 {  // nvmlMemory_v2_t, bytes: `used` leaves out what the driver reserves
+  unsigned version;
+  unsigned long long total, reserved, free, used;
+};
+// NVML_STRUCT_VERSION(Memory, 2): the struct's size and the version in the top byte.
+inline constexpr unsigned kNvmlMemoryV2Version = sizeof(NvmlMemoryV2) | (2u << 24);
 struct NvmlUtilization {  // nvmlUtilization_t, percent over the driver's last sample period
   unsigned gpu, memory;
 };
@@ -83,7 +90,8 @@ class Nvml {
 
   std::optional<std::string> Uuid(Device d) const;
   std::optional<NvmlPciInfo> Pci(Device d) const;
-  // Memory: the code too, since a lost GPU answers this first.
+  // Memory: the code too, since a lost GPU answers this first. `used` is what
+  // nvidia-smi shows: the driver's reserved memory left out where NVML can say.
   int Memory(Device d, NvmlMemory* out) const;
   std::optional<NvmlUtilization> Utilization(Device d) const;
   std::optional<unsigned> TemperatureC(Device d) const;

@@ -5,7 +5,9 @@
 # torchxd says (`torchx gpus`, `torchx status`, `torchx usage`) beside what
 # nvidia-smi says.
 # The GPU's UUID, the job's memory and its utilization must agree within
-# NVML's own granularity. A few minutes in all.
+# NVML's own granularity. Then the hand-over: a job that ignores SIGTERM holds
+# the GPU, a second waits for it, the first is cancelled; the second must start
+# only once nvidia-smi no longer lists the first one's process. A few minutes in all.
 #   scripts/gpu-check.sh [BIN_DIR]     # default build/bin
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,7 +19,13 @@ sock=$work/torchxd.sock
 "$bin/torchxd" --socket "$sock" --state-dir "$work/state" --run-dir "$work/run" --log-level info \
   >"$work/daemon.log" 2>&1 &
 daemon=$!
-trap 'kill $daemon 2>/dev/null || true; wait $daemon 2>/dev/null || true; rm -rf "$work"' EXIT
+finish() {
+  local rc=$?
+  kill $daemon 2>/dev/null || true; wait $daemon 2>/dev/null || true
+  if ((rc != 0)); then echo "gpu-check: failed ($rc); the daemon's log ends:" >&2; tail -40 "$work/daemon.log" >&2; fi
+  rm -rf "$work"
+}
+trap finish EXIT
 for _ in $(seq 100); do [[ -S $sock ]] && break; sleep 0.1; done
 tx() { "$bin/torchx" --socket "$sock" "$@"; }
 cat >"$work/fill.py" <<'EOF'
@@ -55,3 +63,34 @@ echo "== torchx status (ended: its GPU-hours)"
 tx status "$handle" | tail -2
 echo "== torchx usage --since 1h"
 tx usage --since 1h
+
+echo "== hand-over: a holder that ignores SIGTERM, a job waiting behind it"
+cat >"$work/hold.py" <<'EOF'
+import os, signal, time, torch
+signal.signal(signal.SIGTERM, lambda *a: print("SIGTERM ignored", flush=True))
+held = torch.empty(2**30 // 4, dtype=torch.float32, device="cuda")
+torch.cuda.synchronize()
+print("holding pid", os.getpid(), flush=True)
+time.sleep(600)
+EOF
+cat >"$work/next.py" <<'EOF'
+import os, time, torch
+x = torch.ones(1, device="cuda")
+print("next started pid", os.getpid(), "at", time.time(), flush=True)
+EOF
+holder=$(cd "$work" && tx run -d -cfg log_dir="$work/logs" utils.python --gpu 1 --script hold.py)
+for _ in $(seq 60); do tx log "$holder" 2>/dev/null | grep -q holding && break; sleep 1; done
+tx log "$holder" | grep holding
+next=$(cd "$work" && tx run -d -cfg log_dir="$work/logs" utils.python --gpu 1 --script next.py)
+sleep 2
+echo "-- the waiting job:"; tx list | grep -E "REASON|${next##*/}" || true
+nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader
+start=$(date +%s.%N)
+tx cancel --grace-period 5 "$holder"
+echo "-- cancel returned after $("$python" -c "import time; print(round(time.time() - $start, 2))") s"
+for _ in $(seq 60); do tx status "$next" | grep -qE 'State: (SUCCEEDED|FAILED|CANCELLED)' && break; sleep 1; done
+echo "-- events of the holder"; tx events "$holder"
+echo "-- events of the next job"; tx events "$next"
+tx log "$next" | grep "next started"
+echo "== torchx gpus (after)"
+tx gpus

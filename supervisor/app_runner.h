@@ -154,6 +154,8 @@ class AppRunner {
   bool cancelling() const {
     return phase_ == Phase::kCancelling || (phase_ == Phase::kCleaningUp && cleanup_after_cancel_);
   }
+  // The grace period of the stop under way (SIGTERM, then SIGKILL after it).
+  double stop_grace() const { return stop_grace_; }
 
  private:
   enum class Phase { kNotStarted, kRunning, kFailing, kCancelling, kCleaningUp, kDone };

@@ -165,6 +165,7 @@ TEST_F(EventsTest, ListSaysWhyAnAppFailedAndGivesNoStartToOneThatNeverStarted) {
   for (const auto& row : list["apps"]) {
     if (row[0] == queued) {
       EXPECT_TRUE(row[col("started_ms")].is_null()) << row.dump();
+      EXPECT_THAT(row[col("msg")].get<std::string>(), HasSubstr("1st in queue default, next to start: waiting for 1 GPU"));
     } else if (row[0] == failed) {
       EXPECT_TRUE(row[col("started_ms")].is_number());
       EXPECT_THAT(row[col("msg")].get<std::string>(), HasSubstr("w/0 failed"));
@@ -219,6 +220,26 @@ TEST_F(EventsTest, TheCliTakesAppIdsAndTheirStartsFiltersListAndSaysWhatWasMeant
   EXPECT_THAT(Torchx("status").err, HasSubstr("(see `torchx status --help`)"));
   // log -f follows, as -t does.
   EXPECT_EQ(Torchx("log -f " + a).out, "w/0 from-alpha\n");
+}
+
+TEST_F(EventsTest, ACancelTellsWhenItHadToUseSigkill) {
+  StartDaemon();
+  fs::path pids_a = dir_ / "a.pids", pids_b = dir_ / "b.pids";
+  std::string stubborn = Run(App("stubborn", {FakeRole("w", {"--ignore-term", "--pidfile", pids_a.string(), "--sleep", "60"})}));
+  std::string polite = Run(App("polite", {FakeRole("w", {"--pidfile", pids_b.string(), "--sleep", "60"})}));
+  ASSERT_TRUE(WaitUntil([&] { return !ReadPids(pids_a).empty() && !ReadPids(pids_b).empty(); }));
+  CallOk("cancel", {{"app_handle", stubborn}, {"grace_period", 0.5}});
+  CallOk("cancel", {{"app_handle", polite}, {"grace_period", 30}});
+  Wait(stubborn);
+  Wait(polite);
+  json events = Events(stubborn);
+  EXPECT_EQ(Steps(events), (std::vector<std::string>{"submitted", "admitted", "started w/0", "cancel", "killed w/0", "exited w/0", "ended"}))
+      << events.dump(1);
+  EXPECT_THAT(events[4]["text"].get<std::string>(), HasSubstr("still running 0.5 s after SIGTERM: SIGKILL sent"));
+  EXPECT_THAT(events[5]["text"].get<std::string>(), HasSubstr("cancelled (attempt 1): killed by SIGKILL after the 0.5 s grace period"));
+  json gentle = Events(polite);
+  EXPECT_EQ(Steps(gentle), (std::vector<std::string>{"submitted", "admitted", "started w/0", "cancel", "exited w/0", "ended"})) << gentle.dump(1);
+  EXPECT_THAT(gentle[4]["text"].get<std::string>(), HasSubstr("cancelled (attempt 1): stopped by SIGTERM"));
 }
 
 }  // namespace

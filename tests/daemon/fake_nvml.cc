@@ -2,7 +2,7 @@
 // answering from a JSON file a test writes and rewrites (its path in
 // TORCHXD_FAKE_NVML; re-read whenever it changes):
 //   {"gpus": [{"uuid": "GPU-…", "pci_bus_id": "00000000:07:00.0",
-//              "memory_total_mb": 81920, "memory_used_mb": 1024,
+//              "memory_total_mb": 81920, "memory_used_mb": 1024, "memory_reserved_mb": 0,
 //              "util_gpu": 50, "util_mem": 20, "temperature_c": 40,
 //              "power_mw": 100000, "power_limit_mw": 400000, "sm_clock_mhz": 1410,
 //              "ecc_uncorrected": 0, "ecc_corrected": 0, "lost": false,
@@ -109,6 +109,10 @@ struct PciInfo {
 struct Memory {
   unsigned long long total, free, used;
 };
+struct MemoryV2 {
+  unsigned version;
+  unsigned long long total, reserved, free, used;
+};
 struct Utilization {
   unsigned gpu, memory;
 };
@@ -200,10 +204,22 @@ int nvmlDeviceGetPciInfo_v3(void* device, PciInfo* pci) {
   });
 }
 
+// As a real driver: v1's `used` counts the memory the driver reserves, v2's does not.
 int nvmlDeviceGetMemoryInfo(void* device, Memory* memory) {
   return WithGpu(device, [&](const json& g) {
-    unsigned long long total = g.value("memory_total_mb", 0ULL) << 20, used = g.value("memory_used_mb", 0ULL) << 20;
-    *memory = Memory{total, total - used, used};
+    unsigned long long total = g.value("memory_total_mb", 0ULL) << 20, used = g.value("memory_used_mb", 0ULL) << 20,
+                       reserved = g.value("memory_reserved_mb", 0ULL) << 20;
+    *memory = Memory{total, total - used - reserved, used + reserved};
+    return kSuccess;
+  });
+}
+
+int nvmlDeviceGetMemoryInfo_v2(void* device, MemoryV2* memory) {
+  if (memory->version != (sizeof(MemoryV2) | (2u << 24))) return 25;  // NVML_ERROR_ARGUMENT_VERSION_MISMATCH
+  return WithGpu(device, [&](const json& g) {
+    unsigned long long total = g.value("memory_total_mb", 0ULL) << 20, used = g.value("memory_used_mb", 0ULL) << 20,
+                       reserved = g.value("memory_reserved_mb", 0ULL) << 20;
+    *memory = MemoryV2{memory->version, total, reserved, total - used - reserved, used};
     return kSuccess;
   });
 }

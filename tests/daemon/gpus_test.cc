@@ -90,7 +90,7 @@ class GpusTest : public DaemonFixture {
 };
 
 TEST_F(GpusTest, EachGpuShowsWhatNvmlReadsAndWhoHoldsIt) {
-  WriteNvml({{"gpus", {Gpu(0, {{"util_gpu", 87}, {"util_mem", 40}, {"memory_used_mb", 30720}, {"power_mw", 310500}}),
+  WriteNvml({{"gpus", {Gpu(0, {{"util_gpu", 87}, {"util_mem", 40}, {"memory_used_mb", 30720}, {"memory_reserved_mb", 614}, {"power_mw", 310500}}),
                        Gpu(1)}}});
   Start({"--gpu-sample-period", "0.1"});
   // Discovery went through the same library: admission hands out its two GPUs.
@@ -109,7 +109,7 @@ TEST_F(GpusTest, EachGpuShowsWhatNvmlReadsAndWhoHoldsIt) {
   EXPECT_EQ(g0["health"], "ok");
   EXPECT_EQ(g0["util_gpu"], 87);
   EXPECT_EQ(g0["util_mem"], 40);
-  EXPECT_EQ(g0["memory_used_mb"], 30720);
+  EXPECT_EQ(g0["memory_used_mb"], 30720);  // as nvidia-smi: without the driver's reserved 614 MiB
   EXPECT_EQ(g0["memory_total_mb"], 81920);
   EXPECT_EQ(g0["temperature_c"], 30);
   EXPECT_DOUBLE_EQ(g0["power_w"].get<double>(), 310.5);
