@@ -40,6 +40,7 @@ struct NvmlMemoryV2 {  // nvmlMemory_v2_t, bytes: `used` leaves out what the dri
   unsigned long long total, reserved, free, used;
 };
 // NVML_STRUCT_VERSION(Memory, 2): the struct's size and the version in the top byte.
+static_assert(sizeof(NvmlMemoryV2) == 40, "nvmlMemory_v2_t's layout");
 inline constexpr unsigned kNvmlMemoryV2Version = sizeof(NvmlMemoryV2) | (2u << 24);
 struct NvmlUtilization {  // nvmlUtilization_t, percent over the driver's last sample period
   unsigned gpu, memory;

@@ -52,11 +52,30 @@ nvidia-smi --query-compute-apps=gpu_uuid,pid,process_name,used_memory --format=c
 echo "== torchx status"
 tx status "$handle"
 echo "== torchx gpus --json (the job's GPU)"
-tx gpus --json | "$python" -c '
+tx gpus --json >"$work/gpus.json"
+nvidia-smi --query-gpu=uuid,memory.used --format=csv,noheader,nounits >"$work/smi.csv"
+nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits >"$work/smi-apps.csv"
+"$python" - "$work" <<'EOF' || disagree=1
 import json, sys
-for g in json.load(sys.stdin)["gpus"]:
+work = sys.argv[1]
+smi = dict(l.split(", ") for l in open(f"{work}/smi.csv").read().split("\n") if l)
+apps = dict(l.split(", ") for l in open(f"{work}/smi-apps.csv").read().split("\n") if l)
+bad = 0
+for g in json.load(open(f"{work}/gpus.json"))["gpus"]:
     if g["held_by"] or g["processes"]:
-        print(json.dumps(g, indent=1))'
+        print(json.dumps(g, indent=1))
+    theirs = int(smi.get(g["uuid"], -1))
+    # Both read within a second of each other; the job's memory is steady by now.
+    ok = abs(g["memory_used_mb"] - theirs) <= max(64, theirs // 50)
+    bad += not ok
+    print(f"memory used, GPU {g['index']}: torchxd {g['memory_used_mb']} MiB, nvidia-smi {theirs} MiB:", "agree" if ok else "DISAGREE")
+    for p in g["processes"]:
+        theirs = int(apps.get(str(p["pid"]), -1))
+        ok = p["used_mb"] == theirs
+        bad += not ok
+        print(f"process {p['pid']}: torchxd {p['used_mb']} MiB, nvidia-smi {theirs} MiB:", "agree" if ok else "DISAGREE")
+sys.exit(1 if bad else 0)
+EOF
 tx log "$handle" | tail -3
 for _ in $(seq 60); do tx status "$handle" | grep -qE 'State: (SUCCEEDED|FAILED|CANCELLED)' && break; sleep 1; done
 echo "== torchx status (ended: its GPU-hours)"
@@ -94,3 +113,19 @@ echo "-- events of the next job"; tx events "$next"
 tx log "$next" | grep "next started"
 echo "== torchx gpus (after)"
 tx gpus
+
+echo "== dist.ddp on the GPU (torchrun, NCCL)"
+cat >"$work/ddp.py" <<'EOF'
+import os, torch, torch.distributed as dist
+dist.init_process_group("nccl")
+t = torch.ones(4, device="cuda") * (dist.get_rank() + 1)
+dist.all_reduce(t)
+print("rank", dist.get_rank(), "of", dist.get_world_size(), "sum", t.tolist(),
+      "CUDA_VISIBLE_DEVICES", os.environ.get("CUDA_VISIBLE_DEVICES"), flush=True)
+dist.destroy_process_group()
+EOF
+ddp=$(cd "$work" && tx run -d -cfg log_dir="$work/logs" dist.ddp -j 1x1 --gpu 1 --script ddp.py)
+for _ in $(seq 90); do tx status "$ddp" | grep -qE 'State: (SUCCEEDED|FAILED|CANCELLED)' && break; sleep 1; done
+tx status "$ddp" | grep -E "State|Msg"
+tx log "$ddp" | grep -E "rank|Error" | tail -5
+exit "${disagree:-0}"
