@@ -26,6 +26,24 @@ std::string TimeOfDay(int64_t ms) {
 
 }  // namespace
 
+std::string EventText(const json& e) {
+  std::string text = e.value("text", "");
+  const json& data = e.contains("data") && e["data"].is_object() ? e["data"] : json::object();
+  if (data.contains("starts_by_ms") && data["starts_by_ms"].is_number_integer()) {
+    int64_t by = data["starts_by_ms"].get<int64_t>();
+    std::time_t at = static_cast<std::time_t>(by / 1000), now = std::time(nullptr);
+    std::tm then{}, today{};
+    localtime_r(&at, &then);
+    localtime_r(&now, &today);
+    char buf[32];
+    // Today: the time of day; later: the date too, as squeue --start does.
+    std::strftime(buf, sizeof buf, then.tm_yday == today.tm_yday && then.tm_year == today.tm_year ? "%H:%M" : "%b %d %H:%M",
+                  &then);
+    text += std::string("; starts by ") + buf + " at the latest";
+  }
+  return text;
+}
+
 std::string EventLine(const json& e) {
   std::string line = TimeOfDay(e.value("time_ms", int64_t{0})) + "  ";
   std::string type = e.value("type", "");
@@ -33,7 +51,7 @@ std::string EventLine(const json& e) {
   if (type.size() < 10) line += std::string(10 - type.size(), ' ');
   line += "  ";
   if (e.contains("replica")) line += e["replica"].get<std::string>() + " ";
-  return line + e.value("text", "");
+  return line + EventText(e);
 }
 
 int CmdEvents(const GlobalArgs& global, const std::string& handle, bool follow, bool as_json, const CliContext& ctx) {

@@ -110,7 +110,7 @@ int ReadLogs(const ConnectOptions& connect, const CliContext& ctx, std::optional
 // One line of the app's timeline on stderr, apart from the replicas' own lines.
 void PrintAppEvent(std::ostream& err, const json& e) {
   if (!e.is_object() || e.value("type", "") == "submitted") return;  // run printed the handle
-  err << "torchx: " << (e.contains("replica") ? e["replica"].get<std::string>() + " " : "") << e.value("text", "")
+  err << "torchx: " << (e.contains("replica") ? e["replica"].get<std::string>() + " " : "") << EventText(e)
       << std::endl;
 }
 

@@ -109,6 +109,8 @@ int CmdGpus(const GlobalArgs& global, bool as_json, bool watch, std::optional<in
 int CmdEvents(const GlobalArgs& global, const std::string& handle, bool follow, bool as_json, const CliContext& ctx);
 // One event as a line: "14:02:31.250  exited      train/0 failed (attempt 1): exit code 137 = …".
 std::string EventLine(const nlohmann::json& event);
+// The event's text, with what the reader's clock adds (a queue head's "starts by 14:20 at the latest").
+std::string EventText(const nlohmann::json& event);
 // `torchx usage [--since 7d] [--user U] [--json]`: GPU-hours held and used per user and per app.
 int CmdUsage(const GlobalArgs& global, const std::string& since, const std::string& user, bool as_json,
              const CliContext& ctx);

@@ -659,7 +659,7 @@ void Admission::Grow(std::vector<Admitted>& out) {
   }
 }
 
-std::string Admission::Reason(const std::string& key, int64_t now_ms, int ahead) const {
+std::string Admission::Reason(const std::string& key, int64_t now_ms, int ahead, bool shadow_clause) const {
   auto it = pending_.find(key);
   if (it == pending_.end()) return "";
   const Pending& app = *it->second;
@@ -676,7 +676,7 @@ std::string Admission::Reason(const std::string& key, int64_t now_ms, int ahead)
                       (gpus.empty() ? std::string()
                                     : reserved_gpus_.size() == 1 ? "; GPU " + gpus + " is reserved for it"
                                                                  : "; GPUs " + gpus + " are reserved for it");
-    if (int64_t shadow = ShadowTime(now_ms); shadow != kNoEnd) {
+    if (int64_t shadow = ShadowTime(now_ms); shadow_clause && shadow != kNoEnd) {
       out += "; starts within " + FormatDurationMs(shadow - now_ms) + " at the latest (max_duration of what it waits on)";
     }
     return out;

@@ -178,7 +178,9 @@ class Admission {
   const Resources* PendingNeed(const std::string& key) const;
   // Why a pending app waits, in words (empty when it is not pending).
   // `ahead`: apps before it in its queue when the caller knows (View order), else -1.
-  std::string Reason(const std::string& key, int64_t now_ms, int ahead = -1) const;
+  // `shadow`: whether the head's reason ends with when it starts at the latest
+  // (relative to now; a caller that shows a clock time leaves it out).
+  std::string Reason(const std::string& key, int64_t now_ms, int ahead = -1, bool shadow = true) const;
 
   struct QueueView {
     const QueueSpec* spec;

@@ -270,7 +270,8 @@ std::string LocalScheduler::PendingSummary(const AppRecord& app) const {
   // The front of each queue has its last queued event; those behind, their queue.
   if (auto it = queued_said_.find(Key{app.scheduler, app.app_id}); it != queued_said_.end()) {
     constexpr std::string_view kPrefix = "queued: ";
-    return it->second.rfind(kPrefix, 0) == 0 ? it->second.substr(kPrefix.size()) : it->second;
+    std::string said = it->second.substr(0, it->second.find('\n'));
+    return said.rfind(kPrefix, 0) == 0 ? said.substr(kPrefix.size()) : said;
   }
   return app.admission.queue.empty() ? "" : "waiting in queue " + app.admission.queue;
 }
@@ -349,15 +350,25 @@ void LocalScheduler::RecordQueuePositions() {
       AppRecord* app = Find(scheduler, app_id);
       if (app == nullptr) continue;
       int position = static_cast<int>(i) + 1;
-      std::string reason = admission_->Reason(q.pending[i], now, position - 1);
+      std::string reason = admission_->Reason(q.pending[i], now, position - 1, /*shadow=*/false);
       // "waiting for 2 GPUs in queue default: 0 free…": the queue is named once, in front.
       std::string in_queue = " in queue " + q.spec->name;
       if (size_t at = reason.find(in_queue); at != std::string::npos) reason.erase(at, in_queue.size());
       std::string text = "queued: " + Ordinal(position) + " in queue " + q.spec->name + ", " + reason;
+      json data = {{"position", position}, {"queue", q.spec->name}, {"reason", reason}};
+      // The head's latest start is a clock time (the ends of what it waits on), which each
+      // reader shows in their own time zone: news only when it moves.
+      std::string said_now = text;
+      if (q.pending[i] == admission_->head()) {
+        if (int64_t by = admission_->ShadowTime(now); by != core::kNoEnd) {
+          data["starts_by_ms"] = by;
+          said_now += "\n" + std::to_string(by);
+        }
+      }
       std::string& said = queued_said_[Key{scheduler, app_id}];
-      if (said == text) continue;
-      said = text;
-      Event(*app, "queued", text, {{"position", position}, {"queue", q.spec->name}, {"reason", reason}});
+      if (said == said_now) continue;
+      said = said_now;
+      Event(*app, "queued", text, std::move(data));
     }
   }
 }

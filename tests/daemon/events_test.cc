@@ -5,11 +5,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <ctime>
 #include <fstream>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "core/app_status.h"
 #include "core/client.h"
 #include "tests/cli/shell.h"
 #include "tests/daemon/daemon_fixture.h"
@@ -220,6 +222,35 @@ TEST_F(EventsTest, TheCliTakesAppIdsAndTheirStartsFiltersListAndSaysWhatWasMeant
   EXPECT_THAT(Torchx("status").err, HasSubstr("(see `torchx status --help`)"));
   // log -f follows, as -t does.
   EXPECT_EQ(Torchx("log -f " + a).out, "w/0 from-alpha\n");
+}
+
+TEST_F(EventsTest, TheQueueHeadIsToldWhenItStartsAtTheLatest) {
+  StartWithGpus();
+  std::string big = Run(App("big", {GpuRole(2, {"--sleep", "60"})}), {{"max_duration", "10m"}});
+  std::string head = Run(App("head", {GpuRole(1, {"--sleep", "1"})}));
+  json queued;
+  ASSERT_TRUE(WaitUntil([&] {
+    for (const auto& e : Events(head)) {
+      if (e["type"] == "queued") queued = e;
+    }
+    return !queued.is_null();
+  }));
+  ASSERT_TRUE(queued["data"].contains("starts_by_ms")) << queued.dump();
+  int64_t by = queued["data"]["starts_by_ms"].get<int64_t>();
+  EXPECT_NEAR(static_cast<double>(by), static_cast<double>(core::UnixNowMs() + 600'000), 30'000.0);
+  // The text has no clock time of the daemon's; each reader's CLI writes it in their own.
+  EXPECT_EQ(queued["text"].get<std::string>().find("starts"), std::string::npos) << queued.dump();
+  std::time_t at = static_cast<std::time_t>(by / 1000);
+  std::tm tm{};
+  localtime_r(&at, &tm);
+  char hhmm[8];
+  std::strftime(hhmm, sizeof hhmm, "%H:%M", &tm);
+  Output text = Torchx("events " + head);
+  EXPECT_THAT(text.out, HasSubstr("; starts by ")) << text.out;
+  EXPECT_THAT(text.out, HasSubstr(std::string(hhmm) + " at the latest")) << text.out;
+  // Status says it relative to now.
+  EXPECT_THAT(Status(head)["msg"].get<std::string>(), HasSubstr("at the latest (max_duration of what it waits on)"));
+  CallOk("cancel", {{"app_handle", big}});
 }
 
 TEST_F(EventsTest, ACancelTellsWhenItHadToUseSigkill) {

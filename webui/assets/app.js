@@ -376,8 +376,13 @@ function refreshEvents(handle) {
       const li = el('li', null, 'event ' + e.type + (failed || e.type === 'gpu' ? ' bad' : ''));
       li.dataset.type = e.type;
       const when = new Date(e.time_ms);
-      li.append(el('time', when.toLocaleTimeString(), 'note'), el('span', e.type, 'etype'),
-        el('span', (e.replica ? e.replica + ' ' : '') + e.text, 'etext'));
+      let text = (e.replica ? e.replica + ' ' : '') + e.text;
+      if (e.data && Number.isInteger(e.data.starts_by_ms)) {
+        const by = new Date(e.data.starts_by_ms);
+        const day = by.toDateString() === new Date().toDateString() ? '' : by.toLocaleDateString() + ' ';
+        text += '; starts by ' + day + by.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' }) + ' at the latest';
+      }
+      li.append(el('time', when.toLocaleTimeString(), 'note'), el('span', e.type, 'etype'), el('span', text, 'etext'));
       li.querySelector('time').dateTime = when.toISOString();
       return li;
     }));
