@@ -181,6 +181,7 @@ json ChangingJson(const AppRecord& r, bool with_replicas) {
            {"admission", r.admission.ToJson()},
            {"gpu_usage", r.gpu_usage.ToJson()},
            {"scheduler_data", r.scheduler_data}};
+  if (!r.pulling.empty()) out["pulling"] = r.pulling;
   if (with_replicas) {
     json reps = json::array();
     for (const auto& rep : r.replicas) reps.push_back(ReplicaInfoToJson(rep));
@@ -267,6 +268,7 @@ Result<AppRecord> AppRecord::FromJson(const json& j) {
     r.requests = j.value("requests", json::array());
     for (const auto& rj : j.value("replicas", json::array())) r.replicas.push_back(ReplicaInfoFromJson(rj));
     r.scheduler_data = j.value("scheduler_data", json());
+    r.pulling = j.value("pulling", std::vector<std::string>{});
     r.admission = AdmissionInfo::FromJson(j.value("admission", json()));
     r.gpu_usage = GpuUsage::FromJson(j.value("gpu_usage", json()));
     return r;

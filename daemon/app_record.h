@@ -74,6 +74,7 @@ struct AppRecord {
   AdmissionInfo admission;
   GpuUsage gpu_usage;  // the GPUs it held, when, and how much it used them
   nlohmann::json scheduler_data;  // what a remote scheduler needs after a restart (e.g. the Job's name)
+  std::vector<std::string> pulling;  // local_docker: images still to pull before it may start
 
   // Live parts (not persisted).
   mutable std::string fixed_json_;  // ToJsonText's cache

@@ -230,7 +230,10 @@ void LocalScheduler::RestoreAdmission() {
   for (auto& [key, rec] : apps_) {
     if (!rec->admission.queued) continue;
     next_seq_ = std::max(next_seq_, rec->admission.seq + 1);
-    if (rec->state == core::AppState::kPending && !rec->runner && !Admitted(*rec)) queued.push_back(rec.get());
+    // An app still pulling its images joins its queue once they are there.
+    if (rec->state == core::AppState::kPending && !rec->runner && !Admitted(*rec) && rec->pulling.empty()) {
+      queued.push_back(rec.get());
+    }
   }
   std::sort(queued.begin(), queued.end(), [](const AppRecord* a, const AppRecord* b) { return a->admission.seq < b->admission.seq; });
   if (!admission_) {
@@ -261,12 +264,12 @@ void LocalScheduler::RestoreAdmission() {
 }
 
 std::string LocalScheduler::PendingReason(const AppRecord& app) const {
-  if (!admission_ || app.runner) return "";
+  if (!admission_ || app.runner || !app.pulling.empty()) return "";
   return admission_->Reason(AppKey(app), core::UnixNowMs());
 }
 
 std::string LocalScheduler::PendingSummary(const AppRecord& app) const {
-  if (!admission_ || app.runner) return "";
+  if (!admission_ || app.runner || !app.pulling.empty()) return "";  // a pull's progress is its msg
   // The front of each queue has its last queued event; those behind, their queue.
   if (auto it = queued_said_.find(Key{app.scheduler, app.app_id}); it != queued_said_.end()) {
     constexpr std::string_view kPrefix = "queued: ";

@@ -1,5 +1,6 @@
-// LocalScheduler's local_docker parts: the engine client, image and network
-// preparation before an app is accepted, and re-adoption after a restart.
+// LocalScheduler's local_docker parts: the engine client, the network made
+// before an app is accepted, and re-adoption after a restart (image pulls:
+// daemon/local_pull.cc).
 
 #include "core/json_parse.h"
 
@@ -26,17 +27,6 @@ uint64_t StoredAttemptBytes(const std::string& dir, const std::string& stream) {
   return layout->end_offset - std::min(start, layout->end_offset);
 }
 
-// The first {"error": ...} in an image pull's progress stream, if any.
-std::string PullError(const json& answer) {
-  if (answer.is_object()) return answer.value("error", "");
-  if (!answer.is_string()) return "";
-  for (const auto& line : core::Split(answer.get<std::string>(), '\n')) {
-    json j = core::ParseJsonOrDiscarded(line);
-    if (j.is_object() && j.contains("error")) return j.value("error", "");
-  }
-  return "";
-}
-
 }  // namespace
 
 Result<supervisor::DockerClient*> LocalScheduler::Docker() {
@@ -51,30 +41,6 @@ Result<supervisor::DockerClient*> LocalScheduler::Docker() {
   docker_ = std::make_unique<supervisor::DockerClient>(http_.get(), *socket);
   containers_ = std::make_unique<supervisor::ContainerRuntime>(loop_, docker_.get());
   return docker_.get();
-}
-
-void LocalScheduler::PrepareContainers(const core::AppDef& app, std::function<void(Result<void>)> done) {
-  std::set<std::string> unique;
-  for (const auto& role : app.roles) unique.insert(role.image);
-  EnsureImages(std::vector<std::string>(unique.begin(), unique.end()), std::move(done));
-}
-
-void LocalScheduler::EnsureImages(std::vector<std::string> images, std::function<void(Result<void>)> done) {
-  if (images.empty()) return EnsureNetwork(std::move(done));
-  std::string image = images.back();
-  images.pop_back();
-  auto next = [this, rest = std::move(images), done]() mutable { EnsureImages(std::move(rest), done); };
-  docker_->Call("GET", "/images/" + image + "/json", nullptr, [this, image, next, done](Result<json> local) mutable {
-    if (local) return next();
-    if (local.error().code != ErrorCode::kNotFound) return done(Fail(local.error()));
-    logging::info("pulling image image={}", image);
-    docker_->Call("POST", "/images/create?fromImage=" + image, nullptr, [image, next, done](Result<json> pulled) mutable {
-      std::string why = pulled ? PullError(*pulled) : pulled.error().message;
-      if (why.empty()) return next();
-      done(Fail(Error::InvalidArgument("image " + image + " is not available: the pull failed (" + why +
-                                       ") and the engine has no local image of that name")));
-    }, 0);
-  });
 }
 
 void LocalScheduler::EnsureNetwork(std::function<void(Result<void>)> done) {

@@ -98,6 +98,8 @@ Result<void> LocalScheduler::Load(const std::vector<StoredApp>& stored) {
     // shims with live-restore or after a restart): take them over.
     // Queued apps never started: they wait in their queue again (RestoreAdmission).
     bool queued = rec->admission.queued && rec->state == core::AppState::kPending && rec->admission.gpus.empty();
+    bool pulling = !rec->pulling.empty() && rec->state == core::AppState::kPending && !rec->started_ms;
+    if (pulling) queued = true;  // neither adopted nor failed: its pull starts again below
     bool adopt = !queued && !core::IsTerminal(rec->state) &&
                  (rec->scheduler == "local_docker" || (!rec->requests.empty() && !options_.run_dir.empty()));
     if (!core::IsTerminal(rec->state) && !adopt && !queued) {
@@ -157,6 +159,9 @@ Result<void> LocalScheduler::Load(const std::vector<StoredApp>& stored) {
   logs_->Enforce();  // the budget may have shrunk since the last run
   gpu_count_ = core::CountNvidiaGpus(options_.nvidia_proc_dir);
   RestoreAdmission();
+  for (const auto& [key, rec] : apps_) {
+    if (!rec->pulling.empty() && rec->state == core::AppState::kPending) PullNext(key);
+  }
   return {};
 }
 
@@ -316,13 +321,26 @@ void LocalScheduler::Submit(SubmitRequest request, std::function<void(Result<con
   if (request.scheduler != "local_docker") return done(SubmitNow(std::move(request)));
   if (auto docker = Docker(); !docker) return done(Fail(docker.error()));
   auto shared = std::make_shared<SubmitRequest>(std::move(request));
-  PrepareContainers(shared->app, [this, shared, done](Result<void> ready) {
-    if (!ready) return done(Fail(ready.error()));
-    done(SubmitNow(std::move(*shared)));
+  std::set<std::string> unique;
+  for (const auto& role : shared->app.roles) unique.insert(role.image);
+  // An engine that cannot answer refuses the app now; an image it lacks is
+  // pulled after the submit, with the app PENDING and visible meanwhile.
+  MissingImages({unique.begin(), unique.end()}, {}, [this, shared, done](Result<std::vector<std::string>> missing) {
+    if (!missing) return done(Fail(missing.error()));
+    EnsureNetwork([this, shared, done, missing = std::move(*missing)](Result<void> ready) mutable {
+      if (!ready) return done(Fail(ready.error()));
+      bool pull = !missing.empty();
+      auto rec = SubmitNow(std::move(*shared), /*hold=*/pull);
+      if (rec && pull) {
+        std::sort(missing.begin(), missing.end());
+        StartPulls(*Find((*rec)->scheduler, (*rec)->app_id), std::move(missing));
+      }
+      done(rec);
+    });
   });
 }
 
-Result<const AppRecord*> LocalScheduler::SubmitNow(SubmitRequest request) {
+Result<const AppRecord*> LocalScheduler::SubmitNow(SubmitRequest request, bool hold) {
   // Everything that can refuse the app comes first: nothing changes before.
   auto caller = LookUpCaller(request.uid);
   if (!caller) return Fail(caller.error());
@@ -406,7 +424,7 @@ Result<const AppRecord*> LocalScheduler::SubmitNow(SubmitRequest request) {
     }
     rec->replicas.push_back(info);
   }
-  rec->state = admission_ ? core::AppState::kPending : core::AppState::kSubmitted;
+  rec->state = admission_ || hold ? core::AppState::kPending : core::AppState::kSubmitted;
   Result<void> committed = store_->PutApp(rec->scheduler, rec->app_id, static_cast<int>(rec->state), rec->created_ms,
                                           rec->ToJson());
   if (committed) {
@@ -440,6 +458,7 @@ Result<const AppRecord*> LocalScheduler::SubmitNow(SubmitRequest request) {
   MakeRoom(raw->owner_uid);
   logging::info("app submitted app={} scheduler={} replicas={}", raw->app_id, raw->scheduler,
                raw->replicas.size());
+  if (hold) return raw;
   if (admission_) {
     admission_->Enqueue(DemandOf(*raw));
     RunAdmissionPass();  // it starts within its submit when it fits
@@ -507,7 +526,7 @@ size_t LocalScheduler::running_apps() const {
 
 void LocalScheduler::Cancel(AppRecord& app, std::optional<double> grace_seconds,
                             std::function<void(Result<CancelOutcome>)> done) {
-  if (CancelQueued(app)) return done(CancelOutcome{false});
+  if (CancelQueued(app) || CancelPull(app)) return done(CancelOutcome{false});
   if (!app.runner) return done(CancelOutcome{true});
   app.runner->OnTerminal([done] { done(CancelOutcome{false}); });
   double grace = grace_seconds.value_or(options_.grace_seconds);
@@ -541,7 +560,7 @@ void LocalScheduler::Scale(AppRecord& app, const std::vector<core::ScaleRequest>
 
 void LocalScheduler::Wait(AppRecord& app, std::function<void(const AppRecord&)> done) {
   std::string scheduler = app.scheduler, app_id = app.app_id;
-  if (!app.runner && admission_ && admission_->IsPending(AppKey(app))) {
+  if (!app.runner && ((admission_ && admission_->IsPending(AppKey(app))) || !app.pulling.empty())) {
     queued_waiters_[Key{scheduler, app_id}].push_back([this, scheduler, app_id, done] {
       if (AppRecord* rec = Find(scheduler, app_id)) done(*rec);
     });
@@ -603,6 +622,7 @@ supervisor::AppOptions LocalScheduler::RunnerOptions(const AppRecord& app, std::
 void LocalScheduler::Shutdown(bool keep, std::function<void()> done) {
   stopping_ = true;  // queued apps stay queued for the next daemon
   queued_waiters_.clear();
+  StopPulls();
   if (keep) {
     // The runners go with the daemon; their replicas (under shims or in
     // containers) go on, and the store says where to find them.

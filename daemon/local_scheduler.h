@@ -33,6 +33,7 @@
 #include "supervisor/app_runner.h"
 #include "supervisor/container_runtime.h"
 #include "supervisor/docker_client.h"
+#include "supervisor/image_pull.h"
 #include "supervisor/restart_budget.h"
 
 namespace torchxd::daemon {
@@ -71,7 +72,8 @@ class LocalScheduler : public Scheduler, public supervisor::AppRunnerObserver {
   [[nodiscard]] Result<void> Load(const std::vector<StoredApp>& stored);
   std::vector<std::string> Names() const override { return {"local_cwd", "local_dir", "local_docker"}; }
   void Submit(SubmitRequest request, std::function<void(Result<const AppRecord*>)> done) override;
-  [[nodiscard]] Result<const AppRecord*> SubmitNow(SubmitRequest request);
+  // `hold`: stored and PENDING, but neither queued nor started (its images are pulled first).
+  [[nodiscard]] Result<const AppRecord*> SubmitNow(SubmitRequest request, bool hold = false);
   AppRecord* Find(const std::string& scheduler, const std::string& app_id) override;
   std::vector<const AppRecord*> List() const override;
   void Cancel(AppRecord& app, std::optional<double> grace_seconds,
@@ -148,10 +150,18 @@ class LocalScheduler : public Scheduler, public supervisor::AppRunnerObserver {
 
   // local_docker (daemon/local_docker.cc): the engine client, made on first use.
   [[nodiscard]] Result<supervisor::DockerClient*> Docker();
-  // Pulls missing images (a failed pull is an error unless the image is local) and makes the network.
-  void PrepareContainers(const core::AppDef& app, std::function<void(Result<void>)> done);
-  void EnsureImages(std::vector<std::string> images, std::function<void(Result<void>)> done);  // one at a time
   void EnsureNetwork(std::function<void(Result<void>)> done);
+  // Image pulls (daemon/local_pull.cc). Which of `images` the engine lacks (appended to `missing`).
+  void MissingImages(std::vector<std::string> images, std::vector<std::string> missing,
+                     std::function<void(Result<std::vector<std::string>>)> done);
+  // The app waits, PENDING, while `images` are pulled one by one; then it joins admission.
+  void StartPulls(AppRecord& app, std::vector<std::string> images);
+  void PullNext(const std::pair<std::string, std::string>& key);
+  void PullEnded(const std::pair<std::string, std::string>& key, Result<void> ended);
+  void EndPulling(AppRecord& app, core::AppState state, const std::string& msg);
+  void FailPull(AppRecord& app, const std::string& why);
+  bool CancelPull(AppRecord& app);  // false when it is not pulling
+  void StopPulls();                 // the daemon stops: pulls in flight are dropped
   std::vector<core::ReplicaRequest> ContainerRequests(const AppRecord& app, std::vector<std::string>* warnings);
   // After a restart: re-attaches to a local_docker app's containers; false = cannot.
   bool AdoptContainers(AppRecord& app);
@@ -216,6 +226,14 @@ class LocalScheduler : public Scheduler, public supervisor::AppRunnerObserver {
   std::set<Key> gpu_accounted_;         // apps with a GPU interval open
   int64_t usage_persisted_ms_ = 0;      // when used time was last stored
   std::multimap<int64_t, Key> deadlines_;  // wall-clock ms -> app with max_duration
+  struct Pull {
+    std::string image;
+    supervisor::PullProgress progress;
+    HttpClient::RequestId request = 0;
+    int64_t started_ms = 0;
+    int64_t said_ms = 0;  // the last progress event
+  };
+  std::map<Key, Pull> pulls_;  // local_docker apps whose image is being pulled
   UvHandle<uv_timer_t> deadline_timer_;
 };
 

@@ -81,7 +81,9 @@ HttpRequest DockerClient::Request(const std::string& method, const std::string& 
 
 Error DockerClient::Unreachable(const Error& cause) const {
   return Error::Unavailable("the Docker engine at unix://" + socket_ + " is not reachable (" + cause.message +
-                            "); start dockerd or `podman system service`, or point DOCKER_HOST at its socket");
+                            "); start dockerd or `podman system service`, or set DOCKER_HOST=unix://PATH in torchxd's own "
+                            "environment (the daemon's, not the client's: systemctl edit torchxd, or the shell that "
+                            "starts it) and restart it");
 }
 
 void DockerClient::Negotiate(std::function<void(Result<void>)> then) {

@@ -68,8 +68,17 @@ class DockerFaultTest : public DaemonFixture {
     return list.is_array() ? list.size() : 999;
   }
 
-  static json Role(const std::string& name, const json& env, int replicas = 1) {
-    return {{"name", name}, {"image", "fake:1"}, {"entrypoint", "run"}, {"env", env}, {"num_replicas", replicas}};
+  static json Role(const std::string& name, const json& env, int replicas = 1, const std::string& image = "fake:1") {
+    return {{"name", name}, {"image", image}, {"entrypoint", "run"}, {"env", env}, {"num_replicas", replicas}};
+  }
+  json Events(const std::string& handle) { return CallOk("events", {{"app_handle", handle}})["events"]; }
+  // The texts of the app's events of `type`.
+  std::vector<std::string> Said(const std::string& handle, const std::string& type) {
+    std::vector<std::string> out;
+    for (const auto& e : Events(handle)) {
+      if (e["type"] == type) out.push_back(e["text"]);
+    }
+    return out;
   }
   std::vector<std::string> Lines(const std::string& handle) {
     std::vector<std::string> lines;
@@ -196,6 +205,72 @@ TEST_F(DockerFaultTest, ContainersAreRemovedWhenTheAppEndsNotEachReplica) {
   EXPECT_EQ(ContainersOf(h), 2u) << "a finished replica's container stays while its app runs";
   EXPECT_EQ(Wait(h)["state"], "SUCCEEDED");
   EXPECT_EQ(ContainersOf(h), 0u) << "an ended app leaves no container";
+}
+
+TEST_F(DockerFaultTest, AnImagePullDoesNotHoldTheSubmitAndSaysHowFarItIs) {
+  auto before = std::chrono::steady_clock::now();
+  std::string h = Run(App("pull", {Role("w", {{"FAKE_LINES", "1"}}, 1, "fake/slow:3")}), json::object(), "local_docker");
+  EXPECT_LT(std::chrono::steady_clock::now() - before, std::chrono::seconds(2)) << "the submit waited for the pull";
+  json st = Status(h);
+  EXPECT_EQ(st["state"], "PENDING");
+  EXPECT_THAT(st["msg"].get<std::string>(), HasSubstr("pulling image fake/slow:3"));
+  json list = CallOk("list", json::object());
+  bool listed = false;
+  for (const auto& row : list["apps"]) {
+    if (row[0] != h) continue;
+    listed = true;
+    EXPECT_THAT(row[10].get<std::string>(), HasSubstr("pulling image fake/slow:3")) << "list's reason";
+  }
+  EXPECT_TRUE(listed) << "a pulling app is in list: " << list.dump();
+  // Progress, at most once a second, while it lasts.
+  ASSERT_TRUE(WaitUntil([&] {
+    for (const auto& t : Said(h, "pulling")) {
+      if (t.find(" of 1.2 GB, ") != std::string::npos) return true;
+    }
+    return false;
+  })) << Events(h).dump(1);
+  EXPECT_THAT(Status(h)["msg"].get<std::string>(), HasSubstr("MB of 1.2 GB"));
+  EXPECT_EQ(Wait(h)["state"], "SUCCEEDED");
+  EXPECT_EQ(Lines(h), Numbered(1));
+  std::vector<std::string> pulling = Said(h, "pulling");
+  EXPECT_GE(pulling.size(), 2u);
+  EXPECT_LE(pulling.size(), 6u) << "progress is said at most each second";
+  std::vector<std::string> pulled = Said(h, "pulled");
+  ASSERT_EQ(pulled.size(), 1u);
+  EXPECT_THAT(pulled[0], HasSubstr("pulled image fake/slow:3 in "));
+  EXPECT_THAT(pulled[0], HasSubstr("(1.2 GB)"));
+  // Pulled before it was admitted and started.
+  std::vector<std::string> order;
+  for (const auto& e : Events(h)) order.push_back(e["type"]);
+  auto at = [&](const std::string& type) { return std::find(order.begin(), order.end(), type) - order.begin(); };
+  EXPECT_LT(at("pulled"), at("started"));
+}
+
+TEST_F(DockerFaultTest, AMissingImageFailsTheAppWithTheEnginesReason) {
+  std::string h = Run(App("nope", {Role("w", {}, 1, "fake/missing:1")}), json::object(), "local_docker");
+  json st = Wait(h);
+  EXPECT_EQ(st["state"], "FAILED");
+  EXPECT_THAT(st["msg"].get<std::string>(),
+              HasSubstr("image fake/missing:1 is not available: the pull failed (pull access denied for fake/missing:1)"));
+  EXPECT_EQ(ContainersOf(h), 0u);
+}
+
+TEST_F(DockerFaultTest, ACancelStopsAPullAndARestartPullsAgain) {
+  std::string cancelled = Run(App("c", {Role("w", {}, 1, "fake/slow:30")}), json::object(), "local_docker");
+  std::string resumed = Run(App("r", {Role("w", {{"FAKE_LINES", "1"}}, 1, "fake/slow:4")}), json::object(), "local_docker");
+  ASSERT_TRUE(WaitUntil([&] { return Said(cancelled, "pulling").size() >= 2 && Said(resumed, "pulling").size() >= 2; }));
+  CallOk("cancel", {{"app_handle", cancelled}});
+  json st = Wait(cancelled);
+  EXPECT_EQ(st["state"], "CANCELLED");
+  EXPECT_THAT(st["msg"].get<std::string>(), HasSubstr("cancelled by user while pulling image fake/slow:30"));
+  // A daemon killed mid-pull: the next one pulls again and runs the app.
+  int pulls = Engine("/fake/pulls")["pulls"];
+  StopDaemon(SIGKILL);
+  StartDaemon();
+  EXPECT_EQ(Wait(resumed)["state"], "SUCCEEDED");
+  EXPECT_EQ(Lines(resumed), Numbered(1));
+  EXPECT_GT(Engine("/fake/pulls")["pulls"].get<int>(), pulls);
+  EXPECT_EQ(Status(cancelled)["state"], "CANCELLED") << "a cancelled pull stays cancelled";
 }
 
 }  // namespace

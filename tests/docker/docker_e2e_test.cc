@@ -246,10 +246,14 @@ TEST_F(DockerE2eTest, DaemonSigtermStopsItsContainers) {
 TEST_F(DockerE2eTest, AMissingImageOrEngineIsAClearError) {
   json app = {{"name", "x"}, {"roles", {{{"name", "w"}, {"image", "localhost/no-such-image:1"}, {"entrypoint", "true"}}}}};
   std::ofstream(dir_ / "work/missing.json") << app.dump();
+  // The pull happens after the submit: the app is there, says it pulls, then fails saying why.
   auto run = Torchx({"run", "-s", "local_docker", "./missing.json"});
-  EXPECT_EQ(run.exit_code, 2);
-  EXPECT_THAT(run.err, HasSubstr("image localhost/no-such-image:1 is not available"));
-  EXPECT_THAT(Torchx({"list"}).out, ::testing::Not(HasSubstr("local_docker://")));
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_THAT(run.err, HasSubstr("torchx: pulling image localhost/no-such-image:1"));
+  EXPECT_THAT(run.err, HasSubstr("image localhost/no-such-image:1 is not available: the pull failed"));
+  std::string list = Torchx({"list"}).out;
+  EXPECT_THAT(list, HasSubstr("FAILED"));
+  EXPECT_THAT(list, HasSubstr("image localhost/no-such-image:1 is not available"));
 
   StopDaemon(SIGTERM);
   StartDaemon("unix://" + (dir_ / "no-engine.sock").string());

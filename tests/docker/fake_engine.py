@@ -24,6 +24,12 @@ engine shows now and then are chosen per container through its environment:
 
 POST /fake/outage?seconds=S starts such an outage on demand.
 
+Images: every image is there, except that a name with "missing" in it is not
+and cannot be pulled (the pull stream ends with an error), and one with
+"slow" is not there until pulled: its pull takes the seconds its tag says
+(fake/slow:3; default 2), two layers of 300 and 900 MB, a progress line
+each 0.1 s.
+
 Usage: fake_engine.py --socket PATH
 """
 import argparse
@@ -42,6 +48,8 @@ LOCK = threading.Condition()
 CONTAINERS = {}  # name -> Container
 NEXT_PID = [1000]
 OUTAGE_UNTIL = [0.0]  # time.time() before which every request is dropped unanswered
+PULLED = set()  # "slow" images pulled so far
+PULLS = [0]  # pulls started (each a request to POST /images/create)
 
 
 class Container:
@@ -147,9 +155,12 @@ class Handler(BaseHTTPRequestHandler):
         parts, query = self.route()
         if parts == ["version"]:
             return self.reply(200, {"ApiVersion": "1.41", "Version": "fake"})
+        if parts == ["fake", "pulls"]:
+            return self.reply(200, {"pulls": PULLS[0]})
         if len(parts) >= 2 and parts[0] == "images":
-            name = "/".join(parts[1:-1])
-            return self.reply(404 if "missing" in name else 200, {"message": "no such image"} if "missing" in name else {})
+            name = urllib.parse.unquote("/".join(parts[1:-1]))
+            absent = "missing" in name or ("slow" in name and name not in PULLED)
+            return self.reply(404 if absent else 200, {"message": "no such image: " + name} if absent else {})
         if parts[:1] == ["networks"]:
             return self.reply(200, {"Name": parts[1]})
         if parts == ["containers", "json"]:
@@ -176,7 +187,7 @@ class Handler(BaseHTTPRequestHandler):
         if parts == ["networks", "create"]:
             return self.reply(201, {"Id": "net"})
         if parts == ["images", "create"]:
-            return self.reply(200, {})
+            return self.pull(query["fromImage"][0])
         if parts == ["containers", "create"]:
             name = query["name"][0]
             with LOCK:
@@ -278,6 +289,41 @@ class Handler(BaseHTTPRequestHandler):
             self.end_chunks()
         except (BrokenPipeError, ConnectionResetError, OSError):
             return
+
+    def pull(self, image):
+        PULLS[0] += 1
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+        def line(obj):
+            self.chunk(json.dumps(obj).encode() + b"\n")
+
+        try:
+            line({"status": "Pulling from " + image.split(":")[0], "id": image.split(":")[-1]})
+            if "missing" in image:
+                line({"errorDetail": {"message": "pull access denied for " + image},
+                      "error": "pull access denied for " + image})
+            elif "slow" in image:
+                tag = image.rsplit(":", 1)[-1]
+                seconds = float(tag) if tag.replace(".", "", 1).isdigit() else 2.0
+                layers = {"aaa": 300_000_000, "bbb": 900_000_000}
+                for layer in layers:
+                    line({"status": "Pulling fs layer", "progressDetail": {}, "id": layer})
+                steps = max(1, int(seconds / 0.1))
+                for k in range(1, steps + 1):
+                    for layer, total in layers.items():
+                        line({"status": "Downloading", "progressDetail": {"current": total * k // steps, "total": total},
+                              "id": layer})
+                    time.sleep(seconds / steps)
+                for layer in layers:
+                    line({"status": "Pull complete", "progressDetail": {}, "id": layer})
+                PULLED.add(image)
+                line({"status": "Status: Downloaded newer image for " + image})
+            self.end_chunks()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (a cancel): the image stays unpulled
 
     def chunk(self, data):
         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
