@@ -105,6 +105,8 @@ std::string FormatReplica(const ReplicaStatus& r, bool mark) {
     data = std::string(AppStateName(r.state));
     if (r.state == ReplicaState::kCancelled || r.state == ReplicaState::kFailed) {
       data += r.error_message.empty() ? " (no reply file)" : " (" + r.error_message + ")";
+    } else if (!r.error_message.empty()) {
+      data += " (" + r.error_message + ")";  // why it waits: a pod unschedulable, an image pull backing off
     }
   }
   std::string extra;

@@ -4,7 +4,10 @@
 #include <cstring>
 #include <vector>
 
+#include "core/app_status.h"
 #include "core/json_parse.h"
+#include "core/log.h"
+#include "daemon/app_record.h"
 
 namespace torchxd::daemon {
 
@@ -86,6 +89,19 @@ std::string Ordinal(int n) {
   int tens = n % 100;
   const char* suffix = tens >= 11 && tens <= 13 ? "th" : n % 10 == 1 ? "st" : n % 10 == 2 ? "nd" : n % 10 == 3 ? "rd" : "th";
   return std::to_string(n) + suffix;
+}
+
+bool RecordAppEvent(Store& store, EventFeed* feed, const AppRecord& app, AppEvent e) {
+  if (e.time_ms == 0) e.time_ms = core::UnixNowMs();
+  auto seq = store.AddEvent(app.scheduler, app.app_id, e.time_ms, e.type, static_cast<int>(app.state), e.StoredMsg(),
+                            EventsKept(app));
+  if (!seq) {
+    logging::error("store write failed app={} error={}", app.app_id, seq.error().message);
+    return false;
+  }
+  e.seq = *seq;
+  if (feed != nullptr) feed->Publish(AppKey(app), e);
+  return true;
 }
 
 uint64_t EventFeed::Subscribe(const std::string& app_key, Follower follower) {

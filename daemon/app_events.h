@@ -45,6 +45,13 @@ std::string ExitMeaning(std::optional<int> exit_code, std::optional<int> signal)
 // 1 -> "1st", 2 -> "2nd", 11 -> "11th".
 std::string Ordinal(int n);
 
+struct AppRecord;
+class EventFeed;
+// Adds `e` to the app's timeline: stored (its seq set; the newest EventsKept
+// kept), then told to the app's followers. A store failure is logged and the
+// event dropped (false).
+bool RecordAppEvent(Store& store, EventFeed* feed, const AppRecord& app, AppEvent e);
+
 // Followers of apps' events, by app key. Publish calls each follower of
 // that app in the order they subscribed.
 class EventFeed {

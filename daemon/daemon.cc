@@ -232,6 +232,7 @@ Result<void> Daemon::Prepare() {
   kopts.cache_size = config_.cache_size;
   kubernetes_ = std::make_unique<KubernetesScheduler>(&loop_, store_.get(), logs_.get(), kopts,
                                                      core::ProcessEnv());
+  kubernetes_->SetEventFeed(&event_feed_);
   if (auto ok = kubernetes_->Load(*stored); !ok) return ok;
   schedulers_.push_back(kubernetes_.get());
   Service::DaemonInfo info;

@@ -39,12 +39,15 @@ struct KubernetesScheduler::PodTrack {
   int64_t next_read_ms = 0;    // no read before
   size_t lines_this_read = 0;  // lines the current read stored
   std::string log_error;       // why the log cannot be read now ("" = it can); kept when given up
+  // What the app's timeline was told of this pod (PodEvents), kept across restarts.
+  std::string said_node, said_wait;
+  int said_state = 0;  // core::ReplicaState
 
   // Stored with the record: the pod (from the tracker) and how far its log is stored.
   nlohmann::json ToJson(const k8sbridge::TrackedPod& pod) const {
     return {{"pod", pod.pod},       {"uid", pod.uid},         {"attempt", pod.attempt},
             {"after_ns", after_ns}, {"log_done", log_done},   {"log_error", log_error}, {"started", pod.started},
-            {"container", pod.container}};
+            {"container", pod.container}, {"said", {{"node", said_node}, {"wait", said_wait}, {"state", said_state}}}};
   }
   static PodTrack FromJson(const nlohmann::json& j, k8sbridge::TrackedPod& pod) {
     PodTrack t;
@@ -55,6 +58,12 @@ struct KubernetesScheduler::PodTrack {
     t.after_ns = j.value("after_ns", int64_t{0});
     t.log_done = j.value("log_done", false);
     t.log_error = j.value("log_error", "");
+    const nlohmann::json said = j.value("said", nlohmann::json::object());
+    if (said.is_object()) {
+      t.said_node = said.value("node", "");
+      t.said_wait = said.value("wait", "");
+      t.said_state = said.value("state", 0);
+    }
     // Older records lack it: a pod with stored lines had started.
     pod.started = j.value("started", t.after_ns > 0);
     return t;

@@ -222,6 +222,10 @@ void KubernetesScheduler::Create(std::shared_ptr<SubmitRequest> request, json bo
                                             committed.error().message)));
                }
                apps_.at(app_id)->rec->submit_warnings = warnings;
+               Event(*rec, "submitted",
+                     "submitted: Volcano Job " + ns + "/" + name + ", " + std::to_string(rec->replicas.size()) +
+                         (rec->replicas.size() == 1 ? " replica" : " replicas"),
+                     {{"replicas", rec->replicas.size()}, {"scheduler", "kubernetes"}, {"namespace", ns}, {"job", name}});
                done(rec);
              });
 }
@@ -394,12 +398,19 @@ void KubernetesScheduler::ApplyJob(KubeApp& app, const k8s::JobView& v) {
   if (state != rec.state) {
     logging::info("kubernetes app state app={} phase={} state={}", rec.app_id, v.phase, core::AppStateName(state));
   }
+  bool moved = state != rec.state;
   rec.state = state;
   rec.num_restarts = v.retry_count;
   rec.msg = v.message;
   if (core::IsTerminal(state)) {
     rec.ended_ms = core::UnixNowMs();
     EndScaledAway(app);
+  }
+  if (moved) {
+    std::string name(core::AppStateName(state));
+    Event(rec, core::IsTerminal(state) ? "ended" : "job",
+          (core::IsTerminal(state) ? name : "Job " + (v.phase.empty() ? name : v.phase)) + (v.message.empty() ? "" : ": " + v.message),
+          {{"state", name}, {"phase", v.phase}, {"msg", v.message}});
   }
   Changed(app);
 }
@@ -500,6 +511,9 @@ void KubernetesScheduler::ApplyPod(KubeApp& app, const std::string& key, const k
     t.failures = t.terminal_reads = 0;
     t.next_read_ms = 0;
     t.log_error.clear();
+    t.said_node.clear();
+    t.said_wait.clear();
+    t.said_state = 0;
     r->attempt = p.attempt;
     logs_->BeginAttempt(*app.rec, key, r->log_dir, p.attempt, std::nullopt);
   }
@@ -518,8 +532,10 @@ void KubernetesScheduler::ApplyPod(KubeApp& app, const std::string& key, const k
     r->exit_code = v.exit_code;
     r->start_ms = v.start_ms;
     r->end_ms = v.end_ms;
-    r->error_message = v.error_message;
+    // A pod that waits says why (the scheduler's message, its container's back-off).
+    r->error_message = v.error_message.empty() && !core::IsTerminal(v.state) ? v.wait : v.error_message;
   }
+  PodEvents(app, key, t, v);
   if (t.next_read_ms <= core::UnixNowMs()) FollowLogs(app, key);  // else its backoff's timer will
   Changed(app);
 }
@@ -790,6 +806,60 @@ void KubernetesScheduler::Shutdown(bool, std::function<void()> done) {
   api_.reset();
   http_.reset();
   done();
+}
+
+void KubernetesScheduler::Event(const AppRecord& app, const std::string& type, const std::string& text, json data,
+                                const std::string& replica) {
+  AppEvent e;
+  e.type = type;
+  e.text = text;
+  e.data = std::move(data);
+  e.replica = replica;
+  RecordAppEvent(*store_, feed_, app, std::move(e));
+}
+
+void KubernetesScheduler::PodEvents(KubeApp& app, const std::string& key, PodTrack& t, const k8s::PodView& v) {
+  const AppRecord& rec = *app.rec;
+  std::string pod = "pod " + v.name;
+  if (!v.node.empty() && t.said_node != v.node) {
+    t.said_node = v.node;
+    Event(rec, "scheduled", pod + " scheduled on node " + v.node, {{"pod", v.name}, {"node", v.node}}, key);
+  }
+  // A wait is news when its words change (a scheduler says "0/4 nodes" again after each try).
+  if (!v.wait.empty() && t.said_wait != v.wait && !core::IsTerminal(v.state)) {
+    t.said_wait = v.wait;
+    Event(rec, v.wait_kind, pod + ": " + v.wait, {{"pod", v.name}, {"why", v.wait}}, key);
+  }
+  int state = static_cast<int>(v.state);
+  if (state == t.said_state) return;
+  supervisor::ReplicaInfo* r = app.Replica(key);
+  int attempt = r != nullptr ? r->attempt : 0;
+  json data = {{"pod", v.name}, {"attempt", attempt}, {"state", core::AppStateName(v.state)}};
+  if (v.state == core::ReplicaState::kRunning) {
+    t.said_state = state;
+    t.said_wait.clear();
+    Event(rec, "started", "started (attempt " + std::to_string(attempt) + ", " + pod + ")", data, key);
+  } else if (core::IsTerminal(v.state)) {
+    t.said_state = state;
+    bool ok = v.state == core::ReplicaState::kSucceeded;
+    std::string what = ok ? "succeeded" : v.state == core::ReplicaState::kCancelled ? "cancelled" : "failed";
+    std::string why = v.exit_code ? ExitMeaning(v.exit_code, std::nullopt) : "";
+    if (v.exit_code) data["exit_code"] = *v.exit_code;
+    if (!ok && !v.error_message.empty()) why += (why.empty() ? "" : "; ") + v.error_message;
+    data["meaning"] = why;
+    Event(rec, "exited", what + " (attempt " + std::to_string(attempt) + ", " + pod + ")" + (ok || why.empty() ? "" : ": " + why),
+          data, key);
+  }
+}
+
+std::string KubernetesScheduler::PendingSummary(const AppRecord& rec) const {
+  // The first replica that waits and says why.
+  for (const auto& r : rec.replicas) {
+    if (!core::IsTerminal(r.state) && r.state != core::ReplicaState::kRunning && !r.error_message.empty()) {
+      return r.role + "/" + std::to_string(r.replica_id) + ": " + r.error_message;
+    }
+  }
+  return "";
 }
 
 }  // namespace torchxd::daemon

@@ -29,6 +29,7 @@
 #include "core/environment.h"
 #include "core/http_client.h"
 #include "core/uv_handle.h"
+#include "daemon/app_events.h"
 #include "daemon/log_store.h"
 #include "daemon/scheduler.h"
 #include "daemon/store.h"
@@ -90,6 +91,10 @@ class KubernetesScheduler : public Scheduler, private k8sbridge::JobTrackerObser
   std::string ListNamespace(const nlohmann::json& params) const override;
   std::string LogProblem(const AppRecord& app, const std::string& replica_key) const override;
   std::string StatusNote(const AppRecord& app) const override;
+  std::string PendingSummary(const AppRecord& app) const override;
+  std::string PendingReason(const AppRecord& app) const override { return PendingSummary(app); }
+  // Where the apps' events are told as they happen (the `events` request follows them).
+  void SetEventFeed(EventFeed* feed) { feed_ = feed; }
 
  private:
   struct PodTrack;
@@ -136,6 +141,12 @@ class KubernetesScheduler : public Scheduler, private k8sbridge::JobTrackerObser
   bool EndScaledAway(KubeApp& app);
   // A pod was deleted (a watch event, or missing from a relist): its replica ends unless it had.
   void PodDeleted(KubeApp& app, const std::string& key, bool was_terminal);
+  // What changed of a replica's pod, on the app's timeline: scheduled or not
+  // (the scheduler's words), its container waiting or backing off, started,
+  // exited; each once per pod, and a wait again when its words change.
+  void PodEvents(KubeApp& app, const std::string& key, PodTrack& track, const k8sbridge::PodView& pod);
+  void Event(const AppRecord& app, const std::string& type, const std::string& text,
+             nlohmann::json data = nlohmann::json::object(), const std::string& replica = "");
 
   // Pod logs (daemon/kubernetes_logs.cc).
   void FollowLogs(KubeApp& app, const std::string& key);
@@ -182,6 +193,7 @@ class KubernetesScheduler : public Scheduler, private k8sbridge::JobTrackerObser
   std::set<uid_t> room_wanted_;
   UvHandle<uv_timer_t> make_room_;
   bool shut_down_ = false;
+  EventFeed* feed_ = nullptr;
 };
 
 }  // namespace torchxd::daemon

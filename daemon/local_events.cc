@@ -15,19 +15,11 @@ using nlohmann::json;
 void LocalScheduler::Event(const AppRecord& app, const std::string& type, const std::string& text, json data,
                            const std::string& replica) {
   AppEvent e;
-  e.time_ms = core::UnixNowMs();
   e.type = type;
   e.text = text;
   e.data = std::move(data);
   e.replica = replica;
-  auto seq = store_->AddEvent(app.scheduler, app.app_id, e.time_ms, e.type, static_cast<int>(app.state), e.StoredMsg(),
-                              EventsKept(app));
-  if (!seq) {
-    logging::error("store write failed app={} error={}", app.app_id, seq.error().message);
-    return;
-  }
-  e.seq = *seq;
-  if (feed_ != nullptr) feed_->Publish(AppKey(app), e);
+  RecordAppEvent(*store_, feed_, app, std::move(e));
 }
 
 void LocalScheduler::OnRestartScheduled(supervisor::AppRunner& runner, const supervisor::ReplicaInfo& r,

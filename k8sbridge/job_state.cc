@@ -91,6 +91,15 @@ PodView ReadPod(const json& pod) {
     v.hostname = ip + "." + Str(meta, "namespace") + ".pod.cluster.local";
   }
   v.start_ms = Time(status, "startTime");
+  v.node = Str(Field(pod, "spec"), "nodeName");
+  const json& conditions = Field(status, "conditions");
+  for (size_t i = 0; conditions.is_array() && i < conditions.size(); ++i) {
+    const json& c = conditions[i];
+    if (Str(c, "type") != "PodScheduled" || Str(c, "status") != "False") continue;
+    std::string reason = Str(c, "reason"), message = Str(c, "message");
+    v.wait_kind = "unschedulable";
+    v.wait = reason.empty() ? message : message.empty() ? reason : reason + ": " + message;
+  }
   const json& spec_containers = Field(Field(pod, "spec"), "containers");
   for (size_t i = 0; spec_containers.is_array() && i < spec_containers.size(); ++i) {
     std::string name = Str(spec_containers[i], "name");
@@ -125,10 +134,16 @@ PodView ReadPod(const json& pod) {
       if (v.exit_code.value_or(0) != 0) v.error_message = message.empty() ? reason : reason + ": " + message;
     }
     const json& waiting = Field(st, "waiting");
-    std::string wait_reason = Str(waiting, "reason");
+    std::string wait_reason = Str(waiting, "reason"), wait_message = Str(waiting, "message");
     if (wait_reason == "ErrImagePull" || wait_reason == "ImagePullBackOff" || wait_reason == "CreateContainerConfigError" ||
         wait_reason == "InvalidImageName") {
-      v.error_message = wait_reason + ": " + Str(waiting, "message");
+      v.error_message = wait_reason + ": " + wait_message;
+    }
+    if (!wait_reason.empty() && v.state == core::ReplicaState::kPending && v.wait_kind.empty()) {
+      bool backoff = wait_reason.find("BackOff") != std::string::npos || wait_reason.rfind("Err", 0) == 0 ||
+                     wait_reason.find("Error") != std::string::npos || wait_reason == "InvalidImageName";
+      v.wait_kind = backoff ? "backoff" : "waiting";
+      v.wait = wait_message.empty() ? wait_reason : wait_reason + ": " + wait_message;
     }
   }
   // The pod's own reason (Evicted, Preempted, NodeLost, DeadlineExceeded…) says

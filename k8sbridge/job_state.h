@@ -48,6 +48,14 @@ struct PodView {
   // The replica's own container, whose log is its log: the one named as the
   // task, else the first of the spec ("" when the pod names none).
   std::string container;
+  std::string node;  // spec.nodeName: where it was scheduled ("" before)
+  // Why a pod that has not started waits, in one line, and which kind of wait:
+  // "unschedulable" (the scheduler's PodScheduled=False message), "backoff"
+  // (ErrImagePull, ImagePullBackOff, CrashLoopBackOff…: the container's
+  // waiting reason and message), "waiting" (any other: ContainerCreating…),
+  // or "" (running, ended, or nothing said).
+  std::string wait_kind;
+  std::string wait;
 };
 PodView ReadPod(const nlohmann::json& pod);
 

@@ -39,7 +39,8 @@ Tests drive the "controller" and "kubelet" through /fake/...:
   POST /fake/pods/NS/NAME/phase   {"phase": "Failed", "exitCode": 3}
   POST /fake/pods/NS/NAME/restart (a new pod, new uid, job retryCount + 1)
   POST /fake/pods/NS/NAME/delete  (the pod is deleted, nothing replaces it)
-  POST /fake/pods/NS/NAME/status  {"phase": ..., "reason": ..., "containerStatuses": [...]} (merged into status)
+  POST /fake/pods/NS/NAME/status  {"phase": ..., "reason": ..., "containerStatuses": [...]} (merged into status;
+                                   "nodeName" binds it: spec.nodeName)
   POST /fake/pods/NS/NAME/log-fail {"code": 500, "message": "..."} (its log GETs fail so; code 0 = they work)
   POST /fake/queues/NAME           {"state": "Open" | "Closed"} (creates or changes a queue)
   POST /fake/serviceaccounts/NS/NAME
@@ -786,6 +787,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     emit("pods", key[0], "DELETED", STATE["pods"].pop(key))
                     return self.send_json(200, {})
                 if parts[3] == "status":
+                    node = body.pop("nodeName", None)  # the scheduler's binding, in the pod's spec
+                    if node:
+                        pod["spec"]["nodeName"] = node
                     pod["status"].update(body)
                     emit("pods", key[0], "MODIFIED", pod)
                     return self.send_json(200, {})

@@ -98,6 +98,32 @@ TEST(JobStateTest, APodLevelReasonComesFirst) {
             "(container: ContainerStatusUnknown)");
 }
 
+TEST(JobStateTest, APendingPodSaysWhyItWaits) {
+  json pod = json::parse(R"({"metadata": {"name": "j-trainer-0-0", "uid": "u1",
+      "labels": {"volcano.sh/job-name": "j", "volcano.sh/task-spec": "trainer-0"}},
+    "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False",
+      "reason": "Unschedulable", "message": "0/4 nodes are available: 4 Insufficient nvidia.com/gpu."}]}})");
+  PodView v = ReadPod(pod);
+  EXPECT_EQ(v.wait_kind, "unschedulable");
+  EXPECT_EQ(v.wait, "Unschedulable: 0/4 nodes are available: 4 Insufficient nvidia.com/gpu.");
+  EXPECT_TRUE(v.node.empty());
+  // Bound to a node, its container backs off: that is the wait now.
+  pod["spec"] = {{"nodeName", "n3"}, {"containers", {{{"name", "trainer-0"}}}}};
+  pod["status"]["conditions"][0]["status"] = "True";
+  pod["status"]["containerStatuses"] = json::parse(
+      R"([{"name": "trainer-0", "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 40s"}}}])");
+  v = ReadPod(pod);
+  EXPECT_EQ(v.node, "n3");
+  EXPECT_EQ(v.wait_kind, "backoff");
+  EXPECT_EQ(v.wait, "CrashLoopBackOff: back-off 40s");
+  pod["status"]["containerStatuses"][0]["state"] = {{"waiting", {{"reason", "ContainerCreating"}}}};
+  EXPECT_EQ(ReadPod(pod).wait_kind, "waiting");
+  // Running: nothing to wait for.
+  pod["status"]["phase"] = "Running";
+  pod["status"]["containerStatuses"][0]["state"] = {{"running", json::object()}};
+  EXPECT_TRUE(ReadPod(pod).wait.empty());
+}
+
 TEST(JobStateTest, TaskNamesFollowTheTranslation) {
   core::AppDef app;
   app.name = "x";
