@@ -18,7 +18,8 @@ using torchxd::cli::CliContext;
 
 constexpr const char* kFooter =
     "Exit codes: 0 ok; 1 the operation failed (not found, refused, app did not succeed under "
-    "--wait); 2 usage or invalid input; 3 daemon unreachable or not ready in time.";
+    "--wait); 2 usage or invalid input; 3 daemon unreachable or not ready in time.\n"
+    "Documentation: man 1 torchx; the README and docs/ of torchxd, installed in " TORCHXD_DOC_DIR;
 
 int NotSupported(const CliContext& ctx, const std::string& what) {
   return torchxd::cli::ReportError(

@@ -258,7 +258,9 @@ ParsedArgs ParseDaemonArgs(int argc, char** argv, const core::EnvLookup& env) {
   app.add_option("--ui-allow-host", c.ui_allow_hosts,
                  "a Host name the page answers to besides localhost and 127.0.0.1 (repeatable)");
   app.add_flag("--ui-read-only", c.ui_read_only, "the web page shows everything and changes nothing");
-  app.footer("Exit codes: 0 stopped cleanly; 1 failed at run time; 2 bad configuration.");
+  app.footer("Exit codes: 0 stopped cleanly; 1 failed at run time; 2 bad configuration.\n"
+             "Documentation: man 8 torchxd, man 1 torchx; the README and docs/ (admission.md, gpus.md, protocol.md, "
+             "web-ui.md, metrics.md) of the source, installed in " TORCHXD_DOC_DIR);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

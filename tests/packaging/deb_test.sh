@@ -52,6 +52,17 @@ grep -q '^ExecStart='"$prefix"'/bin/torchxd --system' "$root$prefix/lib/systemd/
   fail "the unit does not start the installed torchxd"
 grep -q '^\.SS run$' "$root$prefix/share/man/man1/torchx.1" || fail "torchx.1 lacks the run command"
 grep -q 'ui-listen' "$root$prefix/share/man/man8/torchxd.8" || fail "torchxd.8 lacks --ui-listen"
+for page in man1/torchx.1 man8/torchxd.8; do
+  for section in EXAMPLES ENVIRONMENT FILES 'EXIT STATUS'; do
+    grep -q "^\.SH $section\$" "$root$prefix/share/man/$page" || fail "$page lacks $section"
+  done
+  long=$(awk 'length > 80' "$root$prefix/share/man/$page")
+  [[ -z $long ]] || fail "$page has lines over 80 columns: $long"
+done
+# torchxd --help points at documentation that the package installs.
+docdir=$("$root$prefix/bin/torchxd" --help | sed -n 's/.*installed in \(\/[^ ]*\)$/\1/p')
+[[ -f $root$docdir/README.md && -f $root$docdir/gpus.md && -f $root$docdir/protocol.md ]] ||
+  fail "torchxd --help points at $docdir, which the package does not fill"
 
 # The installed binaries find each other (torchxd-shim in ../libexec/torchxd) and run a job.
 bin=$root$prefix/bin
