@@ -82,7 +82,8 @@ int CmdQueue(const GlobalArgs& global, const std::string& name, bool as_json, bo
       std::string held = g["held_by"].is_string() ? g["held_by"].get<std::string>()
                          : g.value("usable", true) ? "free"
                                                    : "not handed out: " + g.value("unusable", std::string("excluded"));
-      map.push_back({g["index"].dump(), held, g.value("reserved", false) ? "for the next to start" : "-"});
+      std::string head = q["head"].is_string() ? q["head"].get<std::string>() : "the next to start";
+      map.push_back({g["index"].dump(), held, g.value("reserved", false) ? "for " + head : "-"});
     }
     *ctx.out << "\n";
     PrintTable(*ctx.out, map, TerminalColumns(ctx.environ));

@@ -332,10 +332,12 @@ void UiServer::Session(const std::shared_ptr<HttpExchange>& exchange, const prot
   std::string user = std::to_string(peer.uid);
   if (struct passwd* pw = ::getpwuid(peer.uid)) user = pw->pw_name;
   bool admin = options_.may_act_on_all && options_.may_act_on_all(peer);
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
   ReplyJson(exchange, 200,
             json{{"uid", peer.uid}, {"user", user}, {"csrf", secrets->csrf}, {"read_only", options_.read_only},
-                 {"admin", admin}, {"version", options_.version}}
-                .dump());
+                 {"admin", admin}, {"version", options_.version}, {"host", host}}
+                .dump(-1, ' ', false, json::error_handler_t::replace));
 }
 
 void UiServer::Static(const std::shared_ptr<HttpExchange>& exchange, const std::string& name) {

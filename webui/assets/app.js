@@ -73,6 +73,7 @@ function parseRoute() {
   } else {
     S.view = 'list';
     S.app = null;
+    S.at = location.pathname === '/queue' ? 'queue-title' : null;  // a deep link into the list view
   }
 }
 
@@ -185,9 +186,10 @@ async function openStream(steal) {
   }
   const es = new EventSource('/api/events?' + q.toString());
   S.es = es;
-  es.onopen = () => banner(null);
+  es.onopen = () => { banner(null); live(true); };
   es.onerror = () => {
     banner('reconnecting…');
+    live(false);
     if (es.readyState === EventSource.CLOSED) setTimeout(() => { if (S.es === es) openStream(); }, 2000);
   };
   es.addEventListener('apps', (e) => onApps(JSON.parse(e.data)));
@@ -198,6 +200,14 @@ async function openStream(steal) {
     onLog(JSON.parse(e.data));
   });
   es.addEventListener('log-error', (e) => { $('t-error').textContent = JSON.parse(e.data).error.message; });
+}
+
+// Whether the page hears the daemon now, in the header.
+function live(on) {
+  const l = $('live');
+  l.textContent = on ? 'live' : 'offline';
+  l.className = 'live ' + (on ? 'on' : 'off');
+  l.title = on ? 'following the daemon' : 'the daemon does not answer; reconnecting';
 }
 
 function reclaim() { if (!S.es && !document.hidden) openStream(true); }
@@ -267,15 +277,19 @@ function onQueue(reply) {
     return;
   }
   gpuAppsChanged();  // the tiles and timeline (gpus.js) follow admission
+  // As `torchx queue` lists them: queue by queue, each in the order it starts them.
   const pending = [];
   for (const q of reply.queues || []) for (const p of q.pending || []) pending.push(Object.assign({ queue: q.name }, p));
-  pending.sort((a, b) => a.position - b.position);
   $('queue-note').textContent = pending.length ? '' : 'nothing is waiting';
   queueBody.replaceChildren(...pending.map((p) => {
     const r = p.request || {};
     return row([String(p.position), appLink(p.app_handle, p.app_handle.split('/').pop()), p.queue, p.user_name || String(p.user),
       needs(r), p.reason]);
   }));
+  if (S.at && S.view === 'list') {  // /queue: there once it is drawn
+    $(S.at).scrollIntoView({ block: 'start' });
+    S.at = null;
+  }
 }
 
 // ---- one app -------------------------------------------------------------
@@ -473,6 +487,8 @@ $('cancel-confirm').addEventListener('click', async () => {
 (async function main() {
   try {
     S.session = await api('/api/session');
+    $('host').textContent = S.session.host || '';
+    document.title = 'torchxd on ' + (S.session.host || '');
     $('who').textContent = S.session.user + (S.session.admin ? ' (admin)' : '') + (S.session.read_only ? ' · read-only' : '');
   } catch (e) {
     banner('not signed in: ' + e.message);

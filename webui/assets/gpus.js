@@ -90,23 +90,30 @@ function renderTiles() {
     const head = el('div', null, 'tile-head');
     const name = el('strong', 'GPU ' + g.index);
     if (g.mig_parent !== undefined) name.append(el('span', ` · MIG of GPU ${g.mig_parent}`, 'note small'));
-    head.append(name, el('span', g.health === 'ok' ? (g.usable ? 'ok' : 'drained') : 'unhealthy',
-      'badge ' + (g.health !== 'ok' ? 'bad' : g.usable ? 'ok' : 'warn')));
+    // Compact: temperature and power on the name's line, a line per metric with its sparkline.
+    const extra = [];
+    if (g.temperature_c !== null && g.temperature_c !== undefined) extra.push(g.temperature_c + ' °C');
+    if (g.power_w !== null && g.power_w !== undefined) extra.push(Math.round(g.power_w) + ' W');
+    head.append(name, el('span', extra.join(' · '), 'note small readings'),
+      el('span', g.health === 'ok' ? (g.usable ? 'ok' : 'drained') : 'unhealthy',
+        'badge ' + (g.health !== 'ok' ? 'bad' : g.usable ? 'ok' : 'warn')));
     tile.append(head, holderOf(g));
+    if (g.held_by && g.reserved_for) {
+      // Held now, and the queue's head waits for it: who gets it next.
+      const next = el('div', null, 'note small holder reserved');
+      next.append(el('span', 'then reserved for '), appLink(g.reserved_for, g.reserved_for.split('/').pop()));
+      tile.append(next);
+    }
     if (g.health_reason) tile.append(el('div', g.health_reason, 'bad reason'));
     if (g.idle_since_ms) tile.append(el('div', `idle for ${duration(now - g.idle_since_ms)}`, 'warn idle'));
     const h = series.get(g.index) || { util_gpu: [], memory_used_mb: [] };
     const util = el('div', null, 'metric');
     util.append(el('span', 'util ' + (g.util_gpu === null ? '–' : g.util_gpu + '%'), 'value util'),
-      sparkline(h.util_gpu, 100, 200, 24, 'util'));
+      sparkline(h.util_gpu, 100, 200, 16, 'util'));
     const mem = el('div', null, 'metric');
     mem.append(el('span', 'mem ' + mib(g.memory_used_mb) + ' / ' + mib(g.memory_total_mb), 'value mem'),
-      sparkline(h.memory_used_mb, g.memory_total_mb || 0, 200, 24, 'mem'));
+      sparkline(h.memory_used_mb, g.memory_total_mb || 0, 200, 16, 'mem'));
     tile.append(util, mem);
-    const extra = [];
-    if (g.temperature_c !== null && g.temperature_c !== undefined) extra.push(g.temperature_c + ' °C');
-    if (g.power_w !== null && g.power_w !== undefined) extra.push(Math.round(g.power_w) + ' W');
-    tile.append(el('div', extra.join(' · ') || (g.uuid || '').slice(0, 24), 'note small'));
     tile.title = g.uuid || '';
     return tile;
   }));
