@@ -28,7 +28,8 @@ std::string Cut(const std::string& s, size_t n) {
 }
 
 constexpr size_t kGap = 2;
-constexpr size_t kNarrowest = 8;  // a column is never cut below this
+constexpr size_t kNarrowest = 8;  // a column is cut below this only when all are this narrow
+constexpr size_t kTightest = 3;   // "ab…"
 
 }  // namespace
 
@@ -56,10 +57,13 @@ void PrintTable(std::ostream& out, const std::vector<std::vector<std::string>>& 
       for (size_t w : width) t += w;
       return t + kGap * (width.empty() ? 0 : width.size() - 1);
     };
-    while (total() > max_width) {
-      size_t widest = static_cast<size_t>(std::max_element(width.begin(), width.end()) - width.begin());
-      if (width[widest] <= kNarrowest) break;
-      width[widest] -= 1;  // a column at a time: the widest ones end up level
+    // Down to kNarrowest each; on a very narrow terminal, further (lines are cut last).
+    for (size_t floor : {kNarrowest, kTightest}) {
+      while (total() > max_width) {
+        size_t widest = static_cast<size_t>(std::max_element(width.begin(), width.end()) - width.begin());
+        if (width[widest] <= floor) break;
+        width[widest] -= 1;  // a column at a time: the widest ones end up level
+      }
     }
     for (auto& r : rows) {
       for (size_t i = 0; i < r.size(); ++i) r[i] = Cut(r[i], width[i]);
@@ -73,6 +77,8 @@ void PrintTable(std::ostream& out, const std::vector<std::vector<std::string>>& 
       if (i + 1 < r.size()) text.append(width[i] - DisplayWidth(r[i]) + kGap, ' ');
     }
     while (text.size() > start && text.back() == ' ') text.pop_back();
+    // What still does not fit the terminal is cut: a line never wraps.
+    if (max_width > 0 && DisplayWidth(text.substr(start)) > max_width) text = text.substr(0, start) + Cut(text.substr(start), max_width);
     text += '\n';
   };
   line(rows[0]);

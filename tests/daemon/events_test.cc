@@ -13,6 +13,7 @@
 
 #include "core/app_status.h"
 #include "core/client.h"
+#include "tests/cli/pty.h"
 #include "tests/cli/shell.h"
 #include "tests/daemon/daemon_fixture.h"
 
@@ -20,6 +21,7 @@ namespace torchxd::testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class EventsTest : public DaemonFixture {
  protected:
@@ -222,6 +224,46 @@ TEST_F(EventsTest, TheCliTakesAppIdsAndTheirStartsFiltersListAndSaysWhatWasMeant
   EXPECT_THAT(Torchx("status").err, HasSubstr("(see `torchx status --help`)"));
   // log -f follows, as -t does.
   EXPECT_EQ(Torchx("log -f " + a).out, "w/0 from-alpha\n");
+}
+
+TEST_F(EventsTest, OnATerminalTablesFitItsWidthAndRunSaysWhatHappensApartFromTheLogs) {
+  StartWithGpus();
+  std::string big = Run(App("big", {GpuRole(2, {"--sleep", "60"})}));
+  std::string waiting = Run(App("a-rather-long-application-name-for-a-narrow-terminal", {GpuRole(1, {"--sleep", "1"})}));
+  std::string torchx = std::string(TORCHX_BIN) + " --socket " + socket_;
+  // 60 columns, no COLUMNS: the widest column gives way, cut with "…"; every line fits.
+  Output list = RunInPty(torchx + " list", 60);
+  ASSERT_EQ(list.exit_code, 0) << list.out;
+  EXPECT_THAT(list.out, HasSubstr("…"));
+  size_t start = 0;
+  for (size_t eol; (eol = list.out.find("\r\n", start)) != std::string::npos; start = eol + 2) {
+    std::string line = list.out.substr(start, eol - start);
+    size_t width = 0;  // display columns: UTF-8 continuation bytes take none
+    for (unsigned char c : line) width += (c & 0xC0) != 0x80;
+    EXPECT_LE(width, 60u) << line;
+  }
+  // The same list into a pipe is not cut.
+  Output piped = RunShell(torchx + " list | cat", (dir_ / "list.err").string());
+  EXPECT_THAT(piped.out, HasSubstr(waiting));
+  // An attached run on a terminal: its events as `torchx: ` lines between the replica's own.
+  CallOk("cancel", {{"app_handle", big}});
+  std::string app = (dir_ / "talk.json").string();
+  std::ofstream(app) << App("talk", {FakeRole("w", {"--stdout", "hello", "--exit", "3"})}).dump();
+  // (On a terminal the replica prefix is coloured: the test reads the text without it.)
+  auto plain = [](std::string s) {
+    for (size_t esc; (esc = s.find("\x1b[")) != std::string::npos;) s.erase(esc, s.find('m', esc) - esc + 1);
+    return s;
+  };
+  Output run = RunInPty("cd " + dir_.string() + " && " + torchx + " run " + app, 200);
+  run.out = plain(run.out);
+  EXPECT_EQ(run.exit_code, 1) << run.out;
+  EXPECT_THAT(run.out, HasSubstr("w/0 hello"));
+  EXPECT_THAT(run.out, HasSubstr("torchx: w/0 started (attempt 1"));
+  EXPECT_THAT(run.out, HasSubstr("torchx: w/0 failed (attempt 1): exit code 3"));
+  Output quiet = RunInPty("cd " + dir_.string() + " && " + torchx + " run -q " + app, 200);
+  quiet.out = plain(quiet.out);
+  EXPECT_THAT(quiet.out, HasSubstr("w/0 hello"));
+  EXPECT_THAT(quiet.out, Not(HasSubstr("torchx: w/0 started")));
 }
 
 TEST_F(EventsTest, TheQueueHeadIsToldWhenItStartsAtTheLatest) {
