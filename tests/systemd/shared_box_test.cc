@@ -54,6 +54,15 @@ SHARED_BOX_TEST(UsersSeeAndActOnlyOnTheirOwnApps) {
   EXPECT_THAT(bob_cancel.err, HasSubstr("may not cancel it"));
   EXPECT_THAT(box.As("bob", "log " + h).err, HasSubstr("may not read the logs of it"));
   EXPECT_THAT(box.As("bob", "delete " + h).err, HasSubstr("may not delete it"));
+  // Nor its timeline: once, followed, or by the app id's start.
+  auto bob_events = box.As("bob", "events " + h);
+  EXPECT_EQ(bob_events.exit_code, 1);
+  EXPECT_THAT(bob_events.err, HasSubstr("may not see"));
+  EXPECT_EQ(bob_events.out.find("started"), std::string::npos);
+  EXPECT_THAT(box.As("bob", "events -f " + h).err, HasSubstr("may not see"));
+  EXPECT_NE(box.As("bob", "events " + app_id.substr(0, 6)).exit_code, 0);
+  EXPECT_THAT(box.As("alice", "events " + h).out, HasSubstr("sh/0 started"));
+  EXPECT_THAT(box.As("dave", "events " + h).out, HasSubstr("sh/0 started"));  // the admin group
   EXPECT_EQ(box.As("bob", "list --json").out.find(app_id), std::string::npos);  // bob sees only his apps
   EXPECT_NE(box.As("alice", "list --json").out.find(app_id), std::string::npos);
   EXPECT_NE(box.Root("list --json").out.find(app_id), std::string::npos);  // root sees all
