@@ -35,10 +35,12 @@ core::AppDemand LocalScheduler::DemandOf(const AppRecord& app) const {
   d.submitted_ms = app.created_ms;
   d.max_duration_ms = app.max_duration_ms;
   const core::BoxCapacity& box = admission_->box();
+  // A box with no GPU found or declared runs GPU requests unenforced (the submit warns), as TorchX does.
+  bool gpus = box.topology.size() > 0;
   for (size_t r = 0; r < app.app.roles.size(); ++r) {
     const core::Role& role = app.app.roles[r];
     // TorchX's -1 is "not declared": nothing. CPUs and memory count only when the box accounts them.
-    core::Resources need{std::max(0, role.resource.gpu), box.cpu > 0 ? std::max(0, role.resource.cpu) : 0,
+    core::Resources need{gpus ? std::max(0, role.resource.gpu) : 0, box.cpu > 0 ? std::max(0, role.resource.cpu) : 0,
                          box.mem_mb > 0 ? std::max(0, role.resource.mem_mb) : 0};
     for (int i = 0; i < role.num_replicas; ++i) d.replicas.push_back(core::ReplicaDemand{static_cast<int>(r), i, need});
     // An elastic role starts with min_replicas; admission grows it to num_replicas.

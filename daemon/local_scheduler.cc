@@ -405,6 +405,15 @@ Result<const AppRecord*> LocalScheduler::SubmitNow(SubmitRequest request, bool h
   core::LocalPlan plan = core::PlanLocalApp(rec->app, plan_input);
   std::vector<core::ReplicaRequest> requests = std::move(plan.requests);
   rec->submit_warnings = std::move(plan.warnings);
+  if (admission_ && admission_->box().topology.size() == 0) {
+    int most = 0;
+    for (const auto& role : rec->app.roles) most = std::max(most, role.resource.gpu);
+    if (most > 0) {
+      rec->submit_warnings.push_back(
+          "this box has no GPU that torchxd found (NVML) or was told of (--gpu-topology, --capacity): the GPU request "
+          "(" + std::to_string(most) + " per replica) is not enforced and no CUDA_VISIBLE_DEVICES is set");
+    }
+  }
   if (!docker) {
     for (auto& req : requests) {
       for (const auto& [k, v] : caller->identity_env) req.env[k] = v;

@@ -80,6 +80,20 @@ TEST_F(AdmissionE2eTest, TwoWholeBoxJobsRunOneAfterTheOtherAndSeeTheirGpus) {
   EXPECT_EQ(Seen(b), "cvd=0,1,2,3,4,5,6,7 order=PCI_BUS_ID uuids=GPU-0,GPU-1,GPU-2,GPU-3,GPU-4,GPU-5,GPU-6,GPU-7");
 }
 
+TEST_F(AdmissionE2eTest, ABoxWithNoGpuRunsGpuRequestsWithAWarningAsTorchxDoes) {
+  StartDaemon();  // no NVML, no topology, no --capacity: no GPU known
+  auto submitted = Call("run", {{"app", App("spmd", {GpuRole("w", 2, 2)})},
+                                {"cwd", dir_.string()},
+                                {"env", {{"PATH", std::getenv("PATH")}}}});
+  ASSERT_TRUE(submitted.has_value()) << submitted.error().message;
+  ASSERT_TRUE((*submitted).contains("warnings")) << submitted->dump();
+  EXPECT_THAT((*submitted)["warnings"].dump(), HasSubstr("the GPU request (2 per replica) is not enforced"));
+  std::string h = (*submitted)["app_handle"];
+  EXPECT_EQ(Seen(h, 0), "cvd= order= uuids=");  // nothing to hand out, nothing set
+  Release();
+  EXPECT_EQ(Wait(h)["state"], "SUCCEEDED");
+}
+
 TEST_F(AdmissionE2eTest, PlacementFollowsTheTopology) {
   Start();
   std::string one = Submit("one", 1);
