@@ -203,8 +203,17 @@ int Main(int argc, char** argv) {
         }
         if (word.empty() || word[0] == '-') continue;
         if (std::find(commands.begin(), commands.end(), word) == commands.end()) {
-          return cli::ReportError(ctx, "unknown command `" + word + "`." + torchxd::core::DidYouMean(word, commands) +
-                                           " (see `torchx --help`)", cli::kExitUsage);
+          // As TorchX's argparse: the choices, unless one is close to what was typed.
+          std::string hint = torchxd::core::DidYouMean(word, commands);
+          if (hint.empty()) {
+            std::vector<std::string> sorted = commands;
+            std::sort(sorted.begin(), sorted.end());
+            hint = " Choose from: ";
+            for (size_t k = 0; k < sorted.size(); ++k) hint += (k ? ", " : "") + sorted[k];
+            hint += ".";
+          }
+          return cli::ReportError(ctx, "unknown command `" + word + "`." + hint + " (see `torchx --help`)",
+                                  cli::kExitUsage);
         }
         break;
       }

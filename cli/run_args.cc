@@ -188,6 +188,12 @@ Result<void> SplitComponent(RunArgs& args, const std::string& default_component)
     }
   }
   if (auto ok = CheckRepeatedOptions(args.component_args); !ok) return ok;
+  if (args.component.empty() && !words.empty() && core::StartsWith(words[0], "-")) {
+    // Before a component, only run's own options: argparse's "unrecognized arguments".
+    return Fail(Error::InvalidArgument("unrecognized arguments: " + words[0] +
+                                       " (missing COMPONENT: torchx run's own options come before it, the "
+                                       "component's after it; see `torchx run --help`)"));
+  }
   if (args.component.empty()) {
     return Fail(Error::InvalidArgument(
         "missing COMPONENT: pass a builtin (see `torchx builtins`), a PATH.py:FUNCTION component, a path to "

@@ -148,7 +148,7 @@ TEST_F(RunContractTest, CliRunSectionGivesDefaultsTheCommandLineOverrides) {
   Write(".torchxconfig", "[cli:run]\nscheduler = local_cwd\n");
   auto missing = Torchx({"run", "--msg", "x"});
   EXPECT_EQ(missing.exit_code, 2);
-  EXPECT_THAT(missing.err, HasSubstr("missing COMPONENT"));
+  EXPECT_THAT(missing.err, HasSubstr("unrecognized arguments: --msg (missing COMPONENT"));
 }
 
 TEST_F(RunContractTest, StdinTakesTorchxRunArgsAsJson) {

@@ -222,6 +222,13 @@ TEST_F(EventsTest, TheCliTakesAppIdsAndTheirStartsFiltersListAndSaysWhatWasMeant
   EXPECT_EQ(typo.exit_code, 2);
   EXPECT_THAT(typo.err, HasSubstr("unknown command `statu`. Did you mean `status`?"));
   EXPECT_THAT(Torchx("status").err, HasSubstr("(see `torchx status --help`)"));
+  // Nothing close: the choices, as TorchX's argparse; an unknown run option before the component.
+  Output far = Torchx("frobnicate");
+  EXPECT_EQ(far.exit_code, 2);
+  EXPECT_THAT(far.err, HasSubstr("unknown command `frobnicate`. Choose from: builtins, cancel,"));
+  Output flag = Torchx("run --nosuchflag utils.echo");
+  EXPECT_EQ(flag.exit_code, 2);
+  EXPECT_THAT(flag.err, HasSubstr("unrecognized arguments: --nosuchflag"));
   // log -f follows, as -t does.
   EXPECT_EQ(Torchx("log -f " + a).out, "w/0 from-alpha\n");
 }
