@@ -16,6 +16,18 @@ namespace {
 
 using nlohmann::json;
 
+// As TorchX's _prefix_line: each '\r'-separated piece (tqdm's progress bars)
+// is prefixed too, so a terminal redrawing the line keeps the replica's name.
+std::string Prefixed(const std::string& prefix, const std::string& line) {
+  std::string out = line.empty() || line[0] != '\r' ? prefix : "";
+  out.reserve(out.size() + line.size());
+  for (char c : line) {
+    out += c;
+    if (c == '\r') out += prefix;
+  }
+  return out;
+}
+
 struct Printer {
   const CliContext& ctx;
   std::ostream& out;
@@ -38,7 +50,7 @@ struct Printer {
       } else if (timestamps) {
         out << shown << " " << core::FormatRfc3339Utc(t) << " " << line << "\n";
       } else {
-        out << shown << " " << line << "\n";
+        out << Prefixed(shown + " ", line) << "\n";
       }
     }
     out.flush();

@@ -231,6 +231,10 @@ TEST_F(EventsTest, TheCliTakesAppIdsAndTheirStartsFiltersListAndSaysWhatWasMeant
   EXPECT_THAT(flag.err, HasSubstr("unrecognized arguments: --nosuchflag"));
   // log -f follows, as -t does.
   EXPECT_EQ(Torchx("log -f " + a).out, "w/0 from-alpha\n");
+  // A progress bar's '\r'-separated redraws each keep the replica's name, as TorchX prints them.
+  std::string bar = Run(App("bar", {json{{"name", "p"}, {"entrypoint", "sh"}, {"args", {"-c", "printf 'x 10%%\\rx 100%%\\n'"}}}}));
+  Wait(bar);
+  EXPECT_EQ(Torchx("log " + bar).out, "p/0 x 10%\rp/0 x 100%\n");
 }
 
 TEST_F(EventsTest, OnATerminalTablesFitItsWidthAndRunSaysWhatHappensApartFromTheLogs) {
