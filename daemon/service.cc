@@ -595,10 +595,25 @@ void Service::Log(const json& params, const PeerInfo& peer, const Reply& reply) 
 
 void Service::Runopts(const json& params, const Reply& reply) {
   std::string only = params.value("scheduler", "");
+  // `detail`: each option's name, type, default, help and range, for clients that declare them (the
+  // TorchX plugin); else TorchX's usage text.
+  bool detail = params.contains("detail") && params["detail"].is_boolean() && params["detail"].get<bool>();
   json out = json::object();
   for (const auto& name : core::SchedulerNames()) {
     if (!only.empty() && name != only) continue;
-    out[name] = (*core::SchedulerRunOpts(name))->Usage();
+    const core::RunOpts& opts = **core::SchedulerRunOpts(name);
+    if (!detail) {
+      out[name] = opts.Usage();
+      continue;
+    }
+    json options = json::array();
+    for (const core::RunOpt& o : opts.options()) {
+      json one = {{"name", o.name}, {"type", std::string(core::OptTypeName(o.type))}, {"help", o.help},
+                  {"default", core::CfgValueToJson(o.default_value)}, {"required", o.required}};
+      if (o.range) one["range"] = {o.range->first, o.range->second};
+      options.push_back(std::move(one));
+    }
+    out[name] = {{"options", std::move(options)}};
   }
   if (out.empty()) return reply->Error(core::SchedulerRunOpts(only).error());
   reply->Result(out);

@@ -11,8 +11,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # The browser tests drive Debian's chromium with playwright-core from npm
 # (pinned in tests/browser/package-lock.json); /metrics is checked with the
-# Prometheus project's own text parser (python3-prometheus-client).
-EXTRA_PACKAGES="podman runc aardvark-dns netavark iptables iproute2 busybox-static uidmap openssl chromium python3-prometheus-client ${EXTRA_PACKAGES:-}" scripts/setup.sh
+# Prometheus project's own text parser (python3-prometheus-client); the
+# TorchX plugin's tests import the pinned TorchX trees, which need tabulate,
+# fsspec, filelock and typing-inspect from Debian.
+EXTRA_PACKAGES="podman runc aardvark-dns netavark iptables iproute2 busybox-static uidmap openssl chromium python3-prometheus-client python3-tabulate python3-fsspec python3-filelock python3-typing-inspect python3-importlib-metadata ${EXTRA_PACKAGES:-}" scripts/setup.sh
 if command -v npm >/dev/null; then
   npm ci --no-audit --no-fund --loglevel=error --prefix tests/browser
 else

@@ -1,0 +1,164 @@
+"""The TorchX scheduler plugin (python/) against a private torchxd, through
+the real TorchX (../shared/peers: TorchX HEAD finds it through the
+torchx_plugins namespace package, 0.7.0 through the torchx.schedulers entry
+point of an installed distribution). Covers get_runner() from scripts that
+exit while the job runs on and a second one that attaches, TorchX's own CLI,
+and a daemon error surfacing as a Python exception.
+
+    plugin_test.py BIN_DIR SOURCE_DIR PEER   (PEER: torchx-head or torchx-0.7.0)
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import unittest
+
+BIN, SOURCE, PEER = sys.argv[1], sys.argv[2], sys.argv[3]
+PEERS = os.path.join(SOURCE, "..", "shared", "peers")
+TORCHX = os.path.join(PEERS, PEER)
+PYTHON = "/usr/bin/python3"
+
+
+def skip_reason():
+    if not os.path.isdir(TORCHX):
+        return f"{TORCHX} is absent (the pinned TorchX trees beside the project)"
+    probe = subprocess.run([PYTHON, "-c", "import torchx.runner, torchx.cli.main"], env=dict(os.environ, PYTHONPATH=TORCHX),
+                           capture_output=True, text=True)
+    if probe.returncode != 0:
+        return "TorchX does not import here (" + probe.stderr.strip().splitlines()[-1] + "); apt-get install " \
+               "python3-yaml python3-fsspec python3-filelock python3-tabulate python3-typing-inspect"
+    return None
+
+
+class PluginTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="torchxd-plugin-")
+        cls.socket = os.path.join(cls.dir, "torchxd.sock")
+        with open(os.path.join(cls.dir, "daemon.log"), "w") as log:
+            cls.daemon = subprocess.Popen([os.path.join(BIN, "torchxd"), "--socket", cls.socket, "--state-dir",
+                                           os.path.join(cls.dir, "state"), "--grace-period", "0.5"],
+                                          stdout=subprocess.DEVNULL, stderr=log)
+        for _ in range(200):
+            if os.path.exists(cls.socket):
+                break
+            time.sleep(0.05)
+        path = [os.path.join(SOURCE, "python"), TORCHX]
+        if PEER == "torchx-0.7.0":
+            # TorchX 0.7 reads schedulers from installed distributions' entry points: one as pip writes it.
+            dist = os.path.join(cls.dir, "site", "torchxd-0.1.0.dist-info")
+            os.makedirs(dist)
+            with open(os.path.join(dist, "METADATA"), "w") as f:
+                f.write("Metadata-Version: 2.1\nName: torchxd\nVersion: 0.1.0\n")
+            with open(os.path.join(SOURCE, "python", "pyproject.toml")) as f:
+                text = f.read()
+            block = text.split('[project.entry-points."torchx.schedulers"]', 1)[1].split("\n[", 1)[0]
+            lines = [l for l in block.strip().splitlines() if l and not l.startswith("#")]
+            with open(os.path.join(dist, "entry_points.txt"), "w") as f:
+                f.write("[torchx.schedulers]\n" + "\n".join(l.replace('"', "") for l in lines) + "\n")
+            path.insert(0, os.path.join(cls.dir, "site"))
+        cls.env = dict(os.environ, PYTHONPATH=":".join(path), TORCHXD_SOCKET=cls.socket, TORCHX_NO_AUTOSTART="1",
+                       PATH=BIN + ":" + os.environ.get("PATH", ""))
+        cls.work = os.path.join(cls.dir, "work")
+        os.makedirs(cls.work)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.daemon.terminate()
+        cls.daemon.wait(timeout=20)
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def py(self, script, timeout=60):
+        done = subprocess.run([PYTHON, "-c", textwrap.dedent(script)], env=self.env, cwd=self.work,
+                              capture_output=True, text=True, timeout=timeout)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        return done.stdout
+
+    def torchx(self, *args, check=True):
+        done = subprocess.run([PYTHON, "-m", "torchx.cli.main", *args], env=self.env, cwd=self.work,
+                              capture_output=True, text=True, timeout=60)
+        if check:
+            self.assertEqual(done.returncode, 0, done.stderr)
+        return done
+
+    def test_the_schedulers_are_registered_beside_torchxs_own(self):
+        names = self.py("from torchx.schedulers import get_scheduler_factories as f; print(sorted(f()))")
+        for name in ("torchxd", "torchxd_docker", "torchxd_kubernetes", "local_cwd", "kubernetes"):
+            self.assertIn(f"'{name}'", names)
+
+    def test_a_job_outlives_the_script_that_ran_it_and_another_attaches(self):
+        handle = self.py("""
+            from torchx.runner import get_runner
+            from torchx.components.utils import sh
+            app = sh("sh", "-c", "sleep 2; echo outlived the notebook")
+            print(get_runner().run(app, scheduler="torchxd"))
+        """).strip()
+        self.assertTrue(handle.startswith("torchxd://torchx/sh-"), handle)
+        out = self.py(f"""
+            from torchx.runner import get_runner
+            r = get_runner()
+            print(r.status("{handle}").state.name)
+            print(r.wait("{handle}", wait_interval=0.1).state.name)
+            print("".join(r.log_lines("{handle}", "sh", 0)), end="")
+            print([a.app_handle for a in r.list("torchxd")])
+            print(r.describe("{handle}").roles[0].entrypoint)
+        """)
+        lines = out.splitlines()
+        self.assertIn(lines[0], ("RUNNING", "PENDING", "SUBMITTED"))  # it runs on without its script
+        self.assertEqual(lines[1], "SUCCEEDED")
+        self.assertEqual(lines[2], "outlived the notebook")
+        self.assertIn(handle, lines[3])
+        self.assertEqual(lines[4], "sh")
+        # The daemon's own CLI sees it as a local_cwd app.
+        listed = subprocess.run([os.path.join(BIN, "torchx"), "--socket", self.socket, "list"], capture_output=True,
+                                text=True, env=self.env)
+        self.assertIn("local_cwd://torchx/" + handle.rsplit("/", 1)[1], listed.stdout)
+
+    def test_torchxs_own_cli_runs_follows_and_cancels_through_the_daemon(self):
+        run = self.torchx("run", "-s", "torchxd", "utils.echo", "--msg", "from torchx's cli")
+        handle = next(l for l in run.stdout.splitlines() if l.startswith("torchxd://"))
+        for _ in range(100):
+            if "SUCCEEDED" in self.torchx("status", handle).stdout:
+                break
+            time.sleep(0.1)
+        self.assertIn("State: SUCCEEDED", self.torchx("status", handle).stdout)
+        self.assertIn("echo/0 from torchx's cli", self.torchx("log", handle).stdout)
+        self.assertIn(handle, self.torchx("list", "-s", "torchxd").stdout)
+        long = self.torchx("run", "-s", "torchxd", "utils.sh", "sleep", "60")
+        running = next(l for l in long.stdout.splitlines() if l.startswith("torchxd://"))
+        self.torchx("cancel", running)
+        for _ in range(100):
+            if "CANCELLED" in self.torchx("status", running).stdout:
+                break
+            time.sleep(0.1)
+        self.assertIn("State: CANCELLED", self.torchx("status", running).stdout)
+
+    def test_run_options_are_the_daemons_and_its_errors_are_python_exceptions(self):
+        out = self.py("""
+            from torchx.runner import get_runner
+            opts = get_runner().scheduler_run_opts("torchxd")
+            print(sorted(o for o, _ in opts))
+        """)
+        for key in ("log_dir", "queue", "max_duration", "restart_backoff"):
+            self.assertIn(f"'{key}'", out)
+        out = self.py("""
+            from torchx.runner import get_runner
+            from torchx.components.utils import echo
+            from torchxd import DaemonError
+            try:
+                get_runner().run(echo(), scheduler="torchxd", cfg={"queue": "nosuch"})
+            except DaemonError as e:
+                print(e.code, "|", e)
+        """)
+        self.assertIn("InvalidArgument | torchxd: queue `nosuch` does not exist on this box", out)
+
+
+if __name__ == "__main__":
+    why = skip_reason()
+    if why:
+        print(f"python plugin tests skipped: {why}")
+        sys.exit(0)
+    unittest.main(argv=[sys.argv[0], "-v"])
