@@ -34,7 +34,9 @@ files=$(dpkg-deb -c "$deb")
 for f in bin/torchx bin/torchxd libexec/torchxd/torchxd-shim lib/systemd/system/torchxd.service \
     lib/systemd/system/torchxd.socket lib/systemd/user/torchxd.service lib/sysusers.d/torchxd.conf \
     share/man/man1/torchx.1 share/man/man8/torchxd.8 share/bash-completion/completions/torchx \
-    share/doc/torchxd/web-ui.md; do
+    share/doc/torchxd/web-ui.md lib/python3/dist-packages/torchxd/scheduler.py \
+    lib/python3/dist-packages/torchx_plugins/schedulers/torchxd.py \
+    lib/python3/dist-packages/torchxd-0.1.0.dist-info/entry_points.txt; do
   grep -q " \.$prefix/$f\$" <<<"$files" || fail "the package lacks $prefix/$f"
 done
 

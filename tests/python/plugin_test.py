@@ -48,17 +48,9 @@ class PluginTest(unittest.TestCase):
             time.sleep(0.05)
         path = [os.path.join(SOURCE, "python"), TORCHX]
         if PEER == "torchx-0.7.0":
-            # TorchX 0.7 reads schedulers from installed distributions' entry points: one as pip writes it.
-            dist = os.path.join(cls.dir, "site", "torchxd-0.1.0.dist-info")
-            os.makedirs(dist)
-            with open(os.path.join(dist, "METADATA"), "w") as f:
-                f.write("Metadata-Version: 2.1\nName: torchxd\nVersion: 0.1.0\n")
-            with open(os.path.join(SOURCE, "python", "pyproject.toml")) as f:
-                text = f.read()
-            block = text.split('[project.entry-points."torchx.schedulers"]', 1)[1].split("\n[", 1)[0]
-            lines = [l for l in block.strip().splitlines() if l and not l.startswith("#")]
-            with open(os.path.join(dist, "entry_points.txt"), "w") as f:
-                f.write("[torchx.schedulers]\n" + "\n".join(l.replace('"', "") for l in lines) + "\n")
+            # TorchX 0.7 reads schedulers from installed distributions' entry points: the .deb's dist-info.
+            subprocess.run([PYTHON, os.path.join(SOURCE, "packaging", "python_dist_info.py"),
+                            os.path.join(SOURCE, "python", "pyproject.toml"), os.path.join(cls.dir, "site")], check=True)
             path.insert(0, os.path.join(cls.dir, "site"))
         cls.env = dict(os.environ, PYTHONPATH=":".join(path), TORCHXD_SOCKET=cls.socket, TORCHX_NO_AUTOSTART="1",
                        PATH=BIN + ":" + os.environ.get("PATH", ""))
