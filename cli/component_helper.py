@@ -106,7 +106,12 @@ def _list(fd):
     from torchx.util import entrypoints
 
     # Without entry points TorchX lists its own builtins, which torchx has in C++.
-    if not entrypoints.load_group("torchx.components", default={}):
+    # (TorchX 0.7's load_group takes a default; later ones do not and return {}.)
+    try:
+        custom = entrypoints.load_group("torchx.components", default={})
+    except TypeError:
+        custom = entrypoints.load_group("torchx.components")
+    if not custom:
         return _reply(fd, {"components": []})
     found = [{"name": c.name, "description": c.description} for c in finder.get_components().values()]
     return _reply(fd, {"components": found})

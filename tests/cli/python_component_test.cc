@@ -130,6 +130,33 @@ TEST_F(PythonComponentTest, ModuleAndEntryPointComponents) {
   EXPECT_THAT(typo.err, HasSubstr("unknown component `team.trainr`"));
 }
 
+// The same through the real TorchX, HEAD and 0.7.0 (../shared/peers): their
+// entrypoints APIs differ (0.7's load_group takes a default, HEAD's does not).
+TEST_F(PythonComponentTest, EntryPointComponentsWorkWithTheRealTorchxHeadAnd070) {
+  Write("pkgs/my_pkg/__init__.py", "");
+  Write("pkgs/my_pkg/components.py", kComponent);
+  Write("pkgs/my_pkg-0.1.dist-info/METADATA", "Metadata-Version: 2.1\nName: my_pkg\nVersion: 0.1\n");
+  Write("pkgs/my_pkg-0.1.dist-info/entry_points.txt", "[torchx.components]\nteam = my_pkg.components\n");
+  int tried = 0;
+  for (const char* peer : {"torchx-head", "torchx-0.7.0"}) {
+    fs::path tree = fs::path(TORCHXD_SOURCE_DIR) / ".." / "shared" / "peers" / peer;
+    if (!fs::exists(tree)) continue;
+    std::string env = "TORCHX_PYTHON=" + std::string(kPython) + " PYTHONPATH=" + Quote(tree.string() + ":" + (dir_ / "work/pkgs").string());
+    if (torchxd::testing::RunShell(env + " " + kPython + " -c 'import torchx.specs.finder'", (dir_ / "probe.err").string()).exit_code != 0) {
+      continue;  // TorchX's Debian dependencies are missing here
+    }
+    ++tried;
+    auto listed = Torchx({"builtins"}, env);
+    EXPECT_EQ(listed.exit_code, 0) << peer << ": " << listed.err;
+    EXPECT_EQ(listed.err.find("Traceback"), std::string::npos) << peer << ": " << listed.err;
+    EXPECT_THAT(listed.out, HasSubstr(". team.trainer\n")) << peer;
+    auto ep = Torchx({"run", "team.trainer", "--nodes", "1", "--msg", "real"}, env);
+    EXPECT_EQ(ep.exit_code, 0) << peer << ": " << ep.err;
+    EXPECT_THAT(ep.err, HasSubstr("worker/0 real 0")) << peer;
+  }
+  if (tried == 0) GTEST_SKIP() << "../shared/peers/torchx-{head,0.7.0} are absent or do not import here";
+}
+
 TEST_F(PythonComponentTest, ErrorsAreOneClearLineAndExitTwo) {
   struct Case {
     const char* name;
