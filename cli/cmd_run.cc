@@ -31,6 +31,39 @@
 namespace torchxd::cli {
 namespace {
 
+// TORCHX_TRACKER_<NAME>_CONFIG, as TorchX names it.
+std::string TrackerConfigEnvName(const std::string& name) { return "TORCHX_TRACKER_" + core::ToUpper(name) + "_CONFIG"; }
+
+// TorchX's get_configured_trackers: the keys of [torchx:tracker] (TORCHX_TRACKERS replaces them),
+// each with [tracker:NAME]'s `config` (TORCHX_TRACKER_<NAME>_CONFIG wins), in order.
+std::vector<std::pair<std::string, std::string>> ConfiguredTrackers(const core::TorchxConfig& config,
+                                                                    const core::EnvLookup& env) {
+  std::vector<std::string> names;
+  if (auto from_env = env("TORCHX_TRACKERS")) {
+    for (const auto& n : core::Split(*from_env, ',')) {
+      if (!n.empty()) names.push_back(n);
+    }
+  } else {
+    for (const auto& [name, value] : config.Section("torchx:tracker")) names.push_back(name);
+  }
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& name : names) {
+    std::string value;
+    auto section = config.Section("tracker:" + name);
+    if (auto it = section.find("config"); it != section.end()) value = it->second.value;
+    if (auto from_env = env(TrackerConfigEnvName(name))) value = *from_env;
+    out.emplace_back(name, value);
+  }
+  return out;
+}
+
+// The environment a run's replicas inherit: the caller's, with TorchX's
+// TORCHX_CONTEXT_NAME (its CLI sets "cli_run" unless one is set).
+std::map<std::string, std::string> RunEnvironment(std::map<std::string, std::string> env) {
+  env.emplace("TORCHX_CONTEXT_NAME", "cli_run");
+  return env;
+}
+
 // The exact Volcano Job `torchx run -s kubernetes` would create.
 int PrintKubernetesDryrun(const core::AppDef& app, const core::Cfg& cfg, const CliContext& ctx) {
   k8sbridge::KubernetesOptions o = k8sbridge::KubernetesOptionsFromCfg(cfg);
@@ -132,6 +165,18 @@ int CmdRun(const GlobalArgs& global, RunArgs args, const CliContext& ctx) {
   if (args.parent_run_id && !args.parent_run_id->empty()) {
     for (auto& role : resolved->app.roles) role.env["TORCHX_PARENT_RUN_ID"] = *args.parent_run_id;
   }
+  // TorchX's trackers, as its runner sets them: the names and each one's config.
+  auto trackers = ConfiguredTrackers(*config, ctx.env);
+  if (!trackers.empty()) {
+    std::string names;
+    for (const auto& [name, value] : trackers) names += (names.empty() ? "" : ",") + name;
+    for (auto& role : resolved->app.roles) {
+      role.env["TORCHX_TRACKERS"] = names;
+      for (const auto& [name, value] : trackers) {
+        if (!value.empty()) role.env[TrackerConfigEnvName(name)] = value;
+      }
+    }
+  }
   if (args.dryrun) return PrintDryrun(scheduler, resolved->app, *cfg, ctx);
   ConnectOptions connect{global.socket, true};
   auto client = ConnectToDaemon(connect, ctx);
@@ -140,7 +185,7 @@ int CmdRun(const GlobalArgs& global, RunArgs args, const CliContext& ctx) {
                            {"scheduler", scheduler},
                            {"cfg", core::CfgToJson(*cfg)},
                            {"cwd", ctx.cwd},
-                           {"env", ctx.environ}};
+                           {"env", RunEnvironment(ctx.environ)}};
   auto submitted = client->Call("run", params);
   if (!submitted) return ReportCallError(ctx, submitted.error());
   std::string handle = (*submitted)["app_handle"];

@@ -9,6 +9,7 @@
 
 #include "cli/argv.h"
 #include "cli/commands.h"
+#include "cli/python_component.h"
 #include "cli/handle_resolver.h"
 #include "core/text.h"
 
@@ -179,7 +180,9 @@ int Main(int argc, char** argv) {
   configure->add_option("-s,--schedulers", configure_schedulers, "comma-separated schedulers (default: all)");
   configure->add_flag("--print", configure_print, "print the file to stdout instead of writing it");
   configure->add_flag("-a,--all", configure_all, "also the optional run options, at their defaults");
-  app.add_subcommand("tracker", "not supported yet")->allow_extras()->prefix_command();
+  auto* tracker = app.add_subcommand("tracker", "TorchX's trackers (list jobs, list metadata, list artifacts): "
+                                                 "handed to your TorchX ($TORCHX_PYTHON, else python3)");
+  tracker->allow_extras()->prefix_command()->set_help_flag();  // TorchX answers --help too
 
   try {
     std::vector<std::string> reversed(args.rbegin(), args.rend());
@@ -260,6 +263,12 @@ int Main(int argc, char** argv) {
   if (*daemon) {
     if (cancel_all && daemon_action != "stop") return cli::ReportError(ctx, "--cancel-all goes with `daemon stop`", cli::kExitUsage);
     return cli::CmdDaemon(global, daemon_action, cancel_all, ctx);
+  }
+  if (*tracker) {
+    // The trackers are Python plugins: TorchX's own command reads them.
+    std::vector<std::string> argv = {cli::PythonInterpreter(ctx), "-m", "torchx.cli.main", "tracker"};
+    for (const auto& extra : tracker->remaining()) argv.push_back(extra);
+    return cli::ExecPython(argv, ctx);
   }
   for (const auto* sub : app.get_subcommands()) return NotSupported(ctx, "`torchx " + sub->get_name() + "`");
   return cli::kExitUsage;

@@ -23,10 +23,27 @@ struct HelperRun {
   int status = 0;
 };
 
-std::string Interpreter(const CliContext& ctx) {
+std::string Interpreter(const CliContext& ctx) { return PythonInterpreter(ctx); }
+
+}  // namespace
+
+std::string PythonInterpreter(const CliContext& ctx) {
   auto chosen = ctx.env("TORCHX_PYTHON");
   return chosen && !chosen->empty() ? *chosen : "python3";
 }
+
+int ExecPython(const std::vector<std::string>& argv, const CliContext& ctx) {
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  ctx.out->flush();
+  ::execvp(args[0], args.data());
+  return ReportError(ctx, "cannot run " + argv[0] + " (" + (ctx.env("TORCHX_PYTHON") ? "$TORCHX_PYTHON" : "python3 on PATH") +
+                              "): " + strerror(errno) + "; set TORCHX_PYTHON to a Python with TorchX",
+                     kExitUsage);
+}
+
+namespace {
 
 // Runs the helper with `args`; its stdout and stderr are ours (the user's
 // component may print, argparse prints --help there).

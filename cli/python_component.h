@@ -43,6 +43,12 @@ std::vector<ComponentListing> ListPythonComponents(const CliContext& ctx);
 // True for names that can only be Python components (`A:B`).
 bool IsPythonComponentName(const std::string& name);
 
+// The user's Python for TorchX: $TORCHX_PYTHON, else python3 on PATH.
+std::string PythonInterpreter(const CliContext& ctx);
+// Replaces this process with `argv` (argv[0] looked up in PATH); returns only
+// when that fails, with a one-line error (exit 3 when the interpreter is missing).
+int ExecPython(const std::vector<std::string>& argv, const CliContext& ctx);
+
 }  // namespace torchxd::cli
 
 #endif  // TORCHXD_CLI_PYTHON_COMPONENT_H_

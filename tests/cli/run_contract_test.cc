@@ -199,4 +199,17 @@ TEST_F(RunContractTest, TorchxFlagsAreAccepted) {
   EXPECT_EQ(docker.exit_code, 0) << docker.err;
 }
 
+TEST_F(RunContractTest, TrackersAndTheContextNameReachTheReplicasAsTorchxSetsThem) {
+  Write(".torchxconfig", "[torchx:tracker]\nfsspec =\nmlflow =\n\n[tracker:fsspec]\nconfig = /tmp/runs\n");
+  auto run = Torchx({"run", "utils.sh", "sh", "-c",
+                     "echo \"$TORCHX_TRACKERS|$TORCHX_TRACKER_FSSPEC_CONFIG|$TORCHX_TRACKER_MLFLOW_CONFIG|$TORCHX_CONTEXT_NAME\""});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("sh/0 fsspec,mlflow|/tmp/runs||cli_run\n"));
+  // TORCHX_TRACKERS replaces the file's list; TORCHX_TRACKER_<NAME>_CONFIG its config; a context name set is kept.
+  auto env = Torchx({"run", "utils.sh", "sh", "-c", "echo \"$TORCHX_TRACKERS|$TORCHX_TRACKER_FSSPEC_CONFIG|$TORCHX_CONTEXT_NAME\""},
+                    "TORCHX_TRACKERS=fsspec TORCHX_TRACKER_FSSPEC_CONFIG=/tmp/other TORCHX_CONTEXT_NAME=notebook");
+  ASSERT_EQ(env.exit_code, 0) << env.err;
+  EXPECT_THAT(env.err, HasSubstr("sh/0 fsspec|/tmp/other|notebook\n"));
+}
+
 }  // namespace
