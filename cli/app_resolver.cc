@@ -72,6 +72,8 @@ Result<ResolvedApp> ResolveApp(const std::string& component, const std::vector<s
                                const CliContext& ctx) {
   auto resources = core::NamedResources::Load(ctx.env);
   if (!resources) return Fail(resources.error());
+  // Names the tables lack: the user's TorchX (entry-point and plugin named resources).
+  resources->SetFallback([&ctx](std::string_view name) { return PythonNamedResource(std::string(name), ctx); });
   if (IsJsonFile(component, ctx)) return FromJsonFile(component, args, *resources, ctx);
 
   if (IsPythonComponentName(component)) {

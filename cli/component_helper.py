@@ -6,8 +6,9 @@
 #   {"app": APPDEF}            the AppDef as torchxd's AppDef JSON (macros unexpanded)
 #   {"exit": N}                argparse ended it (--help: 0, a usage error: 2); it printed why
 #   {"components": [...]}      `list`: the user's entry-point components
+#   {"resource": {...}}        `resource NAME`: a named resource of the user's TorchX
 #   {"error": MSG, "kind": K}  K: no_torchx, not_found, component
-# Usage: helper FD run NAME [ARGS...] | helper FD list
+# Usage: helper FD run NAME [ARGS...] | helper FD list | helper FD resource NAME
 # TorchX APIs used: torchx.specs.finder.get_component / get_components,
 # torchx.specs.builders.materialize_appdef, torchx.runner.config.load_sections,
 # torchx.util.entrypoints.load_group, and the fields of torchx.specs' AppDef,
@@ -117,6 +118,18 @@ def _list(fd):
     return _reply(fd, {"components": found})
 
 
+def _resource(fd, name):
+    from torchx import specs
+
+    # specs.named_resources reads TorchX's entry points (and torchx_plugins on 0.8+).
+    try:
+        r = specs.named_resources[name]
+    except Exception as e:
+        return _reply(fd, {"error": f"{type(e).__name__}: {e}", "kind": "not_found"})
+    return _reply(fd, {"resource": {"cpu": r.cpu, "gpu": r.gpu, "memMB": r.memMB,
+                                    "capabilities": dict(r.capabilities), "devices": dict(r.devices)}})
+
+
 def main():
     fd, mode = int(sys.argv[1]), sys.argv[2]
     try:
@@ -127,6 +140,8 @@ def main():
         return _reply(fd, {"error": f"{type(e).__name__}: {e}", "kind": "no_torchx"})
     if mode == "list":
         return _list(fd)
+    if mode == "resource":
+        return _resource(fd, sys.argv[3])
     return _run(fd, sys.argv[3], sys.argv[4:])
 
 

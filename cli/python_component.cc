@@ -1,5 +1,7 @@
 #include "cli/python_component.h"
 
+#include "core/app_json.h"
+
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -119,6 +121,14 @@ Result<PythonComponent> MaterializePythonComponent(const std::string& name, cons
   }
   if (kind == "not_found") return Fail(Error::NotFound(message));
   return Fail(Error::InvalidArgument("component `" + name + "`: " + message));
+}
+
+std::optional<core::Resource> PythonNamedResource(const std::string& name, const CliContext& ctx) {
+  auto run = RunHelper({"resource", name}, ctx);
+  if (!run || !run->reply.is_object() || !run->reply.contains("resource")) return std::nullopt;
+  auto resource = core::ResourceFromJson(run->reply["resource"], name);
+  if (!resource) return std::nullopt;
+  return *resource;
 }
 
 std::vector<ComponentListing> ListPythonComponents(const CliContext& ctx) {

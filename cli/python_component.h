@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/cli_context.h"
+#include "core/app_def.h"
 #include "core/result.h"
 
 namespace torchxd::cli {
@@ -42,6 +43,10 @@ std::vector<ComponentListing> ListPythonComponents(const CliContext& ctx);
 
 // True for names that can only be Python components (`A:B`).
 bool IsPythonComponentName(const std::string& name);
+
+// A named resource of the user's TorchX (its entry points and plugins), or
+// nullopt (unknown there, or no TorchX).
+std::optional<core::Resource> PythonNamedResource(const std::string& name, const CliContext& ctx);
 
 // The user's Python for TorchX: $TORCHX_PYTHON, else python3 on PATH.
 std::string PythonInterpreter(const CliContext& ctx);

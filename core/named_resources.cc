@@ -160,6 +160,11 @@ Result<void> NamedResources::AddFromJson(std::string_view text, const std::strin
 Result<Resource> NamedResources::Get(std::string_view name) const {
   auto it = table_.find(name);
   if (it != table_.end()) return it->second;
+  if (fallback_) {
+    auto asked = asked_.find(name);
+    if (asked == asked_.end()) asked = asked_.emplace(std::string(name), fallback_(name)).first;
+    if (asked->second) return *asked->second;
+  }
   return Fail(Error::InvalidArgument("No named resource found for `" + std::string(name) + "`." +
                                      DidYouMean(name, Names())));
 }

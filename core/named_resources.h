@@ -12,7 +12,9 @@
 #ifndef TORCHXD_CORE_NAMED_RESOURCES_H_
 #define TORCHXD_CORE_NAMED_RESOURCES_H_
 
+#include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -40,9 +42,14 @@ class NamedResources {
 
   [[nodiscard]] Result<Resource> Get(std::string_view name) const;
   std::vector<std::string> Names() const;
+  // Asked for a name the tables lack (the user's TorchX: its entry-point and
+  // plugin named resources); nullopt = unknown there too. Each answer is kept.
+  void SetFallback(std::function<std::optional<Resource>(std::string_view)> fallback) { fallback_ = std::move(fallback); }
 
  private:
   std::map<std::string, Resource, std::less<>> table_;
+  std::function<std::optional<Resource>(std::string_view)> fallback_;
+  mutable std::map<std::string, std::optional<Resource>, std::less<>> asked_;
 };
 
 }  // namespace torchxd::core

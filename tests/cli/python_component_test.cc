@@ -136,7 +136,10 @@ TEST_F(PythonComponentTest, EntryPointComponentsWorkWithTheRealTorchxHeadAnd070)
   Write("pkgs/my_pkg/__init__.py", "");
   Write("pkgs/my_pkg/components.py", kComponent);
   Write("pkgs/my_pkg-0.1.dist-info/METADATA", "Metadata-Version: 2.1\nName: my_pkg\nVersion: 0.1\n");
-  Write("pkgs/my_pkg-0.1.dist-info/entry_points.txt", "[torchx.components]\nteam = my_pkg.components\n");
+  Write("pkgs/my_pkg-0.1.dist-info/entry_points.txt",
+        "[torchx.components]\nteam = my_pkg.components\n\n[torchx.named_resources]\nmy_res = my_pkg.resources:my_res\n");
+  Write("pkgs/my_pkg/resources.py",
+        "from torchx.specs import Resource\n\n\ndef my_res():\n    return Resource(cpu=3, gpu=0, memMB=1234)\n");
   int tried = 0;
   for (const char* peer : {"torchx-head", "torchx-0.7.0"}) {
     fs::path tree = fs::path(TORCHXD_SOURCE_DIR) / ".." / "shared" / "peers" / peer;
@@ -153,6 +156,13 @@ TEST_F(PythonComponentTest, EntryPointComponentsWorkWithTheRealTorchxHeadAnd070)
     auto ep = Torchx({"run", "team.trainer", "--nodes", "1", "--msg", "real"}, env);
     EXPECT_EQ(ep.exit_code, 0) << peer << ": " << ep.err;
     EXPECT_THAT(ep.err, HasSubstr("worker/0 real 0")) << peer;
+    // Named resources of entry points, read through that TorchX too.
+    auto dry = Torchx({"run", "--dryrun", "utils.python", "-h", "my_res", "--c", "pass"}, env);
+    EXPECT_EQ(dry.exit_code, 0) << peer << ": " << dry.err;
+    EXPECT_THAT(dry.out, HasSubstr("\"memMB\": 1234")) << peer << ": " << dry.out;
+    auto unknown = Torchx({"run", "--dryrun", "utils.python", "-h", "no_such_res", "--c", "pass"}, env);
+    EXPECT_EQ(unknown.exit_code, 2) << peer;
+    EXPECT_THAT(unknown.err, HasSubstr("No named resource found for `no_such_res`")) << peer;
   }
   if (tried == 0) GTEST_SKIP() << "../shared/peers/torchx-{head,0.7.0} are absent or do not import here";
 }

@@ -174,7 +174,6 @@ TEST_F(TorchxBinaryTest, BadInputsAreOneClearLineAndExitTwo) {
        "Repeated Command Line Arguments: ['--msg']"},
       {"detach with wait", {"run", "-d", "--wait", "utils.echo"}, "-d/--detach returns at once"},
       {"repeated run option", {"run", "--dryrun", "-s", "local_cwd", "-s", "local_dir", "utils.echo"}, "-s"},
-      {"unsupported command", {"tracker", "list", "jobs"}, "`torchx tracker` is not supported by torchxd yet"},
       {"print unknown builtin", {"builtins", "--print", "utils.ecoh"}, "unknown component `utils.ecoh`"},
       {"configure unknown scheduler", {"configure", "-s", "slurm"}, "unknown scheduler `slurm`"},
       {"unknown command", {"frobnicate"}, "torchx: error: "},
@@ -186,6 +185,10 @@ TEST_F(TorchxBinaryTest, BadInputsAreOneClearLineAndExitTwo) {
     EXPECT_THAT(o.err, HasSubstr(c.message));
     EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
   }
+  // `tracker` is TorchX's: without a Python to hand it to, one line saying so.
+  auto tracker = Torchx({"tracker", "list", "jobs"}, "TORCHX_PYTHON=/nonexistent/python3");
+  EXPECT_EQ(tracker.exit_code, 2);
+  EXPECT_THAT(tracker.err, HasSubstr("cannot run /nonexistent/python3 ($TORCHX_PYTHON): No such file or directory"));
 }
 
 TEST_F(TorchxBinaryTest, BuiltinsPrintShowsTheSignatureAndDocstring) {
