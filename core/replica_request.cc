@@ -37,8 +37,9 @@ std::vector<ReplicaRequest> BuildReplicaRequests(const AppDef& app, const LocalA
   for (size_t r = 0; r < app.roles.size(); ++r) {
     Role role = app.roles[r];
     const RoleLocation& where = ctx.roles.at(r);
-    role.env["TORCHX_JOB_ID"] =
-        MakeAppHandle(ctx.scheduler, ctx.session, std::string(kMacroAppId));
+    // As TorchX's runner sets it, unless the AppDef has one (TorchX's own runner, through
+    // the plugin, sets its `torchxd://` handle: the one its trackers and users know).
+    role.env.emplace("TORCHX_JOB_ID", MakeAppHandle(ctx.scheduler, ctx.session, std::string(kMacroAppId)));
     std::string role_path = Lookup(role.env, "PATH");
     std::string path = ctx.prepend_cwd ? JoinPath({where.cwd, role_path})
                                        : JoinPath({role_path, where.cwd});

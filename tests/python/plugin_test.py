@@ -52,8 +52,12 @@ class PluginTest(unittest.TestCase):
             subprocess.run([PYTHON, os.path.join(SOURCE, "packaging", "python_dist_info.py"),
                             os.path.join(SOURCE, "python", "pyproject.toml"), os.path.join(cls.dir, "site")], check=True)
             path.insert(0, os.path.join(cls.dir, "site"))
+        # Replicas' `python` is Debian's, which has TorchX's dependencies (not the first one on PATH).
+        pybin = os.path.join(cls.dir, "pybin")
+        os.makedirs(pybin)
+        os.symlink(PYTHON, os.path.join(pybin, "python"))
         cls.env = dict(os.environ, PYTHONPATH=":".join(path), TORCHXD_SOCKET=cls.socket, TORCHX_NO_AUTOSTART="1",
-                       PATH=BIN + ":" + os.environ.get("PATH", ""))
+                       PATH=pybin + ":" + BIN + ":" + os.environ.get("PATH", ""))
         cls.work = os.path.join(cls.dir, "work")
         os.makedirs(cls.work)
 
@@ -127,6 +131,41 @@ class PluginTest(unittest.TestCase):
                 break
             time.sleep(0.1)
         self.assertIn("State: CANCELLED", self.torchx("status", running).stdout)
+
+    def test_a_tracker_records_the_run_under_torchxs_handle(self):
+        # TorchX's fsspec tracker, configured as TorchX documents it; the replica records through it.
+        site = os.path.join(self.dir, "tracker-site")
+        dist = os.path.join(site, "mytracker-0.1.dist-info")
+        os.makedirs(dist, exist_ok=True)
+        with open(os.path.join(dist, "METADATA"), "w") as f:
+            f.write("Metadata-Version: 2.1\nName: mytracker\nVersion: 0.1\n")
+        with open(os.path.join(dist, "entry_points.txt"), "w") as f:
+            f.write("[torchx.tracker]\nmy_fsspec = torchx.tracker.backend.fsspec:create\n")
+        runs = os.path.join(self.dir, "runs")
+        os.makedirs(runs)
+        with open(os.path.join(self.dir, "fsspec.cfg"), "w") as f:
+            f.write(f"protocol=file\nroot_path={runs}\n")
+        work = os.path.join(self.dir, "tracked")
+        os.makedirs(work)
+        with open(os.path.join(work, ".torchxconfig"), "w") as f:
+            f.write(f"[torchx:tracker]\nmy_fsspec =\n\n[tracker:my_fsspec]\nconfig = {self.dir}/fsspec.cfg\n")
+        env = dict(self.env, PYTHONPATH=site + ":" + self.env["PYTHONPATH"])
+        script = textwrap.dedent('''
+            from torchx.runner import get_runner
+            from torchx.components.utils import python
+            app = python(c="from torchx.tracker import app_run_from_env; app_run_from_env().add_metadata(answer=42)")
+            r = get_runner()
+            h = r.run(app, scheduler="torchxd")
+            print(h)
+            print(r.wait(h, wait_interval=0.1).state.name)
+            from torchx.tracker.backend.fsspec import create
+            print(create("%s/fsspec.cfg").metadata(h))
+        ''' % self.dir)
+        done = subprocess.run([PYTHON, "-c", script], env=env, cwd=work, capture_output=True, text=True, timeout=60)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        handle, state, metadata = done.stdout.splitlines()[-3:]
+        self.assertEqual(state, "SUCCEEDED", done.stderr)
+        self.assertIn("'answer': 42", metadata)
 
     def test_run_options_are_the_daemons_and_its_errors_are_python_exceptions(self):
         out = self.py("""
