@@ -167,6 +167,43 @@ class PluginTest(unittest.TestCase):
         self.assertEqual(state, "SUCCEEDED", done.stderr)
         self.assertIn("'answer': 42", metadata)
 
+    @unittest.skipUnless(os.path.isdir(os.path.join(TORCHX, "scripts")), "the peer has no integration test scripts")
+    def test_torchxs_component_integration_tests_pass_as_on_its_own_local_cwd(self):
+        # TorchX's own suite (integ_tests.IntegComponentTest over component_provider), run from
+        # a checkout-like directory (its copy test reads README.md there) against torchxd and
+        # against TorchX's local_cwd in the same environment: torchxd passes every one TorchX does.
+        work = os.path.join(self.dir, "checkout")
+        os.makedirs(work)
+        with open(os.path.join(work, "README.md"), "w") as f:
+            f.write("a checkout\n")
+        script = textwrap.dedent('''
+            import contextlib, io, json, os, re, sys
+            import torchx.components.integration_tests.component_provider as cp
+            from torchx.components.integration_tests.integ_tests import IntegComponentTest
+            states = {}
+            for sched in ["torchxd", "local_cwd"]:
+                out = io.StringIO()
+                with contextlib.redirect_stdout(out):
+                    try:
+                        IntegComponentTest().run_components(module=cp, scheduler=sched, image=os.getcwd(), cfg={})
+                    except AssertionError:
+                        pass
+                for handle, state in re.findall(r"=== BEGIN LOG (\\S+) \\((\\w+)\\)===", out.getvalue()):
+                    name = handle.rsplit("/", 1)[1].rsplit("-", 1)[0]
+                    states.setdefault(name, {})[sched] = state
+            print(json.dumps(states))
+        ''')
+        env = dict(self.env, PYTHONPATH=self.env["PYTHONPATH"] + ":" + os.path.join(TORCHX, "scripts"))
+        done = subprocess.run([PYTHON, "-c", script], env=env, cwd=work, capture_output=True, text=True, timeout=280)
+        self.assertEqual(done.returncode, 0, done.stderr[-3000:])
+        import json
+        states = json.loads(done.stdout.strip().splitlines()[-1])
+        print(f"\nTorchX's component integration tests: {states}")
+        self.assertGreaterEqual(len(states), 5, states)
+        for name, by in states.items():
+            if by.get("local_cwd") == "SUCCEEDED":
+                self.assertEqual(by.get("torchxd"), "SUCCEEDED", f"{name}: {by}")
+
     def test_run_options_are_the_daemons_and_its_errors_are_python_exceptions(self):
         out = self.py("""
             from torchx.runner import get_runner
