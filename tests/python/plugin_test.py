@@ -16,7 +16,7 @@ import textwrap
 import time
 import unittest
 
-BIN, SOURCE, PEER = sys.argv[1], sys.argv[2], sys.argv[3]
+BIN, SOURCE, PEER = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2]), sys.argv[3]
 PEERS = os.path.join(SOURCE, "..", "shared", "peers")
 TORCHX = os.path.join(PEERS, PEER)
 PYTHON = "/usr/bin/python3"
@@ -203,6 +203,30 @@ class PluginTest(unittest.TestCase):
         for name, by in states.items():
             if by.get("local_cwd") == "SUCCEEDED":
                 self.assertEqual(by.get("torchxd"), "SUCCEEDED", f"{name}: {by}")
+
+    def test_a_user_daemon_is_started_when_none_answers(self):
+        # As the torchx CLI: no TORCHXD_SOCKET, nothing on the user socket: torchxd from PATH is started.
+        runtime = os.path.join(self.dir, "runtime")
+        os.makedirs(runtime, mode=0o700)
+        env = {k: v for k, v in self.env.items() if k not in ("TORCHXD_SOCKET", "TORCHX_NO_AUTOSTART")}
+        env.update(XDG_RUNTIME_DIR=runtime, XDG_STATE_HOME=os.path.join(self.dir, "xdg-state"))
+        script = textwrap.dedent('''
+            from torchx.runner import get_runner
+            from torchx.components.utils import echo
+            r = get_runner()
+            h = r.run(echo(msg="autostarted"), scheduler="torchxd")
+            r.wait(h, wait_interval=0.1)
+            print("".join(r.log_lines(h, "echo", 0)), end="")
+        ''')
+        try:
+            done = subprocess.run([PYTHON, "-c", script], env=env, cwd=self.work, capture_output=True, text=True,
+                                  timeout=60)
+            self.assertEqual(done.returncode, 0, done.stderr)
+            self.assertEqual(done.stdout, "autostarted\n")
+            self.assertTrue(os.path.exists(os.path.join(runtime, "torchxd", "torchxd.sock")))
+        finally:
+            subprocess.run([os.path.join(BIN, "torchx"), "daemon", "stop"], env=dict(env, TORCHX_NO_AUTOSTART="1"),
+                           capture_output=True, timeout=30)
 
     def test_run_options_are_the_daemons_and_its_errors_are_python_exceptions(self):
         out = self.py("""
