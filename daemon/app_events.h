@@ -2,11 +2,13 @@
 // line for people and its fields for scripts, stored with the app (bounded
 // per replica: EventsKept) and published to whoever follows it.
 //
-//   submitted  queued (position, queue, reason; again at each change)
-//   admitted (gpus, cpu, memMB)  started (replica, pid, attempt)
-//   exited (replica, code or signal, what it means)  retrying (in_s, left, max)
-//   cancel (by, grace_s)  scaled (role, replicas)  deadline (max_duration_ms)
-//   gpu (gpu, uuid, why)  ended (state, msg)  reconciled
+//   submitted  pulling/pulled (images)  queued (position, queue, reason,
+//   the head's starts_by_ms; again at each change)  admitted (gpus)
+//   started (replica, pid, attempt)  exited (replica, code or signal, what it
+//   means)  retrying (in_s, left, max)  cancel (grace_s)  killed (SIGKILL
+//   after the grace)  scaled (role, replicas)  deadline (max_duration_ms)
+//   gpu (gpu, uuid, why)  ended (state, msg)  reconciled; kubernetes apps:
+//   job (phase), and per pod unschedulable, scheduled, backoff, waiting
 //
 // Thread contract: values and pure functions; EventFeed on the loop thread.
 #ifndef TORCHXD_DAEMON_APP_EVENTS_H_
