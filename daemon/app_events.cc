@@ -104,6 +104,16 @@ bool RecordAppEvent(Store& store, EventFeed* feed, const AppRecord& app, AppEven
   return true;
 }
 
+bool RecordAppEvent(Store& store, EventFeed* feed, const AppRecord& app, const std::string& type,
+                    const std::string& text, json data, const std::string& replica) {
+  AppEvent e;
+  e.type = type;
+  e.text = text;
+  e.data = std::move(data);
+  e.replica = replica;
+  return RecordAppEvent(store, feed, app, std::move(e));
+}
+
 uint64_t EventFeed::Subscribe(const std::string& app_key, Follower follower) {
   uint64_t id = next_++;
   followers_.emplace(id, std::make_pair(app_key, std::move(follower)));

@@ -53,6 +53,9 @@ class EventFeed;
 // kept), then told to the app's followers. A store failure is logged and the
 // event dropped (false).
 bool RecordAppEvent(Store& store, EventFeed* feed, const AppRecord& app, AppEvent e);
+// The same from its parts (`replica` "" = the app's own).
+bool RecordAppEvent(Store& store, EventFeed* feed, const AppRecord& app, const std::string& type,
+                    const std::string& text, nlohmann::json data, const std::string& replica);
 
 // Followers of apps' events, by app key. Publish calls each follower of
 // that app in the order they subscribed.

@@ -14,12 +14,7 @@ using nlohmann::json;
 
 void LocalScheduler::Event(const AppRecord& app, const std::string& type, const std::string& text, json data,
                            const std::string& replica) {
-  AppEvent e;
-  e.type = type;
-  e.text = text;
-  e.data = std::move(data);
-  e.replica = replica;
-  RecordAppEvent(*store_, feed_, app, std::move(e));
+  RecordAppEvent(*store_, feed_, app, type, text, std::move(data), replica);
 }
 
 void LocalScheduler::OnRestartScheduled(supervisor::AppRunner& runner, const supervisor::ReplicaInfo& r,

@@ -25,6 +25,28 @@ std::string Unavailable(const std::string& image, const std::string& why) {
 
 }  // namespace
 
+void LocalScheduler::SubmitContainers(SubmitRequest request, std::function<void(Result<const AppRecord*>)> done) {
+  if (auto docker = Docker(); !docker) return done(Fail(docker.error()));
+  auto shared = std::make_shared<SubmitRequest>(std::move(request));
+  std::set<std::string> unique;
+  for (const auto& role : shared->app.roles) unique.insert(role.image);
+  // An engine that cannot answer refuses the app now; an image it lacks is
+  // pulled after the submit, with the app PENDING and visible meanwhile.
+  MissingImages({unique.begin(), unique.end()}, {}, [this, shared, done](Result<std::vector<std::string>> missing) {
+    if (!missing) return done(Fail(missing.error()));
+    EnsureNetwork([this, shared, done, missing = std::move(*missing)](Result<void> ready) mutable {
+      if (!ready) return done(Fail(ready.error()));
+      bool pull = !missing.empty();
+      auto rec = SubmitNow(std::move(*shared), /*hold=*/pull);
+      if (rec && pull) {
+        std::sort(missing.begin(), missing.end());
+        StartPulls(*Find((*rec)->scheduler, (*rec)->app_id), std::move(missing));
+      }
+      done(rec);
+    });
+  });
+}
+
 void LocalScheduler::MissingImages(std::vector<std::string> images, std::vector<std::string> missing,
                                    std::function<void(Result<std::vector<std::string>>)> done) {
   if (images.empty()) return done(std::move(missing));

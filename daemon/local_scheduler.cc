@@ -319,25 +319,7 @@ bool LocalScheduler::AdoptProcesses(AppRecord& app) {
 
 void LocalScheduler::Submit(SubmitRequest request, std::function<void(Result<const AppRecord*>)> done) {
   if (request.scheduler != "local_docker") return done(SubmitNow(std::move(request)));
-  if (auto docker = Docker(); !docker) return done(Fail(docker.error()));
-  auto shared = std::make_shared<SubmitRequest>(std::move(request));
-  std::set<std::string> unique;
-  for (const auto& role : shared->app.roles) unique.insert(role.image);
-  // An engine that cannot answer refuses the app now; an image it lacks is
-  // pulled after the submit, with the app PENDING and visible meanwhile.
-  MissingImages({unique.begin(), unique.end()}, {}, [this, shared, done](Result<std::vector<std::string>> missing) {
-    if (!missing) return done(Fail(missing.error()));
-    EnsureNetwork([this, shared, done, missing = std::move(*missing)](Result<void> ready) mutable {
-      if (!ready) return done(Fail(ready.error()));
-      bool pull = !missing.empty();
-      auto rec = SubmitNow(std::move(*shared), /*hold=*/pull);
-      if (rec && pull) {
-        std::sort(missing.begin(), missing.end());
-        StartPulls(*Find((*rec)->scheduler, (*rec)->app_id), std::move(missing));
-      }
-      done(rec);
-    });
-  });
+  SubmitContainers(std::move(request), std::move(done));
 }
 
 Result<const AppRecord*> LocalScheduler::SubmitNow(SubmitRequest request, bool hold) {

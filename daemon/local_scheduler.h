@@ -151,7 +151,10 @@ class LocalScheduler : public Scheduler, public supervisor::AppRunnerObserver {
   // local_docker (daemon/local_docker.cc): the engine client, made on first use.
   [[nodiscard]] Result<supervisor::DockerClient*> Docker();
   void EnsureNetwork(std::function<void(Result<void>)> done);
-  // Image pulls (daemon/local_pull.cc). Which of `images` the engine lacks (appended to `missing`).
+  // Image pulls (daemon/local_pull.cc). A local_docker submit: the engine answers
+  // and the network is made before it is accepted; missing images are pulled after.
+  void SubmitContainers(SubmitRequest request, std::function<void(Result<const AppRecord*>)> done);
+  // Which of `images` the engine lacks (appended to `missing`).
   void MissingImages(std::vector<std::string> images, std::vector<std::string> missing,
                      std::function<void(Result<std::vector<std::string>>)> done);
   // The app waits, PENDING, while `images` are pulled one by one; then it joins admission.
