@@ -11,6 +11,7 @@
 #include "cli/app_resolver.h"
 #include "cli/cancel_on_signal.h"
 #include "cli/run_args.h"
+#include "cli/slurm_dryrun.h"
 #include "cli/commands.h"
 #include "cli/daemon_connection.h"
 #include "cli/reconnect.h"
@@ -82,6 +83,7 @@ int PrintKubernetesDryrun(const core::AppDef& app, const core::Cfg& cfg, const C
 int PrintDryrun(const std::string& scheduler, const core::AppDef& app, const core::Cfg& cfg,
                 const CliContext& ctx) {
   if (scheduler == "kubernetes") return PrintKubernetesDryrun(app, cfg, ctx);
+  if (scheduler == "slurm") return PrintSlurmDryrun(app, cfg, ctx);
   bool docker = scheduler == "local_docker";
   core::LocalPlanInput in;
   in.scheduler = scheduler;

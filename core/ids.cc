@@ -1,6 +1,7 @@
 #include "core/ids.h"
 
 #include <cctype>
+#include <cstdio>
 #include <random>
 
 namespace torchxd::core {
@@ -23,6 +24,14 @@ std::string RandomId() {
     value = (static_cast<uint64_t>(device()) << 32) | device();
   }
   return IdFromUint64(value);
+}
+
+std::string SessionUuid() {
+  std::random_device rd;
+  char buf[40];
+  std::snprintf(buf, sizeof(buf), "%08x-%04x-%04x-%04x-%08x%04x", rd(), rd() & 0xffff,
+                (rd() & 0x0fff) | 0x4000, (rd() & 0x3fff) | 0x8000, rd(), rd() & 0xffff);
+  return buf;
 }
 
 std::string MakeUnique(std::string_view name) { return std::string(name) + "-" + RandomId(); }

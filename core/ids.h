@@ -20,6 +20,8 @@ inline constexpr std::string_view kIdEndChars = "bcdfghjklmnpqrstvwxz012345679";
 std::string IdFromUint64(uint64_t value);
 std::string RandomId();
 std::string MakeUnique(std::string_view name);
+// A random (version 4) UUID, as TorchX's TORCHX_INTERNAL_SESSION_ID.
+std::string SessionUuid();
 
 // Lower-case, keep only [a-z0-9-], strip leading '-'.
 std::string NormalizeStr(std::string_view s);

@@ -99,6 +99,29 @@ RunOpts KubernetesOpts() {
   return opts;
 }
 
+// TorchX's SlurmOpts, plus exclusive and nomem.
+RunOpts SlurmOpts() {
+  RunOpts opts;
+  opts.Add("account", OptType::kStr, "The account to use for the slurm job.");
+  opts.Add("partition", OptType::kStr, "The partition to run the job in.");
+  opts.Add("time", OptType::kStr,
+           "The maximum time the job is allowed to run for. Formats: \"minutes\", \"minutes:seconds\", "
+           "\"hours:minutes:seconds\", \"days-hours\", \"days-hours:minutes\" or \"days-hours:minutes:seconds\"");
+  opts.Add("comment", OptType::kStr, "Comment to set on the slurm job.");
+  opts.Add("constraint", OptType::kStr, "Constraint to use for the slurm job.");
+  opts.Add("mail-user", OptType::kStr, "User to mail on job end.");
+  opts.Add("mail-type", OptType::kStr, "What events to mail users on.");
+  opts.Add("job_dir", OptType::kStr,
+           "The directory to place the job code and outputs. The directory must not exist and will be created. "
+           "The replicas' logs are read from it (and kept by torchxd after it is cleaned up).");
+  opts.Add("qos", OptType::kStr, "Quality of Service (QoS) to assign to the job.");
+  opts.Add("exclusive", OptType::kBool, "ask for the replicas' nodes exclusively (sbatch --exclusive per het group)",
+           false);
+  opts.Add("nomem", OptType::kBool,
+           "request no memory (no --mem), as TorchX does by itself for a partition of 1000 MB or less", false);
+  return opts;
+}
+
 struct SchedulerEntry {
   std::string name;
   RunOpts opts;
@@ -110,6 +133,7 @@ const std::vector<SchedulerEntry>& Registry() {
       {"local_dir", LocalOpts()},
       {"local_docker", DockerOpts()},
       {"kubernetes", KubernetesOpts()},
+      {"slurm", SlurmOpts()},
   };
   return kRegistry;
 }

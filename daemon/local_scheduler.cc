@@ -36,14 +36,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::string SessionId() {
-  std::random_device rd;
-  char buf[40];
-  std::snprintf(buf, sizeof(buf), "%08x-%04x-%04x-%04x-%08x%04x", rd(), rd() & 0xffff,
-                (rd() & 0x0fff) | 0x4000, (rd() & 0x3fff) | 0x8000, rd(), rd() & 0xffff);
-  return buf;
-}
-
 std::string ToLowerState(core::AppState state) {
   std::string s(core::AppStateName(state));
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -378,7 +370,7 @@ Result<const AppRecord*> LocalScheduler::SubmitNow(SubmitRequest request, bool h
   plan_input.scheduler = rec->scheduler;
   plan_input.session = rec->session;
   plan_input.app_id = rec->app_id;
-  plan_input.session_id = SessionId();
+  plan_input.session_id = core::SessionUuid();
   plan_input.app_log_dir = rec->app_log_dir;
   plan_input.cfg = request.cfg;
   plan_input.client_env = request.env;

@@ -1,0 +1,152 @@
+#include "slurmbridge/squeue.h"
+
+#include <charconv>
+
+#include "core/text.h"
+
+namespace torchxd::slurmbridge {
+namespace {
+
+constexpr size_t kFixedFields = 12;  // those before the name
+
+std::optional<int> Int(std::string_view s) {
+  int v = 0;
+  auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || r.ec != std::errc() || r.ptr != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+std::optional<SlurmComponent> ReadLine(std::string_view line) {
+  std::vector<std::string_view> f;
+  size_t from = 0;
+  while (f.size() < kFixedFields) {
+    size_t bar = line.find('|', from);
+    if (bar == std::string_view::npos) return std::nullopt;
+    f.push_back(line.substr(from, bar - from));
+    from = bar + 1;
+  }
+  std::string_view name = line.substr(from);
+  if (name.empty() || name.back() != '|') return std::nullopt;
+  name.remove_suffix(1);
+  auto id = Int(f[0]);
+  auto het = Int(f[1]);
+  auto offset = Int(f[2]);
+  if (!id || *id <= 0 || f[3].empty()) return std::nullopt;
+  SlurmComponent c;
+  bool is_het = het && *het > 0;
+  c.job_id = std::to_string(is_het ? *het : *id);
+  c.offset = is_het && offset ? *offset : 0;
+  if (c.offset < 0) return std::nullopt;
+  c.state = std::string(f[3]);
+  c.reason = std::string(f[4]);
+  c.derived_status = Int(f[5]);
+  c.status = Int(f[6]);
+  c.nodes = std::string(f[7]);
+  c.user = std::string(f[8]);
+  c.submit_time = std::string(f[9]);
+  c.start_time = std::string(f[10]);
+  c.end_time = std::string(f[11]);
+  c.name = std::string(name);
+  return c;
+}
+
+}  // namespace
+
+std::vector<SlurmComponent> ReadSqueue(std::string_view text, size_t max_lines) {
+  std::vector<SlurmComponent> out;
+  size_t from = 0;
+  size_t lines = 0;
+  while (from < text.size() && lines < max_lines) {
+    size_t nl = text.find('\n', from);
+    std::string_view line = text.substr(from, nl == std::string_view::npos ? std::string_view::npos : nl - from);
+    from = nl == std::string_view::npos ? text.size() : nl + 1;
+    ++lines;
+    if (auto c = ReadLine(line)) out.push_back(std::move(*c));
+  }
+  return out;
+}
+
+std::map<std::string, std::vector<SlurmComponent>> ByJob(std::vector<SlurmComponent> components) {
+  std::map<std::string, std::vector<SlurmComponent>> out;
+  for (auto& c : components) out[c.job_id].push_back(std::move(c));
+  for (auto& [id, list] : out) {
+    std::stable_sort(list.begin(), list.end(), [](const auto& a, const auto& b) { return a.offset < b.offset; });
+  }
+  return out;
+}
+
+core::AppState AppStateFromSlurm(std::string_view state) {
+  using core::AppState;
+  while (!state.empty() && state.back() == '+') state.remove_suffix(1);
+  static const std::map<std::string_view, AppState> kStates = {
+      {"BOOT_FAIL", AppState::kFailed},  {"CANCELLED", AppState::kCancelled}, {"COMPLETED", AppState::kSucceeded},
+      {"DEADLINE", AppState::kFailed},   {"FAILED", AppState::kFailed},       {"NODE_FAIL", AppState::kFailed},
+      {"OUT_OF_MEMORY", AppState::kFailed}, {"PENDING", AppState::kPending},  {"PREEMPTED", AppState::kFailed},
+      {"RUNNING", AppState::kRunning},   {"REQUEUED", AppState::kPending},    {"RESIZING", AppState::kPending},
+      {"REVOKED", AppState::kFailed},    {"SUSPENDED", AppState::kPending},   {"TIMEOUT", AppState::kFailed},
+      // Not in TorchX's table: a job finishing its epilog still runs; one being requeued waits.
+      {"COMPLETING", AppState::kRunning}, {"CONFIGURING", AppState::kPending},
+      {"REQUEUE_HOLD", AppState::kPending}, {"REQUEUE_FED", AppState::kPending},
+  };
+  auto it = kStates.find(state);
+  return it == kStates.end() ? AppState::kUnknown : it->second;
+}
+
+std::optional<std::pair<std::string, int>> ReplicaOfName(std::string_view name) {
+  size_t dash = name.rfind('-');
+  if (dash == std::string_view::npos || dash == 0) return std::nullopt;
+  std::string_view digits = name.substr(dash + 1);
+  for (char c : digits) {
+    if (c < '0' || c > '9') return std::nullopt;
+  }
+  auto id = Int(digits);
+  if (!id) return std::nullopt;
+  return std::pair{std::string(name.substr(0, dash)), *id};
+}
+
+WaitStatus DecodeWaitStatus(int status) {
+  WaitStatus w;
+  if ((status & 0x7f) == 0) {
+    w.exit_code = (status >> 8) & 0xff;
+  } else if ((status & 0x7f) != 0x7f) {
+    w.signal = status & 0x7f;
+  }
+  return w;
+}
+
+bool NoneKnown(std::string_view err) { return err.find("Invalid job id specified") != std::string_view::npos; }
+
+std::string ReasonText(std::string_view reason) {
+  static const std::map<std::string_view, std::string_view> kWords = {
+      {"Resources", "waiting for resources to become available"},
+      {"Priority", "one or more higher priority jobs are queued ahead"},
+      {"Dependency", "waiting for a job it depends on"},
+      {"PartitionDown", "its partition is DOWN"},
+      {"PartitionInactive", "its partition is INACTIVE"},
+      {"PartitionNodeLimit", "it asks for more nodes than its partition allows"},
+      {"PartitionTimeLimit", "its time limit exceeds its partition's"},
+      {"NodeDown", "a node it needs is DOWN"},
+      {"BeginTime", "its start time has not come yet"},
+      {"JobHeldUser", "held by its user (scontrol release)"},
+      {"JobHeldAdmin", "held by an administrator"},
+      {"ReqNodeNotAvail", "a node it needs is not available"},
+      {"Reservation", "waiting for its advanced reservation"},
+      {"QOSMaxGRESPerUser", "its QOS's limit of GPUs (GRES) per user is reached"},
+      {"QOSMaxCpuPerUserLimit", "its QOS's limit of CPUs per user is reached"},
+      {"QOSMaxJobsPerUserLimit", "its QOS's limit of jobs per user is reached"},
+      {"AssocMaxJobsLimit", "its association's limit of jobs is reached"},
+      {"AssocGrpGRES", "its association's group limit of GRES is reached"},
+      {"InvalidQOS", "its QOS is not valid"},
+      {"InvalidAccount", "its account is not valid"},
+      {"NodeFail", "a node it ran on failed"},
+      {"BadConstraints", "its constraints cannot be satisfied"},
+      {"Cleaning", "being requeued and still cleaning up its previous run"},
+      {"launch failed requeued held", "its launch failed; requeued and held"},
+  };
+  if (reason.empty() || reason == "None") return "";
+  auto it = kWords.find(reason);
+  if (it == kWords.end()) return std::string(reason);
+  return std::string(reason) + ": " + std::string(it->second);
+}
+
+}  // namespace torchxd::slurmbridge

@@ -1,0 +1,67 @@
+// Reading Slurm's view of jobs back: squeue's parsable text (`-O` fields
+// with a '|' after each), the same on Slurm 22.05 and later, where the
+// --json shape changes with every release (TorchX's slurm scheduler dies on
+// 22.05's). A job submitted by TorchX or torchxd is a heterogeneous job of one
+// component per replica, named "<role>-<replica>"; each component is a line.
+//
+// Thread contract: pure functions, safe from any thread.
+#ifndef TORCHXD_SLURMBRIDGE_SQUEUE_H_
+#define TORCHXD_SLURMBRIDGE_SQUEUE_H_
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/app_def.h"
+
+namespace torchxd::slurmbridge {
+
+// squeue's --Format for ReadSqueue (the name last: the one free-text field).
+inline constexpr std::string_view kSqueueFields =
+    "JobID:|,HetJobID:|,HetJobOffset:|,State:|,Reason:|,DerivedEC:|,exit_code:|,NodeList:|,UserName:|,"
+    "SubmitTime:|,StartTime:|,EndTime:|,Name:|";
+
+struct SlurmComponent {
+  std::string job_id;      // the job (its het leader's id; its own for a plain job)
+  int offset = 0;          // its het group
+  std::string state;       // PENDING, RUNNING, COMPLETED, FAILED, CANCELLED, ...
+  std::string reason;      // why it waits or ended: Resources, Priority, NonZeroExitCode, ... ("None" = none)
+  std::optional<int> derived_status;  // the highest wait status of its steps (its srun task)
+  std::optional<int> status;          // the job's wait status (its batch script's)
+  std::string nodes;
+  std::string user;
+  std::string submit_time, start_time, end_time;  // Slurm's local times, "N/A"/"Unknown" when none
+  std::string name;        // "<role>-<replica>" for TorchX's jobs
+};
+
+// One component per line; lines that do not read are skipped. At most `max_lines` are read.
+std::vector<SlurmComponent> ReadSqueue(std::string_view text, size_t max_lines = 100000);
+
+// A job's components by job id, in group order.
+std::map<std::string, std::vector<SlurmComponent>> ByJob(std::vector<SlurmComponent> components);
+
+// TorchX's SLURM_STATES (unknown: UNKNOWN); a trailing '+' (CANCELLED+) is ignored.
+core::AppState AppStateFromSlurm(std::string_view state);  // a replica's state too
+
+// "role-3" -> {"role", 3}; nothing for a name that is not TorchX's.
+std::optional<std::pair<std::string, int>> ReplicaOfName(std::string_view name);
+
+// The exit code or signal a wait status holds.
+struct WaitStatus {
+  std::optional<int> exit_code;
+  std::optional<int> signal;
+};
+WaitStatus DecodeWaitStatus(int status);
+
+// squeue's "slurm_load_jobs error: Invalid job id specified": no job asked for is known.
+bool NoneKnown(std::string_view squeue_stderr);
+
+// Slurm's pending reason in words, for the app's msg: "Resources" ->
+// "Resources: waiting for resources to become available"; "" for none.
+std::string ReasonText(std::string_view reason);
+
+}  // namespace torchxd::slurmbridge
+
+#endif  // TORCHXD_SLURMBRIDGE_SQUEUE_H_

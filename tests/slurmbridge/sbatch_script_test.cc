@@ -1,0 +1,150 @@
+#include "slurmbridge/sbatch_script.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "slurmbridge/squeue.h"
+
+namespace torchxd::slurmbridge {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+core::AppDef TwoRoles() {
+  core::AppDef app;
+  app.name = "trainer";
+  core::Role a;
+  a.name = "master";
+  a.entrypoint = "python";
+  a.args = {"-m", "train", "--out", "/tmp/${app_id}/x y", "--rank0", "$${${rank0_env}}"};
+  a.resource.cpu = 4;
+  a.resource.mem_mb = 2048;
+  a.resource.gpu = 2;
+  a.max_retries = 3;
+  a.env = {{"FOO", "bar"}};
+  core::Role b = a;
+  b.name = "worker";
+  b.num_replicas = 2;
+  b.max_retries = 1;
+  b.args = {"--replica", "${replica_id}"};
+  app.roles = {a, b};
+  return app;
+}
+
+TEST(SbatchScript, OneHetGroupPerReplicaInRoleOrder) {
+  SbatchInput in;
+  in.session_id = "sid";
+  auto req = AppDefToSbatch(TwoRoles(), {}, in);
+  ASSERT_TRUE(req) << req.error().message;
+  EXPECT_EQ(req->replicas, (std::vector<std::string>{"master-0", "worker-0", "worker-1"}));
+  EXPECT_EQ(req->max_retries, 1);  // the smallest
+  EXPECT_THAT(req->script, HasSubstr("#SBATCH --job-name=master-0 --requeue --ntasks-per-node=1 --cpus-per-task=4 "
+                                     "--mem=2048 --gpus-per-task=2 --ntasks=1\n#SBATCH hetjob\n#SBATCH --job-name=worker-0"));
+  EXPECT_THAT(req->script, HasSubstr("export TORCHX_MAX_RETRIES=1\n"));
+  // ${app_id} becomes the job id in the shell, the rest quoted as TorchX's shlex.quote does.
+  EXPECT_THAT(req->script, HasSubstr("--out /tmp/\"$SLURM_JOB_ID\"'/x y'"));
+  EXPECT_THAT(req->script, HasSubstr("--replica 1\n"));
+  EXPECT_THAT(req->script, HasSubstr("'${SLURM_JOB_NODELIST_HET_GROUP_0}'"));
+  EXPECT_THAT(req->script, HasSubstr("--output=slurm-\"$SLURM_JOB_ID\"-worker-1.out --error=slurm-\"$SLURM_JOB_ID\"-worker-1.err"));
+  EXPECT_THAT(req->script, HasSubstr("FOO=bar,TORCHX_INTERNAL_SESSION_ID=sid,TORCHX_JOB_ID=slurm://torchx/"));
+  EXPECT_THAT(req->script, HasSubstr(" :\\\n     --output=slurm-\"$SLURM_JOB_ID\"-worker-0.out"));
+  EXPECT_EQ(req->cmd, (std::vector<std::string>{"sbatch", "--parsable"}));
+}
+
+TEST(SbatchScript, RunOptionsGoWhereTorchXPutsThem) {
+  core::Cfg cfg = {{"partition", std::string("gpu")}, {"time", std::string("1:00:00")},
+                   {"comment", std::string("a b")}, {"constraint", std::string("a100")},
+                   {"mail-user", std::string("u@x")}, {"mail-type", std::string("END")},
+                   {"account", std::string("acct")}, {"qos", std::string("high")},
+                   {"exclusive", true}, {"nomem", true}, {"job_dir", std::string("/scratch/j")}};
+  SbatchInput in;
+  in.gpus_per_node = true;
+  auto req = AppDefToSbatch(TwoRoles(), SlurmOptionsFromCfg(cfg), in);
+  ASSERT_TRUE(req) << req.error().message;
+  EXPECT_EQ(req->cmd, (std::vector<std::string>{"sbatch", "--parsable", "--comment=a b", "--mail-user=u@x",
+                                                "--mail-type=END", "--account=acct"}));
+  EXPECT_THAT(req->script, HasSubstr("--requeue --partition=gpu --time=1:00:00 --constraint=a100 --qos=high "
+                                     "--exclusive --ntasks-per-node=1 --cpus-per-task=4 --gpus-per-node=2\n"));
+  EXPECT_THAT(req->script, Not(HasSubstr("--mem=")));
+  EXPECT_THAT(req->script, HasSubstr("# Run with: sbatch --parsable '--comment=a b'"));
+  EXPECT_EQ(req->job_dir, "/scratch/j");
+}
+
+TEST(SbatchScript, ASmallMemoryPartitionAsksNoMemory) {
+  SbatchInput in;
+  in.small_memory_partition = true;
+  auto req = AppDefToSbatch(TwoRoles(), {}, in);
+  ASSERT_TRUE(req);
+  EXPECT_THAT(req->script, Not(HasSubstr("--mem=")));
+}
+
+TEST(SbatchScript, AnEnvValueExportCannotCarryIsRefused) {
+  core::AppDef app = TwoRoles();
+  app.roles[1].env["LIST"] = "a,b";
+  auto req = AppDefToSbatch(app, {}, {});
+  ASSERT_FALSE(req);
+  EXPECT_THAT(req.error().message, HasSubstr("role worker: env LIST"));
+  EXPECT_THAT(req.error().message, HasSubstr("','"));
+}
+
+TEST(SbatchScript, NoReplicasIsRefused) {
+  core::AppDef app = TwoRoles();
+  for (auto& r : app.roles) r.num_replicas = 0;
+  EXPECT_FALSE(AppDefToSbatch(app, {}, {}));
+}
+
+TEST(SbatchScript, VersionAndPartitionProbes) {
+  EXPECT_EQ(ParseSlurmVersion("slurm 22.05.8\n"), (std::pair{22, 5}));
+  EXPECT_EQ(ParseSlurmVersion("slurm 24.11.0 rev1"), (std::pair{24, 11}));
+  EXPECT_FALSE(ParseSlurmVersion("slurm"));
+  EXPECT_FALSE(ParseSlurmVersion("slurm x.y"));
+  EXPECT_FALSE(UsesGpusPerNode({24, 5}));
+  EXPECT_TRUE(UsesGpusPerNode({24, 11}));
+  EXPECT_TRUE(UsesGpusPerNode({25, 0}));
+  std::string sinfo = "PARTITION,MEMORY\ndebug*,16000\nsmall,1000+\n";
+  EXPECT_EQ(PartitionMemoryMb(sinfo, std::nullopt), 16000);
+  EXPECT_EQ(PartitionMemoryMb(sinfo, "small"), 1000);
+  EXPECT_EQ(PartitionMemoryMb(sinfo, "none"), std::nullopt);
+  EXPECT_EQ(ReplicaLogName("12", "trainer-0", true), "slurm-12-trainer-0.err");
+}
+
+TEST(Squeue, ReadsHetComponentsAndPlainJobs) {
+  std::string text =
+      "3|3|0|15|36608|FAILED|NonZeroExitCode|node1|alice|2026-11-28T04:56:30|2026-11-28T04:56:30|2026-11-28T04:56:31|a-0|\n";
+  // The fields in kSqueueFields order: JobID, HetJobID, HetJobOffset, State, Reason, DerivedEC, exit_code, ...
+  text = "3|3|0|FAILED|NonZeroExitCode|15|36608|node1|alice|S|B|E|a-0|\n"
+         "4|3|1|FAILED|NonZeroExitCode|768|36608|node2|alice|S|B|E|b|c-0|\n"
+         "9|0|N/A|PENDING|Resources|0|0||bob|S|N/A|N/A|solo|\n"
+         "garbage\n"
+         "x|0|0|PENDING|None|0|0||bob|S|N/A|N/A|bad id|\n";
+  auto jobs = ByJob(ReadSqueue(text));
+  ASSERT_EQ(jobs.size(), 2u);
+  ASSERT_EQ(jobs["3"].size(), 2u);
+  EXPECT_EQ(jobs["3"][1].offset, 1);
+  EXPECT_EQ(jobs["3"][1].name, "b|c-0");  // the name is last and may hold the separator
+  EXPECT_EQ(DecodeWaitStatus(*jobs["3"][1].derived_status).exit_code, 3);
+  EXPECT_EQ(DecodeWaitStatus(*jobs["3"][0].derived_status).signal, 15);
+  EXPECT_EQ(jobs["9"][0].offset, 0);
+  EXPECT_EQ(jobs["9"][0].reason, "Resources");
+  EXPECT_EQ(ReadSqueue(text, 1).size(), 1u);
+}
+
+TEST(Squeue, StatesAndNames) {
+  EXPECT_EQ(AppStateFromSlurm("CANCELLED+"), core::AppState::kCancelled);
+  EXPECT_EQ(AppStateFromSlurm("COMPLETED"), core::AppState::kSucceeded);
+  EXPECT_EQ(AppStateFromSlurm("TIMEOUT"), core::AppState::kFailed);
+  EXPECT_EQ(AppStateFromSlurm("REQUEUED"), core::AppState::kPending);
+  EXPECT_EQ(AppStateFromSlurm("WHATEVER"), core::AppState::kUnknown);
+  EXPECT_EQ(ReplicaOfName("my-role-12"), (std::pair<std::string, int>{"my-role", 12}));
+  EXPECT_FALSE(ReplicaOfName("role"));
+  EXPECT_FALSE(ReplicaOfName("-1"));
+  EXPECT_FALSE(ReplicaOfName("role-x"));
+  EXPECT_EQ(ReasonText("None"), "");
+  EXPECT_EQ(ReasonText("PartitionDown"), "PartitionDown: its partition is DOWN");
+  EXPECT_EQ(ReasonText("SomethingNew"), "SomethingNew");
+  EXPECT_TRUE(NoneKnown("slurm_load_jobs error: Invalid job id specified\n"));
+}
+
+}  // namespace
+}  // namespace torchxd::slurmbridge
