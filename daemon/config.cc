@@ -213,6 +213,10 @@ ParsedArgs ParseDaemonArgs(int argc, char** argv, const core::EnvLookup& env) {
   app.add_option("--admin-group", c.admin_group, "members may see and act on every user's apps (system mode)");
   app.add_option("--kubeconfig", c.kubeconfig,
                  "kubeconfig for the kubernetes scheduler (default: $KUBECONFIG, ~/.kube/config, in-cluster)");
+  app.add_option("--slurm-poll", c.slurm_poll,
+                 "seconds between the squeue runs that keep the slurm apps current (one for all of them, whatever "
+                 "the number of requests; backing off up to 60 s while slurmctld does not answer; default 2)")
+      ->check(CLI::Range(0.1, 3600.0));
   app.add_option("--pod-log-backoff", c.pod_log_backoff,
                  "seconds before a pod log that could not be read is asked for again; doubles per failure, "
                  "up to 10x (default 30)")

@@ -49,6 +49,7 @@ struct DaemonConfig {
   std::string shim;  // torchxd-shim; default: next to torchxd or in ../libexec/torchxd
   std::string admin_group;  // members may act on every app (system mode)
   std::string kubeconfig;   // for `-s kubernetes`; empty = kubectl's search
+  double slurm_poll = 2.0;  // seconds between squeue runs while slurm jobs are unfinished
   double pod_log_backoff = 30.0;  // seconds before a failed pod log read is tried again (doubling, up to 10x)
   // Admission (daemon/capacity.h, core/admission.h).
   bool no_admission = false;     // TorchX's behaviour: every app starts at once

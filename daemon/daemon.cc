@@ -60,6 +60,7 @@ Daemon::~Daemon() {
   server_.reset();
   gpu_view_.reset();
   kubernetes_.reset();
+  slurm_.reset();
   local_.reset();
   if (containment_) containment_->RemoveSubtree();  // when no replica is left in it
   file_worker_.reset();
@@ -235,6 +236,19 @@ Result<void> Daemon::Prepare() {
   kubernetes_->SetEventFeed(&event_feed_);
   if (auto ok = kubernetes_->Load(*stored); !ok) return ok;
   schedulers_.push_back(kubernetes_.get());
+  SlurmSchedulerOptions sopts;
+  sopts.log_dir = config_.log_dir;
+  sopts.log_max_bytes = opts.log_max_bytes;
+  sopts.poll_seconds = config_.slurm_poll;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string kv(*e);
+    size_t eq = kv.find('=');
+    if (eq != std::string::npos) sopts.env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  slurm_ = std::make_unique<SlurmScheduler>(&loop_, store_.get(), logs_.get(), file_worker_.get(), sopts);
+  slurm_->SetEventFeed(&event_feed_);
+  if (auto ok = slurm_->Load(*stored); !ok) return ok;
+  schedulers_.push_back(slurm_.get());
   Service::DaemonInfo info;
   info.socket = config_.socket;
   info.state_dir = config_.state_dir;

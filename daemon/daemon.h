@@ -22,6 +22,7 @@
 #include "daemon/app_events.h"
 #include "daemon/config.h"
 #include "daemon/kubernetes_scheduler.h"
+#include "daemon/slurm_scheduler.h"
 #include "daemon/local_scheduler.h"
 #include "daemon/metrics.h"
 #include "daemon/server.h"
@@ -73,6 +74,7 @@ class Daemon {
   std::unique_ptr<GpuView> gpu_view_;  // the GPUs' readings for `gpus` (reads local_)
   std::vector<Scheduler*> schedulers_;  // borrowed from the owners above
   std::unique_ptr<FileWorker> file_worker_;  // log reads a user's files decide the size of
+  std::unique_ptr<SlurmScheduler> slurm_;     // reads its logs on file_worker_
   std::unique_ptr<Service> service_;
   std::unique_ptr<Server> server_;
   std::unique_ptr<DaemonMetrics> metrics_;

@@ -1,0 +1,154 @@
+// SlurmScheduler: the `slurm` scheduler. An app is one heterogeneous Slurm
+// job, the script TorchX's slurm scheduler writes (slurmbridge/
+// sbatch_script.h), submitted with `sbatch` as the caller (their uid, gid
+// and environment, so Slurm charges their account and their job runs as
+// them). The daemon keeps its AppRecord in the same store as local apps and
+// keeps it current from one `squeue` for all of its unfinished jobs per
+// poll period (never one per request), backing off with jitter while the
+// controller cannot be reached (said in `status`). The replicas' log files
+// (slurm-<job>-<role>-<replica>.out/.err in the job's directory) are read
+// with their owner's rights on the FileWorker into the daemon's log store,
+// so `torchx log` reads them like local logs and they outlive the job's
+// directory. Cancel is `scancel` as the owner; delete forgets the app and
+// its stored logs.
+//
+// Thread contract: loop thread only.
+#ifndef TORCHXD_DAEMON_SLURM_SCHEDULER_H_
+#define TORCHXD_DAEMON_SLURM_SCHEDULER_H_
+
+#include <uv.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/command.h"
+#include "core/uv_handle.h"
+#include "daemon/app_events.h"
+#include "daemon/file_worker.h"
+#include "daemon/log_store.h"
+#include "daemon/scheduler.h"
+#include "daemon/store.h"
+#include "slurmbridge/squeue.h"
+
+namespace torchxd::daemon {
+
+struct SlurmSchedulerOptions {
+  std::string log_dir;  // the daemon's --log-dir
+  uint64_t log_max_bytes = 128ull << 20;
+  double poll_seconds = 2.0;       // squeue's period while jobs are unfinished (--slurm-poll)
+  double max_backoff_seconds = 60;  // the longest wait between tries while slurmctld does not answer
+  double command_timeout_seconds = 60;
+  std::map<std::string, std::string> env;  // the daemon's own, for squeue (SLURM_CONF, PATH)
+};
+
+class SlurmScheduler : public Scheduler {
+ public:
+  SlurmScheduler(uv_loop_t* loop, Store* store, LogStore* logs, FileWorker* files, SlurmSchedulerOptions options);
+  ~SlurmScheduler() override;
+
+  // Takes the slurm apps from what the store holds and resumes polling the unfinished ones.
+  [[nodiscard]] Result<void> Load(const std::vector<StoredApp>& stored);
+  void SetEventFeed(EventFeed* feed) { feed_ = feed; }
+
+  std::vector<std::string> Names() const override { return {"slurm"}; }
+  void Submit(SubmitRequest request, std::function<void(Result<const AppRecord*>)> done) override;
+  AppRecord* Find(const std::string& scheduler, const std::string& app_id) override;
+  std::vector<const AppRecord*> List() const override;
+  void Cancel(AppRecord& app, std::optional<double> grace_seconds,
+              std::function<void(Result<CancelOutcome>)> done) override;
+  void Wait(AppRecord& app, std::function<void(const AppRecord&)> done) override;
+  void Delete(AppRecord& app, std::function<void(Result<core::AppState>)> done) override;
+  void Shutdown(bool keep, std::function<void()> done) override;  // jobs always keep running in Slurm
+  void PersistAll() override;
+  size_t running_apps() const override;
+  size_t app_count() const override { return apps_.size(); }
+  bool MoreOutputExpected(const AppRecord& app) const override;
+  void BeforeLogRead(const AppRecord& app, std::function<void()> ready) override;
+  std::string PendingReason(const AppRecord& app) const override { return PendingSummary(app); }
+  std::string PendingSummary(const AppRecord& app) const override;
+  std::string LogProblem(const AppRecord& app, const std::string& replica_key) const override;
+  std::string StatusNote(const AppRecord& app) const override;
+  void OnFollow(const AppRecord& app) override;
+
+  // How many squeue runs this daemon made (tests, metrics).
+  uint64_t polls() const { return polls_; }
+
+ private:
+  struct ReplicaLog {
+    uint64_t out_offset = 0, err_offset = 0;  // bytes of each file already stored
+    bool seen = false;                        // a file of it was found
+    std::string problem;                      // why it cannot be read ("" = it can)
+  };
+  struct SlurmApp {
+    std::unique_ptr<AppRecord> rec;
+    std::string job_dir;  // where its log files are written (the submit's cwd, or job_dir)
+    std::map<std::string, ReplicaLog> logs;  // by replica key
+    std::string reason;     // Slurm's last pending reason
+    std::string said_reason;
+    bool cancel_requested = false;
+    bool logs_done = false;      // every replica's files were read to their end after it ended
+    uint64_t read_ticket = 0;    // a FileWorker read is under way
+    bool started = false;        // said "started" (first RUNNING)
+    bool read_again = false;     // asked while one was under way
+    int missing_polls = 0;       // polls in a row that did not list it
+    int64_t persisted_ms = 0;
+    std::vector<std::function<void(const AppRecord&)>> waiters;
+    std::vector<std::function<void()>> read_waiters;  // BeforeLogRead's
+  };
+
+  // Submit's steps (daemon/slurm_scheduler.cc).
+  struct Submission;
+  void Probe(std::shared_ptr<Submission> s);
+  void WriteScript(std::shared_ptr<Submission> s);
+  void Sbatch(std::shared_ptr<Submission> s);
+  void Record(std::shared_ptr<Submission> s, const std::string& job_id);
+  CommandSpec AsCaller(const Submission& s, std::vector<std::string> argv) const;
+
+  // Polling (daemon/slurm_poll.cc).
+  void PollSoon();
+  void SchedulePoll(double seconds);
+  void Poll();
+  void OnSqueue(Result<CommandResult> result);
+  void Apply(SlurmApp& app, const std::vector<slurmbridge::SlurmComponent>& components);
+  void Gone(SlurmApp& app);  // Slurm no longer knows the job
+  void EndApp(SlurmApp& app, core::AppState state, const std::string& msg);
+  bool Unfinished(const SlurmApp& app) const;
+
+  // Logs (daemon/slurm_logs.cc).
+  void ReadLogs(SlurmApp& app);
+  void OnLogsRead(const std::string& app_id, std::map<std::string, std::pair<std::string, std::string>> bytes,
+                  std::map<std::string, std::string> problems);
+
+  void Event(const AppRecord& app, const std::string& type, const std::string& text,
+             nlohmann::json data = nlohmann::json::object(), const std::string& replica = "");
+  void Changed(SlurmApp& app);
+  [[nodiscard]] Result<void> Persist(SlurmApp& app);
+  void Forget(SlurmApp& app);
+  std::optional<LogStore::Candidate> OldestEvictableLogs();
+
+  uv_loop_t* loop_;
+  Store* store_;
+  LogStore* logs_;
+  FileWorker* files_;
+  SlurmSchedulerOptions options_;
+  CommandRunner commands_;
+  std::map<std::string, std::unique_ptr<SlurmApp>> apps_;  // by job id
+  UvHandle<uv_timer_t> poll_timer_;
+  bool polling_ = false;        // a squeue runs
+  bool poll_wanted_ = false;    // asked for while one ran
+  int failures_ = 0;            // squeue failures in a row
+  int64_t failing_since_ms_ = 0;
+  std::string last_error_;
+  uint64_t polls_ = 0;
+  std::vector<std::function<void()>> after_poll_;  // run once the next squeue was applied (cancel)
+  bool shut_down_ = false;
+  EventFeed* feed_ = nullptr;
+};
+
+}  // namespace torchxd::daemon
+
+#endif  // TORCHXD_DAEMON_SLURM_SCHEDULER_H_

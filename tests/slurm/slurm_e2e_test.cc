@@ -1,0 +1,217 @@
+// The slurm scheduler end to end: the real torchx and torchxd against a real
+// Slurm (Debian's slurm-wlm + munge) that slurm_cluster.sh starts on
+// localhost for the whole suite. Skipped, saying why, where it cannot start.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/cli/shell.h"
+#include "tests/cli/torchx_sandbox.h"
+
+namespace torchxd::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+std::string g_skip;      // why the cluster is not there ("" = it is)
+fs::path g_cluster;      // its state
+std::string g_conf;      // its slurm.conf
+
+std::string Cluster(const std::string& command) {
+  return std::string(SLURM_CLUSTER) + " " + command + " " + Quote(g_cluster.string());
+}
+
+class SlurmE2eTest : public TorchxSandbox {
+ protected:
+  SlurmE2eTest() : TorchxSandbox("txs_") {}
+
+  static void SetUpTestSuite() {
+    g_cluster = fs::temp_directory_path() / ("txs_cluster_" + std::to_string(::getpid()));
+    fs::remove_all(g_cluster);
+    Output started = RunShell(Cluster("start"), (fs::temp_directory_path() / "txs_cluster.err").string());
+    if (started.exit_code != 0) {
+      g_skip = "no Slurm here (" + started.err.substr(0, started.err.find_last_not_of('\n') + 1) + ")";
+      return;
+    }
+    g_conf = started.out.substr(0, started.out.find('\n'));
+  }
+  static void TearDownTestSuite() {
+    if (g_skip.empty()) RunShell(Cluster("stop"), (fs::temp_directory_path() / "txs_cluster_stop.err").string());
+    std::error_code ec;
+    fs::remove_all(g_cluster, ec);
+  }
+  void SetUp() override {
+    if (!g_skip.empty()) GTEST_SKIP() << g_skip;
+    TorchxSandbox::SetUp();
+  }
+  Output Torchx(const std::vector<std::string>& args, const std::string& extra_env = "") override {
+    return TorchxSandbox::Torchx(args, "SLURM_CONF=" + Quote(g_conf) + " " + extra_env);
+  }
+  std::string Run(const std::vector<std::string>& args) {
+    std::vector<std::string> all = {"run", "-s", "slurm"};
+    all.insert(all.end(), args.begin(), args.end());
+    auto run = Torchx(all);
+    EXPECT_EQ(run.exit_code, 0) << run.err;
+    return run.out.substr(0, run.out.find('\n'));
+  }
+  json StatusJson(const std::string& h) { return json::parse(Torchx({"status", "--json", h}).out, nullptr, false); }
+  static bool WaitUntil(const std::function<bool()>& ok, double seconds) {
+    auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (std::chrono::steady_clock::now() < end) {
+      if (ok()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return false;
+  }
+  bool WaitForState(const std::string& h, const std::string& state, double seconds = 30) {
+    return WaitUntil([&] {
+      json s = StatusJson(h);
+      return s.is_object() && s.value("state", "") == state;
+    }, seconds);
+  }
+  // A torchxd of the test's own flags and PATH, where torchx looks for it.
+  void StartOwnDaemon(const std::string& flags, const std::string& path_prefix = "") {
+    fs::create_directories(dir_ / "xdg/torchxd");
+    std::string path = path_prefix.empty() ? std::string(std::getenv("PATH")) : path_prefix + ":" + std::getenv("PATH");
+    std::string start = "SLURM_CONF=" + Quote(g_conf) + " PATH=" + Quote(path) + " XDG_STATE_HOME=" +
+                        Quote((dir_ / "state").string()) + " " + TORCHXD_BIN + " --socket " +
+                        Quote((dir_ / "xdg/torchxd/torchxd.sock").string()) + " --state-dir " +
+                        Quote((dir_ / "state/torchxd").string()) + " " + flags + " >" +
+                        Quote((dir_ / "own-daemon.log").string()) + " 2>&1 &";
+    ASSERT_EQ(RunShell(start, (dir_ / "start.err").string()).exit_code, 0);
+    ASSERT_TRUE(WaitUntil([&] { return fs::exists(dir_ / "xdg/torchxd/torchxd.sock"); }, 15));
+  }
+};
+
+TEST_F(SlurmE2eTest, EchoSucceedsWithItsLineInTheLog) {
+  std::string h = Run({"utils.echo", "--msg", "hi-slurm"});
+  ASSERT_THAT(h, ::testing::StartsWith("slurm://torchx/"));
+  std::string job = h.substr(h.rfind('/') + 1);
+  ASSERT_TRUE(WaitForState(h, "SUCCEEDED")) << Torchx({"status", h}).out;
+  auto log = Torchx({"log", h});
+  EXPECT_EQ(log.exit_code, 0) << log.err;
+  EXPECT_THAT(log.out, HasSubstr("echo/0 hi-slurm"));
+  // TorchX's files, in the submit's directory.
+  EXPECT_TRUE(fs::exists(dir_ / "work" / ("slurm-" + job + "-echo-0.out")));
+  auto status = Torchx({"status", h});
+  EXPECT_THAT(status.out, HasSubstr("exitcode=0"));
+  auto events = Torchx({"events", h});
+  EXPECT_THAT(events.out, HasSubstr("submitted: Slurm job " + job));
+  EXPECT_THAT(events.out, HasSubstr("ended"));
+  // The stored logs outlive the job's files.
+  fs::remove(dir_ / "work" / ("slurm-" + job + "-echo-0.out"));
+  EXPECT_THAT(Torchx({"log", h}).out, HasSubstr("hi-slurm"));
+  auto list = Torchx({"list", "-s", "slurm"});
+  EXPECT_THAT(list.out, HasSubstr(h));
+}
+
+TEST_F(SlurmE2eTest, AFailingReplicaFailsWithItsExitCode) {
+  std::string h = Run({"utils.sh", "sh", "-c", "echo to-stderr >&2; exit 3"});
+  ASSERT_TRUE(WaitForState(h, "FAILED")) << Torchx({"status", h}).out;
+  auto status = Torchx({"status", h});
+  EXPECT_THAT(status.out, HasSubstr("exitcode=3"));
+  EXPECT_THAT(status.out, HasSubstr("exited with code 3"));
+  EXPECT_TRUE(WaitUntil([&] { return Torchx({"log", "--streams", "stderr", h}).out.find("to-stderr") != std::string::npos; }, 10));
+}
+
+TEST_F(SlurmE2eTest, CancelStopsTheJob) {
+  std::string h = Run({"utils.sh", "sleep", "60"});
+  ASSERT_TRUE(WaitForState(h, "RUNNING")) << Torchx({"status", h}).out;
+  auto cancel = Torchx({"cancel", h});
+  EXPECT_EQ(cancel.exit_code, 0) << cancel.err;
+  EXPECT_TRUE(WaitForState(h, "CANCELLED", 15)) << Torchx({"status", h}).out;
+  std::string job = h.substr(h.rfind('/') + 1);
+  auto squeue = RunShell("SLURM_CONF=" + Quote(g_conf) + " squeue -h --states=all -j " + job + " -o %T",
+                         (dir_ / "sq.err").string());
+  EXPECT_THAT(squeue.out, HasSubstr("CANCELLED"));
+}
+
+TEST_F(SlurmE2eTest, AJobOnADownPartitionShowsSlurmsReason) {
+  std::string h = Run({"-cfg", "partition=down", "utils.echo", "--msg", "never"});
+  EXPECT_TRUE(WaitUntil([&] {
+    json s = StatusJson(h);
+    return s.is_object() && s.value("state", "") == "PENDING" && s.dump().find("PartitionDown") != std::string::npos;
+  }, 20)) << Torchx({"status", h}).out;
+  EXPECT_THAT(Torchx({"list", "-s", "slurm"}).out, HasSubstr("PartitionDown"));
+  EXPECT_THAT(Torchx({"events", h}).out, HasSubstr("Slurm: PartitionDown"));
+  EXPECT_EQ(Torchx({"cancel", h}).exit_code, 0);
+  EXPECT_TRUE(WaitForState(h, "CANCELLED", 15));
+}
+
+TEST_F(SlurmE2eTest, TwoReplicaDdpAcrossTwoHetGroups) {
+  if (!fs::exists(g_cluster / "nodes-resolve")) GTEST_SKIP() << "this machine has no two names for its nodes";
+  if (RunShell("/usr/bin/python3 -c 'import torch.distributed'", (dir_ / "torch.err").string()).exit_code != 0) {
+    GTEST_SKIP() << "Debian's python3-torch is not installed";
+  }
+  std::string port = RunShell("/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind((\"\",0)); "
+                              "print(s.getsockname()[1])'", (dir_ / "port.err").string()).out;
+  port = port.substr(0, port.find('\n'));
+  std::string h = Run({"dist.ddp", "-j", "2x1", "--tee", "1", "--env", "PET_REDIRECTS=1", "--rdzv_port", port,
+                       "--script", std::string(TORCHXD_SOURCE_DIR) + "/examples/train.py"});
+  ASSERT_TRUE(WaitForState(h, "SUCCEEDED", 180)) << Torchx({"status", h}).out << Torchx({"log", h}).out;
+  auto log = Torchx({"log", h});
+  EXPECT_THAT(log.out, HasSubstr("train/0"));
+  EXPECT_THAT(log.out, HasSubstr("train/1"));
+  EXPECT_THAT(log.out, HasSubstr("in_sync=True"));
+}
+
+TEST_F(SlurmE2eTest, AControllerRestartMidRunIsRetriedAndShown) {
+  StartOwnDaemon("--slurm-poll 0.5");
+  std::string h = Run({"utils.sh", "sh", "-c", "sleep 8; echo after-the-restart"});
+  ASSERT_TRUE(WaitForState(h, "RUNNING")) << Torchx({"status", h}).out;
+  ASSERT_EQ(RunShell(Cluster("stop-ctld"), (dir_ / "ctld.err").string()).exit_code, 0);
+  // squeue gives up on an absent controller after its own retries (about 10 to 20 s here).
+  EXPECT_TRUE(WaitUntil([&] { return Torchx({"status", h}).out.find("controller has not answered") != std::string::npos; }, 60))
+      << Torchx({"status", h}).out;
+  EXPECT_EQ(StatusJson(h).value("state", ""), "RUNNING");  // the last seen, not a made-up end
+  ASSERT_EQ(RunShell(Cluster("start-ctld"), (dir_ / "ctld2.err").string()).exit_code, 0);
+  EXPECT_TRUE(WaitForState(h, "SUCCEEDED", 90)) << Torchx({"status", h}).out;
+  EXPECT_THAT(Torchx({"log", h}).out, HasSubstr("after-the-restart"));
+  EXPECT_THAT(Torchx({"events", h}).out, HasSubstr("Slurm answers again"));
+}
+
+TEST_F(SlurmE2eTest, OneSqueuePerPollPeriodWhateverTheStatusCalls) {
+  // squeue on the daemon's PATH counts its runs.
+  fs::create_directories(dir_ / "bin");
+  {
+    std::ofstream w(dir_ / "bin/squeue");
+    w << "#!/bin/sh\necho run >> " << Quote((dir_ / "squeue.count").string()) << "\nexec /usr/bin/squeue \"$@\"\n";
+  }
+  fs::permissions(dir_ / "bin/squeue", fs::perms::owner_all);
+  StartOwnDaemon("--slurm-poll 1", (dir_ / "bin").string());
+  std::string h = Run({"utils.sh", "sleep", "30"});
+  ASSERT_TRUE(WaitForState(h, "RUNNING")) << Torchx({"status", h}).out;
+  auto count = [&] {
+    std::ifstream in(dir_ / "squeue.count");
+    int n = 0;
+    for (std::string line; std::getline(in, line);) ++n;
+    return n;
+  };
+  int before = count();
+  auto start = std::chrono::steady_clock::now();
+  int calls = 0;
+  while (std::chrono::steady_clock::now() - start < std::chrono::seconds(4)) {
+    EXPECT_EQ(Torchx({"status", h}).exit_code, 0);
+    ++calls;
+  }
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  int polls = count() - before;
+  EXPECT_GE(calls, 10);
+  EXPECT_LE(polls, static_cast<int>(seconds) + 2) << calls << " status calls in " << seconds << " s";
+  EXPECT_GE(polls, 2);
+  EXPECT_EQ(Torchx({"cancel", h}).exit_code, 0);
+}
+
+}  // namespace
+}  // namespace torchxd::testing
