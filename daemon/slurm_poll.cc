@@ -2,6 +2,7 @@
 // per period, whatever the number of requests; backoff with jitter while it
 // fails; what it lists applied to the apps (states, replicas, reasons, exits)
 // and told on their timelines.
+#include <algorithm>
 #include <random>
 
 #include "core/app_status.h"
@@ -195,6 +196,7 @@ void SlurmScheduler::Apply(SlurmApp& app, const std::vector<slurm::SlurmComponen
     changed = true;
     if (core::IsTerminal(state)) {
       r->end_ms = core::UnixNowMs();
+      if (r->attempt == 0 && state != core::AppState::kCancelled) r->attempt = 1;  // it ran between two polls
       if (c.derived_status) {
         auto w = slurm::DecodeWaitStatus(*c.derived_status);
         r->exit_code = w.exit_code;
@@ -227,7 +229,8 @@ void SlurmScheduler::Apply(SlurmApp& app, const std::vector<slurm::SlurmComponen
   } else {
     state = core::AppState::kFailed;
   }
-  if (state == core::AppState::kRunning && !app.started) {
+  bool ran = std::any_of(rec.replicas.begin(), rec.replicas.end(), [](const auto& x) { return x.attempt > 0; });
+  if ((state == core::AppState::kRunning || ran) && !app.started) {
     app.started = true;
     rec.started_ms = core::UnixNowMs();
   }

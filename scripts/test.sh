@@ -13,8 +13,10 @@ cd "$(dirname "$0")/.."
 # (pinned in tests/browser/package-lock.json); /metrics is checked with the
 # Prometheus project's own text parser (python3-prometheus-client); the
 # TorchX plugin's tests import the pinned TorchX trees, which need tabulate,
-# fsspec, filelock and typing-inspect from Debian.
-EXTRA_PACKAGES="podman runc aardvark-dns netavark iptables iproute2 busybox-static uidmap openssl chromium python3-prometheus-client python3-tabulate python3-fsspec python3-filelock python3-typing-inspect python3-importlib-metadata ${EXTRA_PACKAGES:-}" scripts/setup.sh
+# fsspec, filelock and typing-inspect from Debian. The slurm scheduler's tests
+# start a real Slurm on localhost (tests/slurm/slurm_cluster.sh) from Debian's
+# slurm-wlm and munge.
+EXTRA_PACKAGES="slurm-wlm slurm-client munge podman runc aardvark-dns netavark iptables iproute2 busybox-static uidmap openssl chromium python3-prometheus-client python3-tabulate python3-fsspec python3-filelock python3-typing-inspect python3-importlib-metadata ${EXTRA_PACKAGES:-}" scripts/setup.sh
 if command -v npm >/dev/null; then
   npm ci --no-audit --no-fund --loglevel=error --prefix tests/browser
 else

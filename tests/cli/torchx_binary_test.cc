@@ -175,7 +175,7 @@ TEST_F(TorchxBinaryTest, BadInputsAreOneClearLineAndExitTwo) {
       {"detach with wait", {"run", "-d", "--wait", "utils.echo"}, "-d/--detach returns at once"},
       {"repeated run option", {"run", "--dryrun", "-s", "local_cwd", "-s", "local_dir", "utils.echo"}, "-s"},
       {"print unknown builtin", {"builtins", "--print", "utils.ecoh"}, "unknown component `utils.ecoh`"},
-      {"configure unknown scheduler", {"configure", "-s", "slurm"}, "unknown scheduler `slurm`"},
+      {"configure unknown scheduler", {"configure", "-s", "lsf"}, "unknown scheduler `lsf`"},
       {"unknown command", {"frobnicate"}, "torchx: error: "},
   };
   for (const auto& c : cases) {

@@ -61,8 +61,8 @@ TEST_F(ProtocolTest, MalformedRequestsGetErrorReplies) {
        "cfg.logdir: unknown run option. Did you mean `log_dir`?"},
       {"run bad cfg type", R"({"v":1,"id":1,"method":"run","params":{"cwd":"/","cfg":{"prepend_cwd":"yes"}, "app":{"name":"a","roles":[{"name":"r","entrypoint":"x"}]}}})" "\n",
        "Run option: prepend_cwd, must be of type: bool"},
-      {"unknown scheduler", R"({"v":1,"id":1,"method":"run","params":{"cwd":"/","scheduler":"slurm","app":{"name":"a","roles":[{"name":"r","entrypoint":"x"}]}}})" "\n",
-       "unknown scheduler `slurm`"},
+      {"unknown scheduler", R"({"v":1,"id":1,"method":"run","params":{"cwd":"/","scheduler":"lsf","app":{"name":"a","roles":[{"name":"r","entrypoint":"x"}]}}})" "\n",
+       "unknown scheduler `lsf`"},
       {"cancel bad grace", R"({"v":1,"id":1,"method":"cancel","params":{"app_handle":"local_cwd://t/x","grace_period":-1}})" "\n",
        "does not exist"},
   };
