@@ -341,7 +341,7 @@ void KubernetesScheduler::OnUnknownJob(const std::string& ns, const json& job) {
   Changed(*raw);
 }
 
-void KubernetesScheduler::BeforeList(const json& params, std::function<void(Result<void>)> ready) {
+void KubernetesScheduler::BeforeList(const json& params, uid_t, std::function<void(Result<void>)> ready) {
   if (params.value("scheduler", "") != "kubernetes" || !params.contains("namespace")) return ready({});
   std::string ns = params.value("namespace", "");
   auto api = Api();

@@ -87,7 +87,7 @@ class KubernetesScheduler : public Scheduler, private k8sbridge::JobTrackerObser
   void OnFollow(const AppRecord& app) override;
   // `list -s kubernetes` with params.namespace ("" = the kubeconfig context's): once that
   // namespace's Jobs were listed, every torchx Job in it is an app (those submitted elsewhere too).
-  void BeforeList(const nlohmann::json& params, std::function<void(Result<void>)> ready) override;
+  void BeforeList(const nlohmann::json& params, uid_t caller, std::function<void(Result<void>)> ready) override;
   std::string ListNamespace(const nlohmann::json& params) const override;
   std::string LogProblem(const AppRecord& app, const std::string& replica_key) const override;
   std::string StatusNote(const AppRecord& app) const override;

@@ -90,8 +90,11 @@ class Scheduler {
   virtual std::string StatusNote(const AppRecord& /*app*/) const { return ""; }
   // A client starts following the app's logs.
   virtual void OnFollow(const AppRecord& /*app*/) {}
-  // Before `list` answers: `ready` once this scheduler's apps are what params ask for.
-  virtual void BeforeList(const nlohmann::json& /*params*/, std::function<void(Result<void>)> ready) { ready({}); }
+  // Before `list` answers: `ready` once this scheduler's apps are what params ask for
+  // (`caller`: the uid asking, whose apps elsewhere a scheduler may find).
+  virtual void BeforeList(const nlohmann::json& /*params*/, uid_t /*caller*/, std::function<void(Result<void>)> ready) {
+    ready({});
+  }
   // The namespace `list` is narrowed to ("" = none).
   virtual std::string ListNamespace(const nlohmann::json& /*params*/) const { return ""; }
   // The admission queues (`torchx queue`), or null when this scheduler has none.

@@ -279,7 +279,7 @@ void Service::List(const json& params, const PeerInfo& peer, const Reply& reply)
   Scheduler* scheduler = only.empty() ? nullptr : SchedulerFor(only);
   if (scheduler == nullptr) return ListApps(params, peer, reply, "");
   // A remote scheduler may first have to learn what there is (a namespace's Jobs).
-  scheduler->BeforeList(params, [this, params, peer, reply, scheduler](Result<void> ready) {
+  scheduler->BeforeList(params, peer.uid, [this, params, peer, reply, scheduler](Result<void> ready) {
     if (!ready) return reply->Error(ready.error());
     ListApps(params, peer, reply, scheduler->ListNamespace(params));
   });

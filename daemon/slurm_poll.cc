@@ -75,7 +75,7 @@ void SlurmScheduler::Poll() {
     return;
   }
   CommandSpec spec;
-  spec.argv = {"squeue", "--noheader", "--states=all", "--jobs=" + ids, "--Format=" + std::string(slurm::kSqueueFields)};
+  spec.argv = {"squeue", "--noheader", "--states=all", "--jobs=" + ids, "--Format=" + slurm::SqueueFormat()};
   spec.env = options_.env;
   spec.timeout_seconds = options_.command_timeout_seconds;
   polling_ = true;

@@ -82,6 +82,7 @@ Result<void> SlurmScheduler::Load(const std::vector<StoredApp>& stored) {
     const json data = rec->scheduler_data.is_object() ? rec->scheduler_data : json::object();
     app->job_dir = data.value("job_dir", rec->cwd);
     app->cancel_requested = data.value("cancel_requested", false);
+    app->foreign = data.value("foreign", false);
     app->logs_done = data.value("logs_done", core::IsTerminal(rec->state));
     app->reason = data.value("reason", "");
     app->said_reason = app->reason;
@@ -316,6 +317,7 @@ void SlurmScheduler::Delete(AppRecord& rec, std::function<void(Result<core::AppS
     auto it = apps_.find(app_id);
     if (it == apps_.end()) return done(core::AppState::kUnknown);
     core::AppState last = it->second->rec->state;
+    if (it->second->foreign) dismissed_[app_id] = it->second->rec->owner_uid;  // not found again by `list`
     Forget(*it->second);
     done(last);
   };
@@ -351,7 +353,8 @@ Result<void> SlurmScheduler::Persist(SlurmApp& app) {
   }
   rec.scheduler_data = {{"job_dir", app.job_dir},          {"cancel_requested", app.cancel_requested},
                         {"logs_done", app.logs_done},      {"reason", app.reason},
-                        {"started", app.started},          {"logs", logs}};
+                        {"started", app.started},          {"logs", logs},
+                        {"foreign", app.foreign}};
   app.persisted_ms = core::UnixNowMs();
   auto ok = store_->PutApp(rec.scheduler, rec.app_id, static_cast<int>(rec.state), rec.created_ms, rec.ToJson());
   if (!ok) logging::error("store write failed app={} error={}", rec.app_id, ok.error().message);

@@ -66,6 +66,8 @@ class SlurmScheduler : public Scheduler {
   void PersistAll() override;
   size_t running_apps() const override;
   size_t app_count() const override { return apps_.size(); }
+  // Jobs of one user that `list` adopts, at most (the newest first).
+  static constexpr size_t kMaxForeignPerUser = 100;
   bool MoreOutputExpected(const AppRecord& app) const override;
   void BeforeLogRead(const AppRecord& app, std::function<void()> ready) override;
   std::string PendingReason(const AppRecord& app) const override { return PendingSummary(app); }
@@ -73,6 +75,9 @@ class SlurmScheduler : public Scheduler {
   std::string LogProblem(const AppRecord& app, const std::string& replica_key) const override;
   std::string StatusNote(const AppRecord& app) const override;
   void OnFollow(const AppRecord& app) override;
+  // `list -s slurm`: the caller's torchx-named jobs that Slurm holds (those submitted
+  // elsewhere too) become apps; one squeue per caller per poll period at most.
+  void BeforeList(const nlohmann::json& params, uid_t caller, std::function<void(Result<void>)> ready) override;
 
   // How many squeue runs this daemon made (tests, metrics).
   uint64_t polls() const { return polls_; }
@@ -90,6 +95,7 @@ class SlurmScheduler : public Scheduler {
     std::string reason;     // Slurm's last pending reason
     std::string said_reason;
     bool cancel_requested = false;
+    bool foreign = false;        // found by `list`, not submitted through this daemon
     bool logs_done = false;      // every replica's files were read to their end after it ended
     uint64_t read_ticket = 0;    // a FileWorker read is under way
     bool started = false;        // said "started" (first RUNNING)
@@ -118,6 +124,15 @@ class SlurmScheduler : public Scheduler {
   void EndApp(SlurmApp& app, core::AppState state, const std::string& msg);
   bool Unfinished(const SlurmApp& app) const;
 
+  // `list` (daemon/slurm_list.cc).
+  struct ListScan {
+    int64_t done_ms = -1;
+    bool running = false;
+    std::vector<std::function<void(Result<void>)>> waiters;
+  };
+  void OnListScan(uid_t caller, Result<CommandResult> result);
+  void Adopt(uid_t caller, const std::string& job_id, const std::vector<slurmbridge::SlurmComponent>& components);
+
   // Logs (daemon/slurm_logs.cc).
   void ReadLogs(SlurmApp& app);
   void OnLogsRead(const std::string& app_id, std::map<std::string, std::pair<std::string, std::string>> bytes,
@@ -144,6 +159,8 @@ class SlurmScheduler : public Scheduler {
   int64_t failing_since_ms_ = 0;
   std::string last_error_;
   uint64_t polls_ = 0;
+  std::map<uid_t, ListScan> list_scans_;
+  std::map<std::string, uid_t> dismissed_;  // foreign jobs deleted here, while Slurm still lists them
   std::vector<std::function<void()>> after_poll_;  // run once the next squeue was applied (cancel)
   bool shut_down_ = false;
   EventFeed* feed_ = nullptr;

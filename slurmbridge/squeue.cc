@@ -7,7 +7,10 @@
 namespace torchxd::slurmbridge {
 namespace {
 
-constexpr size_t kFixedFields = 12;  // those before the name
+constexpr const char* kFields[] = {"JobID",   "HetJobID", "HetJobOffset", "State",   "Reason",
+                                   "DerivedEC", "exit_code", "NodeList",   "UserName", "SubmitTime",
+                                   "StartTime", "EndTime",   "Name",       "WorkDir"};
+constexpr size_t kFieldCount = sizeof(kFields) / sizeof(kFields[0]);
 
 std::optional<int> Int(std::string_view s) {
   int v = 0;
@@ -19,15 +22,13 @@ std::optional<int> Int(std::string_view s) {
 std::optional<SlurmComponent> ReadLine(std::string_view line) {
   std::vector<std::string_view> f;
   size_t from = 0;
-  while (f.size() < kFixedFields) {
-    size_t bar = line.find('|', from);
-    if (bar == std::string_view::npos) return std::nullopt;
-    f.push_back(line.substr(from, bar - from));
-    from = bar + 1;
+  while (f.size() < kFieldCount) {
+    size_t end = line.find(kFieldEnd, from);
+    if (end == std::string_view::npos) return std::nullopt;
+    f.push_back(line.substr(from, end - from));
+    from = end + 1;
   }
-  std::string_view name = line.substr(from);
-  if (name.empty() || name.back() != '|') return std::nullopt;
-  name.remove_suffix(1);
+  if (from != line.size()) return std::nullopt;
   auto id = Int(f[0]);
   auto het = Int(f[1]);
   auto offset = Int(f[2]);
@@ -46,11 +47,21 @@ std::optional<SlurmComponent> ReadLine(std::string_view line) {
   c.submit_time = std::string(f[9]);
   c.start_time = std::string(f[10]);
   c.end_time = std::string(f[11]);
-  c.name = std::string(name);
+  c.name = std::string(f[12]);
+  c.work_dir = std::string(f[13]);
   return c;
 }
 
 }  // namespace
+
+std::string SqueueFormat() {
+  std::string out;
+  for (const char* f : kFields) {
+    if (!out.empty()) out += ",";
+    out += std::string(f) + ":" + kFieldEnd;
+  }
+  return out;
+}
 
 std::vector<SlurmComponent> ReadSqueue(std::string_view text, size_t max_lines) {
   std::vector<SlurmComponent> out;

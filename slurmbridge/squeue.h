@@ -18,10 +18,11 @@
 
 namespace torchxd::slurmbridge {
 
-// squeue's --Format for ReadSqueue (the name last: the one free-text field).
-inline constexpr std::string_view kSqueueFields =
-    "JobID:|,HetJobID:|,HetJobOffset:|,State:|,Reason:|,DerivedEC:|,exit_code:|,NodeList:|,UserName:|,"
-    "SubmitTime:|,StartTime:|,EndTime:|,Name:|";
+// The separator after each of squeue's fields (ASCII unit separator: no
+// name or path a user picks holds it; a line that does not read is skipped).
+inline constexpr char kFieldEnd = '\x1f';
+// squeue's --Format for ReadSqueue, each field followed by kFieldEnd.
+std::string SqueueFormat();
 
 struct SlurmComponent {
   std::string job_id;      // the job (its het leader's id; its own for a plain job)
@@ -34,6 +35,7 @@ struct SlurmComponent {
   std::string user;
   std::string submit_time, start_time, end_time;  // Slurm's local times, "N/A"/"Unknown" when none
   std::string name;        // "<role>-<replica>" for TorchX's jobs
+  std::string work_dir;    // where it runs (and TorchX's log files are)
 };
 
 // One component per line; lines that do not read are skipped. At most `max_lines` are read.

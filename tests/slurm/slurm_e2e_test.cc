@@ -213,5 +213,35 @@ TEST_F(SlurmE2eTest, OneSqueuePerPollPeriodWhateverTheStatusCalls) {
   EXPECT_EQ(Torchx({"cancel", h}).exit_code, 0);
 }
 
+TEST_F(SlurmE2eTest, ListShowsTheUsersTorchxJobsSubmittedElsewhere) {
+  // TorchX's own way: the dry run's script handed to sbatch by hand, in another directory.
+  auto dry = Torchx({"run", "--dryrun", "-s", "slurm", "utils.echo", "--msg", "from-elsewhere"});
+  ASSERT_EQ(dry.exit_code, 0) << dry.err;
+  std::string script = dry.out.substr(dry.out.find("#!/bin/bash"));
+  fs::create_directories(dir_ / "elsewhere");
+  {
+    std::ofstream w(dir_ / "elsewhere/job.sh");
+    w << script;
+  }
+  std::string env = "cd " + Quote((dir_ / "elsewhere").string()) + " && SLURM_CONF=" + Quote(g_conf) + " ";
+  auto sb = RunShell(env + "sbatch --parsable job.sh", (dir_ / "sb.err").string());
+  ASSERT_EQ(sb.exit_code, 0) << sb.err;
+  std::string job = sb.out.substr(0, sb.out.find('\n'));
+  auto plain = RunShell(env + "sbatch --parsable --job-name=notorchx --wrap true", (dir_ / "sb2.err").string());
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  std::string plain_job = plain.out.substr(0, plain.out.find('\n'));
+  std::string h = "slurm://torchx/" + job;
+  auto list = Torchx({"list", "-s", "slurm"});
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  EXPECT_THAT(list.out, HasSubstr(h));
+  EXPECT_THAT(list.out, ::testing::Not(HasSubstr("slurm://torchx/" + plain_job + " ")));
+  ASSERT_TRUE(WaitForState(h, "SUCCEEDED")) << Torchx({"status", h}).out;
+  EXPECT_TRUE(WaitUntil([&] { return Torchx({"log", h}).out.find("echo/0 from-elsewhere") != std::string::npos; }, 10))
+      << Torchx({"log", h}).out;
+  // Deleted here, it is not found again while Slurm still lists it.
+  EXPECT_EQ(Torchx({"delete", h}).exit_code, 0);
+  EXPECT_THAT(Torchx({"list", "-s", "slurm"}).out, ::testing::Not(HasSubstr(h + " ")));
+}
+
 }  // namespace
 }  // namespace torchxd::testing

@@ -109,20 +109,28 @@ TEST(SbatchScript, VersionAndPartitionProbes) {
   EXPECT_EQ(ReplicaLogName("12", "trainer-0", true), "slurm-12-trainer-0.err");
 }
 
+// A squeue line: the fields of SqueueFormat, each followed by the separator.
+std::string Line(const std::vector<std::string>& fields) {
+  std::string out;
+  for (const auto& f : fields) out += f + kFieldEnd;
+  return out + "\n";
+}
+
 TEST(Squeue, ReadsHetComponentsAndPlainJobs) {
+  EXPECT_THAT(SqueueFormat(), ::testing::StartsWith(std::string("JobID:") + kFieldEnd + ",HetJobID:"));
   std::string text =
-      "3|3|0|15|36608|FAILED|NonZeroExitCode|node1|alice|2026-11-28T04:56:30|2026-11-28T04:56:30|2026-11-28T04:56:31|a-0|\n";
-  // The fields in kSqueueFields order: JobID, HetJobID, HetJobOffset, State, Reason, DerivedEC, exit_code, ...
-  text = "3|3|0|FAILED|NonZeroExitCode|15|36608|node1|alice|S|B|E|a-0|\n"
-         "4|3|1|FAILED|NonZeroExitCode|768|36608|node2|alice|S|B|E|b|c-0|\n"
-         "9|0|N/A|PENDING|Resources|0|0||bob|S|N/A|N/A|solo|\n"
-         "garbage\n"
-         "x|0|0|PENDING|None|0|0||bob|S|N/A|N/A|bad id|\n";
+      Line({"3", "3", "0", "FAILED", "NonZeroExitCode", "15", "36608", "node1", "alice", "S", "B", "E", "a-0", "/w"}) +
+      Line({"4", "3", "1", "FAILED", "NonZeroExitCode", "768", "36608", "node2", "alice", "S", "B", "E", "b|c-0", "/w d"}) +
+      Line({"9", "0", "N/A", "PENDING", "Resources", "0", "0", "", "bob", "S", "N/A", "N/A", "solo", "/"}) +
+      "garbage\n" +
+      Line({"x", "0", "0", "PENDING", "None", "0", "0", "", "bob", "S", "N/A", "N/A", "bad id", "/"}) +
+      Line({"5", "0", "0", "PENDING", "None", "0", "0", "", "bob", "S", "N/A", "N/A", "short"});
   auto jobs = ByJob(ReadSqueue(text));
   ASSERT_EQ(jobs.size(), 2u);
   ASSERT_EQ(jobs["3"].size(), 2u);
   EXPECT_EQ(jobs["3"][1].offset, 1);
-  EXPECT_EQ(jobs["3"][1].name, "b|c-0");  // the name is last and may hold the separator
+  EXPECT_EQ(jobs["3"][1].name, "b|c-0");
+  EXPECT_EQ(jobs["3"][1].work_dir, "/w d");
   EXPECT_EQ(DecodeWaitStatus(*jobs["3"][1].derived_status).exit_code, 3);
   EXPECT_EQ(DecodeWaitStatus(*jobs["3"][0].derived_status).signal, 15);
   EXPECT_EQ(jobs["9"][0].offset, 0);
