@@ -240,6 +240,7 @@ Result<void> Daemon::Prepare() {
   sopts.log_dir = config_.log_dir;
   sopts.log_max_bytes = opts.log_max_bytes;
   sopts.poll_seconds = config_.slurm_poll;
+  sopts.cache_size = config_.cache_size;
   for (char** e = environ; *e != nullptr; ++e) {
     std::string kv(*e);
     size_t eq = kv.find('=');

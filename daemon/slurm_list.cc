@@ -80,6 +80,7 @@ void SlurmScheduler::OnListScan(uid_t caller, Result<CommandResult> r) {
     Adopt(caller, id, components);
     ++adopted;
   }
+  MakeRoom(caller);
   for (auto& w : waiters) w({});
 }
 

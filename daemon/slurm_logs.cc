@@ -135,6 +135,9 @@ void SlurmScheduler::ReadLogs(SlurmApp& app) {
       if (ended && !more && !a.read_again && !a.logs_done) {
         a.logs_done = true;
         for (const auto& w : wants) logs_->EndAttempt(rec, w.key, now);  // a last line without its newline
+        logs_->Enforce();
+        room_wanted_.insert(rec.owner_uid);
+        PollSoon();  // which makes that room, outside this read's continuation
       }
       if (wrote || problem_changed || a.logs_done) {
         logs_->Notify(AppKey(rec));

@@ -45,6 +45,12 @@ bool SlurmScheduler::MoreOutputExpected(const AppRecord& rec) const {
 
 void SlurmScheduler::PollSoon() { SchedulePoll(0); }
 
+void SlurmScheduler::MakeRoomWanted() {
+  auto room = std::move(room_wanted_);
+  room_wanted_.clear();
+  for (uid_t uid : room) MakeRoom(uid);
+}
+
 void SlurmScheduler::SchedulePoll(double seconds) {
   if (shut_down_ || !poll_timer_) return;
   if (polling_) {
@@ -69,6 +75,7 @@ void SlurmScheduler::Poll() {
     if (core::IsTerminal(app->rec->state) && !app->logs_done) ReadLogs(*app);
   }
   if (ids.empty()) {
+    MakeRoomWanted();
     auto after = std::move(after_poll_);
     after_poll_.clear();
     for (auto& f : after) f();
@@ -119,6 +126,7 @@ void SlurmScheduler::OnSqueue(Result<CommandResult> r) {
   for (auto& [id, app] : apps_) {
     if (!core::IsTerminal(app->rec->state)) ids.push_back(id);
   }
+  std::vector<std::string> lost;
   for (const auto& id : ids) {
     auto it = apps_.find(id);
     if (it == apps_.end()) continue;
@@ -128,9 +136,11 @@ void SlurmScheduler::OnSqueue(Result<CommandResult> r) {
       app.missing_polls = 0;
       Apply(app, found->second);
     } else if (++app.missing_polls >= kMissingPollsGone) {
-      Gone(app);
+      lost.push_back(id);
     }
   }
+  if (!lost.empty()) AskSacct(lost);
+  MakeRoomWanted();
   bool more = false;
   for (auto& [id, app] : apps_) more = more || !core::IsTerminal(app->rec->state) || !app->logs_done;
   if (poll_wanted_) {
@@ -255,12 +265,47 @@ void SlurmScheduler::Apply(SlurmApp& app, const std::vector<slurm::SlurmComponen
   if (changed) Changed(app);
 }
 
-void SlurmScheduler::Gone(SlurmApp& app) {
+// Jobs slurmctld no longer lists (it forgets ended jobs after MinJobAge):
+// Slurm's accounting tells how they ended, where it is kept.
+void SlurmScheduler::AskSacct(const std::vector<std::string>& ids) {
+  if (sacct_running_) return;
+  sacct_running_ = true;
+  CommandSpec spec;
+  spec.argv = {"sacct", "--noheader", "--parsable2", "--allocations", std::string("--delimiter=") + slurm::kFieldEnd,
+               "--format=" + slurm::SacctFields(), "--jobs=" + core::Join(ids, ",")};
+  spec.env = options_.env;
+  spec.timeout_seconds = options_.command_timeout_seconds;
+  commands_.Run(std::move(spec), [this, ids](Result<CommandResult> r) {
+    sacct_running_ = false;
+    if (shut_down_) return;
+    std::map<std::string, std::vector<slurm::SlurmComponent>> jobs;
+    std::string why;
+    if (r && r->ok()) {
+      jobs = slurm::ByJob(slurm::ReadSacct(r->out));
+      why = "nor does its accounting (sacct)";
+    } else if (r && slurm::AccountingOff(r->err)) {
+      why = "and its accounting is off, so how it ended is not known";
+    } else {
+      why = "and sacct could not tell how it ended: " + (r ? "sacct " + r->Describe() : r.error().message);
+    }
+    for (const auto& id : ids) {
+      auto it = apps_.find(id);
+      if (it == apps_.end() || core::IsTerminal(it->second->rec->state)) continue;
+      auto found = jobs.find(id);
+      if (found != jobs.end()) {
+        Apply(*it->second, found->second);
+        if (core::IsTerminal(it->second->rec->state)) continue;
+      }
+      Gone(*it->second, why);
+    }
+  });
+}
+
+void SlurmScheduler::Gone(SlurmApp& app, const std::string& why) {
   AppRecord& rec = *app.rec;
   if (app.cancel_requested) return EndApp(app, core::AppState::kCancelled, "cancelled");
   EndApp(app, core::AppState::kUnknown,
-         "Slurm no longer knows job " + rec.app_id +
-             " (it ended while torchxd was not watching, longer ago than slurmctld's MinJobAge)");
+         "Slurm no longer knows job " + rec.app_id + " (it ended longer ago than slurmctld's MinJobAge), " + why);
 }
 
 void SlurmScheduler::EndApp(SlurmApp& app, core::AppState state, const std::string& msg) {

@@ -264,7 +264,9 @@ void SlurmScheduler::Record(std::shared_ptr<Submission> s, const std::string& jo
             (a.rec->replicas.size() == 1 ? " het group" : " het groups") + ", logs in " + a.job_dir,
         {{"replicas", a.rec->replicas.size()}, {"scheduler", "slurm"}, {"job", job_id}, {"dir", a.job_dir}});
   PollSoon();
-  s->done(a.rec.get());
+  uid_t owner = a.rec->owner_uid;
+  s->done(static_cast<const AppRecord*>(a.rec.get()));
+  MakeRoom(owner);
 }
 
 AppRecord* SlurmScheduler::Find(const std::string& scheduler, const std::string& app_id) {
@@ -369,6 +371,28 @@ void SlurmScheduler::Changed(SlurmApp& app) {
   auto waiters = std::move(app.waiters);
   app.waiters.clear();
   for (auto& w : waiters) w(*app.rec);
+}
+
+void SlurmScheduler::MakeRoom(uid_t uid) {
+  size_t mine = 0;
+  for (const auto& [id, app] : apps_) mine += app->rec->owner_uid == uid;
+  while (mine > options_.cache_size) {
+    SlurmApp* victim = nullptr;
+    auto key = [](const SlurmApp& a) { return std::make_pair(!a.foreign, a.rec->ended_ms.value_or(0)); };
+    for (auto& [id, app] : apps_) {
+      const AppRecord& rec = *app->rec;
+      if (rec.owner_uid != uid || !core::IsTerminal(rec.state) || !app->logs_done || !app->waiters.empty() ||
+          app->read_ticket != 0) {
+        continue;
+      }
+      if (victim == nullptr || key(*app) < key(*victim)) victim = app.get();
+    }
+    if (victim == nullptr) return;  // the rest are unfinished
+    logging::info("evicting app app={} foreign={}", victim->rec->app_id, victim->foreign);
+    if (victim->foreign) dismissed_[victim->rec->app_id] = uid;
+    Forget(*victim);
+    --mine;
+  }
 }
 
 void SlurmScheduler::Forget(SlurmApp& app) {

@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,9 @@ struct SlurmSchedulerOptions {
   double poll_seconds = 2.0;       // squeue's period while jobs are unfinished (--slurm-poll)
   double max_backoff_seconds = 60;  // the longest wait between tries while slurmctld does not answer
   double command_timeout_seconds = 60;
+  // Apps each user keeps (--cache-size): their oldest finished go first, those
+  // `list` found before their own; unfinished ones are never evicted.
+  size_t cache_size = 100;
   std::map<std::string, std::string> env;  // the daemon's own, for squeue (SLURM_CONF, PATH)
 };
 
@@ -120,7 +124,8 @@ class SlurmScheduler : public Scheduler {
   void Poll();
   void OnSqueue(Result<CommandResult> result);
   void Apply(SlurmApp& app, const std::vector<slurmbridge::SlurmComponent>& components);
-  void Gone(SlurmApp& app);  // Slurm no longer knows the job
+  void AskSacct(const std::vector<std::string>& ids);
+  void Gone(SlurmApp& app, const std::string& why);  // Slurm no longer knows the job
   void EndApp(SlurmApp& app, core::AppState state, const std::string& msg);
   bool Unfinished(const SlurmApp& app) const;
 
@@ -143,6 +148,8 @@ class SlurmScheduler : public Scheduler {
   void Changed(SlurmApp& app);
   [[nodiscard]] Result<void> Persist(SlurmApp& app);
   void Forget(SlurmApp& app);
+  void MakeRoom(uid_t uid);
+  void MakeRoomWanted();
   std::optional<LogStore::Candidate> OldestEvictableLogs();
 
   uv_loop_t* loop_;
@@ -154,12 +161,14 @@ class SlurmScheduler : public Scheduler {
   std::map<std::string, std::unique_ptr<SlurmApp>> apps_;  // by job id
   UvHandle<uv_timer_t> poll_timer_;
   bool polling_ = false;        // a squeue runs
+  bool sacct_running_ = false;
   bool poll_wanted_ = false;    // asked for while one ran
   int failures_ = 0;            // squeue failures in a row
   int64_t failing_since_ms_ = 0;
   std::string last_error_;
   uint64_t polls_ = 0;
   std::map<uid_t, ListScan> list_scans_;
+  std::set<uid_t> room_wanted_;  // users whose finished apps may now be evicted (at the next poll)
   std::map<std::string, uid_t> dismissed_;  // foreign jobs deleted here, while Slurm still lists them
   std::vector<std::function<void()>> after_poll_;  // run once the next squeue was applied (cancel)
   bool shut_down_ = false;

@@ -63,6 +63,72 @@ std::string SqueueFormat() {
   return out;
 }
 
+std::string SacctFields() { return "JobID,State,ExitCode,DerivedExitCode,NodeList,User,JobName,WorkDir"; }
+
+namespace {
+
+// sacct's "E:S" (exit code, signal) as a wait status.
+std::optional<int> ExitPair(std::string_view s) {
+  size_t colon = s.find(':');
+  if (colon == std::string_view::npos) return std::nullopt;
+  auto code = Int(s.substr(0, colon));
+  auto sig = Int(s.substr(colon + 1));
+  if (!code || !sig || *code < 0 || *code > 255 || *sig < 0 || *sig > 127) return std::nullopt;
+  return *sig != 0 ? *sig : *code << 8;
+}
+
+std::optional<SlurmComponent> ReadSacctLine(std::string_view line) {
+  std::vector<std::string_view> f;
+  size_t from = 0;
+  for (int i = 0; i < 7; ++i) {
+    size_t end = line.find(kFieldEnd, from);
+    if (end == std::string_view::npos) return std::nullopt;
+    f.push_back(line.substr(from, end - from));
+    from = end + 1;
+  }
+  f.push_back(line.substr(from));  // WorkDir, last, with no separator after it
+  std::string_view id = f[0];
+  if (id.find('.') != std::string_view::npos) return std::nullopt;  // a step
+  SlurmComponent c;
+  size_t plus = id.find('+');
+  auto job = Int(id.substr(0, plus));
+  if (!job || *job <= 0) return std::nullopt;
+  c.job_id = std::to_string(*job);
+  if (plus != std::string_view::npos) {
+    auto offset = Int(id.substr(plus + 1));
+    if (!offset || *offset < 0) return std::nullopt;
+    c.offset = *offset;
+  }
+  std::string_view state = f[1].substr(0, f[1].find(' '));  // "CANCELLED by 1000"
+  if (state.empty()) return std::nullopt;
+  c.state = std::string(state);
+  c.reason = "None";
+  c.status = ExitPair(f[2]);
+  c.derived_status = ExitPair(f[3]);
+  c.nodes = std::string(f[4]);
+  c.user = std::string(f[5]);
+  c.name = std::string(f[6]);
+  c.work_dir = std::string(f[7]);
+  return c;
+}
+
+}  // namespace
+
+std::vector<SlurmComponent> ReadSacct(std::string_view text, size_t max_lines) {
+  std::vector<SlurmComponent> out;
+  size_t from = 0, lines = 0;
+  while (from < text.size() && lines < max_lines) {
+    size_t nl = text.find('\n', from);
+    std::string_view line = text.substr(from, nl == std::string_view::npos ? std::string_view::npos : nl - from);
+    from = nl == std::string_view::npos ? text.size() : nl + 1;
+    ++lines;
+    if (auto c = ReadSacctLine(line)) out.push_back(std::move(*c));
+  }
+  return out;
+}
+
+bool AccountingOff(std::string_view err) { return err.find("accounting storage is disabled") != std::string_view::npos; }
+
 std::vector<SlurmComponent> ReadSqueue(std::string_view text, size_t max_lines) {
   std::vector<SlurmComponent> out;
   size_t from = 0;

@@ -41,6 +41,14 @@ struct SlurmComponent {
 // One component per line; lines that do not read are skipped. At most `max_lines` are read.
 std::vector<SlurmComponent> ReadSqueue(std::string_view text, size_t max_lines = 100000);
 
+// sacct's view of ended jobs (Slurm's accounting: what slurmctld forgot):
+// `sacct --noheader --parsable2 --allocations --delimiter=<kFieldEnd> -o <SacctFields()> -j IDS`,
+// one line per job or het component ("123+1"); steps are not asked for.
+std::string SacctFields();
+std::vector<SlurmComponent> ReadSacct(std::string_view text, size_t max_lines = 100000);
+// sacct's "Slurm accounting storage is disabled" (nothing to ask).
+bool AccountingOff(std::string_view sacct_stderr);
+
 // A job's components by job id, in group order.
 std::map<std::string, std::vector<SlurmComponent>> ByJob(std::vector<SlurmComponent> components);
 

@@ -1,4 +1,4 @@
-// Fuzz target: squeue's parsable output (what a Slurm, or a squeue on the
+// Fuzz target: squeue's and sacct's parsable output (what a Slurm, or a squeue on the
 // daemon's PATH, prints) read back: every component read names a job and a
 // group, the replica names parse or not, the wait statuses decode.
 #include <cstddef>
@@ -20,5 +20,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (c.derived_status) (void)torchxd::slurmbridge::DecodeWaitStatus(*c.derived_status);
   }
   (void)torchxd::slurmbridge::ByJob(std::move(components));
+  for (const auto& c : torchxd::slurmbridge::ReadSacct(text, 1000)) {
+    TORCHXD_CHECK(!c.job_id.empty() && c.offset >= 0);
+    if (c.derived_status) (void)torchxd::slurmbridge::DecodeWaitStatus(*c.derived_status);
+  }
   return 0;
 }

@@ -243,5 +243,36 @@ TEST_F(SlurmE2eTest, ListShowsTheUsersTorchxJobsSubmittedElsewhere) {
   EXPECT_THAT(Torchx({"list", "-s", "slurm"}).out, ::testing::Not(HasSubstr(h + " ")));
 }
 
+TEST_F(SlurmE2eTest, EachUserKeepsCacheSizeAppsTheOldestFinishedGoFirst) {
+  StartOwnDaemon("--slurm-poll 0.5 --cache-size 2");
+  std::vector<std::string> handles;
+  for (int i = 0; i < 3; ++i) {
+    handles.push_back(Run({"utils.echo", "--msg", "n" + std::to_string(i)}));
+    ASSERT_TRUE(WaitForState(handles.back(), "SUCCEEDED")) << Torchx({"status", handles.back()}).out;
+  }
+  EXPECT_TRUE(WaitUntil([&] { return Torchx({"status", handles[0]}).exit_code != 0; }, 10))
+      << "the oldest finished app is kept: " << Torchx({"list"}).out;
+  EXPECT_EQ(Torchx({"status", handles[2]}).exit_code, 0);
+  EXPECT_THAT(Torchx({"log", handles[2]}).out, HasSubstr("n2"));
+}
+
+TEST_F(SlurmE2eTest, AJobSlurmForgotAsksSacctThenEndsUnknownSayingWhy) {
+  // squeue on the daemon's PATH that lists nothing once told to: slurmctld forgot the job.
+  fs::create_directories(dir_ / "bin");
+  {
+    std::ofstream w(dir_ / "bin/squeue");
+    w << "#!/bin/sh\n[ -f " << Quote((dir_ / "forget").string()) << " ] && exit 0\nexec /usr/bin/squeue \"$@\"\n";
+  }
+  fs::permissions(dir_ / "bin/squeue", fs::perms::owner_all);
+  StartOwnDaemon("--slurm-poll 0.5", (dir_ / "bin").string());
+  std::string h = Run({"utils.sh", "sleep", "30"});
+  ASSERT_TRUE(WaitForState(h, "RUNNING")) << Torchx({"status", h}).out;
+  { std::ofstream touch(dir_ / "forget"); }
+  ASSERT_TRUE(WaitForState(h, "UNKNOWN", 15)) << Torchx({"status", h}).out;
+  // This cluster keeps no accounting: sacct cannot tell, and the msg says so.
+  EXPECT_THAT(Torchx({"status", h}).out, HasSubstr("accounting is off"));
+  RunShell("SLURM_CONF=" + Quote(g_conf) + " scancel " + h.substr(h.rfind('/') + 1), (dir_ / "sc.err").string());
+}
+
 }  // namespace
 }  // namespace torchxd::testing

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "core/text.h"
 #include "slurmbridge/squeue.h"
 
 namespace torchxd::slurmbridge {
@@ -136,6 +137,26 @@ TEST(Squeue, ReadsHetComponentsAndPlainJobs) {
   EXPECT_EQ(jobs["9"][0].offset, 0);
   EXPECT_EQ(jobs["9"][0].reason, "Resources");
   EXPECT_EQ(ReadSqueue(text, 1).size(), 1u);
+}
+
+TEST(Sacct, ReadsEndedComponentsNotSteps) {
+  auto sep = std::string(1, kFieldEnd);
+  auto line = [&](std::vector<std::string> f) { return ::torchxd::core::Join(f, sep) + "\n"; };
+  std::string text = line({"12+0", "COMPLETED", "0:0", "0:0", "n1", "alice", "trainer-0", "/w"}) +
+                     line({"12+0.batch", "COMPLETED", "0:0", "", "n1", "", "batch", ""}) +
+                     line({"12+1", "CANCELLED by 1000", "0:15", "3:0", "n2", "alice", "trainer-1", "/w"}) +
+                     line({"12+1.0", "FAILED", "3:0", "", "n2", "", "bash", ""}) +
+                     line({"13", "FAILED", "1:0", "0:9", "n1", "bob", "solo", "/x|y"}) +
+                     line({"x", "FAILED", "1:0", "0:9", "n1", "bob", "bad", "/"}) + "short\n";
+  auto jobs = ByJob(ReadSacct(text));
+  ASSERT_EQ(jobs.size(), 2u);
+  ASSERT_EQ(jobs["12"].size(), 2u);
+  EXPECT_EQ(jobs["12"][1].state, "CANCELLED");
+  EXPECT_EQ(jobs["12"][1].offset, 1);
+  EXPECT_EQ(DecodeWaitStatus(*jobs["12"][1].derived_status).exit_code, 3);
+  EXPECT_EQ(DecodeWaitStatus(*jobs["13"][0].derived_status).signal, 9);
+  EXPECT_EQ(jobs["13"][0].work_dir, "/x|y");
+  EXPECT_TRUE(AccountingOff("sacct: error: Slurm accounting storage is disabled"));
 }
 
 TEST(Squeue, StatesAndNames) {
