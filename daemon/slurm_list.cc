@@ -6,8 +6,6 @@
 // at most kMaxForeignPerUser of a user's are adopted.
 #include <pwd.h>
 
-#include <ctime>
-
 #include "core/log.h"
 #include "daemon/slurm_scheduler.h"
 
@@ -15,20 +13,6 @@ namespace torchxd::daemon {
 
 namespace slurm = slurmbridge;
 
-namespace {
-
-// Slurm's "2026-11-28T04:56:30" (local time) in ms; nothing when it is not a time.
-std::optional<int64_t> SlurmTimeMs(const std::string& s) {
-  struct tm tm{};
-  const char* end = ::strptime(s.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
-  if (end == nullptr || *end != '\0') return std::nullopt;
-  tm.tm_isdst = -1;
-  time_t t = ::mktime(&tm);
-  if (t == static_cast<time_t>(-1)) return std::nullopt;
-  return int64_t{t} * 1000;
-}
-
-}  // namespace
 
 void SlurmScheduler::BeforeList(const nlohmann::json&, uid_t caller, std::function<void(Result<void>)> ready) {
   if (shut_down_) return ready(Fail(Error::Unavailable("torchxd is stopping")));
@@ -94,7 +78,7 @@ void SlurmScheduler::Adopt(uid_t caller, const std::string& job_id, const std::v
   struct passwd* found = nullptr;
   std::vector<char> buf(16384);
   rec->owner_gid = ::getpwuid_r(caller, &pw, buf.data(), buf.size(), &found) == 0 && found != nullptr ? pw.pw_gid : caller;
-  rec->created_ms = SlurmTimeMs(components.front().submit_time).value_or(core::UnixNowMs());
+  rec->created_ms = slurm::SlurmTimeMs(components.front().submit_time).value_or(core::UnixNowMs());
   rec->state = core::AppState::kUnknown;
   rec->log_max_bytes = options_.log_max_bytes;
   rec->app_log_dir = options_.log_dir + "/slurm/" + rec->session + "/" + job_id;

@@ -196,7 +196,7 @@ void SlurmScheduler::Apply(SlurmApp& app, const std::vector<slurm::SlurmComponen
     }
     if (state == core::AppState::kRunning) {
       if (r->attempt == 0) r->attempt = 1;
-      r->start_ms = core::UnixNowMs();
+      r->start_ms = slurm::SlurmTimeMs(c.start_time).value_or(core::UnixNowMs());
       logs_->BeginAttempt(rec, key, r->log_dir, r->attempt, std::nullopt);
       Event(rec, "started", "started on " + (host.empty() ? std::string("its node") : host) + " (attempt " +
                                 std::to_string(r->attempt) + ")",
@@ -205,7 +205,8 @@ void SlurmScheduler::Apply(SlurmApp& app, const std::vector<slurm::SlurmComponen
     r->state = state;
     changed = true;
     if (core::IsTerminal(state)) {
-      r->end_ms = core::UnixNowMs();
+      r->end_ms = slurm::SlurmTimeMs(c.end_time).value_or(core::UnixNowMs());
+      if (!r->start_ms) r->start_ms = slurm::SlurmTimeMs(c.start_time);
       if (r->attempt == 0 && state != core::AppState::kCancelled) r->attempt = 1;  // it ran between two polls
       if (c.derived_status) {
         auto w = slurm::DecodeWaitStatus(*c.derived_status);
@@ -243,6 +244,9 @@ void SlurmScheduler::Apply(SlurmApp& app, const std::vector<slurm::SlurmComponen
   if ((state == core::AppState::kRunning || ran) && !app.started) {
     app.started = true;
     rec.started_ms = core::UnixNowMs();
+    for (const auto& x : rec.replicas) {
+      if (x.start_ms) rec.started_ms = std::min(*rec.started_ms, *x.start_ms);
+    }
   }
   if (core::IsTerminal(state)) {
     std::string msg;
@@ -317,7 +321,9 @@ void SlurmScheduler::EndApp(SlurmApp& app, core::AppState state, const std::stri
   }
   rec.state = state;
   rec.msg = msg;
-  rec.ended_ms = core::UnixNowMs();
+  rec.ended_ms = 0;
+  for (const auto& r : rec.replicas) rec.ended_ms = std::max(*rec.ended_ms, r.end_ms.value_or(0));
+  if (*rec.ended_ms == 0) rec.ended_ms = core::UnixNowMs();
   app.reason.clear();
   Event(rec, "ended", std::string(core::AppStateName(state)) + (msg.empty() ? "" : ": " + msg),
         {{"state", core::AppStateName(state)}});

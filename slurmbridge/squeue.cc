@@ -1,6 +1,7 @@
 #include "slurmbridge/squeue.h"
 
 #include <charconv>
+#include <ctime>
 
 #include "core/text.h"
 
@@ -189,6 +190,16 @@ WaitStatus DecodeWaitStatus(int status) {
     w.signal = status & 0x7f;
   }
   return w;
+}
+
+std::optional<int64_t> SlurmTimeMs(const std::string& s) {
+  struct tm tm{};
+  const char* end = ::strptime(s.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
+  if (end == nullptr || *end != '\0') return std::nullopt;
+  tm.tm_isdst = -1;
+  time_t t = ::mktime(&tm);
+  if (t == static_cast<time_t>(-1)) return std::nullopt;
+  return int64_t{t} * 1000;
 }
 
 bool NoneKnown(std::string_view err) { return err.find("Invalid job id specified") != std::string_view::npos; }

@@ -65,6 +65,10 @@ struct WaitStatus {
 };
 WaitStatus DecodeWaitStatus(int status);
 
+// Slurm's "2026-11-28T04:56:30" (the local time its commands print) in ms
+// since the epoch; nothing for "N/A", "Unknown" or anything not a time.
+std::optional<int64_t> SlurmTimeMs(const std::string& s);
+
 // squeue's "slurm_load_jobs error: Invalid job id specified": no job asked for is known.
 bool NoneKnown(std::string_view squeue_stderr);
 

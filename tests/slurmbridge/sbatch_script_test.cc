@@ -173,6 +173,13 @@ TEST(Squeue, StatesAndNames) {
   EXPECT_EQ(ReasonText("PartitionDown"), "PartitionDown: its partition is DOWN");
   EXPECT_EQ(ReasonText("SomethingNew"), "SomethingNew");
   EXPECT_TRUE(NoneKnown("slurm_load_jobs error: Invalid job id specified\n"));
+  auto a = SlurmTimeMs("2026-11-28T04:56:30");
+  auto b = SlurmTimeMs("2026-11-28T04:56:31");
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(*b - *a, 1000);
+  EXPECT_FALSE(SlurmTimeMs("N/A"));
+  EXPECT_FALSE(SlurmTimeMs("Unknown"));
+  EXPECT_FALSE(SlurmTimeMs("2026-11-28T04:56:30x"));
 }
 
 }  // namespace
