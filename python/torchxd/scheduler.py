@@ -2,7 +2,7 @@
 
 ``torchxd`` runs the app as torchxd's ``local_cwd`` (processes on this box,
 ``-cfg`` as ``torchx runopts local_cwd`` of torchxd); ``torchxd_docker`` and
-``torchxd_kubernetes`` as its ``local_docker`` and ``kubernetes``. The AppDef
+``torchxd_kubernetes`` and ``torchxd_slurm`` as its ``local_docker``, ``kubernetes`` and ``slurm``. The AppDef
 TorchX materialized is sent as torchxd's AppDef JSON (macros unexpanded: the
 daemon applies them), and every later call (describe, logs, list, cancel,
 delete) asks the daemon, so the job outlives the process that submitted it and
@@ -20,7 +20,8 @@ from torchx.specs import AppDef, AppDryRunInfo, AppState, Resource, Role, RoleSt
 from torchxd.client import DaemonClient, DaemonError
 
 # TorchX scheduler name -> the daemon's scheduler.
-DAEMON_SCHEDULERS = {"torchxd": "local_cwd", "torchxd_docker": "local_docker", "torchxd_kubernetes": "kubernetes"}
+DAEMON_SCHEDULERS = {"torchxd": "local_cwd", "torchxd_docker": "local_docker", "torchxd_kubernetes": "kubernetes",
+                     "torchxd_slurm": "slurm"}
 
 _TYPES = {"str": str, "int": int, "float": float, "bool": bool, "list[str]": List[str], "dict[str, str]": Dict[str, str]}
 
@@ -236,3 +237,7 @@ def create_docker_scheduler(session_name: str, **kwargs: Any) -> TorchxdSchedule
 
 def create_kubernetes_scheduler(session_name: str, **kwargs: Any) -> TorchxdScheduler:
     return TorchxdScheduler(session_name, "torchxd_kubernetes")
+
+
+def create_slurm_scheduler(session_name: str, **kwargs: Any) -> TorchxdScheduler:
+    return TorchxdScheduler(session_name, "torchxd_slurm")

@@ -82,7 +82,7 @@ class PluginTest(unittest.TestCase):
 
     def test_the_schedulers_are_registered_beside_torchxs_own(self):
         names = self.py("from torchx.schedulers import get_scheduler_factories as f; print(sorted(f()))")
-        for name in ("torchxd", "torchxd_docker", "torchxd_kubernetes", "local_cwd", "kubernetes"):
+        for name in ("torchxd", "torchxd_docker", "torchxd_kubernetes", "torchxd_slurm", "local_cwd", "kubernetes", "slurm"):
             self.assertIn(f"'{name}'", names)
 
     def test_a_job_outlives_the_script_that_ran_it_and_another_attaches(self):

@@ -29,6 +29,13 @@ def torchxd_kubernetes(session_name: str, **kwargs: Any) -> Any:
     return create_kubernetes_scheduler(session_name, **kwargs)
 
 
+@register.scheduler()
+def torchxd_slurm(session_name: str, **kwargs: Any) -> Any:
+    from torchxd.scheduler import create_slurm_scheduler
+
+    return create_slurm_scheduler(session_name, **kwargs)
+
+
 def _torchx_own(module: str) -> Any:
     def factory(session_name: str, **kwargs: Any) -> Any:
         return importlib.import_module(module).create_scheduler(session_name, **kwargs)
