@@ -274,5 +274,14 @@ TEST_F(SlurmE2eTest, AJobSlurmForgotAsksSacctThenEndsUnknownSayingWhy) {
   RunShell("SLURM_CONF=" + Quote(g_conf) + " scancel " + h.substr(h.rfind('/') + 1), (dir_ / "sc.err").string());
 }
 
+TEST_F(SlurmE2eTest, LogTailFollowsTheRunningJobUntilItEnds) {
+  std::string h = Run({"utils.sh", "sh", "-c", "echo first; sleep 3; echo second >&2; sleep 1"});
+  auto tail = Torchx({"log", "-t", h});
+  EXPECT_EQ(tail.exit_code, 0) << tail.err;
+  EXPECT_THAT(tail.out, HasSubstr("sh/0 first\nsh/0 second\n"));
+  EXPECT_EQ(StatusJson(h).value("state", ""), "SUCCEEDED");
+  EXPECT_THAT(Torchx({"log", "--streams", "stderr", h}).out, ::testing::Eq("sh/0 second\n"));
+}
+
 }  // namespace
 }  // namespace torchxd::testing
