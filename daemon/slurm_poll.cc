@@ -158,6 +158,7 @@ void SlurmScheduler::Apply(SlurmApp& app, const std::vector<slurm::SlurmComponen
   AppRecord& rec = *app.rec;
   bool changed = false;
   bool any_running = false, any_waiting = false, all_succeeded = true, any_cancelled = false;
+  bool completing = false;  // ended in Slurm, its processes still being stopped: not over yet
   std::string reason;
   std::string failed;  // the first failed replica, in words
   for (const auto& c : components) {
@@ -169,6 +170,7 @@ void SlurmScheduler::Apply(SlurmApp& app, const std::vector<slurm::SlurmComponen
     }
     if (r == nullptr && static_cast<size_t>(c.offset) < rec.replicas.size()) r = &rec.replicas[c.offset];
     if (state == core::AppState::kRunning) any_running = true;
+    if (c.state == "COMPLETING") completing = true;
     if (!core::IsTerminal(state)) any_waiting = any_waiting || state != core::AppState::kRunning;
     if (state != core::AppState::kSucceeded) all_succeeded = false;
     if (state == core::AppState::kCancelled) any_cancelled = true;
@@ -260,6 +262,7 @@ void SlurmScheduler::Apply(SlurmApp& app, const std::vector<slurm::SlurmComponen
     return EndApp(app, state, msg);
   }
   std::string msg = state == core::AppState::kPending ? slurm::ReasonText(reason) : "";
+  if (completing) msg = "completing: Slurm is stopping the job's processes";
   if (state != rec.state || msg != rec.msg) {
     rec.state = state;
     rec.msg = msg;

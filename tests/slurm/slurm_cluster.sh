@@ -89,6 +89,7 @@ ReturnToService=2
 MinJobAge=3600
 SlurmdParameters=config_overrides
 SlurmctldTimeout=10
+KillWait=5
 NodeName=$n0 NodeHostname=$n0 NodeAddr=127.0.0.1 Port=$(free_port) Weight=1 CPUs=8 RealMemory=8000 State=UNKNOWN
 NodeName=$n1 NodeHostname=$n1 NodeAddr=127.0.0.1 Port=$(free_port) Weight=2 CPUs=8 RealMemory=8000 State=UNKNOWN
 PartitionName=debug Nodes=$n0,$n1 Default=YES MaxTime=INFINITE State=UP

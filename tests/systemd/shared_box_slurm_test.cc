@@ -93,7 +93,7 @@ SHARED_BOX_TEST(SlurmJobsRunAsTheirUserAndStayTheirs) {
   EXPECT_NE(box.As("bob", "cancel " + hl).exit_code, 0);
   EXPECT_THAT(box.As("alice", "status " + hl).out, HasSubstr("RUNNING"));
   EXPECT_EQ(box.As("alice", "cancel " + hl).exit_code, 0);
-  EXPECT_TRUE(WaitFor([&] { return box.As("alice", "status " + hl).out.find("CANCELLED") != std::string::npos; }, 20));
+  EXPECT_TRUE(WaitFor([&] { return box.As("alice", "status " + hl).out.find("CANCELLED") != std::string::npos; }, 60));
 }
 
 }  // namespace
