@@ -176,9 +176,18 @@ void CommandRunner::Run(CommandSpec spec, Done done) {
   uv_timer_init(loop_, r->timer.get());
   uv_timer_start(r->timer.get(), [](uv_timer_t* t) {
     auto* run = static_cast<Running*>(t->data);
-    if (run == nullptr || run->exited) return;
+    if (run == nullptr) return;
     run->result.timed_out = true;
+    if (run->exited) {
+      // It ended, but something it started still holds its output open: done without it.
+      run->owner->Finish(run->id);
+      return;
+    }
     uv_process_kill(run->process.get(), SIGKILL);
+    uv_timer_start(t, [](uv_timer_t* again) {  // killed: its pipes may still be held by what it started
+      auto* r = static_cast<Running*>(again->data);
+      if (r != nullptr && r->exited) r->owner->Finish(r->id);
+    }, 2000, 0);
   }, static_cast<uint64_t>(spec.timeout_seconds * 1000), 0);
   running_[r->id] = std::move(r);
 }
