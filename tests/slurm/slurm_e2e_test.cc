@@ -39,7 +39,9 @@ class SlurmE2eTest : public TorchxSandbox {
   static void SetUpTestSuite() {
     g_cluster = fs::temp_directory_path() / ("txs_cluster_" + std::to_string(::getpid()));
     fs::remove_all(g_cluster);
-    Output started = RunShell(Cluster("start"), (fs::temp_directory_path() / "txs_cluster.err").string());
+    fs::path err = fs::temp_directory_path() / ("txs_cluster_" + std::to_string(::getpid()) + ".err");
+    Output started = RunShell(Cluster("start"), err.string());
+    fs::remove(err);
     if (started.exit_code != 0) {
       g_skip = "no Slurm here (" + started.err.substr(0, started.err.find_last_not_of('\n') + 1) + ")";
       return;
@@ -47,8 +49,10 @@ class SlurmE2eTest : public TorchxSandbox {
     g_conf = started.out.substr(0, started.out.find('\n'));
   }
   static void TearDownTestSuite() {
-    if (g_skip.empty()) RunShell(Cluster("stop"), (fs::temp_directory_path() / "txs_cluster_stop.err").string());
+    fs::path err = fs::temp_directory_path() / ("txs_cluster_stop_" + std::to_string(::getpid()) + ".err");
+    if (g_skip.empty()) RunShell(Cluster("stop"), err.string());
     std::error_code ec;
+    fs::remove(err, ec);
     fs::remove_all(g_cluster, ec);
   }
   void SetUp() override {

@@ -24,7 +24,9 @@ struct Cluster {
   fs::path dir;
   std::string conf, skip;
   explicit Cluster(fs::path d) : dir(std::move(d)) {
-    auto started = RunShell(std::string(SLURM_CLUSTER) + " start " + Quote(dir.string()), (dir.string() + ".err"));
+    auto started = RunShell(std::string(SLURM_CLUSTER) + " start " + Quote(dir.string()), dir.string() + ".err");
+    std::error_code ec;
+    fs::remove(dir.string() + ".err", ec);
     if (started.exit_code != 0) {
       skip = started.err;
       return;
