@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "cli/component_helper.h"
+#include "cli/spawn_strings.h"
 #include "core/json_parse.h"
 #include "core/unique_fd.h"
 
@@ -58,14 +59,8 @@ Result<HelperRun> RunHelper(const std::vector<std::string>& args, const CliConte
   UniqueFd write_end(fds[1]);
   std::vector<std::string> argv = {run.interpreter, "-c", kComponentHelperSource, std::to_string(kResultFd)};
   argv.insert(argv.end(), args.begin(), args.end());
-  std::vector<char*> cargv;
-  for (auto& a : argv) cargv.push_back(a.data());
-  cargv.push_back(nullptr);
-  std::vector<std::string> env;
-  for (const auto& [k, v] : ctx.environ) env.push_back(k + "=" + v);
-  std::vector<char*> cenv;
-  for (auto& e : env) cenv.push_back(e.data());
-  cenv.push_back(nullptr);
+  SpawnStrings cargv(std::move(argv));
+  SpawnStrings cenv = SpawnStrings::Env(ctx.environ);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, write_end.get(), kResultFd);  // dup2 clears CLOEXEC

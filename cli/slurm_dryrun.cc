@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "cli/spawn_strings.h"
 #include "core/app_json.h"
 #include "core/ids.h"
 #include "core/unique_fd.h"
@@ -31,22 +32,15 @@ std::optional<std::string> CaptureCommand(const std::vector<std::string>& argv, 
   if (::pipe2(fds, O_CLOEXEC) != 0) return std::nullopt;
   UniqueFd read_end(fds[0]);
   UniqueFd write_end(fds[1]);
-  std::vector<std::string> args = argv;
-  std::vector<char*> cargv;
-  for (auto& a : args) cargv.push_back(a.data());
-  cargv.push_back(nullptr);
-  std::vector<std::string> env;
-  for (const auto& [k, v] : ctx.environ) env.push_back(k + "=" + v);
-  std::vector<char*> cenv;
-  for (auto& e : env) cenv.push_back(e.data());
-  cenv.push_back(nullptr);
+  SpawnStrings cargv(argv);
+  SpawnStrings cenv = SpawnStrings::Env(ctx.environ);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, write_end.get(), 1);
   posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
   pid_t pid = 0;
-  int rc = ::posix_spawnp(&pid, args[0].c_str(), &actions, nullptr, cargv.data(), cenv.data());
+  int rc = ::posix_spawnp(&pid, argv[0].c_str(), &actions, nullptr, cargv.data(), cenv.data());
   posix_spawn_file_actions_destroy(&actions);
   write_end.reset();
   if (rc != 0) return std::nullopt;
