@@ -20,16 +20,45 @@ std::optional<int> Int(std::string_view s) {
   return v;
 }
 
-std::optional<SlurmComponent> ReadLine(std::string_view line) {
+// The first `ended` fields of `line`, each ended by kFieldEnd, and with
+// `rest_is_last` what follows them as one more; nothing when it has fewer
+// (or, without `rest_is_last`, more).
+std::optional<std::vector<std::string_view>> Fields(std::string_view line, size_t ended, bool rest_is_last) {
   std::vector<std::string_view> f;
   size_t from = 0;
-  while (f.size() < kFieldCount) {
+  while (f.size() < ended) {
     size_t end = line.find(kFieldEnd, from);
     if (end == std::string_view::npos) return std::nullopt;
     f.push_back(line.substr(from, end - from));
     from = end + 1;
   }
-  if (from != line.size()) return std::nullopt;
+  if (rest_is_last) {
+    f.push_back(line.substr(from));
+  } else if (from != line.size()) {
+    return std::nullopt;
+  }
+  return f;
+}
+
+// Each of the first `max_lines` lines of `text` that `read` makes a component of.
+template <class Read>
+std::vector<SlurmComponent> ReadLines(std::string_view text, size_t max_lines, Read read) {
+  std::vector<SlurmComponent> out;
+  size_t from = 0, lines = 0;
+  while (from < text.size() && lines < max_lines) {
+    size_t nl = text.find('\n', from);
+    std::string_view line = text.substr(from, nl == std::string_view::npos ? std::string_view::npos : nl - from);
+    from = nl == std::string_view::npos ? text.size() : nl + 1;
+    ++lines;
+    if (auto c = read(line)) out.push_back(std::move(*c));
+  }
+  return out;
+}
+
+std::optional<SlurmComponent> ReadSqueueLine(std::string_view line) {
+  auto fields = Fields(line, kFieldCount, false);
+  if (!fields) return std::nullopt;
+  const auto& f = *fields;
   auto id = Int(f[0]);
   auto het = Int(f[1]);
   auto offset = Int(f[2]);
@@ -79,15 +108,9 @@ std::optional<int> ExitPair(std::string_view s) {
 }
 
 std::optional<SlurmComponent> ReadSacctLine(std::string_view line) {
-  std::vector<std::string_view> f;
-  size_t from = 0;
-  for (int i = 0; i < 7; ++i) {
-    size_t end = line.find(kFieldEnd, from);
-    if (end == std::string_view::npos) return std::nullopt;
-    f.push_back(line.substr(from, end - from));
-    from = end + 1;
-  }
-  f.push_back(line.substr(from));  // WorkDir, last, with no separator after it
+  auto fields = Fields(line, 7, true);  // WorkDir, last, has no separator after it
+  if (!fields) return std::nullopt;
+  const auto& f = *fields;
   std::string_view id = f[0];
   if (id.find('.') != std::string_view::npos) return std::nullopt;  // a step
   SlurmComponent c;
@@ -116,32 +139,13 @@ std::optional<SlurmComponent> ReadSacctLine(std::string_view line) {
 }  // namespace
 
 std::vector<SlurmComponent> ReadSacct(std::string_view text, size_t max_lines) {
-  std::vector<SlurmComponent> out;
-  size_t from = 0, lines = 0;
-  while (from < text.size() && lines < max_lines) {
-    size_t nl = text.find('\n', from);
-    std::string_view line = text.substr(from, nl == std::string_view::npos ? std::string_view::npos : nl - from);
-    from = nl == std::string_view::npos ? text.size() : nl + 1;
-    ++lines;
-    if (auto c = ReadSacctLine(line)) out.push_back(std::move(*c));
-  }
-  return out;
+  return ReadLines(text, max_lines, ReadSacctLine);
 }
 
 bool AccountingOff(std::string_view err) { return err.find("accounting storage is disabled") != std::string_view::npos; }
 
 std::vector<SlurmComponent> ReadSqueue(std::string_view text, size_t max_lines) {
-  std::vector<SlurmComponent> out;
-  size_t from = 0;
-  size_t lines = 0;
-  while (from < text.size() && lines < max_lines) {
-    size_t nl = text.find('\n', from);
-    std::string_view line = text.substr(from, nl == std::string_view::npos ? std::string_view::npos : nl - from);
-    from = nl == std::string_view::npos ? text.size() : nl + 1;
-    ++lines;
-    if (auto c = ReadLine(line)) out.push_back(std::move(*c));
-  }
-  return out;
+  return ReadLines(text, max_lines, ReadSqueueLine);
 }
 
 std::map<std::string, std::vector<SlurmComponent>> ByJob(std::vector<SlurmComponent> components) {
