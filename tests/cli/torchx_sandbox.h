@@ -7,14 +7,18 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <iterator>
 #include <iostream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "tests/cli/shell.h"
 
@@ -66,6 +70,35 @@ class TorchxSandbox : public ::testing::Test {
     return cmd;
   }
   static std::string Handle(const Output& o) { return o.out.substr(0, o.out.find('\n')); }
+
+  nlohmann::json StatusJson(const std::string& h) {
+    return nlohmann::json::parse(Torchx({"status", "--json", h}).out, nullptr, false);
+  }
+  static bool WaitUntil(const std::function<bool()>& ok, double seconds = 15) {
+    auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (std::chrono::steady_clock::now() < end) {
+      if (ok()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
+  bool WaitForState(const std::string& h, const std::string& state, double seconds = 10) {
+    return WaitUntil([&] {
+      nlohmann::json s = StatusJson(h);
+      return s.is_object() && s.value("state", "") == state;
+    }, seconds);
+  }
+  // A torchxd with `flags` and the environment `env` ("K=V ...", quoted) added,
+  // where torchx looks for it (instead of the one torchx would autostart).
+  void StartDaemonWith(const std::string& env, const std::string& flags) {
+    std::filesystem::create_directories(dir_ / "xdg/torchxd");
+    std::string start = env + " XDG_STATE_HOME=" + Quote((dir_ / "state").string()) + " " + TORCHXD_BIN +
+                        " --socket " + Quote((dir_ / "xdg/torchxd/torchxd.sock").string()) + " --state-dir " +
+                        Quote((dir_ / "state/torchxd").string()) + " " + flags + " >" +
+                        Quote((dir_ / "own-daemon.log").string()) + " 2>&1 &";
+    ASSERT_EQ(RunShell(start, (dir_ / "start.err").string()).exit_code, 0);
+    ASSERT_TRUE(WaitUntil([&] { return std::filesystem::exists(dir_ / "xdg/torchxd/torchxd.sock"); }));
+  }
 
   std::filesystem::path dir_;
   int calls_ = 0;

@@ -58,24 +58,6 @@ class KubernetesE2eTest : public TorchxSandbox {
     return run.out.substr(0, run.out.find('\n'));
   }
   static std::string JobName(const std::string& handle) { return handle.substr(handle.rfind(':') + 1); }
-  json StatusJson(const std::string& h) { return json::parse(Torchx({"status", "--json", h}).out, nullptr, false); }
-  bool WaitForState(const std::string& h, const std::string& state, double seconds = 10) {
-    auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-    while (std::chrono::steady_clock::now() < end) {
-      json s = StatusJson(h);
-      if (s.is_object() && s.value("state", "") == state) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return false;
-  }
-  static bool WaitUntil(const std::function<bool()>& ok, double seconds = 15) {
-    auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-    while (std::chrono::steady_clock::now() < end) {
-      if (ok()) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return false;
-  }
   bool WaitForLog(const std::string& h, const std::string& text, double seconds = 10) {
     auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
     while (std::chrono::steady_clock::now() < end) {
@@ -105,16 +87,8 @@ class KubernetesE2eTest : public TorchxSandbox {
   void PodPhase(const std::string& pod, const std::string& phase, int exit_code = 0) {
     ASSERT_EQ(api_.Post("/fake/pods/team/" + pod + "/phase", {{"phase", phase}, {"exitCode", exit_code}}), 200);
   }
-  // A torchxd with `flags`, where torchx looks for it (instead of the one torchx would autostart).
-  void StartOwnDaemon(const std::string& flags) {
-    fs::create_directories(dir_ / "xdg/torchxd");
-    std::string start = "KUBECONFIG=" + Quote(kubeconfig_) + " " + TORCHXD_BIN + " --socket " +
-                        Quote((dir_ / "xdg/torchxd/torchxd.sock").string()) + " --state-dir " +
-                        Quote((dir_ / "state/torchxd").string()) + " " + flags + " >" +
-                        Quote((dir_ / "own-daemon.log").string()) + " 2>&1 &";
-    ASSERT_EQ(RunShell(start, (dir_ / "start.err").string()).exit_code, 0);
-    ASSERT_TRUE(WaitUntil([&] { return fs::exists(dir_ / "xdg/torchxd/torchxd.sock"); }));
-  }
+  // A torchxd with `flags` and the test's kubeconfig, where torchx looks for it.
+  void StartOwnDaemon(const std::string& flags) { StartDaemonWith("KUBECONFIG=" + Quote(kubeconfig_), flags); }
   // Log GETs of one pod the apiserver was sent, with their times.
   std::vector<double> LogReads(const std::string& pod) {
     std::vector<double> times;

@@ -69,32 +69,22 @@ class SlurmE2eTest : public TorchxSandbox {
     EXPECT_EQ(run.exit_code, 0) << run.err;
     return run.out.substr(0, run.out.find('\n'));
   }
-  json StatusJson(const std::string& h) { return json::parse(Torchx({"status", "--json", h}).out, nullptr, false); }
-  static bool WaitUntil(const std::function<bool()>& ok, double seconds) {
-    auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-    while (std::chrono::steady_clock::now() < end) {
-      if (ok()) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // Slurm's jobs take longer to start and end than the sandbox's default wait.
+  static constexpr double kWait = 30;
+  // A squeue first on PATH that runs `first` (sh), then the real one; returns its directory.
+  std::string SqueueWrapper(const std::string& first) {
+    fs::create_directories(dir_ / "bin");
+    {
+      std::ofstream w(dir_ / "bin/squeue");
+      w << "#!/bin/sh\n" << first << "\nexec /usr/bin/squeue \"$@\"\n";
     }
-    return false;
-  }
-  bool WaitForState(const std::string& h, const std::string& state, double seconds = 30) {
-    return WaitUntil([&] {
-      json s = StatusJson(h);
-      return s.is_object() && s.value("state", "") == state;
-    }, seconds);
+    fs::permissions(dir_ / "bin/squeue", fs::perms::owner_all);
+    return (dir_ / "bin").string();
   }
   // A torchxd of the test's own flags and PATH, where torchx looks for it.
   void StartOwnDaemon(const std::string& flags, const std::string& path_prefix = "") {
-    fs::create_directories(dir_ / "xdg/torchxd");
     std::string path = path_prefix.empty() ? std::string(std::getenv("PATH")) : path_prefix + ":" + std::getenv("PATH");
-    std::string start = "SLURM_CONF=" + Quote(g_conf) + " PATH=" + Quote(path) + " XDG_STATE_HOME=" +
-                        Quote((dir_ / "state").string()) + " " + TORCHXD_BIN + " --socket " +
-                        Quote((dir_ / "xdg/torchxd/torchxd.sock").string()) + " --state-dir " +
-                        Quote((dir_ / "state/torchxd").string()) + " " + flags + " >" +
-                        Quote((dir_ / "own-daemon.log").string()) + " 2>&1 &";
-    ASSERT_EQ(RunShell(start, (dir_ / "start.err").string()).exit_code, 0);
-    ASSERT_TRUE(WaitUntil([&] { return fs::exists(dir_ / "xdg/torchxd/torchxd.sock"); }, 15));
+    StartDaemonWith("SLURM_CONF=" + Quote(g_conf) + " PATH=" + Quote(path), flags);
   }
 };
 
@@ -102,7 +92,7 @@ TEST_F(SlurmE2eTest, EchoSucceedsWithItsLineInTheLog) {
   std::string h = Run({"utils.echo", "--msg", "hi-slurm"});
   ASSERT_THAT(h, ::testing::StartsWith("slurm://torchx/"));
   std::string job = h.substr(h.rfind('/') + 1);
-  ASSERT_TRUE(WaitForState(h, "SUCCEEDED")) << Torchx({"status", h}).out;
+  ASSERT_TRUE(WaitForState(h, "SUCCEEDED", kWait)) << Torchx({"status", h}).out;
   auto log = Torchx({"log", h});
   EXPECT_EQ(log.exit_code, 0) << log.err;
   EXPECT_THAT(log.out, HasSubstr("echo/0 hi-slurm"));
@@ -122,7 +112,7 @@ TEST_F(SlurmE2eTest, EchoSucceedsWithItsLineInTheLog) {
 
 TEST_F(SlurmE2eTest, AFailingReplicaFailsWithItsExitCode) {
   std::string h = Run({"utils.sh", "sh", "-c", "echo to-stderr >&2; exit 3"});
-  ASSERT_TRUE(WaitForState(h, "FAILED")) << Torchx({"status", h}).out;
+  ASSERT_TRUE(WaitForState(h, "FAILED", kWait)) << Torchx({"status", h}).out;
   auto status = Torchx({"status", h});
   EXPECT_THAT(status.out, HasSubstr("exitcode=3"));
   EXPECT_THAT(status.out, HasSubstr("exited with code 3"));
@@ -131,7 +121,7 @@ TEST_F(SlurmE2eTest, AFailingReplicaFailsWithItsExitCode) {
 
 TEST_F(SlurmE2eTest, CancelStopsTheJob) {
   std::string h = Run({"utils.sh", "sleep", "60"});
-  ASSERT_TRUE(WaitForState(h, "RUNNING")) << Torchx({"status", h}).out;
+  ASSERT_TRUE(WaitForState(h, "RUNNING", kWait)) << Torchx({"status", h}).out;
   auto cancel = Torchx({"cancel", h});
   EXPECT_EQ(cancel.exit_code, 0) << cancel.err;
   // CANCELLED once Slurm says its processes are gone (COMPLETING until then: still RUNNING here).
@@ -174,7 +164,7 @@ TEST_F(SlurmE2eTest, TwoReplicaDdpAcrossTwoHetGroups) {
 TEST_F(SlurmE2eTest, AControllerRestartMidRunIsRetriedAndShown) {
   StartOwnDaemon("--slurm-poll 0.5");
   std::string h = Run({"utils.sh", "sh", "-c", "sleep 8; echo after-the-restart"});
-  ASSERT_TRUE(WaitForState(h, "RUNNING")) << Torchx({"status", h}).out;
+  ASSERT_TRUE(WaitForState(h, "RUNNING", kWait)) << Torchx({"status", h}).out;
   ASSERT_EQ(RunShell(Cluster("stop-ctld"), (dir_ / "ctld.err").string()).exit_code, 0);
   // squeue gives up on an absent controller after its own retries (about 10 to 20 s here).
   EXPECT_TRUE(WaitUntil([&] { return Torchx({"status", h}).out.find("controller has not answered") != std::string::npos; }, 60))
@@ -188,15 +178,9 @@ TEST_F(SlurmE2eTest, AControllerRestartMidRunIsRetriedAndShown) {
 
 TEST_F(SlurmE2eTest, OneSqueuePerPollPeriodWhateverTheStatusCalls) {
   // squeue on the daemon's PATH counts its runs.
-  fs::create_directories(dir_ / "bin");
-  {
-    std::ofstream w(dir_ / "bin/squeue");
-    w << "#!/bin/sh\necho run >> " << Quote((dir_ / "squeue.count").string()) << "\nexec /usr/bin/squeue \"$@\"\n";
-  }
-  fs::permissions(dir_ / "bin/squeue", fs::perms::owner_all);
-  StartOwnDaemon("--slurm-poll 1", (dir_ / "bin").string());
+  StartOwnDaemon("--slurm-poll 1", SqueueWrapper("echo run >> " + Quote((dir_ / "squeue.count").string())));
   std::string h = Run({"utils.sh", "sleep", "30"});
-  ASSERT_TRUE(WaitForState(h, "RUNNING")) << Torchx({"status", h}).out;
+  ASSERT_TRUE(WaitForState(h, "RUNNING", kWait)) << Torchx({"status", h}).out;
   auto count = [&] {
     std::ifstream in(dir_ / "squeue.count");
     int n = 0;
@@ -240,7 +224,7 @@ TEST_F(SlurmE2eTest, ListShowsTheUsersTorchxJobsSubmittedElsewhere) {
   ASSERT_EQ(list.exit_code, 0) << list.err;
   EXPECT_THAT(list.out, HasSubstr(h));
   EXPECT_THAT(list.out, ::testing::Not(HasSubstr("slurm://torchx/" + plain_job + " ")));
-  ASSERT_TRUE(WaitForState(h, "SUCCEEDED")) << Torchx({"status", h}).out;
+  ASSERT_TRUE(WaitForState(h, "SUCCEEDED", kWait)) << Torchx({"status", h}).out;
   EXPECT_TRUE(WaitUntil([&] { return Torchx({"log", h}).out.find("echo/0 from-elsewhere") != std::string::npos; }, 10))
       << Torchx({"log", h}).out;
   // Deleted here, it is not found again while Slurm still lists it.
@@ -253,7 +237,7 @@ TEST_F(SlurmE2eTest, EachUserKeepsCacheSizeAppsTheOldestFinishedGoFirst) {
   std::vector<std::string> handles;
   for (int i = 0; i < 3; ++i) {
     handles.push_back(Run({"utils.echo", "--msg", "n" + std::to_string(i)}));
-    ASSERT_TRUE(WaitForState(handles.back(), "SUCCEEDED")) << Torchx({"status", handles.back()}).out;
+    ASSERT_TRUE(WaitForState(handles.back(), "SUCCEEDED", kWait)) << Torchx({"status", handles.back()}).out;
   }
   EXPECT_TRUE(WaitUntil([&] { return Torchx({"status", handles[0]}).exit_code != 0; }, 10))
       << "the oldest finished app is kept: " << Torchx({"list"}).out;
@@ -263,15 +247,9 @@ TEST_F(SlurmE2eTest, EachUserKeepsCacheSizeAppsTheOldestFinishedGoFirst) {
 
 TEST_F(SlurmE2eTest, AJobSlurmForgotAsksSacctThenEndsUnknownSayingWhy) {
   // squeue on the daemon's PATH that lists nothing once told to: slurmctld forgot the job.
-  fs::create_directories(dir_ / "bin");
-  {
-    std::ofstream w(dir_ / "bin/squeue");
-    w << "#!/bin/sh\n[ -f " << Quote((dir_ / "forget").string()) << " ] && exit 0\nexec /usr/bin/squeue \"$@\"\n";
-  }
-  fs::permissions(dir_ / "bin/squeue", fs::perms::owner_all);
-  StartOwnDaemon("--slurm-poll 0.5", (dir_ / "bin").string());
+  StartOwnDaemon("--slurm-poll 0.5", SqueueWrapper("[ -f " + Quote((dir_ / "forget").string()) + " ] && exit 0"));
   std::string h = Run({"utils.sh", "sleep", "30"});
-  ASSERT_TRUE(WaitForState(h, "RUNNING")) << Torchx({"status", h}).out;
+  ASSERT_TRUE(WaitForState(h, "RUNNING", kWait)) << Torchx({"status", h}).out;
   { std::ofstream touch(dir_ / "forget"); }
   ASSERT_TRUE(WaitForState(h, "UNKNOWN", 15)) << Torchx({"status", h}).out;
   // This cluster keeps no accounting: sacct cannot tell, and the msg says so.
