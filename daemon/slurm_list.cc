@@ -4,8 +4,6 @@
 // followed, read and cancelled like the daemon's own. One squeue for the
 // caller per poll period at most (later lists within it use what it found);
 // at most kMaxForeignPerUser of a user's are adopted.
-#include <pwd.h>
-
 #include "core/log.h"
 #include "daemon/slurm_scheduler.h"
 
@@ -24,12 +22,7 @@ void SlurmScheduler::BeforeList(const nlohmann::json&, uid_t caller, std::functi
   scan.waiters.push_back(std::move(ready));
   if (scan.running) return;
   scan.running = true;
-  CommandSpec spec;
-  spec.argv = {"squeue", "--noheader", "--states=all", "--user=" + std::to_string(caller),
-               "--Format=" + slurm::SqueueFormat()};
-  spec.env = options_.env;
-  spec.timeout_seconds = options_.command_timeout_seconds;
-  commands_.Run(std::move(spec), [this, caller](Result<CommandResult> r) { OnListScan(caller, std::move(r)); });
+  commands_.Run(Squeue("--user=" + std::to_string(caller)), [this, caller](Result<CommandResult> r) { OnListScan(caller, std::move(r)); });
 }
 
 void SlurmScheduler::OnListScan(uid_t caller, Result<CommandResult> r) {
@@ -74,10 +67,7 @@ void SlurmScheduler::Adopt(uid_t caller, const std::string& job_id, const std::v
   rec->session = "torchx";
   rec->app_id = job_id;
   rec->owner_uid = caller;
-  struct passwd pw{};
-  struct passwd* found = nullptr;
-  std::vector<char> buf(16384);
-  rec->owner_gid = ::getpwuid_r(caller, &pw, buf.data(), buf.size(), &found) == 0 && found != nullptr ? pw.pw_gid : caller;
+  rec->owner_gid = PrimaryGid(caller);
   rec->created_ms = slurm::SlurmTimeMs(components.front().submit_time).value_or(core::UnixNowMs());
   rec->state = core::AppState::kUnknown;
   rec->log_max_bytes = options_.log_max_bytes;

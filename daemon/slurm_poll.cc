@@ -76,18 +76,11 @@ void SlurmScheduler::Poll() {
   }
   if (ids.empty()) {
     MakeRoomWanted();
-    auto after = std::move(after_poll_);
-    after_poll_.clear();
-    for (auto& f : after) f();
-    return;
+    return RunAfterPoll();
   }
-  CommandSpec spec;
-  spec.argv = {"squeue", "--noheader", "--states=all", "--jobs=" + ids, "--Format=" + slurm::SqueueFormat()};
-  spec.env = options_.env;
-  spec.timeout_seconds = options_.command_timeout_seconds;
   polling_ = true;
   ++polls_;
-  commands_.Run(std::move(spec), [this](Result<CommandResult> r) { OnSqueue(std::move(r)); });
+  commands_.Run(Squeue("--jobs=" + ids), [this](Result<CommandResult> r) { OnSqueue(std::move(r)); });
 }
 
 void SlurmScheduler::OnSqueue(Result<CommandResult> r) {
@@ -106,10 +99,7 @@ void SlurmScheduler::OnSqueue(Result<CommandResult> r) {
     last_error_ = why;
     double wait = std::min(options_.max_backoff_seconds, options_.poll_seconds * double(1 << std::min(failures_, 10)));
     SchedulePoll(wait * Jitter());
-    auto after = std::move(after_poll_);
-    after_poll_.clear();
-    for (auto& f : after) f();
-    return;
+    return RunAfterPoll();
   }
   if (failures_ > 0) {
     logging::info("slurm controller answers again after={} tries", failures_);
@@ -149,6 +139,10 @@ void SlurmScheduler::OnSqueue(Result<CommandResult> r) {
   } else if (more) {
     SchedulePoll(options_.poll_seconds);
   }
+  RunAfterPoll();
+}
+
+void SlurmScheduler::RunAfterPoll() {
   auto after = std::move(after_poll_);
   after_poll_.clear();
   for (auto& f : after) f();
@@ -231,10 +225,10 @@ void SlurmScheduler::Apply(SlurmApp& app, const std::vector<slurm::SlurmComponen
     changed = true;
   }
   core::AppState state;
-  if (any_running && !any_waiting) {
+  if (any_running) {
     state = core::AppState::kRunning;
-  } else if (any_running || any_waiting) {
-    state = any_running ? core::AppState::kRunning : core::AppState::kPending;
+  } else if (any_waiting) {
+    state = core::AppState::kPending;
   } else if (all_succeeded) {
     state = core::AppState::kSucceeded;
   } else if (app.cancel_requested || any_cancelled) {
@@ -277,11 +271,9 @@ void SlurmScheduler::Apply(SlurmApp& app, const std::vector<slurm::SlurmComponen
 void SlurmScheduler::AskSacct(const std::vector<std::string>& ids) {
   if (sacct_running_) return;
   sacct_running_ = true;
-  CommandSpec spec;
-  spec.argv = {"sacct", "--noheader", "--parsable2", "--allocations", std::string("--delimiter=") + slurm::kFieldEnd,
-               "--format=" + slurm::SacctFields(), "--jobs=" + core::Join(ids, ",")};
-  spec.env = options_.env;
-  spec.timeout_seconds = options_.command_timeout_seconds;
+  CommandSpec spec = Tool({"sacct", "--noheader", "--parsable2", "--allocations",
+                           std::string("--delimiter=") + slurm::kFieldEnd, "--format=" + slurm::SacctFields(),
+                           "--jobs=" + core::Join(ids, ",")});
   commands_.Run(std::move(spec), [this, ids](Result<CommandResult> r) {
     sacct_running_ = false;
     if (shut_down_) return;

@@ -21,14 +21,6 @@ namespace slurm = slurmbridge;
 
 namespace {
 
-gid_t PrimaryGid(uid_t uid) {
-  struct passwd pw{};
-  struct passwd* found = nullptr;
-  std::vector<char> buf(16384);
-  if (::getpwuid_r(uid, &pw, buf.data(), buf.size(), &found) != 0 || found == nullptr) return uid;
-  return pw.pw_gid;
-}
-
 // "04:56:31" (local time), for messages.
 std::string ClockTime(int64_t ms) {
   time_t t = static_cast<time_t>(ms / 1000);
@@ -104,14 +96,32 @@ Result<void> SlurmScheduler::Load(const std::vector<StoredApp>& stored) {
   return {};
 }
 
-CommandSpec SlurmScheduler::AsCaller(const Submission& s, std::vector<std::string> argv) const {
+gid_t SlurmScheduler::PrimaryGid(uid_t uid) {
+  struct passwd pw{};
+  struct passwd* found = nullptr;
+  std::vector<char> buf(16384);
+  if (::getpwuid_r(uid, &pw, buf.data(), buf.size(), &found) != 0 || found == nullptr) return uid;
+  return pw.pw_gid;
+}
+
+CommandSpec SlurmScheduler::Tool(std::vector<std::string> argv, std::optional<std::pair<uid_t, gid_t>> as) const {
   CommandSpec spec;
   spec.argv = std::move(argv);
-  spec.env = s.request.env;
+  spec.env = options_.env;
+  spec.as = as;
+  spec.timeout_seconds = options_.command_timeout_seconds;
+  return spec;
+}
+
+CommandSpec SlurmScheduler::Squeue(const std::string& selector) const {
+  return Tool({"squeue", "--noheader", "--states=all", selector, "--Format=" + slurm::SqueueFormat()});
+}
+
+CommandSpec SlurmScheduler::AsCaller(const Submission& s, std::vector<std::string> argv) const {
+  CommandSpec spec = Tool(std::move(argv), std::pair{s.request.uid, s.gid});
+  spec.env = s.request.env;  // theirs, as TorchX's sbatch gets the shell's
   if (!spec.env.count("PATH")) spec.env["PATH"] = "/usr/local/bin:/usr/bin:/bin";
   spec.cwd = s.request.cwd;
-  spec.as = std::pair{s.request.uid, s.gid};
-  spec.timeout_seconds = options_.command_timeout_seconds;
   return spec;
 }
 
@@ -290,11 +300,7 @@ size_t SlurmScheduler::running_apps() const {
 void SlurmScheduler::Cancel(AppRecord& rec, std::optional<double>, std::function<void(Result<CancelOutcome>)> done) {
   SlurmApp& app = *apps_.at(rec.app_id);
   if (core::IsTerminal(rec.state)) return done(CancelOutcome{true});
-  CommandSpec spec;
-  spec.argv = {"scancel", rec.app_id};
-  spec.env = options_.env;
-  spec.as = std::pair{rec.owner_uid, rec.owner_gid};
-  spec.timeout_seconds = options_.command_timeout_seconds;
+  CommandSpec spec = Tool({"scancel", rec.app_id}, std::pair{rec.owner_uid, rec.owner_gid});
   std::string app_id = rec.app_id;
   app.cancel_requested = true;
   (void)Persist(app);

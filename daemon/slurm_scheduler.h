@@ -117,12 +117,18 @@ class SlurmScheduler : public Scheduler {
   void Sbatch(std::shared_ptr<Submission> s);
   void Record(std::shared_ptr<Submission> s, const std::string& job_id);
   CommandSpec AsCaller(const Submission& s, std::vector<std::string> argv) const;
+  // One of Slurm's tools with the daemon's environment (as `as` when given).
+  CommandSpec Tool(std::vector<std::string> argv, std::optional<std::pair<uid_t, gid_t>> as = std::nullopt) const;
+  // squeue's parsable view of the jobs `selector` (--jobs=..., --user=...) names, ended ones too.
+  CommandSpec Squeue(const std::string& selector) const;
+  static gid_t PrimaryGid(uid_t uid);  // its passwd entry's (its uid when it has none)
 
   // Polling (daemon/slurm_poll.cc).
   void PollSoon();
   void SchedulePoll(double seconds);
   void Poll();
   void OnSqueue(Result<CommandResult> result);
+  void RunAfterPoll();  // what waited for this poll (a cancel's answer)
   void Apply(SlurmApp& app, const std::vector<slurmbridge::SlurmComponent>& components);
   void AskSacct(const std::vector<std::string>& ids);
   void Gone(SlurmApp& app, const std::string& why);  // Slurm no longer knows the job
