@@ -79,7 +79,6 @@ void SlurmScheduler::Poll() {
     return RunAfterPoll();
   }
   polling_ = true;
-  ++polls_;
   commands_.Run(Squeue("--jobs=" + ids), [this](Result<CommandResult> r) { OnSqueue(std::move(r)); });
 }
 

@@ -83,9 +83,6 @@ class SlurmScheduler : public Scheduler {
   // elsewhere too) become apps; one squeue per caller per poll period at most.
   void BeforeList(const nlohmann::json& params, uid_t caller, std::function<void(Result<void>)> ready) override;
 
-  // How many squeue runs this daemon made (tests, metrics).
-  uint64_t polls() const { return polls_; }
-
  private:
   struct ReplicaLog {
     uint64_t out_offset = 0, err_offset = 0;  // bytes of each file already stored
@@ -146,8 +143,6 @@ class SlurmScheduler : public Scheduler {
 
   // Logs (daemon/slurm_logs.cc).
   void ReadLogs(SlurmApp& app);
-  void OnLogsRead(const std::string& app_id, std::map<std::string, std::pair<std::string, std::string>> bytes,
-                  std::map<std::string, std::string> problems);
 
   void Event(const AppRecord& app, const std::string& type, const std::string& text,
              nlohmann::json data = nlohmann::json::object(), const std::string& replica = "");
@@ -172,7 +167,6 @@ class SlurmScheduler : public Scheduler {
   int failures_ = 0;            // squeue failures in a row
   int64_t failing_since_ms_ = 0;
   std::string last_error_;
-  uint64_t polls_ = 0;
   std::map<uid_t, ListScan> list_scans_;
   std::set<uid_t> room_wanted_;  // users whose finished apps may now be evicted (at the next poll)
   std::map<std::string, uid_t> dismissed_;  // foreign jobs deleted here, while Slurm still lists them
