@@ -85,18 +85,10 @@ void SlurmScheduler::Adopt(uid_t caller, const std::string& job_id, const std::v
       role = std::prev(rec->app.roles.end());
     }
     ++role->num_replicas;
-    supervisor::ReplicaInfo info;
-    info.role = at->first;
-    info.replica_id = at->second;
-    info.role_index = static_cast<int>(role - rec->app.roles.begin());
-    info.state = core::ReplicaState::kPending;
-    info.log_dir = rec->app_log_dir + "/" + info.role + "/" + std::to_string(info.replica_id);
-    rec->replicas.push_back(std::move(info));
+    AddReplica(*rec, at->first, at->second);
   }
   rec->app.name = rec->app.roles.front().name;
-  if (auto made = MakeAppLogDir(rec->app_log_dir, {::geteuid(), ::getegid()}); !made) {
-    logging::warn("cannot make the log directory app={} error={}", job_id, made.error().message);
-  }
+  MakeLogDir(*rec);
   auto app = std::make_unique<SlurmApp>();
   app->rec = std::move(rec);
   app->job_dir = components.front().work_dir;

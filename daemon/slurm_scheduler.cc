@@ -230,22 +230,9 @@ void SlurmScheduler::Record(std::shared_ptr<Submission> s, const std::string& jo
   rec->log_max_bytes = options_.log_max_bytes;
   rec->app_log_dir = options_.log_dir + "/slurm/" + rec->session + "/" + job_id;
   for (const auto& name : s->sbatch.replicas) {
-    auto at = slurm::ReplicaOfName(name);
-    if (!at) continue;
-    supervisor::ReplicaInfo r;
-    r.role = at->first;
-    r.replica_id = at->second;
-    for (size_t i = 0; i < rec->app.roles.size(); ++i) {
-      if (rec->app.roles[i].name == r.role) r.role_index = static_cast<int>(i);
-    }
-    r.state = core::ReplicaState::kPending;
-    r.log_dir = rec->app_log_dir + "/" + r.role + "/" + std::to_string(r.replica_id);
-    rec->replicas.push_back(std::move(r));
+    if (auto at = slurm::ReplicaOfName(name)) AddReplica(*rec, at->first, at->second);
   }
-  ::mkdir((options_.log_dir + "/slurm").c_str(), 0711);
-  if (auto made = MakeAppLogDir(rec->app_log_dir, {::geteuid(), ::getegid()}); !made) {
-    logging::warn("cannot make the log directory app={} error={}", job_id, made.error().message);
-  }
+  MakeLogDir(*rec);
   auto app = std::make_unique<SlurmApp>();
   app->rec = std::move(rec);
   app->job_dir = s->dir;
@@ -277,6 +264,25 @@ void SlurmScheduler::Record(std::shared_ptr<Submission> s, const std::string& jo
   uid_t owner = a.rec->owner_uid;
   s->done(static_cast<const AppRecord*>(a.rec.get()));
   MakeRoom(owner);
+}
+
+void SlurmScheduler::AddReplica(AppRecord& rec, const std::string& role, int replica_id) {
+  supervisor::ReplicaInfo r;
+  r.role = role;
+  r.replica_id = replica_id;
+  for (size_t i = 0; i < rec.app.roles.size(); ++i) {
+    if (rec.app.roles[i].name == role) r.role_index = static_cast<int>(i);
+  }
+  r.state = core::ReplicaState::kPending;
+  r.log_dir = rec.app_log_dir + "/" + role + "/" + std::to_string(replica_id);
+  rec.replicas.push_back(std::move(r));
+}
+
+void SlurmScheduler::MakeLogDir(const AppRecord& rec) {
+  ::mkdir((options_.log_dir + "/slurm").c_str(), 0711);
+  if (auto made = MakeAppLogDir(rec.app_log_dir, {::geteuid(), ::getegid()}); !made) {
+    logging::warn("cannot make the log directory app={} error={}", rec.app_id, made.error().message);
+  }
 }
 
 AppRecord* SlurmScheduler::Find(const std::string& scheduler, const std::string& app_id) {
