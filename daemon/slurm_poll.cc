@@ -203,11 +203,9 @@ void SlurmScheduler::Apply(SlurmApp& app, const std::vector<slurm::SlurmComponen
       r->end_ms = slurm::SlurmTimeMs(c.end_time).value_or(core::UnixNowMs());
       if (!r->start_ms) r->start_ms = slurm::SlurmTimeMs(c.start_time);
       if (r->attempt == 0 && state != core::AppState::kCancelled) r->attempt = 1;  // it ran between two polls
-      if (c.derived_status) {
-        auto w = slurm::DecodeWaitStatus(*c.derived_status);
-        r->exit_code = w.exit_code;
-        r->signal = w.signal;
-      }
+      auto w = slurm::ReplicaWaitStatus(c);
+      r->exit_code = w.exit_code;
+      r->signal = w.signal;
       std::string words = ExitWords(*r);
       if (state == core::AppState::kFailed && failed.empty()) failed = key + " " + words;
       json data = {{"state", core::AppStateName(state)}};

@@ -196,6 +196,12 @@ WaitStatus DecodeWaitStatus(int status) {
   return w;
 }
 
+WaitStatus ReplicaWaitStatus(const SlurmComponent& c) {
+  if (c.derived_status && (*c.derived_status != 0 || !c.status)) return DecodeWaitStatus(*c.derived_status);
+  if (c.status) return DecodeWaitStatus(*c.status);
+  return {};
+}
+
 std::optional<int64_t> SlurmTimeMs(const std::string& s) {
   struct tm tm{};
   const char* end = ::strptime(s.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);

@@ -64,6 +64,10 @@ struct WaitStatus {
   std::optional<int> signal;
 };
 WaitStatus DecodeWaitStatus(int status);
+// How a component's replica ended: its srun task's status, or where no task
+// ran or none failed (srun could not reach slurmctld to start its step), its
+// batch script's: a FAILED job never reads as exit code 0.
+WaitStatus ReplicaWaitStatus(const SlurmComponent& c);
 
 // Slurm's "2026-11-28T04:56:30" (the local time its commands print) in ms
 // since the epoch; nothing for "N/A", "Unknown" or anything not a time.

@@ -118,7 +118,16 @@ stop)
   scancel --full --user=root --state=pending,running >/dev/null 2>&1 || true
   for u in $(squeue -h -o %u 2>/dev/null | sort -u); do scancel --user="$u" >/dev/null 2>&1 || true; done
   wait_for 10 bash -c '[[ -z $(squeue -h -t running,completing -o %i) ]]' || true
-  for f in "$dir"/slurmd*.pid; do [[ -f $f ]] && kill "$(cat "$f")" 2>/dev/null; rm -f "$f"; done
+  slurmds=$(cat "$dir"/slurmd*.pid 2>/dev/null || true)
+  for p in $slurmds; do kill "$p" 2>/dev/null || true; done
+  # A slurmd whose step could not tell an absent slurmctld it ended waits on it: 10 s, then
+  # it goes, and so do the step daemons of these nodes (they hold the nodes' logs open).
+  wait_for 10 bash -c "for p in $slurmds; do kill -0 \$p 2>/dev/null && exit 1; done; exit 0" || true
+  for p in $slurmds; do kill -9 "$p" 2>/dev/null || true; done
+  for p in $(pgrep -x slurmstepd || true); do
+    if find "/proc/$p/fd" -lname "$dir/*" 2>/dev/null | grep -q .; then kill -9 "$p" 2>/dev/null || true; fi
+  done
+  rm -f "$dir"/slurmd*.pid
   stop_ctld
   [[ -f $dir/munged.pid ]] && kill "$(cat "$dir/munged.pid")" 2>/dev/null
   rm -f "$dir/munged.pid"

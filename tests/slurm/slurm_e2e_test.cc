@@ -163,8 +163,12 @@ TEST_F(SlurmE2eTest, TwoReplicaDdpAcrossTwoHetGroups) {
 
 TEST_F(SlurmE2eTest, AControllerRestartMidRunIsRetriedAndShown) {
   StartOwnDaemon("--slurm-poll 0.5");
-  std::string h = Run({"utils.sh", "sh", "-c", "sleep 8; echo after-the-restart"});
+  std::string h = Run({"utils.sh", "sh", "-c", "echo before-the-stop; sleep 8; echo after-the-restart"});
   ASSERT_TRUE(WaitForState(h, "RUNNING", kWait)) << Torchx({"status", h}).out;
+  // Its srun step has started too (RUNNING alone is the batch script: an srun that finds
+  // no controller cannot start its step, and the job fails).
+  ASSERT_TRUE(WaitUntil([&] { return Torchx({"log", h}).out.find("before-the-stop") != std::string::npos; }, kWait))
+      << Torchx({"status", h}).out;
   ASSERT_EQ(RunShell(Cluster("stop-ctld"), (dir_ / "ctld.err").string()).exit_code, 0);
   // squeue gives up on an absent controller after its own retries (about 10 to 20 s here).
   EXPECT_TRUE(WaitUntil([&] { return Torchx({"status", h}).out.find("controller has not answered") != std::string::npos; }, 60))

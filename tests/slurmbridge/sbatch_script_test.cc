@@ -134,6 +134,7 @@ TEST(Squeue, ReadsHetComponentsAndPlainJobs) {
   EXPECT_EQ(jobs["3"][1].work_dir, "/w d");
   EXPECT_EQ(DecodeWaitStatus(*jobs["3"][1].derived_status).exit_code, 3);
   EXPECT_EQ(DecodeWaitStatus(*jobs["3"][0].derived_status).signal, 15);
+  EXPECT_EQ(ReplicaWaitStatus(jobs["3"][1]).exit_code, 3);
   EXPECT_EQ(jobs["9"][0].offset, 0);
   EXPECT_EQ(jobs["9"][0].reason, "Resources");
   EXPECT_EQ(ReadSqueue(text, 1).size(), 1u);
@@ -157,6 +158,23 @@ TEST(Sacct, ReadsEndedComponentsNotSteps) {
   EXPECT_EQ(DecodeWaitStatus(*jobs["13"][0].derived_status).signal, 9);
   EXPECT_EQ(jobs["13"][0].work_dir, "/x|y");
   EXPECT_TRUE(AccountingOff("sacct: error: Slurm accounting storage is disabled"));
+}
+
+TEST(Squeue, AReplicaWhoseStepNeverRanEndsWithItsBatchScriptsCode) {
+  SlurmComponent c;
+  EXPECT_FALSE(ReplicaWaitStatus(c).exit_code);
+  c.status = 1 << 8;  // srun could not reach slurmctld: no step, DerivedEC 0
+  c.derived_status = 0;
+  EXPECT_EQ(ReplicaWaitStatus(c).exit_code, 1);
+  c.derived_status = 9;  // the task's signal wins over the script's code
+  EXPECT_EQ(ReplicaWaitStatus(c).signal, 9);
+  EXPECT_FALSE(ReplicaWaitStatus(c).exit_code);
+  c.status = 0;
+  c.derived_status = 0;
+  EXPECT_EQ(ReplicaWaitStatus(c).exit_code, 0);
+  c.status.reset();
+  c.derived_status = 3 << 8;
+  EXPECT_EQ(ReplicaWaitStatus(c).exit_code, 3);
 }
 
 TEST(Squeue, StatesAndNames) {
