@@ -9,6 +9,7 @@
 #include "cli/reconnect.h"
 #include "core/app_status.h"
 #include "core/line_regex.h"
+#include "core/replica_key.h"
 #include "core/text.h"
 
 namespace torchxd::cli {
@@ -36,7 +37,7 @@ struct Printer {
   bool as_json;
 
   void Lines(const json& event) {
-    std::string prefix = event["role"].get<std::string>() + "/" + std::to_string(event["replica"].get<int>());
+    std::string prefix = core::ReplicaKeyOf(event).String();
     std::string shown = color ? "\033[32m" + prefix + "\033[0m" : prefix;
     std::string stream = event.value("stream", "combined");
     for (const auto& entry : event["lines"]) {
@@ -61,7 +62,7 @@ struct Printer {
   void Event(const json& event) {
     if (event.contains("lines")) return Lines(event);
     if (event.contains("app_event")) return AppEvent(event["app_event"]);
-    std::string who = event.value("role", "") + "/" + std::to_string(event.value("replica", 0));
+    std::string who = core::ReplicaKeyOf(event).String();
     if (event.contains("attempt")) {
       *ctx.err << who << " --- attempt " << event["attempt"] << " ---" << std::endl;
     } else if (event.contains("dropped_bytes")) {

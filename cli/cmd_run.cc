@@ -23,6 +23,7 @@
 #include "core/local_plan.h"
 #include "core/local_ports.h"
 #include "core/paths.h"
+#include "core/replica_key.h"
 #include "core/replica_request.h"
 #include "core/text.h"
 #include "core/torchx_config.h"
@@ -91,7 +92,7 @@ int PrintDryrun(const std::string& scheduler, const core::AppDef& app, const cor
   in.app_id = core::MakeUnique(app.name);
   in.session_id = "<assigned at submit>";
   std::string base = docker ? "<torchxd --log-dir>" : core::CfgGet<std::string>(cfg, "log_dir").value_or("<torchxd --log-dir>");
-  in.app_log_dir = base + "/" + in.session + "/" + in.app_id;
+  in.app_log_dir = core::AppLogDir(base, in.session, in.app_id);
   in.cfg = cfg;
   in.client_env = ctx.environ;
   in.gpu_count = core::CountNvidiaGpus();

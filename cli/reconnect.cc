@@ -2,12 +2,14 @@
 
 #include <thread>
 
+#include "core/replica_key.h"
+
 namespace torchxd::cli {
 
 void LogCursors::Note(const nlohmann::json& event) {
   auto cursor = event.find("cursor");
   if (cursor == event.end() || !cursor->is_string()) return;
-  cursors_[event.value("role", "") + "/" + std::to_string(event.value("replica", 0))] = *cursor;
+  cursors_[core::ReplicaKeyOf(event).String()] = *cursor;
 }
 
 void LogCursors::AddTo(nlohmann::json& params) const {

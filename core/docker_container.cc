@@ -82,7 +82,7 @@ std::vector<ReplicaRequest> BuildContainerRequests(const AppDef& app, const Dock
       for (const auto& [k, v] : r.env) req.env[k] = v;
       req.env["TORCHX_RANK0_HOST"] = rank0;
       req.env["TORCHX_IMAGE"] = role.image;
-      req.log_dir = ctx.app_log_dir + "/" + role.name + "/" + std::to_string(i);
+      req.log_dir = ReplicaLogDir(ctx.app_log_dir, {role.name, i});
       req.container_name = ContainerName(ctx.app_id, role.name, i);
       json cmd = json::array({r.entrypoint});
       for (const auto& a : r.args) cmd.push_back(a);

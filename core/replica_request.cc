@@ -52,7 +52,7 @@ std::vector<ReplicaRequest> BuildReplicaRequests(const AppDef& app, const LocalA
       req.entrypoint = role.entrypoint;
       req.args = applied.args;
       req.cwd = where.cwd;
-      req.log_dir = ctx.app_log_dir + "/" + role.name + "/" + std::to_string(i);
+      req.log_dir = ReplicaLogDir(ctx.app_log_dir, {role.name, i});
       req.cpu = role.resource.cpu;
       req.mem_mb = role.resource.mem_mb;
       req.env = ctx.client_env;

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/app_def.h"
+#include "core/replica_key.h"
 
 namespace torchxd::core {
 
@@ -46,13 +47,15 @@ struct ReplicaRequest {
   std::vector<std::string> args;
   std::map<std::string, std::string> env;  // the complete environment
   std::string cwd;
-  std::string log_dir;  // {app_log_dir}/{role}/{replica_id}
+  std::string log_dir;  // ReplicaLogDir(app_log_dir, Key())
   int cpu = -1;         // the role's resource, for the limits its containment may enforce
   int mem_mb = -1;
   // Containers only (local_docker, core/docker_container.h): the container's
   // name and the Docker Engine API create body; empty for processes.
   std::string container_name;
   nlohmann::json container;
+
+  ReplicaKey Key() const { return {role, replica_id}; }
 };
 
 // TorchX's _join_PATH: ":".join(p.strip(":") for p in parts if p).

@@ -130,7 +130,7 @@ core::AppStatus AppRecord::Status() const {
       x.start_time_ms = r.start_ms;
       x.end_time_ms = r.end_ms;
       x.error_message = r.error_message;
-      std::string key = ReplicaKey(r.role, r.replica_id);
+      std::string key = r.Key().String();
       auto lost = log_bytes_lost.find(key);
       if (lost != log_bytes_lost.end()) x.log_bytes_lost = lost->second;
       if (auto held = admission.gpus.find(key); held != admission.gpus.end()) {

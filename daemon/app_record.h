@@ -98,11 +98,6 @@ struct AppRecord {
 // history per replica, however often it restarts.
 inline size_t EventsKept(const AppRecord& app) { return 64 + 32 * app.replicas.size(); }
 
-// The key of a replica in the LogStore and in log_bytes_lost: "role/replica".
-inline std::string ReplicaKey(const std::string& role, int replica_id) {
-  return role + "/" + std::to_string(replica_id);
-}
-
 // The key the LogStore and its followers know an app by: "scheduler/app_id".
 inline std::string AppKey(const AppRecord& app) { return app.scheduler + "/" + app.app_id; }
 // "local_cwd/train-abc" -> {"local_cwd", "train-abc"}

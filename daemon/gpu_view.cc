@@ -6,6 +6,7 @@
 
 #include "core/admission.h"
 #include "core/log.h"
+#include "core/replica_key.h"
 #include "daemon/app_record.h"
 #include "daemon/file_worker.h"
 #include "daemon/state_file.h"
@@ -48,7 +49,7 @@ std::map<int, ReplicaRef> RunningReplicaPids(const LocalScheduler& local) {
     if (!app->runner) continue;
     for (const supervisor::ReplicaInfo& r : app->replicas) {
       if (!r.pid || *r.pid <= 1 || core::IsTerminal(r.state)) continue;
-      out[*r.pid] = ReplicaRef{app->Handle(), app->owner_uid, r.role + "/" + std::to_string(r.replica_id)};
+      out[*r.pid] = ReplicaRef{app->Handle(), app->owner_uid, r.Key().String()};
     }
   }
   return out;

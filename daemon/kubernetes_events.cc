@@ -2,6 +2,7 @@
 // what a replica's pod says of its wait, scheduling, start and exit, and why
 // a pending app waits, for status and list.
 #include "core/app_status.h"
+#include "core/replica_key.h"
 #include "daemon/kubernetes_app.h"
 #include "k8sbridge/job_state.h"
 
@@ -53,7 +54,7 @@ std::string KubernetesScheduler::PendingSummary(const AppRecord& rec) const {
   // The first replica that waits and says why.
   for (const auto& r : rec.replicas) {
     if (!core::IsTerminal(r.state) && r.state != core::ReplicaState::kRunning && !r.error_message.empty()) {
-      return r.role + "/" + std::to_string(r.replica_id) + ": " + r.error_message;
+      return r.Key().String() + ": " + r.error_message;
     }
   }
   return "";

@@ -12,6 +12,7 @@
 #include "core/ids.h"
 #include "core/log.h"
 #include "core/names.h"
+#include "core/replica_key.h"
 #include "daemon/kubernetes_app.h"
 #include "k8sbridge/job_state.h"
 #include "k8sbridge/kubeconfig.h"
@@ -111,7 +112,7 @@ Result<void> KubernetesScheduler::Load(const std::vector<StoredApp>& stored) {
     // A replica that ended stays ended whatever its pod says after a restart.
     for (const auto& r : rec->replicas) {
       if (!core::IsTerminal(r.state)) continue;
-      auto pod = job.pods.find(ReplicaKey(r.role, r.replica_id));
+      auto pod = job.pods.find(r.Key().String());
       if (pod != job.pods.end()) pod->second.terminal = true;
     }
     app->rec = std::make_unique<AppRecord>(std::move(*rec));
@@ -256,7 +257,7 @@ const AppRecord* KubernetesScheduler::Record(SubmitRequest& request, const std::
 
 KubernetesScheduler::KubeApp* KubernetesScheduler::Keep(k8s::TrackedJob job, std::unique_ptr<AppRecord> rec,
                                                         bool foreign) {
-  rec->app_log_dir = options_.log_dir + "/kubernetes/" + rec->session + "/" + rec->app_id;
+  rec->app_log_dir = core::AppLogDir(options_.log_dir + "/kubernetes", rec->session, rec->app_id);
   if (!core::PathIsUnder(options_.log_dir, rec->app_log_dir) || job.name.find('/') != std::string::npos) {
     return nullptr;
   }
@@ -270,7 +271,7 @@ KubernetesScheduler::KubeApp* KubernetesScheduler::Keep(k8s::TrackedJob job, std
     for (size_t i = 0; i < rec->app.roles.size(); ++i) {
       if (rec->app.roles[i].name == at.first) r.role_index = static_cast<int>(i);
     }
-    r.log_dir = rec->app_log_dir + "/" + r.role + "/" + std::to_string(r.replica_id);
+    r.log_dir = core::ReplicaLogDir(rec->app_log_dir, r.Key());
     rec->replicas.push_back(std::move(r));
   }
   std::sort(rec->replicas.begin(), rec->replicas.end(), [](const auto& a, const auto& b) {
@@ -422,12 +423,12 @@ bool KubernetesScheduler::EndScaledAway(KubeApp& app) {
   for (auto& r : rec.replicas) {
     if (core::IsTerminal(r.state) || r.role_index < 0 || static_cast<size_t>(r.role_index) >= scale.size()) continue;
     if (r.replica_id < scale[static_cast<size_t>(r.role_index)]) continue;
-    if (!app.Pod(ReplicaKey(r.role, r.replica_id)).uid.empty()) continue;  // its pod's deletion tells
+    if (!app.Pod(r.Key().String()).uid.empty()) continue;  // its pod's deletion tells
     r.state = core::ReplicaState::kCancelled;
     r.error_message = core::ScaledDownMessage(rec.app.roles[static_cast<size_t>(r.role_index)],
                                               scale[static_cast<size_t>(r.role_index)]);
     r.end_ms = core::UnixNowMs();
-    app.pods[ReplicaKey(r.role, r.replica_id)].log_done = true;  // it never ran: nothing to read
+    app.pods[r.Key().String()].log_done = true;  // it never ran: nothing to read
     any = true;
   }
   return any;

@@ -107,7 +107,7 @@ void LocalScheduler::RunAdmissionPass() {
 void LocalScheduler::ApplyPlacement(const AppRecord& app, std::vector<core::ReplicaRequest>& requests) const {
   if (!admission_ || !Admitted(app) || admission_->box().topology.size() == 0) return;
   for (auto& req : requests) {
-    auto it = app.admission.gpus.find(ReplicaKey(req.role, req.replica_id));
+    auto it = app.admission.gpus.find(req.Key().String());
     core::ApplyGpuSet(req, it == app.admission.gpus.end() ? std::vector<int>{} : it->second, admission_->box().topology);
   }
 }
@@ -116,7 +116,7 @@ void LocalScheduler::StartAdmitted(AppRecord& app, const std::vector<core::Place
   std::string gpus;
   std::vector<size_t> indices;
   for (const core::Placement& p : placed) {
-    std::string key = ReplicaKey(app.app.roles.at(static_cast<size_t>(p.role)).name, p.replica_id);
+    std::string key = core::ReplicaKey{app.app.roles.at(static_cast<size_t>(p.role)).name, p.replica_id}.String();
     app.admission.gpus[key] = p.gpus;
     std::vector<std::string>& uuids = app.admission.gpu_uuids[key];
     uuids.clear();
@@ -132,7 +132,7 @@ void LocalScheduler::StartAdmitted(AppRecord& app, const std::vector<core::Place
   {
     json held = json::object();
     for (const core::Placement& p : placed) {
-      held[ReplicaKey(app.app.roles.at(static_cast<size_t>(p.role)).name, p.replica_id)] = p.gpus;
+      held[core::ReplicaKey{app.app.roles.at(static_cast<size_t>(p.role)).name, p.replica_id}.String()] = p.gpus;
     }
     core::AppDemand demand = DemandOf(app);
     std::string what = gpus.empty() ? "no GPU" : (placed.size() == 1 && gpus.find(',') == std::string::npos ? "GPU " : "GPUs ") + gpus;
@@ -188,7 +188,7 @@ std::vector<bool> LocalScheduler::HeldReplicas(const AppRecord& app) const {
   std::vector<bool> held;
   if (!admission_ || !Admitted(app)) return held;
   for (const core::Role& role : app.app.roles) {
-    for (int i = 0; i < role.num_replicas; ++i) held.push_back(!app.admission.gpus.count(ReplicaKey(role.name, i)));
+    for (int i = 0; i < role.num_replicas; ++i) held.push_back(!app.admission.gpus.count(core::ReplicaKey{role.name, i}.String()));
   }
   return held;
 }
@@ -251,7 +251,7 @@ void LocalScheduler::RestoreAdmission() {
     core::AppDemand d = DemandOf(*rec);
     std::vector<core::Placement> placed;
     for (const core::ReplicaDemand& r : d.replicas) {
-      auto it = rec->admission.gpus.find(ReplicaKey(rec->app.roles[static_cast<size_t>(r.role)].name, r.replica_id));
+      auto it = rec->admission.gpus.find(core::ReplicaKey{rec->app.roles[static_cast<size_t>(r.role)].name, r.replica_id}.String());
       if (it != rec->admission.gpus.end()) placed.push_back(core::Placement{r.role, r.replica_id, it->second, r.need});
     }
     admission_->Hold(std::move(d), std::move(placed), rec->started_ms.value_or(rec->created_ms));

@@ -85,7 +85,7 @@ bool LocalScheduler::AdoptContainers(AppRecord& app) {
   auto requests = ContainerRequests(app, &warnings);
   std::vector<std::pair<uint64_t, uint64_t>> after;
   for (const auto& req : requests) {
-    std::string key = ReplicaKey(req.role, req.replica_id);
+    std::string key = req.Key().String();
     (void)logs_->Open(app, key, req.log_dir, LogOwner(app));  // the attempt a previous daemon began goes on
     after.emplace_back(StoredAttemptBytes(req.log_dir, "stdout"), StoredAttemptBytes(req.log_dir, "stderr"));
   }

@@ -27,11 +27,11 @@ void LocalScheduler::OnRestartScheduled(supervisor::AppRunner& runner, const sup
         std::string("restarting in ") + in + " s (" + std::to_string(left) + " of " + std::to_string(max) +
             (max == 1 ? " retry" : " retries") + " left)",
         {{"in_s", static_cast<double>(delay_ms) / 1000.0}, {"left", left}, {"max", max}, {"attempt", r.attempt + 1}},
-        ReplicaKey(r.role, r.replica_id));
+        r.Key().String());
 }
 
 void LocalScheduler::ReplicaEvent(const AppRecord& app, const supervisor::ReplicaInfo& r) {
-  std::string key = ReplicaKey(r.role, r.replica_id);
+  std::string key = r.Key().String();
   json data = {{"attempt", r.attempt}, {"state", core::AppStateName(r.state)}};
   if (r.pid) data["pid"] = *r.pid;
   if (r.exit_code) data["exit_code"] = *r.exit_code;

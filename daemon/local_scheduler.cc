@@ -24,6 +24,7 @@
 #include "core/log.h"
 #include "core/names.h"
 #include "core/paths.h"
+#include "core/replica_key.h"
 #include "core/replica_request.h"
 #include "daemon/as_user.h"
 #include "daemon/config.h"
@@ -356,7 +357,7 @@ Result<const AppRecord*> LocalScheduler::SubmitNow(SubmitRequest request, bool h
   rec->user_log_dir = user_log_dir.has_value();
   std::string base = user_log_dir ? *user_log_dir : options_.log_dir;
   if (!base.empty() && base[0] != '/') base = request.cwd + "/" + base;
-  rec->app_log_dir = base + "/" + rec->session + "/" + rec->app_id;
+  rec->app_log_dir = core::AppLogDir(base, rec->session, rec->app_id);
   for (const auto& role : rec->app.roles) {
     // Names are validated, so this holds; checked anyway because the path is what matters.
     if (!core::PathIsUnder(base, rec->app_log_dir + "/" + role.name)) {
@@ -642,7 +643,7 @@ void LocalScheduler::OnAttemptStarting(supervisor::AppRunner& runner,
                                        const supervisor::ReplicaInfo& r) {
   AppRecord* app = RecordOf(runner);
   if (app == nullptr) return;
-  std::string key = ReplicaKey(r.role, r.replica_id);
+  std::string key = r.Key().String();
   if (app->scheduler != "local_docker") return logs_->ShimAttemptStarting(*app, key);  // its shim writes the logs
   logs_->BeginAttempt(*app, key, r.log_dir, r.attempt, LogOwner(*app));
 }
@@ -674,20 +675,20 @@ void LocalScheduler::OnReplicaChanged(supervisor::AppRunner& runner,
 void LocalScheduler::OnOutput(supervisor::AppRunner& runner, const supervisor::ReplicaInfo& r,
                               supervisor::OutputStream stream, std::string_view bytes) {
   if (AppRecord* app = RecordOf(runner)) {
-    logs_->Write(*app, ReplicaKey(r.role, r.replica_id), stream, bytes, core::UnixNowMs());
+    logs_->Write(*app, r.Key().String(), stream, bytes, core::UnixNowMs());
   }
 }
 
 void LocalScheduler::OnLogged(supervisor::AppRunner& runner, const supervisor::ReplicaInfo& r, uint64_t disk_bytes,
                               uint64_t lost_bytes) {
   if (AppRecord* app = RecordOf(runner)) {
-    logs_->ShimLogged(*app, ReplicaKey(r.role, r.replica_id), r.log_dir, disk_bytes, lost_bytes);
+    logs_->ShimLogged(*app, r.Key().String(), r.log_dir, disk_bytes, lost_bytes);
   }
 }
 
 void LocalScheduler::OnReplicaStreamsClosed(supervisor::AppRunner& runner,
                                             const supervisor::ReplicaInfo& r) {
-  if (AppRecord* app = RecordOf(runner)) logs_->EndAttempt(*app, ReplicaKey(r.role, r.replica_id), core::UnixNowMs());
+  if (AppRecord* app = RecordOf(runner)) logs_->EndAttempt(*app, r.Key().String(), core::UnixNowMs());
 }
 
 void LocalScheduler::ReadErrorFile(AppRecord& app, supervisor::ReplicaInfo& replica) {

@@ -188,7 +188,7 @@ Result<Prepared> PrepareCursor(const LogTarget& target, const LogQuery& query) {
   Prepared c;
   auto layout = logfiles::LoadLogStream(target.dir, query.stream);
   if (!layout && layout.error().code != ErrorCode::kNotFound) {
-    return Fail(layout.error().WithContext(target.role + "/" + std::to_string(target.replica)));
+    return Fail(layout.error().WithContext(target.Key().String()));
   }
   if (!layout) {
     // Not written yet (a replica still starting): an empty stream.
@@ -202,14 +202,14 @@ Result<Prepared> PrepareCursor(const LogTarget& target, const LogQuery& query) {
     auto it = std::find_if(attempts.begin(), attempts.end(),
                            [&](const logfiles::LogAttempt& a) { return a.attempt == *query.attempt; });
     if (it == attempts.end()) {
-      return Fail(Error::InvalidArgument(target.role + "/" + std::to_string(target.replica) + " has no attempt " +
+      return Fail(Error::InvalidArgument(target.Key().String() + " has no attempt " +
                                          std::to_string(*query.attempt) + " (it has " +
                                          std::to_string(attempts.size()) + ")"));
     }
     c.pos = std::max(c.pos, it->offset);
     if (std::next(it) != attempts.end()) c.end = std::next(it)->offset;
   }
-  auto resume = query.cursors.find(target.role + "/" + std::to_string(target.replica));
+  auto resume = query.cursors.find(target.Key().String());
   if (resume != query.cursors.end()) {
     // Everything before the cursor was delivered, the notices included.
     c.pos = std::min(std::max(c.pos, resume->second.offset), c.layout.end_offset);
@@ -417,7 +417,7 @@ void LogRequest::Step() {
   json counts = json::array();
   for (const auto& c : cursors_) {
     json count = {{"role", c->target.role}, {"replica", c->target.replica}, {"lines", c->lines}};
-    std::string problem = problem_ ? problem_(c->target.role + "/" + std::to_string(c->target.replica)) : "";
+    std::string problem = problem_ ? problem_(c->target.Key().String()) : "";
     if (!problem.empty()) count["unreadable"] = problem;
     counts.push_back(std::move(count));
   }
@@ -550,7 +550,7 @@ void LogRequest::Event(Cursor& c, json event) {
 
 void LogRequest::Warn(Cursor& c) {
   if (!query_.follow || !problem_) return;
-  std::string problem = problem_(c.target.role + "/" + std::to_string(c.target.replica));
+  std::string problem = problem_(c.target.Key().String());
   if (problem == c.warned) return;
   c.warned = problem;
   if (!problem.empty()) Event(c, {{"warning", problem}});

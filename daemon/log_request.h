@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/line_regex.h"
+#include "core/replica_key.h"
 #include "core/result.h"
 #include "core/uv_handle.h"
 #include "daemon/app_events.h"
@@ -72,6 +73,8 @@ struct LogTarget {
   int replica = 0;
   std::string dir;          // the replica's log dir
   uint64_t lost_bytes = 0;  // output that could not be stored (a full log disk)
+
+  core::ReplicaKey Key() const { return {role, replica}; }
 };
 
 // Whose rights the log files are read with (the daemon's own when it wrote them).

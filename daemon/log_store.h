@@ -63,7 +63,7 @@ class LogStore {
 
   // Logs the daemon writes (one writer per replica, opened on its first attempt;
   // Open alone resumes an attempt a previous daemon began). `key` is
-  // ReplicaKey(role, replica). False: the files cannot be opened (said once a minute).
+  // "role/replica" (core::ReplicaKey). False: the files cannot be opened (said once a minute).
   bool Open(AppRecord& app, const std::string& key, const std::string& log_dir, std::optional<Owner> as);
   void BeginAttempt(AppRecord& app, const std::string& key, const std::string& log_dir, int attempt,
                     std::optional<Owner> as);

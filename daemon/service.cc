@@ -531,7 +531,7 @@ void Service::Log(const json& params, const PeerInfo& peer, const Reply& reply) 
         std::find(query->replicas.begin(), query->replicas.end(), r.replica_id) == query->replicas.end()) {
       continue;
     }
-    auto lost = app.log_bytes_lost.find(ReplicaKey(r.role, r.replica_id));
+    auto lost = app.log_bytes_lost.find(r.Key().String());
     targets.push_back({r.role, r.replica_id, r.log_dir, lost == app.log_bytes_lost.end() ? 0 : lost->second});
   }
   for (int id : query->replicas) {

@@ -5,6 +5,7 @@
 // caller per poll period at most (later lists within it use what it found);
 // at most kMaxForeignPerUser of a user's are adopted.
 #include "core/log.h"
+#include "core/replica_key.h"
 #include "daemon/slurm_scheduler.h"
 
 namespace torchxd::daemon {
@@ -71,7 +72,7 @@ void SlurmScheduler::Adopt(uid_t caller, const std::string& job_id, const std::v
   rec->created_ms = slurm::SlurmTimeMs(components.front().submit_time).value_or(core::UnixNowMs());
   rec->state = core::AppState::kUnknown;
   rec->log_max_bytes = options_.log_max_bytes;
-  rec->app_log_dir = options_.log_dir + "/slurm/" + rec->session + "/" + job_id;
+  rec->app_log_dir = core::AppLogDir(options_.log_dir + "/slurm", rec->session, job_id);
   // Its roles as TorchX's describe rebuilds them: from the het groups' names, in order.
   for (const auto& c : components) {
     auto at = slurm::ReplicaOfName(c.name);

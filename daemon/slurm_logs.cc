@@ -76,7 +76,7 @@ void SlurmScheduler::ReadLogs(SlurmApp& app) {
   };
   std::vector<Want> wants;
   for (const auto& r : app.rec->replicas) {
-    std::string key = ReplicaKey(r.role, r.replica_id);
+    std::string key = r.Key().String();
     std::string name = r.role + "-" + std::to_string(r.replica_id);
     const ReplicaLog& l = app.logs[key];
     wants.push_back({key, app.job_dir + "/" + slurm::ReplicaLogName(app.rec->app_id, name, false),
@@ -102,7 +102,7 @@ void SlurmScheduler::ReadLogs(SlurmApp& app) {
         ReplicaLog& l = a.logs[wants[i].key];
         supervisor::ReplicaInfo* r = nullptr;
         for (auto& x : rec.replicas) {
-          if (ReplicaKey(x.role, x.replica_id) == wants[i].key) r = &x;
+          if (x.Key().String() == wants[i].key) r = &x;
         }
         if (r == nullptr) continue;
         if ((out.exists || err.exists) && !logs_->HasWriter(rec, wants[i].key)) {

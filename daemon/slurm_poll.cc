@@ -169,7 +169,7 @@ void SlurmScheduler::Apply(SlurmApp& app, const std::vector<slurm::SlurmComponen
     if (state == core::AppState::kCancelled) any_cancelled = true;
     if (state == core::AppState::kPending && reason.empty() && c.reason != "None") reason = c.reason;
     if (r == nullptr) continue;
-    std::string key = ReplicaKey(r->role, r->replica_id);
+    std::string key = r->Key().String();
     std::string host = c.nodes == "(null)" ? "" : c.nodes;
     if (!host.empty() && r->hostname != host) {
       r->hostname = host;

@@ -11,6 +11,7 @@
 #include "core/ids.h"
 #include "core/log.h"
 #include "core/names.h"
+#include "core/replica_key.h"
 #include "core/text.h"
 #include "slurmbridge/sbatch_script.h"
 
@@ -228,7 +229,7 @@ void SlurmScheduler::Record(std::shared_ptr<Submission> s, const std::string& jo
   rec->created_ms = core::UnixNowMs();
   rec->state = core::AppState::kSubmitted;
   rec->log_max_bytes = options_.log_max_bytes;
-  rec->app_log_dir = options_.log_dir + "/slurm/" + rec->session + "/" + job_id;
+  rec->app_log_dir = core::AppLogDir(options_.log_dir + "/slurm", rec->session, job_id);
   for (const auto& name : s->sbatch.replicas) {
     if (auto at = slurm::ReplicaOfName(name)) AddReplica(*rec, at->first, at->second);
   }
@@ -274,7 +275,7 @@ void SlurmScheduler::AddReplica(AppRecord& rec, const std::string& role, int rep
     if (rec.app.roles[i].name == role) r.role_index = static_cast<int>(i);
   }
   r.state = core::ReplicaState::kPending;
-  r.log_dir = rec.app_log_dir + "/" + role + "/" + std::to_string(replica_id);
+  r.log_dir = core::ReplicaLogDir(rec.app_log_dir, {role, replica_id});
   rec.replicas.push_back(std::move(r));
 }
 

@@ -8,6 +8,7 @@
 
 #include "core/app_status.h"
 #include "core/ids.h"
+#include "core/replica_key.h"
 
 namespace torchxd::k8sbridge {
 namespace {
@@ -198,7 +199,7 @@ int MemMbOf(const std::string& q) {
 
 }  // namespace
 
-std::string TaskReplicaKey(const std::string& task, int index) { return task + "/" + std::to_string(index); }
+std::string TaskReplicaKey(const std::string& task, int index) { return core::ReplicaKey{task, index}.String(); }
 
 namespace {
 

@@ -1,5 +1,7 @@
 #include "k8sbridge/job_tracker.h"
 
+#include "core/replica_key.h"
+
 namespace torchxd::k8sbridge {
 
 using nlohmann::json;
@@ -146,7 +148,7 @@ void JobTracker::OnPodEvent(const std::string& ns, const std::string& type, cons
   if (type != "DELETED") return ApplyPod(*job, pod);
   const auto* at = ReplicaOf(*job, v);
   if (at == nullptr) return;
-  PodGone(*job, at->first + "/" + std::to_string(at->second), v.uid);
+  PodGone(*job, core::ReplicaKey{at->first, at->second}.String(), v.uid);
 }
 
 const std::pair<std::string, int>* JobTracker::ReplicaOf(const TrackedJob& job, const PodView& v) {
@@ -165,7 +167,7 @@ void JobTracker::ApplyPod(TrackedJob& job, const json& pod) {
   PodView v = ReadPod(pod);
   const auto* at = ReplicaOf(job, v);
   if (at == nullptr) return;
-  std::string key = at->first + "/" + std::to_string(at->second);
+  std::string key = core::ReplicaKey{at->first, at->second}.String();
   TrackedPod& p = job.pods[key];
   bool fresh = v.uid != p.uid;
   if (fresh && job.gone) return;  // not an attempt of a Job that no longer exists

@@ -7,6 +7,7 @@
 #include "core/ids.h"
 #include "core/macros.h"
 #include "core/named_resources.h"
+#include "core/replica_key.h"
 #include "core/role_graph.h"
 #include "core/text.h"
 #include "k8sbridge/labels.h"
@@ -191,7 +192,7 @@ Result<VolcanoJob> AppDefToVolcanoJob(const core::AppDef& app, const std::string
     }
     for (int id = 0; id < role.num_replicas; ++id) {
       std::string task_name = core::NormalizeStr(role.name + "-" + std::to_string(id));
-      std::string owner = role.name + "/" + std::to_string(id);
+      std::string owner = core::ReplicaKey{role.name, id}.String();
       // Volcano's admission webhook refuses duplicate task names; the schema cannot say so.
       if (auto [it, fresh] = task_owner.emplace(task_name, owner); !fresh) {
         return Fail(Error::InvalidArgument("replicas " + it->second + " and " + owner + " both become Volcano task `" +

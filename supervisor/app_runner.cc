@@ -447,7 +447,7 @@ void AppRunner::Fail(size_t index) {
   restart_group_.clear();  // a failing app restarts nothing
   // A failure that is not the replica's own (the daemon or the machine went away) is the app's message as is.
   msg_ = exit_final_ ? s.info.error_message
-                     : s.info.role + "/" + std::to_string(s.info.replica_id) + " failed: " + s.info.error_message;
+                     : s.info.Key().String() + " failed: " + s.info.error_message;
   observer_->OnAppChanged(*this);
   if (!options_.stop_on_failure) return;
   stop_grace_ = options_.grace_seconds;

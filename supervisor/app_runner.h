@@ -72,6 +72,8 @@ struct ReplicaInfo {
   std::string log_dir;
   std::string hostname;  // "" = this machine (localhost)
   MonitorRecord monitor;  // where this attempt's monitor is found after a daemon restart
+
+  core::ReplicaKey Key() const { return {role, replica_id}; }
 };
 
 class AppRunner;

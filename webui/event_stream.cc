@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/replica_key.h"
+
 namespace torchxd::webui {
 namespace {
 
@@ -155,7 +157,7 @@ void EventStream::StartLog(const json& params) {
             std::string id;
             if (event.contains("cursor") && event["cursor"].is_string() && event.contains("role") &&
                 event.contains("replica")) {
-              self->cursors_[event["role"].get<std::string>() + "/" + std::to_string(event["replica"].get<int>())] =
+              self->cursors_[core::ReplicaKeyOf(event).String()] =
                   event["cursor"];
               id = Dump(self->cursors_);
             }

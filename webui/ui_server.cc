@@ -15,6 +15,7 @@
 
 
 #include "core/log.h"
+#include "core/replica_key.h"
 #include "core/text.h"
 #include "core/unique_fd.h"
 #include "webui/assets.h"
@@ -390,7 +391,7 @@ void UiServer::Download(const std::shared_ptr<HttpExchange>& exchange, const pro
             auto e = weak.lock();
             if (!e || !event.contains("lines")) return;
             start();
-            std::string prefix = event["role"].get<std::string>() + "/" + std::to_string(event["replica"].get<int>());
+            std::string prefix = core::ReplicaKeyOf(event).String();
             std::string out;
             for (const auto& entry : event["lines"]) {
               out += prefix + " " + entry[1].get<std::string>() + "\n";
