@@ -5,8 +5,8 @@
 #include <fstream>
 #include <memory>
 
+#include "admission/admission.h"
 #include "bench/bench_daemon.h"
-#include "core/admission.h"
 
 namespace torchxd::bench {
 namespace {
@@ -21,8 +21,8 @@ constexpr const char* kTopology = R"({"gpus": [
   {"index": 4, "numa_node": 1, "nvlink": {"5": 12}}, {"index": 5, "numa_node": 1},
   {"index": 6, "numa_node": 1, "nvlink": {"7": 12}}, {"index": 7, "numa_node": 1}]})";
 
-core::AppDemand Demand(int i, int replicas, core::Resources each, int64_t now_ms) {
-  core::AppDemand a;
+admission::AppDemand Demand(int i, int replicas, admission::Resources each, int64_t now_ms) {
+  admission::AppDemand a;
   a.key = "local_cwd/app-" + std::to_string(i);
   a.name = "app-" + std::to_string(i);
   a.queue = "q" + std::to_string(i % 4);
@@ -39,14 +39,14 @@ core::AppDemand Demand(int i, int replicas, core::Resources each, int64_t now_ms
 // after a running app ends and its GPUs go to the next (placement included).
 std::vector<Row> BenchEngine() {
   std::fprintf(stderr, "admission: engine pass, %d pending, %d running replicas\n", kPending, kRunning);
-  core::BoxCapacity box;
-  box.topology = *core::ParseGpuTopology(kTopology);
+  admission::BoxCapacity box;
+  box.topology = *admission::ParseGpuTopology(kTopology);
   box.cpu = kRunning;
   box.mem_mb = 1 << 30;
-  std::vector<core::QueueSpec> queues;
+  std::vector<admission::QueueSpec> queues;
   for (int q = 0; q < 4; ++q) queues.push_back({"q" + std::to_string(q), q + 1, std::nullopt, std::nullopt, std::nullopt});
   const int64_t now = 1'000'000'000;
-  core::Admission adm(box, queues);
+  admission::Admission adm(box, queues);
   // 8 apps of 1 GPU + 124 CPUs' worth of replicas hold the box: 8 + 992 = 1,000 replicas.
   for (int i = 0; i < 8; ++i) {
     adm.Enqueue(Demand(-1 - i, 1, {1, 1, 0}, now));
@@ -69,7 +69,7 @@ std::vector<Row> BenchEngine() {
     freed.push_back(SecondsSince(start) * 1e3);
   }
   for (int rep = 0; rep < 200; ++rep) {  // the floor: one app on an empty box
-    core::Admission empty(box, queues);
+    admission::Admission empty(box, queues);
     empty.Enqueue(Demand(0, 1, {1, 1, 0}, now));
     auto start = Clock::now();
     (void)empty.Pass(now);

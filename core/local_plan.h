@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "core/app_def.h"
-#include "core/gpu_topology.h"
 #include "core/replica_request.h"
 #include "core/runopts.h"
 
@@ -37,13 +36,6 @@ struct LocalPlan {
 };
 
 LocalPlan PlanLocalApp(const AppDef& app, const LocalPlanInput& in);
-
-// The GPUs admission placed a replica on. A process gets
-// CUDA_VISIBLE_DEVICES (indices, "" for none), CUDA_DEVICE_ORDER=PCI_BUS_ID
-// (so indices mean what NVML and nvidia-smi number) and TORCHX_GPU_UUIDS; a
-// container gets those devices in its DeviceRequest (the engine numbers them
-// from 0 inside) and TORCHX_GPU_UUIDS.
-void ApplyGpuSet(ReplicaRequest& request, const std::vector<int>& gpus, const GpuTopology& topology);
 
 }  // namespace torchxd::core
 

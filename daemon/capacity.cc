@@ -46,8 +46,8 @@ Result<int64_t> CapacityNumber(const std::string& key, const std::string& value,
 
 }  // namespace
 
-core::GpuTopology DiscoverNvmlGpus(const CapacityOptions& options, std::string* why) {
-  core::GpuTopology topo;
+admission::GpuTopology DiscoverNvmlGpus(const CapacityOptions& options, std::string* why) {
+  admission::GpuTopology topo;
   auto nvml = gpus::Nvml::Open(options.nvml_library);
   if (!nvml) {
     *why = nvml.error().message + ": no GPUs";
@@ -59,7 +59,7 @@ core::GpuTopology DiscoverNvmlGpus(const CapacityOptions& options, std::string* 
   std::map<std::string, int> by_bus;  // whole GPUs only: NVLink joins those
   for (size_t i = 0; i < slots.size(); ++i) {
     const gpus::Nvml::Slot& slot = slots[i];
-    core::Gpu g;
+    admission::Gpu g;
     g.index = static_cast<int>(i);
     if (slot.mig >= 0) g.mig_parent = static_cast<int>(slot.gpu);
     if (slot.device == nullptr) {
@@ -93,14 +93,14 @@ core::GpuTopology DiscoverNvmlGpus(const CapacityOptions& options, std::string* 
   return topo;
 }
 
-Result<core::BoxCapacity> DiscoverCapacity(const CapacityOptions& options, std::vector<std::string>* notes) {
-  core::BoxCapacity box;
+Result<admission::BoxCapacity> DiscoverCapacity(const CapacityOptions& options, std::vector<std::string>* notes) {
+  admission::BoxCapacity box;
   if (!options.gpu_topology.empty()) {
     std::ifstream in(options.gpu_topology);
     if (!in) return Fail(Error::InvalidArgument("--gpu-topology " + options.gpu_topology + ": cannot be read"));
     std::stringstream text;
     text << in.rdbuf();
-    auto topo = core::ParseGpuTopology(text.str());
+    auto topo = admission::ParseGpuTopology(text.str());
     if (!topo) return Fail(Error::InvalidArgument("--gpu-topology " + options.gpu_topology + ": " + topo.error().message));
     box.topology = std::move(*topo);
     notes->push_back("GPUs from " + options.gpu_topology + ": " + std::to_string(box.topology.size()));
@@ -126,7 +126,7 @@ Result<core::BoxCapacity> DiscoverCapacity(const CapacityOptions& options, std::
       if (box.topology.size() == 0) {
         // Nothing discovered: N GPUs without topology (a box NVML cannot see).
         for (int i = 0; i < *n; ++i) {
-          core::Gpu g;
+          admission::Gpu g;
           g.index = i;
           box.topology.gpus.push_back(std::move(g));
         }
@@ -134,7 +134,7 @@ Result<core::BoxCapacity> DiscoverCapacity(const CapacityOptions& options, std::
       } else {
         // A cap: GPUs that exist are never invented.
         int usable = 0;
-        for (core::Gpu& g : box.topology.gpus) {
+        for (admission::Gpu& g : box.topology.gpus) {
           if (!g.usable) continue;
           if (++usable > *n) g.usable = false, g.unusable_reason = "beyond --capacity gpu=" + value;
         }
@@ -157,7 +157,7 @@ Result<core::BoxCapacity> DiscoverCapacity(const CapacityOptions& options, std::
     }
   }
   if (!options.exclude_gpus.empty()) {
-    if (auto excluded = core::ExcludeGpus(box.topology, options.exclude_gpus); !excluded) return Fail(excluded.error());
+    if (auto excluded = admission::ExcludeGpus(box.topology, options.exclude_gpus); !excluded) return Fail(excluded.error());
   }
   return box;
 }

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "core/admission.h"
+#include "admission/admission.h"
 #include "core/result.h"
 
 namespace torchxd::daemon {
@@ -33,12 +33,12 @@ struct CapacityOptions {
 };
 
 // The box, and notes for the log (what was found, what was skipped).
-[[nodiscard]] Result<core::BoxCapacity> DiscoverCapacity(const CapacityOptions& options,
+[[nodiscard]] Result<admission::BoxCapacity> DiscoverCapacity(const CapacityOptions& options,
                                                          std::vector<std::string>* notes);
 
 // The GPUs NVML reports; an empty topology when NVML cannot be loaded or
 // initialised (`why` says which).
-core::GpuTopology DiscoverNvmlGpus(const CapacityOptions& options, std::string* why);
+admission::GpuTopology DiscoverNvmlGpus(const CapacityOptions& options, std::string* why);
 
 }  // namespace torchxd::daemon
 

@@ -63,11 +63,11 @@ class DaemonConfigFile : public CLI::ConfigINI {
 };
 
 // --queue flags first, then the file's sections (a flag wins for its queue).
-Result<std::vector<core::QueueSpec>> Queues(const std::vector<std::string>& flags,
+Result<std::vector<admission::QueueSpec>> Queues(const std::vector<std::string>& flags,
                                             const std::vector<CLI::ConfigItem>& items) {
-  std::vector<core::QueueSpec> out;
+  std::vector<admission::QueueSpec> out;
   for (const std::string& flag : flags) {
-    auto q = core::ParseQueueSpec(flag);
+    auto q = admission::ParseQueueSpec(flag);
     if (!q) return Fail(Error::InvalidArgument("--queue " + flag + ": " + q.error().message));
     if (std::any_of(out.begin(), out.end(), [&](const auto& o) { return o.name == q->name; })) {
       return Fail(Error::InvalidArgument("--queue " + q->name + " is given twice"));
@@ -85,13 +85,13 @@ Result<std::vector<core::QueueSpec>> Queues(const std::vector<std::string>& flag
     if (from_flags.count(name)) continue;
     auto it = std::find_if(out.begin(), out.end(), [&](const auto& o) { return o.name == name; });
     if (it == out.end()) {
-      auto q = core::ParseQueueSpec(name);
+      auto q = admission::ParseQueueSpec(name);
       if (!q) return Fail(Error::InvalidArgument("--config [queue." + name + "]: " + q.error().message));
       out.push_back(*q);
       it = out.end() - 1;
     }
     std::string value = item.inputs.empty() ? "" : item.inputs.front();
-    if (auto set = core::SetQueueKey(*it, item.name, value); !set) {
+    if (auto set = admission::SetQueueKey(*it, item.name, value); !set) {
       return Fail(Error::InvalidArgument("--config [queue." + name + "]: " + set.error().message));
     }
   }

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "core/admission.h"
+#include "admission/admission.h"
 #include "core/environment.h"
 #include "core/result.h"
 
@@ -60,7 +60,7 @@ struct DaemonConfig {
   double gpu_sample_period = 1.0;  // seconds between GPU readings (daemon/gpu_view.h); 0 = none
   int64_t gpu_idle_after = 600;    // seconds a held GPU may read <= 1% before it is flagged idle
   int64_t gpu_ecc_limit = 1;       // volatile uncorrected ECC errors that make a GPU unhealthy; 0 = never
-  std::vector<core::QueueSpec> queues;  // --queue and [queue.NAME] sections, in order
+  std::vector<admission::QueueSpec> queues;  // --queue and [queue.NAME] sections, in order
   // The web page (docs/web-ui.md): always on ui.sock beside the socket unless --no-ui.
   bool no_ui = false;
   std::string ui_listen;                 // HOST:PORT for TCP (token only)

@@ -4,13 +4,13 @@
 
 #include <cmath>
 
-#include "core/admission.h"
+#include "admission/admission.h"
 #include "core/log.h"
 #include "core/replica_key.h"
 #include "daemon/app_record.h"
 #include "daemon/file_worker.h"
-#include "daemon/state_file.h"
 #include "daemon/local_scheduler.h"
+#include "daemon/state_file.h"
 #include "webui/metrics.h"
 
 namespace torchxd::daemon {
@@ -102,7 +102,7 @@ void GpuView::Start() {
 
 void GpuView::TrackIdle(const gpus::GpuSnapshot& snapshot) {
   std::vector<std::string> holders;
-  if (const core::Admission* admission = local_->admission()) holders = admission->GpuHolders();
+  if (const admission::Admission* admission = local_->admission()) holders = admission->GpuHolders();
   for (const gpus::GpuReading& g : snapshot.gpus) {
     bool held = g.index >= 0 && static_cast<size_t>(g.index) < holders.size() && !holders[static_cast<size_t>(g.index)].empty();
     if (!held || !g.util_gpu || *g.util_gpu > kIdlePercent) {
@@ -181,7 +181,7 @@ void GpuView::OnSnapshot(gpus::GpuSnapshot snapshot) {
 
 json GpuView::Json() const {
   std::map<uint32_t, std::string> names;
-  const core::Admission* admission = local_->admission();
+  const admission::Admission* admission = local_->admission();
   std::map<std::string, const AppRecord*> by_key;
   for (const AppRecord* app : local_->List()) by_key[AppKey(*app)] = app;
   std::vector<std::string> holders;
@@ -199,7 +199,7 @@ json GpuView::Json() const {
   if (last_ && last_->gpus.size() > count) count = last_->gpus.size();
   for (size_t i = 0; i < count; ++i) {
     json g = {{"index", i}};
-    const core::Gpu* topo = admission && i < admission->box().topology.gpus.size()
+    const admission::Gpu* topo = admission && i < admission->box().topology.gpus.size()
                                 ? &admission->box().topology.gpus[i] : nullptr;
     const gpus::GpuReading* reading = last_ && i < last_->gpus.size() ? &last_->gpus[i] : nullptr;
     g["uuid"] = topo && !topo->uuid.empty() ? topo->uuid : reading ? reading->uuid : "";
@@ -280,7 +280,7 @@ json GpuView::Json() const {
 }
 
 json GpuView::History(std::optional<int> gpu, int64_t from_ms, int64_t to_ms, int points) const {
-  const core::Admission* admission = local_->admission();
+  const admission::Admission* admission = local_->admission();
   size_t count = admission ? admission->box().topology.gpus.size() : 0;
   if (last_ && last_->gpus.size() > count) count = last_->gpus.size();
   int64_t now = core::UnixNowMs();

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <map>
 
+#include "admission/gpu_set.h"
 #include "core/app_handle.h"
 #include "core/ids.h"
 #include "core/local_plan.h"
@@ -24,8 +25,8 @@ bool Admitted(const AppRecord& app) { return !app.admission.gpus.empty(); }
 
 }  // namespace
 
-core::AppDemand LocalScheduler::DemandOf(const AppRecord& app) const {
-  core::AppDemand d;
+admission::AppDemand LocalScheduler::DemandOf(const AppRecord& app) const {
+  admission::AppDemand d;
   d.key = AppKey(app);
   d.name = app.app_id;
   d.queue = app.admission.queue;
@@ -34,15 +35,15 @@ core::AppDemand LocalScheduler::DemandOf(const AppRecord& app) const {
   d.seq = app.admission.seq;
   d.submitted_ms = app.created_ms;
   d.max_duration_ms = app.max_duration_ms;
-  const core::BoxCapacity& box = admission_->box();
+  const admission::BoxCapacity& box = admission_->box();
   // A box with no GPU found or declared runs GPU requests unenforced (the submit warns), as TorchX does.
   bool gpus = box.topology.size() > 0;
   for (size_t r = 0; r < app.app.roles.size(); ++r) {
     const core::Role& role = app.app.roles[r];
     // TorchX's -1 is "not declared": nothing. CPUs and memory count only when the box accounts them.
-    core::Resources need{gpus ? std::max(0, role.resource.gpu) : 0, box.cpu > 0 ? std::max(0, role.resource.cpu) : 0,
+    admission::Resources need{gpus ? std::max(0, role.resource.gpu) : 0, box.cpu > 0 ? std::max(0, role.resource.cpu) : 0,
                          box.mem_mb > 0 ? std::max(0, role.resource.mem_mb) : 0};
-    for (int i = 0; i < role.num_replicas; ++i) d.replicas.push_back(core::ReplicaDemand{static_cast<int>(r), i, need});
+    for (int i = 0; i < role.num_replicas; ++i) d.replicas.push_back(admission::ReplicaDemand{static_cast<int>(r), i, need});
     // An elastic role starts with min_replicas; admission grows it to num_replicas.
     d.role_min.push_back(std::clamp(role.min_replicas.value_or(role.num_replicas), 1, std::max(1, role.num_replicas)));
   }
@@ -56,11 +57,11 @@ Result<void> LocalScheduler::PrepareAdmission(AppRecord& app, bool privileged) {
   if (app.cfg.contains("priority") && app.cfg["priority"].is_number_integer()) {
     // The cfg was resolved, so it is within [kMinPriority, kMaxPriority].
     app.admission.priority = static_cast<int>(
-        std::clamp<int64_t>(app.cfg["priority"].get<int64_t>(), core::kMinPriority, core::kMaxPriority));
+        std::clamp<int64_t>(app.cfg["priority"].get<int64_t>(), admission::kMinPriority, admission::kMaxPriority));
   }
   if (auto ok = admission_->Check(DemandOf(app)); !ok) return Fail(ok.error());
-  if (const core::QueueSpec* queue = admission_->Queue(app.admission.queue)) {
-    if (auto ok = core::CheckPriority(app.admission.priority, privileged, *queue); !ok) return Fail(ok.error());
+  if (const admission::QueueSpec* queue = admission_->Queue(app.admission.queue)) {
+    if (auto ok = admission::CheckPriority(app.admission.priority, privileged, *queue); !ok) return Fail(ok.error());
   }
   app.admission.seq = next_seq_++;
   return {};
@@ -85,8 +86,8 @@ void LocalScheduler::SchedulePass() {
 void LocalScheduler::RunAdmissionPass() {
   if (!admission_ || stopping_) return;
   int64_t now = core::UnixNowMs();
-  std::vector<core::Admitted> admitted = admission_->Pass(now);
-  for (core::Admitted& a : admitted) {
+  std::vector<admission::Admitted> admitted = admission_->Pass(now);
+  for (admission::Admitted& a : admitted) {
     auto [scheduler, app_id] = SplitKey(a.key);
     if (AppRecord* app = Find(scheduler, app_id)) StartAdmitted(*app, a.replicas);
   }
@@ -108,14 +109,14 @@ void LocalScheduler::ApplyPlacement(const AppRecord& app, std::vector<core::Repl
   if (!admission_ || !Admitted(app) || admission_->box().topology.size() == 0) return;
   for (auto& req : requests) {
     auto it = app.admission.gpus.find(req.Key().String());
-    core::ApplyGpuSet(req, it == app.admission.gpus.end() ? std::vector<int>{} : it->second, admission_->box().topology);
+    admission::ApplyGpuSet(req, it == app.admission.gpus.end() ? std::vector<int>{} : it->second, admission_->box().topology);
   }
 }
 
-void LocalScheduler::StartAdmitted(AppRecord& app, const std::vector<core::Placement>& placed) {
+void LocalScheduler::StartAdmitted(AppRecord& app, const std::vector<admission::Placement>& placed) {
   std::string gpus;
   std::vector<size_t> indices;
-  for (const core::Placement& p : placed) {
+  for (const admission::Placement& p : placed) {
     std::string key = core::ReplicaKey{app.app.roles.at(static_cast<size_t>(p.role)).name, p.replica_id}.String();
     app.admission.gpus[key] = p.gpus;
     std::vector<std::string>& uuids = app.admission.gpu_uuids[key];
@@ -131,10 +132,10 @@ void LocalScheduler::StartAdmitted(AppRecord& app, const std::vector<core::Place
   queued_said_.erase(Key{app.scheduler, app.app_id});
   {
     json held = json::object();
-    for (const core::Placement& p : placed) {
+    for (const admission::Placement& p : placed) {
       held[core::ReplicaKey{app.app.roles.at(static_cast<size_t>(p.role)).name, p.replica_id}.String()] = p.gpus;
     }
-    core::AppDemand demand = DemandOf(app);
+    admission::AppDemand demand = DemandOf(app);
     std::string what = gpus.empty() ? "no GPU" : (placed.size() == 1 && gpus.find(',') == std::string::npos ? "GPU " : "GPUs ") + gpus;
     Event(app, "admitted", std::string(app.runner ? "grew: " : "admitted: ") + what, {{"gpus", held}});
   }
@@ -241,18 +242,18 @@ void LocalScheduler::RestoreAdmission() {
   if (!admission_) {
     // Queued by a daemon that admitted; this one starts everything at once.
     for (AppRecord* app : queued) {
-      std::vector<core::Placement> none;
+      std::vector<admission::Placement> none;
       StartAdmitted(*app, none);
     }
     return;
   }
   for (auto& [key, rec] : apps_) {
     if (!rec->runner || !Admitted(*rec)) continue;
-    core::AppDemand d = DemandOf(*rec);
-    std::vector<core::Placement> placed;
-    for (const core::ReplicaDemand& r : d.replicas) {
+    admission::AppDemand d = DemandOf(*rec);
+    std::vector<admission::Placement> placed;
+    for (const admission::ReplicaDemand& r : d.replicas) {
       auto it = rec->admission.gpus.find(core::ReplicaKey{rec->app.roles[static_cast<size_t>(r.role)].name, r.replica_id}.String());
-      if (it != rec->admission.gpus.end()) placed.push_back(core::Placement{r.role, r.replica_id, it->second, r.need});
+      if (it != rec->admission.gpus.end()) placed.push_back(admission::Placement{r.role, r.replica_id, it->second, r.need});
     }
     admission_->Hold(std::move(d), std::move(placed), rec->started_ms.value_or(rec->created_ms));
   }
@@ -289,7 +290,7 @@ json LocalScheduler::Queues(size_t limit) const {
     auto it = apps_.find(Key{scheduler, app_id});
     return it == apps_.end() ? key : it->second->Handle();
   };
-  auto resources = [](const core::Resources& r) { return json{{"gpu", r.gpu}, {"cpu", r.cpu}, {"memMB", r.mem_mb}}; };
+  auto resources = [](const admission::Resources& r) { return json{{"gpu", r.gpu}, {"cpu", r.cpu}, {"memMB", r.mem_mb}}; };
   json queues = json::array();
   std::map<uint32_t, std::string> names;  // one passwd lookup per user
   for (const auto& view : admission_->View(now)) {
@@ -317,7 +318,7 @@ json LocalScheduler::Queues(size_t limit) const {
         p["submitted_ms"] = a.created_ms;
         if (a.max_duration_ms > 0) p["max_duration_ms"] = a.max_duration_ms;
       }
-      if (const core::Resources* need = admission_->PendingNeed(key)) p["request"] = resources(*need);
+      if (const admission::Resources* need = admission_->PendingNeed(key)) p["request"] = resources(*need);
       q["pending"].push_back(std::move(p));
     }
     queues.push_back(std::move(q));
@@ -325,7 +326,7 @@ json LocalScheduler::Queues(size_t limit) const {
   json gpus = json::array();
   auto holders = admission_->GpuHolders();
   const auto& reserved = admission_->reserved_gpus();
-  for (const core::Gpu& g : admission_->box().topology.gpus) {
+  for (const admission::Gpu& g : admission_->box().topology.gpus) {
     json j = {{"index", g.index}, {"uuid", g.uuid}, {"pci_bus_id", g.pci_bus_id}, {"numa_node", g.numa_node},
               {"usable", g.usable}, {"held_by", holders[static_cast<size_t>(g.index)].empty()
                                                     ? json(nullptr) : json(handle(holders[static_cast<size_t>(g.index)]))},
@@ -333,14 +334,14 @@ json LocalScheduler::Queues(size_t limit) const {
     if (!g.usable) j["unusable"] = g.unusable_reason;
     gpus.push_back(std::move(j));
   }
-  const core::BoxCapacity& box = admission_->box();
+  const admission::BoxCapacity& box = admission_->box();
   int64_t shadow = admission_->ShadowTime(now);
   return {{"queues", queues},
           {"capacity", resources(admission_->total())},
           {"free", resources(admission_->free())},
           {"accounted", {{"gpu", true}, {"cpu", box.cpu > 0}, {"memMB", box.mem_mb > 0}}},
           {"head", admission_->head().empty() ? json(nullptr) : json(handle(admission_->head()))},
-          {"head_starts_by_ms", shadow == core::kNoEnd ? json(nullptr) : json(shadow)},
+          {"head_starts_by_ms", shadow == admission::kNoEnd ? json(nullptr) : json(shadow)},
           {"gpus", gpus}};
 }
 
@@ -349,7 +350,7 @@ void LocalScheduler::RecordQueuePositions() {
   // The apps nearest the front of each queue: what changes for them is news.
   constexpr size_t kPerQueue = 64;
   int64_t now = core::UnixNowMs();
-  for (const core::Admission::QueueView& q : admission_->View(now)) {
+  for (const admission::Admission::QueueView& q : admission_->View(now)) {
     for (size_t i = 0; i < q.pending.size() && i < kPerQueue; ++i) {
       auto [scheduler, app_id] = SplitKey(q.pending[i]);
       AppRecord* app = Find(scheduler, app_id);
@@ -365,7 +366,7 @@ void LocalScheduler::RecordQueuePositions() {
       // reader shows in their own time zone: news only when it moves.
       std::string said_now = text;
       if (q.pending[i] == admission_->head()) {
-        if (int64_t by = admission_->ShadowTime(now); by != core::kNoEnd) {
+        if (int64_t by = admission_->ShadowTime(now); by != admission::kNoEnd) {
           data["starts_by_ms"] = by;
           said_now += "\n" + std::to_string(by);
         }
@@ -381,7 +382,7 @@ void LocalScheduler::RecordQueuePositions() {
 bool LocalScheduler::SetGpuUsable(int gpu, bool usable, const std::string& reason, bool stop_holder) {
   if (!admission_ || gpu < 0 || gpu >= admission_->box().topology.size()) return false;
   std::string holder = admission_->GpuHolders()[static_cast<size_t>(gpu)];
-  const core::Gpu& g = admission_->box().topology.gpus[static_cast<size_t>(gpu)];
+  const admission::Gpu& g = admission_->box().topology.gpus[static_cast<size_t>(gpu)];
   std::string named = "GPU " + std::to_string(gpu) + (g.uuid.empty() ? "" : " (" + g.uuid + ")");
   bool was = g.usable;
   if (!admission_->SetGpuUsable(gpu, usable, reason)) return false;

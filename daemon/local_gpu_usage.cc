@@ -1,7 +1,7 @@
 // LocalScheduler's GPU accounting (daemon/gpu_usage.h): each app's GPU
 // intervals follow admission's holders, and its used time grows with the
 // utilization of the GPUs it holds.
-#include "core/admission.h"
+#include "admission/admission.h"
 #include "core/log.h"
 #include "daemon/local_scheduler.h"
 

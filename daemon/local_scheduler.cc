@@ -53,7 +53,7 @@ LocalScheduler::LocalScheduler(uv_loop_t* loop, Store* store, LogStore* logs,
       logs_(logs),
       restarts_(options_.restart_rate_per_user, std::max(1.0, options_.restart_rate_per_user)) {
   logs_->AddSource([this] { return OldestEvictableLogs(); });
-  if (options_.box) admission_ = std::make_unique<core::Admission>(*options_.box, options_.queues);
+  if (options_.box) admission_ = std::make_unique<admission::Admission>(*options_.box, options_.queues);
 }
 
 LocalScheduler::~LocalScheduler() = default;

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "core/admission.h"
+#include "admission/admission.h"
 #include "core/runopts.h"
 #include "core/uv_handle.h"
 #include "daemon/app_events.h"
@@ -55,8 +55,8 @@ struct LocalSchedulerOptions {
   // The NVIDIA driver's directory of GPUs (one entry per GPU, by PCI bus id).
   std::string nvidia_proc_dir = "/proc/driver/nvidia/gpus";
   // Admission (daemon/local_admission.cc): the box and its queues; no box = off.
-  std::optional<core::BoxCapacity> box;
-  std::vector<core::QueueSpec> queues;
+  std::optional<admission::BoxCapacity> box;
+  std::vector<admission::QueueSpec> queues;
 };
 
 
@@ -114,7 +114,7 @@ class LocalScheduler : public Scheduler, public supervisor::AppRunnerObserver {
   // with `reason` naming the GPU, else (a drain, as Slurm's) it runs on.
   // False when there is no admission or no such GPU.
   bool SetGpuUsable(int gpu, bool usable, const std::string& reason, bool stop_holder);
-  const core::Admission* admission() const { return admission_.get(); }
+  const admission::Admission* admission() const { return admission_.get(); }
   // Where the apps' events are told as they happen (the `events` request follows them).
   void SetEventFeed(EventFeed* feed) { feed_ = feed; }
   // GPU accounting (daemon/local_gpu_usage.cc), called about once a second:
@@ -185,12 +185,12 @@ class LocalScheduler : public Scheduler, public supervisor::AppRunnerObserver {
   [[nodiscard]] Result<std::vector<unsigned>> RunAs(uid_t uid) const;
 
   // Admission (daemon/local_admission.cc).
-  core::AppDemand DemandOf(const AppRecord& app) const;
+  admission::AppDemand DemandOf(const AppRecord& app) const;
   // Sets the app's queue, priority and order from its cfg; refuses what can never start.
   // `privileged`: the submitter is root or in the admin group (a priority above the users' range).
   [[nodiscard]] Result<void> PrepareAdmission(AppRecord& app, bool privileged);
   void SchedulePass();  // on the next loop turn, once for any number of events
-  void StartAdmitted(AppRecord& app, const std::vector<core::Placement>& placed);
+  void StartAdmitted(AppRecord& app, const std::vector<admission::Placement>& placed);
   // GPUs the app's placement gave each replica, applied to its requests.
   void ApplyPlacement(const AppRecord& app, std::vector<core::ReplicaRequest>& requests) const;
   // The app leaves admission (ended, cancelled while pending, evicted).
@@ -216,7 +216,7 @@ class LocalScheduler : public Scheduler, public supervisor::AppRunnerObserver {
   std::map<const supervisor::AppRunner*, AppRecord*> by_runner_;
   int gpu_count_ = 0;
   LogStore* logs_;
-  std::unique_ptr<core::Admission> admission_;
+  std::unique_ptr<admission::Admission> admission_;
   supervisor::RestartBudget restarts_;
   UvHandle<uv_timer_t> pass_timer_;
   bool pass_scheduled_ = false;

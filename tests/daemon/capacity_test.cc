@@ -28,10 +28,10 @@ class CapacityTest : public ::testing::Test {
     std::ofstream(dir_ / name) << text;
     return (dir_ / name).string();
   }
-  core::BoxCapacity Discover() {
+  admission::BoxCapacity Discover() {
     auto box = DiscoverCapacity(options_, &notes_);
     EXPECT_TRUE(box.has_value()) << box.error().message;
-    return box ? *box : core::BoxCapacity{};
+    return box ? *box : admission::BoxCapacity{};
   }
   std::string Refused() {
     auto box = DiscoverCapacity(options_, &notes_);
@@ -51,7 +51,7 @@ class CapacityTest : public ::testing::Test {
 TEST_F(CapacityTest, TheRealGpusAreReadThroughNvmlWhereThereAreSome) {
   CapacityOptions real;  // the system's libnvidia-ml.so.1
   std::string why;
-  core::GpuTopology topo = DiscoverNvmlGpus(real, &why);
+  admission::GpuTopology topo = DiscoverNvmlGpus(real, &why);
   if (!why.empty()) GTEST_SKIP() << "no NVIDIA GPU on this machine (" << why << "): the real topology is not read";
   ASSERT_GT(topo.size(), 0);
   size_t in_proc = 0;
@@ -63,7 +63,7 @@ TEST_F(CapacityTest, TheRealGpusAreReadThroughNvmlWhereThereAreSome) {
     EXPECT_EQ(static_cast<size_t>(topo.size()), in_proc) << "NVML and the driver count the same GPUs";
   }
   for (int i = 0; i < topo.size(); ++i) {
-    const core::Gpu& g = topo.gpus[static_cast<size_t>(i)];
+    const admission::Gpu& g = topo.gpus[static_cast<size_t>(i)];
     SCOPED_TRACE(i);
     EXPECT_EQ(g.index, i);
     EXPECT_THAT(g.uuid, ::testing::StartsWith("GPU-"));
@@ -74,7 +74,7 @@ TEST_F(CapacityTest, TheRealGpusAreReadThroughNvmlWhereThereAreSome) {
 }
 
 TEST_F(CapacityTest, WithoutNvmlTheBoxHasNoGpusAndThatIsNoError) {
-  core::BoxCapacity box = Discover();
+  admission::BoxCapacity box = Discover();
   EXPECT_EQ(box.topology.size(), 0);
   EXPECT_EQ(box.cpu, 0) << "CPUs are accounted only when --capacity asks";
   EXPECT_EQ(box.mem_mb, 0);
@@ -84,7 +84,7 @@ TEST_F(CapacityTest, WithoutNvmlTheBoxHasNoGpusAndThatIsNoError) {
 TEST_F(CapacityTest, CapacityDeclaresGpusNvmlCannotSeeAndCpuAndMemory) {
   options_.capacity = "gpu=4,cpu=auto,memMB=auto";
   options_.meminfo = File("meminfo", "MemTotal:       2048000 kB\nMemFree:  1000 kB\n");
-  core::BoxCapacity box = Discover();
+  admission::BoxCapacity box = Discover();
   ASSERT_EQ(box.topology.size(), 4);
   EXPECT_EQ(box.topology.gpus[3].index, 3);
   EXPECT_EQ(box.topology.UsableCount(), 4);
@@ -99,7 +99,7 @@ TEST_F(CapacityTest, CapacityDeclaresGpusNvmlCannotSeeAndCpuAndMemory) {
 TEST_F(CapacityTest, CapacityCapsTheGpusFoundAndNeverInventsMore) {
   options_.gpu_topology = File("t.json", R"({"gpus": [{"index": 0}, {"index": 1}, {"index": 2}, {"index": 3}]})");
   options_.capacity = "gpu=2";
-  core::BoxCapacity box = Discover();
+  admission::BoxCapacity box = Discover();
   EXPECT_EQ(box.topology.UsableCount(), 2);
   EXPECT_FALSE(box.topology.gpus[3].usable);
   EXPECT_EQ(box.topology.gpus[3].unusable_reason, "beyond --capacity gpu=2");
@@ -113,7 +113,7 @@ TEST_F(CapacityTest, CapacityCapsTheGpusFoundAndNeverInventsMore) {
 TEST_F(CapacityTest, ExcludedGpusAreNeverUsable) {
   options_.gpu_topology = File("t.json", R"({"gpus": [{"index": 0, "uuid": "GPU-a"}, {"index": 1, "uuid": "GPU-b"}]})");
   options_.exclude_gpus = "GPU-b";
-  core::BoxCapacity box = Discover();
+  admission::BoxCapacity box = Discover();
   EXPECT_TRUE(box.topology.gpus[0].usable);
   EXPECT_FALSE(box.topology.gpus[1].usable);
 }

@@ -8,13 +8,13 @@
 #include <string_view>
 #include <vector>
 
-#include "core/admission.h"
+#include "admission/admission.h"
+#include "admission/gpu_placement.h"
+#include "admission/gpu_topology.h"
 #include "core/check.h"
-#include "core/gpu_placement.h"
-#include "core/gpu_topology.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  using namespace torchxd::core;
+  using namespace torchxd::admission;
   std::string_view text(reinterpret_cast<const char*>(data), size);
   (void)ParseQueueSpec(std::string(text));
   size_t split = text.find('\n');

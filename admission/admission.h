@@ -39,8 +39,8 @@
 //    head waits and they fit.
 //
 // Thread contract: one instance, one thread.
-#ifndef TORCHXD_CORE_ADMISSION_H_
-#define TORCHXD_CORE_ADMISSION_H_
+#ifndef TORCHXD_ADMISSION_ADMISSION_H_
+#define TORCHXD_ADMISSION_ADMISSION_H_
 
 #include <cstdint>
 #include <limits>
@@ -51,10 +51,10 @@
 #include <string>
 #include <vector>
 
-#include "core/gpu_topology.h"
+#include "admission/gpu_topology.h"
 #include "core/result.h"
 
-namespace torchxd::core {
+namespace torchxd::admission {
 
 struct Resources {
   int gpu = 0;
@@ -281,6 +281,6 @@ class Admission {
   size_t limited_running_ = 0;  // running apps with max_duration (the shadow time is kNoEnd without)
 };
 
-}  // namespace torchxd::core
+}  // namespace torchxd::admission
 
-#endif  // TORCHXD_CORE_ADMISSION_H_
+#endif  // TORCHXD_ADMISSION_ADMISSION_H_

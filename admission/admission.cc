@@ -1,13 +1,13 @@
-#include "core/admission.h"
+#include "admission/admission.h"
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 
+#include "admission/gpu_placement.h"
 #include "core/duration.h"
-#include "core/gpu_placement.h"
 
-namespace torchxd::core {
+namespace torchxd::admission {
 namespace {
 
 constexpr int64_t kAgeStepMs = 3600 * 1000;  // +1 priority per hour waited
@@ -677,7 +677,7 @@ std::string Admission::Reason(const std::string& key, int64_t now_ms, int ahead,
                                     : reserved_gpus_.size() == 1 ? "; GPU " + gpus + " is reserved for it"
                                                                  : "; GPUs " + gpus + " are reserved for it");
     if (int64_t shadow = ShadowTime(now_ms); shadow_clause && shadow != kNoEnd) {
-      out += "; starts within " + FormatDurationMs(shadow - now_ms) + " at the latest (max_duration of what it waits on)";
+      out += "; starts within " + core::FormatDurationMs(shadow - now_ms) + " at the latest (max_duration of what it waits on)";
     }
     return out;
   }
@@ -697,7 +697,7 @@ std::string Admission::Reason(const std::string& key, int64_t now_ms, int ahead,
     out += " (" + h.demand.name + ", " + DescribeResources(h.gang) + " reserved)";
     if (int64_t shadow = ShadowTime(now_ms); shadow != kNoEnd && shadow > now_ms && app.demand.max_duration_ms == 0 &&
         app.gang.FitsIn(free_)) {
-      out += "; with -cfg max_duration=" + FormatDurationMs(shadow - now_ms) + " or less it could start before it";
+      out += "; with -cfg max_duration=" + core::FormatDurationMs(shadow - now_ms) + " or less it could start before it";
     }
   }
   return out;
@@ -756,4 +756,4 @@ bool Admission::SetGpuUsable(int gpu, bool usable, const std::string& reason) {
   return true;
 }
 
-}  // namespace torchxd::core
+}  // namespace torchxd::admission

@@ -1,9 +1,9 @@
-#include "core/gpu_placement.h"
+#include "admission/gpu_placement.h"
 
 #include <algorithm>
 #include <numeric>
 
-namespace torchxd::core {
+namespace torchxd::admission {
 namespace {
 
 struct Score {
@@ -154,4 +154,4 @@ std::optional<std::vector<std::vector<int>>> PlaceGang(const GpuTopology& topolo
   return out;
 }
 
-}  // namespace torchxd::core
+}  // namespace torchxd::admission

@@ -14,15 +14,15 @@
 // k-GPU replica, so a gang fits exactly when enough GPUs are free.
 //
 // Thread contract: pure functions, safe from any thread.
-#ifndef TORCHXD_CORE_GPU_PLACEMENT_H_
-#define TORCHXD_CORE_GPU_PLACEMENT_H_
+#ifndef TORCHXD_ADMISSION_GPU_PLACEMENT_H_
+#define TORCHXD_ADMISSION_GPU_PLACEMENT_H_
 
 #include <optional>
 #include <vector>
 
-#include "core/gpu_topology.h"
+#include "admission/gpu_topology.h"
 
-namespace torchxd::core {
+namespace torchxd::admission {
 
 inline constexpr long kMaxCandidates = 5000;
 
@@ -38,6 +38,6 @@ std::optional<std::vector<std::vector<int>>> PlaceGang(const GpuTopology& topolo
                                                        const std::vector<int>& counts,
                                                        const std::vector<bool>& prefer = {});
 
-}  // namespace torchxd::core
+}  // namespace torchxd::admission
 
-#endif  // TORCHXD_CORE_GPU_PLACEMENT_H_
+#endif  // TORCHXD_ADMISSION_GPU_PLACEMENT_H_

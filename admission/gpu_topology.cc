@@ -1,4 +1,4 @@
-#include "core/gpu_topology.h"
+#include "admission/gpu_topology.h"
 
 #include <algorithm>
 #include <set>
@@ -8,7 +8,7 @@
 #include "core/json_parse.h"
 #include "core/json_reader.h"
 
-namespace torchxd::core {
+namespace torchxd::admission {
 
 using nlohmann::json;
 
@@ -41,14 +41,14 @@ void GpuTopology::Index() {
 }
 
 Result<GpuTopology> ParseGpuTopology(std::string_view text) {
-  auto parsed = ParseJson(text);
+  auto parsed = core::ParseJson(text);
   if (!parsed) return Fail(parsed.error());
   if (!parsed->is_object()) return Fail(Error::InvalidArgument("expected a JSON object with a `gpus` list"));
-  JsonReader top(*parsed, "", {"gpus"});
+  core::JsonReader top(*parsed, "", {"gpus"});
   const json* list = top.Field("gpus");
   if (list == nullptr || !list->is_array()) {
     return Fail(Error::InvalidArgument("gpus: expected a list of GPUs, got " +
-                                       (list == nullptr ? std::string("nothing") : JsonTypeName(*list))));
+                                       (list == nullptr ? std::string("nothing") : core::JsonTypeName(*list))));
   }
   if (auto done = top.Finish(); !done) return Fail(done.error());
   constexpr size_t kMaxGpus = 1024;
@@ -60,10 +60,10 @@ Result<GpuTopology> ParseGpuTopology(std::string_view text) {
   topo.gpus.resize(list->size());
   std::set<int> seen;
   for (size_t i = 0; i < list->size(); ++i) {
-    std::string path = JsonPathIndex("gpus", i);
+    std::string path = core::JsonPathIndex("gpus", i);
     const json& node = (*list)[i];
-    if (!node.is_object()) return Fail(Error::InvalidArgument(path + ": expected an object, got " + JsonTypeName(node)));
-    JsonReader r(node, path, {"index", "uuid", "pci_bus_id", "numa_node", "memory_mb", "nvlink", "mig_parent"});
+    if (!node.is_object()) return Fail(Error::InvalidArgument(path + ": expected an object, got " + core::JsonTypeName(node)));
+    core::JsonReader r(node, path, {"index", "uuid", "pci_bus_id", "numa_node", "memory_mb", "nvlink", "mig_parent"});
     std::optional<int> index = r.OptionalInt("index");
     Gpu g;
     g.uuid = r.String("uuid", "");
@@ -74,20 +74,20 @@ Result<GpuTopology> ParseGpuTopology(std::string_view text) {
     std::optional<int64_t> mig_parent = r.OptionalInt("mig_parent", 0, 255);
     if (auto done = r.Finish(); !done) return Fail(done.error());
     if (mig_parent) g.mig_parent = static_cast<int>(*mig_parent);
-    if (!index) return Fail(Error::InvalidArgument(JsonPathKey(path, "index") + ": required"));
+    if (!index) return Fail(Error::InvalidArgument(core::JsonPathKey(path, "index") + ": required"));
     if (*index < 0 || *index >= static_cast<int>(list->size())) {
-      return Fail(Error::InvalidArgument(JsonPathKey(path, "index") + ": " + std::to_string(*index) +
+      return Fail(Error::InvalidArgument(core::JsonPathKey(path, "index") + ": " + std::to_string(*index) +
                                          " is not in 0.." + std::to_string(list->size() - 1) +
                                          " (indices number the GPUs from 0 without gaps)"));
     }
     if (!seen.insert(*index).second) {
-      return Fail(Error::InvalidArgument(JsonPathKey(path, "index") + ": GPU " + std::to_string(*index) +
+      return Fail(Error::InvalidArgument(core::JsonPathKey(path, "index") + ": GPU " + std::to_string(*index) +
                                          " is listed twice"));
     }
-    if (g.numa_node < -1) return Fail(Error::InvalidArgument(JsonPathKey(path, "numa_node") + ": must be >= 0"));
-    if (g.memory_mb < 0) return Fail(Error::InvalidArgument(JsonPathKey(path, "memory_mb") + ": must be >= 0"));
+    if (g.numa_node < -1) return Fail(Error::InvalidArgument(core::JsonPathKey(path, "numa_node") + ": must be >= 0"));
+    if (g.memory_mb < 0) return Fail(Error::InvalidArgument(core::JsonPathKey(path, "memory_mb") + ": must be >= 0"));
     for (const auto& [peer, count] : links) {
-      std::string at = JsonPathKey(JsonPathKey(path, "nvlink"), peer);
+      std::string at = core::JsonPathKey(core::JsonPathKey(path, "nvlink"), peer);
       int p = -1;
       size_t used = 0;
       try {
@@ -147,4 +147,4 @@ std::string GpuTopologyToJson(const GpuTopology& topology) {
   return json{{"gpus", gpus}}.dump();
 }
 
-}  // namespace torchxd::core
+}  // namespace torchxd::admission

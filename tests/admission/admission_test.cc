@@ -5,9 +5,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "core/admission.h"
+#include "admission/admission.h"
 
-namespace torchxd::core {
+namespace torchxd::admission {
 namespace {
 
 using ::testing::ElementsAre;
@@ -464,4 +464,4 @@ TEST_F(AdmissionTest, AnAppLargerThanTheGpusInServiceWaitsWithoutReservingAndOth
 }
 
 }  // namespace
-}  // namespace torchxd::core
+}  // namespace torchxd::admission

@@ -4,11 +4,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "core/gpu_placement.h"
-#include "core/gpu_topology.h"
-#include "core/local_plan.h"
+#include "admission/gpu_placement.h"
+#include "admission/gpu_set.h"
+#include "admission/gpu_topology.h"
 
-namespace torchxd::core {
+namespace torchxd::admission {
 namespace {
 
 using ::testing::ElementsAre;
@@ -59,7 +59,7 @@ TEST(GpuTopologyTest, MigInstancesAreDevicesNamedByUuid) {
   EXPECT_EQ(t->gpus[0].mig_parent, -1);
   EXPECT_EQ(t->gpus[2].mig_parent, 1);
   // A whole GPU by its index (bus order); a MIG instance only by its UUID.
-  ReplicaRequest whole, part;
+  core::ReplicaRequest whole, part;
   ApplyGpuSet(whole, {0}, *t);
   EXPECT_EQ(whole.env["CUDA_VISIBLE_DEVICES"], "0");
   ApplyGpuSet(part, {2}, *t);
@@ -168,4 +168,4 @@ TEST(GpuPlacementTest, LargeBoxesUseTheGreedySearch) {
 }
 
 }  // namespace
-}  // namespace torchxd::core
+}  // namespace torchxd::admission

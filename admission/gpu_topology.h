@@ -10,8 +10,8 @@
 // MIG instance of that whole GPU (its uuid "MIG-…").
 //
 // Thread contract: plain values and pure functions, safe from any thread.
-#ifndef TORCHXD_CORE_GPU_TOPOLOGY_H_
-#define TORCHXD_CORE_GPU_TOPOLOGY_H_
+#ifndef TORCHXD_ADMISSION_GPU_TOPOLOGY_H_
+#define TORCHXD_ADMISSION_GPU_TOPOLOGY_H_
 
 #include <cstdint>
 #include <map>
@@ -21,7 +21,7 @@
 
 #include "core/result.h"
 
-namespace torchxd::core {
+namespace torchxd::admission {
 
 struct Gpu {
   int index = 0;           // CUDA_VISIBLE_DEVICES number with CUDA_DEVICE_ORDER=PCI_BUS_ID
@@ -64,6 +64,6 @@ struct GpuTopology {
 // Back to the file's JSON (what discovery found, for `torchx queue --json`).
 std::string GpuTopologyToJson(const GpuTopology& topology);
 
-}  // namespace torchxd::core
+}  // namespace torchxd::admission
 
-#endif  // TORCHXD_CORE_GPU_TOPOLOGY_H_
+#endif  // TORCHXD_ADMISSION_GPU_TOPOLOGY_H_
