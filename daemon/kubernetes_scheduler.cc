@@ -69,7 +69,7 @@ Result<k8s::KubeApi*> KubernetesScheduler::Api() {
   search.explicit_path = options_.kubeconfig;
   auto config = k8s::LoadKubeConfig(search, env_);
   if (!config) return Fail(config.error().WithContext("kubernetes"));
-  auto http = HttpClient::Create(loop_, "kubernetes");
+  auto http = net::HttpClient::Create(loop_, "kubernetes");
   if (!http) return Fail(http.error().WithContext("kubernetes"));
   logging::info("kubernetes api server={} from={}", config->server, config->source);
   http_ = std::move(*http);

@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "core/environment.h"
-#include "core/http_client.h"
+#include "net/http_client.h"
 #include "core/uv_handle.h"
 #include "daemon/app_events.h"
 #include "daemon/log_store.h"
@@ -177,7 +177,7 @@ class KubernetesScheduler : public Scheduler, private k8sbridge::JobTrackerObser
   LogStore* logs_;
   KubernetesSchedulerOptions options_;
   core::EnvLookup env_;
-  std::unique_ptr<HttpClient> http_;
+  std::unique_ptr<net::HttpClient> http_;
   std::unique_ptr<k8sbridge::KubeApi> api_;
   std::map<std::string, std::unique_ptr<KubeApp>> apps_;  // by app id "ns:name"
   k8sbridge::JobTracker tracker_;  // the Jobs and pods of the namespaces in use

@@ -35,7 +35,7 @@ Result<supervisor::DockerClient*> LocalScheduler::Docker() {
   auto socket = supervisor::DockerSocketFromEnv(core::MapEnv(host.empty() ? std::map<std::string, std::string>{}
                                                                           : std::map<std::string, std::string>{{"DOCKER_HOST", host}}));
   if (!socket) return Fail(socket.error());
-  auto http = HttpClient::Create(loop_, "docker");
+  auto http = net::HttpClient::Create(loop_, "docker");
   if (!http) return Fail(http.error().WithContext("local_docker"));
   http_ = std::move(*http);
   docker_ = std::make_unique<supervisor::DockerClient>(http_.get(), *socket);

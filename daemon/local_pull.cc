@@ -97,7 +97,7 @@ void LocalScheduler::PullNext(const Key& key) {
                {"layers_done", it->second.progress.layers_done()}});
       },
       [this, key](Result<void> ended) { PullEnded(key, std::move(ended)); },
-      [this, key](HttpClient::RequestId id) {
+      [this, key](net::HttpClient::RequestId id) {
         if (auto it = pulls_.find(key); it != pulls_.end()) it->second.request = id;
       });
 }
@@ -142,7 +142,7 @@ void LocalScheduler::PullEnded(const Key& key, Result<void> ended) {
 void LocalScheduler::EndPulling(AppRecord& app, core::AppState state, const std::string& msg) {
   Key key{app.scheduler, app.app_id};
   if (auto it = pulls_.find(key); it != pulls_.end()) {
-    HttpClient::RequestId id = it->second.request;
+    net::HttpClient::RequestId id = it->second.request;
     pulls_.erase(it);
     if (id != 0 && docker_) docker_->Cancel(id);
   }

@@ -29,7 +29,7 @@
 #include "daemon/log_store.h"
 #include "daemon/scheduler.h"
 #include "daemon/store.h"
-#include "core/http_client.h"
+#include "net/http_client.h"
 #include "supervisor/app_runner.h"
 #include "supervisor/container_runtime.h"
 #include "supervisor/docker_client.h"
@@ -209,7 +209,7 @@ class LocalScheduler : public Scheduler, public supervisor::AppRunnerObserver {
   Store* store_;
   LocalSchedulerOptions options_;
   // Declared before apps_ so they outlive the runners' container handles.
-  std::unique_ptr<HttpClient> http_;
+  std::unique_ptr<net::HttpClient> http_;
   std::unique_ptr<supervisor::DockerClient> docker_;
   std::unique_ptr<supervisor::ContainerRuntime> containers_;
   std::map<Key, std::unique_ptr<AppRecord>> apps_;
@@ -232,7 +232,7 @@ class LocalScheduler : public Scheduler, public supervisor::AppRunnerObserver {
   struct Pull {
     std::string image;
     supervisor::PullProgress progress;
-    HttpClient::RequestId request = 0;
+    net::HttpClient::RequestId request = 0;
     int64_t started_ms = 0;
     int64_t said_ms = 0;  // the last progress event
   };

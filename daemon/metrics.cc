@@ -5,7 +5,7 @@
 #include <fstream>
 #include <map>
 
-#include "core/http_client.h"
+#include "net/http_client.h"
 #include "webui/metrics.h"
 
 namespace torchxd::daemon {
@@ -83,7 +83,7 @@ std::string DaemonMetrics::Render() const {
                  {{"", {}, static_cast<double>(logs_->total())}}});
   f = {"torchxd_api_requests_total", "HTTP requests to the Kubernetes apiserver and the Docker engine.", "counter", {}};
   PromFamily failed{"torchxd_api_request_failures_total", "Those requests that got no HTTP answer.", "counter", {}};
-  for (const auto& [purpose, c] : HttpClient::AllCounters()) {
+  for (const auto& [purpose, c] : net::HttpClient::AllCounters()) {
     f.samples.push_back({"", {{"api", purpose}}, static_cast<double>(c.started)});
     failed.samples.push_back({"", {{"api", purpose}}, static_cast<double>(c.failed)});
   }

@@ -101,8 +101,8 @@ std::string ServiceAccountPath(const std::string& ns, const std::string& name) {
   return "/api/v1/namespaces/" + core::UrlEscape(ns) + "/serviceaccounts/" + core::UrlEscape(name);
 }
 
-HttpRequest KubeApi::Base(const std::string& method, const std::string& path_and_query) const {
-  HttpRequest r;
+net::HttpRequest KubeApi::Base(const std::string& method, const std::string& path_and_query) const {
+  net::HttpRequest r;
   r.method = method;
   r.url = config_.server + path_and_query;
   r.tls = config_.tls;
@@ -112,16 +112,16 @@ HttpRequest KubeApi::Base(const std::string& method, const std::string& path_and
   return r;
 }
 
-HttpClient::RequestId KubeApi::Call(const std::string& method, const std::string& path_and_query,
+net::HttpClient::RequestId KubeApi::Call(const std::string& method, const std::string& path_and_query,
                                     const json* body, JsonDone done, const std::string& content_type) {
-  HttpRequest r = Base(method, path_and_query);
+  net::HttpRequest r = Base(method, path_and_query);
   r.timeout_ms = kCallTimeoutMs;
   if (body != nullptr) {
     r.body = body->dump();
     r.headers.push_back("Content-Type: " + content_type);
   }
   std::string what = method + " " + path_and_query;
-  return http_->Start(std::move(r), nullptr, [what, done = std::move(done)](Result<HttpResponse> resp) {
+  return http_->Start(std::move(r), nullptr, [what, done = std::move(done)](Result<net::HttpResponse> resp) {
     if (!resp) return done(Fail(resp.error().WithContext("kube-apiserver")));
     if (resp->status < 200 || resp->status >= 300) return done(Fail(StatusError(resp->status, resp->body, what)));
     json parsed = core::ParseJsonOrDiscarded(resp->body);
@@ -132,16 +132,16 @@ HttpClient::RequestId KubeApi::Call(const std::string& method, const std::string
   });
 }
 
-HttpClient::RequestId KubeApi::Stream(const std::string& path_and_query, std::function<void(std::string_view)> on_line,
-                                      StreamDone done, int64_t timeout_ms, HttpClient::OpenCallback on_open) {
-  HttpRequest r = Base("GET", path_and_query);
+net::HttpClient::RequestId KubeApi::Stream(const std::string& path_and_query, std::function<void(std::string_view)> on_line,
+                                      StreamDone done, int64_t timeout_ms, net::HttpClient::OpenCallback on_open) {
+  net::HttpRequest r = Base("GET", path_and_query);
   r.stream = true;
   r.timeout_ms = timeout_ms;
   r.answer_timeout_ms = kStreamAnswerTimeoutMs;  // watches and follows answer at once; a silent one is stuck
   auto lines = std::make_shared<LineBuffer>();
   std::string what = "GET " + path_and_query;
   auto on_data = [lines, on_line](std::string_view chunk) { lines->Feed(chunk, on_line); };
-  return http_->Start(std::move(r), on_data, [lines, on_line, what, done = std::move(done)](Result<HttpResponse> resp) {
+  return http_->Start(std::move(r), on_data, [lines, on_line, what, done = std::move(done)](Result<net::HttpResponse> resp) {
     if (!resp) return done(0, Fail(resp.error().WithContext("kube-apiserver")));
     if (resp->status < 200 || resp->status >= 300) {
       return done(resp->status, Fail(StatusError(resp->status, resp->body, what)));

@@ -1,5 +1,5 @@
 // KubeApi: the kube-apiserver calls the bridge makes (Volcano Jobs and
-// Commands, Pods, pod logs), over HttpClient with the KubeConfig's server,
+// Commands, Pods, pod logs), over net::HttpClient with the KubeConfig's server,
 // TLS and bearer token. Non-2xx answers become Errors carrying the server's
 // Status (reason, message, invalid fields); the token never appears in one.
 //
@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/http_client.h"
+#include "net/http_client.h"
 #include "core/result.h"
 #include "k8sbridge/kubeconfig.h"
 
@@ -87,25 +87,25 @@ class KubeApi {
   // `status` is the HTTP status, 0 when the connection failed (then `error`).
   using StreamDone = std::function<void(long status, Result<void> error)>;
 
-  KubeApi(HttpClient* http, KubeConfig config) : http_(http), config_(std::move(config)) {}
+  KubeApi(net::HttpClient* http, KubeConfig config) : http_(http), config_(std::move(config)) {}
   const KubeConfig& config() const { return config_; }
 
   // `path_and_query` starts with '/'. `body` may be null.
   // `content_type` of the body: e.g. application/json-patch+json for a PATCH.
-  HttpClient::RequestId Call(const std::string& method, const std::string& path_and_query,
+  net::HttpClient::RequestId Call(const std::string& method, const std::string& path_and_query,
                              const nlohmann::json* body, JsonDone done,
                              const std::string& content_type = "application/json");
   // A streamed GET (watch, log follow): each complete line to on_line.
   // `timeout_ms` bounds the whole stream (0 = none, for watches and follows).
   // `on_open`: the server answered with headers (its status), before any line.
-  HttpClient::RequestId Stream(const std::string& path_and_query, std::function<void(std::string_view)> on_line,
-                               StreamDone done, int64_t timeout_ms = 0, HttpClient::OpenCallback on_open = nullptr);
-  void Cancel(HttpClient::RequestId id) { http_->Cancel(id); }
+  net::HttpClient::RequestId Stream(const std::string& path_and_query, std::function<void(std::string_view)> on_line,
+                               StreamDone done, int64_t timeout_ms = 0, net::HttpClient::OpenCallback on_open = nullptr);
+  void Cancel(net::HttpClient::RequestId id) { http_->Cancel(id); }
 
  private:
-  HttpRequest Base(const std::string& method, const std::string& path_and_query) const;
+  net::HttpRequest Base(const std::string& method, const std::string& path_and_query) const;
 
-  HttpClient* http_;
+  net::HttpClient* http_;
   KubeConfig config_;
 };
 

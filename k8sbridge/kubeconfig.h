@@ -21,7 +21,7 @@
 #include <string>
 
 #include "core/environment.h"
-#include "core/http_client.h"
+#include "net/http_client.h"
 #include "core/result.h"
 
 namespace torchxd::k8sbridge {
@@ -30,7 +30,7 @@ struct KubeConfig {
   std::string server;  // e.g. https://10.0.0.1:6443 (no trailing '/')
   std::string namespace_ = "default";
   std::string token;
-  TlsOptions tls;
+  net::TlsOptions tls;
   std::string source;  // for messages: "kubeconfig /root/.kube/config (context prod)"
 };
 

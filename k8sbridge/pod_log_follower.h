@@ -40,7 +40,7 @@ class PodLogFollower {
   void OnLine(std::string_view line);
 
   KubeApi* api_;
-  HttpClient::RequestId request_ = 0;
+  net::HttpClient::RequestId request_ = 0;
   int64_t last_ns_ = 0;
   LineFn on_line_;
   EndFn on_end_;

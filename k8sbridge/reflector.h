@@ -70,7 +70,7 @@ class Reflector {
   ReflectorCallbacks callbacks_;
   ReflectorOptions options_;
   UvHandle<uv_timer_t> timer_;
-  HttpClient::RequestId request_ = 0;
+  net::HttpClient::RequestId request_ = 0;
   std::string resource_version_;
   double backoff_ = 0;
   bool expired_ = false;  // the stream said 410: list again when it ends

@@ -165,7 +165,7 @@ class ContainerReplica : public ReplicaHandle {
           if (follow) return OnFollowEnded();
           Finish(exit_);  // the catch-up read is complete
         },
-        [this, alive](HttpClient::RequestId id) {
+        [this, alive](net::HttpClient::RequestId id) {
           if (auto a = alive.lock(); a && *a) logs_ = id;
         },
         follow ? 0 : 60000);
@@ -334,7 +334,7 @@ class ContainerReplica : public ReplicaHandle {
   ReplicaCallbacks cb_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   DockerStreamDemuxer demux_;
-  HttpClient::RequestId logs_ = 0;
+  net::HttpClient::RequestId logs_ = 0;
   Phase phase_ = Phase::kStarting;
   bool stop_requested_ = false, following_ = false;
   bool in_outage_ = false;                        // the last engine call failed as unreachable

@@ -70,8 +70,8 @@ void DockerStreamDemuxer::Feed(std::string_view bytes, const Sink& sink) {
   }
 }
 
-HttpRequest DockerClient::Request(const std::string& method, const std::string& path) const {
-  HttpRequest r;
+net::HttpRequest DockerClient::Request(const std::string& method, const std::string& path) const {
+  net::HttpRequest r;
   r.method = method;
   r.unix_socket = socket_;
   r.url = "http://docker" + (version_.empty() ? path : "/v" + version_ + path);
@@ -91,9 +91,9 @@ void DockerClient::Negotiate(std::function<void(Result<void>)> then) {
   waiting_.push_back(std::move(then));
   if (negotiating_) return;
   negotiating_ = true;
-  HttpRequest r = Request("GET", "/version");
+  net::HttpRequest r = Request("GET", "/version");
   r.timeout_ms = 30000;  // an engine under load can take many seconds; one that is down refuses at once
-  http_->Start(std::move(r), nullptr, [this](Result<HttpResponse> resp) {
+  http_->Start(std::move(r), nullptr, [this](Result<net::HttpResponse> resp) {
     negotiating_ = false;
     Result<void> outcome;
     if (!resp) {
@@ -116,14 +116,14 @@ void DockerClient::Call(const std::string& method, const std::string& path, cons
   std::string payload = body != nullptr ? body->dump() : std::string();
   Negotiate([this, method, path, payload, done, timeout_ms](Result<void> ready) {
     if (!ready) return done(Fail(ready.error()));
-    HttpRequest r = Request(method, path);
+    net::HttpRequest r = Request(method, path);
     r.timeout_ms = timeout_ms;
     if (!payload.empty()) {
       r.body = payload;
       r.headers.push_back("Content-Type: application/json");
     }
     std::string what = method + " " + path;
-    http_->Start(std::move(r), nullptr, [this, what, done](Result<HttpResponse> resp) {
+    http_->Start(std::move(r), nullptr, [this, what, done](Result<net::HttpResponse> resp) {
       if (!resp) return done(Fail(Unreachable(resp.error())));
       if (resp->status < 200 || resp->status >= 300) return done(Fail(EngineError(resp->status, resp->body, what)));
       if (resp->body.empty()) return done(json());
@@ -135,14 +135,14 @@ void DockerClient::Call(const std::string& method, const std::string& path, cons
 
 void DockerClient::Stream(const std::string& method, const std::string& path,
                           std::function<void(std::string_view)> on_data, std::function<void(Result<void>)> done,
-                          std::function<void(HttpClient::RequestId)> started, int64_t timeout_ms) {
+                          std::function<void(net::HttpClient::RequestId)> started, int64_t timeout_ms) {
   Negotiate([this, method, path, on_data, done, started, timeout_ms](Result<void> ready) {
     if (!ready) return done(Fail(ready.error()));
-    HttpRequest r = Request(method, path);
+    net::HttpRequest r = Request(method, path);
     r.stream = true;
     r.timeout_ms = timeout_ms;
     std::string what = method + " " + path;
-    auto id = http_->Start(std::move(r), on_data, [this, what, done](Result<HttpResponse> resp) {
+    auto id = http_->Start(std::move(r), on_data, [this, what, done](Result<net::HttpResponse> resp) {
       if (!resp) return done(Fail(Unreachable(resp.error())));
       if (resp->status < 200 || resp->status >= 300) return done(Fail(EngineError(resp->status, resp->body, what)));
       done({});

@@ -1,5 +1,5 @@
 // DockerClient: the Docker Engine API over its Unix socket (dockerd, or a
-// `podman system service` socket), on the loop through HttpClient.
+// `podman system service` socket), on the loop through net::HttpClient.
 // The API version is negotiated once (GET /version: the engine's ApiVersion,
 // capped at the newest this client speaks); calls made meanwhile wait for it.
 // An absent or unreachable engine is an Unavailable error naming the socket
@@ -20,7 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/environment.h"
-#include "core/http_client.h"
+#include "net/http_client.h"
 #include "core/result.h"
 #include "supervisor/replica_runtime.h"
 
@@ -47,7 +47,7 @@ class DockerClient {
   static constexpr const char* kMaxApiVersion = "1.43";
   using JsonDone = std::function<void(Result<nlohmann::json>)>;
 
-  DockerClient(HttpClient* http, std::string socket) : http_(http), socket_(std::move(socket)) {}
+  DockerClient(net::HttpClient* http, std::string socket) : http_(http), socket_(std::move(socket)) {}
 
   // `path` starts with '/' and has no version prefix. A 2xx answer's JSON
   // (null when empty); other statuses become errors with the engine's message.
@@ -55,16 +55,16 @@ class DockerClient {
             int64_t timeout_ms = 60000);
   // A streamed GET/POST; `done` when it ends (timeout 0: none).
   void Stream(const std::string& method, const std::string& path, std::function<void(std::string_view)> on_data,
-              std::function<void(Result<void>)> done, std::function<void(HttpClient::RequestId)> started = nullptr,
+              std::function<void(Result<void>)> done, std::function<void(net::HttpClient::RequestId)> started = nullptr,
               int64_t timeout_ms = 0);
-  void Cancel(HttpClient::RequestId id) { http_->Cancel(id); }
+  void Cancel(net::HttpClient::RequestId id) { http_->Cancel(id); }
 
  private:
   void Negotiate(std::function<void(Result<void>)> then);
-  HttpRequest Request(const std::string& method, const std::string& path) const;
+  net::HttpRequest Request(const std::string& method, const std::string& path) const;
   Error Unreachable(const Error& cause) const;
 
-  HttpClient* http_;
+  net::HttpClient* http_;
   std::string socket_;
   std::string version_;  // "" until negotiated
   bool negotiating_ = false;

@@ -32,7 +32,7 @@ class LoopTest : public ::testing::Test {
     dir_ = fs::temp_directory_path() / ("txr_" + std::to_string(::getpid()));
     fs::create_directories(dir_);
     ASSERT_TRUE(fake_.Start(dir_, "", ""));
-    auto http = HttpClient::Create(&loop_);
+    auto http = net::HttpClient::Create(&loop_);
     ASSERT_TRUE(http.has_value()) << http.error().message;
     http_ = std::move(*http);
     KubeConfig config;
@@ -77,7 +77,7 @@ class LoopTest : public ::testing::Test {
   uv_loop_t loop_;
   fs::path dir_;
   testing::FakeApiServer fake_;
-  std::unique_ptr<HttpClient> http_;
+  std::unique_ptr<net::HttpClient> http_;
   std::unique_ptr<KubeApi> api_;
 };
 
@@ -173,12 +173,12 @@ TEST_F(LoopTest, AStreamThatGetsNoAnswerFailsInsteadOfHangingForever) {
   ASSERT_EQ(::listen(fd, 16), 0);
   socklen_t len = sizeof(addr);
   ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  HttpRequest r;
+  net::HttpRequest r;
   r.url = "http://127.0.0.1:" + std::to_string(ntohs(addr.sin_port)) + "/api/v1/namespaces/a/pods/b/log?follow=true";
   r.stream = true;
   r.answer_timeout_ms = 300;
-  std::optional<Result<HttpResponse>> answer;
-  http_->Start(r, [](std::string_view) {}, [&](Result<HttpResponse> a) { answer = std::move(a); });
+  std::optional<Result<net::HttpResponse>> answer;
+  http_->Start(r, [](std::string_view) {}, [&](Result<net::HttpResponse> a) { answer = std::move(a); });
   ASSERT_TRUE(RunUntil([&] { return answer.has_value(); }, 10));
   ASSERT_FALSE(answer->has_value());
   EXPECT_EQ(answer->error().code, ErrorCode::kTimeout);
@@ -188,12 +188,12 @@ TEST_F(LoopTest, AStreamThatGetsNoAnswerFailsInsteadOfHangingForever) {
 }
 
 TEST_F(LoopTest, HttpClientNamesWhatItCouldNotReachAndCancelsFromInsideAStream) {
-  auto unreachable = HttpClient::Create(&loop_);
+  auto unreachable = net::HttpClient::Create(&loop_);
   ASSERT_TRUE(unreachable.has_value());
-  std::optional<Result<HttpResponse>> answer;
-  HttpRequest r;
+  std::optional<Result<net::HttpResponse>> answer;
+  net::HttpRequest r;
   r.url = "http://127.0.0.1:1/nothing";
-  (*unreachable)->Start(r, nullptr, [&](Result<HttpResponse> a) { answer = std::move(a); });
+  (*unreachable)->Start(r, nullptr, [&](Result<net::HttpResponse> a) { answer = std::move(a); });
   ASSERT_TRUE(RunUntil([&] { return answer.has_value(); }));
   ASSERT_FALSE(answer->has_value());
   EXPECT_EQ(answer->error().code, ErrorCode::kUnavailable);
@@ -203,13 +203,13 @@ TEST_F(LoopTest, HttpClientNamesWhatItCouldNotReachAndCancelsFromInsideAStream) 
   CreateJob("c");
   bool done_called = false;
   int chunks = 0;
-  HttpClient::RequestId id = 0;
-  HttpRequest watch;
+  net::HttpClient::RequestId id = 0;
+  net::HttpRequest watch;
   watch.url = fake_.url() + JobsPath("team") + "?watch=1&resourceVersion=0";
   watch.stream = true;
   id = http_->Start(
       watch, [&](std::string_view) { ++chunks, http_->Cancel(id); },  // cancel while curl is calling us
-      [&](Result<HttpResponse>) { done_called = true; });
+      [&](Result<net::HttpResponse>) { done_called = true; });
   ASSERT_TRUE(RunUntil([&] { return chunks > 0 && http_->active() == 0; }));
   RunUntil([] { return false; }, 0.2);
   EXPECT_EQ(chunks, 1);

@@ -17,8 +17,8 @@
 //   - Destroying the client cancels every request without callbacks.
 //
 // Thread contract: loop thread only.
-#ifndef TORCHXD_CORE_HTTP_CLIENT_H_
-#define TORCHXD_CORE_HTTP_CLIENT_H_
+#ifndef TORCHXD_NET_HTTP_CLIENT_H_
+#define TORCHXD_NET_HTTP_CLIENT_H_
 
 #include <curl/curl.h>
 #include <uv.h>
@@ -34,7 +34,7 @@
 #include "core/result.h"
 #include "core/uv_handle.h"
 
-namespace torchxd {
+namespace torchxd::net {
 
 struct TlsOptions {
   std::string ca_file, ca_pem;      // trust anchors; none = the system store
@@ -122,6 +122,6 @@ class HttpClient {
   int in_curl_ = 0;
 };
 
-}  // namespace torchxd
+}  // namespace torchxd::net
 
-#endif  // TORCHXD_CORE_HTTP_CLIENT_H_
+#endif  // TORCHXD_NET_HTTP_CLIENT_H_

@@ -9,14 +9,14 @@
 //
 // Thread contract: LoadCurl() is thread-safe (once); the functions are
 // libcurl's, with its rules.
-#ifndef TORCHXD_CORE_CURL_API_H_
-#define TORCHXD_CORE_CURL_API_H_
+#ifndef TORCHXD_NET_CURL_API_H_
+#define TORCHXD_NET_CURL_API_H_
 
 #include <curl/curl.h>
 
 #include "core/result.h"
 
-namespace torchxd {
+namespace torchxd::net {
 
 struct CurlApi {
   CURLcode (*global_init)(long flags);
@@ -39,6 +39,6 @@ struct CurlApi {
 // libcurl.so.4, loaded and initialised once; Unavailable naming the library when it is missing.
 [[nodiscard]] Result<const CurlApi*> LoadCurl();
 
-}  // namespace torchxd
+}  // namespace torchxd::net
 
-#endif  // TORCHXD_CORE_CURL_API_H_
+#endif  // TORCHXD_NET_CURL_API_H_

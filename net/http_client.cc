@@ -1,12 +1,12 @@
-#include "core/http_client.h"
+#include "net/http_client.h"
 
 #include <cstdio>
 
 #include "core/check.h"
-#include "core/curl_api.h"
+#include "net/curl_api.h"
 #include "core/duration.h"
 
-namespace torchxd {
+namespace torchxd::net {
 namespace {
 // Set by Create() before any HttpClient exists; libcurl is loaded on first use (curl_api.h).
 const CurlApi* api = nullptr;
@@ -329,4 +329,4 @@ void HttpClient::Deliver(Transfer& transfer, CURLcode code) {
   t->on_done(std::move(t->response));
 }
 
-}  // namespace torchxd
+}  // namespace torchxd::net

@@ -1,11 +1,11 @@
-#include "core/curl_api.h"
+#include "net/curl_api.h"
 
 #include <mutex>
 #include <string>
 
 #include "core/dl_symbols.h"
 
-namespace torchxd {
+namespace torchxd::net {
 
 Result<const CurlApi*> LoadCurl() {
   static CurlApi api;
@@ -40,4 +40,4 @@ Result<const CurlApi*> LoadCurl() {
   return &api;
 }
 
-}  // namespace torchxd
+}  // namespace torchxd::net
