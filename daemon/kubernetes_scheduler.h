@@ -27,7 +27,6 @@
 #include <vector>
 
 #include "core/environment.h"
-#include "net/http_client.h"
 #include "core/uv_handle.h"
 #include "daemon/app_events.h"
 #include "daemon/log_store.h"
@@ -38,6 +37,7 @@
 #include "k8sbridge/pod_log_follower.h"
 #include "k8sbridge/reflector.h"
 #include "k8sbridge/volcano_job.h"
+#include "net/http_client.h"
 
 namespace torchxd::daemon {
 

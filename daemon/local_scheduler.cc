@@ -28,8 +28,8 @@
 #include "core/replica_request.h"
 #include "daemon/as_user.h"
 #include "daemon/config.h"
-#include "logfiles/safe_file.h"
 #include "imageproviders/image_provider.h"
+#include "logfiles/safe_file.h"
 
 namespace torchxd::daemon {
 namespace {

@@ -33,8 +33,8 @@
 #include "daemon/app_events.h"
 #include "daemon/file_worker.h"
 #include "daemon/log_store.h"
-#include "logfiles/log_stream.h"
 #include "daemon/server.h"
+#include "logfiles/log_stream.h"
 
 namespace torchxd::daemon {
 

@@ -14,9 +14,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "net/http_client.h"
 #include "core/result.h"
 #include "k8sbridge/kubeconfig.h"
+#include "net/http_client.h"
 
 namespace torchxd::k8sbridge {
 

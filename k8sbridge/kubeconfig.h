@@ -21,8 +21,8 @@
 #include <string>
 
 #include "core/environment.h"
-#include "net/http_client.h"
 #include "core/result.h"
+#include "net/http_client.h"
 
 namespace torchxd::k8sbridge {
 

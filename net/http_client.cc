@@ -3,8 +3,8 @@
 #include <cstdio>
 
 #include "core/check.h"
-#include "net/curl_api.h"
 #include "core/duration.h"
+#include "net/curl_api.h"
 
 namespace torchxd::net {
 namespace {

@@ -20,8 +20,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/environment.h"
-#include "net/http_client.h"
 #include "core/result.h"
+#include "net/http_client.h"
 #include "supervisor/replica_runtime.h"
 
 namespace torchxd::supervisor {
