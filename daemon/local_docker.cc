@@ -29,17 +29,17 @@ uint64_t StoredAttemptBytes(const std::string& dir, const std::string& stream) {
 
 }  // namespace
 
-Result<supervisor::DockerClient*> LocalScheduler::Docker() {
+Result<docker::DockerClient*> LocalScheduler::Docker() {
   if (docker_) return docker_.get();
   std::string host = options_.docker_host;
-  auto socket = supervisor::DockerSocketFromEnv(core::MapEnv(host.empty() ? std::map<std::string, std::string>{}
+  auto socket = docker::DockerSocketFromEnv(core::MapEnv(host.empty() ? std::map<std::string, std::string>{}
                                                                           : std::map<std::string, std::string>{{"DOCKER_HOST", host}}));
   if (!socket) return Fail(socket.error());
   auto http = net::HttpClient::Create(loop_, "docker");
   if (!http) return Fail(http.error().WithContext("local_docker"));
   http_ = std::move(*http);
-  docker_ = std::make_unique<supervisor::DockerClient>(http_.get(), *socket);
-  containers_ = std::make_unique<supervisor::ContainerRuntime>(loop_, docker_.get());
+  docker_ = std::make_unique<docker::DockerClient>(http_.get(), *socket);
+  containers_ = std::make_unique<docker::ContainerRuntime>(loop_, docker_.get());
   return docker_.get();
 }
 

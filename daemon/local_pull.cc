@@ -115,7 +115,7 @@ void LocalScheduler::PullEnded(const Key& key, Result<void> ended) {
   double seconds = static_cast<double>(core::UnixNowMs() - pull.started_ms) / 1000.0;
   char took[32];
   std::snprintf(took, sizeof took, "%.1f", seconds);
-  std::string size = pull.progress.total() > 0 ? " (" + supervisor::DecimalBytes(pull.progress.total()) + ")" : "";
+  std::string size = pull.progress.total() > 0 ? " (" + docker::DecimalBytes(pull.progress.total()) + ")" : "";
   Event(*app, "pulled", "pulled image " + pull.image + " in " + took + " s" + size,
         {{"image", pull.image}, {"total_bytes", pull.progress.total()}, {"seconds", seconds}});
   app->pulling.erase(app->pulling.begin());

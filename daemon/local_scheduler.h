@@ -29,11 +29,11 @@
 #include "daemon/log_store.h"
 #include "daemon/scheduler.h"
 #include "daemon/store.h"
+#include "docker/container_runtime.h"
+#include "docker/docker_client.h"
+#include "docker/image_pull.h"
 #include "net/http_client.h"
 #include "supervisor/app_runner.h"
-#include "supervisor/container_runtime.h"
-#include "supervisor/docker_client.h"
-#include "supervisor/image_pull.h"
 #include "supervisor/restart_budget.h"
 
 namespace torchxd::daemon {
@@ -149,7 +149,7 @@ class LocalScheduler : public Scheduler, public supervisor::AppRunnerObserver {
   void ReadErrorFile(AppRecord& app, supervisor::ReplicaInfo& replica);
 
   // local_docker (daemon/local_docker.cc): the engine client, made on first use.
-  [[nodiscard]] Result<supervisor::DockerClient*> Docker();
+  [[nodiscard]] Result<docker::DockerClient*> Docker();
   void EnsureNetwork(std::function<void(Result<void>)> done);
   // Image pulls (daemon/local_pull.cc). A local_docker submit: the engine answers
   // and the network is made before it is accepted; missing images are pulled after.
@@ -210,8 +210,8 @@ class LocalScheduler : public Scheduler, public supervisor::AppRunnerObserver {
   LocalSchedulerOptions options_;
   // Declared before apps_ so they outlive the runners' container handles.
   std::unique_ptr<net::HttpClient> http_;
-  std::unique_ptr<supervisor::DockerClient> docker_;
-  std::unique_ptr<supervisor::ContainerRuntime> containers_;
+  std::unique_ptr<docker::DockerClient> docker_;
+  std::unique_ptr<docker::ContainerRuntime> containers_;
   std::map<Key, std::unique_ptr<AppRecord>> apps_;
   std::map<const supervisor::AppRunner*, AppRecord*> by_runner_;
   int gpu_count_ = 0;
@@ -231,7 +231,7 @@ class LocalScheduler : public Scheduler, public supervisor::AppRunnerObserver {
   std::multimap<int64_t, Key> deadlines_;  // wall-clock ms -> app with max_duration
   struct Pull {
     std::string image;
-    supervisor::PullProgress progress;
+    docker::PullProgress progress;
     net::HttpClient::RequestId request = 0;
     int64_t started_ms = 0;
     int64_t said_ms = 0;  // the last progress event

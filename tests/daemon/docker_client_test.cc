@@ -1,9 +1,9 @@
 // The Docker engine's multiplexed log framing and DOCKER_HOST.
-#include "supervisor/docker_client.h"
+#include "docker/docker_client.h"
 
 #include <gtest/gtest.h>
 
-namespace torchxd::supervisor {
+namespace torchxd::docker {
 namespace {
 
 std::string Frame(char stream, const std::string& payload) {
@@ -24,8 +24,8 @@ TEST(DockerStreamDemuxerTest, SplitsStreamsAcrossAnyChunking) {
     DockerStreamDemuxer d;
     std::string out, err;
     for (size_t i = 0; i < wire.size(); i += chunk) {
-      d.Feed(std::string_view(wire).substr(i, chunk), [&](OutputStream s, std::string_view b) {
-        (s == OutputStream::kStdout ? out : err).append(b);
+      d.Feed(std::string_view(wire).substr(i, chunk), [&](supervisor::OutputStream s, std::string_view b) {
+        (s == supervisor::OutputStream::kStdout ? out : err).append(b);
       });
     }
     EXPECT_EQ(out, "out 1\n" + std::string(300, 'x'));
@@ -43,4 +43,4 @@ TEST(DockerSocketTest, FromDockerHost) {
 }
 
 }  // namespace
-}  // namespace torchxd::supervisor
+}  // namespace torchxd::docker

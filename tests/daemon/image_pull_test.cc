@@ -1,10 +1,10 @@
 // PullProgress: an image pull's progress lines summed over layers, the
 // engine's error kept, what is not understood skipped.
-#include "supervisor/image_pull.h"
+#include "docker/image_pull.h"
 
 #include <gtest/gtest.h>
 
-namespace torchxd::supervisor {
+namespace torchxd::docker {
 namespace {
 
 TEST(PullProgressTest, SumsLayersAcrossChunksAndCountsThoseDone) {
@@ -57,4 +57,4 @@ TEST(PullProgressTest, DecimalBytesAsDockerPrintsThem) {
 }
 
 }  // namespace
-}  // namespace torchxd::supervisor
+}  // namespace torchxd::docker

@@ -6,9 +6,9 @@
 #include <string_view>
 
 #include "core/check.h"
-#include "supervisor/docker_client.h"
+#include "docker/docker_client.h"
 
-using torchxd::supervisor::DockerStreamDemuxer;
+using torchxd::docker::DockerStreamDemuxer;
 using torchxd::supervisor::OutputStream;
 
 namespace {

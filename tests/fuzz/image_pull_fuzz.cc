@@ -6,9 +6,9 @@
 #include <string_view>
 
 #include "core/check.h"
-#include "supervisor/image_pull.h"
+#include "docker/image_pull.h"
 
-using torchxd::supervisor::PullProgress;
+using torchxd::docker::PullProgress;
 
 namespace {
 

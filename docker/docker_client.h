@@ -9,8 +9,8 @@
 // frame headers: stream 1 = stdout, 2 = stderr, then a big-endian length).
 //
 // Thread contract: loop thread only.
-#ifndef TORCHXD_SUPERVISOR_DOCKER_CLIENT_H_
-#define TORCHXD_SUPERVISOR_DOCKER_CLIENT_H_
+#ifndef TORCHXD_DOCKER_DOCKER_CLIENT_H_
+#define TORCHXD_DOCKER_DOCKER_CLIENT_H_
 
 #include <functional>
 #include <string>
@@ -24,14 +24,14 @@
 #include "net/http_client.h"
 #include "supervisor/replica_runtime.h"
 
-namespace torchxd::supervisor {
+namespace torchxd::docker {
 
 // The engine's socket from $DOCKER_HOST (unix://PATH), default /var/run/docker.sock.
 [[nodiscard]] Result<std::string> DockerSocketFromEnv(const core::EnvLookup& env);
 
 class DockerStreamDemuxer {
  public:
-  using Sink = std::function<void(OutputStream stream, std::string_view bytes)>;
+  using Sink = std::function<void(supervisor::OutputStream stream, std::string_view bytes)>;
   // A frame's payload may reach `sink` in several pieces.
   void Feed(std::string_view bytes, const Sink& sink);
 
@@ -71,6 +71,6 @@ class DockerClient {
   std::vector<std::function<void(Result<void>)>> waiting_;
 };
 
-}  // namespace torchxd::supervisor
+}  // namespace torchxd::docker
 
-#endif  // TORCHXD_SUPERVISOR_DOCKER_CLIENT_H_
+#endif  // TORCHXD_DOCKER_DOCKER_CLIENT_H_

@@ -8,8 +8,8 @@
 // understood is skipped.
 //
 // Thread contract: none (a value type).
-#ifndef TORCHXD_SUPERVISOR_IMAGE_PULL_H_
-#define TORCHXD_SUPERVISOR_IMAGE_PULL_H_
+#ifndef TORCHXD_DOCKER_IMAGE_PULL_H_
+#define TORCHXD_DOCKER_IMAGE_PULL_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -17,7 +17,7 @@
 #include <string>
 #include <string_view>
 
-namespace torchxd::supervisor {
+namespace torchxd::docker {
 
 class PullProgress {
  public:
@@ -53,6 +53,6 @@ class PullProgress {
 // "1.2 GB", "340 MB", "12 kB": decimal units, as docker pull prints them.
 std::string DecimalBytes(uint64_t bytes);
 
-}  // namespace torchxd::supervisor
+}  // namespace torchxd::docker
 
-#endif  // TORCHXD_SUPERVISOR_IMAGE_PULL_H_
+#endif  // TORCHXD_DOCKER_IMAGE_PULL_H_

@@ -17,8 +17,8 @@
 // then followed and waited for as above.
 //
 // Thread contract: loop thread only.
-#ifndef TORCHXD_SUPERVISOR_CONTAINER_RUNTIME_H_
-#define TORCHXD_SUPERVISOR_CONTAINER_RUNTIME_H_
+#ifndef TORCHXD_DOCKER_CONTAINER_RUNTIME_H_
+#define TORCHXD_DOCKER_CONTAINER_RUNTIME_H_
 
 #include <uv.h>
 
@@ -27,18 +27,18 @@
 #include <vector>
 #include <string>
 
-#include "supervisor/docker_client.h"
+#include "docker/docker_client.h"
 #include "supervisor/replica_runtime.h"
 
-namespace torchxd::supervisor {
+namespace torchxd::docker {
 
-class ContainerRuntime : public ReplicaRuntime {
+class ContainerRuntime : public supervisor::ReplicaRuntime {
  public:
   ContainerRuntime(uv_loop_t* loop, DockerClient* docker) : loop_(loop), docker_(docker) {}
-  std::unique_ptr<ReplicaHandle> Start(const core::ReplicaRequest& request, int attempt, const MonitorRecord&,
-                                       ReplicaCallbacks callbacks) override;
-  std::unique_ptr<ReplicaHandle> Adopt(const core::ReplicaRequest& request, int attempt, const MonitorRecord&,
-                                       uint64_t stdout_skip, uint64_t stderr_skip, ReplicaCallbacks callbacks) override;
+  std::unique_ptr<supervisor::ReplicaHandle> Start(const core::ReplicaRequest& request, int attempt, const supervisor::MonitorRecord&,
+                                       supervisor::ReplicaCallbacks callbacks) override;
+  std::unique_ptr<supervisor::ReplicaHandle> Adopt(const core::ReplicaRequest& request, int attempt, const supervisor::MonitorRecord&,
+                                       uint64_t stdout_skip, uint64_t stderr_skip, supervisor::ReplicaCallbacks callbacks) override;
   // Removes the app's containers (force), `done` when the engine answered for each.
   void Cleanup(const std::vector<core::ReplicaRequest>& requests, std::function<void()> done) override;
 
@@ -47,6 +47,6 @@ class ContainerRuntime : public ReplicaRuntime {
   DockerClient* docker_;
 };
 
-}  // namespace torchxd::supervisor
+}  // namespace torchxd::docker
 
-#endif  // TORCHXD_SUPERVISOR_CONTAINER_RUNTIME_H_
+#endif  // TORCHXD_DOCKER_CONTAINER_RUNTIME_H_

@@ -1,4 +1,4 @@
-#include "supervisor/docker_client.h"
+#include "docker/docker_client.h"
 
 #include "core/json_parse.h"
 
@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <cstring>
 
-namespace torchxd::supervisor {
+namespace torchxd::docker {
 namespace {
 
 using nlohmann::json;
@@ -63,9 +63,9 @@ void DockerStreamDemuxer::Feed(std::string_view bytes, const Sink& sink) {
     bytes.remove_prefix(take);
     payload_left_ -= take;
     if (stream_ == 2) {
-      sink(OutputStream::kStderr, payload);
+      sink(supervisor::OutputStream::kStderr, payload);
     } else if (stream_ == 1 || stream_ == 0) {
-      sink(OutputStream::kStdout, payload);
+      sink(supervisor::OutputStream::kStdout, payload);
     }  // 3: the engine's own error channel
   }
 }
@@ -151,4 +151,4 @@ void DockerClient::Stream(const std::string& method, const std::string& path,
   });
 }
 
-}  // namespace torchxd::supervisor
+}  // namespace torchxd::docker

@@ -1,10 +1,10 @@
-#include "supervisor/container_runtime.h"
+#include "docker/container_runtime.h"
 
 #include <algorithm>
 
 #include "core/uv_handle.h"
 
-namespace torchxd::supervisor {
+namespace torchxd::docker {
 namespace {
 
 using nlohmann::json;
@@ -29,12 +29,12 @@ int StatePid(const json& inspect) {
 // A stop before the start means it never starts. After a Kill, the engine is
 // asked every kKillCheckMs whether the container still runs, in case its wait
 // never answers.
-class ContainerReplica : public ReplicaHandle {
+class ContainerReplica : public supervisor::ReplicaHandle {
  public:
   enum class Phase { kStarting, kRunning, kDraining, kCatchingUp, kDone };
 
   ContainerReplica(uv_loop_t* loop, DockerClient* docker, const core::ReplicaRequest& request,
-                   ReplicaCallbacks callbacks)
+                   supervisor::ReplicaCallbacks callbacks)
       : loop_(loop), docker_(docker), name_(request.container_name), create_(request.container), cb_(std::move(callbacks)) {}
   ~ContainerReplica() override {
     *alive_ = false;
@@ -132,8 +132,8 @@ class ContainerReplica : public ReplicaHandle {
     });
   }
 
-  static ReplicaExit StoppedBeforeStart() {
-    ReplicaExit e;
+  static supervisor::ReplicaExit StoppedBeforeStart() {
+    supervisor::ReplicaExit e;
     e.message = "stopped before the container started";
     e.signal = 15;
     return e;
@@ -154,7 +154,7 @@ class ContainerReplica : public ReplicaHandle {
     std::weak_ptr<bool> alive = alive_;
     auto on_data = [this, alive](std::string_view bytes) {
       if (auto a = alive.lock(); !a || !*a) return;
-      demux_.Feed(bytes, [this](OutputStream s, std::string_view payload) { Deliver(s, payload); });
+      demux_.Feed(bytes, [this](supervisor::OutputStream s, std::string_view payload) { Deliver(s, payload); });
     };
     std::string path = "/containers/" + id_ + "/logs?stdout=1&stderr=1" + std::string(follow ? "&follow=1" : "");
     docker_->Stream(
@@ -186,8 +186,8 @@ class ContainerReplica : public ReplicaHandle {
     });
   }
 
-  void Deliver(OutputStream s, std::string_view payload) {
-    size_t i = s == OutputStream::kStdout ? 0 : 1;
+  void Deliver(supervisor::OutputStream s, std::string_view payload) {
+    size_t i = s == supervisor::OutputStream::kStdout ? 0 : 1;
     uint64_t at = position_[i];
     position_[i] += payload.size();
     if (position_[i] <= stored_[i]) return;  // already delivered or stored
@@ -295,13 +295,13 @@ class ContainerReplica : public ReplicaHandle {
   }
 
   void Fail(const std::string& what, const Error& error) {
-    ReplicaExit e;
+    supervisor::ReplicaExit e;
     e.spawn_failed = true;
     e.message = what + ": " + error.message;
     Finish(e);
   }
 
-  void Finish(const ReplicaExit& exit) {
+  void Finish(const supervisor::ReplicaExit& exit) {
     if (phase_ == Phase::kDone) return;
     phase_ = Phase::kDone;
     timers_.clear();
@@ -331,7 +331,7 @@ class ContainerReplica : public ReplicaHandle {
   DockerClient* docker_;
   std::string name_, id_;
   json create_;
-  ReplicaCallbacks cb_;
+  supervisor::ReplicaCallbacks cb_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   DockerStreamDemuxer demux_;
   net::HttpClient::RequestId logs_ = 0;
@@ -341,7 +341,7 @@ class ContainerReplica : public ReplicaHandle {
   uint64_t outage_since_ = 0, outage_delay_ = 0;  // loop ms of the first of those failures; next delay
   uint64_t stored_[2] = {0, 0};    // bytes of stdout / stderr delivered or stored
   uint64_t position_[2] = {0, 0};  // bytes of each stream seen by the current read
-  ReplicaExit exit_;
+  supervisor::ReplicaExit exit_;
   std::vector<TimerHandle> timers_;  // closed before the boxes they point to
   TimerHandle kill_check_;
   std::vector<std::unique_ptr<TimerBox>> boxes_;
@@ -349,16 +349,16 @@ class ContainerReplica : public ReplicaHandle {
 
 }  // namespace
 
-std::unique_ptr<ReplicaHandle> ContainerRuntime::Start(const core::ReplicaRequest& request, int,
-                                                       const MonitorRecord&, ReplicaCallbacks callbacks) {
+std::unique_ptr<supervisor::ReplicaHandle> ContainerRuntime::Start(const core::ReplicaRequest& request, int,
+                                                       const supervisor::MonitorRecord&, supervisor::ReplicaCallbacks callbacks) {
   auto replica = std::make_unique<ContainerReplica>(loop_, docker_, request, std::move(callbacks));
   replica->Begin();
   return replica;
 }
 
-std::unique_ptr<ReplicaHandle> ContainerRuntime::Adopt(const core::ReplicaRequest& request, int,
-                                                       const MonitorRecord&, uint64_t stdout_skip,
-                                                       uint64_t stderr_skip, ReplicaCallbacks callbacks) {
+std::unique_ptr<supervisor::ReplicaHandle> ContainerRuntime::Adopt(const core::ReplicaRequest& request, int,
+                                                       const supervisor::MonitorRecord&, uint64_t stdout_skip,
+                                                       uint64_t stderr_skip, supervisor::ReplicaCallbacks callbacks) {
   auto replica = std::make_unique<ContainerReplica>(loop_, docker_, request, std::move(callbacks));
   replica->Resume(stdout_skip, stderr_skip);
   return replica;
@@ -376,4 +376,4 @@ void ContainerRuntime::Cleanup(const std::vector<core::ReplicaRequest>& requests
   }
 }
 
-}  // namespace torchxd::supervisor
+}  // namespace torchxd::docker

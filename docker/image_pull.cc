@@ -1,4 +1,4 @@
-#include "supervisor/image_pull.h"
+#include "docker/image_pull.h"
 
 #include <cstdio>
 
@@ -6,7 +6,7 @@
 
 #include "core/json_parse.h"
 
-namespace torchxd::supervisor {
+namespace torchxd::docker {
 
 using nlohmann::json;
 
@@ -115,4 +115,4 @@ std::string DecimalBytes(uint64_t bytes) {
   return buf;
 }
 
-}  // namespace torchxd::supervisor
+}  // namespace torchxd::docker
