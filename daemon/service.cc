@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <limits>
+#include <map>
+#include <vector>
 
 #include "core/app_handle.h"
 #include "core/app_json.h"
@@ -52,52 +54,58 @@ void Service::Handle(const protocol::Request& request, const PeerInfo& peer,
 
 void Service::Dispatch(const protocol::Request& request, const PeerInfo& peer,
                        const std::shared_ptr<Responder>& responder) {
+  // Every method of the protocol, once: what serves it, and the names an unknown one is matched against.
+  using Handler = void (*)(Service&, const json&, const PeerInfo&, const Reply&);
+  static const std::map<std::string, Handler, std::less<>> kMethods = {
+      {"version", [](Service& s, const json&, const PeerInfo&, const Reply& r) { s.Version(r); }},
+      {"run", [](Service& s, const json& p, const PeerInfo& peer, const Reply& r) { s.Run(p, peer, r); }},
+      {"status", [](Service& s, const json& p, const PeerInfo& peer, const Reply& r) { s.Status(p, peer, r); }},
+      {"describe", [](Service& s, const json& p, const PeerInfo& peer, const Reply& r) { s.Describe(p, peer, r); }},
+      {"list", [](Service& s, const json& p, const PeerInfo& peer, const Reply& r) { s.List(p, peer, r); }},
+      {"cancel", [](Service& s, const json& p, const PeerInfo& peer, const Reply& r) { s.Cancel(p, peer, r); }},
+      {"wait", [](Service& s, const json& p, const PeerInfo& peer, const Reply& r) { s.Wait(p, peer, r); }},
+      {"scale", [](Service& s, const json& p, const PeerInfo& peer, const Reply& r) { s.Scale(p, peer, r); }},
+      {"ui", [](Service& s, const json&, const PeerInfo& peer, const Reply& r) { s.Ui(peer, r); }},
+      {"runopts", [](Service& s, const json& p, const PeerInfo&, const Reply& r) { s.Runopts(p, r); }},
+      {"delete", [](Service& s, const json& p, const PeerInfo& peer, const Reply& r) { s.Delete(p, peer, r); }},
+      {"shutdown", [](Service& s, const json& p, const PeerInfo& peer, const Reply& r) { s.Shutdown(p, peer, r); }},
+      {"log", [](Service& s, const json& p, const PeerInfo& peer, const Reply& r) { s.Log(p, peer, r); }},
+      {"queue", [](Service& s, const json& p, const PeerInfo&, const Reply& r) { s.Queue(p, r); }},
+      {"gpus", [](Service& s, const json& p, const PeerInfo& peer, const Reply& r) { s.Gpus(p, peer, r); }},
+      {"gpu_history", [](Service& s, const json& p, const PeerInfo&, const Reply& r) { s.GpuHistory(p, r); }},
+      {"gpu_timeline", [](Service& s, const json& p, const PeerInfo&, const Reply& r) { s.GpuTimeline(p, r); }},
+      {"usage", [](Service& s, const json& p, const PeerInfo& peer, const Reply& r) { s.Usage(p, peer, r); }},
+      {"events", [](Service& s, const json& p, const PeerInfo& peer, const Reply& r) { s.Events(p, peer, r); }},
+  };
   const auto& m = request.method;
-  const auto& p = request.params;
-  if (m == "version") return Version(responder);
-  if (m == "delete") return Delete(p, peer, responder);
-  if (m == "log") return Log(p, peer, responder);
-  if (m == "shutdown") {
-    if (!MayActOnAll(peer)) {
-      return responder->Error(Error::PermissionDenied("only root (or the admin group) may stop this torchxd"));
-    }
-    core::JsonReader r(p, "params", {"cancel_all", "restart"});
-    bool cancel_all = r.Bool("cancel_all", false);
-    bool restart = r.Bool("restart", false);
-    if (auto ok = r.Finish(); !ok) return responder->Error(ok.error());
-    if (cancel_all && restart) {
-      return responder->Error(Error::InvalidArgument("shutdown: cancel_all and restart exclude each other"));
-    }
-    ShutdownMode mode = restart ? ShutdownMode::kRestart : cancel_all ? ShutdownMode::kCancelAll : ShutdownMode::kDefault;
-    bool keeps = restart || (!cancel_all && info_.live_restore);
-    responder->Result({{"stopping", true}, {"pid", ::getpid()}, {"restarting", restart}, {"replicas_keep_running", keeps}});
-    if (info_.request_shutdown) info_.request_shutdown(mode);
-    return;
+  if (auto it = kMethods.find(m); it != kMethods.end()) return it->second(*this, request.params, peer, responder);
+  std::vector<std::string> names;
+  for (const auto& [name, handler] : kMethods) names.push_back(name);
+  responder->Error(Error::InvalidArgument("unknown method \"" + m + "\"." + core::DidYouMean(m, names)));
+}
+
+void Service::Shutdown(const json& p, const PeerInfo& peer, const Reply& responder) {
+  if (!MayActOnAll(peer)) {
+    return responder->Error(Error::PermissionDenied("only root (or the admin group) may stop this torchxd"));
   }
-  if (m == "run") return Run(p, peer, responder);
-  if (m == "status") return Status(p, peer, responder);
-  if (m == "describe") return Describe(p, peer, responder);
-  if (m == "list") return List(p, peer, responder);
-  if (m == "cancel") return Cancel(p, peer, responder);
-  if (m == "wait") return Wait(p, peer, responder);
-  if (m == "scale") return Scale(p, peer, responder);
-  if (m == "ui") {
-    if (!info_.ui_info) return responder->Error(Error::Unavailable("this torchxd serves no web page (started with --no-ui)"));
-    auto ui = info_.ui_info(peer);
-    if (!ui) return responder->Error(ui.error());
-    return responder->Result(*ui);
+  core::JsonReader r(p, "params", {"cancel_all", "restart"});
+  bool cancel_all = r.Bool("cancel_all", false);
+  bool restart = r.Bool("restart", false);
+  if (auto ok = r.Finish(); !ok) return responder->Error(ok.error());
+  if (cancel_all && restart) {
+    return responder->Error(Error::InvalidArgument("shutdown: cancel_all and restart exclude each other"));
   }
-  if (m == "runopts") return Runopts(p, responder);
-  if (m == "queue") return Queue(p, responder);
-  if (m == "gpus") return Gpus(p, peer, responder);
-  if (m == "gpu_history") return GpuHistory(p, responder);
-  if (m == "gpu_timeline") return GpuTimeline(p, responder);
-  if (m == "usage") return Usage(p, peer, responder);
-  if (m == "events") return Events(p, peer, responder);
-  responder->Error(Error::InvalidArgument(
-      "unknown method \"" + m + "\"." +
-      core::DidYouMean(m, {"version", "run", "status", "describe", "list", "cancel", "wait", "scale", "ui",
-                           "runopts", "delete", "shutdown", "log", "queue", "gpus", "gpu_history", "gpu_timeline", "usage", "events"})));
+  ShutdownMode mode = restart ? ShutdownMode::kRestart : cancel_all ? ShutdownMode::kCancelAll : ShutdownMode::kDefault;
+  bool keeps = restart || (!cancel_all && info_.live_restore);
+  responder->Result({{"stopping", true}, {"pid", ::getpid()}, {"restarting", restart}, {"replicas_keep_running", keeps}});
+  if (info_.request_shutdown) info_.request_shutdown(mode);
+}
+
+void Service::Ui(const PeerInfo& peer, const Reply& reply) {
+  if (!info_.ui_info) return reply->Error(Error::Unavailable("this torchxd serves no web page (started with --no-ui)"));
+  auto ui = info_.ui_info(peer);
+  if (!ui) return reply->Error(ui.error());
+  reply->Result(*ui);
 }
 
 void Service::Run(const json& params, const PeerInfo& peer, const Reply& reply) {

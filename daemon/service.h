@@ -107,6 +107,8 @@ class Service : public RequestHandler {
   void Delete(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
   void Log(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
   void Version(const Reply& reply);
+  void Shutdown(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
+  void Ui(const PeerInfo& peer, const Reply& reply);
   [[nodiscard]] Result<AppRecord*> FindApp(const nlohmann::json& params);
   // FindApp, then: may `peer` `verb` it? (its owner, root, or the admin group)
   [[nodiscard]] Result<AppRecord*> FindOwnApp(const nlohmann::json& params, const PeerInfo& peer,
