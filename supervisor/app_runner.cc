@@ -19,13 +19,11 @@ struct AppRunner::Slot {
   core::ReplicaRequest request;
   SlotState state = SlotState::kIdle;
   std::unique_ptr<ReplicaHandle> process;
-  UvHandle<uv_timer_t> restart_timer;
-  UvHandle<uv_timer_t> kill_timer;
+  std::unique_ptr<Timer> restart_timer;
+  std::unique_ptr<Timer> kill_timer;
   double stop_grace = 0;
   int retries_used = 0;    // REPLICA budget
   int restart_number = 0;  // which restart the next backoff is for
-  size_t index = 0;
-  AppRunner* owner = nullptr;
 };
 
 double RestartDelaySeconds(int restart_number, double initial, double max, double jitter01) {
@@ -49,11 +47,11 @@ AppRunner::AppRunner(uv_loop_t* loop, std::string key, core::AppDef app,
   if (options_.runtime == nullptr) {
     own_runtime_ = std::make_unique<ProcessRuntime>(loop_, options_.process);
   }
+  if (options_.clock == nullptr) own_clock_ = std::make_unique<LoopClock>(loop_);
+  clock_ = options_.clock != nullptr ? options_.clock : own_clock_.get();
   runtime_ = options_.runtime != nullptr ? options_.runtime : own_runtime_.get();
   for (auto& req : requests) {
     auto slot = std::make_unique<Slot>();
-    slot->index = slots_.size();
-    slot->owner = this;
     slot->info.role = req.role;
     slot->info.replica_id = req.replica_id;
     slot->info.log_dir = req.log_dir;
@@ -264,7 +262,7 @@ void AppRunner::Perform(size_t index, SlotAction action) {
     case SlotAction::kRecordPidAndStop:
       if (s.info.pid != started_pid_) {  // an adopted attempt keeps its start time
         s.info.pid = started_pid_;
-        s.info.start_ms = core::UnixNowMs();
+        s.info.start_ms = clock_->UnixNowMs();
       }
       // A stop asked before the pid was known still has to reach the replica.
       if (action == SlotAction::kRecordPidAndStop && s.process) s.process->Terminate(s.stop_grace);
@@ -311,7 +309,7 @@ void AppRunner::Spawn(size_t index) {
   s.info.exit_code.reset();
   s.info.signal.reset();
   s.info.end_ms.reset();
-  s.info.start_ms = core::UnixNowMs();
+  s.info.start_ms = clock_->UnixNowMs();
   s.info.error_message.clear();
   s.info.state = ReplicaState::kPending;
   s.info.monitor = runtime_->Prepare();
@@ -375,7 +373,7 @@ void AppRunner::OnSlotExit(size_t index, const ReplicaExit& exit) {
 }
 
 void AppRunner::RecordExit(Slot& s, const ReplicaExit& exit) {
-  s.info.end_ms = exit.ended_ms.value_or(core::UnixNowMs());
+  s.info.end_ms = exit.ended_ms.value_or(clock_->UnixNowMs());
   s.info.exit_code = exit.exit_code;
   s.info.signal = exit.signal;
   if (exit.spawn_failed || (exit.final && !exit.message.empty())) {
@@ -460,15 +458,8 @@ void AppRunner::Terminate(size_t index) {
   Slot& s = *slots_[index];
   if (!s.process) return;
   s.process->Terminate(s.stop_grace);
-  s.kill_timer = NewUvHandle<uv_timer_t>(&s);
-  uv_timer_init(loop_, s.kill_timer.get());
-  uv_timer_start(
-      s.kill_timer.get(),
-      [](uv_timer_t* t) {
-        auto* slot = static_cast<Slot*>(t->data);
-        if (slot != nullptr) slot->owner->Dispatch(slot->index, SlotEvent::kGraceElapsed);
-      },
-      static_cast<uint64_t>(std::max(0.0, s.stop_grace) * 1000.0), 0);
+  s.kill_timer = clock_->After(static_cast<uint64_t>(std::max(0.0, s.stop_grace) * 1000.0),
+                               [this, index] { Dispatch(index, SlotEvent::kGraceElapsed); });
 }
 
 void AppRunner::ReleaseGroupWhenStopped() {
@@ -504,17 +495,10 @@ void AppRunner::ScheduleRestart(size_t index) {
     }
     observer_->OnRestartScheduled(*this, s.info, delay_ms, std::max(0, max - used), max);
   }
-  s.restart_timer = NewUvHandle<uv_timer_t>(&s);
-  uv_timer_init(loop_, s.restart_timer.get());
-  uv_timer_start(
-      s.restart_timer.get(),
-      [](uv_timer_t* t) {
-        auto* slot = static_cast<Slot*>(t->data);
-        if (slot == nullptr) return;
-        auto timer = std::move(slot->restart_timer);  // closed at return
-        slot->owner->Dispatch(slot->index, SlotEvent::kBackoffElapsed);
-      },
-      delay_ms, 0);
+  s.restart_timer = clock_->After(delay_ms, [this, index] {
+    auto timer = std::move(slots_[index]->restart_timer);  // gone at return
+    Dispatch(index, SlotEvent::kBackoffElapsed);
+  });
 }
 
 void AppRunner::Cancel(double grace_seconds, const std::string& msg, bool as_failure) {

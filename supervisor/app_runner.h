@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "core/app_def.h"
+#include "core/clock.h"
 #include "core/replica_request.h"
 #include "core/role_graph.h"
 #include "core/uv_handle.h"
@@ -51,6 +52,7 @@ struct AppOptions {
   bool stop_on_failure = true;
   ProcessRuntimeOptions process;      // for processes under torchxd-shim
   ReplicaRuntime* runtime = nullptr;  // borrowed; null = processes under torchxd-shim
+  Clock* clock = nullptr;             // borrowed; null = the loop's (backoff, grace, times shown)
   std::vector<int> scale;  // per role: replicas to run (elastic scale); missing = num_replicas
   // Books a restart that its backoff wants `delay_ms` from now; returns the
   // delay it gets (>= delay_ms: the owner's restart budget). Empty: as asked.
@@ -194,6 +196,8 @@ class AppRunner {
   AppRunnerObserver* observer_;
   std::unique_ptr<ReplicaRuntime> own_runtime_;  // the process runtime, when none was given
   ReplicaRuntime* runtime_;
+  std::unique_ptr<Clock> own_clock_;  // the loop's, when none was given
+  Clock* clock_;
   std::vector<std::unique_ptr<Slot>> slots_;
   mutable std::vector<ReplicaInfo> infos_;
   std::vector<int> role_retries_;

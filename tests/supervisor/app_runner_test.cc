@@ -1,0 +1,189 @@
+// AppRunner in-process: a private loop it never needs to run, fake time and
+// replicas that are records. What it decides (restarts after their backoff,
+// a stop's grace before the kill, the app's outcome only once nothing is
+// left) is checked to the millisecond without a process or a sleep.
+#include "supervisor/app_runner.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "tests/supervisor/fake_clock.h"
+#include "tests/supervisor/fake_runtime.h"
+
+namespace torchxd::supervisor {
+namespace {
+
+using core::AppState;
+using core::ReplicaState;
+using testing::FakeClock;
+using testing::FakeReplicaRuntime;
+
+class RecordingObserver : public AppRunnerObserver {
+ public:
+  void OnAttemptStarting(AppRunner&, const ReplicaInfo&) override {}
+  void OnReplicaChanged(AppRunner&, const ReplicaInfo&) override {}
+  void OnOutput(AppRunner&, const ReplicaInfo&, OutputStream, std::string_view) override {}
+  void OnLogged(AppRunner&, const ReplicaInfo&, uint64_t, uint64_t) override {}
+  void OnReplicaStreamsClosed(AppRunner&, const ReplicaInfo&) override {}
+  void OnAppChanged(AppRunner& app) override { states.push_back(app.state()); }
+  void OnRestartScheduled(AppRunner&, const ReplicaInfo& r, uint64_t delay_ms, int left, int) override {
+    restarts.push_back({r.Key().String(), delay_ms, left});
+  }
+  void OnAttemptsRecorded(AppRunner&) override { ++recorded; }
+
+  struct Restart {
+    std::string replica;
+    uint64_t delay_ms;
+    int left;
+  };
+  std::vector<AppState> states;
+  std::vector<Restart> restarts;
+  int recorded = 0;
+};
+
+class AppRunnerTest : public ::testing::Test {
+ protected:
+  AppRunnerTest() { uv_loop_init(&loop_); }
+  ~AppRunnerTest() override {
+    runner_.reset();
+    uv_run(&loop_, UV_RUN_NOWAIT);
+    EXPECT_EQ(uv_loop_close(&loop_), 0) << "the runner left a handle on its loop";
+  }
+
+  // One role "w" of `replicas` replicas, each retried `max_retries` times alone.
+  AppRunner& Make(int replicas, int max_retries, bool stop_on_failure = true) {
+    core::AppDef app;
+    app.name = "fake";
+    core::Role role;
+    role.name = "w";
+    role.entrypoint = "train";
+    role.num_replicas = replicas;
+    role.max_retries = max_retries;
+    role.retry_policy = core::RetryPolicy::kReplica;
+    app.roles.push_back(role);
+    std::vector<core::ReplicaRequest> requests;
+    for (int i = 0; i < replicas; ++i) {
+      core::ReplicaRequest r;
+      r.role = "w";
+      r.replica_id = i;
+      r.entrypoint = "train";
+      requests.push_back(r);
+    }
+    AppOptions options;
+    options.runtime = &runtime_;
+    options.clock = &clock_;
+    options.grace_seconds = 10;
+    options.backoff_initial_seconds = 1;
+    options.backoff_max_seconds = 30;
+    options.stop_on_failure = stop_on_failure;
+    runner_ = std::make_unique<AppRunner>(&loop_, "local_cwd/fake", app, requests, options, &observer_);
+    return *runner_;
+  }
+  ReplicaState StateOf(int replica) const { return runner_->replicas().at(static_cast<size_t>(replica)).state; }
+  FakeReplicaRuntime::Attempt& Latest(const std::string& replica) { return *runtime_.Latest(replica); }
+
+  uv_loop_t loop_{};
+  FakeClock clock_;
+  FakeReplicaRuntime runtime_{&clock_};
+  RecordingObserver observer_;
+  std::unique_ptr<AppRunner> runner_;
+};
+
+TEST_F(AppRunnerTest, AFailedReplicaRestartsAfterItsBackoffAndNotBefore) {
+  AppRunner& app = Make(2, 2);
+  app.Start();
+  ASSERT_EQ(runtime_.attempts.size(), 2u);
+  EXPECT_EQ(observer_.recorded, 1) << "both attempts are made durable with one commit before either starts";
+  Latest("w/0").Started(100);
+  Latest("w/1").Started(101);
+  EXPECT_EQ(app.state(), AppState::kRunning);
+
+  uint64_t expected_ms = 1000;  // 1 s, then 2 s: doubling, plus up to 10% jitter
+  for (int attempt = 1; attempt <= 2; ++attempt) {
+    Latest("w/0").Exit(1);
+    EXPECT_EQ(StateOf(0), ReplicaState::kPending) << "waiting to restart";
+    EXPECT_EQ(app.state(), AppState::kRunning);
+    ASSERT_EQ(observer_.restarts.size(), static_cast<size_t>(attempt));
+    uint64_t delay = observer_.restarts.back().delay_ms;
+    EXPECT_GE(delay, expected_ms);
+    EXPECT_LE(delay, expected_ms + expected_ms / 10);
+    EXPECT_EQ(observer_.restarts.back().left, 2 - attempt);
+    clock_.Advance(delay - 1);
+    EXPECT_EQ(Latest("w/0").attempt, attempt) << "restarted before its backoff";
+    clock_.Advance(1);
+    EXPECT_EQ(Latest("w/0").attempt, attempt + 1);
+    Latest("w/0").Started(200 + attempt);
+    EXPECT_EQ(StateOf(0), ReplicaState::kRunning);
+    expected_ms *= 2;
+  }
+  EXPECT_EQ(runtime_.attempts.size(), 4u);
+  EXPECT_EQ(Latest("w/1").attempt, 1) << "REPLICA: its sibling is left alone";
+}
+
+TEST_F(AppRunnerTest, TheLastFailureStopsTheSiblingKillingItOnlyAfterItsGrace) {
+  AppRunner& app = Make(2, 0);
+  app.Start();
+  Latest("w/0").Started(100);
+  Latest("w/1").Started(101);
+  clock_.Advance(5000);
+  Latest("w/0").Exit(3);
+  auto& sibling = Latest("w/1");
+  ASSERT_TRUE(sibling.terminated_at_ms);
+  EXPECT_EQ(*sibling.terminated_at_ms, 5000u);
+  EXPECT_EQ(sibling.terminated_grace, 10.0);
+  clock_.Advance(9999);
+  EXPECT_FALSE(sibling.killed_at_ms) << "killed before its grace ended";
+  clock_.Advance(1);
+  ASSERT_TRUE(sibling.killed_at_ms);
+  EXPECT_EQ(*sibling.killed_at_ms, 15000u);
+  EXPECT_FALSE(app.terminal()) << "a process of the app is still there";
+  sibling.Exit(std::nullopt, 9);
+  EXPECT_TRUE(app.terminal());
+  EXPECT_EQ(app.state(), AppState::kFailed);
+  EXPECT_EQ(StateOf(0), ReplicaState::kFailed);
+  EXPECT_EQ(StateOf(1), ReplicaState::kCancelled);
+  EXPECT_NE(app.replicas()[1].error_message.find("w/0"), std::string::npos) << app.replicas()[1].error_message;
+  EXPECT_EQ(app.replicas()[0].exit_code, 3);
+  EXPECT_EQ(app.replicas()[0].end_ms, clock_.UnixNowMs() - 10000) << "its end is the fake clock's";
+}
+
+TEST_F(AppRunnerTest, ACancelKillsOnlyWhatOutlivesItsGraceAndEndsWhenNothingIsLeft) {
+  AppRunner& app = Make(2, 3);
+  app.Start();
+  Latest("w/0").Started(100);
+  Latest("w/1").Started(101);
+  bool ended = false;
+  app.OnTerminal([&] { ended = true; });
+  app.Cancel(5, "cancelled by the user");
+  EXPECT_EQ(Latest("w/0").terminated_grace, 5.0);
+  EXPECT_EQ(Latest("w/1").terminated_grace, 5.0);
+  clock_.Advance(1000);
+  Latest("w/0").Exit(std::nullopt, 15);  // went at SIGTERM
+  clock_.Advance(4000);
+  EXPECT_FALSE(Latest("w/0").killed_at_ms) << "it had ended: nothing to kill";
+  ASSERT_TRUE(Latest("w/1").killed_at_ms);
+  EXPECT_EQ(*Latest("w/1").killed_at_ms, 5000u);
+  EXPECT_FALSE(ended);
+  Latest("w/1").Exit(std::nullopt, 9);
+  EXPECT_TRUE(ended);
+  EXPECT_EQ(app.state(), AppState::kCancelled);
+  EXPECT_EQ(runtime_.attempts.size(), 2u) << "a cancelled replica is never retried";
+  EXPECT_EQ(clock_.pending(), 0u) << "no timer outlives the app";
+}
+
+TEST_F(AppRunnerTest, ACancelDuringABackoffEndsTheAppWithoutTheRestart) {
+  AppRunner& app = Make(1, 5);
+  app.Start();
+  Latest("w/0").Started(100);
+  Latest("w/0").Exit(1);
+  ASSERT_EQ(clock_.pending(), 1u);
+  app.Cancel(5, "cancelled by the user");
+  EXPECT_TRUE(app.terminal());
+  EXPECT_EQ(app.state(), AppState::kCancelled);
+  clock_.Advance(60000);
+  EXPECT_EQ(runtime_.attempts.size(), 1u);
+}
+
+}  // namespace
+}  // namespace torchxd::supervisor
