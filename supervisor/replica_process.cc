@@ -63,11 +63,11 @@ std::string RandomHex(size_t bytes) {
 }
 
 // A descriptor at 10 or above: never one of the numbers it is about to be moved to.
-int HighFd(int fd) {
-  if (fd < 0) return fd;
-  int high = ::fcntl(fd, F_DUPFD_CLOEXEC, 10);
+UniqueFd HighFd(UniqueFd fd) {
+  if (!fd.valid()) return fd;
+  UniqueFd high(::fcntl(fd.get(), F_DUPFD_CLOEXEC, 10));
   int e = errno;
-  ::close(fd);
+  fd.reset();
   errno = e;  // the caller reports why the dup failed
   return high;
 }
@@ -75,16 +75,13 @@ int HighFd(int fd) {
 // A non-blocking connection to the socket of the run directory `dir_fd`
 // (through /proc: the directory's path may pass sockaddr_un's 108 bytes);
 // -1 when nothing listens there.
-int ConnectToRunDir(int dir_fd) {
-  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd < 0) return -1;
+UniqueFd ConnectToRunDir(int dir_fd) {
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!fd.valid()) return fd;
   struct sockaddr_un addr {};
   addr.sun_family = AF_UNIX;
   std::snprintf(addr.sun_path, sizeof(addr.sun_path), "/proc/self/fd/%d/%s", dir_fd, kShimSocket);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    ::close(fd);
-    return -1;
-  }
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) return UniqueFd();
   return fd;
 }
 
@@ -102,11 +99,8 @@ ReplicaProcess::ReplicaProcess(uv_loop_t* loop, Callbacks callbacks, WhenStored 
 
 ReplicaProcess::~ReplicaProcess() {
   // UvHandle closes every handle; the shim itself is left alone (see the header).
-  if (pidfd_ >= 0) {
-    exit_watch_.reset();
-    ::close(pidfd_);
-  }
-  if (dir_fd_ >= 0) ::close(dir_fd_);
+  exit_watch_.reset();  // the poll goes before the descriptor it watches
+  pidfd_.reset();
 }
 
 std::unique_ptr<ReplicaProcess> ReplicaProcess::Start(uv_loop_t* loop, const std::string& shim_path,
@@ -150,21 +144,20 @@ void ReplicaProcess::Spawn(const std::string& shim_path, const ShimSpec& spec, c
       return FailLater("cannot hand the run directory " + run_dir_ + " to uid " +
                        std::to_string(spec.credentials.uid) + ": " + strerror(errno));
     }
-    dir_fd_ = HighFd(::open(run_dir_.c_str(), O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    if (dir_fd_ < 0) return FailLater("cannot open the run directory " + run_dir_ + ": " + strerror(errno));
+    dir_fd_ = HighFd(UniqueFd(::open(run_dir_.c_str(), O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)));
+    if (!dir_fd_.valid()) return FailLater("cannot open the run directory " + run_dir_ + ": " + strerror(errno));
   }
   // Every descriptor has one owner until it is handed on: a failure (EMFILE)
   // part way leaks none and fails this replica, never the daemon.
-  int ctl[2] = {-1, -1};
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) != 0) {
+  int pair[2] = {-1, -1};
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
     return FailLater(std::string("cannot create the replica's control socket: ") + strerror(errno));
   }
-  ctl[1] = HighFd(ctl[1]);
-  if (ctl[1] < 0) {
+  UniqueFd ours(pair[0]);
+  UniqueFd theirs = HighFd(UniqueFd(pair[1]));
+  if (!theirs.valid()) {
     // Without it the shim would start with no control socket, read no spec and record nothing.
-    int e = errno;
-    ::close(ctl[0]);
-    return FailLater(std::string("cannot create the replica's control socket: ") + strerror(e));
+    return FailLater(std::string("cannot create the replica's control socket: ") + strerror(errno));
   }
   std::string daemon_pid = std::to_string(::getpid());
   std::string shim = shim_path;
@@ -176,16 +169,16 @@ void ReplicaProcess::Spawn(const std::string& shim_path, const ShimSpec& spec, c
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
   posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, ctl[1], kShimControlFd);
-  if (dir_fd_ >= 0) posix_spawn_file_actions_adddup2(&actions, dir_fd_, kShimRunDirFd);
+  posix_spawn_file_actions_adddup2(&actions, theirs.get(), kShimControlFd);
+  if (dir_fd_.valid()) posix_spawn_file_actions_adddup2(&actions, dir_fd_.get(), kShimRunDirFd);
   posix_spawnattr_t attr;
   InitChildSpawnAttr(&attr);  // its own session: a terminal's ^C is the daemon's to handle
   pid_t pid = -1;
   int rc = posix_spawn(&pid, shim.c_str(), &actions, &attr, args, env);
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
-  ::close(ctl[1]);
-  OpenControl(ctl[0]);
+  theirs.reset();
+  OpenControl(std::move(ours));
   if (rc != 0) {
     shim_exited_ = true;
     return FailLater("spawn " + shim_path + ": " + strerror(rc));
@@ -202,7 +195,7 @@ void ReplicaProcess::Spawn(const std::string& shim_path, const ShimSpec& spec, c
   if (!group_.empty()) {
     // Before the spec: the shim starts nothing until it has it, so every process of the replica is in the group.
     if (auto entered = containment_->Enter(group_, pid); !entered) {
-      ::syscall(SYS_pidfd_send_signal, pidfd_, SIGKILL, nullptr, 0);
+      ::syscall(SYS_pidfd_send_signal, pidfd_.get(), SIGKILL, nullptr, 0);
       exit_.spawn_failed = true;
       exit_.message = "cannot put the replica's monitor in its cgroup: " + entered.error().message;
       have_status_ = true;
@@ -216,21 +209,21 @@ void ReplicaProcess::Spawn(const std::string& shim_path, const ShimSpec& spec, c
 }
 
 bool ReplicaProcess::WatchPid(int pid) {
-  pidfd_ = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-  if (pidfd_ < 0) return false;
+  pidfd_.reset(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  if (!pidfd_.valid()) return false;
   pid_ = pid;
   exit_watch_ = NewUvHandle<uv_poll_t>(this);
-  uv_poll_init(loop_, exit_watch_.get(), pidfd_);
+  uv_poll_init(loop_, exit_watch_.get(), pidfd_.get());
   uv_poll_start(exit_watch_.get(), UV_READABLE, [](uv_poll_t* h, int, int) {
     if (auto* self = static_cast<ReplicaProcess*>(h->data)) self->OnPidfdReadable();
   });
   return true;
 }
 
-void ReplicaProcess::OpenControl(int fd) {
+void ReplicaProcess::OpenControl(UniqueFd fd) {
   control_ = NewUvHandle<uv_pipe_t>(this);
   uv_pipe_init(loop_, control_.get(), 0);
-  uv_pipe_open(control_.get(), fd);
+  uv_pipe_open(control_.get(), fd.release());  // the pipe closes it
   control_open_ = true;
   uv_read_start(reinterpret_cast<uv_stream_t*>(control_.get()), OnAlloc, OnRead);
 }
@@ -253,11 +246,11 @@ void ReplicaProcess::Attach(const MonitorRecord& monitor) {
   if (monitor.boot_id != BootId()) {
     // The machine restarted: nothing of the attempt can still run, and its
     // outcome was never recorded by anything that survived.
-    dir_fd_ = ::open(run_dir_.c_str(), O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    dir_fd_.reset(::open(run_dir_.c_str(), O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     return FailLater("the machine restarted while the replica ran (boot id changed); its outcome is unknown", true);
   }
-  dir_fd_ = ::open(run_dir_.c_str(), O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (dir_fd_ < 0 && errno == ENOENT) {
+  dir_fd_.reset(::open(run_dir_.c_str(), O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!dir_fd_.valid() && errno == ENOENT) {
     // The directory is made before the shim is started and removed only once
     // the attempt's exit is stored: the daemon stopped between storing the
     // attempt and starting it. Nothing ran; the attempt starts again.
@@ -266,7 +259,7 @@ void ReplicaProcess::Attach(const MonitorRecord& monitor) {
     have_status_ = true;
     return FailLater("");
   }
-  if (dir_fd_ < 0) return Lost("cannot open the replica's run directory " + run_dir_ + ": " + strerror(errno) +
+  if (!dir_fd_.valid()) return Lost("cannot open the replica's run directory " + run_dir_ + ": " + strerror(errno) +
                                 "; its outcome is unknown");
   nonce_ = monitor.nonce;
   adopt_started_ms_ = uv_now(loop_);
@@ -274,10 +267,10 @@ void ReplicaProcess::Attach(const MonitorRecord& monitor) {
 }
 
 bool ReplicaProcess::EndedUnwatched() {
-  if (!ReadShimFile(dir_fd_, kShimExitFile)) return false;
+  if (!ReadShimFile(dir_fd_.get(), kShimExitFile)) return false;
   // A shim this process spawned before it re-executed itself is its child: reap it
   // (waitpid on one pid never touches another's status; a stranger's pid gives ECHILD).
-  if (auto text = ReadShimFile(dir_fd_, kShimStateFile)) {
+  if (auto text = ReadShimFile(dir_fd_.get(), kShimStateFile)) {
     if (auto state = DecodeShimState(*text)) ::waitpid(static_cast<pid_t>(state->shim_pid), nullptr, WNOHANG);
   }
   return true;
@@ -288,13 +281,13 @@ void ReplicaProcess::Connect() {
     shim_exited_ = true;
     return FailLater("");  // MaybeFinish reads exit.json
   }
-  int fd = ConnectToRunDir(dir_fd_);
+  UniqueFd fd = ConnectToRunDir(dir_fd_.get());
   struct ucred cred {};
   socklen_t len = sizeof(cred);
-  bool connected = fd >= 0 && ::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && cred.pid > 0;
+  bool connected = fd.valid() && ::getsockopt(fd.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && cred.pid > 0;
   // The pidfd is taken after the connection: if the peer died in between, the hello goes unanswered.
   if (!connected || !WatchPid(cred.pid)) {
-    if (fd >= 0) ::close(fd);
+    fd.reset();
     if (EndedUnwatched()) {
       shim_exited_ = true;
       return FailLater("");
@@ -304,12 +297,12 @@ void ReplicaProcess::Connect() {
     // unless its cgroup is empty (it enters it before it gets its spec: one
     // outside it never got one, and runs nothing).
     bool may_start = group_.empty() || containment_->Populated(group_);
-    if (may_start && !ReadShimFile(dir_fd_, kShimStateFile) && uv_now(loop_) - adopt_started_ms_ < kStartingShimWaitMs) {
+    if (may_start && !ReadShimFile(dir_fd_.get(), kShimStateFile) && uv_now(loop_) - adopt_started_ms_ < kStartingShimWaitMs) {
       return RunLater(kStartingShimPollMs, Step::kConnect);
     }
     return Lost("the replica's monitor (torchxd-shim) is gone and recorded no exit; its outcome is unknown");
   }
-  OpenControl(fd);
+  OpenControl(std::move(fd));
   Send("hello " + std::to_string(kShimControlVersion) + " " + nonce_ + "\n");
   handshake_timer_ = NewUvHandle<uv_timer_t>(this);
   uv_timer_init(loop_, handshake_timer_.get());
@@ -338,10 +331,9 @@ void ReplicaProcess::OnPidfdReadable() {
   // Our own child (spawned here, or by this daemon before it re-executed
   // itself) is reaped by pidfd; another's cannot be and needs not be.
   siginfo_t info{};
-  ::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_), &info, WEXITED | WNOHANG);
+  ::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_.get()), &info, WEXITED | WNOHANG);
   exit_watch_.reset();
-  ::close(pidfd_);
-  pidfd_ = -1;
+  pidfd_.reset();
   shim_exited_ = true;
   MaybeFinish();  // may destroy this
 }
@@ -484,7 +476,7 @@ void ReplicaProcess::Escalate() {
   } else {
     // SIGKILL alone: it ends a stopped shim too. A SIGCONT first would let the
     // shim run between the two signals and record an outcome of its own.
-    if (pidfd_ >= 0) ::syscall(SYS_pidfd_send_signal, pidfd_, SIGKILL, nullptr, 0);
+    if (pidfd_.valid()) ::syscall(SYS_pidfd_send_signal, pidfd_.get(), SIGKILL, nullptr, 0);
     if (replica_pid_ > 0) ::kill(-replica_pid_, SIGKILL);
   }
   exit_ = ReplicaExit{};
@@ -497,7 +489,7 @@ void ReplicaProcess::MaybeFinish() {
   if (finished_ || !shim_exited_ || control_open_) return;
   if (!TreeGone()) return;  // called again once it is
   ReplicaExit exit = exit_;
-  auto recorded = dir_fd_ >= 0 ? ReadShimFile(dir_fd_, kShimExitFile) : Result<std::string>(Fail(Error::NotFound("")));
+  auto recorded = dir_fd_.valid() ? ReadShimFile(dir_fd_.get(), kShimExitFile) : Result<std::string>(Fail(Error::NotFound("")));
   // The daemon out of descriptors cannot open the record the shim left: it is
   // still there, so read it again once others have closed (the outcome is
   // known, just not readable yet).
@@ -543,10 +535,10 @@ void ReplicaProcess::MaybeFinish() {
   // The run directory goes only once the exit on_exit records is stored: a
   // daemon that dies before finds exit.json again. The owner may destroy
   // `this` in on_exit: everything after it works on local copies.
-  int dir_fd = std::exchange(dir_fd_, -1);
+  auto dir_fd = std::make_shared<UniqueFd>(std::move(dir_fd_));  // a std::function is copied
   auto remove = [dir_fd, run_dir = run_dir_] {
     CrashPoint("after_exit_stored");
-    RemoveRunDir(dir_fd, run_dir);
+    RemoveRunDir(std::move(*dir_fd), run_dir);
   };
   WhenStored when_stored = when_stored_;
   auto on_exit = std::move(callbacks_.on_exit);
@@ -556,20 +548,18 @@ void ReplicaProcess::MaybeFinish() {
   remove();
 }
 
-void RemoveRunDir(int dir_fd, const std::string& run_dir) {
-  if (dir_fd < 0) return;
-  if (int fd = ::dup(dir_fd); fd >= 0) {
-    if (DIR* d = ::fdopendir(fd)) {
-      // Only names in this directory: a link there is removed, never followed.
-      while (struct dirent* e = ::readdir(d)) {
-        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) ::unlinkat(dir_fd, e->d_name, 0);
-      }
-      ::closedir(d);
-    } else {
-      ::close(fd);
+void RemoveRunDir(UniqueFd dir_fd, const std::string& run_dir) {
+  if (!dir_fd.valid()) return;
+  UniqueFd copy(::dup(dir_fd.get()));
+  if (DIR* d = copy.valid() ? ::fdopendir(copy.get()) : nullptr) {
+    copy.release();  // the DIR owns it now
+    // Only names in this directory: a link there is removed, never followed.
+    while (struct dirent* e = ::readdir(d)) {
+      if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) ::unlinkat(dir_fd.get(), e->d_name, 0);
     }
+    ::closedir(d);
   }
-  ::close(dir_fd);
+  dir_fd.reset();
   ::rmdir(run_dir.c_str());
 }
 
@@ -578,14 +568,14 @@ void ReplicaProcess::Terminate(double grace_seconds) {
   uint64_t grace_ms = static_cast<uint64_t>(std::clamp(grace_seconds, 0.0, 86400.0) * 1000.0);
   EscalateIn(grace_ms + kEscalationSlackMs);
   if (control_open_ && ready_) return Send("stop " + std::to_string(grace_ms) + "\n");
-  if (pidfd_ >= 0 && ready_) ::syscall(SYS_pidfd_send_signal, pidfd_, SIGTERM, nullptr, 0);
+  if (pidfd_.valid() && ready_) ::syscall(SYS_pidfd_send_signal, pidfd_.get(), SIGTERM, nullptr, 0);
 }
 
 void ReplicaProcess::Kill() {
   if (shim_exited_) return;
   EscalateIn(kEscalationSlackMs);
   if (control_open_ && ready_) return Send("kill\n");
-  if (pidfd_ >= 0 && ready_) ::syscall(SYS_pidfd_send_signal, pidfd_, SIGUSR1, nullptr, 0);
+  if (pidfd_.valid() && ready_) ::syscall(SYS_pidfd_send_signal, pidfd_.get(), SIGUSR1, nullptr, 0);
 }
 
 std::vector<std::string> SweepRunDirs(const std::string& root, const std::set<std::string>& referenced) {
@@ -600,20 +590,14 @@ std::vector<std::string> SweepRunDirs(const std::string& root, const std::set<st
   for (const auto& name : names) {
     std::string path = root + "/" + name;
     if (referenced.count(path) != 0) continue;
-    int dir_fd = ::open(path.c_str(), O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (dir_fd < 0) continue;  // not a directory of ours
-    bool answers = false;
-    if (!ReadShimFile(dir_fd, kShimExitFile)) {
-      int fd = ConnectToRunDir(dir_fd);
-      answers = fd >= 0;
-      if (fd >= 0) ::close(fd);
-    }
+    UniqueFd dir_fd(::open(path.c_str(), O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!dir_fd.valid()) continue;  // not a directory of ours
+    bool answers = !ReadShimFile(dir_fd.get(), kShimExitFile) && ConnectToRunDir(dir_fd.get()).valid();
     if (answers) {
-      ::close(dir_fd);
       live.push_back(path);
       continue;
     }
-    RemoveRunDir(dir_fd, path);
+    RemoveRunDir(std::move(dir_fd), path);
   }
   return live;
 }

@@ -48,6 +48,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/unique_fd.h"
 #include "core/uv_handle.h"
 #include "supervisor/containment.h"
 #include "supervisor/replica_runtime.h"
@@ -84,7 +85,7 @@ class ReplicaProcess : public ReplicaHandle {
   void Connect();          // to an adopted shim's socket; retried while it may still be starting
   bool EndedUnwatched();   // exit.json is there: it ended while no daemon watched
   bool WatchPid(int pid);
-  void OpenControl(int fd);
+  void OpenControl(UniqueFd fd);
   void Send(const std::string& line);
   void OnControl(std::string_view bytes);
   void OnControlLine(const std::string& line);
@@ -109,7 +110,7 @@ class ReplicaProcess : public ReplicaHandle {
   WhenStored when_stored_;
   UvHandle<uv_poll_t> exit_watch_;  // the shim's pidfd
   int pid_ = -1;
-  int pidfd_ = -1;
+  UniqueFd pidfd_;
   UvHandle<uv_pipe_t> control_;
   UvHandle<uv_timer_t> defer_;
   int exit_read_retries_ = 0;  // exit.json unreadable for want of descriptors
@@ -117,7 +118,7 @@ class ReplicaProcess : public ReplicaHandle {
   UvHandle<uv_timer_t> handshake_timer_;
   std::string control_buffer_;
   std::string run_dir_;
-  int dir_fd_ = -1;
+  UniqueFd dir_fd_;
   std::string nonce_;               // what an adopted shim must be greeted with
   uint64_t adopt_started_ms_ = 0;
   bool adopted_ = false;
@@ -140,8 +141,8 @@ class ReplicaProcess : public ReplicaHandle {
 };
 
 // Removes an attempt's run directory: only the names in it (a link there is
-// removed, never followed), then the directory. Closes `dir_fd`.
-void RemoveRunDir(int dir_fd, const std::string& run_dir);
+// removed, never followed), then the directory.
+void RemoveRunDir(UniqueFd dir_fd, const std::string& run_dir);
 
 // Clears `root` (the daemon's run directory) of the attempts' run directories
 // no running attempt refers to (`referenced`): what a crash between storing
