@@ -80,7 +80,8 @@ Result<void> SlurmScheduler::Load(const std::vector<StoredApp>& stored) {
     app->reason = data.value("reason", "");
     app->said_reason = app->reason;
     app->started = data.value("started", false);
-    for (const auto& [key, l] : data.value("logs", json::object()).items()) {
+    json logs = data.value("logs", json::object());  // items() refers to it: not a temporary
+    for (const auto& [key, l] : logs.items()) {
       ReplicaLog& log = app->logs[key];
       log.out_offset = l.value("out", uint64_t{0});
       log.err_offset = l.value("err", uint64_t{0});
