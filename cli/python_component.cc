@@ -11,8 +11,8 @@
 #include <cstring>
 
 #include "cli/component_helper.h"
-#include "cli/spawn_strings.h"
 #include "core/json_parse.h"
+#include "core/spawn_strings.h"
 #include "core/unique_fd.h"
 
 namespace torchxd::cli {

@@ -9,9 +9,9 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
-#include "cli/spawn_strings.h"
 #include "core/app_json.h"
 #include "core/ids.h"
+#include "core/spawn_strings.h"
 #include "core/unique_fd.h"
 #include "slurmbridge/sbatch_script.h"
 

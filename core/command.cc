@@ -3,6 +3,8 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include "core/spawn_strings.h"
+
 namespace torchxd {
 
 // A write to a program's stdin: freed by its callback, which libuv runs even
@@ -93,14 +95,8 @@ void CommandRunner::Run(CommandSpec spec, Done done) {
   uv_pipe_init(loop_, r->in.get(), 0);
   uv_pipe_init(loop_, r->out.get(), 0);
   uv_pipe_init(loop_, r->err.get(), 0);
-  std::vector<char*> args;
-  for (auto& a : spec.argv) args.push_back(a.data());
-  args.push_back(nullptr);
-  std::vector<std::string> env_strings;
-  for (const auto& [k, v] : spec.env) env_strings.push_back(k + "=" + v);
-  std::vector<char*> env;
-  for (auto& e : env_strings) env.push_back(e.data());
-  env.push_back(nullptr);
+  SpawnStrings args(spec.argv);
+  SpawnStrings env = SpawnStrings::Env(spec.env);
   uv_stdio_container_t stdio[3];
   stdio[0].flags = static_cast<uv_stdio_flags>(UV_CREATE_PIPE | UV_READABLE_PIPE);
   stdio[0].data.stream = reinterpret_cast<uv_stream_t*>(r->in.get());
@@ -109,7 +105,7 @@ void CommandRunner::Run(CommandSpec spec, Done done) {
   stdio[2].flags = static_cast<uv_stdio_flags>(UV_CREATE_PIPE | UV_WRITABLE_PIPE);
   stdio[2].data.stream = reinterpret_cast<uv_stream_t*>(r->err.get());
   uv_process_options_t o{};
-  o.file = args[0];
+  o.file = args.data()[0];
   o.args = args.data();
   o.env = env.data();
   o.cwd = spec.cwd.empty() ? nullptr : spec.cwd.c_str();

@@ -1,15 +1,16 @@
-// SpawnStrings: the NUL-terminated char* arrays posix_spawn takes (argv,
-// envp), over strings it owns, so a caller builds neither by hand.
+// SpawnStrings: the NUL-terminated char* arrays posix_spawn, exec and
+// uv_spawn take (argv, envp), over strings it owns, so a caller builds
+// neither by hand.
 //
 // Thread contract: a value type; no shared state.
-#ifndef TORCHXD_CLI_SPAWN_STRINGS_H_
-#define TORCHXD_CLI_SPAWN_STRINGS_H_
+#ifndef TORCHXD_CORE_SPAWN_STRINGS_H_
+#define TORCHXD_CORE_SPAWN_STRINGS_H_
 
 #include <map>
 #include <string>
 #include <vector>
 
-namespace torchxd::cli {
+namespace torchxd {
 
 class SpawnStrings {
  public:
@@ -27,13 +28,13 @@ class SpawnStrings {
   SpawnStrings& operator=(const SpawnStrings&) = delete;
   SpawnStrings(SpawnStrings&& other) noexcept = default;  // the strings' buffers move with them
 
-  char* const* data() const { return pointers_.data(); }
+  char** data() { return pointers_.data(); }
 
  private:
   std::vector<std::string> strings_;
   std::vector<char*> pointers_;
 };
 
-}  // namespace torchxd::cli
+}  // namespace torchxd
 
-#endif  // TORCHXD_CLI_SPAWN_STRINGS_H_
+#endif  // TORCHXD_CORE_SPAWN_STRINGS_H_
