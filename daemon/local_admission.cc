@@ -23,6 +23,11 @@ using nlohmann::json;
 
 bool Admitted(const AppRecord& app) { return !app.admission.gpus.empty(); }
 
+// The key AdmissionInfo's GPU maps know a replica by, from admission's role number.
+std::string GpuKey(const AppRecord& app, int role, int replica_id) {
+  return core::ReplicaKey{app.app.roles.at(static_cast<size_t>(role)).name, replica_id}.String();
+}
+
 }  // namespace
 
 admission::AppDemand LocalScheduler::DemandOf(const AppRecord& app) const {
@@ -117,7 +122,7 @@ void LocalScheduler::StartAdmitted(AppRecord& app, const std::vector<admission::
   std::string gpus;
   std::vector<size_t> indices;
   for (const admission::Placement& p : placed) {
-    std::string key = core::ReplicaKey{app.app.roles.at(static_cast<size_t>(p.role)).name, p.replica_id}.String();
+    std::string key = GpuKey(app, p.role, p.replica_id);
     app.admission.gpus[key] = p.gpus;
     std::vector<std::string>& uuids = app.admission.gpu_uuids[key];
     uuids.clear();
@@ -133,7 +138,7 @@ void LocalScheduler::StartAdmitted(AppRecord& app, const std::vector<admission::
   {
     json held = json::object();
     for (const admission::Placement& p : placed) {
-      held[core::ReplicaKey{app.app.roles.at(static_cast<size_t>(p.role)).name, p.replica_id}.String()] = p.gpus;
+      held[GpuKey(app, p.role, p.replica_id)] = p.gpus;
     }
     admission::AppDemand demand = DemandOf(app);
     std::string what = gpus.empty() ? "no GPU" : (placed.size() == 1 && gpus.find(',') == std::string::npos ? "GPU " : "GPUs ") + gpus;
@@ -252,7 +257,7 @@ void LocalScheduler::RestoreAdmission() {
     admission::AppDemand d = DemandOf(*rec);
     std::vector<admission::Placement> placed;
     for (const admission::ReplicaDemand& r : d.replicas) {
-      auto it = rec->admission.gpus.find(core::ReplicaKey{rec->app.roles[static_cast<size_t>(r.role)].name, r.replica_id}.String());
+      auto it = rec->admission.gpus.find(GpuKey(*rec, r.role, r.replica_id));
       if (it != rec->admission.gpus.end()) placed.push_back(admission::Placement{r.role, r.replica_id, it->second, r.need});
     }
     admission_->Hold(std::move(d), std::move(placed), rec->started_ms.value_or(rec->created_ms));
