@@ -38,11 +38,6 @@ class FakeClock : public Clock {
   }
   uint64_t now_ms() const { return now_ms_; }
   size_t pending() const { return timers_.size(); }
-  // When the next timer falls due, from now (nothing pending: none).
-  std::optional<uint64_t> NextInMs() const {
-    if (timers_.empty()) return std::nullopt;
-    return timers_.begin()->first.first - now_ms_;
-  }
 
  private:
   using Key = std::pair<uint64_t, uint64_t>;  // due, order set

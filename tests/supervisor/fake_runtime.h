@@ -22,11 +22,9 @@ class FakeReplicaRuntime : public supervisor::ReplicaRuntime {
     supervisor::ReplicaCallbacks callbacks;
     std::optional<double> terminated_grace;
     std::optional<uint64_t> terminated_at_ms, killed_at_ms;
-    bool ended = false;
 
     void Started(int pid) { callbacks.on_started(pid); }
     void Exit(std::optional<int> code, std::optional<int> signal = std::nullopt) {
-      ended = true;
       supervisor::ReplicaExit e;
       e.exit_code = code;
       e.signal = signal;
