@@ -146,7 +146,7 @@ TEST_F(HardeningTest, OverlongNamesAreRefusedAtSubmit) {
 
 TEST_F(HardeningTest, ARegexOverAHugeLineNeitherCrashesNorStallsTheDaemon) {
   StartDaemon();
-  // 50 KB and 3 MB lines: std::regex recursed once per character (SIGSEGV).
+  // 50 KB and 3 MB lines: the standard library's regex, used before RE2, recursed once per character (SIGSEGV).
   std::string h = Run(App("big", {FakeRole("r", {"--big-line", "51200", "--stdout", " loss=1", "--big-line",
                                                  "3145728", "--stdout", " loss=2", "--stdout", "other"})}));
   Wait(h);
