@@ -1,5 +1,5 @@
 // DlSymbol: one entry point of a dlopen'ed library into a typed pointer, for
-// the libraries torchxd loads on first use (curl_api.h, webui/mhd_api.h).
+// the libraries torchxd loads on first use (net/curl_api.h, webui/mhd_api.h).
 //
 // Thread contract: as dlsym.
 #ifndef TORCHXD_CORE_DL_SYMBOLS_H_
