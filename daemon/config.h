@@ -51,7 +51,7 @@ struct DaemonConfig {
   std::string kubeconfig;   // for `-s kubernetes`; empty = kubectl's search
   double slurm_poll = 2.0;  // seconds between squeue runs while slurm jobs are unfinished
   double pod_log_backoff = 30.0;  // seconds before a failed pod log read is tried again (doubling, up to 10x)
-  // Admission (daemon/capacity.h, core/admission.h).
+  // Admission (daemon/capacity.h, admission/admission.h).
   bool no_admission = false;     // TorchX's behaviour: every app starts at once
   std::string gpu_topology;      // file replacing NVML discovery
   std::string capacity;          // "gpu=N,cpu=N|auto,memMB=N|auto"

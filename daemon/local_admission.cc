@@ -1,4 +1,4 @@
-// LocalScheduler's side of admission (core/admission.h): what an app asks,
+// LocalScheduler's side of admission (admission/admission.h): what an app asks,
 // when it starts, which GPUs its replicas see, and what survives a restart.
 // An admitted app's GPUs are kept in its record (admission.gpus, one entry per
 // replica, [] for none), so a restarted daemon knows what its re-adopted
