@@ -96,6 +96,14 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& path, std::string*
     }
     if (ok) {
       if (auto migrated = store->Migrate(); !migrated) return Fail(migrated.error());
+      if (auto checkpointer = StoreCheckpointer::Open(path); checkpointer) {
+        store->checkpointer_ = std::move(*checkpointer);
+        // The hook replaces sqlite's automatic checkpoints on this connection.
+        sqlite3_wal_hook(db, &Store::OnWalCommit, store.get());
+      } else if (warning) {
+        *warning += (warning->empty() ? "" : "; ") + checkpointer.error().message +
+                    "; checkpoints run on the loop thread";
+      }
       return store;
     }
     store.reset();
@@ -113,7 +121,13 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& path, std::string*
 Store::~Store() {
   (void)Commit();
   for (auto* s : statements_) sqlite3_finalize(s);
+  checkpointer_.reset();  // closed first: the loop's connection, the last, checkpoints on close
   sqlite3_close(db_);
+}
+
+int Store::OnWalCommit(void* self, sqlite3* /*db*/, const char* /*name*/, int pages) {
+  if (pages >= kCheckpointPages) static_cast<Store*>(self)->checkpointer_->Request();
+  return SQLITE_OK;
 }
 
 Error Store::SqlError(const std::string& what) const {

@@ -4,6 +4,7 @@
 //
 // Writes are tiny single-row statements in WAL mode with synchronous=NORMAL
 // (no fsync per commit), so they run on the loop thread; bench/ measures them.
+// Checkpoints, which do fsync, run on a StoreCheckpointer's thread.
 // Group commit: the writes of one loop turn share a transaction, which the
 // daemon commits at the end of the turn; a `run` is committed before it is
 // acknowledged, and refused if that commit fails.
@@ -27,6 +28,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/result.h"
+#include "daemon/store_checkpointer.h"
 
 namespace torchxd::daemon {
 
@@ -88,7 +90,13 @@ class Store {
   // Every app was written again after a failed commit, and committed.
   void Rewritten();
 
+  // The checkpointer, or null where it could not open (then sqlite's own
+  // checkpoints run on the loop, as a warning from Open says).
+  StoreCheckpointer* checkpointer() { return checkpointer_.get(); }
+
   static constexpr int kSchemaVersion = 1;
+  // The log's size, in pages, past which a commit asks for a checkpoint.
+  static constexpr int kCheckpointPages = 1000;
   // Attempts kept per replica (the latest ones): each restart adds a row.
   static constexpr int kAttemptsKept = 8;
 
@@ -99,6 +107,7 @@ class Store {
   [[nodiscard]] Result<void> Migrate();
   [[nodiscard]] Result<sqlite3_stmt*> Prepare(const char* sql);
   Error SqlError(const std::string& what) const;
+  static int OnWalCommit(void* self, sqlite3* db, const char* name, int pages);
 
   sqlite3* db_;
   std::vector<sqlite3_stmt*> statements_;
@@ -117,6 +126,7 @@ class Store {
   bool awaiting_rewrite_ = false;
   std::vector<std::function<void()>> when_stored_;
   std::function<void()> on_change_;
+  std::unique_ptr<StoreCheckpointer> checkpointer_;
 };
 
 }  // namespace torchxd::daemon

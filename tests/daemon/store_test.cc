@@ -4,8 +4,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <future>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -120,6 +123,61 @@ TEST_F(StoreTest, ANewerSchemaIsRefused) {
   auto store = Store::Open(Path(), nullptr);
   ASSERT_FALSE(store.has_value());
   EXPECT_NE(store.error().message.find("newer than this torchxd"), std::string::npos);
+}
+
+// Checkpoints fsync, and fsyncs stall while another process floods the disk:
+// they run on the checkpointer's thread, never in a commit on the loop.
+TEST_F(StoreTest, ACheckpointCopiesTheLogIntoTheDatabaseOnItsOwnThread) {
+  auto store = Store::Open(Path(), nullptr);
+  ASSERT_TRUE(store.has_value()) << store.error().message;
+  StoreCheckpointer* checkpointer = (*store)->checkpointer();
+  ASSERT_NE(checkpointer, nullptr);
+  std::string big(2000, 'x');
+  for (int i = 0; i < 3000; ++i) {
+    ASSERT_TRUE((*store)->PutApp("local_cwd", "a-" + std::to_string(i), 1, i, {{"env", big}}).has_value());
+    if (i % 100 == 99) {
+      ASSERT_TRUE((*store)->Commit().has_value());
+    }
+  }
+  for (int i = 0; i < 500 && (checkpointer->done() == 0 || fs::file_size(Path()) < (4u << 20)); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_GT(checkpointer->done(), 0u);
+  EXPECT_GE(fs::file_size(Path()), 4u << 20) << "the database file did not receive the log's pages";
+}
+
+TEST_F(StoreTest, CommitsGoOnWhileTheCheckpointerIsHeld) {
+  {
+    auto store = Store::Open(Path(), nullptr);
+    ASSERT_TRUE(store.has_value()) << store.error().message;
+    std::promise<void> entered, release;
+    std::shared_future<void> released = release.get_future().share();
+    bool once = false;
+    (*store)->checkpointer()->BeforeEachForTest([&, released] {
+      if (!once) {
+        once = true;
+        entered.set_value();
+      }
+      released.wait();
+    });
+    std::future<void> held = entered.get_future();
+    std::string big(2000, 'y');
+    int i = 0;
+    for (; held.wait_for(std::chrono::seconds(0)) != std::future_status::ready && i < 100000; ++i) {
+      ASSERT_TRUE((*store)->PutApp("local_cwd", "a-" + std::to_string(i), 1, i, {{"env", big}}).has_value());
+      ASSERT_TRUE((*store)->Commit().has_value());
+    }
+    ASSERT_EQ(held.wait_for(std::chrono::seconds(0)), std::future_status::ready) << "no checkpoint was asked for";
+    for (int more = 0; more < 2000; ++more, ++i) {  // ~4 MB more, the checkpoint held
+      ASSERT_TRUE((*store)->PutApp("local_cwd", "a-" + std::to_string(i), 1, i, {{"env", big}}).has_value());
+      ASSERT_TRUE((*store)->Commit().has_value());
+    }
+    release.set_value();
+  }
+  auto store = Store::Open(Path(), nullptr);
+  auto apps = (*store)->LoadApps();
+  ASSERT_TRUE(apps.has_value());
+  EXPECT_GT(apps->size(), 2000u);
 }
 
 }  // namespace
