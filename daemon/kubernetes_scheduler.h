@@ -55,7 +55,12 @@ struct KubernetesSchedulerOptions {
   size_t cache_size = 100;
 };
 
-class KubernetesScheduler : public Scheduler, private k8sbridge::JobTrackerObserver {
+class KubernetesScheduler : public Scheduler,
+                            public Scalable,
+                            public Queued,
+                            public RemoteState,
+                            public RemoteLogs,
+                            private k8sbridge::JobTrackerObserver {
  public:
   // `logs`: the daemon's log store, shared with the other schedulers.
   KubernetesScheduler(uv_loop_t* loop, Store* store, LogStore* logs, KubernetesSchedulerOptions options,

@@ -61,7 +61,11 @@ struct LocalSchedulerOptions {
 
 
 
-class LocalScheduler : public Scheduler, public supervisor::AppRunnerObserver {
+class LocalScheduler : public Scheduler,
+                       public Scalable,
+                       public Queued,
+                       public LogsWrittenAsOwner,
+                       public supervisor::AppRunnerObserver {
  public:
   // `logs`: the daemon's log store, shared with the other schedulers.
   LocalScheduler(uv_loop_t* loop, Store* store, LogStore* logs, LocalSchedulerOptions options);
@@ -88,7 +92,6 @@ class LocalScheduler : public Scheduler, public supervisor::AppRunnerObserver {
   size_t running_apps() const override;
   size_t app_count() const override { return apps_.size(); }
   void PersistAll() override;
-  bool LogsWrittenAsOwner() const override { return true; }
 
   // AppRunnerObserver
   void OnAttemptStarting(supervisor::AppRunner& app, const supervisor::ReplicaInfo& r) override;

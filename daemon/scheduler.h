@@ -1,7 +1,7 @@
 // Scheduler: the one seam between the daemon's request handlers and the
-// schedulers (shared/STYLE.md §1), as in TorchX: the Service routes each app
-// to the scheduler serving its name. LocalScheduler serves local_cwd and
-// local_dir; KubernetesScheduler serves kubernetes. Every scheduler keeps
+// schedulers, as in TorchX: the Service routes each app to the scheduler
+// serving its name. LocalScheduler serves local_cwd, local_dir and
+// local_docker; KubernetesScheduler kubernetes; SlurmScheduler slurm. Every scheduler keeps
 // its apps as AppRecords and writes replica output into the same log store
 // (LogStore + per-replica log dirs), so status, list and log read them alike.
 //
@@ -41,6 +41,9 @@ struct CancelOutcome {
   bool already_terminal = false;  // nothing was running
 };
 
+// What every scheduler does. What only some offer is a small interface of its
+// own below, which a scheduler class also derives from and the Service asks
+// for with As<T>() (kueue's optional job interfaces).
 class Scheduler {
  public:
   virtual ~Scheduler() = default;
@@ -52,13 +55,6 @@ class Scheduler {
   // `done` once the app was told to stop (local: once no process is left).
   virtual void Cancel(AppRecord& app, std::optional<double> grace_seconds,
                       std::function<void(Result<CancelOutcome>)> done) = 0;
-  // Elastic scale of a running app's roles (checked with core::CheckScale by
-  // the caller, which set each role_index); `done` once the change is made and stored.
-  virtual void Scale(AppRecord& app, const std::vector<core::ScaleRequest>& changes,
-                     std::function<void(Result<void>)> done) {
-    (void)changes;
-    done(Fail(Error::InvalidArgument("the " + app.scheduler + " scheduler cannot scale apps")));
-  }
   // `done` once the app is terminal.
   virtual void Wait(AppRecord& app, std::function<void(const AppRecord&)> done) = 0;
   // Stops the app if it runs, then forgets it and its logs; `done` gets its last state.
@@ -70,36 +66,78 @@ class Scheduler {
   virtual void PersistAll() = 0;
   virtual size_t running_apps() const = 0;
   virtual size_t app_count() const = 0;  // List().size(), without building the list
-  // Are an app's log files written with its owner's rights (so read with them too)?
-  virtual bool LogsWrittenAsOwner() const { return false; }
+};
+
+// Elastic scale of a running app's roles.
+class Scalable {
+ public:
+  virtual ~Scalable() = default;
+  // The changes are checked with core::CheckScale by the caller, which set
+  // each role_index; `done` once the change is made and stored.
+  virtual void Scale(AppRecord& app, const std::vector<core::ScaleRequest>& changes,
+                     std::function<void(Result<void>)> done) = 0;
+};
+
+// Apps wait before they run, and the scheduler can say why.
+class Queued {
+ public:
+  virtual ~Queued() = default;
+  // Why a PENDING app waits, in words ("" = nothing to add to its msg).
+  virtual std::string PendingReason(const AppRecord& app) const = 0;
+  // The same for `list`, where thousands of rows are asked at once: what was last
+  // said of it (O(log n), never a fresh computation); "" = nothing to add.
+  virtual std::string PendingSummary(const AppRecord& app) const = 0;
+  // The admission queues (`torchx queue`), or null where the queues are not the daemon's.
+  virtual nlohmann::json Queues(size_t /*limit*/) const { return nullptr; }
+};
+
+// The apps' truth lives elsewhere (a cluster), which the daemon follows.
+class RemoteState {
+ public:
+  virtual ~RemoteState() = default;
+  // What `status` adds to the app's msg while it lasts ("" = nothing).
+  virtual std::string StatusNote(const AppRecord& app) const = 0;
+  // Before `list` answers: `ready` once this scheduler's apps are what params ask for
+  // (`caller`: the uid asking, whose apps elsewhere a scheduler may find).
+  virtual void BeforeList(const nlohmann::json& params, uid_t caller, std::function<void(Result<void>)> ready) = 0;
+  // The namespace `list` is narrowed to ("" = none).
+  virtual std::string ListNamespace(const nlohmann::json& /*params*/) const { return ""; }
+};
+
+// Replica output fetched from elsewhere (a pod's log, files on a cluster's
+// nodes) into the daemon's LogStore; without it, the output is written there
+// as it happens and the log store is always current.
+class RemoteLogs {
+ public:
+  virtual ~RemoteLogs() = default;
   // Are stdout and stderr stored apart (else only the combined stream; a pod has one)?
   virtual bool SeparateOutputStreams() const { return true; }
   // May more output of `app` still arrive (log follow)?
-  virtual bool MoreOutputExpected(const AppRecord& app) const { return !core::IsTerminal(app.state); }
-  // Before a one-off log read: `ready` once the store has what the scheduler can
-  // fetch now (a remote scheduler catching up); local schedulers are always current.
-  virtual void BeforeLogRead(const AppRecord& /*app*/, std::function<void()> ready) { ready(); }
-  // Why a PENDING app waits, in words ("" = nothing to add to its msg).
-  virtual std::string PendingReason(const AppRecord& /*app*/) const { return ""; }
-  // The same for `list`, where thousands of rows are asked at once: what was last
-  // said of it (O(log n), never a fresh computation); "" = nothing to add.
-  virtual std::string PendingSummary(const AppRecord& /*app*/) const { return ""; }
-  // Why a replica's log cannot be read now ("" = it can, or it is local).
-  virtual std::string LogProblem(const AppRecord& /*app*/, const std::string& /*replica_key*/) const { return ""; }
-  // What `status` adds to the app's msg while it lasts ("" = nothing).
-  virtual std::string StatusNote(const AppRecord& /*app*/) const { return ""; }
+  virtual bool MoreOutputExpected(const AppRecord& app) const = 0;
+  // Before a one-off log read: `ready` once the store has what can be fetched now.
+  virtual void BeforeLogRead(const AppRecord& app, std::function<void()> ready) = 0;
   // A client starts following the app's logs.
-  virtual void OnFollow(const AppRecord& /*app*/) {}
-  // Before `list` answers: `ready` once this scheduler's apps are what params ask for
-  // (`caller`: the uid asking, whose apps elsewhere a scheduler may find).
-  virtual void BeforeList(const nlohmann::json& /*params*/, uid_t /*caller*/, std::function<void(Result<void>)> ready) {
-    ready({});
-  }
-  // The namespace `list` is narrowed to ("" = none).
-  virtual std::string ListNamespace(const nlohmann::json& /*params*/) const { return ""; }
-  // The admission queues (`torchx queue`), or null when this scheduler has none.
-  virtual nlohmann::json Queues(size_t /*limit*/) const { return nullptr; }
+  virtual void OnFollow(const AppRecord& app) = 0;
+  // Why a replica's log cannot be read now ("" = it can).
+  virtual std::string LogProblem(const AppRecord& app, const std::string& replica_key) const = 0;
 };
+
+// A scheduler whose apps' log files are written with their owner's rights
+// (so they are read with them too): no method, its presence says it.
+class LogsWrittenAsOwner {
+ public:
+  virtual ~LogsWrittenAsOwner() = default;
+};
+
+// The scheduler's optional interface T, or null where it does not offer it.
+template <class T>
+T* As(Scheduler& scheduler) {
+  return dynamic_cast<T*>(&scheduler);
+}
+template <class T>
+const T* As(const Scheduler& scheduler) {
+  return dynamic_cast<const T*>(&scheduler);
+}
 
 inline bool Serves(const Scheduler& scheduler, const std::string& name) {
   auto names = scheduler.Names();

@@ -224,11 +224,13 @@ void Service::Status(const json& params, const PeerInfo& peer, const Reply& repl
   if (!app) return reply->Error(app.error());
   core::AppStatus status = (*app)->Status();
   Scheduler* scheduler = SchedulerFor((*app)->scheduler);
-  if ((*app)->state == core::AppState::kPending) {
-    std::string reason = scheduler->PendingReason(**app);
+  const auto* queued = As<Queued>(*scheduler);
+  if ((*app)->state == core::AppState::kPending && queued != nullptr) {
+    std::string reason = queued->PendingReason(**app);
     if (!reason.empty()) status.msg = reason;
   }
-  if (std::string note = scheduler->StatusNote(**app); !note.empty()) {
+  const auto* remote = As<RemoteState>(*scheduler);
+  if (std::string note = remote ? remote->StatusNote(**app) : ""; !note.empty()) {
     status.msg = status.msg.empty() ? note : status.msg + "; " + note;
   }
   reply->Result(StatusJson(**app, status));
@@ -243,7 +245,8 @@ void Service::Queue(const json& params, const Reply& reply) {
     return reply->Error(Error::InvalidArgument("params.limit: must be 0 or more (pending apps listed per queue)"));
   }
   for (Scheduler* s : schedulers_) {
-    json q = s->Queues(limit < 0 ? SIZE_MAX : static_cast<size_t>(limit));
+    const auto* queued = As<Queued>(*s);
+    json q = queued ? queued->Queues(limit < 0 ? SIZE_MAX : static_cast<size_t>(limit)) : json();
     if (q.is_null()) continue;
     if (name.empty()) return reply->Result(q);
     json only = json::array();
@@ -285,11 +288,12 @@ void Service::List(const json& params, const PeerInfo& peer, const Reply& reply)
     return reply->Error(Error::InvalidArgument("params.namespace: only with scheduler kubernetes"));
   }
   Scheduler* scheduler = only.empty() ? nullptr : SchedulerFor(only);
-  if (scheduler == nullptr) return ListApps(params, peer, reply, "");
+  RemoteState* remote = scheduler ? As<RemoteState>(*scheduler) : nullptr;
+  if (remote == nullptr) return ListApps(params, peer, reply, "");
   // A remote scheduler may first have to learn what there is (a namespace's Jobs).
-  scheduler->BeforeList(params, peer.uid, [this, params, peer, reply, scheduler](Result<void> ready) {
+  remote->BeforeList(params, peer.uid, [this, params, peer, reply, remote](Result<void> ready) {
     if (!ready) return reply->Error(ready.error());
-    ListApps(params, peer, reply, scheduler->ListNamespace(params));
+    ListApps(params, peer, reply, remote->ListNamespace(params));
   });
 }
 
@@ -380,7 +384,8 @@ void Service::ListApps(const json& params, const PeerInfo& peer, const Reply& re
     std::string msg = a->msg.substr(0, a->msg.find('\n'));
     if (a->state == core::AppState::kPending) {
       if (Scheduler* scheduler = SchedulerFor(a->scheduler); scheduler != nullptr) {
-        if (std::string why = scheduler->PendingSummary(*a); !why.empty()) msg = why;
+        const auto* queued = As<Queued>(*scheduler);
+        if (std::string why = queued ? queued->PendingSummary(*a) : ""; !why.empty()) msg = why;
       }
     }
     if (msg.size() > kListMsgBytes) msg = msg.substr(0, kListMsgBytes) + "...";
@@ -445,7 +450,11 @@ void Service::Scale(const json& params, const PeerInfo& peer, const Reply& reply
   }
   std::string scheduler = (*app)->scheduler, app_id = (*app)->app_id, handle = (*app)->Handle();
   Scheduler* owner = SchedulerFor(scheduler);
-  owner->Scale(**app, changes, [this, reply, owner, scheduler, app_id, handle](Result<void> done) {
+  auto* scalable = As<Scalable>(*owner);
+  if (scalable == nullptr) {
+    return reply->Error(Error::InvalidArgument("the " + scheduler + " scheduler cannot scale apps"));
+  }
+  scalable->Scale(**app, changes, [this, reply, owner, scheduler, app_id, handle](Result<void> done) {
     if (!done) return reply->Error(done.error());
     if (info_.commit_store) info_.commit_store();
     const AppRecord* a = owner->Find(scheduler, app_id);
@@ -521,7 +530,8 @@ void Service::Log(const json& params, const PeerInfo& peer, const Reply& reply) 
   auto query = ParseLogQuery(params);
   if (!query) return reply->Error(query.error());
   Scheduler* owner = SchedulerFor(app.scheduler);
-  if (!owner->SeparateOutputStreams() && query->stream != "combined") {
+  RemoteLogs* remote = As<RemoteLogs>(*owner);
+  if (remote != nullptr && !remote->SeparateOutputStreams() && query->stream != "combined") {
     return reply->Error(Error::InvalidArgument(
         "a " + app.scheduler + " replica has one log stream: --streams " + query->stream +
         " is not available for " + app.Handle() + " (leave out --streams)"));
@@ -562,10 +572,11 @@ void Service::Log(const json& params, const PeerInfo& peer, const Reply& reply) 
   std::string scheduler = app.scheduler, app_id = app.app_id, key = AppKey(app);
   bool follow = query->follow;
   FileOwner read_as{::geteuid(), ::getegid()};
-  if (owner->LogsWrittenAsOwner()) read_as = {app.owner_uid, app.owner_gid};
-  auto live = [owner, scheduler, app_id] {
+  if (As<LogsWrittenAsOwner>(*owner) != nullptr) read_as = {app.owner_uid, app.owner_gid};
+  auto live = [owner, remote, scheduler, app_id] {
     const AppRecord* a = owner->Find(scheduler, app_id);
-    return a != nullptr && owner->MoreOutputExpected(*a);
+    if (a == nullptr) return false;
+    return remote ? remote->MoreOutputExpected(*a) : !core::IsTerminal(a->state);
   };
   // A follower that asked for the app's events: the stored ones first ("all").
   std::vector<AppEvent> history;
@@ -574,7 +585,7 @@ void Service::Log(const json& params, const PeerInfo& peer, const Reply& reply) 
       for (const StoredEvent& row : *rows) history.push_back(AppEvent::FromStored(row));
     }
   }
-  auto start = [this, owner, scheduler, app_id, key, live, reply, read_as, targets = std::move(targets),
+  auto start = [this, owner, remote, scheduler, app_id, key, live, reply, read_as, targets = std::move(targets),
                 query = std::move(*query), history = std::move(history)]() mutable {
     bool events = !query.app_events.empty();
     auto request = std::make_unique<LogRequest>(loop_, logs_, key, std::move(targets), std::move(query), live, reply,
@@ -582,10 +593,12 @@ void Service::Log(const json& params, const PeerInfo& peer, const Reply& reply) 
                                                 files_);
     LogRequest* raw = request.get();
     if (events) raw->SetAppEvents(info_.event_feed, std::move(history));
-    raw->SetProblemSource([owner, scheduler, app_id](const std::string& replica_key) {
-      const AppRecord* a = owner->Find(scheduler, app_id);
-      return a == nullptr ? std::string() : owner->LogProblem(*a, replica_key);
-    });
+    if (remote != nullptr) {
+      raw->SetProblemSource([owner, remote, scheduler, app_id](const std::string& replica_key) {
+        const AppRecord* a = owner->Find(scheduler, app_id);
+        return a == nullptr ? std::string() : remote->LogProblem(*a, replica_key);
+      });
+    }
     log_requests_[raw] = std::move(request);
     if (auto started = raw->Start(); !started) {
       log_requests_.erase(raw);
@@ -594,11 +607,12 @@ void Service::Log(const json& params, const PeerInfo& peer, const Reply& reply) 
   };
   // A follow gets new lines as they are stored; a one-off read first lets the
   // scheduler fetch what its store still lacks (a remote scheduler catching up).
+  if (remote == nullptr) return start();
   if (follow) {
-    owner->OnFollow(app);
+    remote->OnFollow(app);
     return start();
   }
-  owner->BeforeLogRead(app, std::move(start));
+  remote->BeforeLogRead(app, std::move(start));
 }
 
 void Service::Runopts(const json& params, const Reply& reply) {

@@ -49,7 +49,7 @@ struct SlurmSchedulerOptions {
   std::map<std::string, std::string> env;  // the daemon's own, for squeue (SLURM_CONF, PATH)
 };
 
-class SlurmScheduler : public Scheduler {
+class SlurmScheduler : public Scheduler, public Queued, public RemoteState, public RemoteLogs {
  public:
   SlurmScheduler(uv_loop_t* loop, Store* store, LogStore* logs, FileWorker* files, SlurmSchedulerOptions options);
   ~SlurmScheduler() override;

@@ -32,7 +32,7 @@ using namespace torchxd;
 using namespace torchxd::daemon;
 
 // Apps in memory, finished at once; nothing runs.
-class MemoryScheduler : public Scheduler {
+class MemoryScheduler : public Scheduler, public Scalable {
  public:
   std::vector<std::string> Names() const override { return {"local_cwd", "local_dir", "local_docker", "kubernetes"}; }
   void Submit(SubmitRequest request, std::function<void(Result<const AppRecord*>)> done) override {
