@@ -93,6 +93,16 @@ function go(url, replace) {
 
 window.addEventListener('popstate', show);
 
+// A deep link (/queue) stays where it points while what is above it is still
+// being drawn (GPU tiles, the app table arrive in any order), until the
+// user scrolls, clicks or types.
+new ResizeObserver(() => {
+  if (S.at && S.view === 'list' && S.queue) $(S.at).scrollIntoView({ block: 'start' });
+}).observe(document.body);
+for (const ev of ['wheel', 'touchstart', 'keydown', 'mousedown']) {
+  window.addEventListener(ev, () => { S.at = null; }, { passive: true });
+}
+
 async function show() {
   const before = S.app;
   closeStream();  // nothing of the previous view may land in this one
@@ -286,10 +296,7 @@ function onQueue(reply) {
     return row([String(p.position), appLink(p.app_handle, p.app_handle.split('/').pop()), p.queue, p.user_name || String(p.user),
       needs(r), p.reason]);
   }));
-  if (S.at && S.view === 'list') {  // /queue: there once it is drawn
-    $(S.at).scrollIntoView({ block: 'start' });
-    S.at = null;
-  }
+  if (S.at && S.view === 'list') $(S.at).scrollIntoView({ block: 'start' });  // /queue: there once it is drawn
 }
 
 // ---- one app -------------------------------------------------------------
