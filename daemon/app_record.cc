@@ -151,14 +151,15 @@ namespace {
 
 // The parts fixed at submit.
 json FixedJson(const AppRecord& r) {
-  return json{{"scheduler", r.scheduler},         {"session", r.session},
-              {"app_id", r.app_id},               {"app", core::AppDefToJson(r.app)},
-              {"cfg", r.cfg},                     {"cwd", r.cwd},
-              {"client_env", r.client_env},       {"created_ms", r.created_ms},
-              {"app_log_dir", r.app_log_dir},     {"user_log_dir", r.user_log_dir},
-              {"owner_uid", r.owner_uid},         {"owner_gid", r.owner_gid},
-              {"log_max_bytes", r.log_max_bytes}, {"max_duration_ms", r.max_duration_ms},
-              {"requests", r.requests}};
+  json out{{"scheduler", r.scheduler},         {"session", r.session},
+           {"app_id", r.app_id},               {"app", core::AppDefToJson(r.app)},
+           {"cfg", r.cfg},                     {"cwd", r.cwd},
+           {"client_env", r.client_env},       {"created_ms", r.created_ms},
+           {"app_log_dir", r.app_log_dir},     {"user_log_dir", r.user_log_dir},
+           {"owner_uid", r.owner_uid},         {"owner_gid", r.owner_gid},
+           {"log_max_bytes", r.log_max_bytes}};
+  r.AddFixedJson(out);
+  return out;
 }
 
 // What changes as it runs.
@@ -176,12 +177,11 @@ json ChangingJson(const AppRecord& r, bool with_replicas) {
            {"cancelling", r.cancelling},
            {"timed_out", r.timed_out},
            {"scale", r.scale},
-           {"ports", r.ports},
            {"started_ms", Opt(r.started_ms)},
            {"admission", r.admission.ToJson()},
            {"gpu_usage", r.gpu_usage.ToJson()},
            {"scheduler_data", r.scheduler_data}};
-  if (!r.pulling.empty()) out["pulling"] = r.pulling;
+  r.AddChangingJson(out);
   if (with_replicas) {
     json reps = json::array();
     for (const auto& rep : r.replicas) reps.push_back(ReplicaInfoToJson(rep));
@@ -261,14 +261,10 @@ Result<AppRecord> AppRecord::FromJson(const json& j) {
     r.log_lost_before = j.value("log_lost_before", std::map<std::string, uint64_t>{});
     r.cancelling = j.value("cancelling", false);
     r.timed_out = j.value("timed_out", false);
-    r.max_duration_ms = j.value("max_duration_ms", int64_t{0});
     if (auto it = j.find("scale"); it != j.end() && it->is_object()) r.scale = *it;
-    if (auto it = j.find("ports"); it != j.end() && it->is_object()) r.ports = *it;
     r.started_ms = GetOpt<int64_t>(j, "started_ms");
-    r.requests = j.value("requests", json::array());
     for (const auto& rj : j.value("replicas", json::array())) r.replicas.push_back(ReplicaInfoFromJson(rj));
     r.scheduler_data = j.value("scheduler_data", json());
-    r.pulling = j.value("pulling", std::vector<std::string>{});
     r.admission = AdmissionInfo::FromJson(j.value("admission", json()));
     r.gpu_usage = GpuUsage::FromJson(j.value("gpu_usage", json()));
     return r;

@@ -1,5 +1,9 @@
-// AppRecord: everything the daemon knows about one app. Kept in memory for
-// every app in the cache and written through to the Store as JSON.
+// AppRecord: what the daemon knows about every app, whichever scheduler runs
+// it. Kept in memory for every app in the cache and written through to the
+// Store as JSON. What only one scheduler keeps is its own: the local
+// scheduler's records are LocalApps (daemon/local_app.h), which add to the
+// stored JSON through the Add*Json hooks; the remote schedulers keep
+// theirs beside the record and store it in `scheduler_data`.
 //
 // Thread contract: loop thread only.
 #ifndef TORCHXD_DAEMON_APP_RECORD_H_
@@ -38,6 +42,11 @@ struct AdmissionInfo {
 };
 
 struct AppRecord {
+  AppRecord() = default;
+  AppRecord(AppRecord&&) = default;
+  AppRecord& operator=(AppRecord&&) = default;
+  virtual ~AppRecord() = default;
+
   std::string scheduler;
   std::string session;
   std::string app_id;
@@ -65,21 +74,18 @@ struct AppRecord {
   std::map<std::string, uint64_t> log_lost_before;    // lost by the replica's earlier attempts
   bool cancelling = false;     // a cancel is under way (a restarted daemon finishes it)
   bool timed_out = false;      // that cancel is the app's max_duration: it ends FAILED
-  int64_t max_duration_ms = 0;           // -cfg max_duration (0 = none)
   std::optional<int64_t> started_ms;     // when its replicas were first started (admitted)
-  nlohmann::json scale = nlohmann::json::object();
-  nlohmann::json ports = nlohmann::json::object();  // named ports while it runs: "declared" -> the one it got  // `torchx scale`: role -> replicas it runs (absent = all)
-  nlohmann::json requests = nlohmann::json::array();  // processes: what each replica runs, for re-adoption
+  nlohmann::json scale = nlohmann::json::object();  // `torchx scale`: role -> replicas it runs (absent = all)
   std::vector<supervisor::ReplicaInfo> replicas;
+  // The queue and GPUs admission gave it (status, list, metrics and the GPU
+  // view read them); only local apps go through the daemon's admission.
   AdmissionInfo admission;
   GpuUsage gpu_usage;  // the GPUs it held, when, and how much it used them
   nlohmann::json scheduler_data;  // what a remote scheduler needs after a restart (e.g. the Job's name)
-  std::vector<std::string> pulling;  // local_docker: images still to pull before it may start
 
   // Live parts (not persisted).
   mutable std::string fixed_json_;  // ToJsonText's cache
   std::vector<std::string> submit_warnings;  // told to the submitter once
-  std::unique_ptr<supervisor::AppRunner> runner;
 
   std::string Handle() const;
   core::AppStatus Status() const;
@@ -89,9 +95,14 @@ struct AppRecord {
   // once: a replica's restart rewrites the record without dumping them again.
   // Without `with_replicas` (local apps: their replicas have rows of their own).
   std::string ToJsonText(bool with_replicas) const;
-  // Call after changing a fixed part (requests, when they get GPUs or ports).
+  // Call after changing a fixed part (a local app's requests, when they get GPUs or ports).
   void FixedPartsChanged() { fixed_json_.clear(); }
   [[nodiscard]] static Result<AppRecord> FromJson(const nlohmann::json& json);
+
+  // What a scheduler's own record adds to the stored JSON: the parts fixed
+  // at submit, and those that change as it runs (keys of their own).
+  virtual void AddFixedJson(nlohmann::json& /*out*/) const {}
+  virtual void AddChangingJson(nlohmann::json& /*out*/) const {}
 };
 
 // How many of an app's events the store keeps (the newest): a bounded

@@ -45,7 +45,7 @@ json Tenths(const std::vector<std::optional<double>>& values) {
 
 std::map<int, ReplicaRef> RunningReplicaPids(const LocalScheduler& local) {
   std::map<int, ReplicaRef> out;
-  for (const AppRecord* app : local.List()) {
+  for (const LocalApp* app : local.Apps()) {
     if (!app->runner) continue;
     for (const supervisor::ReplicaInfo& r : app->replicas) {
       if (!r.pid || *r.pid <= 1 || core::IsTerminal(r.state)) continue;

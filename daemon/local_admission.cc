@@ -21,16 +21,16 @@ namespace {
 
 using nlohmann::json;
 
-bool Admitted(const AppRecord& app) { return !app.admission.gpus.empty(); }
+bool Admitted(const LocalApp& app) { return !app.admission.gpus.empty(); }
 
 // The key AdmissionInfo's GPU maps know a replica by, from admission's role number.
-std::string GpuKey(const AppRecord& app, int role, int replica_id) {
+std::string GpuKey(const LocalApp& app, int role, int replica_id) {
   return core::ReplicaKey{app.app.roles.at(static_cast<size_t>(role)).name, replica_id}.String();
 }
 
 }  // namespace
 
-admission::AppDemand LocalScheduler::DemandOf(const AppRecord& app) const {
+admission::AppDemand LocalScheduler::DemandOf(const LocalApp& app) const {
   admission::AppDemand d;
   d.key = AppKey(app);
   d.name = app.app_id;
@@ -55,7 +55,7 @@ admission::AppDemand LocalScheduler::DemandOf(const AppRecord& app) const {
   return d;
 }
 
-Result<void> LocalScheduler::PrepareAdmission(AppRecord& app, bool privileged) {
+Result<void> LocalScheduler::PrepareAdmission(LocalApp& app, bool privileged) {
   if (!admission_) return {};
   app.admission.queued = true;
   if (app.cfg.contains("queue") && app.cfg["queue"].is_string()) app.admission.queue = app.cfg["queue"].get<std::string>();
@@ -94,14 +94,14 @@ void LocalScheduler::RunAdmissionPass() {
   std::vector<admission::Admitted> admitted = admission_->Pass(now);
   for (admission::Admitted& a : admitted) {
     auto [scheduler, app_id] = SplitKey(a.key);
-    if (AppRecord* app = Find(scheduler, app_id)) StartAdmitted(*app, a.replicas);
+    if (LocalApp* app = Find(scheduler, app_id)) StartAdmitted(*app, a.replicas);
   }
   if (!admitted.empty()) AccountGpus(now, 0, {});  // their GPU intervals begin now
   RecordQueuePositions();
   if (admission_->head() != persisted_head_) {
     for (const std::string& key : {persisted_head_, admission_->head()}) {
       auto [scheduler, app_id] = SplitKey(key);
-      if (AppRecord* app = Find(scheduler, app_id)) {
+      if (LocalApp* app = Find(scheduler, app_id)) {
         app->admission.head = key == admission_->head();
         Persist(*app);
       }
@@ -110,7 +110,7 @@ void LocalScheduler::RunAdmissionPass() {
   }
 }
 
-void LocalScheduler::ApplyPlacement(const AppRecord& app, std::vector<core::ReplicaRequest>& requests) const {
+void LocalScheduler::ApplyPlacement(const LocalApp& app, std::vector<core::ReplicaRequest>& requests) const {
   if (!admission_ || !Admitted(app) || admission_->box().topology.size() == 0) return;
   for (auto& req : requests) {
     auto it = app.admission.gpus.find(req.Key().String());
@@ -118,7 +118,7 @@ void LocalScheduler::ApplyPlacement(const AppRecord& app, std::vector<core::Repl
   }
 }
 
-void LocalScheduler::StartAdmitted(AppRecord& app, const std::vector<admission::Placement>& placed) {
+void LocalScheduler::StartAdmitted(LocalApp& app, const std::vector<admission::Placement>& placed) {
   std::string gpus;
   std::vector<size_t> indices;
   for (const admission::Placement& p : placed) {
@@ -182,7 +182,7 @@ void LocalScheduler::StartAdmitted(AppRecord& app, const std::vector<admission::
   }
 }
 
-size_t LocalScheduler::SlotIndex(const AppRecord& app, int role, int replica_id) {
+size_t LocalScheduler::SlotIndex(const LocalApp& app, int role, int replica_id) {
   size_t index = 0;
   for (int r = 0; r < role && static_cast<size_t>(r) < app.app.roles.size(); ++r) {
     index += static_cast<size_t>(app.app.roles[static_cast<size_t>(r)].num_replicas);
@@ -190,7 +190,7 @@ size_t LocalScheduler::SlotIndex(const AppRecord& app, int role, int replica_id)
   return index + static_cast<size_t>(replica_id);
 }
 
-std::vector<bool> LocalScheduler::HeldReplicas(const AppRecord& app) const {
+std::vector<bool> LocalScheduler::HeldReplicas(const LocalApp& app) const {
   std::vector<bool> held;
   if (!admission_ || !Admitted(app)) return held;
   for (const core::Role& role : app.app.roles) {
@@ -199,14 +199,14 @@ std::vector<bool> LocalScheduler::HeldReplicas(const AppRecord& app) const {
   return held;
 }
 
-void LocalScheduler::LeaveAdmission(const AppRecord& app) {
+void LocalScheduler::LeaveAdmission(const LocalApp& app) {
   if (!admission_ || !app.admission.queued) return;
   admission_->Remove(AppKey(app));
   AccountGpus(core::UnixNowMs(), 0, {});  // its GPU intervals end now
   SchedulePass();
 }
 
-bool LocalScheduler::CancelQueued(AppRecord& app) {
+bool LocalScheduler::CancelQueued(LocalApp& app) {
   if (!admission_ || app.runner || !admission_->IsPending(AppKey(app))) return false;
   admission_->Remove(AppKey(app));
   int64_t now = core::UnixNowMs();
@@ -234,7 +234,7 @@ bool LocalScheduler::CancelQueued(AppRecord& app) {
 }
 
 void LocalScheduler::RestoreAdmission() {
-  std::vector<AppRecord*> queued;
+  std::vector<LocalApp*> queued;
   for (auto& [key, rec] : apps_) {
     if (!rec->admission.queued) continue;
     next_seq_ = std::max(next_seq_, rec->admission.seq + 1);
@@ -243,10 +243,10 @@ void LocalScheduler::RestoreAdmission() {
       queued.push_back(rec.get());
     }
   }
-  std::sort(queued.begin(), queued.end(), [](const AppRecord* a, const AppRecord* b) { return a->admission.seq < b->admission.seq; });
+  std::sort(queued.begin(), queued.end(), [](const LocalApp* a, const LocalApp* b) { return a->admission.seq < b->admission.seq; });
   if (!admission_) {
     // Queued by a daemon that admitted; this one starts everything at once.
-    for (AppRecord* app : queued) {
+    for (LocalApp* app : queued) {
       std::vector<admission::Placement> none;
       StartAdmitted(*app, none);
     }
@@ -262,7 +262,7 @@ void LocalScheduler::RestoreAdmission() {
     }
     admission_->Hold(std::move(d), std::move(placed), rec->started_ms.value_or(rec->created_ms));
   }
-  for (AppRecord* app : queued) {
+  for (LocalApp* app : queued) {
     admission_->Enqueue(DemandOf(*app));
     if (app->admission.head) admission_->SetHead(AppKey(*app));
   }
@@ -271,12 +271,14 @@ void LocalScheduler::RestoreAdmission() {
   SchedulePass();
 }
 
-std::string LocalScheduler::PendingReason(const AppRecord& app) const {
+std::string LocalScheduler::PendingReason(const AppRecord& record) const {
+  const LocalApp& app = Own(record);
   if (!admission_ || app.runner || !app.pulling.empty()) return "";
   return admission_->Reason(AppKey(app), core::UnixNowMs());
 }
 
-std::string LocalScheduler::PendingSummary(const AppRecord& app) const {
+std::string LocalScheduler::PendingSummary(const AppRecord& record) const {
+  const LocalApp& app = Own(record);
   if (!admission_ || app.runner || !app.pulling.empty()) return "";  // a pull's progress is its msg
   // The front of each queue has its last queued event; those behind, their queue.
   if (auto it = queued_said_.find(Key{app.scheduler, app.app_id}); it != queued_said_.end()) {
@@ -316,7 +318,7 @@ json LocalScheduler::Queues(size_t limit) const {
       json p = {{"app_handle", it == apps_.end() ? key : it->second->Handle()}, {"position", ++position},
                 {"reason", admission_->Reason(key, now, position - 1)}};
       if (it != apps_.end()) {
-        const AppRecord& a = *it->second;
+        const LocalApp& a = *it->second;
         p["user"] = a.owner_uid;
         p["user_name"] = UserNameOf(a.owner_uid, names);
         p["priority"] = a.admission.priority;
@@ -358,7 +360,7 @@ void LocalScheduler::RecordQueuePositions() {
   for (const admission::Admission::QueueView& q : admission_->View(now)) {
     for (size_t i = 0; i < q.pending.size() && i < kPerQueue; ++i) {
       auto [scheduler, app_id] = SplitKey(q.pending[i]);
-      AppRecord* app = Find(scheduler, app_id);
+      LocalApp* app = Find(scheduler, app_id);
       if (app == nullptr) continue;
       int position = static_cast<int>(i) + 1;
       std::string reason = admission_->Reason(q.pending[i], now, position - 1, /*shadow=*/false);
@@ -394,7 +396,7 @@ bool LocalScheduler::SetGpuUsable(int gpu, bool usable, const std::string& reaso
   if (was != usable) logging::warn("gpu {} {}: {}", named, usable ? "back in service" : "out of service", reason);
   if (!usable && was && stop_holder && !holder.empty()) {
     auto [scheduler, app_id] = SplitKey(holder);
-    AppRecord* app = Find(scheduler, app_id);
+    LocalApp* app = Find(scheduler, app_id);
     if (app != nullptr && app->runner && !app->runner->terminal() && !app->runner->cancelling()) {
       Event(*app, "gpu", named + " " + reason + ": stopping the app", {{"gpu", gpu}, {"uuid", g.uuid}, {"why", reason}});
       app->runner->Cancel(options_.grace_seconds, named + " " + reason, /*as_failure=*/true);

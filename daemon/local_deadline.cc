@@ -12,7 +12,7 @@
 
 namespace torchxd::daemon {
 
-void LocalScheduler::ArmDeadline(const AppRecord& app) {
+void LocalScheduler::ArmDeadline(const LocalApp& app) {
   if (app.max_duration_ms <= 0 || !app.runner || app.runner->terminal()) return;
   int64_t deadline = app.started_ms.value_or(app.created_ms) + app.max_duration_ms;
   deadlines_.emplace(deadline, Key{app.scheduler, app.app_id});
@@ -38,7 +38,7 @@ void LocalScheduler::OnDeadline() {
   while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
     Key key = deadlines_.begin()->second;
     deadlines_.erase(deadlines_.begin());
-    AppRecord* app = Find(key.first, key.second);
+    LocalApp* app = Find(key.first, key.second);
     if (app == nullptr || !app->runner || app->runner->terminal() || app->runner->cancelling()) continue;
     std::string limit = core::FormatDurationMs(app->max_duration_ms);
     logging::info("app reached its max_duration app={} max_duration={}", app->app_id, limit);

@@ -58,7 +58,7 @@ void LocalScheduler::EnsureNetwork(std::function<void(Result<void>)> done) {
   });
 }
 
-std::vector<core::ReplicaRequest> LocalScheduler::ContainerRequests(const AppRecord& app,
+std::vector<core::ReplicaRequest> LocalScheduler::ContainerRequests(const LocalApp& app,
                                                                     std::vector<std::string>* warnings) {
   core::Cfg cfg;
   auto parsed = core::SchedulerRunOpts("local_docker");
@@ -79,7 +79,7 @@ std::vector<core::ReplicaRequest> LocalScheduler::ContainerRequests(const AppRec
   return std::move(plan.requests);
 }
 
-bool LocalScheduler::AdoptContainers(AppRecord& app) {
+bool LocalScheduler::AdoptContainers(LocalApp& app) {
   if (auto docker = Docker(); !docker) return false;
   std::vector<std::string> warnings;
   auto requests = ContainerRequests(app, &warnings);

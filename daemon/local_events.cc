@@ -12,14 +12,14 @@ namespace torchxd::daemon {
 
 using nlohmann::json;
 
-void LocalScheduler::Event(const AppRecord& app, const std::string& type, const std::string& text, json data,
+void LocalScheduler::Event(const LocalApp& app, const std::string& type, const std::string& text, json data,
                            const std::string& replica) {
   RecordAppEvent(*store_, feed_, app, type, text, std::move(data), replica);
 }
 
 void LocalScheduler::OnRestartScheduled(supervisor::AppRunner& runner, const supervisor::ReplicaInfo& r,
                                         uint64_t delay_ms, int left, int max) {
-  AppRecord* app = RecordOf(runner);
+  LocalApp* app = RecordOf(runner);
   if (app == nullptr) return;
   char in[32];
   std::snprintf(in, sizeof in, "%.1f", static_cast<double>(delay_ms) / 1000.0);
@@ -30,7 +30,7 @@ void LocalScheduler::OnRestartScheduled(supervisor::AppRunner& runner, const sup
         r.Key().String());
 }
 
-void LocalScheduler::ReplicaEvent(const AppRecord& app, const supervisor::ReplicaInfo& r) {
+void LocalScheduler::ReplicaEvent(const LocalApp& app, const supervisor::ReplicaInfo& r) {
   std::string key = r.Key().String();
   json data = {{"attempt", r.attempt}, {"state", core::AppStateName(r.state)}};
   if (r.pid) data["pid"] = *r.pid;

@@ -25,7 +25,7 @@ void LocalScheduler::AccountGpus(int64_t now_ms, double dt_s, const std::vector<
       it = gpu_accounted_.erase(it);
       continue;
     }
-    AppRecord& rec = *app->second;
+    LocalApp& rec = *app->second;
     std::string key = AppKey(rec);
     int64_t end = rec.ended_ms ? std::min(now_ms, *rec.ended_ms) : now_ms;
     for (const GpuInterval& i : std::vector<GpuInterval>(rec.gpu_usage.intervals)) {

@@ -60,7 +60,7 @@ void LocalScheduler::MissingImages(std::vector<std::string> images, std::vector<
                 });
 }
 
-void LocalScheduler::StartPulls(AppRecord& app, std::vector<std::string> images) {
+void LocalScheduler::StartPulls(LocalApp& app, std::vector<std::string> images) {
   app.pulling = std::move(images);
   app.msg = "pulling image " + app.pulling.front();
   Persist(app);
@@ -68,7 +68,7 @@ void LocalScheduler::StartPulls(AppRecord& app, std::vector<std::string> images)
 }
 
 void LocalScheduler::PullNext(const Key& key) {
-  AppRecord* app = Find(key.first, key.second);
+  LocalApp* app = Find(key.first, key.second);
   if (app == nullptr || app->pulling.empty() || pulls_.count(key) || stopping_) return;
   if (auto docker = Docker(); !docker) return FailPull(*app, docker.error().message);
   std::string image = app->pulling.front();
@@ -86,7 +86,7 @@ void LocalScheduler::PullNext(const Key& key) {
         it->second.progress.Feed(bytes);
         int64_t now = core::UnixNowMs();
         if (now - it->second.said_ms < kPullSayEveryMs) return;
-        AppRecord* a = Find(key.first, key.second);
+        LocalApp* a = Find(key.first, key.second);
         std::string summary = it->second.progress.Summary();
         if (a == nullptr || summary.empty()) return;
         it->second.said_ms = now;
@@ -107,7 +107,7 @@ void LocalScheduler::PullEnded(const Key& key, Result<void> ended) {
   if (it == pulls_.end()) return;  // cancelled, or the daemon stops
   Pull pull = std::move(it->second);
   pulls_.erase(it);
-  AppRecord* app = Find(key.first, key.second);
+  LocalApp* app = Find(key.first, key.second);
   if (app == nullptr || app->pulling.empty() || core::IsTerminal(app->state)) return;
   pull.progress.Finish();
   std::string why = ended ? pull.progress.error() : ended.error().message;
@@ -139,7 +139,7 @@ void LocalScheduler::PullEnded(const Key& key, Result<void> ended) {
   }
 }
 
-void LocalScheduler::EndPulling(AppRecord& app, core::AppState state, const std::string& msg) {
+void LocalScheduler::EndPulling(LocalApp& app, core::AppState state, const std::string& msg) {
   Key key{app.scheduler, app.app_id};
   if (auto it = pulls_.find(key); it != pulls_.end()) {
     net::HttpClient::RequestId id = it->second.request;
@@ -170,11 +170,11 @@ void LocalScheduler::EndPulling(AppRecord& app, core::AppState state, const std:
   }
 }
 
-void LocalScheduler::FailPull(AppRecord& app, const std::string& why) {
+void LocalScheduler::FailPull(LocalApp& app, const std::string& why) {
   EndPulling(app, core::AppState::kFailed, why);
 }
 
-bool LocalScheduler::CancelPull(AppRecord& app) {
+bool LocalScheduler::CancelPull(LocalApp& app) {
   if (app.pulling.empty() || core::IsTerminal(app.state)) return false;
   EndPulling(app, core::AppState::kCancelled, "cancelled by user while pulling image " + app.pulling.front());
   return true;

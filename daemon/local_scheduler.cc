@@ -1,5 +1,7 @@
 #include "daemon/local_scheduler.h"
 
+#include "core/check.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -59,14 +61,15 @@ LocalScheduler::LocalScheduler(uv_loop_t* loop, Store* store, LogStore* logs,
 LocalScheduler::~LocalScheduler() = default;
 
 Result<void> LocalScheduler::Load(const std::vector<StoredApp>& stored) {
-  std::vector<AppRecord*> adopted;
+  std::vector<LocalApp*> adopted;
   for (const auto& s : stored) {
     if (!Serves(*this, s.scheduler)) continue;  // another scheduler's
-    auto rec = AppRecord::FromJson(s.record);
-    if (!rec) {
-      logging::warn("skipping unreadable stored app app={} error={}", s.app_id, rec.error().message);
+    auto loaded = LocalApp::FromJson(s.record);
+    if (!loaded) {
+      logging::warn("skipping unreadable stored app app={} error={}", s.app_id, loaded.error().message);
       continue;
     }
+    std::unique_ptr<LocalApp> rec = std::move(*loaded);
     rec->replicas.clear();
     for (const auto& rj : s.replicas) rec->replicas.push_back(ReplicaInfoFromJson(rj));
     // A replica with no stored attempt never started (an elastic role's
@@ -114,12 +117,12 @@ Result<void> LocalScheduler::Load(const std::vector<StoredApp>& stored) {
     }
     logs_->Count(*rec);
     Key key{rec->scheduler, rec->app_id};
-    apps_[key] = std::make_unique<AppRecord>(std::move(*rec));
+    apps_[key] = std::move(rec);
     if (apps_[key]->gpu_usage.AnyOpen()) gpu_accounted_.insert(key);  // its intervals go on (or end at its end)
     // Containers outlive a crashed daemon: take them over instead of failing them.
     if (adopt) adopted.push_back(apps_[key].get());
   }
-  for (AppRecord* app : adopted) {
+  for (LocalApp* app : adopted) {
     bool docker = app->scheduler == "local_docker";
     if (docker ? AdoptContainers(*app) : AdoptProcesses(*app)) continue;
     app->state = core::AppState::kFailed;
@@ -168,7 +171,7 @@ void LocalScheduler::PersistAll() {
   }
 }
 
-void LocalScheduler::Persist(const AppRecord& app) {
+void LocalScheduler::Persist(const LocalApp& app) {
   if (auto ok = store_->PutAppText(app.scheduler, app.app_id, static_cast<int>(app.state), app.created_ms,
                                    app.ToJsonText(false));
       !ok) {
@@ -177,8 +180,8 @@ void LocalScheduler::Persist(const AppRecord& app) {
 }
 
 // The user's oldest finished app, which may leave the cache, or null.
-AppRecord* LocalScheduler::OldestEvictable(uid_t uid) {
-  AppRecord* oldest = nullptr;
+LocalApp* LocalScheduler::OldestEvictable(uid_t uid) {
+  LocalApp* oldest = nullptr;
   for (auto& [key, rec] : apps_) {
     if (rec->owner_uid != uid || !core::IsTerminal(rec->state) || rec->runner) continue;
     if (oldest == nullptr || rec->ended_ms.value_or(0) < oldest->ended_ms.value_or(0)) oldest = rec.get();
@@ -206,21 +209,21 @@ void LocalScheduler::MakeRoom(uid_t uid) {
   size_t mine = 0;
   for (const auto& [key, rec] : apps_) mine += rec->owner_uid == uid;
   while (mine > options_.cache_size) {
-    AppRecord* oldest = OldestEvictable(uid);
+    LocalApp* oldest = OldestEvictable(uid);
     if (oldest == nullptr) return;
     Evict(*oldest);
     --mine;
   }
 }
 
-void LocalScheduler::Evict(AppRecord& app) {
+void LocalScheduler::Evict(LocalApp& app) {
   logging::info("evicting app app={} ended_ms={}", app.app_id, app.ended_ms.value_or(0));
   (void)store_->DeleteApp(app.scheduler, app.app_id);
   RemoveLogDir(app);
   apps_.erase(Key{app.scheduler, app.app_id});
 }
 
-Result<void> LocalScheduler::MakeAppLogDir(const AppRecord& app, const std::string& base) {
+Result<void> LocalScheduler::MakeAppLogDir(const LocalApp& app, const std::string& base) {
   std::error_code ec;
   if (app.user_log_dir) {
     // The caller's own directory: refuse a symlink, then create as the caller.
@@ -237,10 +240,10 @@ Result<void> LocalScheduler::MakeAppLogDir(const AppRecord& app, const std::stri
   return {};
 }
 
-void LocalScheduler::RemoveLogDir(AppRecord& app) { logs_->Discard(app, LogOwner(app)); }
+void LocalScheduler::RemoveLogDir(LocalApp& app) { logs_->Discard(app, LogOwner(app)); }
 
 std::optional<LogStore::Candidate> LocalScheduler::OldestEvictableLogs() {
-  AppRecord* oldest = nullptr;
+  LocalApp* oldest = nullptr;
   for (auto& [key, rec] : apps_) {
     if (rec->runner || rec->user_log_dir || rec->logs_evicted || !core::IsTerminal(rec->state)) continue;
     if (oldest == nullptr || rec->ended_ms.value_or(0) < oldest->ended_ms.value_or(0)) oldest = rec.get();
@@ -288,7 +291,7 @@ Result<Caller> LookUpCaller(uid_t uid) {
 
 }  // namespace
 
-bool LocalScheduler::AdoptProcesses(AppRecord& app) {
+bool LocalScheduler::AdoptProcesses(LocalApp& app) {
   auto caller = LookUpCaller(app.owner_uid);
   if (!caller) return false;
   std::vector<core::ReplicaRequest> requests;
@@ -340,7 +343,7 @@ Result<const AppRecord*> LocalScheduler::SubmitNow(SubmitRequest request, bool h
   }
   if (auto room = CheckRoom(request.uid, request.privileged); !room) return Fail(room.error());
 
-  auto rec = std::make_unique<AppRecord>();
+  auto rec = std::make_unique<LocalApp>();
   rec->scheduler = request.scheduler;
   rec->session = request.session;
   rec->app_id = core::MakeUnique(request.app.name);
@@ -437,7 +440,7 @@ Result<const AppRecord*> LocalScheduler::SubmitNow(SubmitRequest request, bool h
     return Fail(Error::Io("the state store could not record the app, so nothing was started: " +
                           committed.error().message));
   }
-  AppRecord* raw = rec.get();
+  LocalApp* raw = rec.get();
   apps_[Key{raw->scheduler, raw->app_id}] = std::move(rec);
   MakeRoom(raw->owner_uid);
   logging::info("app submitted app={} scheduler={} replicas={}", raw->app_id, raw->scheduler,
@@ -452,7 +455,7 @@ Result<const AppRecord*> LocalScheduler::SubmitNow(SubmitRequest request, bool h
   return raw;
 }
 
-void LocalScheduler::Launch(AppRecord& app, std::vector<core::ReplicaRequest> requests, std::vector<unsigned> run_as,
+void LocalScheduler::Launch(LocalApp& app, std::vector<core::ReplicaRequest> requests, std::vector<unsigned> run_as,
                             const std::vector<bool>& held) {
   if (app.scheduler != "local_docker") GivePorts(app, requests);
   supervisor::AppOptions opts = RunnerOptions(app, std::move(run_as));
@@ -463,7 +466,7 @@ void LocalScheduler::Launch(AppRecord& app, std::vector<core::ReplicaRequest> re
   ArmDeadline(app);
 }
 
-void LocalScheduler::GivePorts(AppRecord& app, std::vector<core::ReplicaRequest>& requests) {
+void LocalScheduler::GivePorts(LocalApp& app, std::vector<core::ReplicaRequest>& requests) {
   auto wanted = core::EndpointPorts(app.app, requests);
   if (wanted.empty()) return;
   std::set<int> taken;  // what the other apps that have not ended were given
@@ -493,7 +496,7 @@ Result<std::vector<unsigned>> LocalScheduler::RunAs(uid_t uid) const {
   return caller->run_as;
 }
 
-AppRecord* LocalScheduler::Find(const std::string& scheduler, const std::string& app_id) {
+LocalApp* LocalScheduler::Find(const std::string& scheduler, const std::string& app_id) {
   auto it = apps_.find(Key{scheduler, app_id});
   return it == apps_.end() ? nullptr : it->second.get();
 }
@@ -504,12 +507,31 @@ std::vector<const AppRecord*> LocalScheduler::List() const {
   return out;
 }
 
+std::vector<const LocalApp*> LocalScheduler::Apps() const {
+  std::vector<const LocalApp*> out;
+  for (const auto& [key, rec] : apps_) out.push_back(rec.get());
+  return out;
+}
+
+LocalApp& LocalScheduler::Own(AppRecord& record) {
+  auto* app = dynamic_cast<LocalApp*>(&record);
+  TORCHXD_CHECK(app != nullptr);
+  return *app;
+}
+
+const LocalApp& LocalScheduler::Own(const AppRecord& record) {
+  const auto* app = dynamic_cast<const LocalApp*>(&record);
+  TORCHXD_CHECK(app != nullptr);
+  return *app;
+}
+
 size_t LocalScheduler::running_apps() const {
   return by_runner_.size();  // every runner is in it while it exists (every client's `version` asks)
 }
 
-void LocalScheduler::Cancel(AppRecord& app, std::optional<double> grace_seconds,
+void LocalScheduler::Cancel(AppRecord& record, std::optional<double> grace_seconds,
                             std::function<void(Result<CancelOutcome>)> done) {
+  LocalApp& app = Own(record);
   if (CancelQueued(app) || CancelPull(app)) return done(CancelOutcome{false});
   if (!app.runner) return done(CancelOutcome{true});
   app.runner->OnTerminal([done] { done(CancelOutcome{false}); });
@@ -523,8 +545,9 @@ void LocalScheduler::Cancel(AppRecord& app, std::optional<double> grace_seconds,
   app.runner->Cancel(grace, "cancelled by user");
 }
 
-void LocalScheduler::Scale(AppRecord& app, const std::vector<core::ScaleRequest>& changes,
+void LocalScheduler::Scale(AppRecord& record, const std::vector<core::ScaleRequest>& changes,
                            std::function<void(Result<void>)> done) {
+  LocalApp& app = Own(record);
   if (app.runner && app.runner->cancelling()) {
     return done(Fail(Error::Unavailable(app.Handle() + " is being cancelled; it no longer scales")));
   }
@@ -542,29 +565,31 @@ void LocalScheduler::Scale(AppRecord& app, const std::vector<core::ScaleRequest>
   done({});
 }
 
-void LocalScheduler::Wait(AppRecord& app, std::function<void(const AppRecord&)> done) {
+void LocalScheduler::Wait(AppRecord& record, std::function<void(const AppRecord&)> done) {
+  LocalApp& app = Own(record);
   std::string scheduler = app.scheduler, app_id = app.app_id;
   if (!app.runner && ((admission_ && admission_->IsPending(AppKey(app))) || !app.pulling.empty())) {
     queued_waiters_[Key{scheduler, app_id}].push_back([this, scheduler, app_id, done] {
-      if (AppRecord* rec = Find(scheduler, app_id)) done(*rec);
+      if (LocalApp* rec = Find(scheduler, app_id)) done(*rec);
     });
     return;
   }
   if (!app.runner) return done(app);
   app.runner->OnTerminal([this, scheduler, app_id, done] {
-    if (AppRecord* rec = Find(scheduler, app_id)) done(*rec);
+    if (LocalApp* rec = Find(scheduler, app_id)) done(*rec);
   });
 }
 
-void LocalScheduler::Delete(AppRecord& app, std::function<void(Result<core::AppState>)> done) {
+void LocalScheduler::Delete(AppRecord& record, std::function<void(Result<core::AppState>)> done) {
+  LocalApp& app = Own(record);
   std::string scheduler = app.scheduler, app_id = app.app_id;
   Cancel(app, std::nullopt, [this, scheduler, app_id, done](Result<CancelOutcome>) {
-    AppRecord* a = Find(scheduler, app_id);
+    LocalApp* a = Find(scheduler, app_id);
     core::AppState last = a != nullptr ? a->state : core::AppState::kUnknown;
     // The runner is freed on the next loop turn; purge after that.
     auto* timer = new uv_timer_t;
     timer->data = new std::function<void()>([this, scheduler, app_id, last, done] {
-      if (AppRecord* rec = Find(scheduler, app_id)) {
+      if (LocalApp* rec = Find(scheduler, app_id)) {
         if (rec->runner) by_runner_.erase(rec->runner.get());
         rec->runner.reset();
         Evict(*rec);
@@ -581,7 +606,7 @@ void LocalScheduler::Delete(AppRecord& app, std::function<void(Result<core::AppS
   });
 }
 
-supervisor::AppOptions LocalScheduler::RunnerOptions(const AppRecord& app, std::vector<unsigned> run_as) {
+supervisor::AppOptions LocalScheduler::RunnerOptions(const LocalApp& app, std::vector<unsigned> run_as) {
   supervisor::AppOptions opts;
   opts.grace_seconds = options_.grace_seconds;
   opts.backoff_initial_seconds = app.cfg.value("restart_backoff", 1.0);
@@ -634,14 +659,14 @@ void LocalScheduler::Shutdown(bool keep, std::function<void()> done) {
   }
 }
 
-AppRecord* LocalScheduler::RecordOf(supervisor::AppRunner& runner) {
+LocalApp* LocalScheduler::RecordOf(supervisor::AppRunner& runner) {
   auto it = by_runner_.find(&runner);
   return it == by_runner_.end() ? nullptr : it->second;
 }
 
 void LocalScheduler::OnAttemptStarting(supervisor::AppRunner& runner,
                                        const supervisor::ReplicaInfo& r) {
-  AppRecord* app = RecordOf(runner);
+  LocalApp* app = RecordOf(runner);
   if (app == nullptr) return;
   std::string key = r.Key().String();
   if (app->scheduler != "local_docker") return logs_->ShimAttemptStarting(*app, key);  // its shim writes the logs
@@ -656,7 +681,7 @@ void LocalScheduler::OnAttemptsRecorded(supervisor::AppRunner&) {
 
 void LocalScheduler::OnReplicaChanged(supervisor::AppRunner& runner,
                                       const supervisor::ReplicaInfo& r) {
-  AppRecord* app = RecordOf(runner);
+  LocalApp* app = RecordOf(runner);
   if (app == nullptr) return;
   for (auto& mine : app->replicas) {
     if (mine.role != r.role || mine.replica_id != r.replica_id) continue;
@@ -674,24 +699,24 @@ void LocalScheduler::OnReplicaChanged(supervisor::AppRunner& runner,
 
 void LocalScheduler::OnOutput(supervisor::AppRunner& runner, const supervisor::ReplicaInfo& r,
                               supervisor::OutputStream stream, std::string_view bytes) {
-  if (AppRecord* app = RecordOf(runner)) {
+  if (LocalApp* app = RecordOf(runner)) {
     logs_->Write(*app, r.Key().String(), stream, bytes, core::UnixNowMs());
   }
 }
 
 void LocalScheduler::OnLogged(supervisor::AppRunner& runner, const supervisor::ReplicaInfo& r, uint64_t disk_bytes,
                               uint64_t lost_bytes) {
-  if (AppRecord* app = RecordOf(runner)) {
+  if (LocalApp* app = RecordOf(runner)) {
     logs_->ShimLogged(*app, r.Key().String(), r.log_dir, disk_bytes, lost_bytes);
   }
 }
 
 void LocalScheduler::OnReplicaStreamsClosed(supervisor::AppRunner& runner,
                                             const supervisor::ReplicaInfo& r) {
-  if (AppRecord* app = RecordOf(runner)) logs_->EndAttempt(*app, r.Key().String(), core::UnixNowMs());
+  if (LocalApp* app = RecordOf(runner)) logs_->EndAttempt(*app, r.Key().String(), core::UnixNowMs());
 }
 
-void LocalScheduler::ReadErrorFile(AppRecord& app, supervisor::ReplicaInfo& replica) {
+void LocalScheduler::ReadErrorFile(LocalApp& app, supervisor::ReplicaInfo& replica) {
   // The replica wrote it: it may be anything (a FIFO, a link, deep or huge JSON).
   AsUser as(app.owner_uid, app.owner_gid);
   auto text = logfiles::ReadRegularFile(replica.log_dir + "/error.json", kMaxErrorFileBytes);
@@ -712,7 +737,7 @@ void LocalScheduler::ReadErrorFile(AppRecord& app, supervisor::ReplicaInfo& repl
 }
 
 void LocalScheduler::OnAppChanged(supervisor::AppRunner& runner) {
-  AppRecord* app = RecordOf(runner);
+  LocalApp* app = RecordOf(runner);
   if (app == nullptr) return;
   bool was_terminal = core::IsTerminal(app->state);
   app->state = runner.state();
@@ -742,7 +767,7 @@ void LocalScheduler::OnAppChanged(supervisor::AppRunner& runner) {
         timer,
         [](uv_timer_t* t) {
           auto* ctx = static_cast<std::pair<LocalScheduler*, Key>*>(t->data);
-          if (AppRecord* rec = ctx->first->Find(ctx->second.first, ctx->second.second)) {
+          if (LocalApp* rec = ctx->first->Find(ctx->second.first, ctx->second.second)) {
             ctx->first->by_runner_.erase(rec->runner.get());
             rec->runner.reset();
           }
@@ -753,7 +778,7 @@ void LocalScheduler::OnAppChanged(supervisor::AppRunner& runner) {
   }
 }
 
-void LocalScheduler::WriteSuccessFile(const AppRecord& app) {
+void LocalScheduler::WriteSuccessFile(const LocalApp& app) {
   json roles = json::object();
   for (const auto& r : app.replicas) {
     roles[r.role].push_back(json{{"replica_id", r.replica_id},

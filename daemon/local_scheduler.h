@@ -26,6 +26,7 @@
 #include "core/uv_handle.h"
 #include "daemon/app_events.h"
 #include "daemon/app_record.h"
+#include "daemon/local_app.h"
 #include "daemon/log_store.h"
 #include "daemon/scheduler.h"
 #include "daemon/store.h"
@@ -78,14 +79,15 @@ class LocalScheduler : public Scheduler,
   void Submit(SubmitRequest request, std::function<void(Result<const AppRecord*>)> done) override;
   // `hold`: stored and PENDING, but neither queued nor started (its images are pulled first).
   [[nodiscard]] Result<const AppRecord*> SubmitNow(SubmitRequest request, bool hold = false);
-  AppRecord* Find(const std::string& scheduler, const std::string& app_id) override;
+  LocalApp* Find(const std::string& scheduler, const std::string& app_id) override;
   std::vector<const AppRecord*> List() const override;
-  void Cancel(AppRecord& app, std::optional<double> grace_seconds,
+  std::vector<const LocalApp*> Apps() const;  // List(), as the local scheduler's own records
+  void Cancel(AppRecord& record, std::optional<double> grace_seconds,
               std::function<void(Result<CancelOutcome>)> done) override;
-  void Wait(AppRecord& app, std::function<void(const AppRecord&)> done) override;
-  void Scale(AppRecord& app, const std::vector<core::ScaleRequest>& changes,
+  void Wait(AppRecord& record, std::function<void(const AppRecord&)> done) override;
+  void Scale(AppRecord& record, const std::vector<core::ScaleRequest>& changes,
              std::function<void(Result<void>)> done) override;
-  void Delete(AppRecord& app, std::function<void(Result<core::AppState>)> done) override;
+  void Delete(AppRecord& record, std::function<void(Result<core::AppState>)> done) override;
   // Stops every app (daemon SIGTERM); `done` when no replica is left. With
   // `keep`, replicas are left running for the next daemon to adopt.
   void Shutdown(bool keep, std::function<void()> done) override;
@@ -106,8 +108,8 @@ class LocalScheduler : public Scheduler,
                           int left, int max) override;
   void OnAttemptsRecorded(supervisor::AppRunner& app) override;
 
-  std::string PendingReason(const AppRecord& app) const override;
-  std::string PendingSummary(const AppRecord& app) const override;
+  std::string PendingReason(const AppRecord& record) const override;
+  std::string PendingSummary(const AppRecord& record) const override;
   nlohmann::json Queues(size_t limit) const override;
   // Runs an admission pass now (tests and bench; the daemon runs one after each event).
   void RunAdmissionPass();
@@ -128,28 +130,31 @@ class LocalScheduler : public Scheduler,
 
  private:
   using Key = std::pair<std::string, std::string>;  // scheduler, app_id
-  AppRecord* RecordOf(supervisor::AppRunner& runner);
-  AppRecord* OldestEvictable(uid_t uid);
+  // A record the Service hands back: one of this scheduler's (it routes by name).
+  static LocalApp& Own(AppRecord& record);
+  static const LocalApp& Own(const AppRecord& record);
+  LocalApp* RecordOf(supervisor::AppRunner& runner);
+  LocalApp* OldestEvictable(uid_t uid);
   // May the user start one more app (--max-running-per-user)? Changes nothing.
   [[nodiscard]] Result<void> CheckRoom(uid_t uid, bool privileged);
   void MakeRoom(uid_t uid);  // evicts the user's oldest finished apps beyond the cache size
-  void Evict(AppRecord& app);
-  void Persist(const AppRecord& app);
+  void Evict(LocalApp& app);
+  void Persist(const LocalApp& app);
   // Adds an event to the app's timeline (daemon/app_events.h): stored, then told to its followers.
-  void Event(const AppRecord& app, const std::string& type, const std::string& text,
+  void Event(const LocalApp& app, const std::string& type, const std::string& text,
              nlohmann::json data = nlohmann::json::object(), const std::string& replica = "");
   // After a pass: a queued event for each pending app whose position or reason changed.
   void RecordQueuePositions();
   // A replica's start or end on the timeline.
-  void ReplicaEvent(const AppRecord& app, const supervisor::ReplicaInfo& replica);
-  void WriteSuccessFile(const AppRecord& app);
-  void RemoveLogDir(AppRecord& app);
+  void ReplicaEvent(const LocalApp& app, const supervisor::ReplicaInfo& replica);
+  void WriteSuccessFile(const LocalApp& app);
+  void RemoveLogDir(LocalApp& app);
   // The rights the app's log files are written and removed with.
-  static LogStore::Owner LogOwner(const AppRecord& app) { return {app.owner_uid, app.owner_gid}; }
-  [[nodiscard]] Result<void> MakeAppLogDir(const AppRecord& app, const std::string& base);
+  static LogStore::Owner LogOwner(const LocalApp& app) { return {app.owner_uid, app.owner_gid}; }
+  [[nodiscard]] Result<void> MakeAppLogDir(const LocalApp& app, const std::string& base);
   // The budget's Source: the oldest finished app whose logs may go.
   std::optional<LogStore::Candidate> OldestEvictableLogs();
-  void ReadErrorFile(AppRecord& app, supervisor::ReplicaInfo& replica);
+  void ReadErrorFile(LocalApp& app, supervisor::ReplicaInfo& replica);
 
   // local_docker (daemon/local_docker.cc): the engine client, made on first use.
   [[nodiscard]] Result<docker::DockerClient*> Docker();
@@ -161,50 +166,50 @@ class LocalScheduler : public Scheduler,
   void MissingImages(std::vector<std::string> images, std::vector<std::string> missing,
                      std::function<void(Result<std::vector<std::string>>)> done);
   // The app waits, PENDING, while `images` are pulled one by one; then it joins admission.
-  void StartPulls(AppRecord& app, std::vector<std::string> images);
+  void StartPulls(LocalApp& app, std::vector<std::string> images);
   void PullNext(const std::pair<std::string, std::string>& key);
   void PullEnded(const std::pair<std::string, std::string>& key, Result<void> ended);
-  void EndPulling(AppRecord& app, core::AppState state, const std::string& msg);
-  void FailPull(AppRecord& app, const std::string& why);
-  bool CancelPull(AppRecord& app);  // false when it is not pulling
+  void EndPulling(LocalApp& app, core::AppState state, const std::string& msg);
+  void FailPull(LocalApp& app, const std::string& why);
+  bool CancelPull(LocalApp& app);  // false when it is not pulling
   void StopPulls();                 // the daemon stops: pulls in flight are dropped
-  std::vector<core::ReplicaRequest> ContainerRequests(const AppRecord& app, std::vector<std::string>* warnings);
+  std::vector<core::ReplicaRequest> ContainerRequests(const LocalApp& app, std::vector<std::string>* warnings);
   // After a restart: re-attaches to a local_docker app's containers; false = cannot.
-  bool AdoptContainers(AppRecord& app);
+  bool AdoptContainers(LocalApp& app);
   // After a restart: re-attaches to a process app's shims; false = cannot.
-  bool AdoptProcesses(AppRecord& app);
-  supervisor::AppOptions RunnerOptions(const AppRecord& app, std::vector<unsigned> run_as);
+  bool AdoptProcesses(LocalApp& app);
+  supervisor::AppOptions RunnerOptions(const LocalApp& app, std::vector<unsigned> run_as);
   // Makes the app's runner and starts it.
-  void Launch(AppRecord& app, std::vector<core::ReplicaRequest> requests, std::vector<unsigned> run_as,
+  void Launch(LocalApp& app, std::vector<core::ReplicaRequest> requests, std::vector<unsigned> run_as,
               const std::vector<bool>& held = {});
   // Its own free port for each named port its replicas' arguments use (core/local_ports.h).
-  void GivePorts(AppRecord& app, std::vector<core::ReplicaRequest>& requests);
+  void GivePorts(LocalApp& app, std::vector<core::ReplicaRequest>& requests);
   // The runner's slot of a replica (roles in order, then replica ids).
-  static size_t SlotIndex(const AppRecord& app, int role, int replica_id);
+  static size_t SlotIndex(const LocalApp& app, int role, int replica_id);
   // Per slot: an admitted app's replica that holds nothing yet (an elastic
   // role's growth) waits for admission; empty when admission is off.
-  std::vector<bool> HeldReplicas(const AppRecord& app) const;
+  std::vector<bool> HeldReplicas(const LocalApp& app) const;
   // The credentials an app's replicas run with ({} = the daemon's own).
   [[nodiscard]] Result<std::vector<unsigned>> RunAs(uid_t uid) const;
 
   // Admission (daemon/local_admission.cc).
-  admission::AppDemand DemandOf(const AppRecord& app) const;
+  admission::AppDemand DemandOf(const LocalApp& app) const;
   // Sets the app's queue, priority and order from its cfg; refuses what can never start.
   // `privileged`: the submitter is root or in the admin group (a priority above the users' range).
-  [[nodiscard]] Result<void> PrepareAdmission(AppRecord& app, bool privileged);
+  [[nodiscard]] Result<void> PrepareAdmission(LocalApp& app, bool privileged);
   void SchedulePass();  // on the next loop turn, once for any number of events
-  void StartAdmitted(AppRecord& app, const std::vector<admission::Placement>& placed);
+  void StartAdmitted(LocalApp& app, const std::vector<admission::Placement>& placed);
   // GPUs the app's placement gave each replica, applied to its requests.
-  void ApplyPlacement(const AppRecord& app, std::vector<core::ReplicaRequest>& requests) const;
+  void ApplyPlacement(const LocalApp& app, std::vector<core::ReplicaRequest>& requests) const;
   // The app leaves admission (ended, cancelled while pending, evicted).
-  void LeaveAdmission(const AppRecord& app);
+  void LeaveAdmission(const LocalApp& app);
   // Cancels an app that waits in a queue; false when it is not waiting.
-  bool CancelQueued(AppRecord& app);
+  bool CancelQueued(LocalApp& app);
   // After a restart: queued apps back in their queues, running ones holding their GPUs.
   void RestoreAdmission();
 
   // Time limits (daemon/local_deadline.cc): stops an app at its max_duration.
-  void ArmDeadline(const AppRecord& app);
+  void ArmDeadline(const LocalApp& app);
   void RearmDeadlineTimer();
   void OnDeadline();
 
@@ -215,8 +220,8 @@ class LocalScheduler : public Scheduler,
   std::unique_ptr<net::HttpClient> http_;
   std::unique_ptr<docker::DockerClient> docker_;
   std::unique_ptr<docker::ContainerRuntime> containers_;
-  std::map<Key, std::unique_ptr<AppRecord>> apps_;
-  std::map<const supervisor::AppRunner*, AppRecord*> by_runner_;
+  std::map<Key, std::unique_ptr<LocalApp>> apps_;
+  std::map<const supervisor::AppRunner*, LocalApp*> by_runner_;
   int gpu_count_ = 0;
   LogStore* logs_;
   std::unique_ptr<admission::Admission> admission_;
