@@ -90,7 +90,7 @@ void LocalScheduler::SchedulePass() {
 
 void LocalScheduler::RunAdmissionPass() {
   if (!admission_ || stopping_) return;
-  int64_t now = core::UnixNowMs();
+  int64_t now = clock_->UnixNowMs();
   std::vector<admission::Admitted> admitted = admission_->Pass(now);
   for (admission::Admitted& a : admitted) {
     auto [scheduler, app_id] = SplitKey(a.key);
@@ -170,7 +170,7 @@ void LocalScheduler::StartAdmitted(LocalApp& app, const std::vector<admission::P
     // Its owner left the passwd database while it waited: it cannot run as them.
     app.state = core::AppState::kFailed;
     app.msg = run_as.error().message;
-    app.ended_ms = core::UnixNowMs();
+    app.ended_ms = clock_->UnixNowMs();
     Persist(app);
     LeaveAdmission(app);
     return;
@@ -202,14 +202,14 @@ std::vector<bool> LocalScheduler::HeldReplicas(const LocalApp& app) const {
 void LocalScheduler::LeaveAdmission(const LocalApp& app) {
   if (!admission_ || !app.admission.queued) return;
   admission_->Remove(AppKey(app));
-  AccountGpus(core::UnixNowMs(), 0, {});  // its GPU intervals end now
+  AccountGpus(clock_->UnixNowMs(), 0, {});  // its GPU intervals end now
   SchedulePass();
 }
 
 bool LocalScheduler::CancelQueued(LocalApp& app) {
   if (!admission_ || app.runner || !admission_->IsPending(AppKey(app))) return false;
   admission_->Remove(AppKey(app));
-  int64_t now = core::UnixNowMs();
+  int64_t now = clock_->UnixNowMs();
   app.state = core::AppState::kCancelled;
   app.msg = "cancelled by user while waiting in queue " + app.admission.queue;
   app.ended_ms = now;
@@ -274,7 +274,7 @@ void LocalScheduler::RestoreAdmission() {
 std::string LocalScheduler::PendingReason(const AppRecord& record) const {
   const LocalApp& app = Own(record);
   if (!admission_ || app.runner || !app.pulling.empty()) return "";
-  return admission_->Reason(AppKey(app), core::UnixNowMs());
+  return admission_->Reason(AppKey(app), clock_->UnixNowMs());
 }
 
 std::string LocalScheduler::PendingSummary(const AppRecord& record) const {
@@ -291,7 +291,7 @@ std::string LocalScheduler::PendingSummary(const AppRecord& record) const {
 
 json LocalScheduler::Queues(size_t limit) const {
   if (!admission_) return nullptr;
-  int64_t now = core::UnixNowMs();
+  int64_t now = clock_->UnixNowMs();
   auto handle = [this](const std::string& key) {
     auto [scheduler, app_id] = SplitKey(key);
     auto it = apps_.find(Key{scheduler, app_id});
@@ -356,7 +356,7 @@ void LocalScheduler::RecordQueuePositions() {
   if (!admission_) return;
   // The apps nearest the front of each queue: what changes for them is news.
   constexpr size_t kPerQueue = 64;
-  int64_t now = core::UnixNowMs();
+  int64_t now = clock_->UnixNowMs();
   for (const admission::Admission::QueueView& q : admission_->View(now)) {
     for (size_t i = 0; i < q.pending.size() && i < kPerQueue; ++i) {
       auto [scheduler, app_id] = SplitKey(q.pending[i]);

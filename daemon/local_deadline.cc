@@ -21,20 +21,13 @@ void LocalScheduler::ArmDeadline(const LocalApp& app) {
 
 void LocalScheduler::RearmDeadlineTimer() {
   if (deadlines_.empty() || stopping_) return;
-  if (!deadline_timer_) {
-    deadline_timer_ = NewUvHandle<uv_timer_t>(this);
-    uv_timer_init(loop_, deadline_timer_.get());
-    uv_unref(reinterpret_cast<uv_handle_t*>(deadline_timer_.get()));
-  }
-  int64_t wait = std::max<int64_t>(0, deadlines_.begin()->first - core::UnixNowMs());
-  uv_timer_start(deadline_timer_.get(), [](uv_timer_t* t) {
-    if (auto* self = static_cast<LocalScheduler*>(t->data)) self->OnDeadline();
-  }, static_cast<uint64_t>(wait), 0);
+  int64_t wait = std::max<int64_t>(0, deadlines_.begin()->first - clock_->UnixNowMs());
+  deadline_timer_ = clock_->After(static_cast<uint64_t>(wait), [this] { OnDeadline(); });
 }
 
 void LocalScheduler::OnDeadline() {
   if (stopping_) return;
-  int64_t now = core::UnixNowMs();
+  int64_t now = clock_->UnixNowMs();
   while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
     Key key = deadlines_.begin()->second;
     deadlines_.erase(deadlines_.begin());

@@ -74,7 +74,7 @@ void LocalScheduler::PullNext(const Key& key) {
   std::string image = app->pulling.front();
   Pull& pull = pulls_[key];
   pull.image = image;
-  pull.started_ms = core::UnixNowMs();
+  pull.started_ms = clock_->UnixNowMs();
   app->msg = "pulling image " + image;
   Event(*app, "pulling", app->msg, {{"image", image}});
   logging::info("pulling image app={} image={}", app->app_id, image);
@@ -84,7 +84,7 @@ void LocalScheduler::PullNext(const Key& key) {
         auto it = pulls_.find(key);
         if (it == pulls_.end()) return;
         it->second.progress.Feed(bytes);
-        int64_t now = core::UnixNowMs();
+        int64_t now = clock_->UnixNowMs();
         if (now - it->second.said_ms < kPullSayEveryMs) return;
         LocalApp* a = Find(key.first, key.second);
         std::string summary = it->second.progress.Summary();
@@ -112,7 +112,7 @@ void LocalScheduler::PullEnded(const Key& key, Result<void> ended) {
   pull.progress.Finish();
   std::string why = ended ? pull.progress.error() : ended.error().message;
   if (!why.empty()) return FailPull(*app, Unavailable(pull.image, why));
-  double seconds = static_cast<double>(core::UnixNowMs() - pull.started_ms) / 1000.0;
+  double seconds = static_cast<double>(clock_->UnixNowMs() - pull.started_ms) / 1000.0;
   char took[32];
   std::snprintf(took, sizeof took, "%.1f", seconds);
   std::string size = pull.progress.total() > 0 ? " (" + docker::DecimalBytes(pull.progress.total()) + ")" : "";
@@ -146,7 +146,7 @@ void LocalScheduler::EndPulling(LocalApp& app, core::AppState state, const std::
     pulls_.erase(it);
     if (id != 0 && docker_) docker_->Cancel(id);
   }
-  int64_t now = core::UnixNowMs();
+  int64_t now = clock_->UnixNowMs();
   app.pulling.clear();
   app.state = state;
   app.msg = msg;

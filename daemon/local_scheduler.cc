@@ -52,6 +52,8 @@ LocalScheduler::LocalScheduler(uv_loop_t* loop, Store* store, LogStore* logs,
     : loop_(loop),
       store_(store),
       options_(std::move(options)),
+      own_clock_(options_.clock ? nullptr : std::make_unique<LoopClock>(loop)),
+      clock_(options_.clock ? options_.clock : own_clock_.get()),
       logs_(logs),
       restarts_(options_.restart_rate_per_user, std::max(1.0, options_.restart_rate_per_user)) {
   logs_->AddSource([this] { return OldestEvictableLogs(); });
@@ -102,7 +104,7 @@ Result<void> LocalScheduler::Load(const std::vector<StoredApp>& stored) {
       // Its replicas died with the daemon (torchxd-shim kills them): say so.
       rec->state = core::AppState::kFailed;
       rec->msg = "torchxd stopped unexpectedly";
-      rec->ended_ms = core::UnixNowMs();
+      rec->ended_ms = clock_->UnixNowMs();
       for (auto& r : rec->replicas) {
         if (core::IsTerminal(r.state)) continue;
         r.state = core::ReplicaState::kFailed;
@@ -128,7 +130,7 @@ Result<void> LocalScheduler::Load(const std::vector<StoredApp>& stored) {
     app->state = core::AppState::kFailed;
     app->msg = docker ? "torchxd stopped unexpectedly and cannot reach the Docker engine to resume"
                       : "torchxd stopped unexpectedly and cannot resume the app";
-    app->ended_ms = core::UnixNowMs();
+    app->ended_ms = clock_->UnixNowMs();
     Persist(*app);
   }
   if (!options_.run_dir.empty()) {
@@ -353,7 +355,7 @@ Result<const AppRecord*> LocalScheduler::SubmitNow(SubmitRequest request, bool h
   rec->client_env = request.env;
   rec->owner_uid = request.uid;
   rec->owner_gid = caller->gid;
-  rec->created_ms = core::UnixNowMs();
+  rec->created_ms = clock_->UnixNowMs();
   rec->log_max_bytes = log_max_bytes;
   rec->max_duration_ms = max_duration_ms;
   auto user_log_dir = core::CfgGet<std::string>(request.cfg, "log_dir");
@@ -420,7 +422,7 @@ Result<const AppRecord*> LocalScheduler::SubmitNow(SubmitRequest request, bool h
     submitted.text = "submitted: " + std::to_string(rec->replicas.size()) +
                      (rec->replicas.size() == 1 ? " replica" : " replicas") + " of " + rec->app.name;
     submitted.data = {{"replicas", rec->replicas.size()}, {"scheduler", rec->scheduler}};
-    auto seq = store_->AddEvent(rec->scheduler, rec->app_id, core::UnixNowMs(), submitted.type,
+    auto seq = store_->AddEvent(rec->scheduler, rec->app_id, clock_->UnixNowMs(), submitted.type,
                                 static_cast<int>(rec->state), submitted.StoredMsg());
     if (!seq) committed = Fail(seq.error());
   }
@@ -461,7 +463,7 @@ void LocalScheduler::Launch(LocalApp& app, std::vector<core::ReplicaRequest> req
   supervisor::AppOptions opts = RunnerOptions(app, std::move(run_as));
   app.runner = std::make_unique<supervisor::AppRunner>(loop_, app.Handle(), app.app, std::move(requests), opts, this);
   by_runner_[app.runner.get()] = &app;
-  if (!app.started_ms) app.started_ms = core::UnixNowMs();  // stored with the attempts Start records
+  if (!app.started_ms) app.started_ms = clock_->UnixNowMs();  // stored with the attempts Start records
   app.runner->Start(held);
   ArmDeadline(app);
 }
@@ -608,6 +610,7 @@ void LocalScheduler::Delete(AppRecord& record, std::function<void(Result<core::A
 
 supervisor::AppOptions LocalScheduler::RunnerOptions(const LocalApp& app, std::vector<unsigned> run_as) {
   supervisor::AppOptions opts;
+  opts.clock = clock_;
   opts.grace_seconds = options_.grace_seconds;
   opts.backoff_initial_seconds = app.cfg.value("restart_backoff", 1.0);
   opts.backoff_max_seconds = app.cfg.value("restart_backoff_max", 30.0);
@@ -630,6 +633,7 @@ supervisor::AppOptions LocalScheduler::RunnerOptions(const LocalApp& app, std::v
 
 void LocalScheduler::Shutdown(bool keep, std::function<void()> done) {
   stopping_ = true;  // queued apps stay queued for the next daemon
+  deadline_timer_.reset();
   queued_waiters_.clear();
   StopPulls();
   if (keep) {
@@ -700,7 +704,7 @@ void LocalScheduler::OnReplicaChanged(supervisor::AppRunner& runner,
 void LocalScheduler::OnOutput(supervisor::AppRunner& runner, const supervisor::ReplicaInfo& r,
                               supervisor::OutputStream stream, std::string_view bytes) {
   if (LocalApp* app = RecordOf(runner)) {
-    logs_->Write(*app, r.Key().String(), stream, bytes, core::UnixNowMs());
+    logs_->Write(*app, r.Key().String(), stream, bytes, clock_->UnixNowMs());
   }
 }
 
@@ -713,7 +717,7 @@ void LocalScheduler::OnLogged(supervisor::AppRunner& runner, const supervisor::R
 
 void LocalScheduler::OnReplicaStreamsClosed(supervisor::AppRunner& runner,
                                             const supervisor::ReplicaInfo& r) {
-  if (LocalApp* app = RecordOf(runner)) logs_->EndAttempt(*app, r.Key().String(), core::UnixNowMs());
+  if (LocalApp* app = RecordOf(runner)) logs_->EndAttempt(*app, r.Key().String(), clock_->UnixNowMs());
 }
 
 void LocalScheduler::ReadErrorFile(LocalApp& app, supervisor::ReplicaInfo& replica) {
@@ -745,7 +749,7 @@ void LocalScheduler::OnAppChanged(supervisor::AppRunner& runner) {
   app->num_restarts = runner.num_restarts();
   app->cancelling = runner.cancelling() && !core::IsTerminal(runner.state());
   if (core::IsTerminal(app->state) && !was_terminal) {
-    app->ended_ms = core::UnixNowMs();
+    app->ended_ms = clock_->UnixNowMs();
     WriteSuccessFile(*app);
     logs_->CloseWriters(*app);
     logs_->Enforce();
@@ -792,7 +796,7 @@ void LocalScheduler::WriteSuccessFile(const LocalApp& app) {
   json success = {{"app_id", app.app_id},
                   {"log_dir", app.app_log_dir},
                   {"final_state", core::AppStateName(app.state)},
-                  {"last_updated", static_cast<double>(app.ended_ms.value_or(core::UnixNowMs())) / 1000.0},
+                  {"last_updated", static_cast<double>(app.ended_ms.value_or(clock_->UnixNowMs())) / 1000.0},
                   {"roles", roles}};
   AsUser as(app.owner_uid, app.owner_gid);
   if (auto ok = logfiles::WriteRegularFile(app.app_log_dir + "/SUCCESS", success.dump(-1, ' ', false, json::error_handler_t::replace));

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "admission/admission.h"
+#include "core/clock.h"
 #include "core/runopts.h"
 #include "core/uv_handle.h"
 #include "daemon/app_events.h"
@@ -49,6 +50,8 @@ struct LocalSchedulerOptions {
   double grace_seconds = 10.0;
   std::string shim_path;
   uint64_t log_max_bytes = 128ull << 20;  // per stream; 0 = unbounded
+  // Borrowed; null = the loop's. Deadlines, the times recorded, the runners' backoff and grace.
+  Clock* clock = nullptr;
   std::string docker_host;                // $DOCKER_HOST of the daemon (local_docker)
   std::string run_dir;                    // the shims' run directories ("" = none: no re-adoption)
   bool live_restore = false;              // replicas outlive the daemon
@@ -216,6 +219,8 @@ class LocalScheduler : public Scheduler,
   uv_loop_t* loop_;
   Store* store_;
   LocalSchedulerOptions options_;
+  std::unique_ptr<Clock> own_clock_;  // when none was given
+  Clock* clock_;
   // Declared before apps_ so they outlive the runners' container handles.
   std::unique_ptr<net::HttpClient> http_;
   std::unique_ptr<docker::DockerClient> docker_;
@@ -245,7 +250,7 @@ class LocalScheduler : public Scheduler,
     int64_t said_ms = 0;  // the last progress event
   };
   std::map<Key, Pull> pulls_;  // local_docker apps whose image is being pulled
-  UvHandle<uv_timer_t> deadline_timer_;
+  std::unique_ptr<Timer> deadline_timer_;  // for the earliest of deadlines_
 };
 
 }  // namespace torchxd::daemon
