@@ -86,7 +86,7 @@ void KubernetesScheduler::StoreLine(const std::string& app_id, const std::string
   logs_->WriteCombined(*a.rec, key, line, time_ns / 1000000);
   if (recovered) {
     Changed(a);
-  } else if (core::UnixNowMs() - a.persisted_ms >= 1000) {
+  } else if (clock_->UnixNowMs() - a.persisted_ms >= 1000) {
     (void)Persist(a);  // bounds what a crash can repeat
   }
 }
@@ -138,7 +138,7 @@ void KubernetesScheduler::BeforeLogRead(const AppRecord& rec, std::function<void
           PodTrack& track = found->second->pods[key];
           SetLogProblem(*found->second, key, track, CannotRead(found->second->Pod(key).pod, result.error()), status);
           ++track.failures;
-          track.next_read_ms = core::UnixNowMs() + static_cast<int64_t>(LogBackoffSeconds(track.failures) * 1000);
+          track.next_read_ms = clock_->UnixNowMs() + static_cast<int64_t>(LogBackoffSeconds(track.failures) * 1000);
           Changed(*found->second);
           ArmLogRetry();
         }
@@ -192,13 +192,13 @@ void KubernetesScheduler::OnLogEnd(const std::string& app_id, const std::string&
     return;
   }
   double delay = t.failures == 0 ? kResumeSeconds : LogBackoffSeconds(t.failures);
-  t.next_read_ms = core::UnixNowMs() + static_cast<int64_t>(delay * 1000);
+  t.next_read_ms = clock_->UnixNowMs() + static_cast<int64_t>(delay * 1000);
   if (failed || had_problem) Changed(app);  // its status and followers learn why, or that it is over
   ArmLogRetry();
 }
 
 void KubernetesScheduler::ArmLogRetry() {
-  if (shut_down_ || !log_retry_) return;
+  if (shut_down_) return;
   int64_t next = INT64_MAX;
   for (const auto& [id, a] : apps_) {
     for (const auto& [k, track] : a->pods) {
@@ -206,21 +206,19 @@ void KubernetesScheduler::ArmLogRetry() {
     }
   }
   if (next == INT64_MAX) {
-    uv_timer_stop(log_retry_.get());
+    log_retry_.reset();
     return;
   }
-  int64_t wait = std::max<int64_t>(0, next - core::UnixNowMs());
-  uv_timer_start(log_retry_.get(), [](uv_timer_t* h) {
-    auto* self = static_cast<KubernetesScheduler*>(h->data);
-    if (self == nullptr) return;
-    int64_t now = core::UnixNowMs();
-    for (auto& [id, a] : self->apps_) {
+  int64_t wait = std::max<int64_t>(0, next - clock_->UnixNowMs());
+  log_retry_ = clock_->After(static_cast<uint64_t>(wait), [this] {
+    int64_t now = clock_->UnixNowMs();
+    for (auto& [id, a] : apps_) {
       for (auto& [k, track] : a->pods) {
-        if (track.next_read_ms <= now) self->FollowLogs(*a, k);
+        if (track.next_read_ms <= now) FollowLogs(*a, k);
       }
     }
-    self->ArmLogRetry();
-  }, static_cast<uint64_t>(wait), 0);
+    ArmLogRetry();
+  });
 }
 
 std::string KubernetesScheduler::LogProblem(const AppRecord& rec, const std::string& replica_key) const {

@@ -39,6 +39,11 @@ bool IsDnsLabel(const std::string& s) {
   return alnum(s.front()) && alnum(s.back());
 }
 
+k8s::ReflectorOptions WithClock(k8s::ReflectorOptions options, Clock* clock) {
+  if (options.clock == nullptr) options.clock = clock;
+  return options;
+}
+
 }  // namespace
 
 KubernetesScheduler::KubernetesScheduler(uv_loop_t* loop, Store* store, LogStore* logs,
@@ -47,11 +52,11 @@ KubernetesScheduler::KubernetesScheduler(uv_loop_t* loop, Store* store, LogStore
       store_(store),
       logs_(logs),
       options_(std::move(options)),
+      own_clock_(options_.clock ? nullptr : std::make_unique<LoopClock>(loop)),
+      clock_(options_.clock ? options_.clock : own_clock_.get()),
       env_(std::move(env)),
-      tracker_(loop, nullptr, Selector(), options_.reflector, this) {
+      tracker_(loop, nullptr, Selector(), WithClock(options_.reflector, clock_), this) {
   logs_->AddSource([this] { return OldestEvictableLogs(); });
-  log_retry_ = NewUvHandle<uv_timer_t>(this);
-  uv_timer_init(loop_, log_retry_.get());
   make_room_ = NewUvHandle<uv_timer_t>(this);
   uv_timer_init(loop_, make_room_.get());
 }
@@ -246,7 +251,7 @@ const AppRecord* KubernetesScheduler::Record(SubmitRequest& request, const std::
   rec->cfg = core::CfgToJson(request.cfg);
   rec->cwd = request.cwd;
   rec->owner_uid = request.uid;
-  rec->created_ms = core::UnixNowMs();
+  rec->created_ms = clock_->UnixNowMs();
   rec->state = view.phase.empty() ? core::AppState::kSubmitted : view.state;
   KubeApp* raw = Keep(std::move(job), std::move(rec), false);
   if (raw == nullptr) return nullptr;
@@ -310,7 +315,7 @@ Result<void> KubernetesScheduler::Persist(KubeApp& app) {
     rec.scheduler_data["followed"] = app.followed;
     rec.scheduler_data["tasks"] = tasks;
   }
-  app.persisted_ms = core::UnixNowMs();
+  app.persisted_ms = clock_->UnixNowMs();
   auto ok = store_->PutApp(rec.scheduler, rec.app_id, static_cast<int>(rec.state), rec.created_ms, rec.ToJson());
   if (!ok) logging::error("store write failed app={} error={}", rec.app_id, ok.error().message);
   return ok;
@@ -460,11 +465,8 @@ void KubernetesScheduler::Cancel(AppRecord& rec, std::optional<double>,
       wait->owner = this;
       wait->id = id;
       wait->done = done;
-      wait->timer = NewUvHandle<uv_timer_t>(wait.get());
-      uv_timer_init(loop_, wait->timer.get());
-      uv_timer_start(wait->timer.get(), [](uv_timer_t* h) {
-        if (auto* w = static_cast<CancelWait*>(h->data)) w->owner->EndCancelWait(w->id);
-      }, static_cast<uint64_t>(options_.cancel_wait_seconds * 1000), 0);
+      wait->timer = clock_->After(static_cast<uint64_t>(options_.cancel_wait_seconds * 1000),
+                                  [this, id] { EndCancelWait(id); });
       cancel_waits_[id] = std::move(wait);
       found->second->waiters.push_back([this, id](const AppRecord&) { EndCancelWait(id); });
     });

@@ -45,7 +45,9 @@ struct KubernetesSchedulerOptions {
   std::string log_dir;     // the daemon's --log-dir
   std::string kubeconfig;  // --kubeconfig; empty = $KUBECONFIG, ~/.kube/config, in-cluster
   uint64_t log_max_bytes = 128ull << 20;
-  k8sbridge::ReflectorOptions reflector;
+  k8sbridge::ReflectorOptions reflector;  // its clock, when unset, is the scheduler's
+  // Borrowed; null = the loop's. Pod log backoff, cancel's wait, times recorded, the reflectors.
+  Clock* clock = nullptr;
   // The first wait after a pod log read failed or found nothing; it doubles per
   // failure up to 10x (--pod-log-backoff).
   double log_backoff_seconds = 30.0;
@@ -108,7 +110,7 @@ class KubernetesScheduler : public Scheduler,
     KubernetesScheduler* owner = nullptr;
     uint64_t id = 0;
     std::function<void(Result<CancelOutcome>)> done;
-    UvHandle<uv_timer_t> timer;
+    std::unique_ptr<Timer> timer;
   };
   void EndCancelWait(uint64_t id);
 
@@ -181,12 +183,14 @@ class KubernetesScheduler : public Scheduler,
   Store* store_;
   LogStore* logs_;
   KubernetesSchedulerOptions options_;
+  std::unique_ptr<Clock> own_clock_;  // when none was given
+  Clock* clock_;
   core::EnvLookup env_;
   std::unique_ptr<net::HttpClient> http_;
   std::unique_ptr<k8sbridge::KubeApi> api_;
   std::map<std::string, std::unique_ptr<KubeApp>> apps_;  // by app id "ns:name"
   k8sbridge::JobTracker tracker_;  // the Jobs and pods of the namespaces in use
-  UvHandle<uv_timer_t> log_retry_;  // resumes pod log reads when their backoff ends
+  std::unique_ptr<Timer> log_retry_;  // resumes pod log reads when their backoff ends
   std::map<uint64_t, std::unique_ptr<CancelWait>> cancel_waits_;
   std::map<uint64_t, std::unique_ptr<k8sbridge::PodLogFollower>> catch_ups_;  // BeforeLogRead's reads
   uint64_t next_catch_up_ = 1;

@@ -57,7 +57,7 @@ void KubernetesScheduler::OnUnknownJob(const std::string& ns, const json& job) {
   rec->cfg = {{"namespace", ns}, {"queue", spec.is_object() ? spec.value("queue", "") : ""}};
   rec->owner_uid = ::geteuid();  // the daemon's user; root's on a system daemon (admins see it)
   rec->owner_gid = ::getegid();
-  rec->created_ms = read.created_ms > 0 ? read.created_ms : core::UnixNowMs();
+  rec->created_ms = read.created_ms > 0 ? read.created_ms : clock_->UnixNowMs();
   rec->state = v.phase.empty() ? core::AppState::kSubmitted : v.state;
   if (core::IsTerminal(rec->state)) rec->ended_ms = rec->created_ms;  // ended before it was found: the best bound known
   KubeApp* raw = Keep(std::move(tracked), std::move(rec), true);
@@ -128,7 +128,7 @@ void KubernetesScheduler::ApplyJob(KubeApp& app, const k8s::JobView& v) {
   rec.num_restarts = v.retry_count;
   rec.msg = v.message;
   if (core::IsTerminal(state)) {
-    rec.ended_ms = core::UnixNowMs();
+    rec.ended_ms = clock_->UnixNowMs();
     EndScaledAway(app);
   }
   if (moved) {
@@ -151,7 +151,7 @@ bool KubernetesScheduler::EndScaledAway(KubeApp& app) {
     r.state = core::ReplicaState::kCancelled;
     r.error_message = core::ScaledDownMessage(rec.app.roles[static_cast<size_t>(r.role_index)],
                                               scale[static_cast<size_t>(r.role_index)]);
-    r.end_ms = core::UnixNowMs();
+    r.end_ms = clock_->UnixNowMs();
     app.pods[r.Key().String()].log_done = true;  // it never ran: nothing to read
     any = true;
   }
@@ -167,7 +167,7 @@ void KubernetesScheduler::JobGone(KubeApp& app) {
   if (core::IsTerminal(rec.state)) return;
   rec.state = app.cancel_requested ? core::AppState::kCancelled : core::AppState::kFailed;
   rec.msg = "the Volcano Job " + app.job->ns + "/" + app.job->name + " was deleted from the cluster";
-  rec.ended_ms = core::UnixNowMs();
+  rec.ended_ms = clock_->UnixNowMs();
   EndScaledAway(app);
   // Its pods went with it: no replica runs any more.
   for (auto& r : rec.replicas) {
@@ -215,7 +215,7 @@ void KubernetesScheduler::PodDeleted(KubeApp& app, const std::string& key, bool 
     }
     r->state = cancelled || scaled ? core::ReplicaState::kCancelled : core::ReplicaState::kFailed;
     if (!scaled) r->error_message = "pod " + pod + " was deleted before it finished" + (cancelled ? " (cancelled)" : "");
-    r->end_ms = core::UnixNowMs();
+    r->end_ms = clock_->UnixNowMs();
     logging::info("kubernetes pod deleted app={} pod={} replica={}", app.rec->app_id, pod, key);
   }
   if (!changed) return;
@@ -261,7 +261,7 @@ void KubernetesScheduler::ApplyPod(KubeApp& app, const std::string& key, const k
     r->error_message = v.error_message.empty() && !core::IsTerminal(v.state) ? v.wait : v.error_message;
   }
   PodEvents(app, key, t, v);
-  if (t.next_read_ms <= core::UnixNowMs()) FollowLogs(app, key);  // else its backoff's timer will
+  if (t.next_read_ms <= clock_->UnixNowMs()) FollowLogs(app, key);  // else its backoff's timer will
   Changed(app);
 }
 

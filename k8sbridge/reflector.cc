@@ -29,15 +29,13 @@ double Jitter01() {
 
 Reflector::Reflector(uv_loop_t* loop, KubeApi* api, std::string collection_path, std::string label_selector,
                      ReflectorCallbacks callbacks, ReflectorOptions options)
-    : loop_(loop),
-      api_(api),
+    : api_(api),
       path_(std::move(collection_path)),
       selector_(std::move(label_selector)),
       callbacks_(std::move(callbacks)),
-      options_(options) {
-  timer_ = NewUvHandle<uv_timer_t>(this);
-  uv_timer_init(loop_, timer_.get());
-}
+      options_(options),
+      own_clock_(options.clock ? nullptr : std::make_unique<LoopClock>(loop)),
+      clock_(options.clock ? options.clock : own_clock_.get()) {}
 
 Reflector::~Reflector() {
   if (request_ != 0) api_->Cancel(request_);
@@ -112,9 +110,8 @@ void Reflector::OnWatchLine(std::string_view line) {
       // Ending the stream here: Cancel is deferred until curl returns.
       api_->Cancel(request_);
       request_ = 0;
-      uv_timer_start(timer_.get(), [](uv_timer_t* t) {
-        if (auto* self = static_cast<Reflector*>(t->data)) self->List();
-      }, expired_in_row_ > 1 ? static_cast<uint64_t>(options_.backoff_initial_seconds * 1000) : 0, 0);
+      timer_ = clock_->After(
+          expired_in_row_ > 1 ? static_cast<uint64_t>(options_.backoff_initial_seconds * 1000) : 0, [this] { List(); });
       return;
     }
     logging::warn("watch error event path={} message={}", path_, event->error_message);
@@ -166,11 +163,7 @@ void Reflector::Retry(void (Reflector::*step)(), const Error& error) {
   logging::warn("kubernetes {} failed, retrying in {:.1f}s path={} error={}",
                step == &Reflector::List ? "list" : "watch", delay, path_, error.message);
   if (step == &Reflector::List && callbacks_.on_error) callbacks_.on_error(error);
-  next_ = step;
-  uv_timer_start(timer_.get(), [](uv_timer_t* t) {
-    auto* self = static_cast<Reflector*>(t->data);
-    if (self != nullptr) (self->*(self->next_))();
-  }, static_cast<uint64_t>(delay * 1000), 0);
+  timer_ = clock_->After(static_cast<uint64_t>(delay * 1000), [this, step] { (this->*step)(); });
 }
 
 }  // namespace torchxd::k8sbridge

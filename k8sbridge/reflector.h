@@ -22,12 +22,13 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "core/uv_handle.h"
+#include "core/clock.h"
 #include "k8sbridge/kube_api.h"
 
 namespace torchxd::k8sbridge {
@@ -40,6 +41,7 @@ struct ReflectorCallbacks {
 };
 
 struct ReflectorOptions {
+  Clock* clock = nullptr;  // borrowed; null = the loop's (retry and relist backoff)
   double backoff_initial_seconds = 0.8;
   double backoff_max_seconds = 30.0;
   int watch_timeout_seconds = 300;  // asked of the server, with up to 2x jitter
@@ -64,12 +66,13 @@ class Reflector {
   void Remember(const std::string& type, const nlohmann::json& object);
   std::string Query(bool watch) const;
 
-  uv_loop_t* loop_;
   KubeApi* api_;
   std::string path_, selector_;
   ReflectorCallbacks callbacks_;
   ReflectorOptions options_;
-  UvHandle<uv_timer_t> timer_;
+  std::unique_ptr<Clock> own_clock_;  // when none was given
+  Clock* clock_;
+  std::unique_ptr<Timer> timer_;  // the next list or watch after a failure
   net::HttpClient::RequestId request_ = 0;
   std::string resource_version_;
   double backoff_ = 0;
@@ -78,7 +81,6 @@ class Reflector {
   int expired_in_row_ = 0;  // 410s with no event between: back off
   int watch_failures_ = 0;  // in a row: the second one lists again
   bool watch_opened_ = false;  // the current watch got a 2xx answer
-  void (Reflector::*next_)() = nullptr;
   // namespace/name -> {"metadata": …} of every object listed or watched, for Replace.
   std::map<std::string, nlohmann::json> known_;
 };

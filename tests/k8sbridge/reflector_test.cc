@@ -17,6 +17,7 @@
 
 #include "k8sbridge/job_tracker.h"
 #include "tests/k8sbridge/fake_apiserver.h"
+#include "tests/supervisor/fake_clock.h"
 
 namespace torchxd::k8sbridge {
 namespace {
@@ -117,6 +118,33 @@ TEST_F(LoopTest, ReflectorResumesAfterADropAndRelistsOnEitherExpiry) {
   ASSERT_EQ(fake_.Post("/fake/jobs/team/b/phase", {{"phase", "Completed"}}), 200);
   ASSERT_TRUE(RunUntil([&] { return events.back() == "MODIFIED b Completed"; }));
   r.reset();  // cancels its watch
+}
+
+// On fake time: a list that fails is retried after its backoff and not
+// before (0.8 s, then 1.6 s, 3.2 s..., each up to 10% later), so an
+// apiserver outage never meets a storm of lists.
+TEST_F(LoopTest, AFailingListIsRetriedAfterItsBackoffAndNotBefore) {
+  ASSERT_EQ(fake_.Post("/fake/outage", {{"seconds", 3600}}), 200);
+  ::torchxd::testing::FakeClock clock;
+  int failed = 0;
+  ReflectorCallbacks cb;
+  cb.on_error = [&](const Error&) { ++failed; };
+  ReflectorOptions options;
+  options.clock = &clock;
+  auto r = std::make_unique<Reflector>(&loop_, api_.get(), JobsPath("team"), "", std::move(cb), options);
+  r->Start();
+  ASSERT_TRUE(RunUntil([&] { return failed == 1; }));
+  double backoff_ms = 800;
+  for (int attempt = 2; attempt <= 4; ++attempt) {
+    clock.Advance(static_cast<uint64_t>(backoff_ms) - 1);
+    RunUntil([] { return false; }, 0.2);  // an early retry would have failed by now
+    EXPECT_EQ(failed, attempt - 1) << "retried before its backoff of " << backoff_ms << " ms";
+    clock.Advance(static_cast<uint64_t>(backoff_ms * 0.1) + 2);
+    ASSERT_TRUE(RunUntil([&] { return failed == attempt; })) << "not retried within 10% after " << backoff_ms << " ms";
+    backoff_ms *= 2;
+  }
+  EXPECT_EQ(r->lists(), 0);
+  r.reset();
 }
 
 TEST_F(LoopTest, AWatchThatOpenedEndsARowOfFailuresEvenWithoutEvents) {
