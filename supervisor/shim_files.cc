@@ -1,5 +1,7 @@
 #include "supervisor/shim_files.h"
 
+#include "core/unique_fd.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
@@ -162,21 +164,21 @@ Result<ShimExit> DecodeShimExit(std::string_view text) {
 Result<void> WriteFileAtomically(int dir_fd, const char* name, std::string_view bytes) {
   std::string tmp = std::string(name) + ".tmp";
   ::unlinkat(dir_fd, tmp.c_str(), 0);
-  int fd = ::openat(dir_fd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0) return Fail(Error::Io("create " + tmp + ": " + strerror(errno)));
+  UniqueFd fd(::openat(dir_fd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!fd.valid()) return Fail(Error::Io("create " + tmp + ": " + strerror(errno)));
   size_t done = 0;
   while (done < bytes.size()) {
-    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    ssize_t n = ::write(fd.get(), bytes.data() + done, bytes.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       int e = errno;
-      ::close(fd);
+      fd.reset();
       ::unlinkat(dir_fd, tmp.c_str(), 0);
       return Fail(Error::Io("write " + tmp + ": " + strerror(e)));
     }
     done += static_cast<size_t>(n);
   }
-  if (::close(fd) != 0) {
+  if (::close(fd.release()) != 0) {  // its error is the write's last word (NFS, quotas)
     ::unlinkat(dir_fd, tmp.c_str(), 0);
     return Fail(Error::Io("close " + tmp + ": " + strerror(errno)));
   }
@@ -189,31 +191,28 @@ Result<void> WriteFileAtomically(int dir_fd, const char* name, std::string_view 
 }
 
 Result<std::string> ReadShimFile(int dir_fd, const char* name) {
-  int fd = ::openat(dir_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-  if (fd < 0) {
+  UniqueFd fd(::openat(dir_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+  if (!fd.valid()) {
     int e = errno;
     if (e == ENOENT) return Fail(Error::NotFound(std::string(name) + " is absent"));
     if (e == EMFILE || e == ENFILE) return Fail(Error::Unavailable(std::string("open ") + name + ": " + strerror(e)));
     return Fail(Error::Io(std::string("open ") + name + ": " + strerror(e)));
   }
   struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
     return Fail(Error::InvalidArgument(std::string(name) + " is not a regular file"));
   }
   std::string out;
   char buf[8192];
   for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof(buf));
+    ssize_t n = ::read(fd.get(), buf, sizeof(buf));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     out.append(buf, static_cast<size_t>(n));
     if (out.size() > kMaxShimFileBytes) {
-      ::close(fd);
       return Fail(Error::InvalidArgument(std::string(name) + " is larger than " + std::to_string(kMaxShimFileBytes) + " bytes"));
     }
   }
-  ::close(fd);
   return out;
 }
 

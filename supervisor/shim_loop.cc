@@ -47,12 +47,12 @@ void SetNonBlocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONB
 
 }  // namespace
 
-ShimLoop::ShimLoop(const ShimSpec& spec, int control_fd, int run_dir_fd, int signal_fd)
-    : spec_(spec), run_dir_fd_(run_dir_fd), signal_fd_(signal_fd) {
-  control_.fd = control_fd;
+ShimLoop::ShimLoop(const ShimSpec& spec, UniqueFd control_fd, UniqueFd run_dir_fd, UniqueFd signal_fd)
+    : spec_(spec), run_dir_fd_(std::move(run_dir_fd)), signal_fd_(std::move(signal_fd)) {
+  control_.fd = std::move(control_fd);
 }
 
-std::optional<std::string> ShimLoop::Prepare(int& stdout_write, int& stderr_write) {
+std::optional<std::string> ShimLoop::Prepare(UniqueFd& stdout_write, UniqueFd& stderr_write) {
   if (!spec_.log_dir.empty()) {
     auto logs = logfiles::ReplicaLogWriter::Open(spec_.log_dir, spec_.log_max_bytes);
     if (!logs) return "cannot open the replica's logs: " + logs.error().message;
@@ -61,24 +61,24 @@ std::optional<std::string> ShimLoop::Prepare(int& stdout_write, int& stderr_writ
   }
   int out[2], err[2];
   if (::pipe2(out, O_CLOEXEC) != 0) return std::string("pipe: ") + strerror(errno);
+  out_fd_.reset(out[0]);
+  stdout_write.reset(out[1]);
   if (::pipe2(err, O_CLOEXEC) != 0) return std::string("pipe: ") + strerror(errno);
-  out_fd_ = out[0];
-  err_fd_ = err[0];
-  stdout_write = out[1];
-  stderr_write = err[1];
-  if (run_dir_fd_ >= 0) {
+  err_fd_.reset(err[0]);
+  stderr_write.reset(err[1]);
+  if (run_dir_fd_.valid()) {
     // The socket a restarted daemon connects to; bound relative to the run
     // directory (its path may pass sockaddr_un's 108 bytes).
-    listen_fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    listen_fd_.reset(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     struct sockaddr_un addr {};
     addr.sun_family = AF_UNIX;
     ::strcpy(addr.sun_path, kShimSocket);
-    ::unlinkat(run_dir_fd_, kShimSocket, 0);
+    ::unlinkat(run_dir_fd_.get(), kShimSocket, 0);
     mode_t umask_before = ::umask(0177);  // the socket is its user's alone (the daemon is root or that user)
-    bool bound = listen_fd_ >= 0 && ::fchdir(run_dir_fd_) == 0 &&
-                 ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+    bool bound = listen_fd_.valid() && ::fchdir(run_dir_fd_.get()) == 0 &&
+                 ::bind(listen_fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
     ::umask(umask_before);
-    if (!bound || ::listen(listen_fd_, 4) != 0 || ::chdir("/") != 0) {
+    if (!bound || ::listen(listen_fd_.get(), 4) != 0 || ::chdir("/") != 0) {
       return std::string("cannot listen in the run directory: ") + strerror(errno);
     }
   }
@@ -89,7 +89,7 @@ void ShimLoop::Watch(int fd, uint64_t tag, uint32_t events) {
   struct epoll_event ev {};
   ev.events = events;
   ev.data.u64 = tag;
-  ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
+  ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, fd, &ev);
 }
 
 int ShimLoop::SpawnFailed(int err, const std::string& message) {
@@ -99,7 +99,7 @@ int ShimLoop::SpawnFailed(int err, const std::string& message) {
   e.message = message;
   e.started_ms = e.ended_ms = WallMs();
   RecordExit(e);
-  if (control_.fd >= 0) {
+  if (control_.fd.valid()) {
     Say("spawn-failed " + std::to_string(err) + " " + OneLine(message));
     Flush(true);
   }
@@ -109,16 +109,16 @@ int ShimLoop::SpawnFailed(int err, const std::string& message) {
 int ShimLoop::Run(const ReplicaChild& child, int64_t started_ms) {
   child_ = child;
   started_ms_ = started_ms;
-  epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
-  for (int fd : {out_fd_, err_fd_, control_.fd}) {
-    if (fd >= 0) SetNonBlocking(fd);
+  epoll_fd_.reset(::epoll_create1(EPOLL_CLOEXEC));
+  for (const UniqueFd* fd : {&out_fd_, &err_fd_, &control_.fd}) {
+    if (fd->valid()) SetNonBlocking(fd->get());
   }
-  Watch(signal_fd_, TagOf(kSignal, signal_fd_), EPOLLIN);
-  Watch(out_fd_, TagOf(kStdout, out_fd_), EPOLLIN);
-  Watch(err_fd_, TagOf(kStderr, err_fd_), EPOLLIN);
-  if (listen_fd_ >= 0) Watch(listen_fd_, TagOf(kListen, listen_fd_), EPOLLIN);
-  if (control_.fd >= 0) Watch(control_.fd, TagOf(kControl, control_.fd), EPOLLIN);
-  if (run_dir_fd_ >= 0) {
+  Watch(signal_fd_.get(), TagOf(kSignal, signal_fd_.get()), EPOLLIN);
+  Watch(out_fd_.get(), TagOf(kStdout, out_fd_.get()), EPOLLIN);
+  Watch(err_fd_.get(), TagOf(kStderr, err_fd_.get()), EPOLLIN);
+  if (listen_fd_.valid()) Watch(listen_fd_.get(), TagOf(kListen, listen_fd_.get()), EPOLLIN);
+  if (control_.fd.valid()) Watch(control_.fd.get(), TagOf(kControl, control_.fd.get()), EPOLLIN);
+  if (run_dir_fd_.valid()) {
     ShimState state;
     state.shim_pid = ::getpid();
     state.shim_start = ProcessStartTime(::getpid()).value_or(0);
@@ -127,7 +127,7 @@ int ShimLoop::Run(const ReplicaChild& child, int64_t started_ms) {
     state.boot_id = BootId();
     state.attempt = spec_.attempt;
     state.started_ms = started_ms_;
-    (void)WriteFileAtomically(run_dir_fd_, kShimStateFile, EncodeShimState(state));
+    (void)WriteFileAtomically(run_dir_fd_.get(), kShimStateFile, EncodeShimState(state));
   }
   Say("started " + std::to_string(child_.pid));
   Loop();
@@ -156,13 +156,13 @@ void ShimLoop::Loop() {
       tree_gone_ = true;
       drain_until_ = now + kDrainMs;
     }
-    if (tree_gone_ && ((out_fd_ < 0 && err_fd_ < 0) || now >= drain_until_)) return;
+    if (tree_gone_ && ((!out_fd_.valid() && !err_fd_.valid()) || now >= drain_until_)) return;
     if (kill_at_ > 0 && now >= kill_at_ && !child_.reaped) {
       KillTree(child_);
       continue;
     }
     Notify(now);
-    int n = ::epoll_wait(epoll_fd_, events, 16, static_cast<int>(Timeout(now)));
+    int n = ::epoll_wait(epoll_fd_.get(), events, 16, static_cast<int>(Timeout(now)));
     for (int i = 0; i < n; ++i) {
       auto kind = static_cast<Tag>(events[i].data.u64 >> 32);
       int fd = static_cast<int>(events[i].data.u64 & 0xffffffffu);
@@ -173,16 +173,16 @@ void ShimLoop::Loop() {
         case kListen: OnAccept(); break;
         case kControl:
           if (events[i].events & EPOLLOUT) Flush(false);
-          if (control_.fd == fd && (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR))) OnPeerReadable(control_, true);
+          if (control_.fd.get() == fd && (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR))) OnPeerReadable(control_, true);
           break;
         case kCandidate:
           for (auto& c : candidates_) {
-            if (c.fd == fd) {
+            if (c.fd.get() == fd) {
               OnPeerReadable(c, false);
               break;
             }
           }
-          candidates_.erase(std::remove_if(candidates_.begin(), candidates_.end(), [](const Peer& p) { return p.fd < 0; }),
+          candidates_.erase(std::remove_if(candidates_.begin(), candidates_.end(), [](const Peer& p) { return !p.fd.valid(); }),
                             candidates_.end());
           break;
       }
@@ -192,7 +192,7 @@ void ShimLoop::Loop() {
 
 void ShimLoop::OnSignal() {
   struct signalfd_siginfo info;
-  while (::read(signal_fd_, &info, sizeof(info)) == sizeof(info)) {
+  while (::read(signal_fd_.get(), &info, sizeof(info)) == sizeof(info)) {
     switch (info.ssi_signo) {
       case SIGCHLD:
         ReapAvailable(child_);
@@ -219,16 +219,15 @@ void ShimLoop::OnSignal() {
   }
 }
 
-void ShimLoop::OnOutput(int& fd, OutputStream stream) {
+void ShimLoop::OnOutput(UniqueFd& fd, OutputStream stream) {
   // A bounded amount per wake-up: the other stream and the control channel get their turn.
-  for (int round = 0; round < 4 && fd >= 0; ++round) {
-    ssize_t n = ::read(fd, g_buffer, sizeof(g_buffer));
+  for (int round = 0; round < 4 && fd.valid(); ++round) {
+    ssize_t n = ::read(fd.get(), g_buffer, sizeof(g_buffer));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno == EAGAIN) return;
     if (n <= 0) {
-      ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
-      ::close(fd);
-      fd = -1;
+      ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, fd.get(), nullptr);
+      fd.reset();
       return;
     }
     (stream == OutputStream::kStdout ? stdout_bytes_ : stderr_bytes_) += static_cast<uint64_t>(n);
@@ -241,7 +240,7 @@ void ShimLoop::OnOutput(int& fd, OutputStream stream) {
 }
 
 void ShimLoop::Notify(int64_t now) {
-  if (!notify_pending_ || control_.fd < 0 || !out_.empty() || now < last_notify_ + kNotifyEveryMs) return;
+  if (!notify_pending_ || !control_.fd.valid() || !out_.empty() || now < last_notify_ + kNotifyEveryMs) return;
   notify_pending_ = false;
   last_notify_ = now;
   Say("logged " + std::to_string(logs_->disk_bytes()) + " " + std::to_string(logs_->bytes_lost()), true);
@@ -249,26 +248,25 @@ void ShimLoop::Notify(int64_t now) {
 
 void ShimLoop::OnAccept() {
   for (;;) {
-    int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) return;
+    UniqueFd fd(::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+    if (!fd.valid()) return;
     struct ucred cred {};
     socklen_t len = sizeof(cred);
     // Only root (a system daemon) or the replica's own user may take control.
-    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || (cred.uid != 0 && cred.uid != ::getuid()) ||
-        candidates_.size() >= kMaxCandidates) {
-      ::close(fd);
-      continue;
+    if (::getsockopt(fd.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
+        (cred.uid != 0 && cred.uid != ::getuid()) || candidates_.size() >= kMaxCandidates) {
+      continue;  // closed as it goes
     }
-    candidates_.push_back(Peer{fd, ""});
-    Watch(fd, TagOf(kCandidate, fd), EPOLLIN);
+    int raw = fd.get();
+    candidates_.push_back(Peer{std::move(fd), ""});
+    Watch(raw, TagOf(kCandidate, raw), EPOLLIN);
   }
 }
 
 void ShimLoop::DropPeer(Peer& peer) {
-  if (peer.fd < 0) return;
-  ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, peer.fd, nullptr);
-  ::close(peer.fd);
-  peer.fd = -1;
+  if (!peer.fd.valid()) return;
+  ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, peer.fd.get(), nullptr);
+  peer.fd.reset();
   peer.in.clear();
   if (&peer == &control_) out_.clear();
 }
@@ -276,8 +274,8 @@ void ShimLoop::DropPeer(Peer& peer) {
 void ShimLoop::OnPeerReadable(Peer& peer, bool trusted) {
   char buf[4096];
   for (;;) {
-    if (peer.fd < 0) return;
-    ssize_t n = ::read(peer.fd, buf, sizeof(buf));
+    if (!peer.fd.valid()) return;
+    ssize_t n = ::read(peer.fd.get(), buf, sizeof(buf));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno == EAGAIN) return;
     if (n <= 0) {
@@ -286,7 +284,7 @@ void ShimLoop::OnPeerReadable(Peer& peer, bool trusted) {
       return DropPeer(peer);
     }
     peer.in.append(buf, static_cast<size_t>(n));
-    for (size_t nl; peer.fd >= 0 && (nl = peer.in.find('\n')) != std::string::npos;) {
+    for (size_t nl; peer.fd.valid() && (nl = peer.in.find('\n')) != std::string::npos;) {
       std::string line = peer.in.substr(0, nl);
       peer.in.erase(0, nl + 1);
       OnControlLine(line, peer, trusted);  // may close `peer` or hand its fd to control_
@@ -304,11 +302,10 @@ void ShimLoop::OnControlLine(const std::string& line, Peer& peer, bool trusted) 
       return DropPeer(peer);
     }
     DropPeer(control_);
-    control_.fd = peer.fd;
+    control_.fd = std::move(peer.fd);
     control_.in = peer.in;
-    peer.fd = -1;
-    ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, control_.fd, nullptr);
-    Watch(control_.fd, TagOf(kControl, control_.fd), EPOLLIN);
+    ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, control_.fd.get(), nullptr);
+    Watch(control_.fd.get(), TagOf(kControl, control_.fd.get()), EPOLLIN);
     uint64_t disk = logs_ ? logs_->disk_bytes() : 0, lost = logs_ ? logs_->bytes_lost() : 0;
     Say("ready " + std::to_string(kShimControlVersion) + " " + std::to_string(child_.pid) + " " +
         std::to_string(disk) + " " + std::to_string(lost));
@@ -329,7 +326,7 @@ void ShimLoop::Stop(int64_t grace_ms) {
 }
 
 void ShimLoop::Say(const std::string& line, bool droppable) {
-  if (control_.fd < 0) return;
+  if (!control_.fd.valid()) return;
   if (droppable && !out_.empty()) return;
   if (out_.size() > kMaxPendingOut) return;  // a daemon that does not read: files hold the truth
   out_ += OneLine(line);
@@ -339,30 +336,30 @@ void ShimLoop::Say(const std::string& line, bool droppable) {
 
 void ShimLoop::Flush(bool block) {
   int64_t give_up = MonotonicMs() + 1000;  // a blocking flush waits at most this for the daemon
-  while (!out_.empty() && control_.fd >= 0) {
-    ssize_t n = ::send(control_.fd, out_.data(), out_.size(), MSG_NOSIGNAL | (block ? 0 : MSG_DONTWAIT));
+  while (!out_.empty() && control_.fd.valid()) {
+    ssize_t n = ::send(control_.fd.get(), out_.data(), out_.size(), MSG_NOSIGNAL | (block ? 0 : MSG_DONTWAIT));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       if (block) {
         int64_t left = give_up - MonotonicMs();
-        struct pollfd p = {control_.fd, POLLOUT, 0};
+        struct pollfd p = {control_.fd.get(), POLLOUT, 0};
         if (left <= 0 || ::poll(&p, 1, static_cast<int>(left)) <= 0) return;
         continue;
       }
       struct epoll_event ev {};
       ev.events = EPOLLIN | EPOLLOUT;
-      ev.data.u64 = TagOf(kControl, control_.fd);
-      ::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, control_.fd, &ev);
+      ev.data.u64 = TagOf(kControl, control_.fd.get());
+      ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_MOD, control_.fd.get(), &ev);
       return;
     }
     if (n <= 0) return DropPeer(control_);
     out_.erase(0, static_cast<size_t>(n));
   }
-  if (control_.fd >= 0 && epoll_fd_ >= 0) {
+  if (control_.fd.valid() && epoll_fd_.valid()) {
     struct epoll_event ev {};
     ev.events = EPOLLIN;
-    ev.data.u64 = TagOf(kControl, control_.fd);
-    ::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, control_.fd, &ev);
+    ev.data.u64 = TagOf(kControl, control_.fd.get());
+    ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_MOD, control_.fd.get(), &ev);
   }
 }
 
@@ -372,9 +369,9 @@ void ShimLoop::RecordExit(ShimExit& e) {
     e.log_disk_bytes = logs_->disk_bytes();
     e.log_lost_bytes = logs_->bytes_lost();
   }
-  if (run_dir_fd_ >= 0) {
-    (void)WriteFileAtomically(run_dir_fd_, kShimExitFile, EncodeShimExit(e));
-    ::unlinkat(run_dir_fd_, kShimSocket, 0);  // nobody may connect to a shim that is leaving
+  if (run_dir_fd_.valid()) {
+    (void)WriteFileAtomically(run_dir_fd_.get(), kShimExitFile, EncodeShimExit(e));
+    ::unlinkat(run_dir_fd_.get(), kShimSocket, 0);  // nobody may connect to a shim that is leaving
   }
 }
 

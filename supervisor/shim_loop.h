@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "core/unique_fd.h"
 #include "logfiles/log_writer.h"
 #include "supervisor/shim_files.h"
 #include "supervisor/shim_protocol.h"
@@ -29,12 +30,13 @@ using logfiles::OutputStream;
 
 class ShimLoop {
  public:
-  // `control_fd`: the daemon that spawned the shim (trusted, no hello);
-  // `run_dir_fd`: -1 when there is no run directory; `signal_fd`: a signalfd
-  // for the signals the shim handles (they are blocked).
-  ShimLoop(const ShimSpec& spec, int control_fd, int run_dir_fd, int signal_fd);
+  // Takes the descriptors: `control_fd`, the daemon that spawned the shim
+  // (trusted, no hello); `run_dir_fd`, invalid when there is no run
+  // directory; `signal_fd`, a signalfd for the signals the shim handles
+  // (they are blocked).
+  ShimLoop(const ShimSpec& spec, UniqueFd control_fd, UniqueFd run_dir_fd, UniqueFd signal_fd);
   // Logs opened, pipes created: what the replica gets as stdout/stderr.
-  [[nodiscard]] std::optional<std::string> Prepare(int& stdout_write, int& stderr_write);
+  [[nodiscard]] std::optional<std::string> Prepare(UniqueFd& stdout_write, UniqueFd& stderr_write);
   // After the replica started (or could not): runs until the shim must exit;
   // returns its exit status.
   int Run(const ReplicaChild& child, int64_t started_ms);
@@ -42,12 +44,12 @@ class ShimLoop {
 
  private:
   struct Peer {
-    int fd = -1;
+    UniqueFd fd;
     std::string in;
   };
   void Loop();
   void OnSignal();
-  void OnOutput(int& fd, OutputStream stream);
+  void OnOutput(UniqueFd& fd, OutputStream stream);
   void OnAccept();
   void OnPeerReadable(Peer& peer, bool trusted);
   void OnControlLine(const std::string& line, Peer& peer, bool trusted);
@@ -65,11 +67,11 @@ class ShimLoop {
   ShimSpec spec_;
   Peer control_;                 // the daemon in charge (may be none)
   std::vector<Peer> candidates_; // connected, not yet said hello
-  int run_dir_fd_;
-  int signal_fd_;
-  int listen_fd_ = -1;
-  int epoll_fd_ = -1;
-  int out_fd_ = -1, err_fd_ = -1;
+  UniqueFd run_dir_fd_;
+  UniqueFd signal_fd_;
+  UniqueFd listen_fd_;
+  UniqueFd epoll_fd_;
+  UniqueFd out_fd_, err_fd_;  // the replica's stdout and stderr, read end
   std::optional<logfiles::ReplicaLogWriter> logs_;
   ReplicaChild child_;
   int64_t started_ms_ = 0;

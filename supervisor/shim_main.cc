@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "core/unique_fd.h"
 #include "supervisor/shim_loop.h"
 #include "supervisor/shim_protocol.h"
 #include "supervisor/shim_tree.h"
@@ -40,6 +41,7 @@
 namespace {
 
 using namespace torchxd::supervisor;
+using torchxd::UniqueFd;
 
 constexpr int kControlFd = kShimControlFd;
 
@@ -166,10 +168,10 @@ int main(int argc, char** argv) {
   // drop it for live-restore (the replica outlives the daemon).
   ::prctl(PR_SET_PDEATHSIG, spec.keep ? 0 : SIGHUP);
   if (!spec.keep && ::getppid() != daemon) return 1;
-  int signal_fd = ::signalfd(-1, &handled, SFD_NONBLOCK | SFD_CLOEXEC);
+  UniqueFd signal_fd(::signalfd(-1, &handled, SFD_NONBLOCK | SFD_CLOEXEC));
 
-  ShimLoop shim(spec, kControlFd, have_run_dir ? kShimRunDirFd : -1, signal_fd);
-  int stdout_write = -1, stderr_write = -1;
+  ShimLoop shim(spec, UniqueFd(kControlFd), UniqueFd(have_run_dir ? kShimRunDirFd : -1), std::move(signal_fd));
+  UniqueFd stdout_write, stderr_write;
   if (auto error = shim.Prepare(stdout_write, stderr_write)) return shim.SpawnFailed(EIO, *error);
 
   struct stat st;
@@ -186,14 +188,14 @@ int main(int argc, char** argv) {
   launch.argv = spec.argv;
   launch.env = spec.env;
   launch.cwd = spec.cwd;
-  launch.stdout_fd = stdout_write;
-  launch.stderr_fd = stderr_write;
+  launch.stdout_fd = stdout_write.get();
+  launch.stderr_fd = stderr_write.get();
   launch.nofile = spec.nofile;
   ReplicaChild child;
   int64_t started_ms = WallMs();
   int rc = LaunchReplica(launch, child);
-  ::close(stdout_write);
-  ::close(stderr_write);
+  stdout_write.reset();  // the replica holds them now
+  stderr_write.reset();
   if (rc != 0) {
     std::string why = strerror(rc);
     if (rc == ENOENT && ::access(launch.program.c_str(), F_OK) == 0) {

@@ -1,5 +1,7 @@
 #include "supervisor/shim_tree.h"
 
+#include "core/unique_fd.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -20,11 +22,10 @@ std::vector<pid_t> Children() {
   std::vector<pid_t> out;
   char path[64];
   snprintf(path, sizeof(path), "/proc/%d/task/%d/children", getpid(), getpid());
-  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return out;
+  UniqueFd fd(::open(path, O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return out;
   char buf[8192];
-  ssize_t n = ::read(fd, buf, sizeof(buf) - 1);
-  ::close(fd);
+  ssize_t n = ::read(fd.get(), buf, sizeof(buf) - 1);
   if (n <= 0) return out;
   buf[n] = '\0';
   char* save = nullptr;
@@ -86,25 +87,21 @@ int LaunchReplica(const ReplicaLaunch& l, ReplicaChild& child) {
   envp.push_back(nullptr);
   int report[2];
   if (::pipe2(report, O_CLOEXEC) != 0) return errno;
+  UniqueFd report_read(report[0]), report_write(report[1]);
   pid_t shim = ::getpid();
   pid_t pid = ::fork();
-  if (pid < 0) {
-    int e = errno;
-    ::close(report[0]);
-    ::close(report[1]);
-    return e;
+  if (pid < 0) return errno;
+  if (pid == 0) {  // ExecChild never returns: it execs or _exits
+    report_read.reset();
+    ExecChild(l, shim, report_write.get(), argv.data(), envp.data());
   }
-  if (pid == 0) {
-    ::close(report[0]);
-    ExecChild(l, shim, report[1], argv.data(), envp.data());
-  }
-  ::close(report[1]);
+  report_write.reset();  // the read below ends when the child execs (close-on-exec) or reports
   int err = 0;
   ssize_t n;
   do {
-    n = ::read(report[0], &err, sizeof(err));
+    n = ::read(report_read.get(), &err, sizeof(err));
   } while (n < 0 && errno == EINTR);
-  ::close(report[0]);
+  report_read.reset();
   child.pid = pid;
   if (n == static_cast<ssize_t>(sizeof(err))) {  // exec failed: the child is exiting
     ::waitpid(pid, &child.status, 0);
