@@ -28,7 +28,9 @@ struct LocalApp : AppRecord {
   // Changing as it runs.
   nlohmann::json ports = nlohmann::json::object();  // named ports while it runs: "declared" -> the one it got
   std::vector<std::string> pulling;                 // local_docker: images still to pull before it may start
-  // Live (not persisted): runs its replicas once it was admitted.
+  // Live (not persisted): where its replicas' output goes (outlives the
+  // runner), and the runner of its replicas once it was admitted.
+  std::unique_ptr<supervisor::ReplicaLogSink> log_sink;
   std::unique_ptr<supervisor::AppRunner> runner;
 
   void AddFixedJson(nlohmann::json& out) const override;

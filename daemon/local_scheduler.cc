@@ -1,23 +1,22 @@
 #include "daemon/local_scheduler.h"
 
-#include "core/check.h"
+#include <grp.h>
+#include <pwd.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
-#include <tuple>
 #include <filesystem>
 #include <fstream>
 #include <random>
 #include <set>
 #include <sstream>
-
-#include <grp.h>
-#include <pwd.h>
-#include <sys/stat.h>
+#include <tuple>
 
 #include "core/app_handle.h"
 #include "core/app_status.h"
+#include "core/check.h"
 #include "core/duration.h"
 #include "core/ids.h"
 #include "core/json_parse.h"
@@ -28,6 +27,7 @@
 #include "core/paths.h"
 #include "core/replica_key.h"
 #include "core/replica_request.h"
+#include "daemon/app_log_sink.h"
 #include "daemon/as_user.h"
 #include "daemon/config.h"
 #include "imageproviders/image_provider.h"
@@ -608,9 +608,11 @@ void LocalScheduler::Delete(AppRecord& record, std::function<void(Result<core::A
   });
 }
 
-supervisor::AppOptions LocalScheduler::RunnerOptions(const LocalApp& app, std::vector<unsigned> run_as) {
+supervisor::AppOptions LocalScheduler::RunnerOptions(LocalApp& app, std::vector<unsigned> run_as) {
   supervisor::AppOptions opts;
   opts.clock = clock_;
+  if (!app.log_sink) app.log_sink = std::make_unique<AppLogSink>(logs_, &app, clock_);
+  opts.log_sink = app.log_sink.get();
   opts.grace_seconds = options_.grace_seconds;
   opts.backoff_initial_seconds = app.cfg.value("restart_backoff", 1.0);
   opts.backoff_max_seconds = app.cfg.value("restart_backoff_max", 30.0);
@@ -699,25 +701,6 @@ void LocalScheduler::OnReplicaChanged(supervisor::AppRunner& runner,
                  ToLowerState(r.state), app->app_id, r.role, r.replica_id, r.attempt,
                  r.pid.value_or(0), r.exit_code ? std::to_string(*r.exit_code) : "-");
   }
-}
-
-void LocalScheduler::OnOutput(supervisor::AppRunner& runner, const supervisor::ReplicaInfo& r,
-                              supervisor::OutputStream stream, std::string_view bytes) {
-  if (LocalApp* app = RecordOf(runner)) {
-    logs_->Write(*app, r.Key().String(), stream, bytes, clock_->UnixNowMs());
-  }
-}
-
-void LocalScheduler::OnLogged(supervisor::AppRunner& runner, const supervisor::ReplicaInfo& r, uint64_t disk_bytes,
-                              uint64_t lost_bytes) {
-  if (LocalApp* app = RecordOf(runner)) {
-    logs_->ShimLogged(*app, r.Key().String(), r.log_dir, disk_bytes, lost_bytes);
-  }
-}
-
-void LocalScheduler::OnReplicaStreamsClosed(supervisor::AppRunner& runner,
-                                            const supervisor::ReplicaInfo& r) {
-  if (LocalApp* app = RecordOf(runner)) logs_->EndAttempt(*app, r.Key().String(), clock_->UnixNowMs());
 }
 
 void LocalScheduler::ReadErrorFile(LocalApp& app, supervisor::ReplicaInfo& replica) {

@@ -101,11 +101,6 @@ class LocalScheduler : public Scheduler,
   // AppRunnerObserver
   void OnAttemptStarting(supervisor::AppRunner& app, const supervisor::ReplicaInfo& r) override;
   void OnReplicaChanged(supervisor::AppRunner& app, const supervisor::ReplicaInfo& r) override;
-  void OnOutput(supervisor::AppRunner& app, const supervisor::ReplicaInfo& r,
-                supervisor::OutputStream stream, std::string_view bytes) override;
-  void OnLogged(supervisor::AppRunner& app, const supervisor::ReplicaInfo& r, uint64_t disk_bytes,
-                uint64_t lost_bytes) override;
-  void OnReplicaStreamsClosed(supervisor::AppRunner& app, const supervisor::ReplicaInfo& r) override;
   void OnAppChanged(supervisor::AppRunner& app) override;
   void OnRestartScheduled(supervisor::AppRunner& app, const supervisor::ReplicaInfo& replica, uint64_t delay_ms,
                           int left, int max) override;
@@ -181,7 +176,7 @@ class LocalScheduler : public Scheduler,
   bool AdoptContainers(LocalApp& app);
   // After a restart: re-attaches to a process app's shims; false = cannot.
   bool AdoptProcesses(LocalApp& app);
-  supervisor::AppOptions RunnerOptions(const LocalApp& app, std::vector<unsigned> run_as);
+  supervisor::AppOptions RunnerOptions(LocalApp& app, std::vector<unsigned> run_as);
   // Makes the app's runner and starts it.
   void Launch(LocalApp& app, std::vector<core::ReplicaRequest> requests, std::vector<unsigned> run_as,
               const std::vector<bool>& held = {});

@@ -341,12 +341,14 @@ void AppRunner::Attach(size_t index) {
 ReplicaCallbacks AppRunner::Callbacks(size_t index) {
   ReplicaCallbacks cb;
   cb.on_started = [this, index](int pid) { OnSlotStarted(index, pid); };
-  cb.on_output = [this, index](OutputStream stream, std::string_view bytes) {
-    observer_->OnOutput(*this, slots_[index]->info, stream, bytes);
-  };
-  cb.on_logged = [this, index](uint64_t disk_bytes, uint64_t lost_bytes) {
-    observer_->OnLogged(*this, slots_[index]->info, disk_bytes, lost_bytes);
-  };
+  if (ReplicaLogSink* sink = options_.log_sink) {
+    cb.on_output = [this, sink, index](OutputStream stream, std::string_view bytes) {
+      sink->Output(slots_[index]->info, stream, bytes);
+    };
+    cb.on_logged = [this, sink, index](uint64_t disk_bytes, uint64_t lost_bytes) {
+      sink->Logged(slots_[index]->info, disk_bytes, lost_bytes);
+    };
+  }
   cb.on_exit = [this, index](const ReplicaExit& exit) { OnSlotExit(index, exit); };
   return cb;
 }
@@ -360,7 +362,7 @@ void AppRunner::OnSlotExit(size_t index, const ReplicaExit& exit) {
   Slot& s = *slots_[index];
   std::unique_ptr<ReplicaHandle> finished = std::move(s.process);  // freed at return
   s.kill_timer.reset();
-  observer_->OnReplicaStreamsClosed(*this, s.info);
+  if (options_.log_sink) options_.log_sink->StreamsClosed(s.info);
   RecordExit(s, exit);
   SlotEvent event = exit.Succeeded() ? SlotEvent::kExitOk
                     : (exit.spawn_failed || exit.final) ? SlotEvent::kExitFinal

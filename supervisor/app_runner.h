@@ -45,6 +45,23 @@
 
 namespace torchxd::supervisor {
 
+struct ReplicaInfo;
+
+// Where a replica's output and its log figures go, straight from its runtime
+// (the daemon's LogStore, through the app's sink): nothing between them
+// forwards them. Called synchronously on the loop thread.
+class ReplicaLogSink {
+ public:
+  virtual ~ReplicaLogSink() = default;
+  // Output the daemon must store (containers).
+  virtual void Output(const ReplicaInfo& replica, OutputStream stream, std::string_view bytes) = 0;
+  // The monitor stored output itself: the replica's logs now take `disk_bytes`
+  // and this attempt lost `lost_bytes` (a full disk).
+  virtual void Logged(const ReplicaInfo& replica, uint64_t disk_bytes, uint64_t lost_bytes) = 0;
+  // The attempt's output has ended (it exited, or its runtime let it go).
+  virtual void StreamsClosed(const ReplicaInfo& replica) = 0;
+};
+
 struct AppOptions {
   double grace_seconds = 10.0;
   double backoff_initial_seconds = 1.0;
@@ -53,6 +70,7 @@ struct AppOptions {
   ProcessRuntimeOptions process;      // for processes under torchxd-shim
   ReplicaRuntime* runtime = nullptr;  // borrowed; null = processes under torchxd-shim
   Clock* clock = nullptr;             // borrowed; null = the loop's (backoff, grace, times shown)
+  ReplicaLogSink* log_sink = nullptr;  // borrowed; null = output and log figures are dropped
   std::vector<int> scale;  // per role: replicas to run (elastic scale); missing = num_replicas
   // Books a restart that its backoff wants `delay_ms` from now; returns the
   // delay it gets (>= delay_ms: the owner's restart budget). Empty: as asked.
@@ -80,18 +98,13 @@ struct ReplicaInfo {
 
 class AppRunner;
 
-// What the daemon learns from a runner: state changes to persist and output
-// to store. Called synchronously on the loop thread.
+// What the daemon learns from a runner: state changes to persist (output
+// goes to the ReplicaLogSink). Called synchronously on the loop thread.
 class AppRunnerObserver {
  public:
   virtual ~AppRunnerObserver() = default;
   virtual void OnAttemptStarting(AppRunner& app, const ReplicaInfo& replica) = 0;
   virtual void OnReplicaChanged(AppRunner& app, const ReplicaInfo& replica) = 0;
-  virtual void OnOutput(AppRunner& app, const ReplicaInfo& replica, OutputStream stream,
-                        std::string_view bytes) = 0;
-  // The monitor stored output itself (ReplicaCallbacks::on_logged).
-  virtual void OnLogged(AppRunner& app, const ReplicaInfo& replica, uint64_t disk_bytes, uint64_t lost_bytes) = 0;
-  virtual void OnReplicaStreamsClosed(AppRunner& app, const ReplicaInfo& replica) = 0;
   virtual void OnAppChanged(AppRunner& app) = 0;  // state, msg or num_restarts changed
   // A replica will restart in `delay_ms` (its backoff); `left` of `max` retries remain after this one.
   virtual void OnRestartScheduled(AppRunner& app, const ReplicaInfo& replica, uint64_t delay_ms, int left, int max) {

@@ -23,9 +23,6 @@ class RecordingObserver : public AppRunnerObserver {
  public:
   void OnAttemptStarting(AppRunner&, const ReplicaInfo&) override {}
   void OnReplicaChanged(AppRunner&, const ReplicaInfo&) override {}
-  void OnOutput(AppRunner&, const ReplicaInfo&, OutputStream, std::string_view) override {}
-  void OnLogged(AppRunner&, const ReplicaInfo&, uint64_t, uint64_t) override {}
-  void OnReplicaStreamsClosed(AppRunner&, const ReplicaInfo&) override {}
   void OnAppChanged(AppRunner& app) override { states.push_back(app.state()); }
   void OnRestartScheduled(AppRunner&, const ReplicaInfo& r, uint64_t delay_ms, int left, int) override {
     restarts.push_back({r.Key().String(), delay_ms, left});
@@ -40,6 +37,22 @@ class RecordingObserver : public AppRunnerObserver {
   std::vector<AppState> states;
   std::vector<Restart> restarts;
   int recorded = 0;
+};
+
+// What reaches the app's log sink, in order: "w/0 attempt 1 out: hello".
+class RecordingSink : public ReplicaLogSink {
+ public:
+  void Output(const ReplicaInfo& r, OutputStream stream, std::string_view bytes) override {
+    said.push_back(Name(r) + (stream == OutputStream::kStdout ? " out: " : " err: ") + std::string(bytes));
+  }
+  void Logged(const ReplicaInfo& r, uint64_t disk_bytes, uint64_t lost_bytes) override {
+    said.push_back(Name(r) + " logged " + std::to_string(disk_bytes) + " " + std::to_string(lost_bytes));
+  }
+  void StreamsClosed(const ReplicaInfo& r) override { said.push_back(Name(r) + " closed"); }
+  std::vector<std::string> said;
+
+ private:
+  static std::string Name(const ReplicaInfo& r) { return r.Key().String() + " attempt " + std::to_string(r.attempt); }
 };
 
 class AppRunnerTest : public ::testing::Test {
@@ -77,6 +90,7 @@ class AppRunnerTest : public ::testing::Test {
     options.backoff_initial_seconds = 1;
     options.backoff_max_seconds = 30;
     options.stop_on_failure = stop_on_failure;
+    options.log_sink = &sink_;
     runner_ = std::make_unique<AppRunner>(&loop_, "local_cwd/fake", app, requests, options, &observer_);
     return *runner_;
   }
@@ -87,6 +101,7 @@ class AppRunnerTest : public ::testing::Test {
   FakeClock clock_;
   FakeReplicaRuntime runtime_{&clock_};
   RecordingObserver observer_;
+  RecordingSink sink_;
   std::unique_ptr<AppRunner> runner_;
 };
 
@@ -183,6 +198,24 @@ TEST_F(AppRunnerTest, ACancelDuringABackoffEndsTheAppWithoutTheRestart) {
   EXPECT_EQ(app.state(), AppState::kCancelled);
   clock_.Advance(60000);
   EXPECT_EQ(runtime_.attempts.size(), 1u);
+}
+
+// Output and log figures go from the runtime to the app's sink, named by
+// the attempt they came from; an attempt's streams close before it is retried.
+TEST_F(AppRunnerTest, OutputReachesTheSinkNamedByItsAttemptAndClosesWithIt) {
+  AppRunner& app = Make(1, 1);
+  app.Start();
+  Latest("w/0").Started(100);
+  Latest("w/0").Output(OutputStream::kStdout, "hello");
+  Latest("w/0").Logged(4096, 0);
+  Latest("w/0").Exit(1);
+  clock_.Advance(1100);
+  ASSERT_EQ(Latest("w/0").attempt, 2);
+  Latest("w/0").Started(101);
+  Latest("w/0").Output(OutputStream::kStderr, "again");
+  EXPECT_EQ(sink_.said, (std::vector<std::string>{"w/0 attempt 1 out: hello", "w/0 attempt 1 logged 4096 0",
+                                                  "w/0 attempt 1 closed", "w/0 attempt 2 err: again"}));
+  (void)app;
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "supervisor/replica_runtime.h"
@@ -24,6 +25,12 @@ class FakeReplicaRuntime : public supervisor::ReplicaRuntime {
     std::optional<uint64_t> terminated_at_ms, killed_at_ms;
 
     void Started(int pid) { callbacks.on_started(pid); }
+    void Output(supervisor::OutputStream stream, std::string_view bytes) {
+      if (callbacks.on_output) callbacks.on_output(stream, bytes);
+    }
+    void Logged(uint64_t disk_bytes, uint64_t lost_bytes) {
+      if (callbacks.on_logged) callbacks.on_logged(disk_bytes, lost_bytes);
+    }
     void Exit(std::optional<int> code, std::optional<int> signal = std::nullopt) {
       supervisor::ReplicaExit e;
       e.exit_code = code;
