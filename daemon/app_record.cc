@@ -1,9 +1,8 @@
 #include "daemon/app_record.h"
 
-#include <pwd.h>
-
 #include "core/app_handle.h"
 #include "core/app_json.h"
+#include "core/user_db.h"
 
 namespace torchxd::daemon {
 
@@ -18,11 +17,8 @@ std::optional<std::string> QueueOf(const AppRecord& app) {
 const std::string& UserNameOf(uint32_t uid, std::map<uint32_t, std::string>& cache) {
   auto [it, fresh] = cache.try_emplace(uid);
   if (!fresh) return it->second;
-  struct passwd pw {};
-  struct passwd* found = nullptr;
-  std::vector<char> buf(16384);
-  bool named = ::getpwuid_r(uid, &pw, buf.data(), buf.size(), &found) == 0 && found != nullptr;
-  it->second = named ? std::string(pw.pw_name) : std::to_string(uid);
+  auto user = core::LookUpUser(uid);
+  it->second = user ? user->name : std::to_string(uid);
   return it->second;
 }
 

@@ -26,6 +26,7 @@
 #include <functional>
 
 #include "core/names.h"
+#include "core/user_db.h"
 #include "supervisor/replica_process.h"
 
 namespace torchxd::daemon {
@@ -336,8 +337,7 @@ Result<void> Daemon::StartUi() {
   protocol_limits.max_connections = config_.max_connections;
   o.limits.reserved = protocol_limits.ReservedForAdmins();  // the same reserve as the protocol socket's
   o.limits.privileged = [this](uid_t uid) {
-    PeerInfo peer{uid, 0, 0};
-    if (struct passwd* pw = ::getpwuid(uid)) peer.gid = pw->pw_gid;
+    PeerInfo peer{uid, core::PrimaryGidOf(uid, 0), 0};
     return service_->MayActOnAll(peer);
   };
   ui_ = std::make_unique<webui::UiServer>(&loop_, service_.get(), o);

@@ -1,7 +1,5 @@
 #include "daemon/local_scheduler.h"
 
-#include <grp.h>
-#include <pwd.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -27,6 +25,7 @@
 #include "core/paths.h"
 #include "core/replica_key.h"
 #include "core/replica_request.h"
+#include "core/user_db.h"
 #include "daemon/app_log_sink.h"
 #include "daemon/as_user.h"
 #include "daemon/config.h"
@@ -275,19 +274,14 @@ Result<Caller> LookUpCaller(uid_t uid) {
   c.uid = uid;
   c.gid = ::getegid();
   if (uid == ::geteuid()) return c;
-  struct passwd pw{};
-  struct passwd* found = nullptr;
-  std::vector<char> buf(16384);
-  if (::getpwuid_r(uid, &pw, buf.data(), buf.size(), &found) != 0 || found == nullptr) {
+  auto user = core::LookUpUser(uid);
+  if (!user) {
     return Fail(Error::PermissionDenied("uid " + std::to_string(uid) + " has no passwd entry; torchxd runs replicas only as a known user"));
   }
-  c.gid = pw.pw_gid;
-  int n = 256;
-  std::vector<gid_t> groups(static_cast<size_t>(n));
-  if (::getgrouplist(pw.pw_name, pw.pw_gid, groups.data(), &n) < 0) n = 0;
-  c.run_as = {static_cast<unsigned>(uid), static_cast<unsigned>(pw.pw_gid)};
-  for (int i = 0; i < n; ++i) c.run_as.push_back(static_cast<unsigned>(groups[static_cast<size_t>(i)]));
-  c.identity_env = {{"HOME", pw.pw_dir}, {"USER", pw.pw_name}, {"LOGNAME", pw.pw_name}};
+  c.gid = user->gid;
+  c.run_as = {static_cast<unsigned>(uid), static_cast<unsigned>(user->gid)};
+  for (gid_t g : core::GroupsOf(*user)) c.run_as.push_back(static_cast<unsigned>(g));
+  c.identity_env = {{"HOME", user->home}, {"USER", user->name}, {"LOGNAME", user->name}};
   return c;
 }
 

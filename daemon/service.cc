@@ -1,7 +1,5 @@
 #include "daemon/service.h"
 
-#include <grp.h>
-#include <pwd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,6 +15,7 @@
 #include "core/names.h"
 #include "core/scheduler_opts.h"
 #include "core/text.h"
+#include "core/user_db.h"
 
 namespace torchxd::daemon {
 namespace {
@@ -197,15 +196,10 @@ bool Service::MayActOnAll(const PeerInfo& peer) const {
   if (!info_.admin_gid) return false;
   if (peer.gid == *info_.admin_gid) return true;
   // Supplementary groups are not in SO_PEERCRED: ask the group database.
-  if (struct passwd* pw = ::getpwuid(peer.uid)) {
-    int n = 64;
-    std::vector<gid_t> groups(static_cast<size_t>(n));
-    if (::getgrouplist(pw->pw_name, pw->pw_gid, groups.data(), &n) >= 0) {
-      groups.resize(static_cast<size_t>(n));
-      return std::find(groups.begin(), groups.end(), *info_.admin_gid) != groups.end();
-    }
-  }
-  return false;
+  auto user = core::LookUpUser(peer.uid);
+  if (!user) return false;
+  std::vector<gid_t> groups = core::GroupsOf(*user);
+  return std::find(groups.begin(), groups.end(), *info_.admin_gid) != groups.end();
 }
 
 Result<AppRecord*> Service::FindOwnApp(const json& params, const PeerInfo& peer, const std::string& verb) {

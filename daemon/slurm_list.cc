@@ -6,6 +6,7 @@
 // at most kMaxForeignPerUser of a user's are adopted.
 #include "core/log.h"
 #include "core/replica_key.h"
+#include "core/user_db.h"
 #include "daemon/slurm_scheduler.h"
 
 namespace torchxd::daemon {
@@ -68,7 +69,7 @@ void SlurmScheduler::Adopt(uid_t caller, const std::string& job_id, const std::v
   rec->session = "torchx";
   rec->app_id = job_id;
   rec->owner_uid = caller;
-  rec->owner_gid = PrimaryGid(caller);
+  rec->owner_gid = core::PrimaryGidOf(caller, caller);  // its uid when it has no passwd entry
   rec->created_ms = slurm::SlurmTimeMs(components.front().submit_time).value_or(core::UnixNowMs());
   rec->state = core::AppState::kUnknown;
   rec->log_max_bytes = options_.log_max_bytes;

@@ -1,6 +1,5 @@
 #include "daemon/slurm_scheduler.h"
 
-#include <pwd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +12,7 @@
 #include "core/names.h"
 #include "core/replica_key.h"
 #include "core/text.h"
+#include "core/user_db.h"
 #include "slurmbridge/sbatch_script.h"
 
 namespace torchxd::daemon {
@@ -98,14 +98,6 @@ Result<void> SlurmScheduler::Load(const std::vector<StoredApp>& stored) {
   return {};
 }
 
-gid_t SlurmScheduler::PrimaryGid(uid_t uid) {
-  struct passwd pw{};
-  struct passwd* found = nullptr;
-  std::vector<char> buf(16384);
-  if (::getpwuid_r(uid, &pw, buf.data(), buf.size(), &found) != 0 || found == nullptr) return uid;
-  return pw.pw_gid;
-}
-
 CommandSpec SlurmScheduler::Tool(std::vector<std::string> argv, std::optional<std::pair<uid_t, gid_t>> as) const {
   CommandSpec spec;
   spec.argv = std::move(argv);
@@ -130,7 +122,7 @@ CommandSpec SlurmScheduler::AsCaller(const Submission& s, std::vector<std::strin
 void SlurmScheduler::Submit(SubmitRequest request, std::function<void(Result<const AppRecord*>)> done) {
   if (shut_down_) return done(Fail(Error::Unavailable("torchxd is stopping")));
   auto s = std::make_shared<Submission>();
-  s->gid = PrimaryGid(request.uid);
+  s->gid = core::PrimaryGidOf(request.uid, request.uid);
   s->options = slurm::SlurmOptionsFromCfg(request.cfg);
   s->input.session = request.session;
   s->input.session_id = core::SessionUuid();

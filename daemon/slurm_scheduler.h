@@ -118,7 +118,6 @@ class SlurmScheduler : public Scheduler, public Queued, public RemoteState, publ
   CommandSpec Tool(std::vector<std::string> argv, std::optional<std::pair<uid_t, gid_t>> as = std::nullopt) const;
   // squeue's parsable view of the jobs `selector` (--jobs=..., --user=...) names, ended ones too.
   CommandSpec Squeue(const std::string& selector) const;
-  static gid_t PrimaryGid(uid_t uid);  // its passwd entry's (its uid when it has none)
   // A new app's parts both submit and `list` make: a pending replica (its role
   // index and log dir), and the app's log directory in the daemon's log dir.
   static void AddReplica(AppRecord& rec, const std::string& role, int replica_id);

@@ -1,10 +1,8 @@
 #include "webui/ui_server.h"
 
 #include <arpa/inet.h>
-#include <grp.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <pwd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -18,6 +16,7 @@
 #include "core/replica_key.h"
 #include "core/text.h"
 #include "core/unique_fd.h"
+#include "core/user_db.h"
 #include "webui/assets.h"
 #include "webui/bridge.h"
 #include "webui/event_stream.h"
@@ -190,7 +189,7 @@ std::optional<protocol::PeerInfo> UiServer::Caller(const HttpRequest& r) const {
   auto uid = tokens_.UserOf(token);
   if (!uid) return std::nullopt;
   peer.uid = *uid;
-  if (struct passwd* pw = ::getpwuid(*uid)) peer.gid = pw->pw_gid;
+  peer.gid = core::PrimaryGidOf(*uid, 0);
   return peer;
 }
 
@@ -330,8 +329,8 @@ std::string UiServer::BaseUrl() const {
 void UiServer::Session(const std::shared_ptr<HttpExchange>& exchange, const protocol::PeerInfo& peer) {
   auto secrets = tokens_.For(peer.uid);  // makes the CSRF value on a user's first visit
   if (!secrets) return ReplyError(exchange, secrets.error());
-  std::string user = std::to_string(peer.uid);
-  if (struct passwd* pw = ::getpwuid(peer.uid)) user = pw->pw_name;
+  auto entry = core::LookUpUser(peer.uid);
+  std::string user = entry ? entry->name : std::to_string(peer.uid);
   bool admin = options_.may_act_on_all && options_.may_act_on_all(peer);
   char host[256] = {};
   ::gethostname(host, sizeof(host) - 1);
