@@ -206,6 +206,8 @@ Result<void> Daemon::Prepare() {
   }
   auto stored = store_->LoadApps();  // read once, each scheduler takes its own
   if (!stored) return Fail(stored.error());
+  file_worker_ = std::make_unique<FileWorker>(&loop_);
+  opts.files = file_worker_.get();
   local_ = std::make_unique<LocalScheduler>(&loop_, store_.get(), logs_.get(), opts);
   if (auto ok = local_->Load(*stored); !ok) return ok;
   schedulers_.push_back(local_.get());
@@ -220,7 +222,6 @@ Result<void> Daemon::Prepare() {
   gpu_view_ = std::make_unique<GpuView>(&loop_, local_.get(), sampling, [this](int gpu, const std::string& why) {
     SetGpuService(gpu, false, why, /*stop_holder=*/true);
   });
-  file_worker_ = std::make_unique<FileWorker>(&loop_);
   gpu_view_->KeepHistory(config_.state_dir + "/gpu-history", file_worker_.get());
   gpu_view_->SetOnAccount([this](int64_t now_ms, double dt_s, const std::vector<std::optional<unsigned>>& util) {
     local_->AccountGpus(now_ms, dt_s, util);

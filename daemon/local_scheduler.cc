@@ -618,7 +618,17 @@ supervisor::AppOptions LocalScheduler::RunnerOptions(LocalApp& app, std::vector<
   opts.process.log_max_bytes = app.log_max_bytes;
   opts.process.keep = options_.live_restore;
   opts.process.containment = options_.containment;
-  opts.process.when_stored = [store = store_](std::function<void()> fn) { store->WhenStored(std::move(fn)); };
+  opts.process.when_stored = [store = store_, files = options_.files](std::function<void()> remove) {
+    if (files != nullptr) {
+      remove = [files, remove = std::move(remove)] {
+        files->Post(::geteuid(), ::geteuid(), ::getegid(), [remove] {
+          remove();
+          return std::function<void()>();
+        });
+      };
+    }
+    store->WhenStored(std::move(remove));
+  };
   opts.book_restart = [this, uid = app.owner_uid](uint64_t delay_ms) {
     uint64_t now = uv_now(loop_);
     return restarts_.Book(uid, now + delay_ms) - now;

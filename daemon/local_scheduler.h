@@ -27,6 +27,7 @@
 #include "core/uv_handle.h"
 #include "daemon/app_events.h"
 #include "daemon/app_record.h"
+#include "daemon/file_worker.h"
 #include "daemon/local_app.h"
 #include "daemon/log_store.h"
 #include "daemon/scheduler.h"
@@ -52,6 +53,10 @@ struct LocalSchedulerOptions {
   uint64_t log_max_bytes = 128ull << 20;  // per stream; 0 = unbounded
   // Borrowed; null = the loop's. Deadlines, the times recorded, the runners' backoff and grace.
   Clock* clock = nullptr;
+  // Borrowed; null = on the loop. Ended attempts' run directories are removed
+  // on it: a removal waits on the filesystem's journal, which another
+  // process flooding the disk makes slow.
+  FileWorker* files = nullptr;
   std::string docker_host;                // $DOCKER_HOST of the daemon (local_docker)
   std::string run_dir;                    // the shims' run directories ("" = none: no re-adoption)
   bool live_restore = false;              // replicas outlive the daemon
