@@ -13,6 +13,11 @@ std::optional<UserEntry> LookUpUser(uid_t uid) {
   return UserEntry{uid, pw.pw_gid, pw.pw_name, pw.pw_dir};
 }
 
+std::string UserName(uid_t uid) {
+  auto user = LookUpUser(uid);
+  return user ? user->name : std::to_string(uid);
+}
+
 gid_t PrimaryGidOf(uid_t uid, gid_t fallback) {
   auto user = LookUpUser(uid);
   return user ? user->gid : fallback;

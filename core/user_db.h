@@ -20,6 +20,8 @@ struct UserEntry {
 
 // The user's passwd entry; nothing when there is none (a uid without a name).
 std::optional<UserEntry> LookUpUser(uid_t uid);
+// Its login name, or the uid's digits when it has none (as `ls -l` shows it).
+std::string UserName(uid_t uid);
 // Its primary group, or `fallback` when the uid has no entry.
 gid_t PrimaryGidOf(uid_t uid, gid_t fallback);
 // Its groups: the primary one first, then the supplementary ones.

@@ -17,8 +17,7 @@ std::optional<std::string> QueueOf(const AppRecord& app) {
 const std::string& UserNameOf(uint32_t uid, std::map<uint32_t, std::string>& cache) {
   auto [it, fresh] = cache.try_emplace(uid);
   if (!fresh) return it->second;
-  auto user = core::LookUpUser(uid);
-  it->second = user ? user->name : std::to_string(uid);
+  it->second = core::UserName(uid);
   return it->second;
 }
 

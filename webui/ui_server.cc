@@ -329,8 +329,7 @@ std::string UiServer::BaseUrl() const {
 void UiServer::Session(const std::shared_ptr<HttpExchange>& exchange, const protocol::PeerInfo& peer) {
   auto secrets = tokens_.For(peer.uid);  // makes the CSRF value on a user's first visit
   if (!secrets) return ReplyError(exchange, secrets.error());
-  auto entry = core::LookUpUser(peer.uid);
-  std::string user = entry ? entry->name : std::to_string(peer.uid);
+  std::string user = core::UserName(peer.uid);
   bool admin = options_.may_act_on_all && options_.may_act_on_all(peer);
   char host[256] = {};
   ::gethostname(host, sizeof(host) - 1);
