@@ -40,6 +40,20 @@ class LoopClock : public Clock {
   uv_loop_t* loop_;
 };
 
+// The clock an object was given, or, when it was given none, the loop's own
+// (owned here): what every user of a Clock that tests may replace holds.
+class ClockOrLoop {
+ public:
+  ClockOrLoop(uv_loop_t* loop, Clock* given)
+      : own_(given != nullptr ? nullptr : std::make_unique<LoopClock>(loop)), clock_(given != nullptr ? given : own_.get()) {}
+  Clock* get() const { return clock_; }
+  Clock* operator->() const { return clock_; }
+
+ private:
+  std::unique_ptr<Clock> own_;
+  Clock* clock_;
+};
+
 }  // namespace torchxd
 
 #endif  // TORCHXD_CORE_CLOCK_H_

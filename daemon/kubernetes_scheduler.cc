@@ -52,10 +52,9 @@ KubernetesScheduler::KubernetesScheduler(uv_loop_t* loop, Store* store, LogStore
       store_(store),
       logs_(logs),
       options_(std::move(options)),
-      own_clock_(options_.clock ? nullptr : std::make_unique<LoopClock>(loop)),
-      clock_(options_.clock ? options_.clock : own_clock_.get()),
+      clock_(loop, options_.clock),
       env_(std::move(env)),
-      tracker_(loop, nullptr, Selector(), WithClock(options_.reflector, clock_), this) {
+      tracker_(loop, nullptr, Selector(), WithClock(options_.reflector, clock_.get()), this) {
   logs_->AddSource([this] { return OldestEvictableLogs(); });
   make_room_ = NewUvHandle<uv_timer_t>(this);
   uv_timer_init(loop_, make_room_.get());

@@ -183,8 +183,7 @@ class KubernetesScheduler : public Scheduler,
   Store* store_;
   LogStore* logs_;
   KubernetesSchedulerOptions options_;
-  std::unique_ptr<Clock> own_clock_;  // when none was given
-  Clock* clock_;
+  ClockOrLoop clock_;
   core::EnvLookup env_;
   std::unique_ptr<net::HttpClient> http_;
   std::unique_ptr<k8sbridge::KubeApi> api_;

@@ -51,8 +51,7 @@ LocalScheduler::LocalScheduler(uv_loop_t* loop, Store* store, LogStore* logs,
     : loop_(loop),
       store_(store),
       options_(std::move(options)),
-      own_clock_(options_.clock ? nullptr : std::make_unique<LoopClock>(loop)),
-      clock_(options_.clock ? options_.clock : own_clock_.get()),
+      clock_(loop, options_.clock),
       logs_(logs),
       restarts_(options_.restart_rate_per_user, std::max(1.0, options_.restart_rate_per_user)) {
   logs_->AddSource([this] { return OldestEvictableLogs(); });
@@ -604,8 +603,8 @@ void LocalScheduler::Delete(AppRecord& record, std::function<void(Result<core::A
 
 supervisor::AppOptions LocalScheduler::RunnerOptions(LocalApp& app, std::vector<unsigned> run_as) {
   supervisor::AppOptions opts;
-  opts.clock = clock_;
-  if (!app.log_sink) app.log_sink = std::make_unique<AppLogSink>(logs_, &app, clock_);
+  opts.clock = clock_.get();
+  if (!app.log_sink) app.log_sink = std::make_unique<AppLogSink>(logs_, &app, clock_.get());
   opts.log_sink = app.log_sink.get();
   opts.grace_seconds = options_.grace_seconds;
   opts.backoff_initial_seconds = app.cfg.value("restart_backoff", 1.0);

@@ -219,8 +219,7 @@ class LocalScheduler : public Scheduler,
   uv_loop_t* loop_;
   Store* store_;
   LocalSchedulerOptions options_;
-  std::unique_ptr<Clock> own_clock_;  // when none was given
-  Clock* clock_;
+  ClockOrLoop clock_;
   // Declared before apps_ so they outlive the runners' container handles.
   std::unique_ptr<net::HttpClient> http_;
   std::unique_ptr<docker::DockerClient> docker_;

@@ -34,8 +34,7 @@ Reflector::Reflector(uv_loop_t* loop, KubeApi* api, std::string collection_path,
       selector_(std::move(label_selector)),
       callbacks_(std::move(callbacks)),
       options_(options),
-      own_clock_(options.clock ? nullptr : std::make_unique<LoopClock>(loop)),
-      clock_(options.clock ? options.clock : own_clock_.get()) {}
+      clock_(loop, options.clock) {}
 
 Reflector::~Reflector() {
   if (request_ != 0) api_->Cancel(request_);

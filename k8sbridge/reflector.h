@@ -70,8 +70,7 @@ class Reflector {
   std::string path_, selector_;
   ReflectorCallbacks callbacks_;
   ReflectorOptions options_;
-  std::unique_ptr<Clock> own_clock_;  // when none was given
-  Clock* clock_;
+  ClockOrLoop clock_;
   std::unique_ptr<Timer> timer_;  // the next list or watch after a failure
   net::HttpClient::RequestId request_ = 0;
   std::string resource_version_;

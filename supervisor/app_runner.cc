@@ -43,12 +43,11 @@ AppRunner::AppRunner(uv_loop_t* loop, std::string key, core::AppDef app,
       app_(std::move(app)),
       options_(std::move(options)),
       observer_(observer),
+      clock_(loop, options_.clock),
       role_retries_(app_.roles.size(), 0) {
   if (options_.runtime == nullptr) {
     own_runtime_ = std::make_unique<ProcessRuntime>(loop_, options_.process);
   }
-  if (options_.clock == nullptr) own_clock_ = std::make_unique<LoopClock>(loop_);
-  clock_ = options_.clock != nullptr ? options_.clock : own_clock_.get();
   runtime_ = options_.runtime != nullptr ? options_.runtime : own_runtime_.get();
   for (auto& req : requests) {
     auto slot = std::make_unique<Slot>();

@@ -209,8 +209,7 @@ class AppRunner {
   AppRunnerObserver* observer_;
   std::unique_ptr<ReplicaRuntime> own_runtime_;  // the process runtime, when none was given
   ReplicaRuntime* runtime_;
-  std::unique_ptr<Clock> own_clock_;  // the loop's, when none was given
-  Clock* clock_;
+  ClockOrLoop clock_;
   std::vector<std::unique_ptr<Slot>> slots_;
   mutable std::vector<ReplicaInfo> infos_;
   std::vector<int> role_retries_;
