@@ -1,5 +1,6 @@
 #include "daemon/config.h"
 
+#include "core/byte_size.h"
 #include "core/paths.h"
 
 #include <sys/stat.h>
@@ -111,28 +112,6 @@ std::string DefaultUiSocket(const std::string& socket) {
   std::string base = socket.substr(dir.size());
   std::string stem = base.size() > 5 && base.ends_with(".sock") ? base.substr(0, base.size() - 5) : base;
   return dir + (stem == "torchxd" ? "ui.sock" : stem + ".ui.sock");
-}
-
-Result<uint64_t> ParseByteSize(const std::string& text) {
-  if (text.empty()) return Fail(Error::InvalidArgument("empty byte size"));
-  size_t pos = 0;
-  unsigned long long value = 0;
-  if (text[0] < '0' || text[0] > '9') {
-    return Fail(Error::InvalidArgument("byte size `" + text + "`: expected a number with an optional K/M/G suffix"));
-  }
-  try {
-    value = std::stoull(text, &pos);
-  } catch (const std::exception&) {
-    return Fail(Error::InvalidArgument("byte size `" + text + "`: expected a number with an optional K/M/G suffix"));
-  }
-  std::string suffix = text.substr(pos);
-  uint64_t mult = 1;
-  if (suffix == "K" || suffix == "k" || suffix == "KiB") mult = 1ull << 10;
-  else if (suffix == "M" || suffix == "m" || suffix == "MiB") mult = 1ull << 20;
-  else if (suffix == "G" || suffix == "g" || suffix == "GiB") mult = 1ull << 30;
-  else if (!suffix.empty()) return Fail(Error::InvalidArgument("byte size `" + text + "`: unknown suffix `" + suffix + "` (use K, M or G)"));
-  if (value > (uint64_t{1} << 62) / mult) return Fail(Error::InvalidArgument("byte size `" + text + "`: too large"));
-  return value * mult;
 }
 
 Result<void> PrepareDirectory(const std::string& dir, mode_t mode, bool own) {
@@ -271,12 +250,12 @@ ParsedArgs ParseDaemonArgs(int argc, char** argv, const core::EnvLookup& env) {
     int code = app.exit(e);
     return {std::nullopt, code == 0 ? 0 : 2};
   }
-  if (auto bytes = ParseByteSize(c.log_max_bytes); !bytes) {
+  if (auto bytes = core::ParseByteSize(c.log_max_bytes); !bytes) {
     std::cerr << "torchxd: --log-max-bytes: " << bytes.error().message << "\n";
     return {std::nullopt, 2};
   }
   if (!c.log_max_total.empty()) {
-    if (auto bytes = ParseByteSize(c.log_max_total); !bytes) {
+    if (auto bytes = core::ParseByteSize(c.log_max_total); !bytes) {
       std::cerr << "torchxd: --log-max-total: " << bytes.error().message << "\n";
       return {std::nullopt, 2};
     }

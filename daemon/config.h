@@ -85,9 +85,6 @@ ParsedArgs ParseDaemonArgs(int argc, char** argv, const core::EnvLookup& env);
 // NAME.ui.sock beside NAME.sock.
 [[nodiscard]] std::string DefaultUiSocket(const std::string& socket);
 
-// Parses "128M", "4096", "1G", "0" (= unbounded) into bytes.
-[[nodiscard]] Result<uint64_t> ParseByteSize(const std::string& text);
-
 // Makes `dir` (and missing parents) with `mode`. With `own`, an existing
 // directory must be ours (else refused) and is given `mode`; without, an
 // existing directory keeps what its owner chose.

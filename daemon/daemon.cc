@@ -1,5 +1,6 @@
 #include "daemon/daemon.h"
 
+#include "core/byte_size.h"
 #include "core/log.h"
 #include "daemon/capacity.h"
 #include "daemon/gpu_service_file.h"
@@ -156,7 +157,7 @@ Result<void> Daemon::Prepare() {
   }
   if (auto ok = PrepareDirectory(config_.run_dir, 0700, true); !ok) return ok;
   std::string warning;
-  auto store = Store::Open(config_.state_dir + "/torchxd.db", &warning);
+  auto store = seam::Store::Open(config_.state_dir + "/torchxd.db", &warning);
   if (!store) return Fail(store.error());
   if (!warning.empty()) logging::warn("{}", warning);
   store_ = std::move(*store);
@@ -166,7 +167,7 @@ Result<void> Daemon::Prepare() {
   containment_ = config_.no_cgroups ? supervisor::Containment::ProcessGroups("--no-cgroups")
                                     : supervisor::Containment::Discover(id);
   logging::info("replicas are contained by {}", containment_->Describe());
-  LocalSchedulerOptions opts;
+  localsched::LocalSchedulerOptions opts;
   opts.log_dir = config_.log_dir;
   opts.containment = containment_.get();
   opts.cache_size = config_.cache_size;
@@ -190,7 +191,7 @@ Result<void> Daemon::Prepare() {
     opts.queues = config_.queues;
   }
   if (const char* host = std::getenv("DOCKER_HOST")) opts.docker_host = host;
-  opts.log_max_bytes = *ParseByteSize(config_.log_max_bytes);
+  opts.log_max_bytes = *core::ParseByteSize(config_.log_max_bytes);
   uint64_t log_max_total = 0;
   if (config_.log_max_total.empty()) {
     struct statvfs fs_info;
@@ -198,17 +199,17 @@ Result<void> Daemon::Prepare() {
       log_max_total = static_cast<uint64_t>(fs_info.f_blocks) * fs_info.f_frsize / 10;
     }
   } else {
-    log_max_total = *ParseByteSize(config_.log_max_total);
+    log_max_total = *core::ParseByteSize(config_.log_max_total);
   }
-  logs_ = std::make_unique<LogStore>(log_max_total);
+  logs_ = std::make_unique<seam::LogStore>(log_max_total);
   if (::access(opts.shim_path.c_str(), X_OK) != 0) {
     return Fail(Error::NotFound("torchxd-shim not found at " + opts.shim_path + " (pass --shim)"));
   }
   auto stored = store_->LoadApps();  // read once, each scheduler takes its own
   if (!stored) return Fail(stored.error());
-  file_worker_ = std::make_unique<FileWorker>(&loop_);
+  file_worker_ = std::make_unique<seam::FileWorker>(&loop_);
   opts.files = file_worker_.get();
-  local_ = std::make_unique<LocalScheduler>(&loop_, store_.get(), logs_.get(), opts);
+  local_ = std::make_unique<localsched::LocalScheduler>(&loop_, store_.get(), logs_.get(), opts);
   if (auto ok = local_->Load(*stored); !ok) return ok;
   schedulers_.push_back(local_.get());
   gpus::GpuSamplerOptions sampling;
@@ -227,18 +228,18 @@ Result<void> Daemon::Prepare() {
     local_->AccountGpus(now_ms, dt_s, util);
   });
   gpu_view_->Start();
-  KubernetesSchedulerOptions kopts;
+  k8sbridge::KubernetesSchedulerOptions kopts;
   kopts.log_dir = config_.log_dir;
   kopts.kubeconfig = config_.kubeconfig;
   kopts.log_max_bytes = opts.log_max_bytes;
   kopts.log_backoff_seconds = config_.pod_log_backoff;
   kopts.cache_size = config_.cache_size;
-  kubernetes_ = std::make_unique<KubernetesScheduler>(&loop_, store_.get(), logs_.get(), kopts,
+  kubernetes_ = std::make_unique<k8sbridge::KubernetesScheduler>(&loop_, store_.get(), logs_.get(), kopts,
                                                      core::ProcessEnv());
   kubernetes_->SetEventFeed(&event_feed_);
   if (auto ok = kubernetes_->Load(*stored); !ok) return ok;
   schedulers_.push_back(kubernetes_.get());
-  SlurmSchedulerOptions sopts;
+  slurmbridge::SlurmSchedulerOptions sopts;
   sopts.log_dir = config_.log_dir;
   sopts.log_max_bytes = opts.log_max_bytes;
   sopts.poll_seconds = config_.slurm_poll;
@@ -248,7 +249,7 @@ Result<void> Daemon::Prepare() {
     size_t eq = kv.find('=');
     if (eq != std::string::npos) sopts.env[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
-  slurm_ = std::make_unique<SlurmScheduler>(&loop_, store_.get(), logs_.get(), file_worker_.get(), sopts);
+  slurm_ = std::make_unique<slurmbridge::SlurmScheduler>(&loop_, store_.get(), logs_.get(), file_worker_.get(), sopts);
   slurm_->SetEventFeed(&event_feed_);
   if (auto ok = slurm_->Load(*stored); !ok) return ok;
   schedulers_.push_back(slurm_.get());
@@ -369,7 +370,7 @@ Result<void> Daemon::Listen() {
 
 void Daemon::UpdateStatus() {
   if (!notifier_.enabled()) return;
-  AppCounts counts = CountApps(schedulers_);
+  seam::AppCounts counts = seam::CountApps(schedulers_);
   std::string status =
       "STATUS=" + std::to_string(counts.running) + " running, " + std::to_string(counts.apps) + " apps";
   if (status == last_status_) return;
@@ -383,7 +384,7 @@ void Daemon::CommitStore() {
   uint64_t now = uv_now(&loop_);
   bool resyncing = resync_pending_ && now >= next_resync_ms_;
   if (resyncing) {
-    for (Scheduler* s : schedulers_) s->PersistAll();
+    for (seam::Scheduler* s : schedulers_) s->PersistAll();
   }
   auto ok = store_->Commit();
   if (store_->TakeLostWrites()) {
@@ -413,7 +414,7 @@ void Daemon::Stop(Service::ShutdownMode mode, const char* reason) {
   bool keep = restart || (mode == Service::ShutdownMode::kDefault && config_.live_restore);
   notifier_.Send(restart ? "RELOADING=1" : "STOPPING=1");
   logging::info("{} reason={} running_apps={} replicas={}", restart ? "restarting" : "stopping", reason,
-               CountApps(schedulers_).running, keep ? "keep running" : "stopped");
+               seam::CountApps(schedulers_).running, keep ? "keep running" : "stopped");
   service_->set_shutting_down();
   stop_message_ = std::string("torchxd ") + (restart ? "is restarting" : "stopped") + " (" + reason + ")" +
                   (keep ? "; the apps keep running" : "");
@@ -423,7 +424,7 @@ void Daemon::Stop(Service::ShutdownMode mode, const char* reason) {
   if (ui_) ui_->Stop();  // open pages reconnect to the next daemon and resume their tails
   if (metrics_) metrics_->Stop();
   auto remaining = std::make_shared<size_t>(schedulers_.size());
-  for (Scheduler* s : schedulers_) {
+  for (seam::Scheduler* s : schedulers_) {
     s->Shutdown(keep, [this, remaining] {
       if (--*remaining == 0) Finish();
     });

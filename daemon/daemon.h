@@ -19,17 +19,17 @@
 
 #include "core/unique_fd.h"
 #include "core/uv_handle.h"
-#include "daemon/app_events.h"
 #include "daemon/config.h"
-#include "daemon/kubernetes_scheduler.h"
-#include "daemon/slurm_scheduler.h"
-#include "daemon/local_scheduler.h"
 #include "daemon/metrics.h"
 #include "daemon/server.h"
-#include "supervisor/containment.h"
 #include "daemon/service.h"
-#include "daemon/store.h"
 #include "daemon/systemd_notify.h"
+#include "k8sbridge/kubernetes_scheduler.h"
+#include "localsched/local_scheduler.h"
+#include "seam/app_events.h"
+#include "seam/store.h"
+#include "slurmbridge/slurm_scheduler.h"
+#include "supervisor/containment.h"
 #include "webui/ui_server.h"
 
 namespace torchxd::daemon {
@@ -66,15 +66,15 @@ class Daemon {
   uv_loop_t loop_;
   UniqueFd lock_fd_;
   std::unique_ptr<supervisor::Containment> containment_;  // how replicas' process trees are held
-  std::unique_ptr<Store> store_;
-  std::unique_ptr<LogStore> logs_;  // every scheduler's replica logs
-  EventFeed event_feed_;  // apps' events as they happen (before the schedulers: they tell it)
-  std::unique_ptr<LocalScheduler> local_;
-  std::unique_ptr<KubernetesScheduler> kubernetes_;
+  std::unique_ptr<seam::Store> store_;
+  std::unique_ptr<seam::LogStore> logs_;  // every scheduler's replica logs
+  seam::EventFeed event_feed_;  // apps' events as they happen (before the schedulers: they tell it)
+  std::unique_ptr<localsched::LocalScheduler> local_;
+  std::unique_ptr<k8sbridge::KubernetesScheduler> kubernetes_;
   std::unique_ptr<GpuView> gpu_view_;  // the GPUs' readings for `gpus` (reads local_)
-  std::vector<Scheduler*> schedulers_;  // borrowed from the owners above
-  std::unique_ptr<FileWorker> file_worker_;  // log reads a user's files decide the size of
-  std::unique_ptr<SlurmScheduler> slurm_;     // reads its logs on file_worker_
+  std::vector<seam::Scheduler*> schedulers_;  // borrowed from the owners above
+  std::unique_ptr<seam::FileWorker> file_worker_;  // log reads a user's files decide the size of
+  std::unique_ptr<slurmbridge::SlurmScheduler> slurm_;     // reads its logs on file_worker_
   std::unique_ptr<Service> service_;
   std::unique_ptr<Server> server_;
   std::unique_ptr<DaemonMetrics> metrics_;

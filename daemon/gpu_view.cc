@@ -7,10 +7,10 @@
 #include "admission/admission.h"
 #include "core/log.h"
 #include "core/replica_key.h"
-#include "daemon/app_record.h"
-#include "daemon/file_worker.h"
-#include "daemon/local_scheduler.h"
 #include "daemon/state_file.h"
+#include "localsched/local_scheduler.h"
+#include "seam/app_record.h"
+#include "seam/file_worker.h"
 #include "webui/metrics.h"
 
 namespace torchxd::daemon {
@@ -43,9 +43,9 @@ json Tenths(const std::vector<std::optional<double>>& values) {
 
 }  // namespace
 
-std::map<int, ReplicaRef> RunningReplicaPids(const LocalScheduler& local) {
+std::map<int, ReplicaRef> RunningReplicaPids(const localsched::LocalScheduler& local) {
   std::map<int, ReplicaRef> out;
-  for (const LocalApp* app : local.Apps()) {
+  for (const localsched::LocalApp* app : local.Apps()) {
     if (!app->runner) continue;
     for (const supervisor::ReplicaInfo& r : app->replicas) {
       if (!r.pid || *r.pid <= 1 || core::IsTerminal(r.state)) continue;
@@ -55,7 +55,7 @@ std::map<int, ReplicaRef> RunningReplicaPids(const LocalScheduler& local) {
   return out;
 }
 
-GpuView::GpuView(uv_loop_t* loop, const LocalScheduler* local, gpus::GpuSamplerOptions options, OnLost on_lost)
+GpuView::GpuView(uv_loop_t* loop, const localsched::LocalScheduler* local, gpus::GpuSamplerOptions options, OnLost on_lost)
     : loop_(loop), local_(local), options_(std::move(options)), on_lost_(std::move(on_lost)) {}
 
 GpuView::~GpuView() {
@@ -63,7 +63,7 @@ GpuView::~GpuView() {
   SaveHistory(/*now=*/true);
 }
 
-void GpuView::KeepHistory(std::string path, FileWorker* worker) {
+void GpuView::KeepHistory(std::string path, seam::FileWorker* worker) {
   history_path_ = std::move(path);
   worker_ = worker;
 }
@@ -182,8 +182,8 @@ void GpuView::OnSnapshot(gpus::GpuSnapshot snapshot) {
 json GpuView::Json() const {
   std::map<uint32_t, std::string> names;
   const admission::Admission* admission = local_->admission();
-  std::map<std::string, const AppRecord*> by_key;
-  for (const AppRecord* app : local_->List()) by_key[AppKey(*app)] = app;
+  std::map<std::string, const seam::AppRecord*> by_key;
+  for (const seam::AppRecord* app : local_->List()) by_key[seam::AppKey(*app)] = app;
   std::vector<std::string> holders;
   if (admission) holders = admission->GpuHolders();
   std::map<int, ReplicaRef> pids = RunningReplicaPids(*local_);
@@ -236,13 +236,13 @@ json GpuView::Json() const {
     if (i < holders.size() && !holders[i].empty()) {
       auto it = by_key.find(holders[i]);
       if (it != by_key.end()) {
-        const AppRecord& app = *it->second;
+        const seam::AppRecord& app = *it->second;
         json replicas = json::array();
         for (const auto& [replica, held] : app.admission.gpus) {
           if (std::find(held.begin(), held.end(), static_cast<int>(i)) != held.end()) replicas.push_back(replica);
         }
         g["held_by"] = {{"app_handle", app.Handle()}, {"user", app.owner_uid},
-                        {"user_name", UserNameOf(app.owner_uid, names)}, {"replicas", replicas}};
+                        {"user_name", seam::UserNameOf(app.owner_uid, names)}, {"replicas", replicas}};
       }
     }
     g["reserved_for"] = nullptr;
@@ -260,7 +260,7 @@ json GpuView::Json() const {
         auto owner = last_->processes.find(p.pid);
         if (owner != last_->processes.end()) {
           pj["user"] = owner->second.uid;
-          pj["user_name"] = UserNameOf(owner->second.uid, names);
+          pj["user_name"] = seam::UserNameOf(owner->second.uid, names);
           pj["command"] = owner->second.command;
           // The replica whose main process is this one or one of its ancestors.
           const ReplicaRef* ref = nullptr;
@@ -349,7 +349,7 @@ std::string GpuView::Metrics() const {
   // with the daemon, and drop when an app is deleted or evicted).
   std::map<uint32_t, std::pair<double, double>> per_user;
   int64_t now = core::UnixNowMs();
-  for (const AppRecord* app : local_->List()) {
+  for (const seam::AppRecord* app : local_->List()) {
     double held = app->gpu_usage.HeldSeconds(0, now);
     if (held <= 0) continue;
     per_user[app->owner_uid].first += held;
@@ -359,7 +359,7 @@ std::string GpuView::Metrics() const {
   webui::PromFamily used{"torchxd_gpu_seconds_used_total", "Those GPU-seconds weighted by the GPUs' utilization.",
                          "counter", {}};
   for (const auto& [uid, seconds] : per_user) {
-    std::string user = UserNameOf(uid, names);
+    std::string user = seam::UserNameOf(uid, names);
     held.samples.push_back({"", {{"user", user}}, seconds.first});
     used.samples.push_back({"", {{"user", user}}, seconds.second});
   }

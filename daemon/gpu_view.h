@@ -32,10 +32,14 @@
 #include "gpus/gpu_sampler.h"
 #include "webui/metrics.h"
 
-namespace torchxd::daemon {
-
+namespace torchxd::seam {
 class FileWorker;
+}  // namespace torchxd::seam
+namespace torchxd::localsched {
 class LocalScheduler;
+}  // namespace torchxd::localsched
+
+namespace torchxd::daemon {
 
 // A replica's main process, for attributing the processes NVML lists.
 struct ReplicaRef {
@@ -51,16 +55,16 @@ class GpuView {
   // ("reported XID 79: fell off the bus").
   using OnLost = std::function<void(int gpu, const std::string& reason)>;
   // `period_seconds` 0: no sampling.
-  // Told about once a second while the box has GPUs (daemon/gpu_usage.h):
+  // Told about once a second while the box has GPUs (seam/gpu_usage.h):
   // the wall time, the seconds since the last call (at most 5: a stalled
   // loop or a suspended machine is not use) and each GPU's utilization when
   // a reading of it is fresh.
   using OnAccount = std::function<void(int64_t now_ms, double dt_s, const std::vector<std::optional<unsigned>>& util)>;
-  GpuView(uv_loop_t* loop, const LocalScheduler* local, gpus::GpuSamplerOptions options, OnLost on_lost = {});
+  GpuView(uv_loop_t* loop, const localsched::LocalScheduler* local, gpus::GpuSamplerOptions options, OnLost on_lost = {});
   ~GpuView();  // stores the history one last time
   // Before Start: the history is read from `path` and written back to it
   // every minute (through `worker`) and when the view is destroyed.
-  void KeepHistory(std::string path, FileWorker* worker);
+  void KeepHistory(std::string path, seam::FileWorker* worker);
   void SetOnAccount(OnAccount on_account) { on_account_ = std::move(on_account); }
   void Start();
 
@@ -83,7 +87,7 @@ class GpuView {
   void SaveHistory(bool now);
 
   uv_loop_t* loop_;
-  const LocalScheduler* local_;
+  const localsched::LocalScheduler* local_;
   gpus::GpuSamplerOptions options_;
   std::unique_ptr<gpus::GpuSampler> sampler_;
   std::optional<gpus::GpuSnapshot> last_;
@@ -93,7 +97,7 @@ class GpuView {
   std::map<int, std::pair<std::string, int64_t>> idle_;  // GPU -> holder, idle since (wall ms)
   gpus::GpuHistory history_;
   std::string history_path_;  // "" = not kept
-  FileWorker* worker_ = nullptr;
+  seam::FileWorker* worker_ = nullptr;
   std::optional<uint64_t> save_ticket_;  // a write queued on the worker
   OnAccount on_account_;
   UvHandle<uv_timer_t> tick_;
@@ -102,7 +106,7 @@ class GpuView {
 };
 
 // The main process of every running replica of `local`'s apps.
-std::map<int, ReplicaRef> RunningReplicaPids(const LocalScheduler& local);
+std::map<int, ReplicaRef> RunningReplicaPids(const localsched::LocalScheduler& local);
 
 }  // namespace torchxd::daemon
 

@@ -12,8 +12,8 @@
 #include "core/app_status.h"
 #include "core/json_reader.h"
 #include "core/unique_fd.h"
-#include "daemon/as_user.h"
 #include "logfiles/safe_file.h"
+#include "seam/as_user.h"
 
 namespace torchxd::daemon {
 namespace {
@@ -244,10 +244,10 @@ Result<Prepared> PrepareCursor(const LogTarget& target, const LogQuery& query) {
 
 }  // namespace
 
-LogRequest::LogRequest(uv_loop_t* loop, LogStore* logs, std::string app_key,
+LogRequest::LogRequest(uv_loop_t* loop, seam::LogStore* logs, std::string app_key,
                        std::vector<LogTarget> targets, LogQuery query,
                        std::function<bool()> app_live, std::shared_ptr<Responder> responder,
-                       std::function<void(LogRequest*)> on_done, FileOwner read_as, FileWorker* worker)
+                       std::function<void(LogRequest*)> on_done, FileOwner read_as, seam::FileWorker* worker)
     : loop_(loop),
       worker_(worker),
       read_as_(read_as),
@@ -269,7 +269,7 @@ LogRequest::~LogRequest() {
   if (feed_subscription_ != 0) feed_->Unsubscribe(feed_subscription_);
 }
 
-void LogRequest::SendAppEvent(const AppEvent& event) {
+void LogRequest::SendAppEvent(const seam::AppEvent& event) {
   if (done_ || event.seq <= last_app_event_) return;
   last_app_event_ = event.seq;
   responder_->Event({{"app_event", event.ToJson()}});
@@ -288,9 +288,9 @@ Result<void> LogRequest::Start() {
     Schedule();  // finish on the loop, never inside the connection's callback
   });
   if (query_.follow && !query_.app_events.empty() && feed_ != nullptr) {
-    for (const AppEvent& e : event_history_) SendAppEvent(e);
+    for (const seam::AppEvent& e : event_history_) SendAppEvent(e);
     event_history_.clear();
-    feed_subscription_ = feed_->Subscribe(app_key_, [this](const AppEvent& e) { SendAppEvent(e); });
+    feed_subscription_ = feed_->Subscribe(app_key_, [this](const seam::AppEvent& e) { SendAppEvent(e); });
   }
   preparing_ = cursors_.size();
   if (preparing_ == 0) return Begin();
@@ -385,7 +385,7 @@ void LogRequest::Step() {
     responder_->WhenDrained([this] { Schedule(); });
     return;
   }
-  AsUser as(read_as_.uid, read_as_.gid);  // the owner's files, read with the owner's rights
+  seam::AsUser as(read_as_.uid, read_as_.gid);  // the owner's files, read with the owner's rights
   size_t budget = kSliceBytes;
   bool all_caught_up = true;
   bool reloading = false;  // a cursor waits for its layout: its reload wakes us

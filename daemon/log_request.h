@@ -30,11 +30,11 @@
 #include "core/replica_key.h"
 #include "core/result.h"
 #include "core/uv_handle.h"
-#include "daemon/app_events.h"
-#include "daemon/file_worker.h"
-#include "daemon/log_store.h"
 #include "daemon/server.h"
 #include "logfiles/log_stream.h"
+#include "seam/app_events.h"
+#include "seam/file_worker.h"
+#include "seam/log_store.h"
 
 namespace torchxd::daemon {
 
@@ -62,7 +62,7 @@ struct LogQuery {
   // Where a reconnecting follower stopped, per "role/replica": the `cursor` of
   // the last event it received. It replaces since/tail_lines for that replica.
   std::map<std::string, LogCursor> cursors;
-  // A follower also hears the app's events (daemon/app_events.h): "new" as
+  // A follower also hears the app's events (seam/app_events.h): "new" as
   // they happen, "all" the stored ones first; "" none.
   std::string app_events;
 };
@@ -88,9 +88,9 @@ class LogRequest {
   // `app_live` says whether more output may still come (follow mode).
   // The files are read with `read_as`'s rights; what their size decides (the
   // index, a tail) on `worker`, the lines in slices on the loop.
-  LogRequest(uv_loop_t* loop, LogStore* logs, std::string app_key, std::vector<LogTarget> targets,
+  LogRequest(uv_loop_t* loop, seam::LogStore* logs, std::string app_key, std::vector<LogTarget> targets,
              LogQuery query, std::function<bool()> app_live, std::shared_ptr<Responder> responder,
-             std::function<void(LogRequest*)> on_done, FileOwner read_as, FileWorker* worker);
+             std::function<void(LogRequest*)> on_done, FileOwner read_as, seam::FileWorker* worker);
   ~LogRequest();
   // Why a replica's log cannot be read now (by "role/replica"; "" = it can):
   // a follower gets each new reason as a `warning` event, a one-off read's
@@ -99,7 +99,7 @@ class LogRequest {
     problem_ = std::move(problem);
   }
   // A follower with app_events hears `history` first, then what `feed` tells. Call before Start.
-  void SetAppEvents(EventFeed* feed, std::vector<AppEvent> history) {
+  void SetAppEvents(seam::EventFeed* feed, std::vector<seam::AppEvent> history) {
     feed_ = feed;
     event_history_ = std::move(history);
   }
@@ -121,12 +121,12 @@ class LogRequest {
   void Event(Cursor& c, nlohmann::json event);
   void Warn(Cursor& c);  // a follower learns a new reason its replica's log cannot be read
   void Finish();
-  void SendAppEvent(const AppEvent& event);
+  void SendAppEvent(const seam::AppEvent& event);
 
   uv_loop_t* loop_;
-  FileWorker* worker_;
+  seam::FileWorker* worker_;
   FileOwner read_as_;
-  LogStore* logs_;
+  seam::LogStore* logs_;
   std::string app_key_;
   LogQuery query_;
   std::optional<core::LineRegex> regex_;
@@ -142,8 +142,8 @@ class LogRequest {
   size_t preparing_ = 0;          // cursors whose start is being worked out
   std::optional<Error> first_error_;
   uint64_t wakes_ = 0;            // times the log store woke this follower
-  EventFeed* feed_ = nullptr;
-  std::vector<AppEvent> event_history_;
+  seam::EventFeed* feed_ = nullptr;
+  std::vector<seam::AppEvent> event_history_;
   uint64_t feed_subscription_ = 0;
   uint64_t last_app_event_ = 0;   // the seq of the last app event sent
 };

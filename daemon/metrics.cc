@@ -22,7 +22,7 @@ double RssBytes() {
 
 }  // namespace
 
-DaemonMetrics::DaemonMetrics(uv_loop_t* loop, std::vector<Scheduler*> schedulers, LogStore* logs)
+DaemonMetrics::DaemonMetrics(uv_loop_t* loop, std::vector<seam::Scheduler*> schedulers, seam::LogStore* logs)
     : loop_(loop), schedulers_(std::move(schedulers)), logs_(logs) {}
 
 void DaemonMetrics::Start() {
@@ -49,9 +49,9 @@ std::string DaemonMetrics::Render() const {
   std::map<std::string, double> replicas;                                     // state
   double restarts = 0, gpus_held = 0, log_bytes = 0, log_lost = 0;
   std::vector<double> waits;
-  for (const Scheduler* s : schedulers_) {
-    for (const AppRecord* a : s->List()) {
-      apps[{std::string(core::AppStateName(a->state)), a->scheduler, QueueOf(*a).value_or("")}] += 1;
+  for (const seam::Scheduler* s : schedulers_) {
+    for (const seam::AppRecord* a : s->List()) {
+      apps[{std::string(core::AppStateName(a->state)), a->scheduler, seam::QueueOf(*a).value_or("")}] += 1;
       restarts += a->num_restarts;
       for (const auto& r : a->replicas) replicas[std::string(core::AppStateName(r.state))] += 1;
       for (const auto& [key, ids] : a->admission.gpus) gpus_held += static_cast<double>(ids.size());

@@ -13,14 +13,14 @@
 #include <vector>
 
 #include "core/uv_handle.h"
-#include "daemon/log_store.h"
-#include "daemon/scheduler.h"
+#include "seam/log_store.h"
+#include "seam/scheduler.h"
 
 namespace torchxd::daemon {
 
 class DaemonMetrics {
  public:
-  DaemonMetrics(uv_loop_t* loop, std::vector<Scheduler*> schedulers, LogStore* logs);
+  DaemonMetrics(uv_loop_t* loop, std::vector<seam::Scheduler*> schedulers, seam::LogStore* logs);
   void Start();
   void Stop() { timer_.reset(); }
   std::string Render() const;
@@ -29,8 +29,8 @@ class DaemonMetrics {
   void Sample();
 
   uv_loop_t* loop_;
-  std::vector<Scheduler*> schedulers_;
-  LogStore* logs_;
+  std::vector<seam::Scheduler*> schedulers_;
+  seam::LogStore* logs_;
   UvHandle<uv_timer_t> timer_;
   uint64_t expected_ns_ = 0;
   double last_lag_seconds_ = 0;

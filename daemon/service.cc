@@ -24,16 +24,16 @@ using nlohmann::json;
 
 }  // namespace
 
-Scheduler* Service::SchedulerFor(const std::string& name) const {
-  for (Scheduler* s : schedulers_) {
-    if (Serves(*s, name)) return s;
+seam::Scheduler* Service::SchedulerFor(const std::string& name) const {
+  for (seam::Scheduler* s : schedulers_) {
+    if (seam::Serves(*s, name)) return s;
   }
   return nullptr;
 }
 
-std::vector<const AppRecord*> Service::AllApps() const {
-  std::vector<const AppRecord*> out;
-  for (Scheduler* s : schedulers_) {
+std::vector<const seam::AppRecord*> Service::AllApps() const {
+  std::vector<const seam::AppRecord*> out;
+  for (seam::Scheduler* s : schedulers_) {
     auto apps = s->List();
     out.insert(out.end(), apps.begin(), apps.end());
   }
@@ -111,8 +111,8 @@ void Service::Run(const json& params, const PeerInfo& peer, const Reply& reply) 
   if (shutting_down_) return reply->Error(Error::Unavailable("torchxd is shutting down"));
   auto req = ValidateRun(params, peer);
   if (!req) return reply->Error(req.error());
-  Scheduler* scheduler = SchedulerFor(req->scheduler);
-  scheduler->Submit(std::move(*req), [reply](Result<const AppRecord*> submitted) {
+  seam::Scheduler* scheduler = SchedulerFor(req->scheduler);
+  scheduler->Submit(std::move(*req), [reply](Result<const seam::AppRecord*> submitted) {
     if (!submitted) return reply->Error(submitted.error());
     json result = {{"app_handle", (*submitted)->Handle()}, {"app_id", (*submitted)->app_id}};
     if (!(*submitted)->submit_warnings.empty()) result["warnings"] = (*submitted)->submit_warnings;
@@ -121,11 +121,11 @@ void Service::Run(const json& params, const PeerInfo& peer, const Reply& reply) 
 }
 
 // Everything a `run` can be refused for, checked before anything changes.
-Result<SubmitRequest> Service::ValidateRun(const json& params, const PeerInfo& peer) {
+Result<seam::SubmitRequest> Service::ValidateRun(const json& params, const PeerInfo& peer) {
   // NUL would cut a path, an argv or an environment entry short, wherever it is.
   if (auto ok = core::RefuseNul(params, "params"); !ok) return Fail(ok.error());
   core::JsonReader r(params, "params", {"app", "scheduler", "cfg", "cwd", "env", "session"});
-  SubmitRequest req;
+  seam::SubmitRequest req;
   req.scheduler = r.String("scheduler", core::kDefaultScheduler);
   req.session = r.String("session", core::kDefaultSession);
   req.cwd = r.String("cwd", "");
@@ -175,14 +175,14 @@ Result<SubmitRequest> Service::ValidateRun(const json& params, const PeerInfo& p
   return req;
 }
 
-Result<AppRecord*> Service::FindApp(const json& params) {
+Result<seam::AppRecord*> Service::FindApp(const json& params) {
   if (!params.contains("app_handle") || !params["app_handle"].is_string()) {
     return Fail(Error::InvalidArgument("params.app_handle: required, e.g. local_cwd://torchx/echo-x7"));
   }
   auto handle = core::ParseAppHandle(params["app_handle"].get<std::string>());
   if (!handle) return Fail(handle.error());
-  Scheduler* scheduler = SchedulerFor(handle->scheduler);
-  AppRecord* app = scheduler != nullptr ? scheduler->Find(handle->scheduler, handle->app_id) : nullptr;
+  seam::Scheduler* scheduler = SchedulerFor(handle->scheduler);
+  seam::AppRecord* app = scheduler != nullptr ? scheduler->Find(handle->scheduler, handle->app_id) : nullptr;
   if (app == nullptr) {
     return Fail(Error::NotFound("AppDef `" + handle->app_id +
                                 "` does not exist or has been removed from `" + handle->scheduler +
@@ -202,7 +202,7 @@ bool Service::MayActOnAll(const PeerInfo& peer) const {
   return std::find(groups.begin(), groups.end(), *info_.admin_gid) != groups.end();
 }
 
-Result<AppRecord*> Service::FindOwnApp(const json& params, const PeerInfo& peer, const std::string& verb) {
+Result<seam::AppRecord*> Service::FindOwnApp(const json& params, const PeerInfo& peer, const std::string& verb) {
   auto app = FindApp(params);
   if (!app) return app;
   if ((*app)->owner_uid != peer.uid && !MayActOnAll(peer)) {
@@ -217,13 +217,13 @@ void Service::Status(const json& params, const PeerInfo& peer, const Reply& repl
   auto app = FindOwnApp(params, peer, "see");
   if (!app) return reply->Error(app.error());
   core::AppStatus status = (*app)->Status();
-  Scheduler* scheduler = SchedulerFor((*app)->scheduler);
-  const auto* queued = As<Queued>(*scheduler);
+  seam::Scheduler* scheduler = SchedulerFor((*app)->scheduler);
+  const auto* queued = seam::As<seam::Queued>(*scheduler);
   if ((*app)->state == core::AppState::kPending && queued != nullptr) {
     std::string reason = queued->PendingReason(**app);
     if (!reason.empty()) status.msg = reason;
   }
-  const auto* remote = As<RemoteState>(*scheduler);
+  const auto* remote = seam::As<seam::RemoteState>(*scheduler);
   if (std::string note = remote ? remote->StatusNote(**app) : ""; !note.empty()) {
     status.msg = status.msg.empty() ? note : status.msg + "; " + note;
   }
@@ -238,8 +238,8 @@ void Service::Queue(const json& params, const Reply& reply) {
   if (params.contains("limit") && limit < 0) {
     return reply->Error(Error::InvalidArgument("params.limit: must be 0 or more (pending apps listed per queue)"));
   }
-  for (Scheduler* s : schedulers_) {
-    const auto* queued = As<Queued>(*s);
+  for (seam::Scheduler* s : schedulers_) {
+    const auto* queued = seam::As<seam::Queued>(*s);
     json q = queued ? queued->Queues(limit < 0 ? SIZE_MAX : static_cast<size_t>(limit)) : json();
     if (q.is_null()) continue;
     if (name.empty()) return reply->Result(q);
@@ -261,7 +261,7 @@ void Service::Queue(const json& params, const Reply& reply) {
 void Service::Describe(const json& params, const PeerInfo& peer, const Reply& reply) {
   auto app = FindOwnApp(params, peer, "see");
   if (!app) return reply->Error(app.error());
-  const AppRecord& a = **app;
+  const seam::AppRecord& a = **app;
   reply->Result({{"app_handle", a.Handle()},
                  {"app_id", a.app_id},
                  {"scheduler", a.scheduler},
@@ -281,8 +281,8 @@ void Service::List(const json& params, const PeerInfo& peer, const Reply& reply)
   if (params.contains("namespace") && only != "kubernetes") {
     return reply->Error(Error::InvalidArgument("params.namespace: only with scheduler kubernetes"));
   }
-  Scheduler* scheduler = only.empty() ? nullptr : SchedulerFor(only);
-  RemoteState* remote = scheduler ? As<RemoteState>(*scheduler) : nullptr;
+  seam::Scheduler* scheduler = only.empty() ? nullptr : SchedulerFor(only);
+  seam::RemoteState* remote = scheduler ? seam::As<seam::RemoteState>(*scheduler) : nullptr;
   if (remote == nullptr) return ListApps(params, peer, reply, "");
   // A remote scheduler may first have to learn what there is (a namespace's Jobs).
   remote->BeforeList(params, peer.uid, [this, params, peer, reply, remote](Result<void> ready) {
@@ -313,7 +313,7 @@ void Service::ListApps(const json& params, const PeerInfo& peer, const Reply& re
   }
   bool everyone = MayActOnAll(peer);
   struct Row {
-    const AppRecord* app;
+    const seam::AppRecord* app;
     std::string handle;
   };
   std::vector<Row> rows;
@@ -345,7 +345,7 @@ void Service::ListApps(const json& params, const PeerInfo& peer, const Reply& re
   };
   int shown = 0;
   for (auto it = first; it != rows.end() && shown < limit; ++it, ++shown) {
-    const AppRecord* a = it->app;
+    const seam::AppRecord* a = it->app;
     out += shown == 0 ? "[" : ",[";
     quoted(it->handle);
     out += ',';
@@ -361,13 +361,13 @@ void Service::ListApps(const json& params, const PeerInfo& peer, const Reply& re
     out += ',';
     out += a->ended_ms ? std::to_string(*a->ended_ms) : "null";
     out += ',';
-    if (auto queue = QueueOf(*a)) {
+    if (auto queue = seam::QueueOf(*a)) {
       quoted(*queue);
     } else {
       out += "null";
     }
     out += ',';
-    quoted(UserNameOf(a->owner_uid, names));
+    quoted(seam::UserNameOf(a->owner_uid, names));
     out += ',';
     // A remote scheduler's app has no start of ours: its creation stands for it, as in TorchX's list.
     std::optional<int64_t> started = a->started_ms;
@@ -377,8 +377,8 @@ void Service::ListApps(const json& params, const PeerInfo& peer, const Reply& re
     // The reason in a line: why it failed or waits (the whole message is in status).
     std::string msg = a->msg.substr(0, a->msg.find('\n'));
     if (a->state == core::AppState::kPending) {
-      if (Scheduler* scheduler = SchedulerFor(a->scheduler); scheduler != nullptr) {
-        const auto* queued = As<Queued>(*scheduler);
+      if (seam::Scheduler* scheduler = SchedulerFor(a->scheduler); scheduler != nullptr) {
+        const auto* queued = seam::As<seam::Queued>(*scheduler);
         if (std::string why = queued ? queued->PendingSummary(*a) : ""; !why.empty()) msg = why;
       }
     }
@@ -410,11 +410,11 @@ void Service::Cancel(const json& params, const PeerInfo& peer, const Reply& repl
     grace = g.get<double>();
   }
   std::string scheduler = (*app)->scheduler, app_id = (*app)->app_id, handle = (*app)->Handle();
-  Scheduler* owner = SchedulerFor(scheduler);
-  owner->Cancel(**app, grace, [this, reply, owner, scheduler, app_id, handle](Result<CancelOutcome> outcome) {
+  seam::Scheduler* owner = SchedulerFor(scheduler);
+  owner->Cancel(**app, grace, [this, reply, owner, scheduler, app_id, handle](Result<seam::CancelOutcome> outcome) {
     if (!outcome) return reply->Error(outcome.error());
     if (info_.commit_store) info_.commit_store();
-    const AppRecord* a = owner->Find(scheduler, app_id);
+    const seam::AppRecord* a = owner->Find(scheduler, app_id);
     reply->Result({{"app_handle", handle},
                    {"state", core::AppStateName(a != nullptr ? a->state : core::AppState::kUnknown)},
                    {"already_terminal", outcome->already_terminal}});
@@ -443,15 +443,15 @@ void Service::Scale(const json& params, const PeerInfo& peer, const Reply& reply
                                            "; only an app that has not ended scales"));
   }
   std::string scheduler = (*app)->scheduler, app_id = (*app)->app_id, handle = (*app)->Handle();
-  Scheduler* owner = SchedulerFor(scheduler);
-  auto* scalable = As<Scalable>(*owner);
+  seam::Scheduler* owner = SchedulerFor(scheduler);
+  auto* scalable = seam::As<seam::Scalable>(*owner);
   if (scalable == nullptr) {
     return reply->Error(Error::InvalidArgument("the " + scheduler + " scheduler cannot scale apps"));
   }
   scalable->Scale(**app, changes, [this, reply, owner, scheduler, app_id, handle](Result<void> done) {
     if (!done) return reply->Error(done.error());
     if (info_.commit_store) info_.commit_store();
-    const AppRecord* a = owner->Find(scheduler, app_id);
+    const seam::AppRecord* a = owner->Find(scheduler, app_id);
     json scale = json::object();
     if (a != nullptr) {
       std::vector<int> now = core::ScaleOf(a->app, a->scale);
@@ -461,17 +461,17 @@ void Service::Scale(const json& params, const PeerInfo& peer, const Reply& reply
   });
 }
 
-json Service::StatusJson(const AppRecord& app, const core::AppStatus& status) const {
+json Service::StatusJson(const seam::AppRecord& app, const core::AppStatus& status) const {
   json out = core::AppStatusToJson(status);
   std::map<uint32_t, std::string> names;
-  out["user"] = UserNameOf(app.owner_uid, names);
+  out["user"] = seam::UserNameOf(app.owner_uid, names);
   if (std::string base = info_.page_url ? info_.page_url() : ""; !base.empty()) {
     out["page_url"] = base + "/apps/" + core::UrlEscape(app.Handle(), "");  // as the page's own links
   }
   if (!app.gpu_usage.intervals.empty() || app.gpu_usage.dropped_held_s > 0) {
     int64_t now = core::UnixNowMs();
     json intervals = json::array();
-    for (const GpuInterval& i : app.gpu_usage.intervals) {
+    for (const seam::GpuInterval& i : app.gpu_usage.intervals) {
       intervals.push_back({{"gpu", i.gpu}, {"uuid", i.uuid}, {"from_ms", i.from_ms},
                            {"to_ms", i.to_ms ? json(*i.to_ms) : json(nullptr)}});
     }
@@ -485,14 +485,14 @@ json Service::StatusJson(const AppRecord& app, const core::AppStatus& status) co
 void Service::Wait(const json& params, const PeerInfo& peer, const Reply& reply) {
   auto app = FindOwnApp(params, peer, "see");
   if (!app) return reply->Error(app.error());
-  SchedulerFor((*app)->scheduler)->Wait(**app, [this, reply](const AppRecord& a) {
+  SchedulerFor((*app)->scheduler)->Wait(**app, [this, reply](const seam::AppRecord& a) {
     if (info_.commit_store) info_.commit_store();
     reply->Result(StatusJson(a, a.Status()));
   });
 }
 
 void Service::Version(const Reply& reply) {
-  AppCounts counts = CountApps(schedulers_);
+  seam::AppCounts counts = seam::CountApps(schedulers_);
   reply->Result({{"version", TORCHXD_VERSION},
                  {"protocol", protocol::kVersion},
                  {"pid", ::getpid()},
@@ -520,11 +520,11 @@ void Service::Delete(const json& params, const PeerInfo& peer, const Reply& repl
 void Service::Log(const json& params, const PeerInfo& peer, const Reply& reply) {
   auto found = FindOwnApp(params, peer, "read the logs of");
   if (!found) return reply->Error(found.error());
-  const AppRecord& app = **found;
+  const seam::AppRecord& app = **found;
   auto query = ParseLogQuery(params);
   if (!query) return reply->Error(query.error());
-  Scheduler* owner = SchedulerFor(app.scheduler);
-  RemoteLogs* remote = As<RemoteLogs>(*owner);
+  seam::Scheduler* owner = SchedulerFor(app.scheduler);
+  seam::RemoteLogs* remote = seam::As<seam::RemoteLogs>(*owner);
   if (remote != nullptr && !remote->SeparateOutputStreams() && query->stream != "combined") {
     return reply->Error(Error::InvalidArgument(
         "a " + app.scheduler + " replica has one log stream: --streams " + query->stream +
@@ -563,20 +563,20 @@ void Service::Log(const json& params, const PeerInfo& peer, const Reply& reply) 
     return reply->Error(Error::NotFound("the logs of " + app.Handle() + " were removed (" +
                                         app.app_log_dir + " is gone)"));
   }
-  std::string scheduler = app.scheduler, app_id = app.app_id, key = AppKey(app);
+  std::string scheduler = app.scheduler, app_id = app.app_id, key = seam::AppKey(app);
   bool follow = query->follow;
   FileOwner read_as{::geteuid(), ::getegid()};
-  if (As<LogsWrittenAsOwner>(*owner) != nullptr) read_as = {app.owner_uid, app.owner_gid};
+  if (seam::As<seam::LogsWrittenAsOwner>(*owner) != nullptr) read_as = {app.owner_uid, app.owner_gid};
   auto live = [owner, remote, scheduler, app_id] {
-    const AppRecord* a = owner->Find(scheduler, app_id);
+    const seam::AppRecord* a = owner->Find(scheduler, app_id);
     if (a == nullptr) return false;
     return remote ? remote->MoreOutputExpected(*a) : !core::IsTerminal(a->state);
   };
   // A follower that asked for the app's events: the stored ones first ("all").
-  std::vector<AppEvent> history;
+  std::vector<seam::AppEvent> history;
   if (follow && query->app_events == "all" && info_.load_events) {
     if (auto rows = info_.load_events(scheduler, app_id, 0, 1000)) {
-      for (const StoredEvent& row : *rows) history.push_back(AppEvent::FromStored(row));
+      for (const seam::StoredEvent& row : *rows) history.push_back(seam::AppEvent::FromStored(row));
     }
   }
   auto start = [this, owner, remote, scheduler, app_id, key, live, reply, read_as, targets = std::move(targets),
@@ -589,7 +589,7 @@ void Service::Log(const json& params, const PeerInfo& peer, const Reply& reply) 
     if (events) raw->SetAppEvents(info_.event_feed, std::move(history));
     if (remote != nullptr) {
       raw->SetProblemSource([owner, remote, scheduler, app_id](const std::string& replica_key) {
-        const AppRecord* a = owner->Find(scheduler, app_id);
+        const seam::AppRecord* a = owner->Find(scheduler, app_id);
         return a == nullptr ? std::string() : remote->LogProblem(*a, replica_key);
       });
     }

@@ -17,12 +17,12 @@
 #include <string>
 #include <vector>
 
-#include "daemon/app_events.h"
-#include "daemon/file_worker.h"
-#include "daemon/log_store.h"
-#include "daemon/scheduler.h"
 #include "daemon/log_request.h"
 #include "daemon/server.h"
+#include "seam/app_events.h"
+#include "seam/file_worker.h"
+#include "seam/log_store.h"
+#include "seam/scheduler.h"
 
 namespace torchxd::daemon {
 
@@ -62,17 +62,17 @@ class Service : public RequestHandler {
     // `gpu_history`: each GPU's (or one's) utilization and memory over a span (GpuView::History).
     std::function<nlohmann::json(std::optional<int> gpu, int64_t from_ms, int64_t to_ms, int points)> gpu_history;
     // `events`: an app's stored events after a sequence number, and the feed that tells new ones.
-    std::function<Result<std::vector<StoredEvent>>(const std::string& scheduler, const std::string& app_id,
+    std::function<Result<std::vector<seam::StoredEvent>>(const std::string& scheduler, const std::string& app_id,
                                                    uint64_t after_seq, size_t limit)>
         load_events;
-    EventFeed* event_feed = nullptr;
+    seam::EventFeed* event_feed = nullptr;
     // The web page's base URL ("http://127.0.0.1:8080"), "" when it has no TCP listener.
     std::function<std::string()> page_url;
   };
   // May `peer` see and act on every app? (root, the daemon's own user, the admin group)
   bool MayActOnAll(const PeerInfo& peer) const;
   // `schedulers` serve the names they list; the first to list a name wins.
-  Service(uv_loop_t* loop, std::vector<Scheduler*> schedulers, LogStore* logs, FileWorker* files, DaemonInfo info)
+  Service(uv_loop_t* loop, std::vector<seam::Scheduler*> schedulers, seam::LogStore* logs, seam::FileWorker* files, DaemonInfo info)
       : loop_(loop), schedulers_(std::move(schedulers)), logs_(logs), files_(files), info_(std::move(info)) {}
 
   void Handle(const protocol::Request& request, const PeerInfo& peer,
@@ -84,7 +84,7 @@ class Service : public RequestHandler {
   using Reply = std::shared_ptr<Responder>;
   void Dispatch(const protocol::Request& request, const PeerInfo& peer, const Reply& responder);
   void Run(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
-  [[nodiscard]] Result<SubmitRequest> ValidateRun(const nlohmann::json& params, const PeerInfo& peer);
+  [[nodiscard]] Result<seam::SubmitRequest> ValidateRun(const nlohmann::json& params, const PeerInfo& peer);
   void Queue(const nlohmann::json& params, const Reply& reply);
   // GPU requests (daemon/service_gpus.cc).
   void Gpus(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
@@ -100,7 +100,7 @@ class Service : public RequestHandler {
   void ListApps(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply, const std::string& ns);
   void Cancel(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
   // `status` and `wait` answers: TorchX's AppStatus JSON and the owner's name.
-  nlohmann::json StatusJson(const AppRecord& app, const core::AppStatus& status) const;
+  nlohmann::json StatusJson(const seam::AppRecord& app, const core::AppStatus& status) const;
   void Wait(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
   void Scale(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
   void Runopts(const nlohmann::json& params, const Reply& reply);
@@ -109,17 +109,17 @@ class Service : public RequestHandler {
   void Version(const Reply& reply);
   void Shutdown(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
   void Ui(const PeerInfo& peer, const Reply& reply);
-  [[nodiscard]] Result<AppRecord*> FindApp(const nlohmann::json& params);
+  [[nodiscard]] Result<seam::AppRecord*> FindApp(const nlohmann::json& params);
   // FindApp, then: may `peer` `verb` it? (its owner, root, or the admin group)
-  [[nodiscard]] Result<AppRecord*> FindOwnApp(const nlohmann::json& params, const PeerInfo& peer,
+  [[nodiscard]] Result<seam::AppRecord*> FindOwnApp(const nlohmann::json& params, const PeerInfo& peer,
                                               const std::string& verb);
-  Scheduler* SchedulerFor(const std::string& name) const;
-  std::vector<const AppRecord*> AllApps() const;
+  seam::Scheduler* SchedulerFor(const std::string& name) const;
+  std::vector<const seam::AppRecord*> AllApps() const;
 
   uv_loop_t* loop_;
-  std::vector<Scheduler*> schedulers_;
-  LogStore* logs_;
-  FileWorker* files_;
+  std::vector<seam::Scheduler*> schedulers_;
+  seam::LogStore* logs_;
+  seam::FileWorker* files_;
   DaemonInfo info_;
   bool shutting_down_ = false;
   std::map<LogRequest*, std::unique_ptr<LogRequest>> log_requests_;

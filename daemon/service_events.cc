@@ -1,8 +1,8 @@
-// Service's `events` request: an app's timeline (daemon/app_events.h), once
+// Service's `events` request: an app's timeline (seam/app_events.h), once
 // or followed until the app ends (docs/protocol.md).
 #include "core/json_reader.h"
-#include "daemon/app_events.h"
 #include "daemon/service.h"
+#include "seam/app_events.h"
 
 namespace torchxd::daemon {
 
@@ -18,12 +18,12 @@ constexpr size_t kMaxUnreadEventBytes = 1 << 20;
 // One follow of one app: told each event after `last`, ended by the app's end or the client going.
 struct EventFollow : std::enable_shared_from_this<EventFollow> {
   std::shared_ptr<protocol::Responder> reply;
-  EventFeed* feed = nullptr;
+  seam::EventFeed* feed = nullptr;
   uint64_t subscription = 0;
   uint64_t last = 0;
   bool done = false;
 
-  void Send(const AppEvent& e) {
+  void Send(const seam::AppEvent& e) {
     if (done || e.seq <= last) return;
     last = e.seq;
     if (reply->QueuedBytes() > kMaxUnreadEventBytes) {
@@ -54,17 +54,17 @@ void Service::Events(const json& params, const PeerInfo& peer, const Reply& repl
   if (auto ok = r.Finish(); !ok) return reply->Error(ok.error());
   auto found = FindOwnApp(params, peer, "see");
   if (!found) return reply->Error(found.error());
-  AppRecord& app = **found;
+  seam::AppRecord& app = **found;
   if (!info_.load_events) return reply->Error(Error::Unavailable("this torchxd keeps no events"));
   auto rows = info_.load_events(app.scheduler, app.app_id, static_cast<uint64_t>(after.value_or(0)),
                                 static_cast<size_t>(limit.value_or(kMaxEventsPerReply)));
   if (!rows) return reply->Error(rows.error());
-  std::vector<AppEvent> events;
-  for (const StoredEvent& row : *rows) events.push_back(AppEvent::FromStored(row));
+  std::vector<seam::AppEvent> events;
+  for (const seam::StoredEvent& row : *rows) events.push_back(seam::AppEvent::FromStored(row));
   json state = {{"app_handle", app.Handle()}, {"state", core::AppStateName(app.state)}};
   if (!follow) {
     json list = json::array();
-    for (const AppEvent& e : events) list.push_back(e.ToJson());
+    for (const seam::AppEvent& e : events) list.push_back(e.ToJson());
     state["events"] = std::move(list);
     return reply->Result(state);
   }
@@ -72,17 +72,17 @@ void Service::Events(const json& params, const PeerInfo& peer, const Reply& repl
   f->reply = reply;
   f->feed = info_.event_feed;
   f->last = after.value_or(0);
-  for (const AppEvent& e : events) f->Send(e);
+  for (const seam::AppEvent& e : events) f->Send(e);
   if (f->done) return;
   if (core::IsTerminal(app.state) || info_.event_feed == nullptr) return f->Finish(state);
-  f->subscription = info_.event_feed->Subscribe(AppKey(app), [f](const AppEvent& e) { f->Send(e); });
+  f->subscription = info_.event_feed->Subscribe(seam::AppKey(app), [f](const seam::AppEvent& e) { f->Send(e); });
   reply->OnGone([f] { f->Finish(Fail(Error::Unavailable("gone"))); });
   std::string scheduler = app.scheduler, app_id = app.app_id;
-  SchedulerFor(app.scheduler)->Wait(app, [this, f, scheduler, app_id](const AppRecord& ended) {
+  SchedulerFor(app.scheduler)->Wait(app, [this, f, scheduler, app_id](const seam::AppRecord& ended) {
     // What was told between the last event sent and the end (a scheduler
     // without live events has it only in the store).
     if (auto rest = info_.load_events(scheduler, app_id, f->last, static_cast<size_t>(kMaxEventsPerReply))) {
-      for (const StoredEvent& row : *rest) f->Send(AppEvent::FromStored(row));
+      for (const seam::StoredEvent& row : *rest) f->Send(seam::AppEvent::FromStored(row));
     }
     f->Finish(json{{"app_handle", ended.Handle()}, {"state", core::AppStateName(ended.state)}});
   });

@@ -53,7 +53,7 @@ void Service::Gpus(const json& params, const PeerInfo& peer, const Reply& reply)
     if (!info_.gpus_drain) return reply->Error(Error::Unavailable("this torchxd runs with --no-admission: no GPU is handed out"));
     std::map<uint32_t, std::string> names;
     auto done = info_.gpus_drain(static_cast<int>(drain ? *drain : *undrain), drain.has_value(),
-                                 "drained by " + UserNameOf(peer.uid, names));
+                                 "drained by " + seam::UserNameOf(peer.uid, names));
     if (!done) return reply->Error(done.error());
   }
   if (!info_.gpus_info) return reply->Result({{"sampling", {{"off", true}}}, {"gpus", json::array()}});

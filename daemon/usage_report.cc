@@ -8,19 +8,19 @@ namespace torchxd::daemon {
 
 using nlohmann::json;
 
-json UsageReport(const std::vector<const AppRecord*>& apps, const UsageQuery& q) {
+json UsageReport(const std::vector<const seam::AppRecord*>& apps, const UsageQuery& q) {
   struct Totals {
     double held = 0, used = 0;
     int apps = 0;
   };
   struct Row {
-    const AppRecord* app;
+    const seam::AppRecord* app;
     double held, used;
   };
   std::map<uid_t, Totals> users;
   Totals all;
   std::vector<Row> rows;
-  for (const AppRecord* app : apps) {
+  for (const seam::AppRecord* app : apps) {
     if (q.user && app->owner_uid != *q.user) continue;
     double held = app->gpu_usage.HeldSeconds(q.from_ms, q.to_ms);
     if (held <= 0) continue;
@@ -39,18 +39,18 @@ json UsageReport(const std::vector<const AppRecord*>& apps, const UsageQuery& q)
   for (const auto& [uid, t] : by_held) {
     json row = totals(t);
     row["user"] = uid;
-    row["user_name"] = UserNameOf(uid, names);
+    row["user_name"] = seam::UserNameOf(uid, names);
     user_rows.push_back(std::move(row));
   }
   std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.held > b.held; });
   json app_rows = json::array();
   for (size_t i = 0; i < rows.size() && i < kMaxUsageApps; ++i) {
-    const AppRecord& app = *rows[i].app;
+    const seam::AppRecord& app = *rows[i].app;
     std::set<int> gpus;
-    for (const GpuInterval& iv : app.gpu_usage.intervals) gpus.insert(iv.gpu);
+    for (const seam::GpuInterval& iv : app.gpu_usage.intervals) gpus.insert(iv.gpu);
     app_rows.push_back({{"app_handle", app.Handle()},
                         {"user", app.owner_uid},
-                        {"user_name", UserNameOf(app.owner_uid, names)},
+                        {"user_name", seam::UserNameOf(app.owner_uid, names)},
                         {"state", core::AppStateName(app.state)},
                         {"gpus", gpus},
                         {"gpu_seconds_held", rows[i].held},
@@ -62,15 +62,15 @@ json UsageReport(const std::vector<const AppRecord*>& apps, const UsageQuery& q)
   return out;
 }
 
-json GpuTimeline(const std::vector<const AppRecord*>& apps, int64_t from_ms, int64_t to_ms) {
+json GpuTimeline(const std::vector<const seam::AppRecord*>& apps, int64_t from_ms, int64_t to_ms) {
   struct Bar {
-    const AppRecord* app;
-    const GpuInterval* interval;
+    const seam::AppRecord* app;
+    const seam::GpuInterval* interval;
     int64_t from, to;
   };
   std::vector<Bar> bars;
-  for (const AppRecord* app : apps) {
-    for (const GpuInterval& i : app->gpu_usage.intervals) {
+  for (const seam::AppRecord* app : apps) {
+    for (const seam::GpuInterval& i : app->gpu_usage.intervals) {
       int64_t begin = std::max(i.from_ms, from_ms), end = std::min(i.to_ms.value_or(to_ms), to_ms);
       if (end > begin || (end == begin && !i.to_ms)) bars.push_back({app, &i, begin, end});
     }
@@ -83,7 +83,7 @@ json GpuTimeline(const std::vector<const AppRecord*>& apps, int64_t from_ms, int
     const Bar& b = bars[k];
     json j = {{"gpu", b.interval->gpu},         {"uuid", b.interval->uuid},
               {"app_handle", b.app->Handle()},  {"user", b.app->owner_uid},
-              {"user_name", UserNameOf(b.app->owner_uid, names)}, {"from_ms", b.from},
+              {"user_name", seam::UserNameOf(b.app->owner_uid, names)}, {"from_ms", b.from},
               {"to_ms", b.to},                  {"held", !b.interval->to_ms.has_value()}};
     out.push_back(std::move(j));
   }

@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "daemon/app_record.h"
+#include "seam/app_record.h"
 
 namespace torchxd::daemon {
 
@@ -31,7 +31,7 @@ struct UsageQuery {
 
 // Every user's totals are in it (who used the box is no secret on it, as
 // `torchx gpus` shows holders); per-app rows only as `list` shows apps.
-nlohmann::json UsageReport(const std::vector<const AppRecord*>& apps, const UsageQuery& query);
+nlohmann::json UsageReport(const std::vector<const seam::AppRecord*>& apps, const UsageQuery& query);
 
 // Intervals in one `gpu_timeline` reply (the newest kept).
 inline constexpr size_t kMaxTimelineIntervals = 10000;
@@ -39,7 +39,7 @@ inline constexpr size_t kMaxTimelineIntervals = 10000;
 // Which app held which GPU in [from_ms, to_ms] (the `gpu_timeline` reply):
 // each interval cut to the span, with its app and owner, oldest first. The
 // holders are shown to every user, as `torchx gpus` shows them.
-nlohmann::json GpuTimeline(const std::vector<const AppRecord*>& apps, int64_t from_ms, int64_t to_ms);
+nlohmann::json GpuTimeline(const std::vector<const seam::AppRecord*>& apps, int64_t from_ms, int64_t to_ms);
 
 }  // namespace torchxd::daemon
 

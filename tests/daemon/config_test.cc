@@ -95,15 +95,6 @@ TEST(DaemonConfigTest, TheGpuSamplePeriodIsZeroOrATenthOfASecondToAnHour) {
   }
 }
 
-TEST(ByteSizeTest, ParsesSuffixes) {
-  EXPECT_EQ(*ParseByteSize("0"), 0u);
-  EXPECT_EQ(*ParseByteSize("4096"), 4096u);
-  EXPECT_EQ(*ParseByteSize("64K"), 65536u);
-  EXPECT_EQ(*ParseByteSize("128M"), 128u << 20);
-  EXPECT_EQ(*ParseByteSize("1G"), 1ull << 30);
-  EXPECT_FALSE(ParseByteSize("M").has_value());
-  EXPECT_FALSE(ParseByteSize("5T").has_value());
-}
 
 }  // namespace
 }  // namespace torchxd::daemon

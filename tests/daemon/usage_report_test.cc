@@ -10,8 +10,8 @@ namespace {
 
 constexpr int64_t kH = 3600 * 1000;  // an hour in ms
 
-AppRecord AppOf(const std::string& id, uid_t owner, std::vector<GpuInterval> intervals, double used_s) {
-  AppRecord a;
+seam::AppRecord AppOf(const std::string& id, uid_t owner, std::vector<seam::GpuInterval> intervals, double used_s) {
+  seam::AppRecord a;
   a.scheduler = "local_cwd";
   a.session = "torchx";
   a.app_id = id;
@@ -23,7 +23,7 @@ AppRecord AppOf(const std::string& id, uid_t owner, std::vector<GpuInterval> int
 }
 
 TEST(GpuUsageTest, HeldSecondsAreTheIntervalsCutToTheSpan) {
-  GpuUsage u;
+  seam::GpuUsage u;
   u.intervals = {{0, "GPU-a", 0, 2 * kH}, {1, "GPU-b", kH, 3 * kH}, {2, "GPU-c", 2 * kH, std::nullopt}};
   // [0, 4h]: 2 h + 2 h + (open, to 4 h) 2 h.
   EXPECT_DOUBLE_EQ(u.HeldSeconds(0, 4 * kH), 6 * 3600.0);
@@ -35,18 +35,18 @@ TEST(GpuUsageTest, HeldSecondsAreTheIntervalsCutToTheSpan) {
 }
 
 TEST(GpuUsageTest, OldIntervalsPastTheBoundAreSummedNotLost) {
-  GpuUsage u;
-  for (size_t i = 0; i < GpuUsage::kMaxIntervals + 10; ++i) {
+  seam::GpuUsage u;
+  for (size_t i = 0; i < seam::GpuUsage::kMaxIntervals + 10; ++i) {
     int64_t at = static_cast<int64_t>(i) * 10'000;
     u.Open(0, "GPU-a", at);
     u.Close(0, at + 1000);
   }
   u.Open(1, "GPU-b", 5'000'000);  // open intervals are never dropped
-  EXPECT_LE(u.intervals.size(), GpuUsage::kMaxIntervals);
+  EXPECT_LE(u.intervals.size(), seam::GpuUsage::kMaxIntervals);
   EXPECT_TRUE(u.IsOpen(1));
-  EXPECT_DOUBLE_EQ(u.HeldSeconds(0, 5'000'000), static_cast<double>(GpuUsage::kMaxIntervals + 10));
+  EXPECT_DOUBLE_EQ(u.HeldSeconds(0, 5'000'000), static_cast<double>(seam::GpuUsage::kMaxIntervals + 10));
   // Stored and read back: the same sums.
-  GpuUsage back = GpuUsage::FromJson(u.ToJson());
+  seam::GpuUsage back = seam::GpuUsage::FromJson(u.ToJson());
   EXPECT_DOUBLE_EQ(back.HeldSeconds(0, 6'000'000), u.HeldSeconds(0, 6'000'000));
   EXPECT_TRUE(back.IsOpen(1));
 }
@@ -54,12 +54,12 @@ TEST(GpuUsageTest, OldIntervalsPastTheBoundAreSummedNotLost) {
 TEST(UsageReportTest, TotalsPerUserAndTheAppsTheViewerMaySee) {
   // alice (1001): a (2 GPUs for 1 h, used 1 h) and b (1 GPU for 3 h, used 3 h);
   // bob (1002): c (4 GPUs for 1 h, none used). d held nothing.
-  AppRecord a = AppOf("a", 1001, {{0, "", 0, kH}, {1, "", 0, kH}}, 3600);
-  AppRecord b = AppOf("b", 1001, {{2, "", kH, 4 * kH}}, 3 * 3600);
-  AppRecord c = AppOf("c", 1002, {{0, "", 2 * kH, 3 * kH}, {1, "", 2 * kH, 3 * kH}, {3, "", 2 * kH, 3 * kH},
+  seam::AppRecord a = AppOf("a", 1001, {{0, "", 0, kH}, {1, "", 0, kH}}, 3600);
+  seam::AppRecord b = AppOf("b", 1001, {{2, "", kH, 4 * kH}}, 3 * 3600);
+  seam::AppRecord c = AppOf("c", 1002, {{0, "", 2 * kH, 3 * kH}, {1, "", 2 * kH, 3 * kH}, {3, "", 2 * kH, 3 * kH},
                                   {4, "", 2 * kH, 3 * kH}}, 0);
-  AppRecord d = AppOf("d", 1001, {}, 0);
-  std::vector<const AppRecord*> apps = {&a, &b, &c, &d};
+  seam::AppRecord d = AppOf("d", 1001, {}, 0);
+  std::vector<const seam::AppRecord*> apps = {&a, &b, &c, &d};
   UsageQuery q{0, 4 * kH, std::nullopt, 1001, false};
   nlohmann::json r = UsageReport(apps, q);
   ASSERT_EQ(r["users"].size(), 2u);

@@ -21,10 +21,10 @@
 #include "core/check.h"
 #include "core/ids.h"
 #include "core/unique_fd.h"
-#include "daemon/log_store.h"
-#include "daemon/scheduler.h"
 #include "daemon/server.h"
 #include "daemon/service.h"
+#include "seam/log_store.h"
+#include "seam/scheduler.h"
 
 namespace {
 
@@ -32,12 +32,12 @@ using namespace torchxd;
 using namespace torchxd::daemon;
 
 // Apps in memory, finished at once; nothing runs.
-class MemoryScheduler : public Scheduler, public Scalable {
+class MemoryScheduler : public seam::Scheduler, public seam::Scalable {
  public:
   std::vector<std::string> Names() const override { return {"local_cwd", "local_dir", "local_docker", "kubernetes"}; }
-  void Submit(SubmitRequest request, std::function<void(Result<const AppRecord*>)> done) override {
+  void Submit(seam::SubmitRequest request, std::function<void(Result<const seam::AppRecord*>)> done) override {
     if (apps_.size() >= 64) return done(Fail(Error::Unavailable("full")));
-    auto rec = std::make_unique<AppRecord>();
+    auto rec = std::make_unique<seam::AppRecord>();
     rec->scheduler = request.scheduler;
     rec->session = request.session;
     // Predictable ids ("NAME-0", "NAME-1", ...) so that inputs can name the apps they ran.
@@ -58,29 +58,29 @@ class MemoryScheduler : public Scheduler, public Scalable {
         rec->replicas.push_back(info);
       }
     }
-    AppRecord* raw = rec.get();
+    seam::AppRecord* raw = rec.get();
     apps_[{raw->scheduler, raw->app_id}] = std::move(rec);
     done(raw);
   }
-  AppRecord* Find(const std::string& scheduler, const std::string& app_id) override {
+  seam::AppRecord* Find(const std::string& scheduler, const std::string& app_id) override {
     auto it = apps_.find({scheduler, app_id});
     return it == apps_.end() ? nullptr : it->second.get();
   }
-  std::vector<const AppRecord*> List() const override {
-    std::vector<const AppRecord*> out;
+  std::vector<const seam::AppRecord*> List() const override {
+    std::vector<const seam::AppRecord*> out;
     for (const auto& [k, a] : apps_) out.push_back(a.get());
     return out;
   }
-  void Cancel(AppRecord&, std::optional<double>, std::function<void(Result<CancelOutcome>)> done) override {
-    done(CancelOutcome{true});
+  void Cancel(seam::AppRecord&, std::optional<double>, std::function<void(Result<seam::CancelOutcome>)> done) override {
+    done(seam::CancelOutcome{true});
   }
-  void Wait(AppRecord& app, std::function<void(const AppRecord&)> done) override { done(app); }
-  void Scale(AppRecord& app, const std::vector<core::ScaleRequest>& changes,
+  void Wait(seam::AppRecord& app, std::function<void(const seam::AppRecord&)> done) override { done(app); }
+  void Scale(seam::AppRecord& app, const std::vector<core::ScaleRequest>& changes,
              std::function<void(Result<void>)> done) override {
     for (const auto& c : changes) app.scale[c.role] = c.replicas;
     done({});
   }
-  void Delete(AppRecord& app, std::function<void(Result<core::AppState>)> done) override {
+  void Delete(seam::AppRecord& app, std::function<void(Result<core::AppState>)> done) override {
     core::AppState last = app.state;
     apps_.erase({app.scheduler, app.app_id});
     done(last);
@@ -91,7 +91,7 @@ class MemoryScheduler : public Scheduler, public Scalable {
   size_t app_count() const override { return apps_.size(); }
 
  private:
-  std::map<std::pair<std::string, std::string>, std::unique_ptr<AppRecord>> apps_;
+  std::map<std::pair<std::string, std::string>, std::unique_ptr<seam::AppRecord>> apps_;
   uint64_t next_id_ = 0;
 };
 
@@ -107,12 +107,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   uv_loop_init(&loop);
   {
     MemoryScheduler scheduler;
-    LogStore logs(0);
+    seam::LogStore logs(0);
     Service::DaemonInfo info;
     info.socket = "fuzz";
     info.state_dir = "/nonexistent";
     info.max_replicas_per_app = 16;
-    FileWorker files(&loop);
+    seam::FileWorker files(&loop);
     Service service(&loop, {&scheduler}, &logs, &files, info);
     ServerLimits limits;
     limits.max_frame_bytes = 1 << 16;  // small, so the fuzzer reaches the limit

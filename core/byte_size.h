@@ -1,0 +1,21 @@
+// Byte sizes as people write them in options and run options: "4096", "64K", "128M", "1G"
+// (K/M/G and KiB/MiB/GiB are powers of 1024).
+//
+// Thread contract: pure functions, safe from any thread.
+#ifndef TORCHXD_CORE_BYTE_SIZE_H_
+#define TORCHXD_CORE_BYTE_SIZE_H_
+
+#include <cstdint>
+#include <string>
+
+#include "core/result.h"
+
+namespace torchxd::core {
+
+// Bytes ("0" too, which callers read as unbounded), at most 2^62; InvalidArgument naming the
+// text otherwise.
+[[nodiscard]] Result<uint64_t> ParseByteSize(const std::string& text);
+
+}  // namespace torchxd::core
+
+#endif  // TORCHXD_CORE_BYTE_SIZE_H_

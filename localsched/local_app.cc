@@ -1,0 +1,33 @@
+#include "localsched/local_app.h"
+
+namespace torchxd::localsched {
+
+using json = nlohmann::json;
+
+void LocalApp::AddFixedJson(json& out) const {
+  out["max_duration_ms"] = max_duration_ms;
+  out["requests"] = requests;
+}
+
+void LocalApp::AddChangingJson(json& out) const {
+  out["ports"] = ports;
+  if (!pulling.empty()) out["pulling"] = pulling;
+}
+
+Result<std::unique_ptr<LocalApp>> LocalApp::FromJson(const json& j) {
+  auto base = seam::AppRecord::FromJson(j);
+  if (!base) return Fail(base.error());
+  auto app = std::make_unique<LocalApp>();
+  static_cast<seam::AppRecord&>(*app) = std::move(*base);
+  try {
+    app->max_duration_ms = j.value("max_duration_ms", int64_t{0});
+    app->requests = j.value("requests", json::array());
+    if (auto it = j.find("ports"); it != j.end() && it->is_object()) app->ports = *it;
+    app->pulling = j.value("pulling", std::vector<std::string>{});
+  } catch (const json::exception& e) {
+    return Fail(Error::Internal(std::string("stored app record: ") + e.what()));
+  }
+  return app;
+}
+
+}  // namespace torchxd::localsched

@@ -1,0 +1,43 @@
+// LocalApp: the local scheduler's record of one of its apps: the AppRecord
+// every app has, and what only a local app keeps (the runner of its
+// replicas, what each replica runs for re-adoption, its ports, its images
+// still to pull, its time limit). Stored as one JSON object with the
+// AppRecord's keys, so records written before the split read back alike.
+//
+// Thread contract: loop thread only.
+#ifndef TORCHXD_LOCALSCHED_LOCAL_APP_H_
+#define TORCHXD_LOCALSCHED_LOCAL_APP_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/result.h"
+#include "seam/app_record.h"
+#include "supervisor/app_runner.h"
+
+namespace torchxd::localsched {
+
+struct LocalApp : seam::AppRecord {
+  // Fixed at submit (a change calls FixedPartsChanged).
+  nlohmann::json requests = nlohmann::json::array();  // what each replica runs, for re-adoption
+  int64_t max_duration_ms = 0;                        // -cfg max_duration (0 = none)
+  // Changing as it runs.
+  nlohmann::json ports = nlohmann::json::object();  // named ports while it runs: "declared" -> the one it got
+  std::vector<std::string> pulling;                 // local_docker: images still to pull before it may start
+  // Live (not persisted): where its replicas' output goes (outlives the
+  // runner), and the runner of its replicas once it was admitted.
+  std::unique_ptr<supervisor::ReplicaLogSink> log_sink;
+  std::unique_ptr<supervisor::AppRunner> runner;
+
+  void AddFixedJson(nlohmann::json& out) const override;
+  void AddChangingJson(nlohmann::json& out) const override;
+  [[nodiscard]] static Result<std::unique_ptr<LocalApp>> FromJson(const nlohmann::json& json);
+};
+
+}  // namespace torchxd::localsched
+
+#endif  // TORCHXD_LOCALSCHED_LOCAL_APP_H_

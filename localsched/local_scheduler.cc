@@ -1,0 +1,794 @@
+#include "localsched/local_scheduler.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+#include <sstream>
+#include <tuple>
+
+#include "core/app_handle.h"
+#include "core/app_status.h"
+#include "core/byte_size.h"
+#include "core/check.h"
+#include "core/duration.h"
+#include "core/ids.h"
+#include "core/json_parse.h"
+#include "core/local_plan.h"
+#include "core/local_ports.h"
+#include "core/log.h"
+#include "core/names.h"
+#include "core/paths.h"
+#include "core/replica_key.h"
+#include "core/replica_request.h"
+#include "core/user_db.h"
+#include "imageproviders/image_provider.h"
+#include "logfiles/safe_file.h"
+#include "seam/app_log_sink.h"
+#include "seam/as_user.h"
+
+namespace torchxd::localsched {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string ToLowerState(core::AppState state) {
+  std::string s(core::AppStateName(state));
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+}  // namespace
+
+LocalScheduler::LocalScheduler(uv_loop_t* loop, seam::Store* store, seam::LogStore* logs,
+                               LocalSchedulerOptions options)
+    : loop_(loop),
+      store_(store),
+      options_(std::move(options)),
+      clock_(loop, options_.clock),
+      logs_(logs),
+      restarts_(options_.restart_rate_per_user, std::max(1.0, options_.restart_rate_per_user)) {
+  logs_->AddSource([this] { return OldestEvictableLogs(); });
+  if (options_.box) admission_ = std::make_unique<admission::Admission>(*options_.box, options_.queues);
+}
+
+LocalScheduler::~LocalScheduler() = default;
+
+Result<void> LocalScheduler::Load(const std::vector<seam::StoredApp>& stored) {
+  std::vector<LocalApp*> adopted;
+  for (const auto& s : stored) {
+    if (!seam::Serves(*this, s.scheduler)) continue;  // another scheduler's
+    auto loaded = LocalApp::FromJson(s.record);
+    if (!loaded) {
+      logging::warn("skipping unreadable stored app app={} error={}", s.app_id, loaded.error().message);
+      continue;
+    }
+    std::unique_ptr<LocalApp> rec = std::move(*loaded);
+    rec->replicas.clear();
+    for (const auto& rj : s.replicas) rec->replicas.push_back(seam::ReplicaInfoFromJson(rj));
+    // A replica with no stored attempt never started (an elastic role's
+    // growth, or a queued app): it is there, PENDING, as at submit.
+    for (size_t r = 0; r < rec->app.roles.size(); ++r) {
+      for (int i = 0; i < rec->app.roles[r].num_replicas; ++i) {
+        bool stored = std::any_of(rec->replicas.begin(), rec->replicas.end(), [&](const auto& x) {
+          return x.role_index == static_cast<int>(r) && x.replica_id == i;
+        });
+        if (stored) continue;
+        supervisor::ReplicaInfo info;
+        info.role = rec->app.roles[r].name;
+        info.role_index = static_cast<int>(r);
+        info.replica_id = i;
+        rec->replicas.push_back(info);
+      }
+    }
+    std::sort(rec->replicas.begin(), rec->replicas.end(), [](const auto& a, const auto& b) {
+      return std::tie(a.role_index, a.replica_id) < std::tie(b.role_index, b.replica_id);
+    });
+    // Replicas outlive a daemon that stopped without stopping them (containers;
+    // shims with live-restore or after a restart): take them over.
+    // Queued apps never started: they wait in their queue again (RestoreAdmission).
+    bool queued = rec->admission.queued && rec->state == core::AppState::kPending && rec->admission.gpus.empty();
+    bool pulling = !rec->pulling.empty() && rec->state == core::AppState::kPending && !rec->started_ms;
+    if (pulling) queued = true;  // neither adopted nor failed: its pull starts again below
+    bool adopt = !queued && !core::IsTerminal(rec->state) &&
+                 (rec->scheduler == "local_docker" || (!rec->requests.empty() && !options_.run_dir.empty()));
+    if (!core::IsTerminal(rec->state) && !adopt && !queued) {
+      // Its replicas died with the daemon (torchxd-shim kills them): say so.
+      rec->state = core::AppState::kFailed;
+      rec->msg = "torchxd stopped unexpectedly";
+      rec->ended_ms = clock_->UnixNowMs();
+      for (auto& r : rec->replicas) {
+        if (core::IsTerminal(r.state)) continue;
+        r.state = core::ReplicaState::kFailed;
+        r.error_message = "torchxd stopped unexpectedly";
+        r.end_ms = rec->ended_ms;
+        (void)store_->PutReplica(rec->scheduler, rec->app_id, r.role, r.replica_id, r.attempt,
+                                 static_cast<int>(r.state), seam::ReplicaInfoToJson(r));
+      }
+      Persist(*rec);
+      Event(*rec, "reconciled", rec->msg);
+      logging::warn("app left running by a previous torchxd marked failed app={}", rec->app_id);
+    }
+    logs_->Count(*rec);
+    Key key{rec->scheduler, rec->app_id};
+    apps_[key] = std::move(rec);
+    if (apps_[key]->gpu_usage.AnyOpen()) gpu_accounted_.insert(key);  // its intervals go on (or end at its end)
+    // Containers outlive a crashed daemon: take them over instead of failing them.
+    if (adopt) adopted.push_back(apps_[key].get());
+  }
+  for (LocalApp* app : adopted) {
+    bool docker = app->scheduler == "local_docker";
+    if (docker ? AdoptContainers(*app) : AdoptProcesses(*app)) continue;
+    app->state = core::AppState::kFailed;
+    app->msg = docker ? "torchxd stopped unexpectedly and cannot reach the Docker engine to resume"
+                      : "torchxd stopped unexpectedly and cannot resume the app";
+    app->ended_ms = clock_->UnixNowMs();
+    Persist(*app);
+  }
+  if (!options_.run_dir.empty()) {
+    std::set<std::string> running;
+    for (const auto& [key, rec] : apps_) {
+      for (const auto& r : rec->replicas) {
+        if (!core::IsTerminal(r.state) && !r.monitor.run_dir.empty()) running.insert(r.monitor.run_dir);
+      }
+    }
+    for (const auto& path : supervisor::SweepRunDirs(options_.run_dir, running)) {
+      logging::warn("a torchxd-shim no stored attempt knows still runs; left alone run_dir={}", path);
+    }
+  }
+  if (options_.containment != nullptr) {
+    // A group no running attempt refers to holds what a daemon that died left: it goes.
+    std::set<std::string> contained;
+    for (const auto& [key, rec] : apps_) {
+      for (const auto& r : rec->replicas) {
+        if (!core::IsTerminal(r.state) && !r.monitor.cgroup.empty()) contained.insert(r.monitor.cgroup);
+      }
+    }
+    options_.containment->Sweep(contained);
+  }
+  logs_->Enforce();  // the budget may have shrunk since the last run
+  gpu_count_ = core::CountNvidiaGpus(options_.nvidia_proc_dir);
+  RestoreAdmission();
+  for (const auto& [key, rec] : apps_) {
+    if (!rec->pulling.empty() && rec->state == core::AppState::kPending) PullNext(key);
+  }
+  return {};
+}
+
+void LocalScheduler::PersistAll() {
+  for (const auto& [key, rec] : apps_) {
+    Persist(*rec);
+    for (const auto& r : rec->replicas) {
+      (void)store_->PutReplica(rec->scheduler, rec->app_id, r.role, r.replica_id, r.attempt,
+                               static_cast<int>(r.state), seam::ReplicaInfoToJson(r));
+    }
+  }
+}
+
+void LocalScheduler::Persist(const LocalApp& app) {
+  if (auto ok = store_->PutAppText(app.scheduler, app.app_id, static_cast<int>(app.state), app.created_ms,
+                                   app.ToJsonText(false));
+      !ok) {
+    logging::error("store write failed app={} error={}", app.app_id, ok.error().message);
+  }
+}
+
+// The user's oldest finished app, which may leave the cache, or null.
+LocalApp* LocalScheduler::OldestEvictable(uid_t uid) {
+  LocalApp* oldest = nullptr;
+  for (auto& [key, rec] : apps_) {
+    if (rec->owner_uid != uid || !core::IsTerminal(rec->state) || rec->runner) continue;
+    if (oldest == nullptr || rec->ended_ms.value_or(0) < oldest->ended_ms.value_or(0)) oldest = rec.get();
+  }
+  return oldest;
+}
+
+Result<void> LocalScheduler::CheckRoom(uid_t uid, bool privileged) {
+  if (options_.max_running_per_user == 0 || privileged) return {};
+  size_t running = 0;
+  for (const auto& [key, rec] : apps_) {
+    bool queued = admission_ && admission_->IsPending(seam::AppKey(*rec));
+    if (rec->owner_uid == uid && !core::IsTerminal(rec->state) && !queued) ++running;
+  }
+  if (running < options_.max_running_per_user) return {};
+  return Fail(Error::Unavailable("uid " + std::to_string(uid) + " already runs " + std::to_string(running) +
+                                 " apps, the most one user may run at once on this torchxd "
+                                 "(--max-running-per-user " + std::to_string(options_.max_running_per_user) +
+                                 "); wait for one to end or cancel one"));
+}
+
+void LocalScheduler::MakeRoom(uid_t uid) {
+  // Each user keeps their own `cache_size` apps: their oldest finished go
+  // first; running apps stay, and never cost anyone a submit.
+  size_t mine = 0;
+  for (const auto& [key, rec] : apps_) mine += rec->owner_uid == uid;
+  while (mine > options_.cache_size) {
+    LocalApp* oldest = OldestEvictable(uid);
+    if (oldest == nullptr) return;
+    Evict(*oldest);
+    --mine;
+  }
+}
+
+void LocalScheduler::Evict(LocalApp& app) {
+  logging::info("evicting app app={} ended_ms={}", app.app_id, app.ended_ms.value_or(0));
+  (void)store_->DeleteApp(app.scheduler, app.app_id);
+  RemoveLogDir(app);
+  apps_.erase(Key{app.scheduler, app.app_id});
+}
+
+Result<void> LocalScheduler::MakeAppLogDir(const LocalApp& app, const std::string& base) {
+  std::error_code ec;
+  if (app.user_log_dir) {
+    // The caller's own directory: refuse a symlink, then create as the caller.
+    struct stat st;
+    if (::lstat(base.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
+      return Fail(Error::InvalidArgument("log_dir " + base + " is a symbolic link; give the real directory"));
+    }
+    seam::AsUser as(app.owner_uid, app.owner_gid);
+    fs::create_directories(app.app_log_dir, ec);
+  } else if (auto made = seam::MakeAppLogDir(app.app_log_dir, LogOwner(app)); !made) {
+    return Fail(made.error().WithContext("log_dir"));
+  }
+  if (ec) return Fail(Error::Io("log_dir " + app.app_log_dir + ": " + ec.message()));
+  return {};
+}
+
+void LocalScheduler::RemoveLogDir(LocalApp& app) { logs_->Discard(app, LogOwner(app)); }
+
+std::optional<seam::LogStore::Candidate> LocalScheduler::OldestEvictableLogs() {
+  LocalApp* oldest = nullptr;
+  for (auto& [key, rec] : apps_) {
+    if (rec->runner || rec->user_log_dir || rec->logs_evicted || !core::IsTerminal(rec->state)) continue;
+    if (oldest == nullptr || rec->ended_ms.value_or(0) < oldest->ended_ms.value_or(0)) oldest = rec.get();
+  }
+  if (oldest == nullptr) return std::nullopt;
+  return seam::LogStore::Candidate{oldest->ended_ms.value_or(0), [this, oldest] {
+                                logging::info("evicting logs to stay under --log-max-total app={} bytes={}",
+                                             oldest->app_id, oldest->log_bytes);
+                                RemoveLogDir(*oldest);
+                                Persist(*oldest);
+                              }};
+}
+
+namespace {
+
+// The submitter, when it is not the daemon's own user: its credentials for
+// the shim and the identity its replicas see.
+struct Caller {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<unsigned> run_as;  // {uid, gid, groups...}; empty = the daemon's user
+  std::map<std::string, std::string> identity_env;
+};
+
+Result<Caller> LookUpCaller(uid_t uid) {
+  Caller c;
+  c.uid = uid;
+  c.gid = ::getegid();
+  if (uid == ::geteuid()) return c;
+  auto user = core::LookUpUser(uid);
+  if (!user) {
+    return Fail(Error::PermissionDenied("uid " + std::to_string(uid) + " has no passwd entry; torchxd runs replicas only as a known user"));
+  }
+  c.gid = user->gid;
+  c.run_as = {static_cast<unsigned>(uid), static_cast<unsigned>(user->gid)};
+  for (gid_t g : core::GroupsOf(*user)) c.run_as.push_back(static_cast<unsigned>(g));
+  c.identity_env = {{"HOME", user->home}, {"USER", user->name}, {"LOGNAME", user->name}};
+  return c;
+}
+
+}  // namespace
+
+bool LocalScheduler::AdoptProcesses(LocalApp& app) {
+  auto caller = LookUpCaller(app.owner_uid);
+  if (!caller) return false;
+  std::vector<core::ReplicaRequest> requests;
+  for (const auto& j : app.requests) {
+    auto req = seam::ReplicaRequestFromStoredJson(j);
+    if (!req) return false;
+    requests.push_back(std::move(*req));
+  }
+  if (requests.size() != app.replicas.size()) return false;
+  app.runner = std::make_unique<supervisor::AppRunner>(loop_, app.Handle(), app.app, std::move(requests),
+                                                       RunnerOptions(app, caller->run_as), this);
+  by_runner_[app.runner.get()] = &app;
+  logging::info("re-adopting replicas app={} replicas={}", app.app_id, app.replicas.size());
+  bool cancelling = app.cancelling;  // Adopt reports the runner's own (not yet cancelling) state
+  std::string msg = app.msg;
+  app.runner->Adopt(app.replicas, {}, HeldReplicas(app));
+  if (cancelling) app.runner->Cancel(options_.grace_seconds, msg, app.timed_out);
+  ArmDeadline(app);
+  return true;
+}
+
+void LocalScheduler::Submit(seam::SubmitRequest request, std::function<void(Result<const seam::AppRecord*>)> done) {
+  if (request.scheduler != "local_docker") return done(SubmitNow(std::move(request)));
+  SubmitContainers(std::move(request), std::move(done));
+}
+
+Result<const seam::AppRecord*> LocalScheduler::SubmitNow(seam::SubmitRequest request, bool hold) {
+  // Everything that can refuse the app comes first: nothing changes before.
+  auto caller = LookUpCaller(request.uid);
+  if (!caller) return Fail(caller.error());
+  bool docker = request.scheduler == "local_docker";
+  Result<std::vector<core::RoleLocation>> locations = [&]() -> Result<std::vector<core::RoleLocation>> {
+    if (docker) return std::vector<core::RoleLocation>{};  // the image is the engine's
+    seam::AsUser as(caller->uid, caller->gid);  // image paths are checked with the caller's rights
+    return imageproviders::FetchRoles(request.scheduler, request.app, request.cwd);
+  }();
+  if (!locations) return Fail(locations.error());
+  uint64_t log_max_bytes = options_.log_max_bytes;
+  if (auto max = core::CfgGet<std::string>(request.cfg, "log_max_bytes")) {
+    auto bytes = core::ParseByteSize(*max);
+    if (!bytes) return Fail(Error::InvalidArgument("log_max_bytes: " + bytes.error().message));
+    log_max_bytes = *bytes;
+  }
+  int64_t max_duration_ms = 0;
+  if (auto limit = core::CfgGet<std::string>(request.cfg, "max_duration")) {
+    auto ms = core::ParseDurationMs(*limit);
+    if (!ms) return Fail(Error::InvalidArgument("max_duration: " + ms.error().message));
+    max_duration_ms = *ms;
+  }
+  if (auto room = CheckRoom(request.uid, request.privileged); !room) return Fail(room.error());
+
+  auto rec = std::make_unique<LocalApp>();
+  rec->scheduler = request.scheduler;
+  rec->session = request.session;
+  rec->app_id = core::MakeUnique(request.app.name);
+  rec->app = std::move(request.app);
+  rec->cfg = core::CfgToJson(request.cfg);
+  rec->cwd = request.cwd;
+  rec->client_env = request.env;
+  rec->owner_uid = request.uid;
+  rec->owner_gid = caller->gid;
+  rec->created_ms = clock_->UnixNowMs();
+  rec->log_max_bytes = log_max_bytes;
+  rec->max_duration_ms = max_duration_ms;
+  auto user_log_dir = core::CfgGet<std::string>(request.cfg, "log_dir");
+  rec->user_log_dir = user_log_dir.has_value();
+  std::string base = user_log_dir ? *user_log_dir : options_.log_dir;
+  if (!base.empty() && base[0] != '/') base = request.cwd + "/" + base;
+  rec->app_log_dir = core::AppLogDir(base, rec->session, rec->app_id);
+  for (const auto& role : rec->app.roles) {
+    // Names are validated, so this holds; checked anyway because the path is what matters.
+    if (!core::PathIsUnder(base, rec->app_log_dir + "/" + role.name)) {
+      return Fail(Error::InvalidArgument("the log directory of role " + role.name + " would leave " + base));
+    }
+  }
+  if (auto admissible = PrepareAdmission(*rec, request.privileged); !admissible) return Fail(admissible.error());
+  if (auto made = MakeAppLogDir(*rec, base); !made) return Fail(made.error());
+
+  core::LocalPlanInput plan_input;
+  plan_input.scheduler = rec->scheduler;
+  plan_input.session = rec->session;
+  plan_input.app_id = rec->app_id;
+  plan_input.session_id = core::SessionUuid();
+  plan_input.app_log_dir = rec->app_log_dir;
+  plan_input.cfg = request.cfg;
+  plan_input.client_env = request.env;
+  plan_input.roles = *locations;
+  plan_input.gpu_count = gpu_count_;
+  core::LocalPlan plan = core::PlanLocalApp(rec->app, plan_input);
+  std::vector<core::ReplicaRequest> requests = std::move(plan.requests);
+  rec->submit_warnings = std::move(plan.warnings);
+  if (admission_ && admission_->box().topology.size() == 0) {
+    int most = 0;
+    for (const auto& role : rec->app.roles) most = std::max(most, role.resource.gpu);
+    if (most > 0) {
+      rec->submit_warnings.push_back(
+          "this box has no GPU that torchxd found (NVML) or was told of (--gpu-topology, --capacity): the GPU request "
+          "(" + std::to_string(most) + " per replica) is not enforced and no CUDA_VISIBLE_DEVICES is set");
+    }
+  }
+  if (!docker) {
+    for (auto& req : requests) {
+      for (const auto& [k, v] : caller->identity_env) req.env[k] = v;
+    }
+  }
+  if (!docker) {
+    for (const auto& req : requests) rec->requests.push_back(seam::ReplicaRequestToStoredJson(req));
+  }
+  for (const auto& req : requests) {
+    supervisor::ReplicaInfo info;
+    info.role = req.role;
+    info.replica_id = req.replica_id;
+    info.log_dir = req.log_dir;
+    info.hostname = req.container_name;
+    for (size_t r = 0; r < rec->app.roles.size(); ++r) {
+      if (rec->app.roles[r].name == req.role) info.role_index = static_cast<int>(r);
+    }
+    rec->replicas.push_back(info);
+  }
+  rec->state = admission_ || hold ? core::AppState::kPending : core::AppState::kSubmitted;
+  Result<void> committed = store_->PutApp(rec->scheduler, rec->app_id, static_cast<int>(rec->state), rec->created_ms,
+                                          rec->ToJson());
+  if (committed) {
+    seam::AppEvent submitted;
+    submitted.type = "submitted";
+    submitted.text = "submitted: " + std::to_string(rec->replicas.size()) +
+                     (rec->replicas.size() == 1 ? " replica" : " replicas") + " of " + rec->app.name;
+    submitted.data = {{"replicas", rec->replicas.size()}, {"scheduler", rec->scheduler}};
+    auto seq = store_->AddEvent(rec->scheduler, rec->app_id, clock_->UnixNowMs(), submitted.type,
+                                static_cast<int>(rec->state), submitted.StoredMsg());
+    if (!seq) committed = Fail(seq.error());
+  }
+  if (committed) {
+    committed = store_->Commit();
+  } else {
+    store_->Rollback();
+  }
+  if (!committed) {
+    // Acknowledge only what is stored: undo, start nothing.
+    {
+      seam::AsUser as(rec->owner_uid, rec->owner_gid);
+      std::error_code ec;
+      std::filesystem::remove_all(rec->app_log_dir, ec);
+    }
+    logging::error("refusing app: the store cannot record it app={} error={}", rec->app_id, committed.error().message);
+    return Fail(Error::Io("the state store could not record the app, so nothing was started: " +
+                          committed.error().message));
+  }
+  LocalApp* raw = rec.get();
+  apps_[Key{raw->scheduler, raw->app_id}] = std::move(rec);
+  MakeRoom(raw->owner_uid);
+  logging::info("app submitted app={} scheduler={} replicas={}", raw->app_id, raw->scheduler,
+               raw->replicas.size());
+  if (hold) return raw;
+  if (admission_) {
+    admission_->Enqueue(DemandOf(*raw));
+    RunAdmissionPass();  // it starts within its submit when it fits
+    return raw;
+  }
+  Launch(*raw, std::move(requests), caller->run_as);
+  return raw;
+}
+
+void LocalScheduler::Launch(LocalApp& app, std::vector<core::ReplicaRequest> requests, std::vector<unsigned> run_as,
+                            const std::vector<bool>& held) {
+  if (app.scheduler != "local_docker") GivePorts(app, requests);
+  supervisor::AppOptions opts = RunnerOptions(app, std::move(run_as));
+  app.runner = std::make_unique<supervisor::AppRunner>(loop_, app.Handle(), app.app, std::move(requests), opts, this);
+  by_runner_[app.runner.get()] = &app;
+  if (!app.started_ms) app.started_ms = clock_->UnixNowMs();  // stored with the attempts Start records
+  app.runner->Start(held);
+  ArmDeadline(app);
+}
+
+void LocalScheduler::GivePorts(LocalApp& app, std::vector<core::ReplicaRequest>& requests) {
+  auto wanted = core::EndpointPorts(app.app, requests);
+  if (wanted.empty()) return;
+  std::set<int> taken;  // what the other apps that have not ended were given
+  for (const auto& [key, rec] : apps_) {
+    if (rec.get() == &app || core::IsTerminal(rec->state)) continue;
+    for (const auto& [declared, port] : rec->ports.items()) {
+      if (port.is_number_integer()) taken.insert(port.get<int>());
+    }
+  }
+  auto chosen = core::ChoosePorts(wanted, taken, core::PortIsFree);
+  core::RemapEndpointPorts(requests, chosen);
+  app.ports = json::object();
+  std::string said;
+  for (const auto& [declared, port] : chosen) {
+    app.ports[std::to_string(declared)] = port;
+    said += " " + wanted[declared] + "=" + std::to_string(port);
+  }
+  app.requests = json::array();
+  for (const auto& req : requests) app.requests.push_back(seam::ReplicaRequestToStoredJson(req));
+  app.FixedPartsChanged();
+  logging::info("app ports app={}{}", app.app_id, said);
+}
+
+Result<std::vector<unsigned>> LocalScheduler::RunAs(uid_t uid) const {
+  auto caller = LookUpCaller(uid);
+  if (!caller) return Fail(caller.error());
+  return caller->run_as;
+}
+
+LocalApp* LocalScheduler::Find(const std::string& scheduler, const std::string& app_id) {
+  auto it = apps_.find(Key{scheduler, app_id});
+  return it == apps_.end() ? nullptr : it->second.get();
+}
+
+std::vector<const seam::AppRecord*> LocalScheduler::List() const {
+  std::vector<const seam::AppRecord*> out;
+  for (const auto& [key, rec] : apps_) out.push_back(rec.get());
+  return out;
+}
+
+std::vector<const LocalApp*> LocalScheduler::Apps() const {
+  std::vector<const LocalApp*> out;
+  for (const auto& [key, rec] : apps_) out.push_back(rec.get());
+  return out;
+}
+
+LocalApp& LocalScheduler::Own(seam::AppRecord& record) {
+  auto* app = dynamic_cast<LocalApp*>(&record);
+  TORCHXD_CHECK(app != nullptr);
+  return *app;
+}
+
+const LocalApp& LocalScheduler::Own(const seam::AppRecord& record) {
+  const auto* app = dynamic_cast<const LocalApp*>(&record);
+  TORCHXD_CHECK(app != nullptr);
+  return *app;
+}
+
+size_t LocalScheduler::running_apps() const {
+  return by_runner_.size();  // every runner is in it while it exists (every client's `version` asks)
+}
+
+void LocalScheduler::Cancel(seam::AppRecord& record, std::optional<double> grace_seconds,
+                            std::function<void(Result<seam::CancelOutcome>)> done) {
+  LocalApp& app = Own(record);
+  if (CancelQueued(app) || CancelPull(app)) return done(seam::CancelOutcome{false});
+  if (!app.runner) return done(seam::CancelOutcome{true});
+  app.runner->OnTerminal([done] { done(seam::CancelOutcome{false}); });
+  double grace = grace_seconds.value_or(options_.grace_seconds);
+  if (!app.runner->cancelling() && !app.runner->terminal()) {
+    char g[32];
+    std::snprintf(g, sizeof g, "%g", grace);
+    Event(app, "cancel", std::string("cancel requested: SIGTERM to its replicas, SIGKILL to what is left after ") + g + " s",
+          {{"grace_s", grace}});
+  }
+  app.runner->Cancel(grace, "cancelled by user");
+}
+
+void LocalScheduler::Scale(seam::AppRecord& record, const std::vector<core::ScaleRequest>& changes,
+                           std::function<void(Result<void>)> done) {
+  LocalApp& app = Own(record);
+  if (app.runner && app.runner->cancelling()) {
+    return done(Fail(Error::Unavailable(app.Handle() + " is being cancelled; it no longer scales")));
+  }
+  for (const auto& c : changes) app.scale[c.role] = c.replicas;
+  if (app.runner) {
+    for (const auto& c : changes) (void)app.runner->Scale(c.role_index, c.replicas);
+  }
+  // Queued: it starts with this scale. Stored before the answer, as a cancel is.
+  Persist(app);
+  for (const auto& c : changes) {
+    Event(app, "scaled", "role " + c.role + " scaled to " + std::to_string(c.replicas) + " replicas",
+          {{"role", c.role}, {"replicas", c.replicas}});
+  }
+  logging::info("app scaled app={} scale={}", app.app_id, app.scale.dump());
+  done({});
+}
+
+void LocalScheduler::Wait(seam::AppRecord& record, std::function<void(const seam::AppRecord&)> done) {
+  LocalApp& app = Own(record);
+  std::string scheduler = app.scheduler, app_id = app.app_id;
+  if (!app.runner && ((admission_ && admission_->IsPending(seam::AppKey(app))) || !app.pulling.empty())) {
+    queued_waiters_[Key{scheduler, app_id}].push_back([this, scheduler, app_id, done] {
+      if (LocalApp* rec = Find(scheduler, app_id)) done(*rec);
+    });
+    return;
+  }
+  if (!app.runner) return done(app);
+  app.runner->OnTerminal([this, scheduler, app_id, done] {
+    if (LocalApp* rec = Find(scheduler, app_id)) done(*rec);
+  });
+}
+
+void LocalScheduler::Delete(seam::AppRecord& record, std::function<void(Result<core::AppState>)> done) {
+  LocalApp& app = Own(record);
+  std::string scheduler = app.scheduler, app_id = app.app_id;
+  Cancel(app, std::nullopt, [this, scheduler, app_id, done](Result<seam::CancelOutcome>) {
+    LocalApp* a = Find(scheduler, app_id);
+    core::AppState last = a != nullptr ? a->state : core::AppState::kUnknown;
+    // The runner is freed on the next loop turn; purge after that.
+    auto* timer = new uv_timer_t;
+    timer->data = new std::function<void()>([this, scheduler, app_id, last, done] {
+      if (LocalApp* rec = Find(scheduler, app_id)) {
+        if (rec->runner) by_runner_.erase(rec->runner.get());
+        rec->runner.reset();
+        Evict(*rec);
+      }
+      done(last);
+    });
+    uv_timer_init(loop_, timer);
+    uv_timer_start(timer, [](uv_timer_t* t) {
+      auto* fn = static_cast<std::function<void()>*>(t->data);
+      (*fn)();
+      delete fn;
+      uv_close(reinterpret_cast<uv_handle_t*>(t), [](uv_handle_t* h) { delete reinterpret_cast<uv_timer_t*>(h); });
+    }, 1, 0);
+  });
+}
+
+supervisor::AppOptions LocalScheduler::RunnerOptions(LocalApp& app, std::vector<unsigned> run_as) {
+  supervisor::AppOptions opts;
+  opts.clock = clock_.get();
+  if (!app.log_sink) app.log_sink = std::make_unique<seam::AppLogSink>(logs_, &app, clock_.get());
+  opts.log_sink = app.log_sink.get();
+  opts.grace_seconds = options_.grace_seconds;
+  opts.backoff_initial_seconds = app.cfg.value("restart_backoff", 1.0);
+  opts.backoff_max_seconds = app.cfg.value("restart_backoff_max", 30.0);
+  opts.stop_on_failure = app.cfg.value("stop_on_failure", true);
+  opts.scale = core::ScaleOf(app.app, app.scale);
+  opts.process.shim_path = options_.shim_path;
+  opts.process.run_as = std::move(run_as);
+  opts.process.run_dir = options_.run_dir;
+  opts.process.log_max_bytes = app.log_max_bytes;
+  opts.process.keep = options_.live_restore;
+  opts.process.containment = options_.containment;
+  opts.process.when_stored = [store = store_, files = options_.files](std::function<void()> remove) {
+    if (files != nullptr) {
+      remove = [files, remove = std::move(remove)] {
+        files->Post(::geteuid(), ::geteuid(), ::getegid(), [remove] {
+          remove();
+          return std::function<void()>();
+        });
+      };
+    }
+    store->WhenStored(std::move(remove));
+  };
+  opts.book_restart = [this, uid = app.owner_uid](uint64_t delay_ms) {
+    uint64_t now = uv_now(loop_);
+    return restarts_.Book(uid, now + delay_ms) - now;
+  };
+  if (app.scheduler == "local_docker") opts.runtime = containers_.get();
+  return opts;
+}
+
+void LocalScheduler::Shutdown(bool keep, std::function<void()> done) {
+  stopping_ = true;  // queued apps stay queued for the next daemon
+  deadline_timer_.reset();
+  queued_waiters_.clear();
+  StopPulls();
+  if (keep) {
+    // The runners go with the daemon; their replicas (under shims or in
+    // containers) go on, and the store says where to find them.
+    PersistAll();
+    for (auto& [key, rec] : apps_) {
+      if (!rec->runner) continue;
+      by_runner_.erase(rec->runner.get());
+      rec->runner.reset();  // closes its handles, leaves the replicas alone
+      logs_->CloseWriters(*rec);
+    }
+    return done();
+  }
+  auto remaining = std::make_shared<size_t>(0);
+  auto finish_one = [remaining, done] {
+    if (--*remaining == 0) done();
+  };
+  for (auto& [key, rec] : apps_) {
+    if (!rec->runner) continue;
+    ++*remaining;
+    rec->runner->OnTerminal(finish_one);
+  }
+  if (*remaining == 0) return done();
+  for (auto& [key, rec] : apps_) {
+    if (rec->runner) rec->runner->Cancel(options_.grace_seconds, "torchxd was stopped");
+  }
+}
+
+LocalApp* LocalScheduler::RecordOf(supervisor::AppRunner& runner) {
+  auto it = by_runner_.find(&runner);
+  return it == by_runner_.end() ? nullptr : it->second;
+}
+
+void LocalScheduler::OnAttemptStarting(supervisor::AppRunner& runner,
+                                       const supervisor::ReplicaInfo& r) {
+  LocalApp* app = RecordOf(runner);
+  if (app == nullptr) return;
+  std::string key = r.Key().String();
+  if (app->scheduler != "local_docker") return logs_->ShimAttemptStarting(*app, key);  // its shim writes the logs
+  logs_->BeginAttempt(*app, key, r.log_dir, r.attempt, LogOwner(*app));
+}
+
+void LocalScheduler::OnAttemptsRecorded(supervisor::AppRunner&) {
+  // A failure is the store's to report and repair (the daemon writes every
+  // app again once commits work); the attempts start anyway.
+  (void)store_->Commit();
+}
+
+void LocalScheduler::OnReplicaChanged(supervisor::AppRunner& runner,
+                                      const supervisor::ReplicaInfo& r) {
+  LocalApp* app = RecordOf(runner);
+  if (app == nullptr) return;
+  for (auto& mine : app->replicas) {
+    if (mine.role != r.role || mine.replica_id != r.replica_id) continue;
+    bool moved = mine.state != r.state || mine.attempt != r.attempt || mine.pid != r.pid;
+    mine = r;
+    if (r.state == core::ReplicaState::kFailed) ReadErrorFile(*app, mine);
+    (void)store_->PutReplica(app->scheduler, app->app_id, r.role, r.replica_id, r.attempt,
+                             static_cast<int>(r.state), seam::ReplicaInfoToJson(mine));
+    if (moved) ReplicaEvent(*app, mine);
+    logging::info("replica {} app={} role={} replica={} attempt={} pid={} code={}",
+                 ToLowerState(r.state), app->app_id, r.role, r.replica_id, r.attempt,
+                 r.pid.value_or(0), r.exit_code ? std::to_string(*r.exit_code) : "-");
+  }
+}
+
+void LocalScheduler::ReadErrorFile(LocalApp& app, supervisor::ReplicaInfo& replica) {
+  // The replica wrote it: it may be anything (a FIFO, a link, deep or huge JSON).
+  seam::AsUser as(app.owner_uid, app.owner_gid);
+  auto text = logfiles::ReadRegularFile(replica.log_dir + "/error.json", kMaxErrorFileBytes);
+  if (!text) return;
+  auto j = core::ParseJson(*text);
+  if (!j) return;
+  const json* m = j->contains("message") ? &(*j)["message"] : nullptr;
+  if (m && m->is_object() && m->contains("message") && (*m)["message"].is_string()) {
+    replica.error_message = (*m)["message"].get<std::string>();
+  } else if (m && m->is_string()) {
+    replica.error_message = m->get<std::string>();
+  }
+  if (replica.error_message.size() > core::kMaxErrorMessageBytes) {
+    replica.error_message.resize(core::kMaxErrorMessageBytes);
+    replica.error_message += " [...]";
+  }
+  if (app.structured_error_msg == core::kNone) app.structured_error_msg = j->dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+void LocalScheduler::OnAppChanged(supervisor::AppRunner& runner) {
+  LocalApp* app = RecordOf(runner);
+  if (app == nullptr) return;
+  bool was_terminal = core::IsTerminal(app->state);
+  app->state = runner.state();
+  app->msg = runner.msg();
+  app->num_restarts = runner.num_restarts();
+  app->cancelling = runner.cancelling() && !core::IsTerminal(runner.state());
+  if (core::IsTerminal(app->state) && !was_terminal) {
+    app->ended_ms = clock_->UnixNowMs();
+    WriteSuccessFile(*app);
+    logs_->CloseWriters(*app);
+    logs_->Enforce();
+    logging::info("app {} app={} msg={}", ToLowerState(app->state), app->app_id, app->msg);
+    LeaveAdmission(*app);  // its process groups are gone: its GPUs are free
+  }
+  Persist(*app);
+  if (core::IsTerminal(app->state) && !was_terminal) {
+    Event(*app, "ended", std::string(core::AppStateName(app->state)) + (app->msg.empty() ? "" : ": " + app->msg),
+          {{"state", core::AppStateName(app->state)}, {"msg", app->msg}});
+  }
+  logs_->Notify(seam::AppKey(*app));
+  if (core::IsTerminal(app->state) && !was_terminal) {
+    // Free the runner once its callbacks have unwound.
+    auto* timer = new uv_timer_t;
+    timer->data = new std::pair<LocalScheduler*, Key>(this, Key{app->scheduler, app->app_id});
+    uv_timer_init(loop_, timer);
+    uv_timer_start(
+        timer,
+        [](uv_timer_t* t) {
+          auto* ctx = static_cast<std::pair<LocalScheduler*, Key>*>(t->data);
+          if (LocalApp* rec = ctx->first->Find(ctx->second.first, ctx->second.second)) {
+            ctx->first->by_runner_.erase(rec->runner.get());
+            rec->runner.reset();
+          }
+          delete ctx;
+          uv_close(reinterpret_cast<uv_handle_t*>(t), [](uv_handle_t* h) { delete reinterpret_cast<uv_timer_t*>(h); });
+        },
+        0, 0);
+  }
+}
+
+void LocalScheduler::WriteSuccessFile(const LocalApp& app) {
+  json roles = json::object();
+  for (const auto& r : app.replicas) {
+    roles[r.role].push_back(json{{"replica_id", r.replica_id},
+                                 {"pid", r.pid ? json(*r.pid) : json(nullptr)},
+                                 {"exitcode", r.exit_code ? json(*r.exit_code)
+                                                          : r.signal ? json(-*r.signal) : json(nullptr)},
+                                 {"stdout", r.log_dir + "/stdout.log"},
+                                 {"stderr", r.log_dir + "/stderr.log"},
+                                 {"error_file", r.log_dir + "/error.json"}});
+  }
+  json success = {{"app_id", app.app_id},
+                  {"log_dir", app.app_log_dir},
+                  {"final_state", core::AppStateName(app.state)},
+                  {"last_updated", static_cast<double>(app.ended_ms.value_or(clock_->UnixNowMs())) / 1000.0},
+                  {"roles", roles}};
+  seam::AsUser as(app.owner_uid, app.owner_gid);
+  if (auto ok = logfiles::WriteRegularFile(app.app_log_dir + "/SUCCESS", success.dump(-1, ' ', false, json::error_handler_t::replace));
+      !ok) {
+    logging::warn("cannot write the SUCCESS file app={} error={}", app.app_id, ok.error().message);
+  }
+}
+
+}  // namespace torchxd::localsched

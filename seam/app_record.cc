@@ -1,0 +1,271 @@
+#include "seam/app_record.h"
+
+#include "core/app_handle.h"
+#include "core/app_json.h"
+#include "core/user_db.h"
+
+namespace torchxd::seam {
+
+std::optional<std::string> QueueOf(const AppRecord& app) {
+  if (app.admission.queued) return app.admission.queue;
+  if (app.cfg.is_object() && app.cfg.contains("queue") && app.cfg["queue"].is_string()) {
+    return app.cfg["queue"].get<std::string>();
+  }
+  return std::nullopt;
+}
+
+const std::string& UserNameOf(uint32_t uid, std::map<uint32_t, std::string>& cache) {
+  auto [it, fresh] = cache.try_emplace(uid);
+  if (!fresh) return it->second;
+  it->second = core::UserName(uid);
+  return it->second;
+}
+
+namespace {
+
+using nlohmann::json;
+
+template <class T>
+json Opt(const std::optional<T>& v) {
+  return v ? json(*v) : json(nullptr);
+}
+
+template <class T>
+std::optional<T> GetOpt(const json& j, const char* key) {
+  if (!j.contains(key) || j[key].is_null()) return std::nullopt;
+  return j[key].get<T>();
+}
+
+}  // namespace
+
+json ReplicaInfoToJson(const supervisor::ReplicaInfo& r) {
+  return json{{"role", r.role},         {"role_index", r.role_index},
+              {"replica_id", r.replica_id}, {"state", static_cast<int>(r.state)},
+              {"attempt", r.attempt},   {"pid", Opt(r.pid)},
+              {"exit_code", Opt(r.exit_code)}, {"signal", Opt(r.signal)},
+              {"start_ms", Opt(r.start_ms)}, {"end_ms", Opt(r.end_ms)},
+              {"error_message", r.error_message}, {"log_dir", r.log_dir},
+              {"hostname", r.hostname},
+              {"monitor", json{{"run_dir", r.monitor.run_dir}, {"nonce", r.monitor.nonce},
+                               {"boot_id", r.monitor.boot_id}, {"cgroup", r.monitor.cgroup}}}};
+}
+
+supervisor::ReplicaInfo ReplicaInfoFromJson(const json& j) {
+  supervisor::ReplicaInfo r;
+  r.role = j.value("role", "");
+  r.role_index = j.value("role_index", 0);
+  r.replica_id = j.value("replica_id", 0);
+  r.state = core::AppStateFromInt(j.value("state", 7)).value_or(core::AppState::kUnknown);
+  r.attempt = j.value("attempt", 0);
+  r.pid = GetOpt<int>(j, "pid");
+  r.exit_code = GetOpt<int>(j, "exit_code");
+  r.signal = GetOpt<int>(j, "signal");
+  r.start_ms = GetOpt<int64_t>(j, "start_ms");
+  r.end_ms = GetOpt<int64_t>(j, "end_ms");
+  r.error_message = j.value("error_message", "");
+  r.log_dir = j.value("log_dir", "");
+  r.hostname = j.value("hostname", "");
+  if (auto m = j.find("monitor"); m != j.end() && m->is_object()) {
+    r.monitor.run_dir = m->value("run_dir", "");
+    r.monitor.nonce = m->value("nonce", "");
+    r.monitor.boot_id = m->value("boot_id", "");
+    r.monitor.cgroup = m->value("cgroup", "");
+  }
+  return r;
+}
+
+json ReplicaRequestToStoredJson(const core::ReplicaRequest& r) {
+  return json{{"role", r.role}, {"replica_id", r.replica_id}, {"entrypoint", r.entrypoint}, {"args", r.args},
+              {"env", r.env},   {"cwd", r.cwd},               {"log_dir", r.log_dir},
+              {"cpu", r.cpu},   {"mem_mb", r.mem_mb}};
+}
+
+std::optional<core::ReplicaRequest> ReplicaRequestFromStoredJson(const json& j) {
+  if (!j.is_object()) return std::nullopt;
+  try {
+    core::ReplicaRequest r;
+    r.role = j.at("role").get<std::string>();
+    r.replica_id = j.at("replica_id").get<int>();
+    r.entrypoint = j.at("entrypoint").get<std::string>();
+    r.args = j.at("args").get<std::vector<std::string>>();
+    r.env = j.at("env").get<std::map<std::string, std::string>>();
+    r.cwd = j.at("cwd").get<std::string>();
+    r.log_dir = j.at("log_dir").get<std::string>();
+    r.cpu = j.value("cpu", -1);  // absent in what an older torchxd stored
+    r.mem_mb = j.value("mem_mb", -1);
+    return r;
+  } catch (const json::exception&) {
+    return std::nullopt;
+  }
+}
+
+std::string AppRecord::Handle() const { return core::MakeAppHandle(scheduler, session, app_id); }
+
+core::AppStatus AppRecord::Status() const {
+  core::AppStatus s;
+  s.state = state;
+  s.num_restarts = num_restarts;
+  s.msg = msg;
+  s.structured_error_msg = structured_error_msg;
+  if (!app_log_dir.empty()) s.ui_url = "file://" + app_log_dir;
+  s.app_handle = Handle();
+  for (const auto& role : app.roles) {
+    core::RoleStatus rs{role.name, {}};
+    for (const auto& r : replicas) {
+      if (r.role != role.name) continue;
+      core::ReplicaStatus x;
+      x.id = r.replica_id;
+      x.state = r.state;
+      x.role = r.role;
+      x.hostname = r.hostname.empty() && scheduler != "kubernetes" ? "localhost" : r.hostname;
+      x.pid = r.pid;
+      x.exit_code = r.exit_code;
+      x.signal = r.signal;
+      x.attempt = r.attempt;
+      x.start_time_ms = r.start_ms;
+      x.end_time_ms = r.end_ms;
+      x.error_message = r.error_message;
+      std::string key = r.Key().String();
+      auto lost = log_bytes_lost.find(key);
+      if (lost != log_bytes_lost.end()) x.log_bytes_lost = lost->second;
+      if (auto held = admission.gpus.find(key); held != admission.gpus.end()) {
+        auto uuids = admission.gpu_uuids.find(key);
+        for (size_t k = 0; k < held->second.size(); ++k) {
+          bool known = uuids != admission.gpu_uuids.end() && k < uuids->second.size();
+          x.gpus.push_back({held->second[k], known ? uuids->second[k] : ""});
+        }
+      }
+      rs.replicas.push_back(std::move(x));
+    }
+    s.roles.push_back(std::move(rs));
+  }
+  return s;
+}
+
+namespace {
+
+// The parts fixed at submit.
+json FixedJson(const AppRecord& r) {
+  json out{{"scheduler", r.scheduler},         {"session", r.session},
+           {"app_id", r.app_id},               {"app", core::AppDefToJson(r.app)},
+           {"cfg", r.cfg},                     {"cwd", r.cwd},
+           {"client_env", r.client_env},       {"created_ms", r.created_ms},
+           {"app_log_dir", r.app_log_dir},     {"user_log_dir", r.user_log_dir},
+           {"owner_uid", r.owner_uid},         {"owner_gid", r.owner_gid},
+           {"log_max_bytes", r.log_max_bytes}};
+  r.AddFixedJson(out);
+  return out;
+}
+
+// What changes as it runs.
+json ChangingJson(const AppRecord& r, bool with_replicas) {
+  json out{{"state", static_cast<int>(r.state)},
+           {"msg", r.msg},
+           {"num_restarts", r.num_restarts},
+           {"structured_error_msg", r.structured_error_msg},
+           {"ended_ms", Opt(r.ended_ms)},
+           {"log_bytes_lost", r.log_bytes_lost},
+           {"log_bytes", r.log_bytes},
+           {"logs_evicted", r.logs_evicted},
+           {"log_disk_seen", r.log_disk_seen},
+           {"log_lost_before", r.log_lost_before},
+           {"cancelling", r.cancelling},
+           {"timed_out", r.timed_out},
+           {"scale", r.scale},
+           {"started_ms", Opt(r.started_ms)},
+           {"admission", r.admission.ToJson()},
+           {"gpu_usage", r.gpu_usage.ToJson()},
+           {"scheduler_data", r.scheduler_data}};
+  r.AddChangingJson(out);
+  if (with_replicas) {
+    json reps = json::array();
+    for (const auto& rep : r.replicas) reps.push_back(ReplicaInfoToJson(rep));
+    out["replicas"] = std::move(reps);
+  }
+  return out;
+}
+
+std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+}  // namespace
+
+json AppRecord::ToJson() const {
+  json out = FixedJson(*this);
+  out.update(ChangingJson(*this, true));
+  return out;
+}
+
+std::string AppRecord::ToJsonText(bool with_replicas) const {
+  if (fixed_json_.empty()) fixed_json_ = Dump(FixedJson(*this));
+  std::string changing = Dump(ChangingJson(*this, with_replicas));
+  // "{fixed}" + "{changing}" -> "{fixed,changing}" (neither is empty).
+  return fixed_json_.substr(0, fixed_json_.size() - 1) + "," + changing.substr(1);
+}
+
+json AdmissionInfo::ToJson() const {
+  if (!queued) return nullptr;
+  json out = {{"queue", queue}, {"priority", priority}, {"seq", seq}, {"head", head}, {"gpus", gpus}};
+  if (!gpu_uuids.empty()) out["gpu_uuids"] = gpu_uuids;
+  return out;
+}
+
+AdmissionInfo AdmissionInfo::FromJson(const json& j) {
+  AdmissionInfo a;
+  if (!j.is_object()) return a;
+  a.queued = true;
+  a.queue = j.value("queue", "default");
+  a.priority = j.value("priority", 0);
+  a.seq = j.value("seq", uint64_t{0});
+  a.head = j.value("head", false);
+  a.gpus = j.value("gpus", std::map<std::string, std::vector<int>>{});
+  a.gpu_uuids = j.value("gpu_uuids", std::map<std::string, std::vector<std::string>>{});
+  return a;
+}
+
+Result<AppRecord> AppRecord::FromJson(const json& j) {
+  if (!j.is_object()) return Fail(Error::Internal("stored app record is not an object"));
+  try {
+    AppRecord r;
+    r.scheduler = j.at("scheduler").get<std::string>();
+    r.session = j.at("session").get<std::string>();
+    r.app_id = j.at("app_id").get<std::string>();
+    // What was stored was accepted by the rules of its day: read it back as it is.
+    core::AppDefDecodeOptions stored;
+    stored.validate = false;
+    auto app = core::AppDefFromJson(j.at("app"), stored);
+    if (!app) return Fail(app.error());
+    r.app = std::move(*app);
+    r.cfg = j.value("cfg", json::object());
+    r.cwd = j.value("cwd", "");
+    r.client_env = j.value("client_env", std::map<std::string, std::string>{});
+    r.state = core::AppStateFromInt(j.value("state", 7)).value_or(core::AppState::kUnknown);
+    r.msg = j.value("msg", "");
+    r.num_restarts = j.value("num_restarts", 0);
+    r.structured_error_msg = j.value("structured_error_msg", std::string(core::kNone));
+    r.created_ms = j.value("created_ms", int64_t{0});
+    r.ended_ms = GetOpt<int64_t>(j, "ended_ms");
+    r.app_log_dir = j.value("app_log_dir", "");
+    r.user_log_dir = j.value("user_log_dir", false);
+    r.owner_uid = j.value("owner_uid", 0u);
+    r.owner_gid = j.value("owner_gid", 0u);
+    r.log_max_bytes = j.value("log_max_bytes", uint64_t{0});
+    r.log_bytes_lost = j.value("log_bytes_lost", std::map<std::string, uint64_t>{});
+    r.log_bytes = j.value("log_bytes", uint64_t{0});
+    r.logs_evicted = j.value("logs_evicted", false);
+    r.log_disk_seen = j.value("log_disk_seen", std::map<std::string, uint64_t>{});
+    r.log_lost_before = j.value("log_lost_before", std::map<std::string, uint64_t>{});
+    r.cancelling = j.value("cancelling", false);
+    r.timed_out = j.value("timed_out", false);
+    if (auto it = j.find("scale"); it != j.end() && it->is_object()) r.scale = *it;
+    r.started_ms = GetOpt<int64_t>(j, "started_ms");
+    for (const auto& rj : j.value("replicas", json::array())) r.replicas.push_back(ReplicaInfoFromJson(rj));
+    r.scheduler_data = j.value("scheduler_data", json());
+    r.admission = AdmissionInfo::FromJson(j.value("admission", json()));
+    r.gpu_usage = GpuUsage::FromJson(j.value("gpu_usage", json()));
+    return r;
+  } catch (const json::exception& e) {
+    return Fail(Error::Internal(std::string("stored app record: ") + e.what()));
+  }
+}
+
+}  // namespace torchxd::seam

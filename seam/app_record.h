@@ -1,0 +1,134 @@
+// AppRecord: what the daemon knows about every app, whichever scheduler runs
+// it. Kept in memory for every app in the cache and written through to the
+// Store as JSON. What only one scheduler keeps is its own: the local
+// scheduler's records are LocalApps (localsched/local_app.h), which add to the
+// stored JSON through the Add*Json hooks; the remote schedulers keep
+// theirs beside the record and store it in `scheduler_data`.
+//
+// Thread contract: loop thread only.
+#ifndef TORCHXD_SEAM_APP_RECORD_H_
+#define TORCHXD_SEAM_APP_RECORD_H_
+
+#include <sys/types.h>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/app_def.h"
+#include "core/app_status.h"
+#include "core/result.h"
+#include "seam/gpu_usage.h"
+#include "supervisor/app_runner.h"
+
+namespace torchxd::seam {
+
+// What admission knows of a local app (the daemon's --no-admission leaves it unset).
+struct AdmissionInfo {
+  bool queued = false;  // went through admission
+  std::string queue = "default";
+  int priority = 0;
+  uint64_t seq = 0;   // submit order
+  bool head = false;  // holds the box's reservation
+  std::map<std::string, std::vector<int>> gpus;  // "role/replica" -> GPUs it holds
+  std::map<std::string, std::vector<std::string>> gpu_uuids;  // "role/replica" -> their UUIDs, in that order
+
+  nlohmann::json ToJson() const;
+  static AdmissionInfo FromJson(const nlohmann::json& json);
+};
+
+struct AppRecord {
+  AppRecord() = default;
+  AppRecord(AppRecord&&) = default;
+  AppRecord& operator=(AppRecord&&) = default;
+  virtual ~AppRecord() = default;
+
+  std::string scheduler;
+  std::string session;
+  std::string app_id;
+  core::AppDef app;
+  nlohmann::json cfg = nlohmann::json::object();
+  std::string cwd;
+  std::map<std::string, std::string> client_env;  // never shown back
+  core::AppState state = core::AppState::kSubmitted;
+  std::string msg;
+  int num_restarts = 0;
+  std::string structured_error_msg = std::string(core::kNone);
+  int64_t created_ms = 0;
+  std::optional<int64_t> ended_ms;
+  std::string app_log_dir;
+  bool user_log_dir = false;  // a user-chosen log_dir is never deleted
+  uid_t owner_uid = 0;
+  gid_t owner_gid = 0;
+  uint64_t log_max_bytes = 0;
+  // Log accounting: changed by the LogStore only.
+  std::map<std::string, uint64_t> log_bytes_lost;  // "role/replica" -> bytes
+  uint64_t log_bytes = 0;      // on disk, in the daemon's --log-dir
+  bool logs_evicted = false;   // removed to keep under --log-max-total
+  // What each replica's logs took on disk when its monitor last said (processes: the shim writes them).
+  std::map<std::string, uint64_t> log_disk_seen;      // "role/replica" -> bytes
+  std::map<std::string, uint64_t> log_lost_before;    // lost by the replica's earlier attempts
+  bool cancelling = false;     // a cancel is under way (a restarted daemon finishes it)
+  bool timed_out = false;      // that cancel is the app's max_duration: it ends FAILED
+  std::optional<int64_t> started_ms;     // when its replicas were first started (admitted)
+  nlohmann::json scale = nlohmann::json::object();  // `torchx scale`: role -> replicas it runs (absent = all)
+  std::vector<supervisor::ReplicaInfo> replicas;
+  // The queue and GPUs admission gave it (status, list, metrics and the GPU
+  // view read them); only local apps go through the daemon's admission.
+  AdmissionInfo admission;
+  GpuUsage gpu_usage;  // the GPUs it held, when, and how much it used them
+  nlohmann::json scheduler_data;  // what a remote scheduler needs after a restart (e.g. the Job's name)
+
+  // Live parts (not persisted).
+  mutable std::string fixed_json_;  // ToJsonText's cache
+  std::vector<std::string> submit_warnings;  // told to the submitter once
+
+  std::string Handle() const;
+  core::AppStatus Status() const;
+  nlohmann::json ToJson() const;
+  // The same record as JSON text, its parts fixed at submit (the AppDef, the
+  // requests with every replica's environment: most of its bytes) serialized
+  // once: a replica's restart rewrites the record without dumping them again.
+  // Without `with_replicas` (local apps: their replicas have rows of their own).
+  std::string ToJsonText(bool with_replicas) const;
+  // Call after changing a fixed part (a local app's requests, when they get GPUs or ports).
+  void FixedPartsChanged() { fixed_json_.clear(); }
+  [[nodiscard]] static Result<AppRecord> FromJson(const nlohmann::json& json);
+
+  // What a scheduler's own record adds to the stored JSON: the parts fixed
+  // at submit, and those that change as it runs (keys of their own).
+  virtual void AddFixedJson(nlohmann::json& /*out*/) const {}
+  virtual void AddChangingJson(nlohmann::json& /*out*/) const {}
+};
+
+// How many of an app's events the store keeps (the newest): a bounded
+// history per replica, however often it restarts.
+inline size_t EventsKept(const AppRecord& app) { return 64 + 32 * app.replicas.size(); }
+
+// The key the LogStore and its followers know an app by: "scheduler/app_id".
+inline std::string AppKey(const AppRecord& app) { return app.scheduler + "/" + app.app_id; }
+// "local_cwd/train-abc" -> {"local_cwd", "train-abc"}
+inline std::pair<std::string, std::string> SplitKey(const std::string& key) {
+  size_t slash = key.find('/');
+  return {key.substr(0, slash), slash == std::string::npos ? "" : key.substr(slash + 1)};
+}
+
+// The queue an app waits or runs in: local admission's, else the `queue` run option
+// (a kubernetes app's Volcano queue); none when it has neither.
+std::optional<std::string> QueueOf(const AppRecord& app);
+
+// The login name of a uid (its digits when it has none), looked up once per `cache`.
+const std::string& UserNameOf(uint32_t uid, std::map<uint32_t, std::string>& cache);
+
+nlohmann::json ReplicaInfoToJson(const supervisor::ReplicaInfo& info);
+nlohmann::json ReplicaRequestToStoredJson(const core::ReplicaRequest& request);
+std::optional<core::ReplicaRequest> ReplicaRequestFromStoredJson(const nlohmann::json& json);
+supervisor::ReplicaInfo ReplicaInfoFromJson(const nlohmann::json& json);
+
+}  // namespace torchxd::seam
+
+#endif  // TORCHXD_SEAM_APP_RECORD_H_

@@ -1,0 +1,83 @@
+#include "seam/gpu_usage.h"
+
+#include <algorithm>
+
+namespace torchxd::seam {
+
+using nlohmann::json;
+
+bool GpuUsage::IsOpen(int gpu) const {
+  return std::any_of(intervals.begin(), intervals.end(), [gpu](const GpuInterval& i) { return i.gpu == gpu && !i.to_ms; });
+}
+
+bool GpuUsage::AnyOpen() const {
+  return std::any_of(intervals.begin(), intervals.end(), [](const GpuInterval& i) { return !i.to_ms; });
+}
+
+void GpuUsage::Open(int gpu, const std::string& uuid, int64_t now_ms) {
+  if (IsOpen(gpu)) return;
+  intervals.push_back(GpuInterval{gpu, uuid, now_ms, std::nullopt});
+  // Drop the oldest closed intervals past the bound (open ones are never more
+  // than the box's GPUs).
+  for (auto it = intervals.begin(); intervals.size() > kMaxIntervals && it != intervals.end();) {
+    if (!it->to_ms) {
+      ++it;
+      continue;
+    }
+    dropped_held_s += static_cast<double>(*it->to_ms - it->from_ms) / 1000.0;
+    dropped_before_ms = std::max(dropped_before_ms, *it->to_ms);
+    it = intervals.erase(it);
+  }
+}
+
+void GpuUsage::Close(int gpu, int64_t at_ms) {
+  for (GpuInterval& i : intervals) {
+    if (i.gpu == gpu && !i.to_ms) i.to_ms = std::max(at_ms, i.from_ms);
+  }
+}
+
+double GpuUsage::HeldSeconds(int64_t from_ms, int64_t to_ms) const {
+  double held = from_ms < dropped_before_ms ? dropped_held_s : 0;
+  for (const GpuInterval& i : intervals) {
+    int64_t begin = std::max(i.from_ms, from_ms);
+    int64_t end = std::min(i.to_ms.value_or(to_ms), to_ms);
+    if (end > begin) held += static_cast<double>(end - begin) / 1000.0;
+  }
+  return held;
+}
+
+double GpuUsage::UsedSeconds(int64_t from_ms, int64_t to_ms, int64_t now_ms) const {
+  double all = HeldSeconds(0, now_ms);
+  if (all <= 0) return 0;
+  return used_s * std::min(1.0, HeldSeconds(from_ms, to_ms) / all);
+}
+
+json GpuUsage::ToJson() const {
+  if (intervals.empty() && dropped_held_s == 0) return nullptr;
+  json list = json::array();
+  for (const GpuInterval& i : intervals) {
+    json j = {{"gpu", i.gpu}, {"uuid", i.uuid}, {"from_ms", i.from_ms}};
+    if (i.to_ms) j["to_ms"] = *i.to_ms;
+    list.push_back(std::move(j));
+  }
+  json out = {{"intervals", std::move(list)}, {"used_s", used_s}};
+  if (dropped_held_s > 0) out["dropped_held_s"] = dropped_held_s, out["dropped_before_ms"] = dropped_before_ms;
+  return out;
+}
+
+GpuUsage GpuUsage::FromJson(const json& j) {
+  GpuUsage u;
+  if (!j.is_object()) return u;
+  u.used_s = j.value("used_s", 0.0);
+  u.dropped_held_s = j.value("dropped_held_s", 0.0);
+  u.dropped_before_ms = j.value("dropped_before_ms", int64_t{0});
+  for (const json& i : j.value("intervals", json::array())) {
+    if (!i.is_object() || u.intervals.size() >= kMaxIntervals + 64) continue;
+    GpuInterval g{i.value("gpu", 0), i.value("uuid", ""), i.value("from_ms", int64_t{0}), std::nullopt};
+    if (i.contains("to_ms")) g.to_ms = i.value("to_ms", int64_t{0});
+    u.intervals.push_back(std::move(g));
+  }
+  return u;
+}
+
+}  // namespace torchxd::seam

@@ -1,0 +1,134 @@
+// Store: torchxd's sqlite3 database (WAL) in the state dir. It keeps every
+// app (its AppDef, cfg, request and status), every replica attempt, and every
+// state change (the events table). The daemon writes before it acknowledges.
+//
+// Writes are tiny single-row statements in WAL mode with synchronous=NORMAL
+// (no fsync per commit), so they run on the loop thread; bench/ measures them.
+// Checkpoints, which do fsync, run on a StoreCheckpointer's thread.
+// Group commit: the writes of one loop turn share a transaction, which the
+// daemon commits at the end of the turn; a `run` is committed before it is
+// acknowledged, and refused if that commit fails.
+// Schema changes are numbered migrations (schema_version in `meta`). A
+// corrupt file is moved aside (torchxd.db.corrupt-<time>) and a new one made.
+//
+// Thread contract: loop thread only.
+#ifndef TORCHXD_SEAM_STORE_H_
+#define TORCHXD_SEAM_STORE_H_
+
+#include <sqlite3.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/result.h"
+#include "seam/store_checkpointer.h"
+
+namespace torchxd::seam {
+
+struct StoredApp {
+  std::string scheduler;
+  std::string app_id;
+  nlohmann::json record;  // the daemon's AppRecord as JSON
+  std::vector<nlohmann::json> replicas;  // latest attempt of each replica
+};
+
+// One row of an app's event timeline, as stored (seam/app_events.h reads it).
+struct StoredEvent {
+  uint64_t seq = 0;
+  int64_t time_ms = 0;
+  std::string what;
+  int state = 0;
+  std::string msg;
+};
+
+class Store {
+ public:
+  [[nodiscard]] static Result<std::unique_ptr<Store>> Open(const std::string& path,
+                                                           std::string* warning);
+  ~Store();
+
+  [[nodiscard]] Result<void> PutApp(const std::string& scheduler, const std::string& app_id,
+                                    int state, int64_t created_ms, const nlohmann::json& record);
+  // The same with the record already JSON text.
+  [[nodiscard]] Result<void> PutAppText(const std::string& scheduler, const std::string& app_id, int state,
+                                        int64_t created_ms, const std::string& record);
+  [[nodiscard]] Result<void> PutReplica(const std::string& scheduler, const std::string& app_id,
+                                        const std::string& role, int replica_id, int attempt,
+                                        int state, const nlohmann::json& record);
+  // Keeps the app's newest `keep` events (0: all): older ones are deleted a
+  // few at a time, so that a crash-looping replica's history stays bounded.
+  // Returns the event's sequence number (increasing across all apps).
+  [[nodiscard]] Result<uint64_t> AddEvent(const std::string& scheduler, const std::string& app_id,
+                                          int64_t time_ms, const std::string& what, int state,
+                                          const std::string& msg, size_t keep = 0);
+  // The app's events after `after_seq`, oldest first, at most `limit` (the newest of them).
+  [[nodiscard]] Result<std::vector<StoredEvent>> LoadEvents(const std::string& scheduler, const std::string& app_id,
+                                                            uint64_t after_seq, size_t limit);
+  [[nodiscard]] Result<void> DeleteApp(const std::string& scheduler, const std::string& app_id);
+  [[nodiscard]] Result<std::vector<StoredApp>> LoadApps();
+  // Commits the open transaction, if any. On failure (e.g. a full disk) the
+  // transaction is rolled back and its writes are lost: TakeLostWrites() says
+  // so once, and the daemon has every scheduler write its state again.
+  [[nodiscard]] Result<void> Commit();
+  // Abandons the open transaction (a write of it failed); its writes are lost as above.
+  void Rollback();
+  bool TakeLostWrites();
+  // Called after every write of an app, a replica or a deletion (the apps changed).
+  void OnChange(std::function<void()> callback) { on_change_ = std::move(callback); }
+  // Runs `fn` once everything written so far is durable: at once when nothing
+  // is pending, else after the next commit that succeeds while no failed one
+  // awaits its rewrite (see Rewritten). What must not outlive a record that
+  // was never stored waits here (an attempt's run directory and exit.json).
+  void WhenStored(std::function<void()> fn);
+  // Every app was written again after a failed commit, and committed.
+  void Rewritten();
+
+  // The checkpointer, or null where it could not open (then sqlite's own
+  // checkpoints run on the loop, as a warning from Open says).
+  StoreCheckpointer* checkpointer() { return checkpointer_.get(); }
+
+  static constexpr int kSchemaVersion = 1;
+  // The log's size, in pages, past which a commit asks for a checkpoint.
+  static constexpr int kCheckpointPages = 1000;
+  // Attempts kept per replica (the latest ones): each restart adds a row.
+  static constexpr int kAttemptsKept = 8;
+
+ private:
+  explicit Store(sqlite3* db) : db_(db) {}
+  [[nodiscard]] Result<void> Exec(const std::string& sql);
+  [[nodiscard]] Result<void> EnsureTransaction();
+  [[nodiscard]] Result<void> Migrate();
+  [[nodiscard]] Result<sqlite3_stmt*> Prepare(const char* sql);
+  Error SqlError(const std::string& what) const;
+  static int OnWalCommit(void* self, sqlite3* db, const char* name, int pages);
+
+  sqlite3* db_;
+  std::vector<sqlite3_stmt*> statements_;
+  sqlite3_stmt* put_app_ = nullptr;
+  sqlite3_stmt* put_replica_ = nullptr;
+  sqlite3_stmt* add_event_ = nullptr;
+  sqlite3_stmt* trim_events_ = nullptr;
+  sqlite3_stmt* load_events_ = nullptr;
+  sqlite3_stmt* trim_attempts_ = nullptr;
+  // Per "scheduler/app_id": events that may be stored now (the bound, after a trim).
+  std::map<std::string, size_t> events_kept_;
+  void RunStored();
+
+  bool in_transaction_ = false;
+  bool lost_writes_ = false;
+  bool awaiting_rewrite_ = false;
+  std::vector<std::function<void()>> when_stored_;
+  std::function<void()> on_change_;
+  std::unique_ptr<StoreCheckpointer> checkpointer_;
+};
+
+}  // namespace torchxd::seam
+
+#endif  // TORCHXD_SEAM_STORE_H_

@@ -1,0 +1,184 @@
+#include "seam/store.h"
+
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+namespace torchxd::seam {
+namespace {
+
+namespace fs = std::filesystem;
+
+class StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("store_test_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string Path() { return (dir_ / "torchxd.db").string(); }
+  fs::path dir_;
+};
+
+TEST_F(StoreTest, AppsAndLatestReplicaAttemptsRoundTrip) {
+  {
+    auto store = Store::Open(Path(), nullptr);
+    ASSERT_TRUE(store.has_value()) << store.error().message;
+    ASSERT_TRUE((*store)->PutApp("local_cwd", "a-1", 3, 100, {{"k", "v"}}).has_value());
+    ASSERT_TRUE((*store)->PutApp("local_cwd", "a-1", 4, 100, {{"k", "v2"}}).has_value());
+    ASSERT_TRUE((*store)->PutReplica("local_cwd", "a-1", "r", 0, 1, 5, {{"attempt", 1}}).has_value());
+    ASSERT_TRUE((*store)->PutReplica("local_cwd", "a-1", "r", 0, 2, 4, {{"attempt", 2}}).has_value());
+    ASSERT_TRUE((*store)->AddEvent("local_cwd", "a-1", 1, "app", 4, "").has_value());
+  }
+  auto store = Store::Open(Path(), nullptr);
+  auto apps = (*store)->LoadApps();
+  ASSERT_TRUE(apps.has_value());
+  ASSERT_EQ(apps->size(), 1u);
+  EXPECT_EQ((*apps)[0].record["k"], "v2");
+  ASSERT_EQ((*apps)[0].replicas.size(), 1u);
+  EXPECT_EQ((*apps)[0].replicas[0]["attempt"], 2);
+  ASSERT_TRUE((*store)->DeleteApp("local_cwd", "a-1").has_value());
+  EXPECT_TRUE((*store)->LoadApps()->empty());
+}
+
+// A crash-looping replica: thousands of attempts and events, a bounded history.
+TEST_F(StoreTest, AttemptsAndEventsOfARestartingReplicaStayBounded) {
+  {
+    auto store = Store::Open(Path(), nullptr);
+    ASSERT_TRUE(store.has_value()) << store.error().message;
+    ASSERT_TRUE((*store)->PutApp("local_cwd", "loop", 3, 100, {{"k", "v"}}).has_value());
+    for (int attempt = 1; attempt <= 2000; ++attempt) {
+      ASSERT_TRUE((*store)->PutReplica("local_cwd", "loop", "r", 0, attempt, 4, {{"attempt", attempt}}).has_value());
+      ASSERT_TRUE((*store)->AddEvent("local_cwd", "loop", attempt, "replica r/0 attempt " + std::to_string(attempt), 4,
+                                     "", 100).has_value());
+    }
+    ASSERT_TRUE((*store)->Commit().has_value());
+  }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(Path().c_str(), &db), SQLITE_OK);
+  auto count = [&](const char* sql) {
+    sqlite3_stmt* s = nullptr;
+    sqlite3_prepare_v2(db, sql, -1, &s, nullptr);
+    int64_t n = sqlite3_step(s) == SQLITE_ROW ? sqlite3_column_int64(s, 0) : -1;
+    sqlite3_finalize(s);
+    return n;
+  };
+  EXPECT_EQ(count("SELECT COUNT(*) FROM replicas"), Store::kAttemptsKept);
+  EXPECT_GE(count("SELECT COUNT(*) FROM events"), 100);
+  EXPECT_LE(count("SELECT COUNT(*) FROM events"), 125);
+  EXPECT_EQ(count("SELECT MAX(time_ms) FROM events"), 2000);  // the newest stay
+  sqlite3_close(db);
+  auto store = Store::Open(Path(), nullptr);
+  auto apps = (*store)->LoadApps();
+  ASSERT_EQ(apps->size(), 1u);
+  ASSERT_EQ((*apps)[0].replicas.size(), 1u);
+  EXPECT_EQ((*apps)[0].replicas[0]["attempt"], 2000);
+}
+
+// The records hold users' environments: the database and its side files are the daemon's alone.
+TEST_F(StoreTest, TheDatabaseIsReadableByItsOwnerAlone) {
+  std::ofstream(Path()) << "";
+  fs::permissions(Path(), fs::perms::all);  // as an older torchxd may have left it
+  auto store = Store::Open(Path(), nullptr);
+  ASSERT_TRUE(store.has_value()) << store.error().message;
+  ASSERT_TRUE((*store)->PutApp("local_cwd", "a", 1, 1, {{"env", "SECRET"}}).has_value());
+  ASSERT_TRUE((*store)->Commit().has_value());
+  for (const char* suffix : {"", "-wal", "-shm"}) {
+    struct stat st;
+    ASSERT_EQ(::stat((Path() + suffix).c_str(), &st), 0) << suffix;
+    EXPECT_EQ(st.st_mode & 0777, 0600u) << suffix;
+  }
+}
+
+TEST_F(StoreTest, ACorruptDatabaseIsMovedAsideAndReplaced) {
+  std::ofstream(Path()) << std::string(4096, 'g');
+  std::string warning;
+  auto store = Store::Open(Path(), &warning);
+  ASSERT_TRUE(store.has_value()) << store.error().message;
+  EXPECT_NE(warning.find("was corrupt; moved it to"), std::string::npos) << warning;
+  bool aside = false;
+  for (const auto& e : fs::directory_iterator(dir_)) {
+    aside = aside || e.path().filename().string().find("torchxd.db.corrupt-") == 0;
+  }
+  EXPECT_TRUE(aside);
+  EXPECT_TRUE((*store)->PutApp("local_cwd", "b", 1, 1, {}).has_value());
+}
+
+TEST_F(StoreTest, ANewerSchemaIsRefused) {
+  {
+    auto store = Store::Open(Path(), nullptr);
+    ASSERT_TRUE(store.has_value());
+  }
+  std::string cmd = "sqlite3 " + Path() + " \"UPDATE meta SET value='99' WHERE key='schema_version'\" 2>/dev/null";
+  if (std::system(cmd.c_str()) != 0) GTEST_SKIP() << "sqlite3 command-line tool not installed";
+  auto store = Store::Open(Path(), nullptr);
+  ASSERT_FALSE(store.has_value());
+  EXPECT_NE(store.error().message.find("newer than this torchxd"), std::string::npos);
+}
+
+// Checkpoints fsync, and fsyncs stall while another process floods the disk:
+// they run on the checkpointer's thread, never in a commit on the loop.
+TEST_F(StoreTest, ACheckpointCopiesTheLogIntoTheDatabaseOnItsOwnThread) {
+  auto store = Store::Open(Path(), nullptr);
+  ASSERT_TRUE(store.has_value()) << store.error().message;
+  StoreCheckpointer* checkpointer = (*store)->checkpointer();
+  ASSERT_NE(checkpointer, nullptr);
+  std::string big(2000, 'x');
+  for (int i = 0; i < 3000; ++i) {
+    ASSERT_TRUE((*store)->PutApp("local_cwd", "a-" + std::to_string(i), 1, i, {{"env", big}}).has_value());
+    if (i % 100 == 99) {
+      ASSERT_TRUE((*store)->Commit().has_value());
+    }
+  }
+  for (int i = 0; i < 500 && (checkpointer->done() == 0 || fs::file_size(Path()) < (4u << 20)); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_GT(checkpointer->done(), 0u);
+  EXPECT_GE(fs::file_size(Path()), 4u << 20) << "the database file did not receive the log's pages";
+}
+
+TEST_F(StoreTest, CommitsGoOnWhileTheCheckpointerIsHeld) {
+  {
+    auto store = Store::Open(Path(), nullptr);
+    ASSERT_TRUE(store.has_value()) << store.error().message;
+    std::promise<void> entered, release;
+    std::shared_future<void> released = release.get_future().share();
+    bool once = false;
+    (*store)->checkpointer()->BeforeEachForTest([&, released] {
+      if (!once) {
+        once = true;
+        entered.set_value();
+      }
+      released.wait();
+    });
+    std::future<void> held = entered.get_future();
+    std::string big(2000, 'y');
+    int i = 0;
+    for (; held.wait_for(std::chrono::seconds(0)) != std::future_status::ready && i < 100000; ++i) {
+      ASSERT_TRUE((*store)->PutApp("local_cwd", "a-" + std::to_string(i), 1, i, {{"env", big}}).has_value());
+      ASSERT_TRUE((*store)->Commit().has_value());
+    }
+    ASSERT_EQ(held.wait_for(std::chrono::seconds(0)), std::future_status::ready) << "no checkpoint was asked for";
+    for (int more = 0; more < 2000; ++more, ++i) {  // ~4 MB more, the checkpoint held
+      ASSERT_TRUE((*store)->PutApp("local_cwd", "a-" + std::to_string(i), 1, i, {{"env", big}}).has_value());
+      ASSERT_TRUE((*store)->Commit().has_value());
+    }
+    release.set_value();
+  }
+  auto store = Store::Open(Path(), nullptr);
+  auto apps = (*store)->LoadApps();
+  ASSERT_TRUE(apps.has_value());
+  EXPECT_GT(apps->size(), 2000u);
+}
+
+}  // namespace
+}  // namespace torchxd::seam
