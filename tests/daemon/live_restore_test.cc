@@ -205,12 +205,14 @@ TEST_F(LiveRestoreTest, RunDirectoriesNoStoredAttemptKnowsAreSweptAtStart) {
 
 TEST_F(LiveRestoreTest, ACancelUnderWayFinishesWhileTheDaemonIsDown) {
   StartLive();
-  std::string h = Run(App("stubborn", {FakeRole("w", {"--pidfile", (dir_ / "pids").string(), "--ignore-term",
-                                                      "--sleep", "60"})}));
+  fs::path terms = dir_ / "terms";
+  std::string h = Run(App("stubborn", {FakeRole("w", {"--pidfile", (dir_ / "pids").string(), "--note-term",
+                                                      terms.string(), "--sleep", "60"})}));
   ASSERT_TRUE(WaitUntil([&] { return ReadPids(dir_ / "pids").size() == 1; }));
   pid_t replica = ReadPids(dir_ / "pids")[0];
   std::thread cancel([&] { (void)Call("cancel", {{"app_handle", h}, {"grace_period", 1.0}}); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // The replica got its SIGTERM and ignores it; the grace is 1 s.
+  EXPECT_TRUE(WaitUntil([&] { return fs::exists(terms); }, 5)) << "the cancel sent no SIGTERM";
   StopDaemon(SIGKILL);  // mid-grace: the shim still owes the replica its SIGKILL
   cancel.join();
   EXPECT_TRUE(WaitUntil([&] { return ProcessGone(replica); }, 5));
@@ -300,11 +302,14 @@ TEST_F(LiveRestoreTest, APreviousBuildsReplicasAreAdoptedCancelledAndFinished) {
   daemon_bin_ = std::string(previous) + "/torchxd";
   StartLive();
   fs::path pids = dir_ / "pids";
+  fs::path quick_pid = dir_ / "quick.pid";
   std::string h = Run(App("upgrade", {FakeRole("w", {"--pidfile", pids.string(), "--stdout", "hello", "--sleep", "60"}, 2),
-                                      FakeRole("quick", {"--sleep", "0.3", "--stdout", "bye"})}));
+                                      FakeRole("quick", {"--pidfile", quick_pid.string(), "--sleep", "0.3", "--stdout", "bye"})}));
   ASSERT_TRUE(WaitUntil([&] { return ReadPids(pids).size() == 2 && ShimPids().size() == 3; }));
   EXPECT_EQ(StopDaemon(SIGTERM), 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(600));  // "quick" ends while no daemon runs
+  ASSERT_TRUE(WaitUntil([&] { return ReadPids(quick_pid).size() == 1; }));
+  // "quick" ends while no daemon runs: its shim reaps it and keeps its exit.
+  EXPECT_TRUE(WaitUntil([&] { return ProcessGone(ReadPids(quick_pid)[0]); }, 10));
   daemon_bin_ = TORCHXD_BIN;
   StartLive();
   json st = Status(h);

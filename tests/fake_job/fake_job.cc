@@ -7,6 +7,7 @@
 //   --print-cwd           write "cwd: <dir>" to stdout
 //   --args                write "args: a|b|c" (the remaining argv) to stdout
 //   --ignore-term         ignore SIGTERM from now on
+//   --note-term F         from now on a SIGTERM appends "term\n" to F and is otherwise ignored
 //   --grandchild F        fork a setsid'd grandchild that ignores SIGTERM,
 //                         sleeps forever and appends its pid to F
 //   --lines N             write N numbered lines "line <i>" to stdout
@@ -23,6 +24,8 @@
 //   --exit N              exit with N now
 //   --kill-self SIG       raise signal SIG
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,6 +55,19 @@ void AppendPid(const char* file, pid_t pid) {
     fprintf(f, "%d\n", pid);
     fclose(f);
   }
+}
+
+const char* term_note_file = nullptr;
+
+// Only async-signal-safe calls: it runs in a signal handler.
+void NoteTerm(int) {
+  int saved = errno;
+  int fd = open(term_note_file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd >= 0) {
+    (void)!write(fd, "term\n", 5);
+    close(fd);
+  }
+  errno = saved;
 }
 
 }  // namespace
@@ -89,6 +105,9 @@ int main(int argc, char** argv) {
       break;
     } else if (a == "--ignore-term") {
       signal(SIGTERM, SIG_IGN);
+    } else if (a == "--note-term") {
+      term_note_file = next();
+      signal(SIGTERM, NoteTerm);
     } else if (a == "--grandchild") {
       const char* file = next();
       if (fork() == 0) {

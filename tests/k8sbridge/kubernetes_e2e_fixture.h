@@ -98,6 +98,22 @@ class KubernetesE2eTest : public TorchxSandbox {
     }
     return times;
   }
+  size_t RequestCount() { return api_.State()["requests"].size(); }
+  // True once the daemon, after its first `after` requests, listed the team's Jobs and then
+  // watched them again: a reflector watches only after it has handled its list.
+  bool RelistedJobsSince(size_t after) {
+    json state = api_.State();  // kept: the loop walks a part of it
+    const json& requests = state["requests"];
+    bool listed = false;
+    for (size_t i = after; i < requests.size(); ++i) {
+      const json& r = requests[i];
+      if (r["path"] != "/apis/batch.volcano.sh/v1alpha1/namespaces/team/jobs" || r["method"] != "GET") continue;
+      bool watch = r["query"].value("watch", "") == "1";
+      if (!watch) listed = true;
+      if (watch && listed) return true;
+    }
+    return false;
+  }
   void PodStatus(const std::string& pod, const json& status) {
     ASSERT_EQ(api_.Post("/fake/pods/team/" + pod + "/status", status), 200);
   }

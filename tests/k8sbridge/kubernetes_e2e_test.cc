@@ -577,8 +577,9 @@ TEST_F(KubernetesE2eTest, FoundJobsStayInTheCacheBoundsAndKeepTheirOwnLayout) {
     return theirs == 1;
   })) << Torchx({"list", "-s", "kubernetes"}).out;
   // A relist does not bring the evicted back.
+  size_t before = RequestCount();
   ASSERT_EQ(api_.Post("/fake/watches/expire", {{"how", "http"}}), 200);
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ASSERT_TRUE(WaitUntil([&] { return RelistedJobsSince(before); })) << "no relist after the watch expired";
   std::string out = Torchx({"list", "-s", "kubernetes"}).out;
   int theirs = 0;
   for (int i = 0; i < 5; ++i) theirs += out.find("team:old-" + std::to_string(i) + " ") != std::string::npos;
