@@ -485,10 +485,23 @@ json Service::StatusJson(const seam::AppRecord& app, const core::AppStatus& stat
 void Service::Wait(const json& params, const PeerInfo& peer, const Reply& reply) {
   auto app = FindOwnApp(params, peer, "see");
   if (!app) return reply->Error(app.error());
-  SchedulerFor((*app)->scheduler)->Wait(**app, [this, reply](const seam::AppRecord& a) {
+  auto answer = [this, reply](const seam::AppRecord& a) {
     if (info_.commit_store) info_.commit_store();
     reply->Result(StatusJson(a, a.Status()));
+  };
+  if (core::IsTerminal((*app)->state)) return answer(**app);
+  seam::EventFeed* feed = info_.event_feed;
+  if (feed == nullptr) return reply->Error(Error::Unavailable("this torchxd cannot wait for apps"));
+  // The scheduler tells the feed once the app is terminal, or is about to forget it (its record
+  // still there to answer with).
+  std::string scheduler = (*app)->scheduler, app_id = (*app)->app_id;
+  uint64_t id = feed->Subscribe(seam::AppKey(**app), {}, [this, reply, scheduler, app_id, answer] {
+    seam::Scheduler* s = SchedulerFor(scheduler);
+    seam::AppRecord* a = s != nullptr ? s->Find(scheduler, app_id) : nullptr;
+    if (a == nullptr) return reply->Error(Error::NotFound("app " + app_id + " was removed while waited for"));
+    answer(*a);
   });
+  reply->OnGone([feed, id] { feed->Unsubscribe(id); });
 }
 
 void Service::Version(const Reply& reply) {

@@ -75,17 +75,22 @@ void Service::Events(const json& params, const PeerInfo& peer, const Reply& repl
   for (const seam::AppEvent& e : events) f->Send(e);
   if (f->done) return;
   if (core::IsTerminal(app.state) || info_.event_feed == nullptr) return f->Finish(state);
-  f->subscription = info_.event_feed->Subscribe(seam::AppKey(app), [f](const seam::AppEvent& e) { f->Send(e); });
-  reply->OnGone([f] { f->Finish(Fail(Error::Unavailable("gone"))); });
   std::string scheduler = app.scheduler, app_id = app.app_id;
-  SchedulerFor(app.scheduler)->Wait(app, [this, f, scheduler, app_id](const seam::AppRecord& ended) {
-    // What was told between the last event sent and the end (a scheduler
-    // without live events has it only in the store).
+  auto on_end = [this, f, scheduler, app_id, state] {
+    f->subscription = 0;  // the feed dropped it
+    // What was stored between the last event sent and the end (one the store
+    // kept but the feed did not tell, should there be one).
     if (auto rest = info_.load_events(scheduler, app_id, f->last, static_cast<size_t>(kMaxEventsPerReply))) {
       for (const seam::StoredEvent& row : *rest) f->Send(seam::AppEvent::FromStored(row));
     }
-    f->Finish(json{{"app_handle", ended.Handle()}, {"state", core::AppStateName(ended.state)}});
-  });
+    seam::Scheduler* s = SchedulerFor(scheduler);
+    const seam::AppRecord* ended = s != nullptr ? s->Find(scheduler, app_id) : nullptr;
+    if (ended == nullptr) return f->Finish(state);
+    f->Finish(json{{"app_handle", ended->Handle()}, {"state", core::AppStateName(ended->state)}});
+  };
+  f->subscription = info_.event_feed->Subscribe(
+      seam::AppKey(app), [f](const seam::AppEvent& e) { f->Send(e); }, std::move(on_end));
+  reply->OnGone([f] { f->Finish(Fail(Error::Unavailable("gone"))); });
 }
 
 }  // namespace torchxd::daemon

@@ -27,12 +27,15 @@ namespace torchxd::k8sbridge {
 // itself (it does not exist), or nothing for any other error.
 std::optional<Error> NamespaceRefusal(const Error& e, const std::string& ns);
 
+// Whether `s` can name a namespace: a DNS-1123 label.
+bool IsDnsLabel(const std::string& s);
+
 // The log side of one replica's current pod (which pod that is, and whether it
 // started or finished, is the JobTracker's TrackedPod).
 struct KubernetesScheduler::PodTrack {
   int64_t after_ns = 0;   // the last log line stored
   bool log_done = false;  // everything the pod wrote is stored (or it was given up)
-  std::unique_ptr<k8sbridge::PodLogFollower> follower;
+  std::unique_ptr<PodLogFollower> follower;
   // Reading its log: reads that fail or find nothing back off (LogBackoffSeconds).
   int failures = 0;            // in a row
   int terminal_reads = 0;      // failed reads since the pod finished
@@ -44,12 +47,12 @@ struct KubernetesScheduler::PodTrack {
   int said_state = 0;  // core::ReplicaState
 
   // Stored with the record: the pod (from the tracker) and how far its log is stored.
-  nlohmann::json ToJson(const k8sbridge::TrackedPod& pod) const {
+  nlohmann::json ToJson(const TrackedPod& pod) const {
     return {{"pod", pod.pod},       {"uid", pod.uid},         {"attempt", pod.attempt},
             {"after_ns", after_ns}, {"log_done", log_done},   {"log_error", log_error}, {"started", pod.started},
             {"container", pod.container}, {"said", {{"node", said_node}, {"wait", said_wait}, {"state", said_state}}}};
   }
-  static PodTrack FromJson(const nlohmann::json& j, k8sbridge::TrackedPod& pod) {
+  static PodTrack FromJson(const nlohmann::json& j, TrackedPod& pod) {
     PodTrack t;
     pod.pod = j.value("pod", "");
     pod.uid = j.value("uid", "");
@@ -72,7 +75,7 @@ struct KubernetesScheduler::PodTrack {
 
 struct KubernetesScheduler::KubeApp {
   std::unique_ptr<seam::AppRecord> rec;
-  k8sbridge::TrackedJob* job = nullptr;  // its Job and pods, owned by the tracker
+  TrackedJob* job = nullptr;  // its Job and pods, owned by the tracker
   bool cancel_requested = false;
   // A torchx Job of a watched namespace that this daemon did not submit (as
   // TorchX's list shows them): its pod logs are fetched when someone reads
@@ -81,11 +84,11 @@ struct KubernetesScheduler::KubeApp {
   bool followed = false;
   int64_t persisted_ms = 0;
   std::map<std::string, PodTrack> pods;  // "role/replica"
-  std::vector<std::function<void(const seam::AppRecord&)>> waiters;
+  std::vector<std::function<void()>> cancel_waits;  // cancels answered at the end
 
   // The replica's current pod as the tracker knows it (an empty one before any).
-  const k8sbridge::TrackedPod& Pod(const std::string& key) const {
-    static const k8sbridge::TrackedPod kNone;
+  const TrackedPod& Pod(const std::string& key) const {
+    static const TrackedPod kNone;
     auto it = job->pods.find(key);
     return it == job->pods.end() ? kNone : it->second;
   }

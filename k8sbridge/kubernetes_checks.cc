@@ -21,7 +21,6 @@ namespace torchxd::k8sbridge {
 namespace {
 
 using nlohmann::json;
-namespace k8s = k8sbridge;
 
 // Refusals are bad input (exit 2), as the Job dry run's are.
 Error Refused(const std::string& why) { return Error::InvalidArgument("Invalid job spec: " + why); }
@@ -58,7 +57,7 @@ struct KubernetesScheduler::ClusterCheck {
   std::function<void(Result<std::vector<std::string>>)> done;
 };
 
-void KubernetesScheduler::CheckCluster(const std::string& ns, const json& job, const k8s::KubernetesOptions& options,
+void KubernetesScheduler::CheckCluster(const std::string& ns, const json& job, const KubernetesOptions& options,
                                        std::function<void(Result<std::vector<std::string>>)> done) {
   auto check = std::make_shared<ClusterCheck>();
   check->ns = ns;
@@ -67,7 +66,7 @@ void KubernetesScheduler::CheckCluster(const std::string& ns, const json& job, c
   check->done = std::move(done);
   std::set<std::string> roles;
   for (const auto& task : job["spec"]["tasks"]) {
-    std::string role = task["template"]["metadata"]["labels"].value(std::string(k8s::kLabelRoleName), "");
+    std::string role = task["template"]["metadata"]["labels"].value(std::string(kLabelRoleName), "");
     if (roles.insert(role).second) check->pods.push_back(PodOf(job, task));
   }
   if (check->queue == "root") return check->done(Fail(Refused("queue `root` accepts no jobs: name a leaf queue")));
@@ -75,7 +74,7 @@ void KubernetesScheduler::CheckCluster(const std::string& ns, const json& job, c
 }
 
 void KubernetesScheduler::CheckQueue(std::shared_ptr<ClusterCheck> check) {
-  api_->Call("GET", k8s::QueuePath(check->queue), nullptr, [this, check](Result<json> queue) {
+  api_->Call("GET", QueuePath(check->queue), nullptr, [this, check](Result<json> queue) {
     if (!queue) {
       const Error& e = queue.error();
       if (e.code == ErrorCode::kNotFound) {
@@ -98,7 +97,7 @@ void KubernetesScheduler::CheckQueue(std::shared_ptr<ClusterCheck> check) {
 
 void KubernetesScheduler::CheckServiceAccount(std::shared_ptr<ClusterCheck> check) {
   if (check->service_account.empty()) return CheckPods(check, 0);
-  api_->Call("GET", k8s::ServiceAccountPath(check->ns, check->service_account), nullptr,
+  api_->Call("GET", ServiceAccountPath(check->ns, check->service_account), nullptr,
              [this, check](Result<json> account) {
                if (!account) {
                  const Error& e = account.error();
@@ -120,7 +119,7 @@ void KubernetesScheduler::CheckPods(std::shared_ptr<ClusterCheck> check, size_t 
   if (index >= check->pods.size()) return check->done(std::move(check->warnings));
   json pod = check->pods[index];
   std::string name = pod["metadata"].value("name", "");
-  api_->Call("POST", k8s::PodsPath(check->ns) + "?dryRun=All", &pod, [this, check, index, name](Result<json> made) {
+  api_->Call("POST", PodsPath(check->ns) + "?dryRun=All", &pod, [this, check, index, name](Result<json> made) {
     if (!made) {
       const Error& e = made.error();
       if (NotAllowedToAsk(e)) {

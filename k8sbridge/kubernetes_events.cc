@@ -8,7 +8,6 @@
 
 namespace torchxd::k8sbridge {
 
-namespace k8s = k8sbridge;
 using nlohmann::json;
 
 void KubernetesScheduler::Event(const seam::AppRecord& app, const std::string& type, const std::string& text, json data,
@@ -16,7 +15,7 @@ void KubernetesScheduler::Event(const seam::AppRecord& app, const std::string& t
   seam::RecordAppEvent(*store_, feed_, app, type, text, std::move(data), replica);
 }
 
-void KubernetesScheduler::PodEvents(KubeApp& app, const std::string& key, PodTrack& t, const k8s::PodView& v) {
+void KubernetesScheduler::PodEvents(KubeApp& app, const std::string& key, PodTrack& t, const PodView& v) {
   const seam::AppRecord& rec = *app.rec;
   std::string pod = "pod " + v.name;
   if (!v.node.empty() && t.said_node != v.node) {

@@ -22,7 +22,6 @@
 namespace torchxd::k8sbridge {
 namespace {
 
-namespace k8s = k8sbridge;
 
 constexpr int kTerminalReads = 4;        // failed reads of a finished pod's log before it is given up
 constexpr double kResumeSeconds = 1.0;   // after a stream that delivered lines ended
@@ -47,7 +46,7 @@ double KubernetesScheduler::LogBackoffSeconds(int failures) const {
 
 bool KubernetesScheduler::WantsRead(const KubeApp& app, const std::string& key, const PodTrack& t) {
   // A foreign Job's logs are read when someone asks (BeforeLogRead, OnFollow).
-  const k8s::TrackedPod& pod = app.Pod(key);
+  const TrackedPod& pod = app.Pod(key);
   return !t.follower && !t.log_done && pod.started && !pod.uid.empty() && (!app.foreign || app.followed);
 }
 
@@ -64,7 +63,7 @@ void KubernetesScheduler::FollowLogs(KubeApp& app, const std::string& key) {
   };
   t.lines_this_read = 0;
   // A pod of several containers (sidecars) must be told whose log: the replica's own.
-  t.follower = std::make_unique<k8s::PodLogFollower>(api_.get(), app.job->ns, app.Pod(key).pod, app.Pod(key).container,
+  t.follower = std::make_unique<PodLogFollower>(api_.get(), app.job->ns, app.Pod(key).pod, app.Pod(key).container,
                                                      t.after_ns,
                                                      on_line, on_end);
 }
@@ -119,7 +118,7 @@ void KubernetesScheduler::BeforeLogRead(const seam::AppRecord& rec, std::functio
   // one backing off (its problem is what the reader is told).
   std::vector<std::string> keys;
   for (const auto& [key, t] : app.pods) {
-    const k8s::TrackedPod& pod = app.Pod(key);
+    const TrackedPod& pod = app.Pod(key);
     if (pod.started && !pod.uid.empty() && !t.log_done && t.failures == 0) keys.push_back(key);
   }
   if (keys.empty()) return (*once)();
@@ -145,7 +144,7 @@ void KubernetesScheduler::BeforeLogRead(const seam::AppRecord& rec, std::functio
       }
       finish_one();
     };
-    catch_ups_[id] = std::make_unique<k8s::PodLogFollower>(api_.get(), app.job->ns, app.Pod(key).pod,
+    catch_ups_[id] = std::make_unique<PodLogFollower>(api_.get(), app.job->ns, app.Pod(key).pod,
                                                            app.Pod(key).container, t.after_ns,
                                                            on_line, on_end, /*follow=*/false);
   }
@@ -158,7 +157,7 @@ void KubernetesScheduler::OnLogEnd(const std::string& app_id, const std::string&
   KubeApp& app = *it->second;
   PodTrack& t = app.pods[key];
   t.follower.reset();
-  const k8s::TrackedPod& pod = app.Pod(key);
+  const TrackedPod& pod = app.Pod(key);
   if (status == 404 || (pod.terminal && result)) {
     // The pod is gone, or finished and its log was read to the end.
     t.log_done = true;

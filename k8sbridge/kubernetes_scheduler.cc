@@ -24,11 +24,17 @@ namespace {
 
 using nlohmann::json;
 namespace fs = std::filesystem;
-namespace k8s = k8sbridge;
 
 std::string Selector() {
-  return std::string(k8s::kLabelManagedBy) + "=" + std::string(k8s::kManagedByTorchx);
+  return std::string(kLabelManagedBy) + "=" + std::string(kManagedByTorchx);
 }
+
+ReflectorOptions WithClock(ReflectorOptions options, Clock* clock) {
+  if (options.clock == nullptr) options.clock = clock;
+  return options;
+}
+
+}  // namespace
 
 bool IsDnsLabel(const std::string& s) {
   if (s.empty() || s.size() > 63) return false;
@@ -38,13 +44,6 @@ bool IsDnsLabel(const std::string& s) {
   }
   return alnum(s.front()) && alnum(s.back());
 }
-
-k8s::ReflectorOptions WithClock(k8s::ReflectorOptions options, Clock* clock) {
-  if (options.clock == nullptr) options.clock = clock;
-  return options;
-}
-
-}  // namespace
 
 KubernetesScheduler::KubernetesScheduler(uv_loop_t* loop, seam::Store* store, seam::LogStore* logs,
                                          KubernetesSchedulerOptions options, core::EnvLookup env)
@@ -67,17 +66,17 @@ KubernetesScheduler::~KubernetesScheduler() {
   }
 }
 
-Result<k8s::KubeApi*> KubernetesScheduler::Api() {
+Result<KubeApi*> KubernetesScheduler::Api() {
   if (api_) return api_.get();
-  k8s::KubeConfigSearch search;
+  KubeConfigSearch search;
   search.explicit_path = options_.kubeconfig;
-  auto config = k8s::LoadKubeConfig(search, env_);
+  auto config = LoadKubeConfig(search, env_);
   if (!config) return Fail(config.error().WithContext("kubernetes"));
   auto http = net::HttpClient::Create(loop_, "kubernetes");
   if (!http) return Fail(http.error().WithContext("kubernetes"));
   logging::info("kubernetes api server={} from={}", config->server, config->source);
   http_ = std::move(*http);
-  api_ = std::make_unique<k8s::KubeApi>(http_.get(), std::move(*config));
+  api_ = std::make_unique<KubeApi>(http_.get(), std::move(*config));
   tracker_.SetApi(api_.get());
   return api_.get();
 }
@@ -94,7 +93,7 @@ Result<void> KubernetesScheduler::Load(const std::vector<seam::StoredApp>& store
     auto app = std::make_unique<KubeApp>();
     // A record without its scheduler data (damaged) still loads; it just cannot be followed.
     const json data = rec->scheduler_data.is_object() ? rec->scheduler_data : json::object();
-    k8s::TrackedJob job;
+    TrackedJob job;
     job.ns = data.value("namespace", "");
     job.name = data.value("name", "");
     job.uid = data.value("uid", "");
@@ -104,7 +103,7 @@ Result<void> KubernetesScheduler::Load(const std::vector<seam::StoredApp>& store
     app->followed = data.value("followed", false);
     json pods = data.value("pods", json::object());
     for (const auto& [key, t] : pods.items()) app->pods[key] = PodTrack::FromJson(t, job.pods[key]);
-    job.tasks = k8s::TaskNames(rec->app);
+    job.tasks = TaskNames(rec->app);
     if (data.contains("tasks") && data["tasks"].is_object()) {  // a foreign Job's own task names
       job.tasks.clear();
       for (const auto& [task, at] : data["tasks"].items()) {
@@ -148,7 +147,7 @@ Result<void> KubernetesScheduler::Load(const std::vector<seam::StoredApp>& store
 void KubernetesScheduler::Submit(seam::SubmitRequest request, std::function<void(Result<const seam::AppRecord*>)> done) {
   auto api = Api();
   if (!api) return done(Fail(api.error()));
-  k8s::KubernetesOptions opts = k8s::KubernetesOptionsFromCfg(request.cfg);
+  KubernetesOptions opts = KubernetesOptionsFromCfg(request.cfg);
   if (opts.namespace_.empty()) opts.namespace_ = (*api)->config().namespace_;  // as kubectl
   if (!IsDnsLabel(opts.namespace_)) {
     // It becomes part of API paths and of the app's log directory.
@@ -157,7 +156,7 @@ void KubernetesScheduler::Submit(seam::SubmitRequest request, std::function<void
                                             opts.namespace_ + "\"")));
   }
   std::string unique = core::NormalizeStr(core::MakeUnique(request.app.name));
-  auto job = k8s::AppDefToVolcanoJob(request.app, unique, opts);
+  auto job = AppDefToVolcanoJob(request.app, unique, opts);
   if (!job) return done(Fail(job.error()));
   for (const auto& w : job->warnings) logging::warn("kubernetes submit app={} warning={}", unique, w);
   auto shared = std::make_shared<seam::SubmitRequest>(std::move(request));
@@ -174,7 +173,7 @@ void KubernetesScheduler::Submit(seam::SubmitRequest request, std::function<void
       warnings.push_back(std::move(w));
     }
     if (shut_down_ || !api_) return done(Fail(Error::Unavailable("torchxd is stopping")));
-    api_->Call("POST", k8s::JobsPath(ns) + "?dryRun=All", &body,
+    api_->Call("POST", JobsPath(ns) + "?dryRun=All", &body,
                [this, shared, body, ns, name, warnings, done](Result<json> checked) {
                  if (!checked) {
                    Error e = checked.error();
@@ -191,7 +190,7 @@ void KubernetesScheduler::Create(std::shared_ptr<seam::SubmitRequest> request, j
                                  std::vector<std::string> warnings,
                                  std::function<void(Result<const seam::AppRecord*>)> done) {
   tracker_.Creating(ns, name, true);  // its watch event may come before this answer
-  api_->Call("POST", k8s::JobsPath(ns), &body,
+  api_->Call("POST", JobsPath(ns), &body,
              [this, request, ns, name, warnings, done](Result<json> created) {
                tracker_.Creating(ns, name, false);
                if (!created) {
@@ -219,7 +218,7 @@ void KubernetesScheduler::Create(std::shared_ptr<seam::SubmitRequest> request, j
                  RemoveLogs(*apps_.at(app_id));
                  apps_.erase(app_id);
                  tracker_.Untrack(app_id);
-                 api_->Call("DELETE", k8s::JobPath(ns, name) + "?propagationPolicy=Background", nullptr,
+                 api_->Call("DELETE", JobPath(ns, name) + "?propagationPolicy=Background", nullptr,
                             [name](Result<json> deleted) {
                               if (!deleted) logging::warn("cannot delete unrecorded job name={} error={}", name, deleted.error().message);
                             });
@@ -236,12 +235,12 @@ void KubernetesScheduler::Create(std::shared_ptr<seam::SubmitRequest> request, j
 }
 
 const seam::AppRecord* KubernetesScheduler::Record(seam::SubmitRequest& request, const std::string& ns, const json& created) {
-  k8s::JobView view = k8s::ReadJob(created);
-  k8s::TrackedJob job;
+  JobView view = ReadJob(created);
+  TrackedJob job;
   job.ns = ns;
   job.name = view.name;
   job.uid = view.uid;
-  job.tasks = k8s::TaskNames(request.app);
+  job.tasks = TaskNames(request.app);
   auto rec = std::make_unique<seam::AppRecord>();
   rec->scheduler = "kubernetes";
   rec->session = request.session;
@@ -259,7 +258,7 @@ const seam::AppRecord* KubernetesScheduler::Record(seam::SubmitRequest& request,
   return raw->rec.get();
 }
 
-KubernetesScheduler::KubeApp* KubernetesScheduler::Keep(k8s::TrackedJob job, std::unique_ptr<seam::AppRecord> rec,
+KubernetesScheduler::KubeApp* KubernetesScheduler::Keep(TrackedJob job, std::unique_ptr<seam::AppRecord> rec,
                                                         bool foreign) {
   rec->app_log_dir = core::AppLogDir(options_.log_dir + "/kubernetes", rec->session, rec->app_id);
   if (!core::PathIsUnder(options_.log_dir, rec->app_log_dir) || job.name.find('/') != std::string::npos) {
@@ -330,9 +329,10 @@ void KubernetesScheduler::Changed(KubeApp& app) {
   if (!core::IsTerminal(app.rec->state)) return;
   logs_->Enforce();  // a finished app's logs may now make room
   MakeRoomSoon(app.rec->owner_uid);
-  auto waiters = std::move(app.waiters);
-  app.waiters.clear();
-  for (auto& w : waiters) w(*app.rec);
+  auto waiters = std::move(app.cancel_waits);
+  app.cancel_waits.clear();
+  for (auto& w : waiters) w();
+  if (feed_ != nullptr) feed_->End(seam::AppKey(*app.rec));
 }
 
 void KubernetesScheduler::MakeRoomSoon(uid_t uid) {
@@ -354,7 +354,7 @@ void KubernetesScheduler::MakeRoom(uid_t uid) {
     KubeApp* victim = nullptr;
     for (auto& [id, app] : apps_) {
       const seam::AppRecord& rec = *app->rec;
-      if (rec.owner_uid != uid || !core::IsTerminal(rec.state) || !app->waiters.empty()) continue;
+      if (rec.owner_uid != uid || !core::IsTerminal(rec.state) || !app->cancel_waits.empty()) continue;
       auto key = [](const KubeApp& a) { return std::make_pair(!a.foreign, a.rec->ended_ms.value_or(0)); };
       if (victim == nullptr || key(*app) < key(*victim)) victim = app.get();
     }
@@ -370,7 +370,8 @@ void KubernetesScheduler::MakeRoom(uid_t uid) {
 void KubernetesScheduler::Forget(KubeApp& app) {
   std::string app_id = app.rec->app_id;
   RemoveLogs(app);
-  for (auto& w : app.waiters) w(*app.rec);
+  for (auto& w : app.cancel_waits) w();
+  if (feed_ != nullptr) feed_->End(seam::AppKey(*app.rec));
   apps_.erase(app_id);
   tracker_.Untrack(app_id);
   if (auto ok = store_->DeleteApp("kubernetes", app_id); !ok) {
@@ -445,11 +446,11 @@ void KubernetesScheduler::Cancel(seam::AppRecord& rec, std::optional<double>,
   auto send = [this, app_id, done](const std::string& uid) {
     auto it = apps_.find(app_id);
     if (it == apps_.end()) return done(Fail(Error::NotFound(app_id + " was deleted meanwhile")));
-    json command = k8s::AbortJobCommand(it->second->job->name, uid);
+    json command = AbortJobCommand(it->second->job->name, uid);
     // Asked before it is sent: the pods the abort deletes may be seen before the answer.
     bool asked_before = it->second->cancel_requested;
     it->second->cancel_requested = true;
-    api_->Call("POST", k8s::CommandsPath(it->second->job->ns), &command, [this, app_id, asked_before, done](Result<json> sent) {
+    api_->Call("POST", CommandsPath(it->second->job->ns), &command, [this, app_id, asked_before, done](Result<json> sent) {
       auto found = apps_.find(app_id);
       if (!sent) {
         if (found != apps_.end()) found->second->cancel_requested = asked_before;
@@ -467,14 +468,14 @@ void KubernetesScheduler::Cancel(seam::AppRecord& rec, std::optional<double>,
       wait->timer = clock_->After(static_cast<uint64_t>(options_.cancel_wait_seconds * 1000),
                                   [this, id] { EndCancelWait(id); });
       cancel_waits_[id] = std::move(wait);
-      found->second->waiters.push_back([this, id](const seam::AppRecord&) { EndCancelWait(id); });
+      found->second->cancel_waits.push_back([this, id] { EndCancelWait(id); });
     });
   };
   if (!app.job->uid.empty()) return send(app.job->uid);
   // The Command's target needs the Job's uid: ask for it.
-  (*api)->Call("GET", k8s::JobPath(app.job->ns, app.job->name), nullptr, [send, done](Result<json> job) {
+  (*api)->Call("GET", JobPath(app.job->ns, app.job->name), nullptr, [send, done](Result<json> job) {
     if (!job) return done(Fail(job.error()));
-    send(k8s::ReadJob(*job).uid);
+    send(ReadJob(*job).uid);
   });
 }
 
@@ -485,7 +486,7 @@ void KubernetesScheduler::Scale(seam::AppRecord& rec, const std::vector<core::Sc
   KubeApp& app = *apps_.at(rec.app_id);
   json ops = json::array();
   for (const auto& c : changes) {
-    for (auto& op : k8s::ScalePatch(rec.app, c.role_index, c.replicas)) ops.push_back(std::move(op));
+    for (auto& op : ScalePatch(rec.app, c.role_index, c.replicas)) ops.push_back(std::move(op));
   }
   std::string app_id = rec.app_id;
   // Recorded before it is sent, as a cancel is: the pods Volcano deletes for it
@@ -493,7 +494,7 @@ void KubernetesScheduler::Scale(seam::AppRecord& rec, const std::vector<core::Sc
   json before = rec.scale;
   for (const auto& c : changes) rec.scale[c.role] = c.replicas;
   (*api)->Call(
-      "PATCH", k8s::JobPath(app.job->ns, app.job->name), &ops,
+      "PATCH", JobPath(app.job->ns, app.job->name), &ops,
       [this, app_id, changes, before, done](Result<json> patched) {
         auto it = apps_.find(app_id);
         if (it == apps_.end()) return done(Fail(Error::NotFound(app_id + " was deleted meanwhile")));
@@ -524,17 +525,12 @@ void KubernetesScheduler::EndCancelWait(uint64_t id) {
   done(seam::CancelOutcome{false});
 }
 
-void KubernetesScheduler::Wait(seam::AppRecord& rec, std::function<void(const seam::AppRecord&)> done) {
-  if (core::IsTerminal(rec.state)) return done(rec);
-  apps_.at(rec.app_id)->waiters.push_back(std::move(done));
-}
-
 void KubernetesScheduler::Delete(seam::AppRecord& rec, std::function<void(Result<core::AppState>)> done) {
   auto api = Api();
   if (!api) return done(Fail(api.error()));
   KubeApp& app = *apps_.at(rec.app_id);
   std::string app_id = rec.app_id;
-  (*api)->Call("DELETE", k8s::JobPath(app.job->ns, app.job->name) + "?propagationPolicy=Background", nullptr,
+  (*api)->Call("DELETE", JobPath(app.job->ns, app.job->name) + "?propagationPolicy=Background", nullptr,
                [this, app_id, done](Result<json> deleted) {
                  if (!deleted && deleted.error().code != ErrorCode::kNotFound) return done(Fail(deleted.error()));
                  auto it = apps_.find(app_id);

@@ -1,7 +1,7 @@
 // KubernetesScheduler: the `kubernetes` scheduler. Apps run as Volcano Jobs
 // on a cluster; the daemon submits them, keeps their AppRecords in the same
 // store as local apps, and keeps them current from what its
-// k8sbridge::JobTracker (list+watch of the torchx-labelled Jobs and Pods of
+// JobTracker (list+watch of the torchx-labelled Jobs and Pods of
 // each namespace in use, never polling per request) tells it as its observer. Running pods' logs are followed into the daemon's log store,
 // so `torchx log` reads them like local logs and they outlive the pods
 // (Volcano deletes pods on RestartJob, issue 1651). After a restart the
@@ -45,7 +45,7 @@ struct KubernetesSchedulerOptions {
   std::string log_dir;     // the daemon's --log-dir
   std::string kubeconfig;  // --kubeconfig; empty = $KUBECONFIG, ~/.kube/config, in-cluster
   uint64_t log_max_bytes = 128ull << 20;
-  k8sbridge::ReflectorOptions reflector;  // its clock, when unset, is the scheduler's
+  ReflectorOptions reflector;  // its clock, when unset, is the scheduler's
   // Borrowed; null = the loop's. Pod log backoff, cancel's wait, times recorded, the reflectors.
   Clock* clock = nullptr;
   // The first wait after a pod log read failed or found nothing; it doubles per
@@ -62,7 +62,7 @@ class KubernetesScheduler : public seam::Scheduler,
                             public seam::Queued,
                             public seam::RemoteState,
                             public seam::RemoteLogs,
-                            private k8sbridge::JobTrackerObserver {
+                            private JobTrackerObserver {
  public:
   // `logs`: the daemon's log store, shared with the other schedulers.
   KubernetesScheduler(uv_loop_t* loop, seam::Store* store, seam::LogStore* logs, KubernetesSchedulerOptions options,
@@ -78,7 +78,6 @@ class KubernetesScheduler : public seam::Scheduler,
   std::vector<const seam::AppRecord*> List() const override;
   void Cancel(seam::AppRecord& app, std::optional<double> grace_seconds,
               std::function<void(Result<seam::CancelOutcome>)> done) override;
-  void Wait(seam::AppRecord& app, std::function<void(const seam::AppRecord&)> done) override;
   void Scale(seam::AppRecord& app, const std::vector<core::ScaleRequest>& changes,
              std::function<void(Result<void>)> done) override;
   void Delete(seam::AppRecord& app, std::function<void(Result<core::AppState>)> done) override;
@@ -114,11 +113,11 @@ class KubernetesScheduler : public seam::Scheduler,
   };
   void EndCancelWait(uint64_t id);
 
-  [[nodiscard]] Result<k8sbridge::KubeApi*> Api();
+  [[nodiscard]] Result<KubeApi*> Api();
   // Submit-time checks against the cluster (k8sbridge/kubernetes_checks.cc): `done`
   // gets the warnings of what could not be checked, or why the app is refused.
   struct ClusterCheck;
-  void CheckCluster(const std::string& ns, const nlohmann::json& job, const k8sbridge::KubernetesOptions& options,
+  void CheckCluster(const std::string& ns, const nlohmann::json& job, const KubernetesOptions& options,
                     std::function<void(Result<std::vector<std::string>>)> done);
   void CheckQueue(std::shared_ptr<ClusterCheck> check);
   void CheckServiceAccount(std::shared_ptr<ClusterCheck> check);
@@ -127,21 +126,21 @@ class KubernetesScheduler : public seam::Scheduler,
               std::vector<std::string> warnings, std::function<void(Result<const seam::AppRecord*>)> done);
   // Completes an app's record (log dir, a replica per task), keeps it and
   // tracks its Job; null when its name cannot be a path.
-  KubeApp* Keep(k8sbridge::TrackedJob job, std::unique_ptr<seam::AppRecord> rec, bool foreign);
+  KubeApp* Keep(TrackedJob job, std::unique_ptr<seam::AppRecord> rec, bool foreign);
   const seam::AppRecord* Record(seam::SubmitRequest& request, const std::string& ns, const nlohmann::json& created);
   void WatchNamespace(const std::string& ns);
   // What the tracker learns of the cluster (JobTrackerObserver).
   void OnUnknownJob(const std::string& ns, const nlohmann::json& job) override;
-  void OnJob(k8sbridge::TrackedJob& job, const k8sbridge::JobView& view) override;
-  void OnJobGone(k8sbridge::TrackedJob& job) override;
-  void OnPod(k8sbridge::TrackedJob& job, const std::string& key, const k8sbridge::PodView& pod,
+  void OnJob(TrackedJob& job, const JobView& view) override;
+  void OnJobGone(TrackedJob& job) override;
+  void OnPod(TrackedJob& job, const std::string& key, const PodView& pod,
              bool new_attempt) override;
-  void OnPodGone(k8sbridge::TrackedJob& job, const std::string& key, bool was_terminal) override;
+  void OnPodGone(TrackedJob& job, const std::string& key, bool was_terminal) override;
   void OnJobsListed(const std::string& ns, const std::set<std::string>& names) override;
   void OnWatchError(const std::string& ns, const Error& error) override;
-  KubeApp* AppOf(const k8sbridge::TrackedJob& job);
-  void ApplyJob(KubeApp& app, const k8sbridge::JobView& view);
-  void ApplyPod(KubeApp& app, const std::string& key, const k8sbridge::PodView& pod, bool new_attempt);
+  KubeApp* AppOf(const TrackedJob& job);
+  void ApplyJob(KubeApp& app, const JobView& view);
+  void ApplyPod(KubeApp& app, const std::string& key, const PodView& pod, bool new_attempt);
   void JobGone(KubeApp& app);
   // Replicas `torchx scale` took away before they ever had a pod end
   // CANCELLED "scaled down" (no pod deletion will say so); true if any did.
@@ -151,7 +150,7 @@ class KubernetesScheduler : public seam::Scheduler,
   // What changed of a replica's pod, on the app's timeline: scheduled or not
   // (the scheduler's words), its container waiting or backing off, started,
   // exited; each once per pod, and a wait again when its words change.
-  void PodEvents(KubeApp& app, const std::string& key, PodTrack& track, const k8sbridge::PodView& pod);
+  void PodEvents(KubeApp& app, const std::string& key, PodTrack& track, const PodView& pod);
   void Event(const seam::AppRecord& app, const std::string& type, const std::string& text,
              nlohmann::json data = nlohmann::json::object(), const std::string& replica = "");
 
@@ -186,12 +185,12 @@ class KubernetesScheduler : public seam::Scheduler,
   ClockOrLoop clock_;
   core::EnvLookup env_;
   std::unique_ptr<net::HttpClient> http_;
-  std::unique_ptr<k8sbridge::KubeApi> api_;
+  std::unique_ptr<KubeApi> api_;
   std::map<std::string, std::unique_ptr<KubeApp>> apps_;  // by app id "ns:name"
-  k8sbridge::JobTracker tracker_;  // the Jobs and pods of the namespaces in use
+  JobTracker tracker_;  // the Jobs and pods of the namespaces in use
   std::unique_ptr<Timer> log_retry_;  // resumes pod log reads when their backoff ends
   std::map<uint64_t, std::unique_ptr<CancelWait>> cancel_waits_;
-  std::map<uint64_t, std::unique_ptr<k8sbridge::PodLogFollower>> catch_ups_;  // BeforeLogRead's reads
+  std::map<uint64_t, std::unique_ptr<PodLogFollower>> catch_ups_;  // BeforeLogRead's reads
   uint64_t next_catch_up_ = 1;
   uint64_t next_cancel_wait_ = 1;
   std::map<std::string, std::vector<std::function<void(Result<void>)>>> sync_waiters_;

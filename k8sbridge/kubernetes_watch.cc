@@ -15,14 +15,13 @@
 namespace torchxd::k8sbridge {
 
 using nlohmann::json;
-namespace k8s = k8sbridge;
 
 void KubernetesScheduler::WatchNamespace(const std::string& ns) {
   if (shut_down_ || !api_) return;
   tracker_.Watch(ns);
 }
 
-KubernetesScheduler::KubeApp* KubernetesScheduler::AppOf(const k8s::TrackedJob& job) {
+KubernetesScheduler::KubeApp* KubernetesScheduler::AppOf(const TrackedJob& job) {
   auto it = apps_.find(job.id());
   return it == apps_.end() ? nullptr : it->second.get();
 }
@@ -40,10 +39,10 @@ void KubernetesScheduler::OnJobsListed(const std::string& ns, const std::set<std
 
 void KubernetesScheduler::OnUnknownJob(const std::string& ns, const json& job) {
   // A torchx Job someone else submitted (or a daemon that lost its store): shown as TorchX's list shows it.
-  k8s::JobView v = k8s::ReadJob(job);
+  JobView v = ReadJob(job);
   if (auto d = dismissed_.find(ns + ":" + v.name); d != dismissed_.end() && d->second == v.uid) return;
-  k8s::JobApp read = k8s::ReadJobApp(job);
-  k8s::TrackedJob tracked;
+  JobApp read = ReadJobApp(job);
+  TrackedJob tracked;
   tracked.ns = ns;
   tracked.name = v.name;
   tracked.uid = v.uid;
@@ -110,11 +109,11 @@ void KubernetesScheduler::OnWatchError(const std::string& ns, const Error& error
   }
 }
 
-void KubernetesScheduler::OnJob(k8s::TrackedJob& job, const k8s::JobView& view) {
+void KubernetesScheduler::OnJob(TrackedJob& job, const JobView& view) {
   if (KubeApp* app = AppOf(job)) ApplyJob(*app, view);
 }
 
-void KubernetesScheduler::ApplyJob(KubeApp& app, const k8s::JobView& v) {
+void KubernetesScheduler::ApplyJob(KubeApp& app, const JobView& v) {
   seam::AppRecord& rec = *app.rec;
   if (core::IsTerminal(rec.state) && rec.ended_ms) return;  // final, as Volcano's finished phases
   core::AppState state = v.phase.empty() ? rec.state : v.state;
@@ -158,7 +157,7 @@ bool KubernetesScheduler::EndScaledAway(KubeApp& app) {
   return any;
 }
 
-void KubernetesScheduler::OnJobGone(k8s::TrackedJob& job) {
+void KubernetesScheduler::OnJobGone(TrackedJob& job) {
   if (KubeApp* app = AppOf(job)) JobGone(*app);
 }
 
@@ -183,18 +182,18 @@ void KubernetesScheduler::JobGone(KubeApp& app) {
   Changed(app);
 }
 
-void KubernetesScheduler::OnPod(k8s::TrackedJob& job, const std::string& key, const k8s::PodView& pod,
+void KubernetesScheduler::OnPod(TrackedJob& job, const std::string& key, const PodView& pod,
                                 bool new_attempt) {
   if (KubeApp* app = AppOf(job)) ApplyPod(*app, key, pod, new_attempt);
 }
 
-void KubernetesScheduler::OnPodGone(k8s::TrackedJob& job, const std::string& key, bool was_terminal) {
+void KubernetesScheduler::OnPodGone(TrackedJob& job, const std::string& key, bool was_terminal) {
   if (KubeApp* app = AppOf(job)) PodDeleted(*app, key, was_terminal);
 }
 
 void KubernetesScheduler::PodDeleted(KubeApp& app, const std::string& key, bool was_terminal) {
   PodTrack& t = app.pods[key];
-  const k8s::TrackedPod& p = app.Pod(key);
+  const TrackedPod& p = app.Pod(key);
   const std::string& pod = p.pod;
   bool changed = !was_terminal || (!p.started && !t.log_done);  // a relist finds long-gone pods again
   if (!p.started) t.log_done = true;  // it never ran: nothing to read
@@ -223,11 +222,11 @@ void KubernetesScheduler::PodDeleted(KubeApp& app, const std::string& key, bool 
   ArmLogRetry();
 }
 
-void KubernetesScheduler::ApplyPod(KubeApp& app, const std::string& key, const k8s::PodView& v, bool new_attempt) {
+void KubernetesScheduler::ApplyPod(KubeApp& app, const std::string& key, const PodView& v, bool new_attempt) {
   supervisor::ReplicaInfo* r = app.Replica(key);
   if (r == nullptr) return;
   PodTrack& t = app.pods[key];
-  const k8s::TrackedPod& p = app.Pod(key);
+  const TrackedPod& p = app.Pod(key);
   if (new_attempt) {
     // A new pod for this replica (first start, or Volcano restarted it): a new attempt.
     t.follower.reset();

@@ -173,13 +173,12 @@ void LocalScheduler::StartAdmitted(LocalApp& app, const std::vector<admission::P
     app.ended_ms = clock_->UnixNowMs();
     Persist(app);
     LeaveAdmission(app);
+    Event(app, "ended", "FAILED: " + app.msg, {{"state", "FAILED"}, {"msg", app.msg}});
+    logs_->Notify(seam::AppKey(app));
+    TellEnded(app);
     return;
   }
   Launch(app, std::move(requests), std::move(*run_as), HeldReplicas(app));
-  auto waiters = queued_waiters_.extract(Key{app.scheduler, app.app_id});
-  if (!waiters.empty() && app.runner) {
-    for (auto& w : waiters.mapped()) app.runner->OnTerminal(std::move(w));
-  }
 }
 
 size_t LocalScheduler::SlotIndex(const LocalApp& app, int role, int replica_id) {
@@ -225,10 +224,7 @@ bool LocalScheduler::CancelQueued(LocalApp& app) {
   queued_said_.erase(Key{app.scheduler, app.app_id});
   logging::info("app cancelled while queued app={} queue={}", app.app_id, app.admission.queue);
   logs_->Notify(seam::AppKey(app));
-  auto waiters = queued_waiters_.extract(Key{app.scheduler, app.app_id});
-  if (!waiters.empty()) {
-    for (auto& w : waiters.mapped()) w();
-  }
+  TellEnded(app);
   SchedulePass();
   return true;
 }

@@ -17,6 +17,10 @@ void LocalScheduler::Event(const LocalApp& app, const std::string& type, const s
   seam::RecordAppEvent(*store_, feed_, app, type, text, std::move(data), replica);
 }
 
+void LocalScheduler::TellEnded(const LocalApp& app) {
+  if (feed_ != nullptr) feed_->End(seam::AppKey(app));
+}
+
 void LocalScheduler::OnRestartScheduled(supervisor::AppRunner& runner, const supervisor::ReplicaInfo& r,
                                         uint64_t delay_ms, int left, int max) {
   LocalApp* app = RecordOf(runner);

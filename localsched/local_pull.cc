@@ -133,10 +133,6 @@ void LocalScheduler::PullEnded(const Key& key, Result<void> ended) {
   auto run_as = RunAs(app->owner_uid);
   if (!run_as) return FailPull(*app, run_as.error().message);
   Launch(*app, ContainerRequests(*app, nullptr), std::move(*run_as));
-  auto waiters = queued_waiters_.extract(key);
-  if (!waiters.empty() && app->runner) {
-    for (auto& w : waiters.mapped()) app->runner->OnTerminal(std::move(w));
-  }
 }
 
 void LocalScheduler::EndPulling(LocalApp& app, core::AppState state, const std::string& msg) {
@@ -164,10 +160,7 @@ void LocalScheduler::EndPulling(LocalApp& app, core::AppState state, const std::
   Event(app, "ended", name + ": " + msg, {{"state", name}, {"msg", msg}});
   logging::info("app ended before its images were there app={} state={} msg={}", app.app_id, name, msg);
   logs_->Notify(seam::AppKey(app));
-  auto waiters = queued_waiters_.extract(key);
-  if (!waiters.empty()) {
-    for (auto& w : waiters.mapped()) w();
-  }
+  TellEnded(app);
 }
 
 void LocalScheduler::FailPull(LocalApp& app, const std::string& why) {

@@ -220,6 +220,7 @@ void LocalScheduler::Evict(LocalApp& app) {
   logging::info("evicting app app={} ended_ms={}", app.app_id, app.ended_ms.value_or(0));
   (void)store_->DeleteApp(app.scheduler, app.app_id);
   RemoveLogDir(app);
+  TellEnded(app);  // it is terminal, so told already: in case
   apps_.erase(Key{app.scheduler, app.app_id});
 }
 
@@ -560,21 +561,6 @@ void LocalScheduler::Scale(seam::AppRecord& record, const std::vector<core::Scal
   done({});
 }
 
-void LocalScheduler::Wait(seam::AppRecord& record, std::function<void(const seam::AppRecord&)> done) {
-  LocalApp& app = Own(record);
-  std::string scheduler = app.scheduler, app_id = app.app_id;
-  if (!app.runner && ((admission_ && admission_->IsPending(seam::AppKey(app))) || !app.pulling.empty())) {
-    queued_waiters_[Key{scheduler, app_id}].push_back([this, scheduler, app_id, done] {
-      if (LocalApp* rec = Find(scheduler, app_id)) done(*rec);
-    });
-    return;
-  }
-  if (!app.runner) return done(app);
-  app.runner->OnTerminal([this, scheduler, app_id, done] {
-    if (LocalApp* rec = Find(scheduler, app_id)) done(*rec);
-  });
-}
-
 void LocalScheduler::Delete(seam::AppRecord& record, std::function<void(Result<core::AppState>)> done) {
   LocalApp& app = Own(record);
   std::string scheduler = app.scheduler, app_id = app.app_id;
@@ -639,7 +625,6 @@ supervisor::AppOptions LocalScheduler::RunnerOptions(LocalApp& app, std::vector<
 void LocalScheduler::Shutdown(bool keep, std::function<void()> done) {
   stopping_ = true;  // queued apps stay queued for the next daemon
   deadline_timer_.reset();
-  queued_waiters_.clear();
   StopPulls();
   if (keep) {
     // The runners go with the daemon; their replicas (under shims or in
@@ -749,6 +734,7 @@ void LocalScheduler::OnAppChanged(supervisor::AppRunner& runner) {
   }
   logs_->Notify(seam::AppKey(*app));
   if (core::IsTerminal(app->state) && !was_terminal) {
+    TellEnded(*app);
     // Free the runner once its callbacks have unwound.
     auto* timer = new uv_timer_t;
     timer->data = new std::pair<LocalScheduler*, Key>(this, Key{app->scheduler, app->app_id});

@@ -92,7 +92,6 @@ class LocalScheduler : public seam::Scheduler,
   std::vector<const LocalApp*> Apps() const;  // List(), as the local scheduler's own records
   void Cancel(seam::AppRecord& record, std::optional<double> grace_seconds,
               std::function<void(Result<seam::CancelOutcome>)> done) override;
-  void Wait(seam::AppRecord& record, std::function<void(const seam::AppRecord&)> done) override;
   void Scale(seam::AppRecord& record, const std::vector<core::ScaleRequest>& changes,
              std::function<void(Result<void>)> done) override;
   void Delete(seam::AppRecord& record, std::function<void(Result<core::AppState>)> done) override;
@@ -146,6 +145,8 @@ class LocalScheduler : public seam::Scheduler,
   // Adds an event to the app's timeline (seam/app_events.h): stored, then told to its followers.
   void Event(const LocalApp& app, const std::string& type, const std::string& text,
              nlohmann::json data = nlohmann::json::object(), const std::string& replica = "");
+  // Tells the feed the app ended (its record holds its final state): its waiters answer.
+  void TellEnded(const LocalApp& app);
   // After a pass: a queued event for each pending app whose position or reason changed.
   void RecordQueuePositions();
   // A replica's start or end on the timeline.
@@ -235,7 +236,6 @@ class LocalScheduler : public seam::Scheduler,
   bool stopping_ = false;       // Shutdown: nothing more starts
   std::string persisted_head_;  // the head as the store knows it
   uint64_t next_seq_ = 1;
-  std::map<Key, std::vector<std::function<void()>>> queued_waiters_;  // Wait() on queued apps
   seam::EventFeed* feed_ = nullptr;
   std::map<Key, std::string> queued_said_;  // the last queued event's text per pending app
   std::set<Key> gpu_accounted_;         // apps with a GPU interval open

@@ -114,9 +114,9 @@ bool RecordAppEvent(Store& store, EventFeed* feed, const AppRecord& app, const s
   return RecordAppEvent(store, feed, app, std::move(e));
 }
 
-uint64_t EventFeed::Subscribe(const std::string& app_key, Follower follower) {
+uint64_t EventFeed::Subscribe(const std::string& app_key, Follower follower, OnEnd on_end) {
   uint64_t id = next_++;
-  followers_.emplace(id, std::make_pair(app_key, std::move(follower)));
+  followers_.emplace(id, Entry{app_key, std::move(follower), std::move(on_end)});
   return id;
 }
 
@@ -126,12 +126,26 @@ void EventFeed::Publish(const std::string& app_key, const AppEvent& event) {
   // A follower may unsubscribe (itself or another) while told: take the ids first.
   std::vector<uint64_t> ids;
   for (const auto& [id, f] : followers_) {
-    if (f.first == app_key) ids.push_back(id);
+    if (f.app_key == app_key) ids.push_back(id);
   }
   for (uint64_t id : ids) {
     auto it = followers_.find(id);
-    if (it != followers_.end()) it->second.second(event);
+    if (it != followers_.end() && it->second.follower) it->second.follower(event);
   }
+}
+
+void EventFeed::End(const std::string& app_key) {
+  // Dropped before told: an on_end may subscribe again or unsubscribe another.
+  std::vector<OnEnd> ends;
+  for (auto it = followers_.begin(); it != followers_.end();) {
+    if (it->second.app_key != app_key || !it->second.on_end) {
+      ++it;
+      continue;
+    }
+    ends.push_back(std::move(it->second.on_end));
+    it = followers_.erase(it);
+  }
+  for (auto& on_end : ends) on_end();
 }
 
 }  // namespace torchxd::seam

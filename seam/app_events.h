@@ -57,18 +57,31 @@ bool RecordAppEvent(Store& store, EventFeed* feed, const AppRecord& app, AppEven
 bool RecordAppEvent(Store& store, EventFeed* feed, const AppRecord& app, const std::string& type,
                     const std::string& text, nlohmann::json data, const std::string& replica);
 
-// Followers of apps' events, by app key. Publish calls each follower of
-// that app in the order they subscribed.
+// The apps' change feed, by app key: each event as it is recorded, and the
+// app's end. Publish tells each follower of that app in the order they
+// subscribed. End is a scheduler's word that the app is terminal (its record
+// holds its final state) or about to be forgotten: each of the app's
+// followers with an on_end is told once through it, and dropped (the others
+// stay until they unsubscribe). `wait` and `events --follow` end there,
+// whatever the scheduler.
 class EventFeed {
  public:
   using Follower = std::function<void(const AppEvent&)>;
-  uint64_t Subscribe(const std::string& app_key, Follower follower);
+  using OnEnd = std::function<void()>;
+  // Either may be empty.
+  uint64_t Subscribe(const std::string& app_key, Follower follower, OnEnd on_end = {});
   void Unsubscribe(uint64_t id);
   void Publish(const std::string& app_key, const AppEvent& event);
+  void End(const std::string& app_key);
   size_t followers() const { return followers_.size(); }
 
  private:
-  std::map<uint64_t, std::pair<std::string, Follower>> followers_;
+  struct Entry {
+    std::string app_key;
+    Follower follower;
+    OnEnd on_end;
+  };
+  std::map<uint64_t, Entry> followers_;
   uint64_t next_ = 1;
 };
 

@@ -6,6 +6,8 @@
 // (LogStore + per-replica log dirs), so status, list and log read them alike.
 //
 // Completion callbacks may run synchronously (local) or later (a remote API).
+// A scheduler tells the EventFeed (app_events.h) each event and each app's
+// end; `wait` and `events --follow` listen there, not to the scheduler.
 //
 // Thread contract: loop thread only.
 #ifndef TORCHXD_SEAM_SCHEDULER_H_
@@ -55,8 +57,6 @@ class Scheduler {
   // `done` once the app was told to stop (local: once no process is left).
   virtual void Cancel(AppRecord& app, std::optional<double> grace_seconds,
                       std::function<void(Result<CancelOutcome>)> done) = 0;
-  // `done` once the app is terminal.
-  virtual void Wait(AppRecord& app, std::function<void(const AppRecord&)> done) = 0;
   // Stops the app if it runs, then forgets it and its logs; `done` gets its last state.
   virtual void Delete(AppRecord& app, std::function<void(Result<core::AppState>)> done) = 0;
   // Daemon shutdown: `done` when nothing of this scheduler needs the loop.

@@ -11,7 +11,6 @@
 
 namespace torchxd::slurmbridge {
 
-namespace slurm = slurmbridge;
 
 
 void SlurmScheduler::BeforeList(const nlohmann::json&, uid_t caller, std::function<void(Result<void>)> ready) {
@@ -33,7 +32,7 @@ void SlurmScheduler::OnListScan(uid_t caller, Result<CommandResult> r) {
   auto waiters = std::move(scan.waiters);
   scan.waiters.clear();
   if (shut_down_) return;
-  bool empty = r && !r->ok() && !r->timed_out && slurm::NoneKnown(r->err);
+  bool empty = r && !r->ok() && !r->timed_out && NoneKnown(r->err);
   // A user Slurm does not know has no jobs there.
   if (r && !r->ok() && r->err.find("Invalid user") != std::string::npos) empty = true;
   if (!r || (!r->ok() && !empty)) {
@@ -42,7 +41,7 @@ void SlurmScheduler::OnListScan(uid_t caller, Result<CommandResult> r) {
     return;
   }
   scan.done_ms = core::UnixNowMs();
-  auto jobs = slurm::ByJob(slurm::ReadSqueue(empty ? std::string() : r->out));
+  auto jobs = ByJob(ReadSqueue(empty ? std::string() : r->out));
   for (auto it = dismissed_.begin(); it != dismissed_.end();) {
     it = it->second == caller && !jobs.count(it->first) ? dismissed_.erase(it) : std::next(it);
   }
@@ -53,7 +52,7 @@ void SlurmScheduler::OnListScan(uid_t caller, Result<CommandResult> r) {
     const auto& [id, components] = *it;
     if (apps_.count(id) || dismissed_.count(id)) continue;
     bool torchx = !components.empty() && std::all_of(components.begin(), components.end(), [](const auto& c) {
-      return slurm::ReplicaOfName(c.name).has_value();
+      return ReplicaOfName(c.name).has_value();
     });
     if (!torchx) continue;
     Adopt(caller, id, components);
@@ -63,20 +62,20 @@ void SlurmScheduler::OnListScan(uid_t caller, Result<CommandResult> r) {
   for (auto& w : waiters) w({});
 }
 
-void SlurmScheduler::Adopt(uid_t caller, const std::string& job_id, const std::vector<slurm::SlurmComponent>& components) {
+void SlurmScheduler::Adopt(uid_t caller, const std::string& job_id, const std::vector<SlurmComponent>& components) {
   auto rec = std::make_unique<seam::AppRecord>();
   rec->scheduler = "slurm";
   rec->session = "torchx";
   rec->app_id = job_id;
   rec->owner_uid = caller;
   rec->owner_gid = core::PrimaryGidOf(caller, caller);  // its uid when it has no passwd entry
-  rec->created_ms = slurm::SlurmTimeMs(components.front().submit_time).value_or(core::UnixNowMs());
+  rec->created_ms = SlurmTimeMs(components.front().submit_time).value_or(core::UnixNowMs());
   rec->state = core::AppState::kUnknown;
   rec->log_max_bytes = options_.log_max_bytes;
   rec->app_log_dir = core::AppLogDir(options_.log_dir + "/slurm", rec->session, job_id);
   // Its roles as TorchX's describe rebuilds them: from the het groups' names, in order.
   for (const auto& c : components) {
-    auto at = slurm::ReplicaOfName(c.name);
+    auto at = ReplicaOfName(c.name);
     auto role = std::find_if(rec->app.roles.begin(), rec->app.roles.end(), [&](const auto& r) { return r.name == at->first; });
     if (role == rec->app.roles.end()) {
       core::Role r;

@@ -14,7 +14,6 @@
 
 namespace torchxd::slurmbridge {
 
-namespace slurm = slurmbridge;
 
 namespace {
 
@@ -79,8 +78,8 @@ void SlurmScheduler::ReadLogs(SlurmApp& app) {
     std::string key = r.Key().String();
     std::string name = r.role + "-" + std::to_string(r.replica_id);
     const ReplicaLog& l = app.logs[key];
-    wants.push_back({key, app.job_dir + "/" + slurm::ReplicaLogName(app.rec->app_id, name, false),
-                     app.job_dir + "/" + slurm::ReplicaLogName(app.rec->app_id, name, true), l.out_offset,
+    wants.push_back({key, app.job_dir + "/" + ReplicaLogName(app.rec->app_id, name, false),
+                     app.job_dir + "/" + ReplicaLogName(app.rec->app_id, name, true), l.out_offset,
                      l.err_offset});
   }
   std::string app_id = app.rec->app_id;
@@ -123,7 +122,7 @@ void SlurmScheduler::ReadLogs(SlurmApp& app) {
         }
         std::string problem = !out.problem.empty() ? out.problem : err.problem;
         if (problem.empty() && ended && !l.seen) {
-          problem = "no log file " + slurm::ReplicaLogName(rec.app_id, r->role + "-" + std::to_string(r->replica_id), false) +
+          problem = "no log file " + ReplicaLogName(rec.app_id, r->role + "-" + std::to_string(r->replica_id), false) +
                     " in " + a.job_dir + " on this host: the job's nodes wrote it where torchxd cannot see it " +
                     "(a filesystem this host does not share?)";
         }

@@ -13,7 +13,6 @@
 namespace torchxd::slurmbridge {
 
 using nlohmann::json;
-namespace slurm = slurmbridge;
 
 namespace {
 
@@ -85,7 +84,7 @@ void SlurmScheduler::Poll() {
 void SlurmScheduler::OnSqueue(Result<CommandResult> r) {
   polling_ = false;
   if (shut_down_) return;
-  bool none_known = r && !r->ok() && !r->timed_out && slurm::NoneKnown(r->err);
+  bool none_known = r && !r->ok() && !r->timed_out && NoneKnown(r->err);
   if (!r || (!r->ok() && !none_known)) {
     std::string why = r ? "squeue " + r->Describe() : r.error().message;
     if (failures_++ == 0) {
@@ -110,7 +109,7 @@ void SlurmScheduler::OnSqueue(Result<CommandResult> r) {
     failures_ = 0;
     last_error_.clear();
   }
-  auto jobs = slurm::ByJob(slurm::ReadSqueue(none_known ? std::string() : r->out));
+  auto jobs = ByJob(ReadSqueue(none_known ? std::string() : r->out));
   std::vector<std::string> ids;
   for (auto& [id, app] : apps_) {
     if (!core::IsTerminal(app->rec->state)) ids.push_back(id);
@@ -147,7 +146,7 @@ void SlurmScheduler::RunAfterPoll() {
   for (auto& f : after) f();
 }
 
-void SlurmScheduler::Apply(SlurmApp& app, const std::vector<slurm::SlurmComponent>& components) {
+void SlurmScheduler::Apply(SlurmApp& app, const std::vector<SlurmComponent>& components) {
   seam::AppRecord& rec = *app.rec;
   bool changed = false;
   bool any_running = false, any_waiting = false, all_succeeded = true, any_cancelled = false;
@@ -155,9 +154,9 @@ void SlurmScheduler::Apply(SlurmApp& app, const std::vector<slurm::SlurmComponen
   std::string reason;
   std::string failed;  // the first failed replica, in words
   for (const auto& c : components) {
-    core::ReplicaState state = slurm::AppStateFromSlurm(c.state);
+    core::ReplicaState state = AppStateFromSlurm(c.state);
     supervisor::ReplicaInfo* r = nullptr;
-    auto at = slurm::ReplicaOfName(c.name);
+    auto at = ReplicaOfName(c.name);
     for (auto& x : rec.replicas) {
       if (at && x.role == at->first && x.replica_id == at->second) r = &x;
     }
@@ -191,7 +190,7 @@ void SlurmScheduler::Apply(SlurmApp& app, const std::vector<slurm::SlurmComponen
     }
     if (state == core::AppState::kRunning) {
       if (r->attempt == 0) r->attempt = 1;
-      r->start_ms = slurm::SlurmTimeMs(c.start_time).value_or(core::UnixNowMs());
+      r->start_ms = SlurmTimeMs(c.start_time).value_or(core::UnixNowMs());
       logs_->BeginAttempt(rec, key, r->log_dir, r->attempt, std::nullopt);
       Event(rec, "started", "started on " + (host.empty() ? std::string("its node") : host) + " (attempt " +
                                 std::to_string(r->attempt) + ")",
@@ -200,10 +199,10 @@ void SlurmScheduler::Apply(SlurmApp& app, const std::vector<slurm::SlurmComponen
     r->state = state;
     changed = true;
     if (core::IsTerminal(state)) {
-      r->end_ms = slurm::SlurmTimeMs(c.end_time).value_or(core::UnixNowMs());
-      if (!r->start_ms) r->start_ms = slurm::SlurmTimeMs(c.start_time);
+      r->end_ms = SlurmTimeMs(c.end_time).value_or(core::UnixNowMs());
+      if (!r->start_ms) r->start_ms = SlurmTimeMs(c.start_time);
       if (r->attempt == 0 && state != core::AppState::kCancelled) r->attempt = 1;  // it ran between two polls
-      auto w = slurm::ReplicaWaitStatus(c);
+      auto w = ReplicaWaitStatus(c);
       r->exit_code = w.exit_code;
       r->signal = w.signal;
       std::string words = ExitWords(*r);
@@ -218,7 +217,7 @@ void SlurmScheduler::Apply(SlurmApp& app, const std::vector<slurm::SlurmComponen
   app.reason = reason;
   if (!reason.empty() && reason != app.said_reason) {
     app.said_reason = reason;
-    Event(rec, "waiting", "Slurm: " + slurm::ReasonText(reason), {{"reason", reason}});
+    Event(rec, "waiting", "Slurm: " + ReasonText(reason), {{"reason", reason}});
     changed = true;
   }
   core::AppState state;
@@ -252,7 +251,7 @@ void SlurmScheduler::Apply(SlurmApp& app, const std::vector<slurm::SlurmComponen
     }
     return EndApp(app, state, msg);
   }
-  std::string msg = state == core::AppState::kPending ? slurm::ReasonText(reason) : "";
+  std::string msg = state == core::AppState::kPending ? ReasonText(reason) : "";
   if (completing) msg = "completing: Slurm is stopping the job's processes";
   if (state != rec.state || msg != rec.msg) {
     rec.state = state;
@@ -269,17 +268,17 @@ void SlurmScheduler::AskSacct(const std::vector<std::string>& ids) {
   if (sacct_running_) return;
   sacct_running_ = true;
   CommandSpec spec = Tool({"sacct", "--noheader", "--parsable2", "--allocations",
-                           std::string("--delimiter=") + slurm::kFieldEnd, "--format=" + slurm::SacctFields(),
+                           std::string("--delimiter=") + kFieldEnd, "--format=" + SacctFields(),
                            "--jobs=" + core::Join(ids, ",")});
   commands_.Run(std::move(spec), [this, ids](Result<CommandResult> r) {
     sacct_running_ = false;
     if (shut_down_) return;
-    std::map<std::string, std::vector<slurm::SlurmComponent>> jobs;
+    std::map<std::string, std::vector<SlurmComponent>> jobs;
     std::string why;
     if (r && r->ok()) {
-      jobs = slurm::ByJob(slurm::ReadSacct(r->out));
+      jobs = ByJob(ReadSacct(r->out));
       why = "nor does its accounting (sacct)";
-    } else if (r && slurm::AccountingOff(r->err)) {
+    } else if (r && AccountingOff(r->err)) {
       why = "and its accounting is off, so how it ended is not known";
     } else {
       why = "and sacct could not tell how it ended: " + (r ? "sacct " + r->Describe() : r.error().message);

@@ -18,7 +18,6 @@
 namespace torchxd::slurmbridge {
 
 using nlohmann::json;
-namespace slurm = slurmbridge;
 
 namespace {
 
@@ -41,9 +40,9 @@ bool AllDigits(const std::string& s) {
 struct SlurmScheduler::Submission {
   seam::SubmitRequest request;
   gid_t gid = 0;
-  slurm::SlurmOptions options;
-  slurm::SbatchInput input;
-  slurm::SbatchRequest sbatch;
+  SlurmOptions options;
+  SbatchInput input;
+  SbatchRequest sbatch;
   std::string dir;  // where the job runs and writes its logs
   std::vector<std::string> warnings;
   std::function<void(Result<const seam::AppRecord*>)> done;
@@ -108,7 +107,7 @@ CommandSpec SlurmScheduler::Tool(std::vector<std::string> argv, std::optional<st
 }
 
 CommandSpec SlurmScheduler::Squeue(const std::string& selector) const {
-  return Tool({"squeue", "--noheader", "--states=all", selector, "--Format=" + slurm::SqueueFormat()});
+  return Tool({"squeue", "--noheader", "--states=all", selector, "--Format=" + SqueueFormat()});
 }
 
 CommandSpec SlurmScheduler::AsCaller(const Submission& s, std::vector<std::string> argv) const {
@@ -123,7 +122,7 @@ void SlurmScheduler::Submit(seam::SubmitRequest request, std::function<void(Resu
   if (shut_down_) return done(Fail(Error::Unavailable("torchxd is stopping")));
   auto s = std::make_shared<Submission>();
   s->gid = core::PrimaryGidOf(request.uid, request.uid);
-  s->options = slurm::SlurmOptionsFromCfg(request.cfg);
+  s->options = SlurmOptionsFromCfg(request.cfg);
   s->input.session = request.session;
   s->input.session_id = core::SessionUuid();
   s->dir = request.cwd;
@@ -146,17 +145,17 @@ void SlurmScheduler::Probe(std::shared_ptr<Submission> s) {
   commands_.Run(AsCaller(*s, {"sinfo", "--version"}), [this, s](Result<CommandResult> version) {
     if (shut_down_) return s->done(Fail(Error::Unavailable("torchxd is stopping")));
     std::optional<std::pair<int, int>> v;
-    if (version && version->ok()) v = slurm::ParseSlurmVersion(version->out);
+    if (version && version->ok()) v = ParseSlurmVersion(version->out);
     if (!version) return s->done(Fail(Error::Unavailable("slurm: " + version.error().message +
                                                          " (are Slurm's commands on your PATH?)")));
-    s->input.gpus_per_node = v && slurm::UsesGpusPerNode(*v);
+    s->input.gpus_per_node = v && UsesGpusPerNode(*v);
     commands_.Run(AsCaller(*s, {"sinfo", "--format", "%P,%m", "--noconvert"}), [this, s](Result<CommandResult> parts) {
       if (shut_down_) return s->done(Fail(Error::Unavailable("torchxd is stopping")));
       if (parts && parts->ok()) {
-        auto mb = slurm::PartitionMemoryMb(parts->out, s->options.partition);
+        auto mb = PartitionMemoryMb(parts->out, s->options.partition);
         s->input.small_memory_partition = mb && *mb <= 1000;
       }
-      auto req = slurm::AppDefToSbatch(s->request.app, s->options, s->input);
+      auto req = AppDefToSbatch(s->request.app, s->options, s->input);
       if (!req) return s->done(Fail(req.error()));
       s->sbatch = std::move(*req);
       if (s->options.job_dir) return WriteScript(s);
@@ -224,7 +223,7 @@ void SlurmScheduler::Record(std::shared_ptr<Submission> s, const std::string& jo
   rec->log_max_bytes = options_.log_max_bytes;
   rec->app_log_dir = core::AppLogDir(options_.log_dir + "/slurm", rec->session, job_id);
   for (const auto& name : s->sbatch.replicas) {
-    if (auto at = slurm::ReplicaOfName(name)) AddReplica(*rec, at->first, at->second);
+    if (auto at = ReplicaOfName(name)) AddReplica(*rec, at->first, at->second);
   }
   MakeLogDir(*rec);
   auto app = std::make_unique<SlurmApp>();
@@ -314,11 +313,6 @@ void SlurmScheduler::Cancel(seam::AppRecord& rec, std::optional<double>, std::fu
   });
 }
 
-void SlurmScheduler::Wait(seam::AppRecord& rec, std::function<void(const seam::AppRecord&)> done) {
-  if (core::IsTerminal(rec.state)) return done(rec);
-  apps_.at(rec.app_id)->waiters.push_back(std::move(done));
-}
-
 void SlurmScheduler::Delete(seam::AppRecord& rec, std::function<void(Result<core::AppState>)> done) {
   std::string app_id = rec.app_id;
   auto forget = [this, app_id, done] {
@@ -374,9 +368,7 @@ void SlurmScheduler::Changed(SlurmApp& app) {
   logs_->Notify(seam::AppKey(*app.rec));
   if (!core::IsTerminal(app.rec->state)) return;
   logs_->Enforce();
-  auto waiters = std::move(app.waiters);
-  app.waiters.clear();
-  for (auto& w : waiters) w(*app.rec);
+  if (feed_ != nullptr) feed_->End(seam::AppKey(*app.rec));
 }
 
 void SlurmScheduler::MakeRoom(uid_t uid) {
@@ -387,7 +379,7 @@ void SlurmScheduler::MakeRoom(uid_t uid) {
     auto key = [](const SlurmApp& a) { return std::make_pair(!a.foreign, a.rec->ended_ms.value_or(0)); };
     for (auto& [id, app] : apps_) {
       const seam::AppRecord& rec = *app->rec;
-      if (rec.owner_uid != uid || !core::IsTerminal(rec.state) || !app->logs_done || !app->waiters.empty() ||
+      if (rec.owner_uid != uid || !core::IsTerminal(rec.state) || !app->logs_done ||
           app->read_ticket != 0) {
         continue;
       }
@@ -405,7 +397,7 @@ void SlurmScheduler::Forget(SlurmApp& app) {
   std::string app_id = app.rec->app_id;
   if (app.read_ticket != 0) files_->Cancel(app.read_ticket);
   logs_->Discard(*app.rec, std::nullopt);
-  for (auto& w : app.waiters) w(*app.rec);
+  if (feed_ != nullptr) feed_->End(seam::AppKey(*app.rec));
   for (auto& w : app.read_waiters) w();
   apps_.erase(app_id);
   if (auto ok = store_->DeleteApp("slurm", app_id); !ok) {
@@ -436,7 +428,7 @@ void SlurmScheduler::Event(const seam::AppRecord& app, const std::string& type, 
 std::string SlurmScheduler::PendingSummary(const seam::AppRecord& rec) const {
   auto it = apps_.find(rec.app_id);
   if (it == apps_.end() || core::IsStarted(rec.state)) return "";
-  return slurm::ReasonText(it->second->reason);
+  return ReasonText(it->second->reason);
 }
 
 std::string SlurmScheduler::StatusNote(const seam::AppRecord& rec) const {

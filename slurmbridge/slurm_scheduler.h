@@ -64,7 +64,6 @@ class SlurmScheduler : public seam::Scheduler, public seam::Queued, public seam:
   std::vector<const seam::AppRecord*> List() const override;
   void Cancel(seam::AppRecord& app, std::optional<double> grace_seconds,
               std::function<void(Result<seam::CancelOutcome>)> done) override;
-  void Wait(seam::AppRecord& app, std::function<void(const seam::AppRecord&)> done) override;
   void Delete(seam::AppRecord& app, std::function<void(Result<core::AppState>)> done) override;
   void Shutdown(bool keep, std::function<void()> done) override;  // jobs always keep running in Slurm
   void PersistAll() override;
@@ -103,7 +102,6 @@ class SlurmScheduler : public seam::Scheduler, public seam::Queued, public seam:
     bool read_again = false;     // asked while one was under way
     int missing_polls = 0;       // polls in a row that did not list it
     int64_t persisted_ms = 0;
-    std::vector<std::function<void(const seam::AppRecord&)>> waiters;
     std::vector<std::function<void()>> read_waiters;  // BeforeLogRead's
   };
 
@@ -129,7 +127,7 @@ class SlurmScheduler : public seam::Scheduler, public seam::Queued, public seam:
   void Poll();
   void OnSqueue(Result<CommandResult> result);
   void RunAfterPoll();  // what waited for this poll (a cancel's answer)
-  void Apply(SlurmApp& app, const std::vector<slurmbridge::SlurmComponent>& components);
+  void Apply(SlurmApp& app, const std::vector<SlurmComponent>& components);
   void AskSacct(const std::vector<std::string>& ids);
   void Gone(SlurmApp& app, const std::string& why);  // Slurm no longer knows the job
   void EndApp(SlurmApp& app, core::AppState state, const std::string& msg);
@@ -142,7 +140,7 @@ class SlurmScheduler : public seam::Scheduler, public seam::Queued, public seam:
     std::vector<std::function<void(Result<void>)>> waiters;
   };
   void OnListScan(uid_t caller, Result<CommandResult> result);
-  void Adopt(uid_t caller, const std::string& job_id, const std::vector<slurmbridge::SlurmComponent>& components);
+  void Adopt(uid_t caller, const std::string& job_id, const std::vector<SlurmComponent>& components);
 
   // Logs (slurmbridge/slurm_logs.cc).
   void ReadLogs(SlurmApp& app);

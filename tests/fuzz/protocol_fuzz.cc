@@ -74,7 +74,6 @@ class MemoryScheduler : public seam::Scheduler, public seam::Scalable {
   void Cancel(seam::AppRecord&, std::optional<double>, std::function<void(Result<seam::CancelOutcome>)> done) override {
     done(seam::CancelOutcome{true});
   }
-  void Wait(seam::AppRecord& app, std::function<void(const seam::AppRecord&)> done) override { done(app); }
   void Scale(seam::AppRecord& app, const std::vector<core::ScaleRequest>& changes,
              std::function<void(Result<void>)> done) override {
     for (const auto& c : changes) app.scale[c.role] = c.replicas;

@@ -76,5 +76,27 @@ TEST(AppEventsTest, TheFeedTellsAnAppsFollowersInOrderAndOnlyThem) {
   EXPECT_EQ(feed.followers(), 1u);
 }
 
+TEST(AppEventsTest, AnAppsEndTellsItsWaitersOnceAndKeepsItsOtherFollowers) {
+  EventFeed feed;
+  std::vector<std::string> heard;
+  feed.Subscribe("local_cwd/a", {}, [&] { heard.push_back("wait1"); });
+  feed.Subscribe("local_cwd/a", [&](const AppEvent& e) { heard.push_back("log:" + e.type); });
+  // An on_end may subscribe anew: the new one is not told of this end.
+  feed.Subscribe("local_cwd/a", {}, [&] {
+    heard.push_back("wait2");
+    feed.Subscribe("local_cwd/a", {}, [&] { heard.push_back("late"); });
+  });
+  feed.Subscribe("local_cwd/b", {}, [&] { heard.push_back("b"); });
+  feed.End("local_cwd/a");
+  EXPECT_EQ(heard, (std::vector<std::string>{"wait1", "wait2"}));
+  EXPECT_EQ(feed.followers(), 3u) << "the log follower, b's waiter and the late one";
+  AppEvent e;
+  e.type = "exited";
+  feed.Publish("local_cwd/a", e);
+  feed.End("local_cwd/a");
+  EXPECT_EQ(heard, (std::vector<std::string>{"wait1", "wait2", "log:exited", "late"}));
+  EXPECT_EQ(feed.followers(), 2u);
+}
+
 }  // namespace
 }  // namespace torchxd::seam
