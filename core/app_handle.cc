@@ -1,8 +1,23 @@
 #include "core/app_handle.h"
 
+#include <algorithm>
+
 namespace torchxd::core {
 
 std::string AppHandle::ToString() const { return MakeAppHandle(scheduler, session, app_id); }
+
+int CompareAppHandles(const AppHandleParts& a, const AppHandleParts& b) {
+  size_t i = 0, j = 0, x = 0, y = 0;  // the part and the offset in it, on each side
+  for (;;) {
+    while (i < 5 && x == a.parts[i].size()) ++i, x = 0;
+    while (j < 5 && y == b.parts[j].size()) ++j, y = 0;
+    if (i == 5 || j == 5) return (i == 5 ? 0 : 1) - (j == 5 ? 0 : 1);
+    size_t n = std::min(a.parts[i].size() - x, b.parts[j].size() - y);
+    if (int c = a.parts[i].substr(x, n).compare(b.parts[j].substr(y, n)); c != 0) return c;
+    x += n;
+    y += n;
+  }
+}
 
 std::string MakeAppHandle(std::string_view scheduler, std::string_view session,
                           std::string_view app_id) {

@@ -28,6 +28,17 @@ struct AppHandle {
 
 std::string MakeAppHandle(std::string_view scheduler, std::string_view session,
                           std::string_view app_id);
+
+// A handle as the parts MakeAppHandle joins (or a whole one), so that handles
+// compare without being built. The parts are views: they must outlive it.
+struct AppHandleParts {
+  AppHandleParts(std::string_view scheduler, std::string_view session, std::string_view app_id)
+      : parts{scheduler, "://", session, "/", app_id} {}
+  explicit AppHandleParts(std::string_view handle) : parts{handle, {}, {}, {}, {}} {}
+  std::string_view parts[5];
+};
+// <0, 0 or >0 as std::string::compare of the two handles would say.
+int CompareAppHandles(const AppHandleParts& a, const AppHandleParts& b);
 [[nodiscard]] Result<AppHandle> ParseAppHandle(std::string_view handle);
 
 }  // namespace torchxd::core

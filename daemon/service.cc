@@ -22,6 +22,10 @@ namespace {
 
 using nlohmann::json;
 
+core::AppHandleParts Parts(const seam::AppRecord& app) {
+  return core::AppHandleParts(app.scheduler, app.session, app.app_id);
+}
+
 }  // namespace
 
 seam::Scheduler* Service::SchedulerFor(const std::string& name) const {
@@ -312,9 +316,15 @@ void Service::ListApps(const json& params, const PeerInfo& peer, const Reply& re
     cursor.emplace(ms, after.substr(slash + 1));
   }
   bool everyone = MayActOnAll(peer);
+  // Newest first, then by handle. With thousands of apps the records are cold in the cache:
+  // a row keeps what the order needs, and handles are built only for the rows sent.
   struct Row {
+    int64_t created_ms;
     const seam::AppRecord* app;
-    std::string handle;
+  };
+  auto newer_first = [](const Row& a, const Row& b) {
+    if (a.created_ms != b.created_ms) return a.created_ms > b.created_ms;
+    return core::CompareAppHandles(Parts(*a.app), Parts(*b.app)) < 0;
   };
   std::vector<Row> rows;
   std::string in_namespace = ns.empty() ? "" : ns + ":";  // kubernetes app ids are NAMESPACE:NAME
@@ -322,18 +332,17 @@ void Service::ListApps(const json& params, const PeerInfo& peer, const Reply& re
     if (!only.empty() && a->scheduler != only) continue;
     if (!in_namespace.empty() && a->app_id.rfind(in_namespace, 0) != 0) continue;
     if (!everyone && a->owner_uid != peer.uid) continue;  // a user lists their own apps
-    rows.push_back({a, a->Handle()});
+    // Only the rows after the cursor, in the order above.
+    if (cursor && (a->created_ms > cursor->first ||
+                   (a->created_ms == cursor->first && core::CompareAppHandles(Parts(*a), core::AppHandleParts(cursor->second)) <= 0))) {
+      continue;
+    }
+    rows.push_back({a->created_ms, a});
   }
-  auto newer_first = [](const Row& a, const Row& b) {
-    return a.app->created_ms != b.app->created_ms ? a.app->created_ms > b.app->created_ms : a.handle < b.handle;
-  };
-  std::sort(rows.begin(), rows.end(), newer_first);
+  bool more = rows.size() > static_cast<size_t>(limit);
+  auto page_end = more ? rows.begin() + limit : rows.end();
+  std::partial_sort(rows.begin(), page_end, rows.end(), newer_first);
   auto first = rows.begin();
-  if (cursor) {
-    first = std::upper_bound(rows.begin(), rows.end(), *cursor, [](const auto& c, const Row& row) {
-      return c.first != row.app->created_ms ? c.first > row.app->created_ms : c.second < row.handle;
-    });
-  }
   // Built by hand: with thousands of apps, a JSON DOM costs more than the rest
   // of the request. Rows follow `fields` (docs/protocol.md).
   std::string out =
@@ -341,13 +350,24 @@ void Service::ListApps(const json& params, const PeerInfo& peer, const Reply& re
   std::map<uint32_t, std::string> names;
   out.reserve(out.size() + static_cast<size_t>(limit) * 160);
   auto quoted = [&out](const std::string& s) {
-    out += json(s).dump(-1, ' ', false, json::error_handler_t::replace);
+    // Most names are plain printable ASCII: written as they are; the rest escaped by the library
+    // (control characters, quotes, invalid UTF-8 replaced).
+    bool plain = std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x20 && c < 0x7f && c != '"' && c != '\\'; });
+    if (!plain) {
+      out += json(s).dump(-1, ' ', false, json::error_handler_t::replace);
+      return;
+    }
+    out += '"';
+    out += s;
+    out += '"';
   };
   int shown = 0;
-  for (auto it = first; it != rows.end() && shown < limit; ++it, ++shown) {
+  std::string last_handle;
+  for (auto it = first; it != page_end; ++it, ++shown) {
     const seam::AppRecord* a = it->app;
     out += shown == 0 ? "[" : ",[";
-    quoted(it->handle);
+    last_handle = a->Handle();
+    quoted(last_handle);
     out += ',';
     quoted(a->app_id);
     out += ',';
@@ -387,10 +407,9 @@ void Service::ListApps(const json& params, const PeerInfo& peer, const Reply& re
     out += ']';
   }
   out += "]";
-  if (first + shown != rows.end()) {
-    const Row& last = *(first + shown - 1);
+  if (more) {
     out += ",\"next\":";
-    quoted(std::to_string(last.app->created_ms) + "/" + last.handle);
+    quoted(std::to_string((page_end - 1)->created_ms) + "/" + last_handle);
   }
   out += "}";
   reply->ResultText(out);

@@ -85,7 +85,7 @@ Result<void> KubernetesScheduler::Load(const std::vector<seam::StoredApp>& store
   std::set<std::string> namespaces;
   for (const auto& s : stored) {
     if (!seam::Serves(*this, s.scheduler)) continue;  // another scheduler's
-    auto rec = seam::AppRecord::FromJson(s.record);
+    auto rec = seam::AppRecord::FromJson(seam::StoredApp::Parse(s.record));
     if (!rec) {
       logging::warn("skipping unreadable stored app app={} error={}", s.app_id, rec.error().message);
       continue;

@@ -64,14 +64,14 @@ Result<void> LocalScheduler::Load(const std::vector<seam::StoredApp>& stored) {
   std::vector<LocalApp*> adopted;
   for (const auto& s : stored) {
     if (!seam::Serves(*this, s.scheduler)) continue;  // another scheduler's
-    auto loaded = LocalApp::FromJson(s.record);
+    auto loaded = LocalApp::FromJson(seam::StoredApp::Parse(s.record));
     if (!loaded) {
       logging::warn("skipping unreadable stored app app={} error={}", s.app_id, loaded.error().message);
       continue;
     }
     std::unique_ptr<LocalApp> rec = std::move(*loaded);
     rec->replicas.clear();
-    for (const auto& rj : s.replicas) rec->replicas.push_back(seam::ReplicaInfoFromJson(rj));
+    for (const auto& rj : s.replicas) rec->replicas.push_back(seam::ReplicaInfoFromJson(seam::StoredApp::Parse(rj)));
     // A replica with no stored attempt never started (an elastic role's
     // growth, or a queued app): it is there, PENDING, as at submit.
     for (size_t r = 0; r < rec->app.roles.size(); ++r) {

@@ -393,7 +393,7 @@ Result<std::vector<StoredApp>> Store::LoadApps() {
     StoredApp app;
     app.scheduler = reinterpret_cast<const char*>(sqlite3_column_text(s, 0));
     app.app_id = reinterpret_cast<const char*>(sqlite3_column_text(s, 1));
-    app.record = nlohmann::json::parse(reinterpret_cast<const char*>(sqlite3_column_text(s, 2)), nullptr, false);
+    app.record = reinterpret_cast<const char*>(sqlite3_column_text(s, 2));
     index[{app.scheduler, app.app_id}] = apps.size();
     apps.push_back(std::move(app));
   }
@@ -408,8 +408,7 @@ Result<std::vector<StoredApp>> Store::LoadApps() {
     auto it = index.find({reinterpret_cast<const char*>(sqlite3_column_text(s, 0)),
                           reinterpret_cast<const char*>(sqlite3_column_text(s, 1))});
     if (it == index.end()) continue;
-    apps[it->second].replicas.push_back(
-        nlohmann::json::parse(reinterpret_cast<const char*>(sqlite3_column_text(s, 2)), nullptr, false));
+    apps[it->second].replicas.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(s, 2)));
   }
   sqlite3_finalize(s);
   return apps;

@@ -35,8 +35,12 @@ namespace torchxd::seam {
 struct StoredApp {
   std::string scheduler;
   std::string app_id;
-  nlohmann::json record;  // the daemon's AppRecord as JSON
-  std::vector<nlohmann::json> replicas;  // latest attempt of each replica
+  std::string record;                 // the AppRecord, as JSON text
+  std::vector<std::string> replicas;  // the latest attempt of each replica, as JSON text
+  // The text parsed (discarded when unreadable). The scheduler that owns the
+  // app parses it while it loads it, one app at a time: a start with
+  // thousands of apps never holds all their parsed forms at once.
+  static nlohmann::json Parse(const std::string& text) { return nlohmann::json::parse(text, nullptr, false); }
 };
 
 // One row of an app's event timeline, as stored (seam/app_events.h reads it).

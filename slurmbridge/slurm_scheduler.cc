@@ -65,7 +65,7 @@ SlurmScheduler::~SlurmScheduler() {
 Result<void> SlurmScheduler::Load(const std::vector<seam::StoredApp>& stored) {
   for (const auto& s : stored) {
     if (!seam::Serves(*this, s.scheduler)) continue;
-    auto rec = seam::AppRecord::FromJson(s.record);
+    auto rec = seam::AppRecord::FromJson(seam::StoredApp::Parse(s.record));
     if (!rec) {
       logging::warn("skipping unreadable stored app app={} error={}", s.app_id, rec.error().message);
       continue;

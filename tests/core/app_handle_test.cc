@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+#include <string>
+#include <vector>
+
 namespace torchxd::core {
 namespace {
 
@@ -44,6 +48,29 @@ TEST(AppHandleTest, FormatRoundTrips) {
   AppHandle h{"local_cwd", "torchx", "echo-x7"};
   EXPECT_EQ(h.ToString(), "local_cwd://torchx/echo-x7");
   EXPECT_EQ(*ParseAppHandle(h.ToString()), h);
+}
+
+int Sign(int x) { return (x > 0) - (x < 0); }
+
+TEST(AppHandleTest, HandlesCompareFromTheirPartsAsTheBuiltStringsDo) {
+  // Short names from a small alphabet with ':' and '/', so prefixes and
+  // separators meet in every way.
+  std::mt19937 rng(7);
+  auto name = [&] {
+    static const char kChars[] = "ab:/-";
+    std::string s(rng() % 4, 'a');
+    for (char& c : s) c = kChars[rng() % 5];
+    return s;
+  };
+  for (int i = 0; i < 20000; ++i) {
+    std::string s1 = name(), e1 = name(), a1 = name(), s2 = name(), e2 = name(), a2 = name();
+    std::string h1 = MakeAppHandle(s1, e1, a1), h2 = MakeAppHandle(s2, e2, a2);
+    int want = Sign(h1.compare(h2));
+    SCOPED_TRACE(h1 + " vs " + h2);
+    ASSERT_EQ(Sign(CompareAppHandles(AppHandleParts(s1, e1, a1), AppHandleParts(s2, e2, a2))), want);
+    ASSERT_EQ(Sign(CompareAppHandles(AppHandleParts(s1, e1, a1), AppHandleParts(h2))), want);
+    ASSERT_EQ(Sign(CompareAppHandles(AppHandleParts(h1), AppHandleParts(s2, e2, a2))), want);
+  }
 }
 
 }  // namespace

@@ -43,9 +43,9 @@ TEST_F(StoreTest, AppsAndLatestReplicaAttemptsRoundTrip) {
   auto apps = (*store)->LoadApps();
   ASSERT_TRUE(apps.has_value());
   ASSERT_EQ(apps->size(), 1u);
-  EXPECT_EQ((*apps)[0].record["k"], "v2");
+  EXPECT_EQ(StoredApp::Parse((*apps)[0].record)["k"], "v2");
   ASSERT_EQ((*apps)[0].replicas.size(), 1u);
-  EXPECT_EQ((*apps)[0].replicas[0]["attempt"], 2);
+  EXPECT_EQ(StoredApp::Parse((*apps)[0].replicas[0])["attempt"], 2);
   ASSERT_TRUE((*store)->DeleteApp("local_cwd", "a-1").has_value());
   EXPECT_TRUE((*store)->LoadApps()->empty());
 }
@@ -81,7 +81,7 @@ TEST_F(StoreTest, AttemptsAndEventsOfARestartingReplicaStayBounded) {
   auto apps = (*store)->LoadApps();
   ASSERT_EQ(apps->size(), 1u);
   ASSERT_EQ((*apps)[0].replicas.size(), 1u);
-  EXPECT_EQ((*apps)[0].replicas[0]["attempt"], 2000);
+  EXPECT_EQ(StoredApp::Parse((*apps)[0].replicas[0])["attempt"], 2000);
 }
 
 // The records hold users' environments: the database and its side files are the daemon's alone.
