@@ -334,7 +334,8 @@ void Service::ListApps(const json& params, const PeerInfo& peer, const Reply& re
     if (!everyone && a->owner_uid != peer.uid) continue;  // a user lists their own apps
     // Only the rows after the cursor, in the order above.
     if (cursor && (a->created_ms > cursor->first ||
-                   (a->created_ms == cursor->first && core::CompareAppHandles(Parts(*a), core::AppHandleParts(cursor->second)) <= 0))) {
+                   (a->created_ms == cursor->first &&
+                    core::CompareAppHandles(Parts(*a), core::AppHandleParts(cursor->second)) <= 0))) {
       continue;
     }
     rows.push_back({a->created_ms, a});
@@ -342,7 +343,6 @@ void Service::ListApps(const json& params, const PeerInfo& peer, const Reply& re
   bool more = rows.size() > static_cast<size_t>(limit);
   auto page_end = more ? rows.begin() + limit : rows.end();
   std::partial_sort(rows.begin(), page_end, rows.end(), newer_first);
-  auto first = rows.begin();
   // Built by hand: with thousands of apps, a JSON DOM costs more than the rest
   // of the request. Rows follow `fields` (docs/protocol.md).
   std::string out =
@@ -352,7 +352,8 @@ void Service::ListApps(const json& params, const PeerInfo& peer, const Reply& re
   auto quoted = [&out](const std::string& s) {
     // Most names are plain printable ASCII: written as they are; the rest escaped by the library
     // (control characters, quotes, invalid UTF-8 replaced).
-    bool plain = std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x20 && c < 0x7f && c != '"' && c != '\\'; });
+    bool plain =
+        std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x20 && c < 0x7f && c != '"' && c != '\\'; });
     if (!plain) {
       out += json(s).dump(-1, ' ', false, json::error_handler_t::replace);
       return;
@@ -363,7 +364,7 @@ void Service::ListApps(const json& params, const PeerInfo& peer, const Reply& re
   };
   int shown = 0;
   std::string last_handle;
-  for (auto it = first; it != page_end; ++it, ++shown) {
+  for (auto it = rows.begin(); it != page_end; ++it, ++shown) {
     const seam::AppRecord* a = it->app;
     out += shown == 0 ? "[" : ",[";
     last_handle = a->Handle();
