@@ -26,6 +26,12 @@ core::AppHandleParts Parts(const seam::AppRecord& app) {
   return core::AppHandleParts(app.scheduler, app.session, app.app_id);
 }
 
+// `list`'s order, newest first, then by handle: <0 when (a_ms, a) comes before (b_ms, b).
+int ListOrder(int64_t a_ms, const core::AppHandleParts& a, int64_t b_ms, const core::AppHandleParts& b) {
+  if (a_ms != b_ms) return a_ms > b_ms ? -1 : 1;
+  return core::CompareAppHandles(a, b);
+}
+
 }  // namespace
 
 seam::Scheduler* Service::SchedulerFor(const std::string& name) const {
@@ -179,14 +185,18 @@ Result<seam::SubmitRequest> Service::ValidateRun(const json& params, const PeerI
   return req;
 }
 
+seam::AppRecord* Service::FindRecord(const std::string& scheduler, const std::string& app_id) const {
+  seam::Scheduler* s = SchedulerFor(scheduler);
+  return s != nullptr ? s->Find(scheduler, app_id) : nullptr;
+}
+
 Result<seam::AppRecord*> Service::FindApp(const json& params) {
   if (!params.contains("app_handle") || !params["app_handle"].is_string()) {
     return Fail(Error::InvalidArgument("params.app_handle: required, e.g. local_cwd://torchx/echo-x7"));
   }
   auto handle = core::ParseAppHandle(params["app_handle"].get<std::string>());
   if (!handle) return Fail(handle.error());
-  seam::Scheduler* scheduler = SchedulerFor(handle->scheduler);
-  seam::AppRecord* app = scheduler != nullptr ? scheduler->Find(handle->scheduler, handle->app_id) : nullptr;
+  seam::AppRecord* app = FindRecord(handle->scheduler, handle->app_id);
   if (app == nullptr) {
     return Fail(Error::NotFound("AppDef `" + handle->app_id +
                                 "` does not exist or has been removed from `" + handle->scheduler +
@@ -323,8 +333,7 @@ void Service::ListApps(const json& params, const PeerInfo& peer, const Reply& re
     const seam::AppRecord* app;
   };
   auto newer_first = [](const Row& a, const Row& b) {
-    if (a.created_ms != b.created_ms) return a.created_ms > b.created_ms;
-    return core::CompareAppHandles(Parts(*a.app), Parts(*b.app)) < 0;
+    return ListOrder(a.created_ms, Parts(*a.app), b.created_ms, Parts(*b.app)) < 0;
   };
   std::vector<Row> rows;
   std::string in_namespace = ns.empty() ? "" : ns + ":";  // kubernetes app ids are NAMESPACE:NAME
@@ -333,9 +342,7 @@ void Service::ListApps(const json& params, const PeerInfo& peer, const Reply& re
     if (!in_namespace.empty() && a->app_id.rfind(in_namespace, 0) != 0) continue;
     if (!everyone && a->owner_uid != peer.uid) continue;  // a user lists their own apps
     // Only the rows after the cursor, in the order above.
-    if (cursor && (a->created_ms > cursor->first ||
-                   (a->created_ms == cursor->first &&
-                    core::CompareAppHandles(Parts(*a), core::AppHandleParts(cursor->second)) <= 0))) {
+    if (cursor && ListOrder(a->created_ms, Parts(*a), cursor->first, core::AppHandleParts(cursor->second)) <= 0) {
       continue;
     }
     rows.push_back({a->created_ms, a});
@@ -516,8 +523,7 @@ void Service::Wait(const json& params, const PeerInfo& peer, const Reply& reply)
   // still there to answer with).
   std::string scheduler = (*app)->scheduler, app_id = (*app)->app_id;
   uint64_t id = feed->Subscribe(seam::AppKey(**app), {}, [this, reply, scheduler, app_id, answer] {
-    seam::Scheduler* s = SchedulerFor(scheduler);
-    seam::AppRecord* a = s != nullptr ? s->Find(scheduler, app_id) : nullptr;
+    seam::AppRecord* a = FindRecord(scheduler, app_id);
     if (a == nullptr) return reply->Error(Error::NotFound("app " + app_id + " was removed while waited for"));
     answer(*a);
   });

@@ -109,6 +109,8 @@ class Service : public RequestHandler {
   void Version(const Reply& reply);
   void Shutdown(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
   void Ui(const PeerInfo& peer, const Reply& reply);
+  // The app the scheduler serving `scheduler` keeps under `app_id`, or null.
+  seam::AppRecord* FindRecord(const std::string& scheduler, const std::string& app_id) const;
   [[nodiscard]] Result<seam::AppRecord*> FindApp(const nlohmann::json& params);
   // FindApp, then: may `peer` `verb` it? (its owner, root, or the admin group)
   [[nodiscard]] Result<seam::AppRecord*> FindOwnApp(const nlohmann::json& params, const PeerInfo& peer,

@@ -83,8 +83,7 @@ void Service::Events(const json& params, const PeerInfo& peer, const Reply& repl
     if (auto rest = info_.load_events(scheduler, app_id, f->last, static_cast<size_t>(kMaxEventsPerReply))) {
       for (const seam::StoredEvent& row : *rest) f->Send(seam::AppEvent::FromStored(row));
     }
-    seam::Scheduler* s = SchedulerFor(scheduler);
-    const seam::AppRecord* ended = s != nullptr ? s->Find(scheduler, app_id) : nullptr;
+    const seam::AppRecord* ended = FindRecord(scheduler, app_id);
     if (ended == nullptr) return f->Finish(state);
     f->Finish(json{{"app_handle", ended->Handle()}, {"state", core::AppStateName(ended->state)}});
   };

@@ -220,7 +220,7 @@ void LocalScheduler::Evict(LocalApp& app) {
   logging::info("evicting app app={} ended_ms={}", app.app_id, app.ended_ms.value_or(0));
   (void)store_->DeleteApp(app.scheduler, app.app_id);
   RemoveLogDir(app);
-  TellEnded(app);  // it is terminal, so told already: in case
+  TellEnded(app);  // a Delete whose cancel failed evicts an app that never ended
   apps_.erase(Key{app.scheduler, app.app_id});
 }
 
