@@ -26,6 +26,11 @@ wait_for() {  # seconds, command...
   done
 }
 
+# True while process $1 runs: a zombie has ended (kill -0 still finds it until
+# whoever adopted the daemons reaps it, which some init processes do late).
+running() { local st; st=$(ps -o stat= -p "$1" 2>/dev/null) && [[ $st != Z* ]]; }
+not_running() { local p; for p in "$@"; do ! running "$p" || return 1; done; }
+
 start_ctld() {
   setsid $sbin/slurmctld -D -i -f "$dir/slurm.conf" >"$dir/log/ctld.out" 2>&1 < /dev/null &
   echo $! >"$dir/ctld.pid"
@@ -36,7 +41,7 @@ stop_ctld() {
   [[ -f $dir/ctld.pid ]] || return 0
   local pid; pid=$(cat "$dir/ctld.pid")
   kill "$pid" 2>/dev/null || true
-  wait_for 20 bash -c "! kill -0 $pid" || kill -9 "$pid" 2>/dev/null || true
+  wait_for 20 not_running "$pid" || kill -9 "$pid" 2>/dev/null || true
   rm -f "$dir/ctld.pid"
 }
 
@@ -122,7 +127,7 @@ stop)
   for p in $slurmds; do kill "$p" 2>/dev/null || true; done
   # A slurmd whose step could not tell an absent slurmctld it ended waits on it: 10 s, then
   # it goes, and so do the step daemons of these nodes (they hold the nodes' logs open).
-  wait_for 10 bash -c "for p in $slurmds; do kill -0 \$p 2>/dev/null && exit 1; done; exit 0" || true
+  wait_for 10 not_running $slurmds || true
   for p in $slurmds; do kill -9 "$p" 2>/dev/null || true; done
   for p in $(pgrep -x slurmstepd || true); do
     if find "/proc/$p/fd" -lname "$dir/*" 2>/dev/null | grep -q .; then kill -9 "$p" 2>/dev/null || true; fi

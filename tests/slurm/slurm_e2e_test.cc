@@ -163,7 +163,12 @@ TEST_F(SlurmE2eTest, TwoReplicaDdpAcrossTwoHetGroups) {
 
 TEST_F(SlurmE2eTest, AControllerRestartMidRunIsRetriedAndShown) {
   StartOwnDaemon("--slurm-poll 0.5");
-  std::string h = Run({"utils.sh", "sh", "-c", "echo before-the-stop; sleep 8; echo after-the-restart"});
+  // The job ends once the controller is back: a step that ends while slurmctld is away
+  // tells it only on its next retry, a minute later.
+  fs::path back = dir_ / "controller-back";
+  std::string h = Run({"utils.sh", "sh", "-c",
+                       "echo before-the-stop; while [ ! -e " + Quote(back.string()) + " ]; do sleep 0.2; done; "
+                       "echo after-the-restart"});
   ASSERT_TRUE(WaitForState(h, "RUNNING", kWait)) << Torchx({"status", h}).out;
   // Its srun step has started too (RUNNING alone is the batch script: an srun that finds
   // no controller cannot start its step, and the job fails).
@@ -175,7 +180,8 @@ TEST_F(SlurmE2eTest, AControllerRestartMidRunIsRetriedAndShown) {
       << Torchx({"status", h}).out;
   EXPECT_EQ(StatusJson(h).value("state", ""), "RUNNING");  // the last seen, not a made-up end
   ASSERT_EQ(RunShell(Cluster("start-ctld"), (dir_ / "ctld2.err").string()).exit_code, 0);
-  EXPECT_TRUE(WaitForState(h, "SUCCEEDED", 90)) << Torchx({"status", h}).out;
+  { std::ofstream touch(back); }
+  EXPECT_TRUE(WaitForState(h, "SUCCEEDED", kWait)) << Torchx({"status", h}).out;
   EXPECT_THAT(Torchx({"log", h}).out, HasSubstr("after-the-restart"));
   EXPECT_THAT(Torchx({"events", h}).out, HasSubstr("Slurm answers again"));
 }
