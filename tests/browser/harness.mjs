@@ -74,7 +74,8 @@ export class Daemon {
     if (!this.proc || this.proc.exitCode !== null) return;
     const exited = new Promise((resolve) => this.proc.once('exit', resolve));
     this.proc.kill(signal);
-    await Promise.race([exited, sleep(15000)]);
+    // Unref'd: a pending timer would keep node (and the test file) alive for its 15 s.
+    await Promise.race([exited, sleep(15000, undefined, { ref: false })]);
   }
 
   async stop() {
