@@ -176,28 +176,38 @@ class PluginTest(unittest.TestCase):
         os.makedirs(work)
         with open(os.path.join(work, "README.md"), "w") as f:
             f.write("a checkout\n")
+        # One process per scheduler, both at once (each mostly waits on TorchX's polling).
         script = textwrap.dedent('''
             import contextlib, io, json, os, re, sys
             import torchx.components.integration_tests.component_provider as cp
             from torchx.components.integration_tests.integ_tests import IntegComponentTest
+            sched = sys.argv[1]
             states = {}
-            for sched in ["torchxd", "local_cwd"]:
-                out = io.StringIO()
-                with contextlib.redirect_stdout(out):
-                    try:
-                        IntegComponentTest().run_components(module=cp, scheduler=sched, image=os.getcwd(), cfg={})
-                    except AssertionError:
-                        pass
-                for handle, state in re.findall(r"=== BEGIN LOG (\\S+) \\((\\w+)\\)===", out.getvalue()):
-                    name = handle.rsplit("/", 1)[1].rsplit("-", 1)[0]
-                    states.setdefault(name, {})[sched] = state
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                try:
+                    IntegComponentTest().run_components(module=cp, scheduler=sched, image=os.getcwd(), cfg={})
+                except AssertionError:
+                    pass
+            for handle, state in re.findall(r"=== BEGIN LOG (\\S+) \\((\\w+)\\)===", out.getvalue()):
+                states[handle.rsplit("/", 1)[1].rsplit("-", 1)[0]] = state
             print(json.dumps(states))
         ''')
         env = dict(self.env, PYTHONPATH=self.env["PYTHONPATH"] + ":" + os.path.join(TORCHX, "scripts"))
-        done = subprocess.run([PYTHON, "-c", script], env=env, cwd=work, capture_output=True, text=True, timeout=280)
-        self.assertEqual(done.returncode, 0, done.stderr[-3000:])
+        # Each its own TMPDIR: local_cwd's cases write fixed names in tempfile.gettempdir().
+        runs = {}
+        for sched in ["torchxd", "local_cwd"]:
+            tmp = os.path.join(self.dir, "tmp-" + sched)
+            os.makedirs(tmp)
+            runs[sched] = subprocess.Popen([PYTHON, "-c", script, sched], env=dict(env, TMPDIR=tmp), cwd=work,
+                                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         import json
-        states = json.loads(done.stdout.strip().splitlines()[-1])
+        states = {}
+        for sched, run in runs.items():
+            out, err = run.communicate(timeout=280)
+            self.assertEqual(run.returncode, 0, f"{sched}: {err[-3000:]}")
+            for name, state in json.loads(out.strip().splitlines()[-1]).items():
+                states.setdefault(name, {})[sched] = state
         print(f"\nTorchX's component integration tests: {states}")
         self.assertGreaterEqual(len(states), 5, states)
         for name, by in states.items():
