@@ -141,7 +141,9 @@ Result<void> ApplyRunSection(const std::map<std::string, core::TorchxConfig::Val
     return "[cli:run] " + key + " in " + v.file;
   };
   bool attach_asked = args.wait || args.log;  // on the command line
-  for (const auto& [key, v] : section) {
+  for (const auto& entry : section) {
+    const std::string& key = entry.first;  // named, not bound: clang 14 captures no bindings
+    const core::TorchxConfig::Value& v = entry.second;
     auto flag = [&](bool& out) -> Result<void> {
       auto b = ParseIniBool(v.value);
       if (!b) return Fail(Error::InvalidArgument(where(key, v) + ": " + b.error().message));
