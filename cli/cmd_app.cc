@@ -14,6 +14,7 @@
 
 #include "core/elastic.h"
 #include "cli/daemon_connection.h"
+#include "cli/list_page.h"
 #include "cli/table.h"
 #include "core/app_json.h"
 #include "core/app_status.h"
@@ -35,6 +36,12 @@ std::string LocalTime(int64_t ms) {
   char buf[32];
   std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S", &tm);
   return buf;
+}
+
+// A list row's cell `i`, null where the row is shorter (an older daemon's).
+const ListCell& Cell(const std::vector<ListCell>& row, size_t i) {
+  static const ListCell kNull;
+  return i < row.size() ? row[i] : kNull;
 }
 
 std::string Duration(int64_t ms) {
@@ -155,71 +162,63 @@ int CmdList(const GlobalArgs& global, const std::string& scheduler, const std::s
   }
   auto client = ConnectToDaemon({global.socket, true}, ctx);
   if (!client) return ReportError(ctx, client.error().message, kExitNoDaemon);
-  // Rows follow the reply's "fields": handle, app id, name, scheduler, state, created_ms, ended_ms;
-  // a reply holds one page, "next" asks for the following one.
-  json apps = json::array();
+  // Rows follow the reply's "fields": handle, app id, name, scheduler, state, created_ms, ended_ms,
+  // queue, user, started_ms, msg; a reply holds one page, "next" asks for the following one.
+  std::vector<std::vector<ListCell>> apps;
   for (;;) {
-    auto reply = client->Call("list", params);
-    if (!reply) return ReportCallError(ctx, reply.error());
-    std::vector<std::string> fields = (*reply).value("fields", std::vector<std::string>{});
+    auto frame = client->CallForFrame("list", params);
+    if (!frame) return ReportCallError(ctx, frame.error());
+    auto page = ReadListPage(*frame);
+    if (!page) return ReportCallError(ctx, page.error());
     auto col = [&](const std::string& name) {
-      return static_cast<size_t>(std::find(fields.begin(), fields.end(), name) - fields.begin());
+      return static_cast<size_t>(std::find(page->fields.begin(), page->fields.end(), name) - page->fields.begin());
     };
-    for (auto& row : (*reply)["apps"]) {
-      if (!states.empty()) {
-        size_t at = col("state");
-        std::string state = at < row.size() && row[at].is_string() ? row[at].get<std::string>() : "";
-        if (std::find(states.begin(), states.end(), state) == states.end()) continue;
-      }
-      if (!filter.user.empty()) {
-        size_t at = col("user");
-        if (at >= row.size() || row[at] != filter.user) continue;
-      }
+    size_t state_at = col("state"), user_at = col("user");
+    for (auto& row : page->apps) {
+      if (!states.empty() && std::find(states.begin(), states.end(), Cell(row, state_at).text) == states.end()) continue;
+      if (!filter.user.empty() && !(Cell(row, user_at).is_string() && Cell(row, user_at).text == filter.user)) continue;
       if (filter.limit && apps.size() >= static_cast<size_t>(*filter.limit)) break;
       apps.push_back(std::move(row));
     }
     if (filter.limit && apps.size() >= static_cast<size_t>(*filter.limit)) break;
-    if (!reply->contains("next")) break;
-    params["after"] = (*reply)["next"];
+    if (!page->next) break;
+    params["after"] = *page->next;
   }
+  auto time_or_null = [](const ListCell& c) { return c.is_integer() ? json(core::FormatRfc3339Utc(c.integer)) : json(nullptr); };
   if (as_json) {
     json out = json::array();
     for (const auto& a : apps) {
-      out.push_back({{"app_handle", a[0]}, {"app_id", a[1]}, {"name", a[2]}, {"scheduler", a[3]},
-                     {"state", a[4]}, {"created", core::FormatRfc3339Utc(a[5].get<int64_t>())},
-                     {"ended", a[6].is_null() ? json(nullptr) : json(core::FormatRfc3339Utc(a[6].get<int64_t>()))},
-                     {"queue", a.size() > 7 ? a[7] : json(nullptr)},
-                     {"started", a.size() > 9 && a[9].is_number() ? json(core::FormatRfc3339Utc(a[9].get<int64_t>())) : json(nullptr)},
-                     {"msg", a.size() > 10 ? a[10] : json("")}});
+      out.push_back({{"app_handle", Cell(a, 0).ToJson()}, {"app_id", Cell(a, 1).ToJson()}, {"name", Cell(a, 2).ToJson()},
+                     {"scheduler", Cell(a, 3).ToJson()}, {"state", Cell(a, 4).ToJson()},
+                     {"created", time_or_null(Cell(a, 5))}, {"ended", time_or_null(Cell(a, 6))},
+                     {"queue", Cell(a, 7).ToJson()}, {"started", time_or_null(Cell(a, 9))},
+                     {"msg", a.size() > 10 ? Cell(a, 10).ToJson() : json("")}});
     }
     *ctx.out << out.dump(2) << "\n";
     return kExitOk;
   }
   // TorchX's columns, then QUEUE when some app waits in or ran through one, and REASON when some
   // app has one (why it failed, was cancelled or waits).
-  bool queues = std::any_of(apps.begin(), apps.end(), [](const json& a) { return a.size() > 7 && a[7].is_string(); });
+  bool queues = std::any_of(apps.begin(), apps.end(), [](const auto& a) { return Cell(a, 7).is_string(); });
   std::vector<std::vector<std::string>> rows = {{"APP HANDLE", "APP NAME", "APP STATUS", "STARTED", "DURATION"}};
   if (queues) rows[0].push_back("QUEUE");
-  bool reasons = std::any_of(apps.begin(), apps.end(), [](const json& a) {
-    return a.size() > 10 && a[10].is_string() && !a[10].get<std::string>().empty();
-  });
+  bool reasons = std::any_of(apps.begin(), apps.end(), [](const auto& a) { return !Cell(a, 10).text.empty(); });
   if (reasons) rows[0].push_back("REASON");
   rows.reserve(apps.size() + 1);
   int64_t now = core::UnixNowMs();
-  for (const auto& a : apps) {
+  for (auto& a : apps) {
     // An app that never started (queued, or cancelled while queued) has no start nor duration.
     bool known = a.size() > 9;
     std::optional<int64_t> started;
-    if (known && a[9].is_number()) started = a[9].get<int64_t>();
-    if (!known) started = a[5].get<int64_t>();  // an older daemon: created, as TorchX shows it
-    int64_t ended = a[6].is_null() ? now : a[6].get<int64_t>();
-    rows.push_back({a[0].get<std::string>(), a[2].get<std::string>(), a[4].get<std::string>(),
+    if (known && Cell(a, 9).is_integer()) started = Cell(a, 9).integer;
+    if (!known && Cell(a, 5).is_integer()) started = Cell(a, 5).integer;  // an older daemon: created, as TorchX shows it
+    int64_t ended = Cell(a, 6).is_integer() ? Cell(a, 6).integer : now;
+    rows.push_back({std::move(a[0].text), std::move(a[2].text), std::move(a[4].text),
                     started ? LocalTime(*started) : "-", started ? Duration(ended - *started) : "-"});
-    if (queues) rows.back().push_back(a.size() > 7 && a[7].is_string() ? a[7].get<std::string>() : "-");
-    std::string reason = a.size() > 10 && a[10].is_string() ? a[10].get<std::string>() : "";
-    if (reasons) rows.back().push_back(reason.empty() ? "-" : reason);
+    if (queues) rows.back().push_back(Cell(a, 7).is_string() ? std::move(a[7].text) : "-");
+    if (reasons) rows.back().push_back(Cell(a, 10).text.empty() ? "-" : std::move(a[10].text));
   }
-  PrintTable(*ctx.out, rows, TerminalColumns(ctx.environ));
+  PrintTable(*ctx.out, std::move(rows), TerminalColumns(ctx.environ));
   return kExitOk;
 }
 

@@ -1,7 +1,5 @@
 #include "cli/python_component.h"
 
-#include "core/app_json.h"
-
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -10,7 +8,9 @@
 #include <cerrno>
 #include <cstring>
 
+#include "cli/commands.h"
 #include "cli/component_helper.h"
+#include "core/app_json.h"
 #include "core/json_parse.h"
 #include "core/spawn_strings.h"
 #include "core/unique_fd.h"

@@ -5,12 +5,13 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <string_view>
 
 namespace torchxd::cli {
 namespace {
 
 // Columns on a terminal: one per UTF-8 code point (the tables hold no wide characters).
-size_t DisplayWidth(const std::string& s) {
+size_t DisplayWidth(std::string_view s) {
   return static_cast<size_t>(std::count_if(s.begin(), s.end(), [](char c) { return (c & 0xC0) != 0x80; }));
 }
 
@@ -44,8 +45,7 @@ size_t TerminalColumns(const std::map<std::string, std::string>& env) {
   return 0;
 }
 
-void PrintTable(std::ostream& out, const std::vector<std::vector<std::string>>& given, size_t max_width) {
-  std::vector<std::vector<std::string>> rows = given;
+void PrintTable(std::ostream& out, std::vector<std::vector<std::string>> rows, size_t max_width) {
   std::vector<size_t> width(rows[0].size(), 0);
   for (const auto& r : rows) {
     for (size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], DisplayWidth(r[i]));
@@ -78,7 +78,14 @@ void PrintTable(std::ostream& out, const std::vector<std::vector<std::string>>& 
     }
     while (text.size() > start && text.back() == ' ') text.pop_back();
     // What still does not fit the terminal is cut: a line never wraps.
-    if (max_width > 0 && DisplayWidth(text.substr(start)) > max_width) text = text.substr(0, start) + Cut(text.substr(start), max_width);
+    if (max_width > 0) {
+      std::string_view this_line = std::string_view(text).substr(start);
+      if (DisplayWidth(this_line) > max_width) {
+        std::string cut = Cut(std::string(this_line), max_width);
+        text.resize(start);
+        text += cut;
+      }
+    }
     text += '\n';
   };
   line(rows[0]);

@@ -13,8 +13,8 @@
 
 namespace torchxd::cli {
 
-// `max_width` 0: as wide as the cells.
-void PrintTable(std::ostream& out, const std::vector<std::vector<std::string>>& rows, size_t max_width = 0);
+// `max_width` 0: as wide as the cells. The rows are the table's to cut (move them in).
+void PrintTable(std::ostream& out, std::vector<std::vector<std::string>> rows, size_t max_width = 0);
 // The terminal's width: $COLUMNS, else stdout's when it is a terminal, else 0 (a pipe: never cut).
 size_t TerminalColumns(const std::map<std::string, std::string>& env);
 

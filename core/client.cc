@@ -26,13 +26,22 @@ Result<DaemonClient> DaemonClient::Connect(const std::string& socket_path) {
 }
 
 Result<std::string> DaemonClient::ReadFrame() {
+  // Bytes already searched for the frame's end are not searched again (a list page is a megabyte).
+  size_t searched = 0;
   for (;;) {
-    size_t nl = buffer_.find('\n');
+    size_t nl = buffer_.find('\n', searched);
     if (nl != std::string::npos) {
-      std::string frame = buffer_.substr(0, nl);
-      buffer_.erase(0, nl + 1);
+      std::string frame;
+      if (nl + 1 == buffer_.size()) {
+        frame.swap(buffer_);
+        frame.pop_back();
+      } else {
+        frame = buffer_.substr(0, nl);
+        buffer_.erase(0, nl + 1);
+      }
       return frame;
     }
+    searched = buffer_.size();
     if (buffer_.size() > protocol::kMaxFrameBytes) {
       return Fail(Error::Disconnected("torchxd sent a reply frame larger than the protocol limit"));
     }
@@ -45,8 +54,7 @@ Result<std::string> DaemonClient::ReadFrame() {
   }
 }
 
-Result<nlohmann::json> DaemonClient::Call(const std::string& method, const nlohmann::json& params,
-                                          const EventCallback& on_event) {
+Result<void> DaemonClient::Send(const std::string& method, const nlohmann::json& params) {
   protocol::Request request{next_id_++, method, params};
   std::string frame = protocol::EncodeRequest(request);
   for (size_t off = 0; off < frame.size();) {
@@ -65,6 +73,17 @@ Result<nlohmann::json> DaemonClient::Call(const std::string& method, const nlohm
     }
     off += static_cast<size_t>(n);
   }
+  return {};
+}
+
+Result<std::string> DaemonClient::CallForFrame(const std::string& method, const nlohmann::json& params) {
+  if (auto sent = Send(method, params); !sent) return Fail(sent.error());
+  return ReadFrame();
+}
+
+Result<nlohmann::json> DaemonClient::Call(const std::string& method, const nlohmann::json& params,
+                                          const EventCallback& on_event) {
+  if (auto sent = Send(method, params); !sent) return Fail(sent.error());
   for (;;) {
     auto text = ReadFrame();
     if (!text) return Fail(text.error());
@@ -77,7 +96,7 @@ Result<nlohmann::json> DaemonClient::Call(const std::string& method, const nlohm
       continue;
     }
     if (reply.contains("error")) return Fail(protocol::ErrorFromJson(reply["error"]));
-    if (reply.contains("result")) return reply["result"];
+    if (auto result = reply.find("result"); result != reply.end()) return std::move(*result);
     return Fail(Error::Internal("torchxd reply has neither result nor error"));
   }
 }

@@ -26,10 +26,16 @@ class DaemonClient {
   [[nodiscard]] Result<nlohmann::json> Call(const std::string& method, const nlohmann::json& params,
                                             const EventCallback& on_event = nullptr);
 
+  // The reply frame of a request that sends no events, as text: {"id":N,"result":...} or
+  // {"id":N,"error":...}. For replies so large (a `list` page) that the caller reads them
+  // without building a JSON DOM. Errors as Call's.
+  [[nodiscard]] Result<std::string> CallForFrame(const std::string& method, const nlohmann::json& params);
+
   int fd() const { return fd_.get(); }
 
  private:
   explicit DaemonClient(UniqueFd fd) : fd_(std::move(fd)) {}
+  [[nodiscard]] Result<void> Send(const std::string& method, const nlohmann::json& params);
   [[nodiscard]] Result<std::string> ReadFrame();
 
   UniqueFd fd_;

@@ -1,0 +1,185 @@
+#include "cli/list_page.h"
+
+#include <utility>
+
+#include "core/json_parse.h"
+#include "core/protocol.h"
+
+namespace torchxd::cli {
+namespace {
+
+using nlohmann::json;
+
+// nlohmann's SAX events over {"id":N,"result":{"fields":[...],"apps":[[...],...],"next":"..."}}.
+// The parser itself keeps no recursion; values of keys not read here are skipped whole.
+class PageReader : public nlohmann::json_sax<json> {
+ public:
+  enum class At { kStart, kFrame, kResult, kFields, kApps, kRow, kEnd };
+
+  ListPage page;
+  bool error_frame = false;  // {"error":...}: read again as a DOM, which is small
+  bool has_result = false;
+  std::string why;           // what made the reader stop, when it did
+
+  bool null() override { return Scalar(ListCell{}); }
+  bool boolean(bool value) override { return Other(value); }
+  bool number_integer(number_integer_t value) override { return Scalar(Integer(value)); }
+  bool number_unsigned(number_unsigned_t value) override {
+    if (value > static_cast<number_unsigned_t>(INT64_MAX)) return Other(value);
+    return Scalar(Integer(static_cast<int64_t>(value)));
+  }
+  bool number_float(number_float_t value, const string_t&) override { return Other(value); }
+  bool string(string_t& value) override {
+    if (skip_ > 0) return true;
+    if (at_ == At::kFields) {
+      page.fields.push_back(std::move(value));
+      return true;
+    }
+    if (at_ == At::kResult && key_ == "next") {
+      page.next = std::move(value);
+      return true;
+    }
+    ListCell cell;
+    cell.kind = ListCell::Kind::kString;
+    cell.text = std::move(value);
+    return Scalar(std::move(cell));
+  }
+  bool binary(binary_t&) override { return Stop("binary value"); }
+  bool key(string_t& value) override {
+    if (skip_ == 0) key_ = std::move(value);
+    return true;
+  }
+  bool start_object(std::size_t) override {
+    if (skip_ > 0) {
+      ++skip_;
+      return true;
+    }
+    switch (at_) {
+      case At::kStart:
+        at_ = At::kFrame;
+        return true;
+      case At::kFrame:
+        if (key_ == "result") {
+          has_result = true;
+          at_ = At::kResult;
+          return true;
+        }
+        if (key_ == "error") {
+          error_frame = true;
+          return false;
+        }
+        ++skip_;
+        return true;
+      case At::kResult:
+        ++skip_;
+        return true;
+      default:
+        return Stop("an object where a list reply has none");
+    }
+  }
+  bool end_object() override {
+    if (skip_ > 0) {
+      --skip_;
+      return true;
+    }
+    at_ = at_ == At::kResult ? At::kFrame : At::kEnd;
+    return true;
+  }
+  bool start_array(std::size_t) override {
+    if (skip_ == 0 && at_ == At::kResult && (key_ == "fields" || key_ == "apps")) {
+      at_ = key_ == "fields" ? At::kFields : At::kApps;
+      return true;
+    }
+    if (skip_ == 0 && at_ == At::kApps) {
+      at_ = At::kRow;
+      page.apps.emplace_back();
+      return true;
+    }
+    if (skip_ == 0 && (at_ == At::kRow || at_ == At::kFields || at_ == At::kStart)) {
+      return Stop("an array where a list reply has none");
+    }
+    ++skip_;
+    return true;
+  }
+  bool end_array() override {
+    if (skip_ > 0) {
+      --skip_;
+      return true;
+    }
+    at_ = at_ == At::kRow ? At::kApps : At::kResult;
+    return true;
+  }
+  bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& e) override {
+    return Stop("not valid JSON at byte " + std::to_string(position) + ": " + e.what());
+  }
+
+ private:
+  static ListCell Integer(int64_t value) {
+    ListCell cell;
+    cell.kind = ListCell::Kind::kInteger;
+    cell.integer = value;
+    return cell;
+  }
+  // A value a list row never holds today (a boolean, a float): kept as its JSON text.
+  bool Other(const json& value) {
+    ListCell cell;
+    cell.kind = ListCell::Kind::kString;
+    cell.text = value.dump();
+    return Scalar(std::move(cell));
+  }
+  bool Scalar(ListCell cell) {
+    if (skip_ > 0) return true;
+    switch (at_) {
+      case At::kRow:
+        page.apps.back().push_back(std::move(cell));
+        return true;
+      case At::kFields:
+        return Stop("a field name that is not a string");
+      case At::kApps:
+        return Stop("an app row that is not an array");
+      case At::kFrame:
+        if (key_ == "result") return Stop("a result that is not an object");
+        return true;
+      case At::kResult:
+        return true;
+      default:
+        return Stop("not a JSON object");
+    }
+  }
+  bool Stop(std::string reason) {
+    if (why.empty()) why = std::move(reason);
+    return false;
+  }
+
+  At at_ = At::kStart;
+  std::string key_;  // the key whose value comes next, at the current object
+  int skip_ = 0;     // depth inside a value this reader does not read
+};
+
+}  // namespace
+
+json ListCell::ToJson() const {
+  switch (kind) {
+    case Kind::kString:
+      return text;
+    case Kind::kInteger:
+      return integer;
+    default:
+      return nullptr;
+  }
+}
+
+Result<ListPage> ReadListPage(std::string_view frame) {
+  PageReader reader;
+  bool ok = json::sax_parse(frame.begin(), frame.end(), &reader);
+  if (reader.error_frame) {
+    json reply = core::ParseJsonOrDiscarded(frame);
+    if (reply.is_object() && reply.contains("error")) return Fail(protocol::ErrorFromJson(reply["error"]));
+    return Fail(Error::Internal("torchxd sent a malformed frame"));
+  }
+  if (!ok) return Fail(Error::Internal("torchxd sent a malformed list reply: " + reader.why));
+  if (!reader.has_result) return Fail(Error::Internal("torchxd reply has neither result nor error"));
+  return std::move(reader.page);
+}
+
+}  // namespace torchxd::cli

@@ -1,0 +1,61 @@
+// The `list` reply page read without a JSON DOM: the same rows a DOM gives,
+// the daemon's errors as its Error, and a frame that is no list reply refused
+// saying why.
+#include "cli/list_page.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace torchxd::cli {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+TEST(ListPageTest, ReadsTheRowsFieldsAndCursorAsAJsonDomWould) {
+  json result = {{"fields", {"app_handle", "app_id", "state", "created_ms", "ended_ms", "msg"}},
+                 {"apps", {{"local_cwd://torchx/a", "a", "RUNNING", 1700000000000, nullptr, "caf\u00e9 \"q\"\n"},
+                           {"local_cwd://torchx/b", "b", "FAILED", 1, 2, ""}}},
+                 {"next", "1/local_cwd://torchx/b"},
+                 {"later", {{"nested", {1, {{"x", true}}}}}}};
+  std::string frame = json({{"id", 7}, {"result", result}}).dump();
+  auto page = ReadListPage(frame);
+  ASSERT_TRUE(page) << page.error().message;
+  EXPECT_EQ(page->fields, result["fields"].get<std::vector<std::string>>());
+  ASSERT_EQ(page->apps.size(), 2u);
+  for (size_t r = 0; r < 2; ++r) {
+    ASSERT_EQ(page->apps[r].size(), 6u);
+    for (size_t c = 0; c < 6; ++c) EXPECT_EQ(page->apps[r][c].ToJson(), result["apps"][r][c]) << r << "," << c;
+  }
+  EXPECT_TRUE(page->apps[0][4].is_null());
+  EXPECT_TRUE(page->apps[1][4].is_integer());
+  EXPECT_EQ(page->next, "1/local_cwd://torchx/b");
+}
+
+TEST(ListPageTest, TheLastPageHasNoCursorAndAnEmptyOneNoRows) {
+  auto page = ReadListPage(R"({"id":1,"result":{"fields":["app_handle"],"apps":[]}})");
+  ASSERT_TRUE(page) << page.error().message;
+  EXPECT_TRUE(page->apps.empty());
+  EXPECT_FALSE(page->next);
+}
+
+TEST(ListPageTest, TheDaemonsErrorComesBackAsItsError) {
+  auto page = ReadListPage(R"({"id":1,"error":{"code":"InvalidArgument","message":"params.limit: must be between 1 and 5000"}})");
+  ASSERT_FALSE(page);
+  EXPECT_EQ(page.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_THAT(page.error().message, HasSubstr("params.limit"));
+}
+
+TEST(ListPageTest, AFrameThatIsNoListReplyIsRefusedSayingWhy) {
+  for (const char* bad : {"", "[]", "{\"id\":1}", "{\"id\":1,\"result\":3}", "{\"id\":1,\"result\":{\"apps\":[3]}}",
+                          "{\"id\":1,\"result\":{\"apps\":[[{\"a\":1}]]}}", "{\"id\":1,\"result\":{\"apps\":[[[1]]]}}",
+                          "{\"id\":1,\"result\":{\"fields\":[1]}}", "{\"id\":1,\"result\":{\"apps\":[[1,"}) {
+    auto page = ReadListPage(bad);
+    ASSERT_FALSE(page) << bad;
+    EXPECT_THAT(page.error().message, HasSubstr("torchxd")) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace torchxd::cli
