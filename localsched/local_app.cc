@@ -4,6 +4,13 @@ namespace torchxd::localsched {
 
 using json = nlohmann::json;
 
+void LocalApp::DropLaunchInputs() {
+  if (client_env.empty() && requests.empty()) return;
+  client_env.clear();
+  requests = json::array();
+  FixedPartsChanged();
+}
+
 void LocalApp::AddFixedJson(json& out) const {
   out["max_duration_ms"] = max_duration_ms;
   out["requests"] = requests;

@@ -33,6 +33,10 @@ struct LocalApp : seam::AppRecord {
   std::unique_ptr<supervisor::ReplicaLogSink> log_sink;
   std::unique_ptr<supervisor::AppRunner> runner;
 
+  // A finished app never launches again: what only a launch reads (the caller's environment,
+  // the replicas' requests: most of a record's bytes) leaves memory, and the store at its next write.
+  void DropLaunchInputs();
+
   void AddFixedJson(nlohmann::json& out) const override;
   void AddChangingJson(nlohmann::json& out) const override;
   [[nodiscard]] static Result<std::unique_ptr<LocalApp>> FromJson(const nlohmann::json& json);

@@ -64,7 +64,11 @@ Result<void> LocalScheduler::Load(const std::vector<seam::StoredApp>& stored) {
   std::vector<LocalApp*> adopted;
   for (const auto& s : stored) {
     if (!seam::Serves(*this, s.scheduler)) continue;  // another scheduler's
-    auto loaded = LocalApp::FromJson(seam::StoredApp::Parse(s.record));
+    // A finished app never launches again: what only a launch reads is not parsed (a record
+    // written before finished apps dropped it still holds it).
+    bool finished = core::IsTerminal(static_cast<core::AppState>(s.state));
+    auto loaded = LocalApp::FromJson(finished ? seam::StoredApp::ParseWithout(s.record, {"client_env", "requests"})
+                                              : seam::StoredApp::Parse(s.record));
     if (!loaded) {
       logging::warn("skipping unreadable stored app app={} error={}", s.app_id, loaded.error().message);
       continue;
@@ -171,7 +175,8 @@ void LocalScheduler::PersistAll() {
   }
 }
 
-void LocalScheduler::Persist(const LocalApp& app) {
+void LocalScheduler::Persist(LocalApp& app) {
+  if (core::IsTerminal(app.state)) app.DropLaunchInputs();
   if (auto ok = store_->PutAppText(app.scheduler, app.app_id, static_cast<int>(app.state), app.created_ms,
                                    app.ToJsonText(false));
       !ok) {

@@ -141,7 +141,7 @@ class LocalScheduler : public seam::Scheduler,
   [[nodiscard]] Result<void> CheckRoom(uid_t uid, bool privileged);
   void MakeRoom(uid_t uid);  // evicts the user's oldest finished apps beyond the cache size
   void Evict(LocalApp& app);
-  void Persist(const LocalApp& app);
+  void Persist(LocalApp& app);  // a finished app drops its launch inputs first
   // Adds an event to the app's timeline (seam/app_events.h): stored, then told to its followers.
   void Event(const LocalApp& app, const std::string& type, const std::string& text,
              nlohmann::json data = nlohmann::json::object(), const std::string& replica = "");

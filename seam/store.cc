@@ -383,17 +383,27 @@ Result<void> Store::DeleteApp(const std::string& scheduler, const std::string& a
   return {};
 }
 
+nlohmann::json StoredApp::ParseWithout(const std::string& text, std::initializer_list<std::string_view> keys) {
+  auto keep = [&keys](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    if (depth != 1 || event != nlohmann::json::parse_event_t::key) return true;
+    const auto& key = parsed.get_ref<const std::string&>();
+    return std::find(keys.begin(), keys.end(), key) == keys.end();
+  };
+  return nlohmann::json::parse(text, keep, false);
+}
+
 Result<std::vector<StoredApp>> Store::LoadApps() {
   if (auto ok = Commit(); !ok) return Fail(ok.error());
   std::vector<StoredApp> apps;
   std::map<std::pair<std::string, std::string>, size_t> index;
   sqlite3_stmt* s = nullptr;
-  sqlite3_prepare_v2(db_, "SELECT scheduler, app_id, record FROM apps ORDER BY created_ms", -1, &s, nullptr);
+  sqlite3_prepare_v2(db_, "SELECT scheduler, app_id, record, state FROM apps ORDER BY created_ms", -1, &s, nullptr);
   while (sqlite3_step(s) == SQLITE_ROW) {
     StoredApp app;
     app.scheduler = reinterpret_cast<const char*>(sqlite3_column_text(s, 0));
     app.app_id = reinterpret_cast<const char*>(sqlite3_column_text(s, 1));
     app.record = reinterpret_cast<const char*>(sqlite3_column_text(s, 2));
+    app.state = sqlite3_column_int(s, 3);
     index[{app.scheduler, app.app_id}] = apps.size();
     apps.push_back(std::move(app));
   }

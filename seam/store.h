@@ -19,10 +19,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -37,10 +39,13 @@ struct StoredApp {
   std::string app_id;
   std::string record;                 // the AppRecord, as JSON text
   std::vector<std::string> replicas;  // the latest attempt of each replica, as JSON text
+  int state = 0;                      // the app's state as stored beside it (a core::AppState)
   // The text parsed (discarded when unreadable). The scheduler that owns the
   // app parses it while it loads it, one app at a time: a start with
   // thousands of apps never holds all their parsed forms at once.
   static nlohmann::json Parse(const std::string& text) { return nlohmann::json::parse(text, nullptr, false); }
+  // The same without the named top-level keys, which are skipped, not built.
+  static nlohmann::json ParseWithout(const std::string& text, std::initializer_list<std::string_view> keys);
 };
 
 // One row of an app's event timeline, as stored (seam/app_events.h reads it).

@@ -1,4 +1,5 @@
 // The daemon's lifecycle: shutdown, crash, restart, lock, stale socket, app cache.
+#include <sqlite3.h>
 #include <sys/stat.h>
 
 #include <gmock/gmock.h>
@@ -77,6 +78,45 @@ TEST_F(LifecycleTest, FinishedAppsSurviveARestart) {
   EXPECT_EQ(desc["app"]["roles"][0]["args"], json({"--stdout", "kept", "--exit", "2"}));
   EXPECT_FALSE(desc.contains("env"));  // the client environment is never shown back
   EXPECT_EQ(desc.dump().find("TORCHXD_TEST"), std::string::npos);
+}
+
+// What only a launch reads (the caller's environment, each replica's request) is most of a
+// record's bytes: a running app keeps it in the store for re-adoption, a finished one drops it.
+TEST_F(LifecycleTest, AFinishedAppsRecordKeepsNoLaunchInputs) {
+  StartDaemon();
+  std::string h = Run(App("inputs", {FakeRole("r", {"--sleep", "60"}, 1)}));
+  ASSERT_TRUE(WaitUntil([&] { return Status(h)["state"] == "RUNNING"; }));
+  std::string app_id = h.substr(h.rfind('/') + 1);
+  auto stored = [&] {
+    sqlite3* db = nullptr;
+    EXPECT_EQ(sqlite3_open_v2((state_dir_ + "/torchxd.db").c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+    sqlite3_stmt* q = nullptr;
+    sqlite3_prepare_v2(db, "SELECT record FROM apps WHERE app_id = ?1", -1, &q, nullptr);
+    sqlite3_bind_text(q, 1, app_id.c_str(), -1, SQLITE_TRANSIENT);
+    json record;
+    if (sqlite3_step(q) == SQLITE_ROW) record = json::parse(reinterpret_cast<const char*>(sqlite3_column_text(q, 0)));
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    return record;
+  };
+  json running = stored();
+  ASSERT_TRUE(running.is_object());
+  EXPECT_EQ(running["requests"].size(), 1u);
+  EXPECT_TRUE(running["client_env"].contains("PATH")) << running["client_env"].dump();
+  CallOk("cancel", {{"app_handle", h}, {"grace_period", 0}});
+  json before = Wait(h);
+  json finished;
+  ASSERT_TRUE(WaitUntil([&] {
+    finished = stored();
+    return finished.contains("ended_ms") && !finished["ended_ms"].is_null();
+  }));
+  EXPECT_TRUE(finished["requests"].empty()) << finished["requests"].dump();
+  EXPECT_TRUE(finished["client_env"].empty()) << finished["client_env"].dump();
+  EXPECT_EQ(finished["app"], running["app"]);
+  // Read back by a new daemon, it is the same app.
+  EXPECT_EQ(StopDaemon(), 0);
+  StartDaemon();
+  EXPECT_EQ(Status(h), before);
 }
 
 TEST_F(LifecycleTest, TheSessionOfAHandleIsEchoedNotMatched) {

@@ -44,10 +44,25 @@ TEST_F(StoreTest, AppsAndLatestReplicaAttemptsRoundTrip) {
   ASSERT_TRUE(apps.has_value());
   ASSERT_EQ(apps->size(), 1u);
   EXPECT_EQ(StoredApp::Parse((*apps)[0].record)["k"], "v2");
+  EXPECT_EQ((*apps)[0].state, 4);  // the state column, known before the record is parsed
   ASSERT_EQ((*apps)[0].replicas.size(), 1u);
   EXPECT_EQ(StoredApp::Parse((*apps)[0].replicas[0])["attempt"], 2);
   ASSERT_TRUE((*store)->DeleteApp("local_cwd", "a-1").has_value());
   EXPECT_TRUE((*store)->LoadApps()->empty());
+}
+
+// A finished app's record is read without what only a launch reads: those top-level keys
+// alone go, a key of the same name deeper in stays.
+TEST(StoredAppTest, ParseWithoutSkipsTheNamedTopLevelKeysOnly) {
+  std::string text =
+      R"({"app":{"requests":[1]},"client_env":{"HOME":"/root"},"requests":[{"env":{"A":"1"}}],"state":3})";
+  nlohmann::json all = StoredApp::Parse(text);
+  nlohmann::json some = StoredApp::ParseWithout(text, {"client_env", "requests"});
+  EXPECT_EQ(some, nlohmann::json({{"app", {{"requests", {1}}}}, {"state", 3}}));
+  all.erase("client_env");
+  all.erase("requests");
+  EXPECT_EQ(some, all);
+  EXPECT_TRUE(StoredApp::ParseWithout("{not json", {"requests"}).is_discarded());
 }
 
 // A crash-looping replica: thousands of attempts and events, a bounded history.
