@@ -523,7 +523,8 @@ int main(int argc, char** argv) {
     if (want("restore")) {
       for (auto& r : BenchRestore(bin, work / "restore")) add(r);
     }
-    // 6. History: torchx list with 10,000 apps in the store.
+    // 6. History: torchx list with 10,000 apps in the store, each created a millisecond after the
+    // last (its record says so too, as a real app's does).
     if (want("history")) {
       std::fprintf(stderr, "history: 10,000 apps\n");
       fs::path dir = work / "hist";
@@ -536,7 +537,8 @@ int main(int argc, char** argv) {
       const char* sql =
           "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i < 9999) "
           "INSERT INTO apps SELECT a.scheduler, a.app_id || '-' || n.i, a.state, a.created_ms + n.i, "
-          "replace(a.record, a.app_id, a.app_id || '-' || n.i) FROM apps a, n;"
+          "json_set(replace(a.record, a.app_id, a.app_id || '-' || n.i), '$.created_ms', a.created_ms + n.i) "
+          "FROM apps a, n;"
           "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i < 9999) "
           "INSERT INTO replicas SELECT r.scheduler, r.app_id || '-' || n.i, r.role, r.replica_id, r.attempt, "
           "r.state, r.record FROM replicas r, n;";
@@ -557,9 +559,9 @@ int main(int argc, char** argv) {
       }
       std::vector<double> list;
       for (int rep = 0; rep < 10; ++rep) list.push_back(TimeCommand({bin + "/torchx", "list"}, env));
-      Row r{"history", "torchx list, " + std::to_string(n) + " apps", Summarize(list), "s", std::nullopt, "<= 0.100 s", false, ""};
-      r.met = r.value.median <= 0.100 && n == 10000;
-      r.note = "daemon start with them: " + std::to_string(startup).substr(0, 5) + " s";
+      Row r{"history", "torchx list, " + std::to_string(n) + " apps", Summarize(list), "s", std::nullopt, "<= 0.050 s", false, ""};
+      r.met = r.value.median <= 0.050 && n == 10000;
+      r.note = "daemon start with them: " + std::to_string(startup).substr(0, 5) + " s (target <= 0.5 s)";
       add(r);
     }
     // 7. Kubernetes: what the bridge asks of the API server for submit + 10 status + a log follow.
