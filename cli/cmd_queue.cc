@@ -4,6 +4,7 @@
 
 #include "cli/commands.h"
 #include "cli/daemon_connection.h"
+#include "cli/reply_text.h"
 #include "cli/table.h"
 
 namespace torchxd::cli {
@@ -40,12 +41,16 @@ int CmdQueue(const GlobalArgs& global, const std::string& name, bool as_json, bo
   json params = json::object();
   if (!name.empty()) params["name"] = name;
   if (!as_json && !all) params["limit"] = kQueueRows;
-  auto reply = client->Call("queue", params);
-  if (!reply) return ReportCallError(ctx, reply.error());
-  if (as_json) {
-    *ctx.out << reply->dump(2) << "\n";
+  if (as_json) {  // the reply as it came, indented: with thousands pending, a DOM of it costs more
+    auto frame = client->CallForFrame("queue", params);
+    if (!frame) return ReportCallError(ctx, frame.error());
+    auto text = IndentedResult(*frame);
+    if (!text) return ReportCallError(ctx, text.error());
+    *ctx.out << *text << "\n";
     return kExitOk;
   }
+  auto reply = client->Call("queue", params);
+  if (!reply) return ReportCallError(ctx, reply.error());
   const json& q = *reply;
   auto pending_count = [](const json& one) { return one.value("pending_count", one["pending"].size()); };
   size_t hidden = 0;

@@ -2,8 +2,7 @@
 
 #include <utility>
 
-#include "core/json_parse.h"
-#include "core/protocol.h"
+#include "cli/reply_text.h"
 
 namespace torchxd::cli {
 namespace {
@@ -60,6 +59,7 @@ class PageReader : public nlohmann::json_sax<json> {
         return true;
       case At::kFrame:
         if (key_ == "result") {
+          if (has_result) return Stop("a reply with two results");
           has_result = true;
           at_ = At::kResult;
           return true;
@@ -172,11 +172,7 @@ json ListCell::ToJson() const {
 Result<ListPage> ReadListPage(std::string_view frame) {
   PageReader reader;
   bool ok = json::sax_parse(frame.begin(), frame.end(), &reader);
-  if (reader.error_frame) {
-    json reply = core::ParseJsonOrDiscarded(frame);
-    if (reply.is_object() && reply.contains("error")) return Fail(protocol::ErrorFromJson(reply["error"]));
-    return Fail(Error::Internal("torchxd sent a malformed frame"));
-  }
+  if (reader.error_frame) return Fail(ErrorOfFrame(frame));
   if (!ok) return Fail(Error::Internal("torchxd sent a malformed list reply: " + reader.why));
   if (!reader.has_result) return Fail(Error::Internal("torchxd reply has neither result nor error"));
   return std::move(reader.page);

@@ -50,7 +50,7 @@ TEST(ListPageTest, TheDaemonsErrorComesBackAsItsError) {
 TEST(ListPageTest, AFrameThatIsNoListReplyIsRefusedSayingWhy) {
   for (const char* bad : {"", "[]", "{\"id\":1}", "{\"id\":1,\"result\":3}", "{\"id\":1,\"result\":{\"apps\":[3]}}",
                           "{\"id\":1,\"result\":{\"apps\":[[{\"a\":1}]]}}", "{\"id\":1,\"result\":{\"apps\":[[[1]]]}}",
-                          "{\"id\":1,\"result\":{\"fields\":[1]}}", "{\"id\":1,\"result\":{\"apps\":[[1,"}) {
+                          "{\"id\":1,\"result\":{\"fields\":[1]}}", "{\"id\":1,\"result\":{\"apps\":[[1,", "{\"result\":{},\"result\":{}}"}) {
     auto page = ReadListPage(bad);
     ASSERT_FALSE(page) << bad;
     EXPECT_THAT(page.error().message, HasSubstr("torchxd")) << bad;

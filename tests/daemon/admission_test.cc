@@ -187,6 +187,23 @@ TEST_F(AdmissionE2eTest, QueuesWeightsAndTheQueueCommand) {
   EXPECT_THAT(text, HasSubstr("GPUs: 8 (8 in use, "));
   EXPECT_THAT(text, HasSubstr("GPU  HELD BY"));  // the per-GPU map
   EXPECT_THAT(text, HasSubstr("\n7    local_cwd://"));
+  // --json: the reply as the protocol gives it (read without a DOM, indented as dump(2) would).
+  Output as_json = RunShell("TORCHXD_SOCKET=" + socket_ + " TORCHX_NO_AUTOSTART=1 " + TORCHX_BIN + " queue --json",
+                            (dir_ / "queue-json.err").string());
+  EXPECT_EQ(as_json.exit_code, 0) << as_json.err;
+  json reply = CallOk("queue", json::object());
+  for (auto& q : reply["queues"]) {  // a waiting app's reason counts time; the rest is the same
+    for (auto& p : q["pending"]) p.erase("reason");
+  }
+  json printed = json::parse(as_json.out);
+  for (auto& q : printed["queues"]) {
+    for (auto& p : q["pending"]) {
+      EXPECT_FALSE(p.value("reason", "").empty());
+      p.erase("reason");
+    }
+  }
+  EXPECT_EQ(printed, reply);
+  EXPECT_EQ(as_json.out, json::parse(as_json.out).dump(2) + "\n");
   Release();
 }
 

@@ -1,0 +1,154 @@
+#include "cli/reply_text.h"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/json_parse.h"
+#include "core/protocol.h"
+
+namespace torchxd::cli {
+namespace {
+
+using nlohmann::json;
+
+// nlohmann's SAX events of a frame: those of its "result" are written out as
+// dump(2) writes a value; the rest of the frame is passed over. The parser
+// keeps no recursion, and neither does this (a stack of open containers).
+class Indenter : public nlohmann::json_sax<json> {
+ public:
+  std::string out;
+  bool error_frame = false;  // {"error":...}
+  bool has_result = false;
+  std::string why;           // what made it stop, when it did
+
+  bool null() override { return Scalar("null"); }
+  bool boolean(bool value) override { return Scalar(value ? "true" : "false"); }
+  bool number_integer(number_integer_t value) override { return Scalar(std::to_string(value)); }
+  bool number_unsigned(number_unsigned_t value) override { return Scalar(std::to_string(value)); }
+  bool number_float(number_float_t value, const string_t&) override { return Scalar(json(value).dump()); }
+  bool string(string_t& value) override { return Scalar(Quoted(value)); }
+  bool binary(binary_t&) override { return Stop("a binary value"); }
+  bool key(string_t& value) override {
+    if (open_.empty()) {
+      if (depth_ == 1) key_ = std::move(value);
+      return true;
+    }
+    Separate();
+    out += Quoted(value);
+    out += ": ";
+    return true;
+  }
+  bool start_object(std::size_t) override { return Open('{'); }
+  bool end_object() override { return Close('}'); }
+  bool start_array(std::size_t) override { return Open('['); }
+  bool end_array() override { return Close(']'); }
+  bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& e) override {
+    return Stop("not valid JSON at byte " + std::to_string(position) + ": " + e.what());
+  }
+
+ private:
+  struct Container {
+    bool object;
+    size_t items = 0;
+  };
+
+  // A string as dump() writes it: most are plain ASCII, written as they are.
+  static std::string Quoted(const std::string& s) {
+    bool plain = std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x20 && c < 0x7f && c != '"' && c != '\\'; });
+    if (!plain) return json(s).dump(-1, ' ', false, json::error_handler_t::replace);
+    std::string out;
+    out.reserve(s.size() + 2);
+    out += '"';
+    out += s;
+    out += '"';
+    return out;
+  }
+  // Where the frame's own value for `key_` starts: true when it is printed.
+  bool AtResult() {
+    if (depth_ != 1) return false;
+    if (key_ == "result") {
+      if (has_result) twice_ = true;
+      has_result = true;
+      return !twice_;
+    }
+    if (key_ == "error") error_frame = true;
+    return false;
+  }
+  // Before an array's item (an object's keys write their own).
+  void Separate() {
+    Container& top = open_.back();
+    out += top.items++ ? ",\n" : "\n";
+    out.append(2 * open_.size(), ' ');
+  }
+  bool Scalar(std::string_view text) {
+    if (open_.empty()) {
+      if (depth_ == 0) return Stop("not a JSON object");
+      if (AtResult()) out += text;
+      if (twice_) return Stop("a reply with two results");
+      return !error_frame;
+    }
+    if (!open_.back().object) Separate();
+    out += text;
+    return true;
+  }
+  bool Open(char c) {
+    if (open_.empty()) {
+      if (depth_ == 0 && c == '[') return Stop("not a JSON object");
+      if (!AtResult()) {
+        if (twice_) return Stop("a reply with two results");
+        ++depth_;
+        return !error_frame;
+      }
+    } else if (!open_.back().object) {
+      Separate();
+    }
+    out += c;
+    open_.push_back({c == '{'});
+    return true;
+  }
+  bool Close(char c) {
+    if (open_.empty()) {
+      --depth_;
+      return true;
+    }
+    size_t items = open_.back().items;
+    open_.pop_back();
+    if (items > 0) {
+      out += '\n';
+      out.append(2 * open_.size(), ' ');
+    }
+    out += c;
+    return true;
+  }
+  bool Stop(std::string reason) {
+    if (why.empty()) why = std::move(reason);
+    return false;
+  }
+
+  bool twice_ = false;       // a second "result"
+  int depth_ = 0;            // containers open around the frame's own keys (the result's not counted)
+  std::string key_;          // the frame's key whose value comes next
+  std::vector<Container> open_;  // the result's open containers
+};
+
+}  // namespace
+
+Error ErrorOfFrame(std::string_view frame) {
+  json reply = core::ParseJsonOrDiscarded(frame);
+  if (reply.is_object() && reply.contains("error")) return protocol::ErrorFromJson(reply["error"]);
+  return Error::Internal("torchxd sent a malformed frame");
+}
+
+Result<std::string> IndentedResult(std::string_view frame) {
+  Indenter indenter;
+  bool ok = json::sax_parse(frame.begin(), frame.end(), &indenter);
+  if (indenter.error_frame) return Fail(ErrorOfFrame(frame));
+  if (!ok) return Fail(Error::Internal("torchxd sent a malformed reply: " + indenter.why));
+  if (!indenter.has_result) return Fail(Error::Internal("torchxd reply has neither result nor error"));
+  return std::move(indenter.out);
+}
+
+}  // namespace torchxd::cli

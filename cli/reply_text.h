@@ -1,0 +1,27 @@
+// A reply's result printed as `--json` prints it (indented by 2, as
+// nlohmann's dump(2)), read from the frame's text without a JSON DOM: a
+// `queue --json` with 10,000 pending apps is a reply of 5 MB.
+//
+// Thread contract: pure functions of their arguments.
+#ifndef TORCHXD_CLI_REPLY_TEXT_H_
+#define TORCHXD_CLI_REPLY_TEXT_H_
+
+#include <string>
+#include <string_view>
+
+#include "core/result.h"
+
+namespace torchxd::cli {
+
+// The result of a reply frame ({"id":N,"result":...}) written with 2-space
+// indents, keys in the order the daemon sent them. A daemon's error frame
+// comes back as that Error; a frame without a result is Internal, saying why.
+[[nodiscard]] Result<std::string> IndentedResult(std::string_view frame);
+
+// The Error an error frame ({"id":N,"error":{...}}) carries, or Internal
+// when the frame is not one.
+Error ErrorOfFrame(std::string_view frame);
+
+}  // namespace torchxd::cli
+
+#endif  // TORCHXD_CLI_REPLY_TEXT_H_
