@@ -293,7 +293,13 @@ json LocalScheduler::Queues(size_t limit) const {
     auto it = apps_.find(Key{scheduler, app_id});
     return it == apps_.end() ? key : it->second->Handle();
   };
-  auto resources = [](const admission::Resources& r) { return json{{"gpu", r.gpu}, {"cpu", r.cpu}, {"memMB", r.mem_mb}}; };
+  auto resources = [](const admission::Resources& r) {
+    json out = json::object();
+    out["gpu"] = r.gpu;
+    out["cpu"] = r.cpu;
+    out["memMB"] = r.mem_mb;
+    return out;
+  };
   json queues = json::array();
   std::map<uint32_t, std::string> names;  // one passwd lookup per user
   for (const auto& view : admission_->View(now)) {
@@ -303,16 +309,20 @@ json LocalScheduler::Queues(size_t limit) const {
               {"max_gpus_per_user", view.spec->max_gpus_per_user ? json(*view.spec->max_gpus_per_user) : json(nullptr)},
               {"used", resources(view.used)},
               {"running", json::array()},
-              {"pending", json::array()},
               {"pending_count", view.pending.size()}};
     for (const auto& key : view.running) q["running"].push_back(handle(key));
+    json pending = json::array();
+    pending.get_ref<json::array_t&>().reserve(std::min(limit, view.pending.size()));
     int position = 0;
     for (const auto& key : view.pending) {
       if (static_cast<size_t>(position) >= limit) break;
       auto [scheduler, app_id] = seam::SplitKey(key);
       auto it = apps_.find(Key{scheduler, app_id});
-      json p = {{"app_handle", it == apps_.end() ? key : it->second->Handle()}, {"position", ++position},
-                {"reason", admission_->Reason(key, now, position - 1)}};
+      // Key by key: an initializer list would build (and free) a pair array per key.
+      json p = json::object();
+      p["app_handle"] = it == apps_.end() ? key : it->second->Handle();
+      p["position"] = ++position;
+      p["reason"] = admission_->Reason(key, now, position - 1);
       if (it != apps_.end()) {
         const LocalApp& a = *it->second;
         p["user"] = a.owner_uid;
@@ -322,8 +332,9 @@ json LocalScheduler::Queues(size_t limit) const {
         if (a.max_duration_ms > 0) p["max_duration_ms"] = a.max_duration_ms;
       }
       if (const admission::Resources* need = admission_->PendingNeed(key)) p["request"] = resources(*need);
-      q["pending"].push_back(std::move(p));
+      pending.push_back(std::move(p));
     }
+    q["pending"] = std::move(pending);
     queues.push_back(std::move(q));
   }
   json gpus = json::array();
@@ -339,13 +350,14 @@ json LocalScheduler::Queues(size_t limit) const {
   }
   const admission::BoxCapacity& box = admission_->box();
   int64_t shadow = admission_->ShadowTime(now);
-  return {{"queues", queues},
+  // Moved in (an initializer list copies what it is given): the pending apps are most of the reply.
+  return {{"queues", std::move(queues)},
           {"capacity", resources(admission_->total())},
           {"free", resources(admission_->free())},
           {"accounted", {{"gpu", true}, {"cpu", box.cpu > 0}, {"memMB", box.mem_mb > 0}}},
           {"head", admission_->head().empty() ? json(nullptr) : json(handle(admission_->head()))},
           {"head_starts_by_ms", shadow == admission::kNoEnd ? json(nullptr) : json(shadow)},
-          {"gpus", gpus}};
+          {"gpus", std::move(gpus)}};
 }
 
 void LocalScheduler::RecordQueuePositions() {
