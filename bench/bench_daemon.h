@@ -69,10 +69,11 @@ class Daemon {
     pid_ = -1;
   }
   DaemonClient Client() { return std::move(*DaemonClient::Connect(socket_)); }
-  json RunAndWait(const json& app, const json& cfg = json::object()) {
+  // `env`: the caller's environment as `torchx run` sends it (default: PATH alone).
+  json RunAndWait(const json& app, const json& cfg = json::object(),
+                  const json& env = {{"PATH", "/usr/local/bin:/usr/bin:/bin"}}) {
     auto c = Client();
-    auto r = c.Call("run", {{"app", app}, {"cfg", cfg}, {"cwd", dir_.string()},
-                            {"env", {{"PATH", "/usr/local/bin:/usr/bin:/bin"}}}});
+    auto r = c.Call("run", {{"app", app}, {"cfg", cfg}, {"cwd", dir_.string()}, {"env", env}});
     if (!r) throw std::runtime_error("run: " + r.error().message);
     auto w = c.Call("wait", {{"app_handle", (*r)["app_handle"]}});
     if (!w) throw std::runtime_error("wait: " + w.error().message);

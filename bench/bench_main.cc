@@ -529,8 +529,14 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "history: 10,000 apps\n");
       fs::path dir = work / "hist";
       {
+        // Submitted as `torchx run` submits: with the caller's whole environment.
+        json env = json::object();
+        for (char** e = environ; *e != nullptr; ++e) {
+          std::string kv(*e);
+          if (size_t eq = kv.find('='); eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+        }
         Daemon d(bin, dir, {"--cache-size", "10001"});
-        d.RunAndWait(App("hist", "/bin/true", {}, 1));
+        d.RunAndWait(App("hist", "/bin/true", {}, 1), json::object(), env);
       }
       sqlite3* db = nullptr;
       sqlite3_open((dir / "state/torchxd.db").c_str(), &db);
@@ -545,8 +551,10 @@ int main(int argc, char** argv) {
       char* err = nullptr;
       if (sqlite3_exec(db, sql, nullptr, nullptr, &err) != SQLITE_OK) throw std::runtime_error(err ? err : "sqlite");
       sqlite3_close(db);
+      // Started: it answers (its socket listens before it has read the store).
       auto start = Clock::now();
       Daemon d(bin, dir, {"--cache-size", "10001"});
+      if (auto first = d.Client().Call("list", {{"limit", 1}}); !first) throw std::runtime_error(first.error().message);
       double startup = SecondsSince(start);
       std::vector<std::string> env = {"TORCHXD_SOCKET=" + d.socket()};
       size_t n = 0;  // every page, as `torchx list` reads them
