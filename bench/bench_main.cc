@@ -22,6 +22,7 @@
 #include "bench/bench_daemon.h"
 #include "bench/bench_util.h"
 #include "core/client.h"
+#include "core/environment.h"
 #include "tests/docker/podman_service.h"
 #include "tests/k8sbridge/fake_apiserver.h"
 
@@ -530,13 +531,8 @@ int main(int argc, char** argv) {
       fs::path dir = work / "hist";
       {
         // Submitted as `torchx run` submits: with the caller's whole environment.
-        json env = json::object();
-        for (char** e = environ; *e != nullptr; ++e) {
-          std::string kv(*e);
-          if (size_t eq = kv.find('='); eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
-        }
         Daemon d(bin, dir, {"--cache-size", "10001"});
-        d.RunAndWait(App("hist", "/bin/true", {}, 1), json::object(), env);
+        d.RunAndWait(App("hist", "/bin/true", {}, 1), json::object(), torchxd::core::ProcessEnvMap());
       }
       sqlite3* db = nullptr;
       sqlite3_open((dir / "state/torchxd.db").c_str(), &db);

@@ -2,6 +2,8 @@
 
 #include <cstdlib>
 
+extern char** environ;
+
 namespace torchxd::core {
 
 EnvLookup ProcessEnv() {
@@ -18,6 +20,16 @@ EnvLookup MapEnv(std::map<std::string, std::string> env) {
     if (it == env.end()) return std::nullopt;
     return it->second;
   };
+}
+
+std::map<std::string, std::string> ProcessEnvMap() {
+  std::map<std::string, std::string> out;
+  for (char** e = ::environ; e != nullptr && *e != nullptr; ++e) {
+    std::string_view entry(*e);
+    size_t eq = entry.find('=');
+    if (eq != std::string_view::npos) out[std::string(entry.substr(0, eq))] = std::string(entry.substr(eq + 1));
+  }
+  return out;
 }
 
 }  // namespace torchxd::core

@@ -19,6 +19,8 @@ using EnvLookup = std::function<std::optional<std::string>(std::string_view name
 
 EnvLookup ProcessEnv();
 EnvLookup MapEnv(std::map<std::string, std::string> env);
+// The process's whole environment as a map (what `torchx run` sends as the caller's).
+std::map<std::string, std::string> ProcessEnvMap();
 
 }  // namespace torchxd::core
 

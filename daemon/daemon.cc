@@ -1,6 +1,7 @@
 #include "daemon/daemon.h"
 
 #include "core/byte_size.h"
+#include "core/environment.h"
 #include "core/log.h"
 #include "daemon/capacity.h"
 #include "daemon/gpu_service_file.h"
@@ -244,11 +245,7 @@ Result<void> Daemon::Prepare() {
   sopts.log_max_bytes = opts.log_max_bytes;
   sopts.poll_seconds = config_.slurm_poll;
   sopts.cache_size = config_.cache_size;
-  for (char** e = environ; *e != nullptr; ++e) {
-    std::string kv(*e);
-    size_t eq = kv.find('=');
-    if (eq != std::string::npos) sopts.env[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
+  sopts.env = core::ProcessEnvMap();
   slurm_ = std::make_unique<slurmbridge::SlurmScheduler>(&loop_, store_.get(), logs_.get(), file_worker_.get(), sopts);
   slurm_->SetEventFeed(&event_feed_);
   if (auto ok = slurm_->Load(*stored); !ok) return ok;
