@@ -1,6 +1,5 @@
 #include "cli/reply_text.h"
 
-#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -29,7 +28,11 @@ class Indenter : public nlohmann::json_sax<json> {
   bool number_integer(number_integer_t value) override { return Scalar(std::to_string(value)); }
   bool number_unsigned(number_unsigned_t value) override { return Scalar(std::to_string(value)); }
   bool number_float(number_float_t value, const string_t&) override { return Scalar(json(value).dump()); }
-  bool string(string_t& value) override { return Scalar(Quoted(value)); }
+  bool string(string_t& value) override {
+    std::string quoted;
+    core::AppendJsonString(quoted, value);
+    return Scalar(quoted);
+  }
   bool binary(binary_t&) override { return Stop("a binary value"); }
   bool key(string_t& value) override {
     if (open_.empty()) {
@@ -37,7 +40,7 @@ class Indenter : public nlohmann::json_sax<json> {
       return true;
     }
     Separate();
-    out += Quoted(value);
+    core::AppendJsonString(out, value);
     out += ": ";
     return true;
   }
@@ -55,17 +58,7 @@ class Indenter : public nlohmann::json_sax<json> {
     size_t items = 0;
   };
 
-  // A string as dump() writes it: most are plain ASCII, written as they are.
-  static std::string Quoted(const std::string& s) {
-    bool plain = std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x20 && c < 0x7f && c != '"' && c != '\\'; });
-    if (!plain) return json(s).dump(-1, ' ', false, json::error_handler_t::replace);
-    std::string out;
-    out.reserve(s.size() + 2);
-    out += '"';
-    out += s;
-    out += '"';
-    return out;
-  }
+
   // Where the frame's own value for `key_` starts: true when it is printed.
   bool AtResult() {
     if (depth_ != 1) return false;

@@ -1,5 +1,6 @@
 #include "core/json_parse.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,17 @@ Result<nlohmann::json> ParseJson(std::string_view text, size_t max_depth) {
 nlohmann::json ParseJsonOrDiscarded(std::string_view text, size_t max_depth) {
   if (!CheckJsonDepth(text, max_depth)) return nlohmann::json(nlohmann::json::value_t::discarded);
   return nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+}
+
+void AppendJsonString(std::string& out, std::string_view s) {
+  bool plain = std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x20 && c < 0x7f && c != '"' && c != '\\'; });
+  if (!plain) {
+    out += nlohmann::json(std::string(s)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    return;
+  }
+  out += '"';
+  out += s;
+  out += '"';
 }
 
 std::string DumpLikePython(const nlohmann::json& value) {

@@ -32,6 +32,10 @@ size_t JsonDepth(const nlohmann::json& value);
 // The same where any failure just means "not usable": a discarded value (is_discarded()).
 nlohmann::json ParseJsonOrDiscarded(std::string_view text, size_t max_depth = kMaxJsonDepth);
 
+// Appends `s` as a JSON string, as nlohmann's dump() writes one (invalid UTF-8 replaced):
+// plain printable ASCII, most names, as it is; the rest through the library.
+void AppendJsonString(std::string& out, std::string_view s);
+
 // One line as Python's json.dumps writes it (", " and ": " separators, non-ASCII
 // escaped as \uXXXX, keys in the value's order): what TorchX's `--json` prints.
 std::string DumpLikePython(const nlohmann::json& value);

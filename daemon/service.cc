@@ -11,6 +11,7 @@
 #include "core/app_handle.h"
 #include "core/app_json.h"
 #include "core/app_status.h"
+#include "core/json_parse.h"
 #include "core/json_reader.h"
 #include "core/names.h"
 #include "core/scheduler_opts.h"
@@ -356,19 +357,7 @@ void Service::ListApps(const json& params, const PeerInfo& peer, const Reply& re
       R"({"fields":["app_handle","app_id","name","scheduler","state","created_ms","ended_ms","queue","user","started_ms","msg"],"apps":[)";
   std::map<uint32_t, std::string> names;
   out.reserve(out.size() + static_cast<size_t>(limit) * 160);
-  auto quoted = [&out](const std::string& s) {
-    // Most names are plain printable ASCII: written as they are; the rest escaped by the library
-    // (control characters, quotes, invalid UTF-8 replaced).
-    bool plain =
-        std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x20 && c < 0x7f && c != '"' && c != '\\'; });
-    if (!plain) {
-      out += json(s).dump(-1, ' ', false, json::error_handler_t::replace);
-      return;
-    }
-    out += '"';
-    out += s;
-    out += '"';
-  };
+  auto quoted = [&out](const std::string& s) { core::AppendJsonString(out, s); };
   int shown = 0;
   std::string last_handle;
   for (auto it = rows.begin(); it != page_end; ++it, ++shown) {

@@ -175,5 +175,14 @@ TEST(JsonParseTest, DumpLikePythonMatchesJsonDumps) {
             R"({"m": "\u00e9", "n": 1, "roles": [{"replicas": []}], "state": "RUNNING", "url": null})");
 }
 
+TEST(JsonParseTest, AppendJsonStringWritesWhatDumpWrites) {
+  for (std::string s : {std::string("plain-name_1.x"), std::string(""), std::string("q\"uote\\back"),
+                        std::string("tab\tnl\n\x01"), std::string("caf\xc3\xa9"), std::string("bad \xff utf8")}) {
+    std::string out = "[";
+    AppendJsonString(out, s);
+    EXPECT_EQ(out, "[" + nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)) << s;
+  }
+}
+
 }  // namespace
 }  // namespace torchxd::core
