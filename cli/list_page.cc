@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "cli/reply_text.h"
+#include "cli/frame_sax.h"
 
 namespace torchxd::cli {
 namespace {
@@ -11,14 +11,11 @@ using nlohmann::json;
 
 // nlohmann's SAX events over {"id":N,"result":{"fields":[...],"apps":[[...],...],"next":"..."}}.
 // The parser itself keeps no recursion; values of keys not read here are skipped whole.
-class PageReader : public nlohmann::json_sax<json> {
+class PageReader : public FrameSax {
  public:
   enum class At { kStart, kFrame, kResult, kFields, kApps, kRow, kEnd };
 
   ListPage page;
-  bool error_frame = false;  // {"error":...}: read again as a DOM, which is small
-  bool has_result = false;
-  std::string why;           // what made the reader stop, when it did
 
   bool null() override { return Scalar(ListCell{}); }
   bool boolean(bool value) override { return Other(value); }
@@ -43,7 +40,6 @@ class PageReader : public nlohmann::json_sax<json> {
     cell.text = std::move(value);
     return Scalar(std::move(cell));
   }
-  bool binary(binary_t&) override { return Stop("binary value"); }
   bool key(string_t& value) override {
     if (skip_ == 0) key_ = std::move(value);
     return true;
@@ -109,9 +105,6 @@ class PageReader : public nlohmann::json_sax<json> {
     at_ = at_ == At::kRow ? At::kApps : At::kResult;
     return true;
   }
-  bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& e) override {
-    return Stop("not valid JSON at byte " + std::to_string(position) + ": " + e.what());
-  }
 
  private:
   static ListCell Integer(int64_t value) {
@@ -146,11 +139,6 @@ class PageReader : public nlohmann::json_sax<json> {
         return Stop("not a JSON object");
     }
   }
-  bool Stop(std::string reason) {
-    if (why.empty()) why = std::move(reason);
-    return false;
-  }
-
   At at_ = At::kStart;
   std::string key_;  // the key whose value comes next, at the current object
   int skip_ = 0;     // depth inside a value this reader does not read
@@ -171,10 +159,7 @@ json ListCell::ToJson() const {
 
 Result<ListPage> ReadListPage(std::string_view frame) {
   PageReader reader;
-  bool ok = json::sax_parse(frame.begin(), frame.end(), &reader);
-  if (reader.error_frame) return Fail(ErrorOfFrame(frame));
-  if (!ok) return Fail(Error::Internal("torchxd sent a malformed list reply: " + reader.why));
-  if (!reader.has_result) return Fail(Error::Internal("torchxd reply has neither result nor error"));
+  if (auto ok = ReadFrameWith(frame, reader, "list reply"); !ok) return Fail(ok.error());
   return std::move(reader.page);
 }
 

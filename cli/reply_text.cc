@@ -5,8 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/frame_sax.h"
 #include "core/json_parse.h"
-#include "core/protocol.h"
 
 namespace torchxd::cli {
 namespace {
@@ -16,12 +16,9 @@ using nlohmann::json;
 // nlohmann's SAX events of a frame: those of its "result" are written out as
 // dump(2) writes a value; the rest of the frame is passed over. The parser
 // keeps no recursion, and neither does this (a stack of open containers).
-class Indenter : public nlohmann::json_sax<json> {
+class Indenter : public FrameSax {
  public:
   std::string out;
-  bool error_frame = false;  // {"error":...}
-  bool has_result = false;
-  std::string why;           // what made it stop, when it did
 
   bool null() override { return Scalar("null"); }
   bool boolean(bool value) override { return Scalar(value ? "true" : "false"); }
@@ -33,7 +30,6 @@ class Indenter : public nlohmann::json_sax<json> {
     core::AppendJsonString(quoted, value);
     return Scalar(quoted);
   }
-  bool binary(binary_t&) override { return Stop("a binary value"); }
   bool key(string_t& value) override {
     if (open_.empty()) {
       if (depth_ == 1) key_ = std::move(value);
@@ -48,9 +44,6 @@ class Indenter : public nlohmann::json_sax<json> {
   bool end_object() override { return Close('}'); }
   bool start_array(std::size_t) override { return Open('['); }
   bool end_array() override { return Close(']'); }
-  bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& e) override {
-    return Stop("not valid JSON at byte " + std::to_string(position) + ": " + e.what());
-  }
 
  private:
   struct Container {
@@ -116,10 +109,6 @@ class Indenter : public nlohmann::json_sax<json> {
     out += c;
     return true;
   }
-  bool Stop(std::string reason) {
-    if (why.empty()) why = std::move(reason);
-    return false;
-  }
 
   bool twice_ = false;       // a second "result"
   int depth_ = 0;            // containers open around the frame's own keys (the result's not counted)
@@ -129,18 +118,9 @@ class Indenter : public nlohmann::json_sax<json> {
 
 }  // namespace
 
-Error ErrorOfFrame(std::string_view frame) {
-  json reply = core::ParseJsonOrDiscarded(frame);
-  if (reply.is_object() && reply.contains("error")) return protocol::ErrorFromJson(reply["error"]);
-  return Error::Internal("torchxd sent a malformed frame");
-}
-
 Result<std::string> IndentedResult(std::string_view frame) {
   Indenter indenter;
-  bool ok = json::sax_parse(frame.begin(), frame.end(), &indenter);
-  if (indenter.error_frame) return Fail(ErrorOfFrame(frame));
-  if (!ok) return Fail(Error::Internal("torchxd sent a malformed reply: " + indenter.why));
-  if (!indenter.has_result) return Fail(Error::Internal("torchxd reply has neither result nor error"));
+  if (auto ok = ReadFrameWith(frame, indenter, "reply"); !ok) return Fail(ok.error());
   return std::move(indenter.out);
 }
 

@@ -18,10 +18,6 @@ namespace torchxd::cli {
 // comes back as that Error; a frame without a result is Internal, saying why.
 [[nodiscard]] Result<std::string> IndentedResult(std::string_view frame);
 
-// The Error an error frame ({"id":N,"error":{...}}) carries, or Internal
-// when the frame is not one.
-Error ErrorOfFrame(std::string_view frame);
-
 }  // namespace torchxd::cli
 
 #endif  // TORCHXD_CLI_REPLY_TEXT_H_
