@@ -49,20 +49,24 @@ bool IsExecutableFile(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
 }
 
-// In the forked child: everything before exec. Returns only on failure.
-[[noreturn]] void ExecChild(const ReplicaLaunch& l, pid_t shim, int report_fd, char** argv, char** envp) {
+// In the vfork'd child: everything before exec, with system calls only (it
+// shares the shim's memory until it execs). Returns only by _exit, having
+// stored the failed step's errno in `error`.
+[[noreturn]] void ExecChild(const ReplicaLaunch& l, pid_t shim, volatile int* error, char** argv, char** envp) {
   auto fail = [&](int e) {
-    while (::write(report_fd, &e, sizeof(e)) < 0 && errno == EINTR) {
-    }
+    *error = e == 0 ? EINVAL : e;
     _exit(127);
   };
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (::getppid() != shim) _exit(127);  // the shim died already
+  if (::getppid() != shim) fail(ESRCH);  // the shim died already
   if (::setsid() < 0) fail(errno);
   if (::dup2(l.stdout_fd, 1) < 0 || ::dup2(l.stderr_fd, 2) < 0) fail(errno);
   sigset_t none;
   sigemptyset(&none);
-  for (int s = 1; s < NSIG; ++s) ::signal(s, SIG_DFL);
+  // Not signal(): glibc's wrapper may touch memory the shim shares with this child.
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  for (int s = 1; s < NSIG; ++s) ::sigaction(s, &dfl, nullptr);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
   if (l.nofile != 0) {
     struct rlimit limit;
@@ -85,28 +89,19 @@ int LaunchReplica(const ReplicaLaunch& l, ReplicaChild& child) {
   argv.push_back(nullptr);
   for (const auto& e : l.env) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
-  int report[2];
-  if (::pipe2(report, O_CLOEXEC) != 0) return errno;
-  UniqueFd report_read(report[0]), report_write(report[1]);
   pid_t shim = ::getpid();
-  pid_t pid = ::fork();
+  // vfork: the shim resumes once the child has exec'd or failed, with no copy
+  // of its memory made in between (a fork's page-table copy and the faults
+  // after it cost more than the replica's own exec).
+  volatile int error = 0;
+  pid_t pid = ::vfork();
   if (pid < 0) return errno;
-  if (pid == 0) {  // ExecChild never returns: it execs or _exits
-    report_read.reset();
-    ExecChild(l, shim, report_write.get(), argv.data(), envp.data());
-  }
-  report_write.reset();  // the read below ends when the child execs (close-on-exec) or reports
-  int err = 0;
-  ssize_t n;
-  do {
-    n = ::read(report_read.get(), &err, sizeof(err));
-  } while (n < 0 && errno == EINTR);
-  report_read.reset();
+  if (pid == 0) ExecChild(l, shim, &error, argv.data(), envp.data());  // never returns
   child.pid = pid;
-  if (n == static_cast<ssize_t>(sizeof(err))) {  // exec failed: the child is exiting
+  if (error != 0) {  // exec failed: the child has exited
     ::waitpid(pid, &child.status, 0);
     child.reaped = true;
-    return err == 0 ? EINVAL : err;
+    return error;
   }
   return 0;
 }

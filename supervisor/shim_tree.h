@@ -29,10 +29,10 @@ struct ReplicaLaunch {
   unsigned long nofile = 0;
 };
 
-// Forks and execs the replica in its own session and process group, with a
+// Starts (vfork + exec) the replica in its own session and process group, with a
 // parent-death SIGKILL (if the shim dies, the replica dies instead of
 // writing into a pipe nobody reads). 0 on success, else the errno of the
-// failed step (the exec's, reported through a close-on-exec pipe).
+// failed step (the exec's, stored by the child before it exits).
 int LaunchReplica(const ReplicaLaunch& launch, ReplicaChild& child);
 
 // Reaps every exited descendant without blocking; records the replica's status.
