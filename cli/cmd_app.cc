@@ -317,6 +317,9 @@ int CmdDaemon(const GlobalArgs& global, const std::string& action, bool cancel_a
     if (info->contains("containment") && (*info)["containment"].is_string()) {
       *ctx.out << "  replicas:  contained by " << (*info)["containment"].get<std::string>() << "\n";
     }
+    if (info->contains("spawner") && (*info)["spawner"].is_string()) {
+      *ctx.out << "  monitors:  " << (*info)["spawner"].get<std::string>() << "\n";
+    }
     return kExitOk;
   }
   int pid = (*info)["pid"].get<int>();

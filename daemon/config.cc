@@ -186,6 +186,9 @@ ParsedArgs ParseDaemonArgs(int argc, char** argv, const core::EnvLookup& env) {
   app.add_flag("--no-cgroups", c.no_cgroups,
                "contain each replica's processes with process groups only, even where a cgroup v2 group per "
                "attempt could hold them (`torchx daemon status` says which is in use)");
+  app.add_flag("--no-launcher", c.no_launcher,
+               "start each replica's monitor (torchxd-shim) with posix_spawn and exec, instead of forking it from "
+               "one long-lived launcher (`torchx daemon status` says which is in use)");
   app.add_option("--run-dir", c.run_dir,
                  "where each replica's monitor keeps its state (default: SOCKET_DIR/NAME.shims beside the socket "
                  "when that is a tmpfs, else $state_dir/shims)");

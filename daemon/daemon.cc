@@ -65,6 +65,7 @@ Daemon::~Daemon() {
   kubernetes_.reset();
   slurm_.reset();
   local_.reset();
+  launcher_.reset();
   if (containment_) containment_->RemoveSubtree();  // when no replica is left in it
   file_worker_.reset();
   sigterm_.reset();
@@ -171,6 +172,13 @@ Result<void> Daemon::Prepare() {
   localsched::LocalSchedulerOptions opts;
   opts.log_dir = config_.log_dir;
   opts.containment = containment_.get();
+  launcher_ = std::make_unique<supervisor::ShimLauncher>(&loop_, config_.shim, !config_.no_launcher);
+  if (const char* left = std::getenv(supervisor::ShimLauncher::kLeftBehindEnv)) {
+    launcher_->ReapLeftBehind(left);
+    ::unsetenv(supervisor::ShimLauncher::kLeftBehindEnv);
+  }
+  logging::info("replicas' monitors are {}", launcher_->Describe());
+  opts.launcher = launcher_.get();
   opts.cache_size = config_.cache_size;
   opts.max_running_per_user = config_.max_running_per_user;
   opts.restart_rate_per_user = config_.restart_rate_per_user;
@@ -261,6 +269,7 @@ Result<void> Daemon::Prepare() {
   info.system_mode = config_.system;
   info.max_replicas_per_app = config_.max_replicas_per_app;
   info.containment = containment_->Describe();
+  info.spawner = [this] { return launcher_->Describe(); };
   if (!config_.admin_group.empty()) {
     struct group* g = ::getgrnam(config_.admin_group.c_str());
     if (g == nullptr) return Fail(Error::InvalidArgument("--admin-group " + config_.admin_group + ": no such group"));
@@ -427,6 +436,8 @@ void Daemon::Stop(Service::ShutdownMode mode, const char* reason) {
     });
   }
 }
+
+std::string Daemon::LaunchersToReap() const { return launcher_ ? launcher_->PidsToReap() : std::string(); }
 
 int Daemon::TakeRestartSocket() {
   int fd = restart_fd_;

@@ -30,6 +30,7 @@
 #include "seam/store.h"
 #include "slurmbridge/slurm_scheduler.h"
 #include "supervisor/containment.h"
+#include "supervisor/shim_launcher.h"
 #include "webui/ui_server.h"
 
 namespace torchxd::daemon {
@@ -44,6 +45,8 @@ class Daemon {
   // After Run(): the listening socket to hand to a re-executed torchxd, or -1
   // when no restart was asked for. The caller owns it.
   int TakeRestartSocket();
+  // The shim launchers this process must still reap, for its next image.
+  std::string LaunchersToReap() const;
 
  private:
   [[nodiscard]] Result<void> Prepare();
@@ -66,6 +69,7 @@ class Daemon {
   uv_loop_t loop_;
   UniqueFd lock_fd_;
   std::unique_ptr<supervisor::Containment> containment_;  // how replicas' process trees are held
+  std::unique_ptr<supervisor::ShimLauncher> launcher_;    // forks replicas' shims
   std::unique_ptr<seam::Store> store_;
   std::unique_ptr<seam::LogStore> logs_;  // every scheduler's replica logs
   seam::EventFeed event_feed_;  // apps' events as they happen (before the schedulers: they tell it)

@@ -22,11 +22,13 @@ int main(int argc, char** argv) {
   logger->set_level(spdlog::level::from_str(parsed.config->log_level));
   spdlog::set_default_logger(logger);
   int restart_fd = -1;
+  std::string launchers;
   int code = 1;
   try {
     torchxd::daemon::Daemon daemon(*parsed.config);
     code = daemon.Run();
     restart_fd = daemon.TakeRestartSocket();
+    launchers = daemon.LaunchersToReap();
   } catch (const std::exception& e) {
     torchxd::logging::critical("internal error: {}", e.what());
     return 1;
@@ -40,6 +42,8 @@ int main(int argc, char** argv) {
   ::setenv("LISTEN_FDS", "1", 1);
   ::setenv("LISTEN_PID", std::to_string(::getpid()).c_str(), 1);
   ::setenv("TORCHXD_OWN_SOCKET", "1", 1);
+  // The launchers stay its children too, lingering until their shims end: the new image reaps them.
+  if (!launchers.empty()) ::setenv(torchxd::supervisor::ShimLauncher::kLeftBehindEnv, launchers.c_str(), 1);
   ::execv("/proc/self/exe", argv);
   std::fprintf(stderr, "torchxd: cannot re-execute itself: %s\n", std::strerror(errno));
   return 1;

@@ -530,6 +530,7 @@ void Service::Version(const Reply& reply) {
                  {"started_ms", info_.started_ms},
                  {"live_restore", info_.live_restore},
                  {"containment", info_.containment},
+                 {"spawner", info_.spawner ? info_.spawner() : std::string()},
                  {"apps", counts.apps},
                  {"running_apps", counts.running}});
 }

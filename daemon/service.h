@@ -53,6 +53,7 @@ class Service : public RequestHandler {
     std::optional<gid_t> admin_gid;  // --admin-group: may act on every app
     size_t max_replicas_per_app = 1024;
     std::string containment;  // how replicas' process trees are held (`version`)
+    std::function<std::string()> spawner;  // how replicas' shims are started (`version`)
     // `ui`: where the caller finds the web page (its URL carries the caller's token).
     std::function<Result<nlohmann::json>(const PeerInfo&)> ui_info;
     // `gpus`: each GPU's latest reading, holder and processes (daemon/gpu_view.h).

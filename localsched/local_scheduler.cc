@@ -608,6 +608,7 @@ supervisor::AppOptions LocalScheduler::RunnerOptions(LocalApp& app, std::vector<
   opts.process.log_max_bytes = app.log_max_bytes;
   opts.process.keep = options_.live_restore;
   opts.process.containment = options_.containment;
+  opts.process.launcher = options_.launcher;
   opts.process.when_stored = [store = store_, files = options_.files](std::function<void()> remove) {
     if (files != nullptr) {
       remove = [files, remove = std::move(remove)] {

@@ -61,6 +61,7 @@ struct LocalSchedulerOptions {
   std::string run_dir;                    // the shims' run directories ("" = none: no re-adoption)
   bool live_restore = false;              // replicas outlive the daemon
   const supervisor::Containment* containment = nullptr;  // the daemon's; null = process groups
+  supervisor::ShimLauncher* launcher = nullptr;  // the daemon's; null = every shim by posix_spawn
   // The NVIDIA driver's directory of GPUs (one entry per GPU, by PCI bus id).
   std::string nvidia_proc_dir = "/proc/driver/nvidia/gpus";
   // Admission (localsched/local_admission.cc): the box and its queues; no box = off.

@@ -106,11 +106,12 @@ ReplicaProcess::~ReplicaProcess() {
 std::unique_ptr<ReplicaProcess> ReplicaProcess::Start(uv_loop_t* loop, const std::string& shim_path,
                                                       const ShimSpec& spec, const MonitorRecord& monitor,
                                                       Callbacks callbacks, WhenStored when_stored,
-                                                      const Containment* containment, AttemptLimits limits) {
+                                                      const Containment* containment, AttemptLimits limits,
+                                                      ShimLauncher* launcher) {
   std::unique_ptr<ReplicaProcess> self(
       new ReplicaProcess(loop, std::move(callbacks), std::move(when_stored), containment));
   self->limits_ = limits;
-  self->Spawn(shim_path, spec, monitor);
+  self->Spawn(shim_path, spec, monitor, launcher);
   return self;
 }
 
@@ -125,7 +126,8 @@ std::unique_ptr<ReplicaProcess> ReplicaProcess::Adopt(uv_loop_t* loop, const Mon
   return self;
 }
 
-void ReplicaProcess::Spawn(const std::string& shim_path, const ShimSpec& spec, const MonitorRecord& monitor) {
+void ReplicaProcess::Spawn(const std::string& shim_path, const ShimSpec& spec, const MonitorRecord& monitor,
+                           ShimLauncher* launcher) {
   run_dir_ = monitor.run_dir;
   if (containment_ != nullptr && containment_->Owns(monitor.cgroup)) {
     if (auto made = containment_->Create(monitor.cgroup, limits_); !made) {
@@ -159,31 +161,23 @@ void ReplicaProcess::Spawn(const std::string& shim_path, const ShimSpec& spec, c
     // Without it the shim would start with no control socket, read no spec and record nothing.
     return FailLater(std::string("cannot create the replica's control socket: ") + strerror(errno));
   }
-  std::string daemon_pid = std::to_string(::getpid());
-  std::string shim = shim_path;
-  char* args[] = {shim.data(), daemon_pid.data(), nullptr};
-  char path_env[] = "PATH=/usr/local/bin:/usr/bin:/bin";
-  char* env[] = {path_env, nullptr};
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, theirs.get(), kShimControlFd);
-  if (dir_fd_.valid()) posix_spawn_file_actions_adddup2(&actions, dir_fd_.get(), kShimRunDirFd);
-  posix_spawnattr_t attr;
-  InitChildSpawnAttr(&attr);  // its own session: a terminal's ^C is the daemon's to handle
+  // Forked by the launcher where there is one; else (or when it cannot) started here.
   pid_t pid = -1;
-  int rc = posix_spawn(&pid, shim.c_str(), &actions, &attr, args, env);
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
+  std::string error;
+  if (launcher != nullptr) {
+    if (auto launched = launcher->Launch(theirs.get(), dir_fd_.valid() ? dir_fd_.get() : -1)) {
+      pid = launched->pid;
+      WatchPidfd(pid, std::move(launched->pidfd));
+    }
+  }
+  if (pid < 0) pid = SpawnShim(shim_path, theirs.get(), error);
   theirs.reset();
   OpenControl(std::move(ours));
-  if (rc != 0) {
+  if (pid < 0) {
     shim_exited_ = true;
-    return FailLater("spawn " + shim_path + ": " + strerror(rc));
+    return FailLater(error);
   }
-  if (!WatchPid(pid)) {
+  if (!pidfd_.valid() && !WatchPid(pid)) {
     // Without a pidfd the shim cannot be watched: stop it now (it is our
     // unreaped child, so the pid cannot have been reused) and fail the replica.
     int e = errno;
@@ -208,15 +202,44 @@ void ReplicaProcess::Spawn(const std::string& shim_path, const ShimSpec& spec, c
   CrashPoint("after_spawn");
 }
 
-bool ReplicaProcess::WatchPid(int pid) {
-  pidfd_.reset(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
-  if (!pidfd_.valid()) return false;
+pid_t ReplicaProcess::SpawnShim(const std::string& shim_path, int control, std::string& error) {
+  std::string daemon_pid = std::to_string(::getpid());
+  std::string shim = shim_path;
+  char* args[] = {shim.data(), daemon_pid.data(), nullptr};
+  char path_env[] = "PATH=/usr/local/bin:/usr/bin:/bin";
+  char* env[] = {path_env, nullptr};
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, control, kShimControlFd);
+  if (dir_fd_.valid()) posix_spawn_file_actions_adddup2(&actions, dir_fd_.get(), kShimRunDirFd);
+  posix_spawnattr_t attr;
+  InitChildSpawnAttr(&attr);  // its own session: a terminal's ^C is the daemon's to handle
+  pid_t pid = -1;
+  int rc = posix_spawn(&pid, shim.c_str(), &actions, &attr, args, env);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  if (rc == 0) return pid;
+  error = "spawn " + shim_path + ": " + strerror(rc);
+  return -1;
+}
+
+void ReplicaProcess::WatchPidfd(int pid, UniqueFd pidfd) {
+  pidfd_ = std::move(pidfd);
   pid_ = pid;
   exit_watch_ = NewUvHandle<uv_poll_t>(this);
   uv_poll_init(loop_, exit_watch_.get(), pidfd_.get());
   uv_poll_start(exit_watch_.get(), UV_READABLE, [](uv_poll_t* h, int, int) {
     if (auto* self = static_cast<ReplicaProcess*>(h->data)) self->OnPidfdReadable();
   });
+}
+
+bool ReplicaProcess::WatchPid(int pid) {
+  UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  if (!pidfd.valid()) return false;
+  WatchPidfd(pid, std::move(pidfd));
   return true;
 }
 
@@ -637,7 +660,7 @@ std::unique_ptr<ReplicaHandle> ProcessRuntime::Start(const core::ReplicaRequest&
   spec.nonce = monitor.nonce;
   spec.keep = options_.keep;
   return ReplicaProcess::Start(loop_, options_.shim_path, spec, monitor, std::move(callbacks), options_.when_stored,
-                               options_.containment, AttemptLimits{request.cpu, request.mem_mb});
+                               options_.containment, AttemptLimits{request.cpu, request.mem_mb}, options_.launcher);
 }
 
 std::unique_ptr<ReplicaHandle> ProcessRuntime::Adopt(const core::ReplicaRequest&, int, const MonitorRecord& monitor,

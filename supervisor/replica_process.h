@@ -52,6 +52,7 @@
 #include "core/uv_handle.h"
 #include "supervisor/containment.h"
 #include "supervisor/replica_runtime.h"
+#include "supervisor/shim_launcher.h"
 #include "supervisor/shim_protocol.h"
 
 namespace torchxd::supervisor {
@@ -70,7 +71,7 @@ class ReplicaProcess : public ReplicaHandle {
   static std::unique_ptr<ReplicaProcess> Start(uv_loop_t* loop, const std::string& shim_path, const ShimSpec& spec,
                                                const MonitorRecord& monitor, Callbacks callbacks,
                                                WhenStored when_stored = {}, const Containment* containment = nullptr,
-                                               AttemptLimits limits = {});
+                                               AttemptLimits limits = {}, ShimLauncher* launcher = nullptr);
   static std::unique_ptr<ReplicaProcess> Adopt(uv_loop_t* loop, const MonitorRecord& monitor, Callbacks callbacks,
                                                WhenStored when_stored = {}, const Containment* containment = nullptr);
   ~ReplicaProcess() override;
@@ -80,11 +81,14 @@ class ReplicaProcess : public ReplicaHandle {
 
  private:
   ReplicaProcess(uv_loop_t* loop, Callbacks callbacks, WhenStored when_stored, const Containment* containment);
-  void Spawn(const std::string& shim_path, const ShimSpec& spec, const MonitorRecord& monitor);
+  void Spawn(const std::string& shim_path, const ShimSpec& spec, const MonitorRecord& monitor, ShimLauncher* launcher);
+  // posix_spawn of the shim with `control` as its fd 3: its pid, or -1 with why in `error`.
+  pid_t SpawnShim(const std::string& shim_path, int control, std::string& error);
   void Attach(const MonitorRecord& monitor);
   void Connect();          // to an adopted shim's socket; retried while it may still be starting
   bool EndedUnwatched();   // exit.json is there: it ended while no daemon watched
   bool WatchPid(int pid);
+  void WatchPidfd(int pid, UniqueFd pidfd);
   void OpenControl(UniqueFd fd);
   void Send(const std::string& line);
   void OnControl(std::string_view bytes);
@@ -165,6 +169,7 @@ struct ProcessRuntimeOptions {
   bool keep = false;             // live-restore
   WhenStored when_stored;        // an attempt's run directory goes only once its exit is stored
   const Containment* containment = nullptr;  // the daemon's; null = process groups
+  ShimLauncher* launcher = nullptr;          // the daemon's; null = every shim by posix_spawn
 };
 
 // The process runtime: each attempt under torchxd-shim, optionally as another user.

@@ -34,6 +34,8 @@
 #include <vector>
 
 #include "core/unique_fd.h"
+#include "supervisor/launch_protocol.h"
+#include "supervisor/launcher_loop.h"
 #include "supervisor/shim_loop.h"
 #include "supervisor/shim_protocol.h"
 #include "supervisor/shim_tree.h"
@@ -120,12 +122,11 @@ int64_t WallMs() {
   return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  // argv[1] = the daemon's pid. If it died before PDEATHSIG was set, no
-  // signal comes: the spec (already written) says whether the replica must
-  // then run anyway (live-restore: the next daemon adopts it) or not.
+// `parent`: the pid of the process that started the shim (the daemon, or the
+// launcher it forked from). If it died before PDEATHSIG was set, no
+// signal comes: the spec (already written) says whether the replica must
+// then run anyway (live-restore: the next daemon adopts it) or not.
+int ShimMain(pid_t parent) {
   // The signals are blocked before the parent-death signal is armed: a daemon
   // dying in between must leave a pending SIGHUP (ignored with live-restore),
   // not a shim killed by SIGHUP's default action before it read its spec.
@@ -135,9 +136,7 @@ int main(int argc, char** argv) {
   sigprocmask(SIG_BLOCK, &handled, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
   ::prctl(PR_SET_PDEATHSIG, SIGHUP);
-  if (argc < 2) return 1;
-  pid_t daemon = static_cast<pid_t>(atol(argv[1]));
-  bool orphaned = ::getppid() != daemon;
+  bool orphaned = ::getppid() != parent;
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   // The daemon may run at a higher priority (the system unit's Nice=-5, so that
   // it answers while users' jobs fill every CPU); replicas and their shims never do.
@@ -167,7 +166,7 @@ int main(int argc, char** argv) {
   // A change of credentials clears the parent-death signal: arm it again, or
   // drop it for live-restore (the replica outlives the daemon).
   ::prctl(PR_SET_PDEATHSIG, spec.keep ? 0 : SIGHUP);
-  if (!spec.keep && ::getppid() != daemon) return 1;
+  if (!spec.keep && ::getppid() != parent) return 1;
   UniqueFd signal_fd(::signalfd(-1, &handled, SFD_NONBLOCK | SFD_CLOEXEC));
 
   ShimLoop shim(spec, UniqueFd(kControlFd), UniqueFd(have_run_dir ? kShimRunDirFd : -1), std::move(signal_fd));
@@ -205,4 +204,15 @@ int main(int argc, char** argv) {
     return shim.SpawnFailed(rc, launch.program + ": " + why);
   }
   return shim.Run(child, started_ms);
+}
+
+}  // namespace
+
+// argv[1]: the daemon's pid; or `--launcher` and the daemon's pid (launcher_loop.h).
+int main(int argc, char** argv) {
+  if (argc >= 3 && strcmp(argv[1], kLauncherFlag) == 0) {
+    return RunLauncher(static_cast<pid_t>(atol(argv[2])), ShimMain);
+  }
+  if (argc < 2) return 1;
+  return ShimMain(static_cast<pid_t>(atol(argv[1])));
 }

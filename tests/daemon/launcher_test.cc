@@ -1,0 +1,108 @@
+// How a daemon starts replicas' shims: forked by its launcher, or with
+// posix_spawn (--no-launcher, or while the launcher is being replaced).
+// `torchx daemon status` says which; both run replicas alike; a restart
+// (`torchx daemon restart`) leaves the old launcher to its shims and the new
+// image reaps it once they have ended.
+#include <signal.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <gmock/gmock.h>
+
+#include "tests/daemon/daemon_fixture.h"
+
+namespace torchxd::testing {
+namespace {
+
+using ::testing::StartsWith;
+
+class LauncherTest : public DaemonFixture {
+ protected:
+  // Field `n` (3 = state, 4 = ppid) of /proc/PID/stat; "" when gone.
+  static std::string StatField(pid_t pid, int n) {
+    std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
+    size_t close = stat.rfind(')');
+    if (close == std::string::npos) return "";
+    std::istringstream rest(stat.substr(close + 2));
+    std::string field;
+    for (int i = 3; i <= n && rest >> field; ++i) {
+    }
+    return field;
+  }
+  static pid_t Parent(pid_t pid) { return static_cast<pid_t>(std::atol(StatField(pid, 4).c_str())); }
+  pid_t LauncherPid() {
+    std::string spawner = CallOk("version", json::object())["spawner"];
+    size_t at = spawner.find("(pid ");
+    return at == std::string::npos ? -1 : static_cast<pid_t>(std::atol(spawner.c_str() + at + 5));
+  }
+  // The pid of the one shim of a running app.
+  pid_t OneShim() {
+    std::vector<pid_t> shims;
+    WaitUntil([&] { return (shims = ShimPids()).size() == 1; });
+    return shims.size() == 1 ? shims[0] : -1;
+  }
+};
+
+TEST_F(LauncherTest, ShimsAreForkedByTheLauncherOrSpawnedWithNoLauncherAndDaemonStatusSaysWhich) {
+  StartDaemon();
+  std::string spawner = CallOk("version", json::object())["spawner"];
+  EXPECT_THAT(spawner, StartsWith("forked by the launcher (pid "));
+  pid_t launcher = LauncherPid();
+  ASSERT_GT(launcher, 0);
+  EXPECT_EQ(Parent(launcher), daemon_pid_);
+  std::string h = Run(App("forked", {FakeRole("w", {"--sleep", "30"})}));
+  pid_t shim = OneShim();
+  ASSERT_GT(shim, 0);
+  EXPECT_EQ(Parent(shim), launcher);
+  CallOk("cancel", {{"app_handle", h}});
+  EXPECT_EQ(Wait(h)["state"], "CANCELLED");
+  StopDaemon();
+  EXPECT_TRUE(WaitUntil([&] { return ProcessGone(launcher); }, 5)) << "the launcher outlived its daemon";
+
+  StartDaemon({"--no-launcher"});
+  EXPECT_EQ(CallOk("version", json::object())["spawner"], "posix_spawn of torchxd-shim (--no-launcher)");
+  h = Run(App("spawned", {FakeRole("w", {"--sleep", "30"})}));
+  shim = OneShim();
+  ASSERT_GT(shim, 0);
+  EXPECT_EQ(Parent(shim), daemon_pid_);
+  CallOk("cancel", {{"app_handle", h}});
+  EXPECT_EQ(Wait(h)["state"], "CANCELLED");
+  h = Run(App("done", {FakeRole("w", {"--exit", "0"})}));
+  EXPECT_EQ(Wait(h)["state"], "SUCCEEDED");
+}
+
+TEST_F(LauncherTest, ARestartLeavesTheOldLauncherToItsShimsAndTheNewImageReapsIt) {
+  StartDaemon();
+  pid_t old_launcher = LauncherPid();
+  ASSERT_GT(old_launcher, 0);
+  fs::path go = dir_ / "go";
+  json waits = {{"name", "w"}, {"entrypoint", "sh"},
+                {"args", {"-c", "while [ ! -e " + go.string() + " ]; do sleep 0.05; done"}}};
+  std::string h = Run(App("kept", {waits}));
+  pid_t shim = OneShim();
+  ASSERT_EQ(Parent(shim), old_launcher);
+  int64_t started = CallOk("version", json::object())["started_ms"];
+  CallOk("shutdown", {{"restart", true}});
+  ASSERT_TRUE(WaitUntil([&] {
+    auto v = Call("version", json::object());
+    return v && (*v)["started_ms"].get<int64_t>() != started;
+  }));
+  pid_t new_launcher = LauncherPid();
+  EXPECT_GT(new_launcher, 0);
+  EXPECT_NE(new_launcher, old_launcher);
+  // The old launcher lingers as the parent of the shim it forked, which the new image adopted.
+  EXPECT_EQ(Parent(shim), old_launcher);
+  EXPECT_EQ(Parent(old_launcher), daemon_pid_);
+  EXPECT_EQ(Status(h)["state"], "RUNNING");
+  std::ofstream(go) << "go";
+  EXPECT_EQ(Wait(h)["state"], "SUCCEEDED");
+  // Its last shim ended: it exits, and the new image reaps it (no zombie left under the daemon).
+  EXPECT_TRUE(WaitUntil([&] { return !fs::exists("/proc/" + std::to_string(old_launcher)); }, 10))
+      << "state " << StatField(old_launcher, 3);
+}
+
+}  // namespace
+}  // namespace torchxd::testing

@@ -1,0 +1,238 @@
+// The shim launcher (launch_protocol.h), the real static torchxd-shim in
+// --launcher mode: it forks working shims, refuses every request that is not
+// exactly the daemon's, ends with the daemon, and ShimLauncher replaces one
+// that died while the daemon's shims are exec'd meanwhile.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include <gmock/gmock.h>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/unique_fd.h"
+#include "supervisor/launch_protocol.h"
+#include "supervisor/shim_launcher.h"
+#include "supervisor/shim_protocol.h"
+
+namespace torchxd::supervisor {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+struct Launcher {
+  pid_t pid = -1;
+  UniqueFd socket;
+};
+
+Launcher StartLauncher() {
+  int pair[2];
+  EXPECT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair), 0);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, pair[1], kLauncherFd);
+  std::string shim = TORCHXD_SHIM, flag = kLauncherFlag, parent = std::to_string(::getpid());
+  char* argv[] = {shim.data(), flag.data(), parent.data(), nullptr};
+  char path[] = "PATH=/usr/bin:/bin";
+  char* env[] = {path, nullptr};
+  Launcher l;
+  EXPECT_EQ(posix_spawn(&l.pid, shim.c_str(), &actions, nullptr, argv, env), 0);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(pair[1]);
+  l.socket.reset(pair[0]);
+  return l;
+}
+
+LaunchReply Ask(int socket, const std::string& payload, std::vector<int> fds, UniqueFd* pidfd = nullptr) {
+  EXPECT_EQ(SendWithFds(socket, payload.data(), payload.size(), fds.data(), fds.size()), 0);
+  struct pollfd p = {socket, POLLIN, 0};
+  EXPECT_EQ(::poll(&p, 1, 5000), 1) << "the launcher did not answer";
+  LaunchReply reply;
+  std::vector<UniqueFd> got;
+  bool complete = false;
+  EXPECT_EQ(RecvWithFds(socket, &reply, sizeof(reply), got, complete), static_cast<ssize_t>(sizeof(reply)));
+  EXPECT_TRUE(complete);
+  EXPECT_EQ(got.size(), reply.pid > 0 ? 1u : 0u);
+  if (pidfd != nullptr && !got.empty()) *pidfd = std::move(got[0]);
+  return reply;
+}
+
+// Whether `pid` (our child) exits within `seconds`; reaps it.
+bool ExitsWithin(pid_t pid, double seconds) {
+  auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < end) {
+    if (::waitpid(pid, nullptr, WNOHANG) == pid) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
+
+std::string ReadUntilClosed(int fd) {
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof(buf))) > 0;) out.append(buf, static_cast<size_t>(n));
+  return out;
+}
+
+ShimSpec TrueSpec() {
+  ShimSpec spec;
+  spec.cwd = "/";
+  spec.argv = {"/bin/sh", "-c", "exit 7"};
+  spec.env = {"PATH=/usr/bin:/bin"};
+  spec.credentials.uid = ::geteuid();
+  spec.credentials.gid = ::getegid();
+  return spec;
+}
+
+TEST(ShimLauncherTest, ForgedRequestsAreRefusedAndTheLauncherGoesOnServing) {
+  Launcher l = StartLauncher();
+  int sockets[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sockets), 0);
+  UniqueFd ours(sockets[0]), theirs(sockets[1]);
+  UniqueFd file(::open("/etc/hostname", O_RDONLY | O_CLOEXEC));
+  UniqueFd dir(::open("/tmp", O_DIRECTORY | O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(file.valid() && dir.valid());
+  struct Case {
+    const char* name;
+    std::string payload;
+    std::vector<int> fds;
+  };
+  const Case forged[] = {
+      {"no descriptor", "S", {}},
+      {"another request byte", "X", {theirs.get()}},
+      {"more than the byte (credentials, a path)", "S uid=0", {theirs.get()}},
+      {"a file as the control socket", "S", {file.get()}},
+      {"a file as the run directory", "S", {theirs.get(), file.get()}},
+      {"a socket as the run directory", "S", {theirs.get(), theirs.get()}},
+      {"a directory as the control socket", "S", {dir.get(), dir.get()}},
+  };
+  for (const auto& c : forged) {
+    LaunchReply r = Ask(l.socket.get(), c.payload, c.fds);
+    EXPECT_EQ(r.pid, -1) << c.name;
+    EXPECT_EQ(r.error, EINVAL) << c.name;
+  }
+  // Three descriptors do not fit a request: the kernel cuts them, the launcher refuses it.
+  {
+    int three[3] = {theirs.get(), dir.get(), dir.get()};
+    struct iovec iov {
+      const_cast<char*>("S"), 1
+    };
+    struct msghdr msg {};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(three))] = {};
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+    struct cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(three));
+    memcpy(CMSG_DATA(cm), three, sizeof(three));
+    ASSERT_EQ(::sendmsg(l.socket.get(), &msg, 0), 1);
+    LaunchReply r;
+    std::vector<UniqueFd> got;
+    bool complete = false;
+    ASSERT_EQ(RecvWithFds(l.socket.get(), &r, sizeof(r), got, complete), static_cast<ssize_t>(sizeof(r)));
+    EXPECT_EQ(r.error, EINVAL);
+  }
+  // Still serving: a real request forks a shim that runs the spec it is sent.
+  UniqueFd pidfd;
+  LaunchReply r = Ask(l.socket.get(), "S", {theirs.get(), dir.get()}, &pidfd);
+  ASSERT_GT(r.pid, 0) << strerror(r.error);
+  ASSERT_TRUE(pidfd.valid());
+  theirs.reset();
+  std::string spec = EncodeShimSpec(TrueSpec());
+  ASSERT_EQ(::write(ours.get(), spec.data(), spec.size()), static_cast<ssize_t>(spec.size()));
+  std::string said = ReadUntilClosed(ours.get());
+  EXPECT_THAT(said, HasSubstr("started "));
+  EXPECT_THAT(said, HasSubstr("exited 7"));
+  struct pollfd p = {pidfd.get(), POLLIN, 0};
+  EXPECT_EQ(::poll(&p, 1, 5000), 1) << "the pidfd did not say the shim ended";
+  // The daemon closes its end: the launcher, with no shim left, exits.
+  l.socket.reset();
+  EXPECT_TRUE(ExitsWithin(l.pid, 5));
+}
+
+TEST(ShimLauncherTest, TheLauncherWaitsForItsShimsAfterTheDaemonClosesAndDiesWithTheDaemon) {
+  Launcher l = StartLauncher();
+  int sockets[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sockets), 0);
+  UniqueFd ours(sockets[0]), theirs(sockets[1]);
+  LaunchReply r = Ask(l.socket.get(), "S", {theirs.get()});
+  ASSERT_GT(r.pid, 0);
+  theirs.reset();
+  ShimSpec spec = TrueSpec();
+  spec.argv = {"/bin/sleep", "0.5"};
+  std::string text = EncodeShimSpec(spec);
+  ASSERT_EQ(::write(ours.get(), text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  // Closed with a shim still running (a daemon re-executing itself): the launcher lingers...
+  l.socket.reset();
+  EXPECT_FALSE(ExitsWithin(l.pid, 0.2));
+  // ...until its last shim has ended.
+  EXPECT_THAT(ReadUntilClosed(ours.get()), HasSubstr("exited 0"));
+  EXPECT_TRUE(ExitsWithin(l.pid, 5));
+}
+
+// Runs the loop until `done` or 5 s. The launcher's watches never keep a
+// loop alive (a daemon's has its server): a timer does here.
+template <class F>
+bool RunUntil(uv_loop_t* loop, F done) {
+  uv_timer_t alive;
+  uv_timer_init(loop, &alive);
+  uv_timer_start(&alive, [](uv_timer_t*) {}, 5, 5);
+  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!done() && std::chrono::steady_clock::now() < end) uv_run(loop, UV_RUN_ONCE);
+  uv_close(reinterpret_cast<uv_handle_t*>(&alive), nullptr);
+  uv_run(loop, UV_RUN_NOWAIT);
+  return done();
+}
+
+TEST(ShimLauncherTest, ALauncherThatDiedIsReplacedAndShimsAreExecdMeanwhile) {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  {
+    ShimLauncher launcher(&loop, TORCHXD_SHIM, true);
+    std::string first = launcher.Describe();
+    ASSERT_THAT(first, StartsWith("forked by the launcher (pid "));
+    pid_t pid = std::stoi(first.substr(first.find("pid ") + 4));
+    ASSERT_EQ(::kill(pid, SIGKILL), 0);
+    ASSERT_TRUE(RunUntil(&loop, [&] { return launcher.Describe() != first; })) << launcher.Describe();
+    EXPECT_THAT(launcher.Describe(), HasSubstr("posix_spawn of torchxd-shim (the launcher (pid "));
+    EXPECT_EQ(::waitpid(pid, nullptr, WNOHANG), -1) << "the dead launcher was reaped";
+    int sockets[2];
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sockets), 0);
+    UniqueFd ours(sockets[0]), theirs(sockets[1]);
+    uv_update_time(&loop);
+    // Within a second of the last start: no new launcher yet, the caller execs the shim.
+    EXPECT_FALSE(launcher.Launch(theirs.get(), -1).has_value());
+    std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+    uv_update_time(&loop);
+    auto launched = launcher.Launch(theirs.get(), -1);
+    ASSERT_TRUE(launched.has_value()) << launched.error().message;
+    EXPECT_THAT(launcher.Describe(), StartsWith("forked by the launcher (pid "));
+    EXPECT_NE(launcher.Describe(), first);
+    theirs.reset();
+    std::string text = EncodeShimSpec(TrueSpec());
+    ASSERT_EQ(::write(ours.get(), text.data(), text.size()), static_cast<ssize_t>(text.size()));
+    EXPECT_THAT(ReadUntilClosed(ours.get()), HasSubstr("exited 7"));
+  }
+  ShimLauncher off(&loop, TORCHXD_SHIM, false);
+  EXPECT_EQ(off.Describe(), "posix_spawn of torchxd-shim (--no-launcher)");
+  EXPECT_FALSE(off.Launch(0, -1).has_value());
+  uv_run(&loop, UV_RUN_NOWAIT);
+  EXPECT_EQ(uv_loop_close(&loop), 0);
+}
+
+}  // namespace
+}  // namespace torchxd::supervisor
