@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <optional>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <fstream>
 #include <iostream>
@@ -180,51 +181,69 @@ std::vector<pid_t> ShimPids(const fs::path& run_dir) {
 // SIGKILLed and started again: until `status` answers, and until a cancel of
 // the app (which needs every shim adopted: the stop goes through each one's
 // socket) has ended it. Baseline: a daemon with no apps, started to `status`.
+// One live-restore daemon with `replicas` sleeping replicas is SIGKILLed and
+// started again: seconds until `status` answers, and until a cancel through
+// every adopted shim has ended the app. `measure` (optional) sees the shims
+// while they run.
+double SpawnBaseline(int n);
+
+struct Adoption {
+  double answering = 0, adopted = 0;
+};
+Adoption AdoptAfterKill(const std::string& bin, const fs::path& d_dir, const fs::path& cwd, int replicas,
+                        const std::function<void(const std::vector<pid_t>&)>& measure = {}) {
+  std::string h;
+  {
+    auto d = std::make_unique<Daemon>(bin, d_dir, std::vector<std::string>{"--live-restore"});
+    fs::path run_dir = d->run_dir();
+    auto c = d->Client();
+    auto r = c.Call("run", {{"app", App("keep", "/bin/sleep", {"300"}, replicas)}, {"cwd", cwd.string()},
+                            {"env", {{"PATH", "/usr/bin:/bin"}}}});
+    if (!r) throw std::runtime_error("restore run: " + r.error().message);
+    h = (*r)["app_handle"];
+    for (int i = 0; i < 6000 && ShimPids(run_dir).size() < static_cast<size_t>(replicas); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    auto pids = ShimPids(run_dir);
+    if (pids.size() != static_cast<size_t>(replicas)) throw std::runtime_error("restore: not every shim started");
+    if (measure) measure(pids);
+    d->Stop(SIGKILL);
+    d->KeepSocketDir();
+  }
+  Adoption out;
+  auto start = Clock::now();
+  Daemon again(bin, d_dir, {"--live-restore"});
+  auto c = again.Client();
+  auto st = c.Call("status", {{"app_handle", h}});
+  out.answering = SecondsSince(start);
+  if (!st || (*st)["state"] != "RUNNING") throw std::runtime_error("restore: the app is not RUNNING after the restart");
+  auto cancelled = c.Call("cancel", {{"app_handle", h}, {"grace_period", 10.0}});
+  auto w = c.Call("wait", {{"app_handle", h}});
+  out.adopted = SecondsSince(start);
+  if (!w || (*w)["state"] != "CANCELLED") throw std::runtime_error("restore: the adopted app did not end CANCELLED");
+  again.Stop();
+  return out;
+}
+
 std::vector<Row> BenchRestore(const std::string& bin, const fs::path& dir) {
-  std::fprintf(stderr, "restore: 100 running replicas, shims' cost, daemon SIGKILL + restart\n");
+  std::fprintf(stderr, "restore: 100 running replicas, shims' cost, daemon SIGKILL + restart; then 1,000\n");
   const int kReplicas = 100;
   std::vector<double> answering, adopted, base, pss;
   long shim_ticks = -1;
   for (int rep = 0; rep < 3; ++rep) {
-    fs::path d_dir = dir / ("r" + std::to_string(rep));
-    std::string h;
-    fs::path run_dir;
-    {
-      auto d = std::make_unique<Daemon>(bin, d_dir, std::vector<std::string>{"--live-restore"});
-      run_dir = d->run_dir();
-      auto c = d->Client();
-      auto r = c.Call("run", {{"app", App("keep", "/bin/sleep", {"300"}, kReplicas)}, {"cwd", dir.string()},
-                              {"env", {{"PATH", "/usr/bin:/bin"}}}});
-      if (!r) throw std::runtime_error("restore run: " + r.error().message);
-      h = (*r)["app_handle"];
-      for (int i = 0; i < 2000 && ShimPids(run_dir).size() < kReplicas; ++i) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      }
-      auto pids = ShimPids(run_dir);
-      if (pids.size() != kReplicas) throw std::runtime_error("restore: not every shim started");
-      if (rep == 0) {
-        std::this_thread::sleep_for(std::chrono::seconds(1));
-        long t0 = 0, t1 = 0;
-        for (pid_t p : pids) t0 += CpuTicks(p);
-        std::this_thread::sleep_for(std::chrono::seconds(5));
-        for (pid_t p : pids) t1 += CpuTicks(p);
-        shim_ticks = t1 - t0;
-        for (pid_t p : pids) pss.push_back(static_cast<double>(PssKiB(p)) / 1024.0);
-      }
-      d->Stop(SIGKILL);
-      d->KeepSocketDir();
-    }
-    auto start = Clock::now();
-    Daemon again(bin, d_dir, {"--live-restore"});
-    auto c = again.Client();
-    auto st = c.Call("status", {{"app_handle", h}});
-    answering.push_back(SecondsSince(start));
-    if (!st || (*st)["state"] != "RUNNING") throw std::runtime_error("restore: the app is not RUNNING after the restart");
-    auto cancelled = c.Call("cancel", {{"app_handle", h}, {"grace_period", 10.0}});
-    auto w = c.Call("wait", {{"app_handle", h}});
-    adopted.push_back(SecondsSince(start));
-    if (!w || (*w)["state"] != "CANCELLED") throw std::runtime_error("restore: the adopted app did not end CANCELLED");
-    again.Stop();
+    auto measure = [&](const std::vector<pid_t>& pids) {
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      long t0 = 0, t1 = 0;
+      for (pid_t p : pids) t0 += CpuTicks(p);
+      std::this_thread::sleep_for(std::chrono::seconds(5));
+      for (pid_t p : pids) t1 += CpuTicks(p);
+      shim_ticks = t1 - t0;
+      for (pid_t p : pids) pss.push_back(static_cast<double>(PssKiB(p)) / 1024.0);
+    };
+    Adoption a = AdoptAfterKill(bin, dir / ("r" + std::to_string(rep)), dir, kReplicas,
+                                rep == 0 ? std::function<void(const std::vector<pid_t>&)>(measure) : nullptr);
+    answering.push_back(a.answering);
+    adopted.push_back(a.adopted);
     auto base_start = Clock::now();
     {
       Daemon empty(bin, dir / ("empty" + std::to_string(rep)));
@@ -232,6 +251,7 @@ std::vector<Row> BenchRestore(const std::string& bin, const fs::path& dir) {
       base.push_back(SecondsSince(base_start));
     }
   }
+  Adoption big = AdoptAfterKill(bin, dir / "r1000", dir, 1000);
   std::vector<Row> rows;
   Row a{"restore", "SIGKILL + restart with 100 replicas -> status answers", Summarize(answering), "s",
         Summarize(base), "(reported)", true, ""};
@@ -240,11 +260,48 @@ std::vector<Row> BenchRestore(const std::string& bin, const fs::path& dir) {
         false, ""};
   b.met = b.value.median <= 1.0;
   rows.push_back(b);
+  Row k{"restore", "SIGKILL + restart with 1,000 replicas -> status answers", Summarize({big.answering}), "s",
+        std::nullopt, "(reported)", true, ""};
+  k.note = "adopted and cancelled: " + std::to_string(big.adopted).substr(0, 5) + " s";
+  rows.push_back(k);
   Stats p = Summarize(pss);
   rows.push_back({"restore", "PSS per idle shim (100)", p, "MiB", std::nullopt, "<= 2 MiB", p.max <= 2.0, ""});
   rows.push_back({"restore", "CPU ticks of 100 idle shims over 5 s", {double(shim_ticks), double(shim_ticks), double(shim_ticks)},
                   "ticks", std::nullopt, "0", shim_ticks == 0, ""});
   return rows;
+}
+
+// The fan-out: `apps` apps of `replicas` /bin/true each, submitted back to
+// back, until the last is terminal; with the daemon's CPU per replica.
+std::vector<Row> BenchFanout(const std::string& bin, const fs::path& dir, int apps, int replicas) {
+  std::fprintf(stderr, "fanout: %d apps x %d replicas of /bin/true\n", apps, replicas);
+  Daemon d(bin, dir);
+  auto c = d.Client();
+  long ticks_before = CpuTicks(d.pid());
+  auto start = Clock::now();
+  std::vector<std::string> handles;
+  for (int i = 0; i < apps; ++i) {
+    auto r = c.Call("run", {{"app", App("fan", "/bin/true", {}, replicas)}, {"cwd", dir.string()},
+                            {"env", {{"PATH", "/usr/bin:/bin"}}}});
+    if (!r) throw std::runtime_error("fanout run: " + r.error().message);
+    handles.push_back((*r)["app_handle"]);
+  }
+  for (const auto& h : handles) {
+    auto w = c.Call("wait", {{"app_handle", h}});
+    if (!w || (*w)["state"] != "SUCCEEDED") throw std::runtime_error("fanout: an app did not succeed");
+  }
+  double wall = SecondsSince(start);
+  double daemon_s = static_cast<double>(CpuTicks(d.pid()) - ticks_before) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+  d.Stop();
+  int n = apps * replicas;
+  double base = SpawnBaseline(n);
+  Row r{"fanout", std::to_string(apps) + " apps x " + std::to_string(replicas) + " /bin/true, submit->all terminal",
+        Summarize({wall}), "s", Summarize({base}), "(reported)", true, ""};
+  char note[160];
+  std::snprintf(note, sizeof(note), "ratio %.2f; daemon CPU %.3f s = %.0f us per replica", wall / base, daemon_s,
+                daemon_s / n * 1e6);
+  r.note = note;
+  return {r};
 }
 
 // Blocking call on a Docker engine's socket (the baseline of scenario 8).
@@ -523,6 +580,10 @@ int main(int argc, char** argv) {
     // 5b. Live-restore: 100 running replicas, their shims' cost, and a daemon SIGKILLed and started again.
     if (want("restore")) {
       for (auto& r : BenchRestore(bin, work / "restore")) add(r);
+    }
+    // 5b. The fan-out: 10,000 replicas in 100 apps.
+    if (want("fanout")) {
+      for (auto& r : BenchFanout(bin, work / "fanout", 100, 100)) add(r);
     }
     // 6. History: torchx list with 10,000 apps in the store, each created a millisecond after the
     // last (its record says so too, as a real app's does).
