@@ -156,8 +156,8 @@ std::vector<Row> BenchDaemon(const std::string& bin, const fs::path& dir) {
   Row q{"admission", "torchx queue", Summarize(queue), "s", std::nullopt, "<= 0.050 s", false, ""};
   q.met = q.value.median <= 0.050;
   rows.push_back(q);
-  Row qj{"admission", "torchx queue --json", Summarize(queue_json), "s", std::nullopt, "<= 0.050 s", false, ""};
-  qj.met = qj.value.median <= 0.050;
+  Row qj{"admission", "torchx queue --json", Summarize(queue_json), "s", std::nullopt, "<= 0.100 s", false, ""};
+  qj.met = qj.value.median <= 0.100;
   rows.push_back(qj);
   Row st{"admission", "torchx status (pending, why)", Summarize(status), "s", std::nullopt, "<= 0.005 s", false, ""};
   st.met = st.value.median <= 0.005;
@@ -165,7 +165,8 @@ std::vector<Row> BenchDaemon(const std::string& bin, const fs::path& dir) {
   rows.push_back({"admission", "CPU ticks over 10 s, loaded, idle", {double(ticks), double(ticks), double(ticks)}, "ticks",
                   std::nullopt, "0", ticks == 0, "RSS " + std::to_string(rss).substr(0, 5) + " MiB"});
   Row r{"admission", "SIGKILL + restart -> queue answers", {restarted, restarted, restarted}, "s", std::nullopt,
-        "(reported)", queued == static_cast<size_t>(kPending), std::to_string(queued) + " queued apps back"};
+        "<= 1 s", queued == static_cast<size_t>(kPending) && restarted <= 1.0,
+        std::to_string(queued) + " queued apps back"};
   rows.push_back(r);
   return rows;
 }

@@ -255,20 +255,12 @@ void Service::Queue(const json& params, const Reply& reply) {
   }
   for (seam::Scheduler* s : schedulers_) {
     const auto* queued = seam::As<seam::Queued>(*s);
-    json q = queued ? queued->Queues(limit < 0 ? SIZE_MAX : static_cast<size_t>(limit)) : json();
-    if (q.is_null()) continue;
-    if (name.empty()) return reply->Result(q);
-    json only = json::array();
-    std::string names;
-    for (const auto& one : q["queues"]) {
-      names += (names.empty() ? "" : ", ") + one["name"].get<std::string>();
-      if (one["name"] == name) only.push_back(one);
+    auto q = queued ? queued->Queues(limit < 0 ? SIZE_MAX : static_cast<size_t>(limit), name) : std::nullopt;
+    if (!q) continue;
+    if (!q->found) {
+      return reply->Error(Error::NotFound("queue `" + name + "` does not exist on this box (queues: " + q->names + ")"));
     }
-    if (only.empty()) {
-      return reply->Error(Error::NotFound("queue `" + name + "` does not exist on this box (queues: " + names + ")"));
-    }
-    q["queues"] = only;
-    return reply->Result(q);
+    return reply->ResultText(q->json);
   }
   reply->Error(Error::Unavailable("this torchxd runs with --no-admission: apps start at once, there are no queues"));
 }

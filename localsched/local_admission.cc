@@ -12,6 +12,7 @@
 #include "admission/gpu_set.h"
 #include "core/app_handle.h"
 #include "core/ids.h"
+#include "core/json_parse.h"
 #include "core/local_plan.h"
 #include "core/log.h"
 #include "localsched/local_scheduler.h"
@@ -285,79 +286,137 @@ std::string LocalScheduler::PendingSummary(const seam::AppRecord& record) const 
   return app.admission.queue.empty() ? "" : "waiting in queue " + app.admission.queue;
 }
 
-json LocalScheduler::Queues(size_t limit) const {
-  if (!admission_) return nullptr;
+namespace {
+
+// {"cpu":…,"gpu":…,"memMB":…}: the keys in the order a JSON object's dump() writes them.
+void AppendResources(std::string& out, const admission::Resources& r) {
+  out += "{\"cpu\":";
+  out += std::to_string(r.cpu);
+  out += ",\"gpu\":";
+  out += std::to_string(r.gpu);
+  out += ",\"memMB\":";
+  out += std::to_string(r.mem_mb);
+  out += '}';
+}
+
+void AppendOptional(std::string& out, const std::optional<int>& v) { out += v ? std::to_string(*v) : "null"; }
+
+}  // namespace
+
+// Written as text, in the order a JSON object's dump() has its keys (sorted):
+// with 10,000 pending apps, a DOM of them cost more than the rest of the request.
+std::optional<seam::Queued::QueuesReply> LocalScheduler::Queues(size_t limit, const std::string& name) const {
+  if (!admission_) return std::nullopt;
   int64_t now = clock_->UnixNowMs();
   auto handle = [this](const std::string& key) {
     auto [scheduler, app_id] = seam::SplitKey(key);
     auto it = apps_.find(Key{scheduler, app_id});
     return it == apps_.end() ? key : it->second->Handle();
   };
-  auto resources = [](const admission::Resources& r) {
-    json out = json::object();
-    out["gpu"] = r.gpu;
-    out["cpu"] = r.cpu;
-    out["memMB"] = r.mem_mb;
-    return out;
-  };
-  json queues = json::array();
-  std::map<uint32_t, std::string> names;  // one passwd lookup per user
-  for (const auto& view : admission_->View(now)) {
-    json q = {{"name", view.spec->name},
-              {"weight", view.spec->weight},
-              {"max_gpus", view.spec->max_gpus ? json(*view.spec->max_gpus) : json(nullptr)},
-              {"max_gpus_per_user", view.spec->max_gpus_per_user ? json(*view.spec->max_gpus_per_user) : json(nullptr)},
-              {"used", resources(view.used)},
-              {"running", json::array()},
-              {"pending_count", view.pending.size()}};
-    for (const auto& key : view.running) q["running"].push_back(handle(key));
-    json pending = json::array();
-    pending.get_ref<json::array_t&>().reserve(std::min(limit, view.pending.size()));
-    int position = 0;
-    for (const auto& key : view.pending) {
-      if (static_cast<size_t>(position) >= limit) break;
-      auto [scheduler, app_id] = seam::SplitKey(key);
-      auto it = apps_.find(Key{scheduler, app_id});
-      // Key by key: an initializer list would build (and free) a pair array per key.
-      json p = json::object();
-      p["app_handle"] = it == apps_.end() ? key : it->second->Handle();
-      p["position"] = ++position;
-      p["reason"] = admission_->Reason(key, now, position - 1);
-      if (it != apps_.end()) {
-        const LocalApp& a = *it->second;
-        p["user"] = a.owner_uid;
-        p["user_name"] = seam::UserNameOf(a.owner_uid, names);
-        p["priority"] = a.admission.priority;
-        p["submitted_ms"] = a.created_ms;
-        if (a.max_duration_ms > 0) p["max_duration_ms"] = a.max_duration_ms;
-      }
-      if (const admission::Resources* need = admission_->PendingNeed(key)) p["request"] = resources(*need);
-      pending.push_back(std::move(p));
+  auto views = admission_->View(now);
+  QueuesReply reply;
+  if (!name.empty()) {
+    reply.found = false;
+    for (const auto& view : views) {
+      reply.names += (reply.names.empty() ? "" : ", ") + view.spec->name;
+      if (view.spec->name == name) reply.found = true;
     }
-    q["pending"] = std::move(pending);
-    queues.push_back(std::move(q));
+    if (!reply.found) return reply;
   }
+  std::string& out = reply.json;
+  const admission::BoxCapacity& box = admission_->box();
+  json accounted = {{"gpu", true}, {"cpu", box.cpu > 0}, {"memMB", box.mem_mb > 0}};
+  out += "{\"accounted\":" + accounted.dump();
+  out += ",\"capacity\":";
+  AppendResources(out, admission_->total());
+  out += ",\"free\":";
+  AppendResources(out, admission_->free());
   json gpus = json::array();
   auto holders = admission_->GpuHolders();
   const auto& reserved = admission_->reserved_gpus();
-  for (const admission::Gpu& g : admission_->box().topology.gpus) {
+  for (const admission::Gpu& g : box.topology.gpus) {
+    const std::string& holder = holders[static_cast<size_t>(g.index)];
     json j = {{"index", g.index}, {"uuid", g.uuid}, {"pci_bus_id", g.pci_bus_id}, {"numa_node", g.numa_node},
-              {"usable", g.usable}, {"held_by", holders[static_cast<size_t>(g.index)].empty()
-                                                    ? json(nullptr) : json(handle(holders[static_cast<size_t>(g.index)]))},
+              {"usable", g.usable}, {"held_by", holder.empty() ? json(nullptr) : json(handle(holder))},
               {"reserved", std::find(reserved.begin(), reserved.end(), g.index) != reserved.end()}};
     if (!g.usable) j["unusable"] = g.unusable_reason;
     gpus.push_back(std::move(j));
   }
-  const admission::BoxCapacity& box = admission_->box();
+  out += ",\"gpus\":" + gpus.dump();
+  out += ",\"head\":";
+  if (admission_->head().empty()) {
+    out += "null";
+  } else {
+    core::AppendJsonString(out, handle(admission_->head()));
+  }
   int64_t shadow = admission_->ShadowTime(now);
-  // Moved in (an initializer list copies what it is given): the pending apps are most of the reply.
-  return {{"queues", std::move(queues)},
-          {"capacity", resources(admission_->total())},
-          {"free", resources(admission_->free())},
-          {"accounted", {{"gpu", true}, {"cpu", box.cpu > 0}, {"memMB", box.mem_mb > 0}}},
-          {"head", admission_->head().empty() ? json(nullptr) : json(handle(admission_->head()))},
-          {"head_starts_by_ms", shadow == admission::kNoEnd ? json(nullptr) : json(shadow)},
-          {"gpus", std::move(gpus)}};
+  out += ",\"head_starts_by_ms\":";
+  out += shadow == admission::kNoEnd ? "null" : std::to_string(shadow);
+  out += ",\"queues\":[";
+  std::map<uint32_t, std::string> names;  // one passwd lookup per user
+  bool first_queue = true;
+  for (const auto& view : views) {
+    if (!name.empty() && view.spec->name != name) continue;
+    out += first_queue ? "{" : ",{";
+    first_queue = false;
+    out += "\"max_gpus\":";
+    AppendOptional(out, view.spec->max_gpus);
+    out += ",\"max_gpus_per_user\":";
+    AppendOptional(out, view.spec->max_gpus_per_user);
+    out += ",\"name\":";
+    core::AppendJsonString(out, view.spec->name);
+    out += ",\"pending\":[";
+    out.reserve(out.size() + std::min(limit, view.pending.size()) * 400);
+    size_t position = 0;
+    for (const auto& key : view.pending) {
+      if (position >= limit) break;
+      auto [scheduler, app_id] = seam::SplitKey(key);
+      auto it = apps_.find(Key{scheduler, app_id});
+      const LocalApp* a = it == apps_.end() ? nullptr : it->second.get();
+      out += position == 0 ? "{" : ",{";
+      out += "\"app_handle\":";
+      core::AppendJsonString(out, a ? a->Handle() : key);
+      if (a && a->max_duration_ms > 0) {
+        out += ",\"max_duration_ms\":";
+        out += std::to_string(a->max_duration_ms);
+      }
+      out += ",\"position\":";
+      out += std::to_string(++position);
+      if (a) {
+        out += ",\"priority\":";
+        out += std::to_string(a->admission.priority);
+      }
+      out += ",\"reason\":";
+      core::AppendJsonString(out, admission_->Reason(key, now, static_cast<int>(position) - 1));
+      if (const admission::Resources* need = admission_->PendingNeed(key)) {
+        out += ",\"request\":";
+        AppendResources(out, *need);
+      }
+      if (a) {
+        out += ",\"submitted_ms\":";
+        out += std::to_string(a->created_ms);
+        out += ",\"user\":";
+        out += std::to_string(a->owner_uid);
+        out += ",\"user_name\":";
+        core::AppendJsonString(out, seam::UserNameOf(a->owner_uid, names));
+      }
+      out += '}';
+    }
+    out += "],\"pending_count\":";
+    out += std::to_string(view.pending.size());
+    out += ",\"running\":[";
+    for (size_t i = 0; i < view.running.size(); ++i) {
+      if (i > 0) out += ',';
+      core::AppendJsonString(out, handle(view.running[i]));
+    }
+    out += "],\"used\":";
+    AppendResources(out, view.used);
+    out += ",\"weight\":";
+    out += std::to_string(view.spec->weight);
+    out += '}';
+  }
+  out += "]}";
+  return reply;
 }
 
 void LocalScheduler::RecordQueuePositions() {

@@ -113,7 +113,7 @@ class LocalScheduler : public seam::Scheduler,
 
   std::string PendingReason(const seam::AppRecord& record) const override;
   std::string PendingSummary(const seam::AppRecord& record) const override;
-  nlohmann::json Queues(size_t limit) const override;
+  std::optional<QueuesReply> Queues(size_t limit, const std::string& name) const override;
   // Runs an admission pass now (tests and bench; the daemon runs one after each event).
   void RunAdmissionPass();
   // GPU `gpu` goes out of service (`usable` false: lost, or drained) or comes

@@ -87,8 +87,18 @@ class Queued {
   // The same for `list`, where thousands of rows are asked at once: what was last
   // said of it (O(log n), never a fresh computation); "" = nothing to add.
   virtual std::string PendingSummary(const AppRecord& app) const = 0;
-  // The admission queues (`torchx queue`), or null where the queues are not the daemon's.
-  virtual nlohmann::json Queues(size_t /*limit*/) const { return nullptr; }
+  // The admission queues (`torchx queue`) as the reply's JSON text, with at
+  // most `limit` pending apps per queue and only the queue `name` when one is
+  // named (`found` false: there is none such, `names` lists those there are);
+  // nullopt where the queues are not the daemon's.
+  struct QueuesReply {
+    std::string json;
+    bool found = true;
+    std::string names;
+  };
+  virtual std::optional<QueuesReply> Queues(size_t /*limit*/, const std::string& /*name*/) const {
+    return std::nullopt;
+  }
 };
 
 // The apps' truth lives elsewhere (a cluster), which the daemon follows.
