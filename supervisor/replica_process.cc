@@ -352,7 +352,8 @@ void ReplicaProcess::Lost(const std::string& message) {
 
 void ReplicaProcess::OnPidfdReadable() {
   // Our own child (spawned here, or by this daemon before it re-executed
-  // itself) is reaped by pidfd; another's cannot be and needs not be.
+  // itself) is reaped by pidfd; another's (the launcher's: it reaps its own)
+  // cannot be and needs not be.
   siginfo_t info{};
   ::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_.get()), &info, WEXITED | WNOHANG);
   exit_watch_.reset();
