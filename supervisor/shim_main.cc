@@ -16,6 +16,9 @@
 //    (logs, cwd) and cannot be ptraced by that user (it holds the nonce).
 //  - Only fds 0-2 reach the replica.
 //  - It is statically linked: it must start fast and need nothing at run time.
+//
+// `torchxd-shim --launcher DAEMON_PID` is the daemon's launcher instead
+// (launcher_loop.h): it forks shims that run ShimMain as an exec'd one does.
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
