@@ -18,7 +18,7 @@ PACKAGES=(
 )
 RUNTIME_PACKAGES=(python3-torch)
 # What the test suite needs besides.
-TEST_PACKAGES=(libgtest-dev libgmock-dev python3-jsonschema python3-yaml sqlite3 util-linux systemd dpkg-dev)
+TEST_PACKAGES=(libgtest-dev libgmock-dev python3-jsonschema python3-yaml sqlite3 util-linux systemd dpkg-dev file)
 demo=0
 [[ ${SETUP_FOR:-test} == demo ]] && demo=1
 ((demo)) || PACKAGES+=("${TEST_PACKAGES[@]}")
