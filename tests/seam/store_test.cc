@@ -154,11 +154,16 @@ TEST_F(StoreTest, ACheckpointCopiesTheLogIntoTheDatabaseOnItsOwnThread) {
       ASSERT_TRUE((*store)->Commit().has_value());
     }
   }
-  for (int i = 0; i < 500 && (checkpointer->done() == 0 || fs::file_size(Path()) < (4u << 20)); ++i) {
+  // The first request comes once the log holds 1,000 frames (4 MiB of pages, some of them the
+  // same page again: each commit rewrites the table's upper pages), and a checkpoint copies what
+  // the log held when it began; what is written after it stays in the log until the next
+  // request. So the file receives at least ~850 distinct pages, never all 6 MB: 2 MiB is what it
+  // must have (a fresh database is a few KiB), whenever the checkpointer's thread got to run.
+  for (int i = 0; i < 500 && (checkpointer->done() == 0 || fs::file_size(Path()) < (2u << 20)); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   EXPECT_GT(checkpointer->done(), 0u);
-  EXPECT_GE(fs::file_size(Path()), 4u << 20) << "the database file did not receive the log's pages";
+  EXPECT_GE(fs::file_size(Path()), 2u << 20) << "the database file did not receive the log's pages";
 }
 
 TEST_F(StoreTest, CommitsGoOnWhileTheCheckpointerIsHeld) {
