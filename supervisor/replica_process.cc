@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/socket.h>
@@ -23,7 +22,7 @@
 #include "supervisor/crash_point.h"
 #include "supervisor/proc_info.h"
 #include "supervisor/shim_files.h"
-#include "supervisor/spawn_attr.h"
+#include "supervisor/shim_spawn.h"
 
 namespace torchxd::supervisor {
 namespace {
@@ -203,27 +202,14 @@ void ReplicaProcess::Spawn(const std::string& shim_path, const ShimSpec& spec, c
 }
 
 pid_t ReplicaProcess::SpawnShim(const std::string& shim_path, int control, std::string& error) {
-  std::string daemon_pid = std::to_string(::getpid());
-  std::string shim = shim_path;
-  char* args[] = {shim.data(), daemon_pid.data(), nullptr};
-  char path_env[] = "PATH=/usr/local/bin:/usr/bin:/bin";
-  char* env[] = {path_env, nullptr};
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, control, kShimControlFd);
-  if (dir_fd_.valid()) posix_spawn_file_actions_adddup2(&actions, dir_fd_.get(), kShimRunDirFd);
-  posix_spawnattr_t attr;
-  InitChildSpawnAttr(&attr);  // its own session: a terminal's ^C is the daemon's to handle
+  std::vector<std::pair<int, int>> moves = {{control, kShimControlFd}};
+  if (dir_fd_.valid()) moves.emplace_back(dir_fd_.get(), kShimRunDirFd);
   pid_t pid = -1;
-  int rc = posix_spawn(&pid, shim.c_str(), &actions, &attr, args, env);
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  if (rc == 0) return pid;
-  error = "spawn " + shim_path + ": " + strerror(rc);
-  return -1;
+  if (int rc = supervisor::SpawnShim(shim_path, {std::to_string(::getpid())}, moves, &pid); rc != 0) {
+    error = "spawn " + shim_path + ": " + strerror(rc);
+    return -1;
+  }
+  return pid;
 }
 
 void ReplicaProcess::WatchPidfd(int pid, UniqueFd pidfd) {

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -15,7 +14,7 @@
 
 #include "core/log.h"
 #include "supervisor/launch_protocol.h"
-#include "supervisor/spawn_attr.h"
+#include "supervisor/shim_spawn.h"
 
 namespace torchxd::supervisor {
 namespace {
@@ -48,25 +47,9 @@ Result<void> ShimLauncher::StartLauncher() {
   UniqueFd high(::fcntl(theirs.get(), F_DUPFD_CLOEXEC, 10));  // never the number it moves to
   if (!high.valid()) return tl::unexpected(Error::Unavailable(Errno("the launcher's socket", errno)));
   theirs = std::move(high);
-  std::string daemon_pid = std::to_string(::getpid());
-  std::string shim = shim_path_;
-  std::string flag = kLauncherFlag;
-  char* args[] = {shim.data(), flag.data(), daemon_pid.data(), nullptr};
-  char path_env[] = "PATH=/usr/local/bin:/usr/bin:/bin";
-  char* env[] = {path_env, nullptr};
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, theirs.get(), kLauncherFd);
-  posix_spawnattr_t attr;
-  InitChildSpawnAttr(&attr);
   pid_t pid = -1;
-  int rc = posix_spawn(&pid, shim.c_str(), &actions, &attr, args, env);
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0) return tl::unexpected(Error::Unavailable(Errno("the launcher could not start: spawn " + shim, rc)));
+  int rc = SpawnShim(shim_path_, {kLauncherFlag, std::to_string(::getpid())}, {{theirs.get(), kLauncherFd}}, &pid);
+  if (rc != 0) return tl::unexpected(Error::Unavailable(Errno("the launcher could not start: spawn " + shim_path_, rc)));
   UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
   if (!pidfd.valid()) {
     int e = errno;

@@ -5,7 +5,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,6 +22,7 @@
 #include "supervisor/launch_protocol.h"
 #include "supervisor/shim_launcher.h"
 #include "supervisor/shim_protocol.h"
+#include "supervisor/shim_spawn.h"
 
 namespace torchxd::supervisor {
 namespace {
@@ -38,18 +38,11 @@ struct Launcher {
 Launcher StartLauncher() {
   int pair[2];
   EXPECT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair), 0);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, pair[1], kLauncherFd);
-  std::string shim = TORCHXD_SHIM, flag = kLauncherFlag, parent = std::to_string(::getpid());
-  char* argv[] = {shim.data(), flag.data(), parent.data(), nullptr};
-  char path[] = "PATH=/usr/bin:/bin";
-  char* env[] = {path, nullptr};
-  Launcher l;
-  EXPECT_EQ(posix_spawn(&l.pid, shim.c_str(), &actions, nullptr, argv, env), 0);
-  posix_spawn_file_actions_destroy(&actions);
+  UniqueFd theirs(::fcntl(pair[1], F_DUPFD_CLOEXEC, 10));  // never the number it moves to
   ::close(pair[1]);
+  Launcher l;
+  EXPECT_EQ(SpawnShim(TORCHXD_SHIM, {kLauncherFlag, std::to_string(::getpid())}, {{theirs.get(), kLauncherFd}}, &l.pid),
+            0);
   l.socket.reset(pair[0]);
   return l;
 }
