@@ -308,10 +308,14 @@ void AppendOptional(std::string& out, const std::optional<int>& v) { out += v ? 
 std::optional<seam::Queued::QueuesReply> LocalScheduler::Queues(size_t limit, const std::string& name) const {
   if (!admission_) return std::nullopt;
   int64_t now = clock_->UnixNowMs();
-  auto handle = [this](const std::string& key) {
+  auto app_of = [this](const std::string& key) -> const LocalApp* {
     auto [scheduler, app_id] = seam::SplitKey(key);
     auto it = apps_.find(Key{scheduler, app_id});
-    return it == apps_.end() ? key : it->second->Handle();
+    return it == apps_.end() ? nullptr : it->second.get();
+  };
+  auto handle = [&app_of](const std::string& key) {
+    const LocalApp* a = app_of(key);
+    return a ? a->Handle() : key;
   };
   auto views = admission_->View(now);
   QueuesReply reply;
@@ -370,9 +374,7 @@ std::optional<seam::Queued::QueuesReply> LocalScheduler::Queues(size_t limit, co
     size_t position = 0;
     for (const auto& key : view.pending) {
       if (position >= limit) break;
-      auto [scheduler, app_id] = seam::SplitKey(key);
-      auto it = apps_.find(Key{scheduler, app_id});
-      const LocalApp* a = it == apps_.end() ? nullptr : it->second.get();
+      const LocalApp* a = app_of(key);
       out += position == 0 ? "{" : ",{";
       out += "\"app_handle\":";
       core::AppendJsonString(out, a ? a->Handle() : key);
