@@ -173,6 +173,9 @@ TEST_F(HardeningTest, AHugeLogIndexOrThousandsOfSegmentNamesNeverStallTheDaemon)
   size_t before = RssKb();
   std::string h = Run(App("idx", {ShRole("r",
                                          "echo hi; d=$(dirname \"$TORCHELASTIC_ERROR_FILE\"); "
+                                         // After the shim indexed "hi": had it opened the index
+                                         // only after the truncate, it would have compacted it.
+                                         "for i in $(seq 500); do [ -s \"$d/combined.idx\" ] && break; sleep 0.01; done; "
                                          "truncate -s 2G \"$d/combined.idx\"; "
                                          "seq 1000000 1020000 | sed \"s|^|$d/combined.log.|\" | xargs touch")}),
                       json::object(), "local_cwd");
