@@ -367,10 +367,16 @@ for _ in range(20):
     dist.all_reduce(t)
 print(f"world {dist.get_world_size()} job {os.environ['TORCHX_JOB_ID'].rsplit('/', 1)[1]}", flush=True)
 )";
+  // One retry each, as a user of torch 1.13 would set: its agent picks the
+  // workers' MASTER_PORT by binding port 0 and closing it, and rank 1's store
+  // client, retrying its connect while rank 0 still imports torch, walks the
+  // ephemeral ports and can meet that very one (a TCP self-connect: rank 0's
+  // bind then fails "Address already in use"; seen once, on a loaded machine).
+  // That each job has its own rendezvous port is read from the daemon's log below.
   std::vector<std::string> handles;
   for (int i = 0; i < 2; ++i) {
-    auto run = Torchx({"run", "-d", "dist.ddp", "-j", "2x1", "--tee", "1", "--env", "PET_REDIRECTS=1", "--script",
-                       (dir_ / "work/twice.py").string()});
+    auto run = Torchx({"run", "-d", "dist.ddp", "-j", "2x1", "--max_retries", "1", "--tee", "1", "--env",
+                       "PET_REDIRECTS=1", "--script", (dir_ / "work/twice.py").string()});
     ASSERT_EQ(run.exit_code, 0) << run.err;
     handles.push_back(Handle(run));
   }
