@@ -204,6 +204,9 @@ TEST_F(KubernetesE2eTest, APendingPodSaysWhyItWaitsInStatusListAndTheAppsTimelin
   std::string job = JobName(h);
   std::string pod = job + "-echo-0-0";
   ASSERT_EQ(api_.Post("/fake/jobs/team/" + job + "/phase", {{"phase", "Running"}, {"pods", "Pending"}}), 200);
+  // Seen before the next change: a watch that starts after both (the daemon
+  // lists first) rightly sees only the last, and the timeline below has each.
+  ASSERT_TRUE(WaitForState(h, "RUNNING"));
   JobPhase(job, "Pending");  // the gang is not scheduled: Volcano holds the Job
   ASSERT_TRUE(WaitForState(h, "PENDING"));
   const std::string unschedulable = "Unschedulable: 0/4 nodes are available: 4 Insufficient nvidia.com/gpu.";
