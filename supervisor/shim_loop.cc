@@ -47,9 +47,11 @@ void SetNonBlocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONB
 
 }  // namespace
 
-ShimLoop::ShimLoop(const ShimSpec& spec, UniqueFd control_fd, UniqueFd run_dir_fd, UniqueFd signal_fd)
+ShimLoop::ShimLoop(const ShimSpec& spec, UniqueFd control_fd, UniqueFd run_dir_fd, UniqueFd signal_fd,
+                   std::string control_rest)
     : spec_(spec), run_dir_fd_(std::move(run_dir_fd)), signal_fd_(std::move(signal_fd)) {
   control_.fd = std::move(control_fd);
+  control_.in = std::move(control_rest);
 }
 
 std::optional<std::string> ShimLoop::Prepare(UniqueFd& stdout_write, UniqueFd& stderr_write) {
@@ -130,6 +132,8 @@ int ShimLoop::Run(const ReplicaChild& child, int64_t started_ms) {
     (void)WriteFileAtomically(run_dir_fd_.get(), kShimStateFile, EncodeShimState(state));
   }
   Say("started " + std::to_string(child_.pid));
+  OnPeerLines(control_, true);  // what came right behind the spec
+  if (control_.in.size() > kMaxControlLineBytes) DropPeer(control_);
   Loop();
   return Finish();
 }
@@ -284,12 +288,16 @@ void ShimLoop::OnPeerReadable(Peer& peer, bool trusted) {
       return DropPeer(peer);
     }
     peer.in.append(buf, static_cast<size_t>(n));
-    for (size_t nl; peer.fd.valid() && (nl = peer.in.find('\n')) != std::string::npos;) {
-      std::string line = peer.in.substr(0, nl);
-      peer.in.erase(0, nl + 1);
-      OnControlLine(line, peer, trusted);  // may close `peer` or hand its fd to control_
-    }
+    OnPeerLines(peer, trusted);
     if (peer.in.size() > kMaxControlLineBytes) return DropPeer(peer);
+  }
+}
+
+void ShimLoop::OnPeerLines(Peer& peer, bool trusted) {
+  for (size_t nl; peer.fd.valid() && (nl = peer.in.find('\n')) != std::string::npos;) {
+    std::string line = peer.in.substr(0, nl);
+    peer.in.erase(0, nl + 1);
+    OnControlLine(line, peer, trusted);  // may close `peer` or hand its fd to control_
   }
 }
 

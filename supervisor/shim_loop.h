@@ -34,7 +34,9 @@ class ShimLoop {
   // (trusted, no hello); `run_dir_fd`, invalid when there is no run
   // directory; `signal_fd`, a signalfd for the signals the shim handles
   // (they are blocked).
-  ShimLoop(const ShimSpec& spec, UniqueFd control_fd, UniqueFd run_dir_fd, UniqueFd signal_fd);
+  // `control_rest`: what the daemon sent behind the spec, read once the replica runs.
+  ShimLoop(const ShimSpec& spec, UniqueFd control_fd, UniqueFd run_dir_fd, UniqueFd signal_fd,
+           std::string control_rest = {});
   // Logs opened, pipes created: what the replica gets as stdout/stderr.
   [[nodiscard]] std::optional<std::string> Prepare(UniqueFd& stdout_write, UniqueFd& stderr_write);
   // After the replica started (or could not): runs until the shim must exit;
@@ -52,6 +54,7 @@ class ShimLoop {
   void OnOutput(UniqueFd& fd, OutputStream stream);
   void OnAccept();
   void OnPeerReadable(Peer& peer, bool trusted);
+  void OnPeerLines(Peer& peer, bool trusted);  // the complete lines in peer.in
   void OnControlLine(const std::string& line, Peer& peer, bool trusted);
   void Stop(int64_t grace_ms);
   void Say(const std::string& line, bool droppable = false);

@@ -64,13 +64,16 @@ void SayRaw(const std::string& line) {
 }
 
 // Reads the spec the daemon sends once; false (with `error`) when it is not a
-// complete, valid one: then nothing runs.
-bool ReadSpec(ShimSpec& spec, std::string& error) {
+// complete, valid one: then nothing runs. What came behind it (a stop the
+// daemon sent at once) is left in `rest` for the control loop.
+bool ReadSpec(ShimSpec& spec, std::string& rest, std::string& error) {
   std::string buf;
   char chunk[65536];
   for (;;) {
-    switch (DecodeShimSpec(buf, spec, error)) {
+    size_t used = 0;
+    switch (DecodeShimSpec(buf, spec, error, &used)) {
       case ShimDecode::kComplete:
+        rest = buf.substr(used);
         return true;
       case ShimDecode::kInvalid:
         return false;
@@ -152,8 +155,8 @@ int ShimMain(pid_t parent) {
   ::close_range(have_run_dir ? kShimRunDirFd + 1 : kControlFd + 1, ~0U, 0);
 
   ShimSpec spec;
-  std::string refused;
-  bool complete = ReadSpec(spec, refused);
+  std::string refused, control_rest;
+  bool complete = ReadSpec(spec, control_rest, refused);
   if (!spec.keep && orphaned) return 1;
   if (!complete) {
     SayRaw("spawn-failed " + std::to_string(EINVAL) + " torchxd-shim refused the replica spec: " + refused);
@@ -172,7 +175,8 @@ int ShimMain(pid_t parent) {
   if (!spec.keep && ::getppid() != parent) return 1;
   UniqueFd signal_fd(::signalfd(-1, &handled, SFD_NONBLOCK | SFD_CLOEXEC));
 
-  ShimLoop shim(spec, UniqueFd(kControlFd), UniqueFd(have_run_dir ? kShimRunDirFd : -1), std::move(signal_fd));
+  ShimLoop shim(spec, UniqueFd(kControlFd), UniqueFd(have_run_dir ? kShimRunDirFd : -1), std::move(signal_fd),
+                std::move(control_rest));
   UniqueFd stdout_write, stderr_write;
   if (auto error = shim.Prepare(stdout_write, stderr_write)) return shim.SpawnFailed(EIO, *error);
 

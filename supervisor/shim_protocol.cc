@@ -82,7 +82,7 @@ std::string EncodeShimSpec(const ShimSpec& spec) {
   return out;
 }
 
-ShimDecode DecodeShimSpec(std::string_view bytes, ShimSpec& spec, std::string& error) {
+ShimDecode DecodeShimSpec(std::string_view bytes, ShimSpec& spec, std::string& error, size_t* used) {
   spec = ShimSpec{};
   error.clear();
   bool have_cwd = false, have_uid = false, have_gid = false, have_log = false, have_logmax = false,
@@ -220,7 +220,13 @@ ShimDecode DecodeShimSpec(std::string_view bytes, ShimSpec& spec, std::string& e
       }
       spec.keep = true;
     } else if (name == "end") {
-      if (!value.empty() || pos != bytes.size()) {
+      if (!value.empty()) {
+        error = "field end has a value";
+        return ShimDecode::kInvalid;
+      }
+      if (used != nullptr) {
+        *used = pos;
+      } else if (pos != bytes.size()) {
         error = "bytes after the end of the spec";
         return ShimDecode::kInvalid;
       }

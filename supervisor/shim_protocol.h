@@ -90,8 +90,10 @@ std::string EncodeShimSpec(const ShimSpec& spec);
 
 enum class ShimDecode { kComplete, kNeedMore, kInvalid };
 // Decodes a spec from the start of `bytes`. kNeedMore: a prefix of a valid
-// spec; kInvalid: never valid, `error` says why.
-ShimDecode DecodeShimSpec(std::string_view bytes, ShimSpec& spec, std::string& error);
+// spec; kInvalid: never valid, `error` says why. With `used`, what follows the
+// spec is the control stream (a stop sent right behind it) and `used` says
+// where it starts; without, bytes after the spec make it invalid.
+ShimDecode DecodeShimSpec(std::string_view bytes, ShimSpec& spec, std::string& error, size_t* used = nullptr);
 
 enum class ControlKind {
   kHello, kStop, kKill,                                           // daemon -> shim

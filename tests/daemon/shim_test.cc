@@ -124,6 +124,12 @@ TEST(ShimSpecTest, EveryValueRoundTripsWhateverItHolds) {
   for (size_t cut = 0; cut < encoded.size(); ++cut) {
     ASSERT_EQ(DecodeShimSpec(encoded.substr(0, cut), back, error), ShimDecode::kNeedMore) << cut;
   }
+  // A stop sent right behind the spec is the control stream's, where the shim asks for it.
+  size_t used = 0;
+  ASSERT_EQ(DecodeShimSpec(encoded + "stop 500\n", back, error, &used), ShimDecode::kComplete) << error;
+  EXPECT_EQ(used, encoded.size());
+  EXPECT_EQ(DecodeShimSpec(encoded + "stop 500\n", back, error), ShimDecode::kInvalid);
+  EXPECT_EQ(error, "bytes after the end of the spec");
 }
 
 TEST(ShimSpecTest, ForgedSpecsAreRefused) {
