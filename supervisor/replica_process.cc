@@ -148,35 +148,62 @@ void ReplicaProcess::Spawn(const std::string& shim_path, const ShimSpec& spec, c
     dir_fd_ = HighFd(UniqueFd(::open(run_dir_.c_str(), O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)));
     if (!dir_fd_.valid()) return FailLater("cannot open the run directory " + run_dir_ + ": " + strerror(errno));
   }
+  spec_text_ = EncodeShimSpec(spec);
+  if (launcher != nullptr) {
+    // Forked by the launcher, answered on a later loop turn; else (or when it cannot) started here.
+    UniqueFd ours, theirs;
+    UniqueFd dir = dir_fd_.valid() ? HighFd(UniqueFd(::fcntl(dir_fd_.get(), F_DUPFD_CLOEXEC, 10))) : UniqueFd();
+    if (ControlPair(ours, theirs) && dir_fd_.valid() == dir.valid()) {
+      std::weak_ptr<int> alive = alive_;
+      auto queued = launcher->Launch(std::move(theirs), std::move(dir), [this, alive, shim_path](auto launched) {
+        // Destroyed meanwhile: its end of the control socket is closed, and a shim forked for it reads no spec and ends.
+        if (alive.expired()) return;
+        launching_ = false;
+        if (!launched) return SpawnHere(shim_path);
+        Started(launched->pid, std::move(launched->pidfd), std::move(launch_control_));
+      });
+      if (queued) {
+        launch_control_ = std::move(ours);
+        launching_ = true;
+        return;
+      }
+    }
+  }
+  SpawnHere(shim_path);
+}
+
+bool ReplicaProcess::ControlPair(UniqueFd& ours, UniqueFd& theirs) {
   // Every descriptor has one owner until it is handed on: a failure (EMFILE)
   // part way leaks none and fails this replica, never the daemon.
   int pair[2] = {-1, -1};
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
-    return FailLater(std::string("cannot create the replica's control socket: ") + strerror(errno));
-  }
-  UniqueFd ours(pair[0]);
-  UniqueFd theirs = HighFd(UniqueFd(pair[1]));
-  if (!theirs.valid()) {
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) return false;
+  ours.reset(pair[0]);
+  theirs = HighFd(UniqueFd(pair[1]));
+  return theirs.valid();
+}
+
+void ReplicaProcess::SpawnHere(const std::string& shim_path) {
+  UniqueFd ours, theirs;
+  if (!ControlPair(ours, theirs)) {
     // Without it the shim would start with no control socket, read no spec and record nothing.
+    shim_exited_ = true;
     return FailLater(std::string("cannot create the replica's control socket: ") + strerror(errno));
   }
-  // Forked by the launcher where there is one; else (or when it cannot) started here.
-  pid_t pid = -1;
   std::string error;
-  if (launcher != nullptr) {
-    if (auto launched = launcher->Launch(theirs.get(), dir_fd_.valid() ? dir_fd_.get() : -1)) {
-      pid = launched->pid;
-      WatchPidfd(pid, std::move(launched->pidfd));
-    }
-  }
-  if (pid < 0) pid = SpawnShim(shim_path, theirs.get(), error);
+  pid_t pid = SpawnShim(shim_path, theirs.get(), error);
   theirs.reset();
-  OpenControl(std::move(ours));
   if (pid < 0) {
     shim_exited_ = true;
     return FailLater(error);
   }
-  if (!pidfd_.valid() && !WatchPid(pid)) {
+  Started(pid, UniqueFd(), std::move(ours));
+}
+
+void ReplicaProcess::Started(pid_t pid, UniqueFd pidfd, UniqueFd control) {
+  OpenControl(std::move(control));
+  if (pidfd.valid()) {
+    WatchPidfd(pid, std::move(pidfd));
+  } else if (!WatchPid(pid)) {
     // Without a pidfd the shim cannot be watched: stop it now (it is our
     // unreaped child, so the pid cannot have been reused) and fail the replica.
     int e = errno;
@@ -197,8 +224,15 @@ void ReplicaProcess::Spawn(const std::string& shim_path, const ShimSpec& spec, c
       return;  // the pidfd reports its end
     }
   }
-  Send(EncodeShimSpec(spec));
+  Send(spec_text_);
+  spec_text_.clear();
   CrashPoint("after_spawn");
+  // A stop asked for while the launcher forked the shim.
+  if (kill_asked_) {
+    Kill();
+  } else if (stop_grace_) {
+    Terminate(*stop_grace_);
+  }
 }
 
 pid_t ReplicaProcess::SpawnShim(const std::string& shim_path, int control, std::string& error) {
@@ -308,6 +342,16 @@ void ReplicaProcess::Connect() {
     bool may_start = group_.empty() || containment_->Populated(group_);
     if (may_start && !ReadShimFile(dir_fd_.get(), kShimStateFile) && uv_now(loop_) - adopt_started_ms_ < kStartingShimWaitMs) {
       return RunLater(kStartingShimPollMs, Step::kConnect);
+    }
+    struct stat socket_st;
+    if (!may_start && ::fstatat(dir_fd_.get(), kShimSocket, &socket_st, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT) {
+      // No process of the attempt is left, and its shim never listened, which
+      // it does before it starts the replica: the daemon stopped before the
+      // shim had its spec (the launcher had not answered yet). Nothing ran.
+      exit_.never_started = true;
+      exit_.message = "torchxd stopped before the replica started";
+      have_status_ = true;
+      return FailLater("");
     }
     return Lost("the replica's monitor (torchxd-shim) is gone and recorded no exit; its outcome is unknown");
   }
@@ -575,6 +619,10 @@ void RemoveRunDir(UniqueFd dir_fd, const std::string& run_dir) {
 
 void ReplicaProcess::Terminate(double grace_seconds) {
   if (shim_exited_) return;
+  if (launching_) {
+    stop_grace_ = grace_seconds;  // once it has its spec
+    return;
+  }
   uint64_t grace_ms = static_cast<uint64_t>(std::clamp(grace_seconds, 0.0, 86400.0) * 1000.0);
   EscalateIn(grace_ms + kEscalationSlackMs);
   if (control_open_ && ready_) return Send("stop " + std::to_string(grace_ms) + "\n");
@@ -583,6 +631,10 @@ void ReplicaProcess::Terminate(double grace_seconds) {
 
 void ReplicaProcess::Kill() {
   if (shim_exited_) return;
+  if (launching_) {
+    kill_asked_ = true;  // once it has its spec
+    return;
+  }
   EscalateIn(kEscalationSlackMs);
   if (control_open_ && ready_) return Send("kill\n");
   if (pidfd_.valid() && ready_) ::syscall(SYS_pidfd_send_signal, pidfd_.get(), SIGUSR1, nullptr, 0);

@@ -1,9 +1,14 @@
 // ReplicaProcess: one attempt of one replica, run by torchxd-shim.
 //
 // Start: the attempt's run directory (shim_files.h) is made for the replica's
-// user, then the shim is spawned (its own session, clean environment,
+// user, then the shim is started (its own session, clean environment,
 // /dev/null as stdin/stdout/stderr, the control socketpair as fd 3, the run
-// directory as fd 4) and handed the spec. The shim writes the replica's logs
+// directory as fd 4): forked by the launcher, whose answer comes on a later
+// loop turn, or posix_spawned here without one. Once it runs it is put in its
+// cgroup and handed the spec; a stop asked for meanwhile follows the spec.
+// A daemon that dies before the shim listened (it listens before it starts
+// the replica) leaves a run directory without a socket and, with cgroups, an
+// empty group: the next daemon knows nothing ran. The shim writes the replica's logs
 // itself; this side hears `started`, `logged` and the exit over the control
 // channel and watches the shim through a pidfd.
 // Adopt: the same for an attempt a previous daemon started. The shim is found
@@ -17,9 +22,9 @@
 //
 // Rules:
 //  - OnExit is the last callback; the owner may destroy the object in it.
-//  - The shim is started with posix_spawn (vfork semantics: no page-table
-//    copy, unlike uv_spawn's fork); only that pid is ever waited for, through
-//    its pidfd, so libuv's own child reaping is untouched.
+//  - The shim is forked by the launcher or started with posix_spawn (vfork
+//    semantics: no page-table copy, unlike uv_spawn's fork); only that pid is
+//    ever waited for, through its pidfd, so libuv's own child reaping is untouched.
 //  - Stop goes over the control channel (the shim then enforces the grace
 //    itself, also if this daemon dies meanwhile), else as signals through the
 //    pidfd, which can never reach a recycled pid.
@@ -84,6 +89,11 @@ class ReplicaProcess : public ReplicaHandle {
   void Spawn(const std::string& shim_path, const ShimSpec& spec, const MonitorRecord& monitor, ShimLauncher* launcher);
   // posix_spawn of the shim with `control` as its fd 3: its pid, or -1 with why in `error`.
   pid_t SpawnShim(const std::string& shim_path, int control, std::string& error);
+  // A control socketpair, their end at fd 10 or above; false with errno.
+  static bool ControlPair(UniqueFd& ours, UniqueFd& theirs);
+  void SpawnHere(const std::string& shim_path);  // the posix_spawn fallback
+  // The shim runs (`pidfd` invalid: one is opened here): watch it, contain it, hand it the spec.
+  void Started(pid_t pid, UniqueFd pidfd, UniqueFd control);
   void Attach(const MonitorRecord& monitor);
   void Connect();          // to an adopted shim's socket; retried while it may still be starting
   bool EndedUnwatched();   // exit.json is there: it ended while no daemon watched
@@ -110,6 +120,12 @@ class ReplicaProcess : public ReplicaHandle {
   static void OnAlloc(uv_handle_t* handle, size_t suggested, uv_buf_t* buf);
 
   uv_loop_t* loop_;
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);  // what a launch's answer checks first
+  bool launching_ = false;     // the launcher has not answered yet
+  UniqueFd launch_control_;    // our end of the control socket meanwhile
+  std::string spec_text_;      // the spec, until it is sent
+  std::optional<double> stop_grace_;  // a Terminate while launching
+  bool kill_asked_ = false;           // a Kill while launching
   Callbacks callbacks_;
   WhenStored when_stored_;
   UvHandle<uv_poll_t> exit_watch_;  // the shim's pidfd

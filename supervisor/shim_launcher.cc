@@ -1,7 +1,6 @@
 #include "supervisor/shim_launcher.h"
 
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -34,7 +33,10 @@ ShimLauncher::ShimLauncher(uv_loop_t* loop, std::string shim_path, bool enabled)
   if (auto started = StartLauncher(); !started) why_not_ = started.error().message;
 }
 
-ShimLauncher::~ShimLauncher() { socket_.reset(); }
+ShimLauncher::~ShimLauncher() {
+  io_.reset();  // the poll goes before the descriptor it watches
+  socket_.reset();
+}
 
 Result<void> ShimLauncher::StartLauncher() {
   last_start_ms_ = uv_now(loop_);
@@ -47,6 +49,9 @@ Result<void> ShimLauncher::StartLauncher() {
   UniqueFd high(::fcntl(theirs.get(), F_DUPFD_CLOEXEC, 10));  // never the number it moves to
   if (!high.valid()) return tl::unexpected(Error::Unavailable(Errno("the launcher's socket", errno)));
   theirs = std::move(high);
+  if (::fcntl(ours.get(), F_SETFL, O_NONBLOCK) != 0) {
+    return tl::unexpected(Error::Unavailable(Errno("the launcher's socket", errno)));
+  }
   pid_t pid = -1;
   int rc = SpawnShim(shim_path_, {kLauncherFlag, std::to_string(::getpid())}, {{theirs.get(), kLauncherFd}}, &pid);
   if (rc != 0) return tl::unexpected(Error::Unavailable(Errno("the launcher could not start: spawn " + shim_path_, rc)));
@@ -59,12 +64,21 @@ Result<void> ShimLauncher::StartLauncher() {
   }
   Watch(pid, std::move(pidfd));
   socket_ = std::move(ours);
+  io_ = NewUvHandle<uv_poll_t>(this);
+  uv_poll_init(loop_, io_.get(), socket_.get());
+  io_events_ = 0;
+  if (!deadline_) {
+    deadline_ = NewUvHandle<uv_timer_t>(this);
+    uv_timer_init(loop_, deadline_.get());
+    uv_unref(reinterpret_cast<uv_handle_t*>(deadline_.get()));  // the poll keeps the loop while launches wait
+  }
   launcher_ = pid;
   why_not_.clear();
+  Rearm();
   return {};
 }
 
-Result<ShimLauncher::Launched> ShimLauncher::Launch(int control, int run_dir) {
+Result<void> ShimLauncher::Launch(UniqueFd control, UniqueFd run_dir, Done done) {
   if (!enabled_) return tl::unexpected(Error::Unavailable(why_not_));
   if (!socket_.valid()) {
     if (uv_now(loop_) - last_start_ms_ < kRestartAfterMs) return tl::unexpected(Error::Unavailable(why_not_));
@@ -73,40 +87,104 @@ Result<ShimLauncher::Launched> ShimLauncher::Launch(int control, int run_dir) {
       return tl::unexpected(started.error());
     }
   }
-  int fds[kMaxLaunchFds] = {control, run_dir};
-  if (int e = SendWithFds(socket_.get(), &kLaunchRequest, 1, fds, run_dir >= 0 ? 2 : 1); e != 0) {
-    Retire();
-    why_not_ = Errno("the launcher stopped answering: send", e);
-    return tl::unexpected(Error::Unavailable(why_not_));
+  if (queue_.size() >= kMaxQueued) {
+    return tl::unexpected(Error::Unavailable("the launcher has " + std::to_string(kMaxQueued) + " launches queued"));
   }
-  struct pollfd p = {socket_.get(), POLLIN, 0};
-  int ready;
-  do {
-    ready = ::poll(&p, 1, kReplyTimeoutMs);
-  } while (ready < 0 && errno == EINTR);
-  LaunchReply reply;
-  std::vector<UniqueFd> got;
-  bool complete = false;
-  ssize_t n = ready == 1 ? RecvWithFds(socket_.get(), &reply, sizeof(reply), got, complete) : -1;
-  if (n != static_cast<ssize_t>(sizeof(reply)) || !complete) {
-    // Timed out, closed or garbled: this launcher is done; the next launch starts another.
-    if (launcher_ > 0) ::kill(launcher_, SIGKILL);  // our unreaped child: the pid is still its own
-    Retire();
-    why_not_ = ready == 1 ? "the launcher ended" : "the launcher did not answer within 2 s";
-    return tl::unexpected(Error::Unavailable(why_not_));
-  }
-  if (reply.pid <= 0 || got.size() != 1) {
-    std::string why = Errno("the launcher could not fork", reply.error ? reply.error : EIO);
-    logging::warn("{}; this shim is exec'd", why);
-    return tl::unexpected(Error::Unavailable(why));
-  }
-  return Launched{reply.pid, std::move(got[0])};
+  // Sent on a later loop turn, when the socket has room: `done` never runs within this call.
+  queue_.push_back(Request{std::move(control), std::move(run_dir), std::move(done)});
+  Rearm();
+  return {};
 }
 
-void ShimLauncher::Retire() {
-  if (launcher_ > 0) logging::warn("the shim launcher (pid {}) is retired; shims are exec'd until another starts", launcher_);
+void ShimLauncher::Send() {
+  for (Request& r : queue_) {
+    if (r.sent) continue;
+    int fds[kMaxLaunchFds] = {r.control.get(), r.run_dir.get()};
+    int e = SendWithFds(socket_.get(), &kLaunchRequest, 1, fds, r.run_dir.valid() ? 2 : 1);
+    if (e == EAGAIN || e == EWOULDBLOCK) return;  // sent when there is room
+    if (e != 0) return Retire(Errno("the launcher stopped answering: send", e));
+    r.sent = true;
+  }
+}
+
+void ShimLauncher::Rearm() {
+  if (!socket_.valid()) return;
+  bool unsent = !queue_.empty() && !queue_.back().sent;
+  uint32_t events = UV_READABLE | (unsent ? UV_WRITABLE : 0);
+  if (events != io_events_) {
+    io_events_ = events;
+    uv_poll_start(io_.get(), static_cast<int>(events), [](uv_poll_t* h, int status, int ev) {
+      if (auto* self = static_cast<ShimLauncher*>(h->data)) self->OnIo(status, ev);
+    });
+  }
+  // Launches in flight keep a loop running; an idle launcher never does.
+  auto* io = reinterpret_cast<uv_handle_t*>(io_.get());
+  queue_.empty() ? uv_unref(io) : uv_ref(io);
+  // The oldest sent launch must be answered within kReplyTimeoutMs of its send or of the answer before it.
+  bool waiting = !queue_.empty() && queue_.front().sent;
+  bool armed = uv_is_active(reinterpret_cast<uv_handle_t*>(deadline_.get())) != 0;
+  if (waiting && !armed) {
+    uv_timer_start(
+        deadline_.get(),
+        [](uv_timer_t* t) {
+          auto* self = static_cast<ShimLauncher*>(t->data);
+          if (self == nullptr) return;
+          if (self->launcher_ > 0) ::kill(self->launcher_, SIGKILL);  // our unreaped child: the pid is still its own
+          self->Retire("the launcher did not answer within 2 s");
+        },
+        kReplyTimeoutMs, 0);
+  } else if (!waiting && armed) {
+    uv_timer_stop(deadline_.get());
+  }
+}
+
+void ShimLauncher::OnIo(int status, int events) {
+  if (status < 0) return Retire(UvError("the launcher's socket", status));
+  if ((events & UV_READABLE) != 0) OnReply();  // may retire it
+  if ((events & UV_WRITABLE) != 0 && socket_.valid()) Send();
+  Rearm();
+}
+
+void ShimLauncher::OnReply() {
+  while (socket_.valid()) {
+    LaunchReply reply;
+    std::vector<UniqueFd> got;
+    bool complete = false;
+    ssize_t n = RecvWithFds(socket_.get(), &reply, sizeof(reply), got, complete);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    bool garbled = n != static_cast<ssize_t>(sizeof(reply)) || !complete || queue_.empty() || !queue_.front().sent;
+    if (garbled) {
+      // Closed, or not an answer to what was asked: this launcher is done.
+      std::string who = "the launcher (pid " + std::to_string(launcher_) + ")";
+      if (n == 0) return Retire(who + " ended");
+      if (launcher_ > 0) ::kill(launcher_, SIGKILL);  // our unreaped child: the pid is still its own
+      return Retire(who + " answered out of turn");
+    }
+    Request r = std::move(queue_.front());
+    queue_.pop_front();
+    uv_timer_stop(deadline_.get());  // Rearm starts it again for the next one
+    Rearm();
+    if (reply.pid <= 0 || got.size() != 1) {
+      std::string why = Errno("the launcher could not fork", reply.error ? reply.error : EIO);
+      logging::warn("{}; this shim is exec'd", why);
+      r.done(tl::unexpected(Error::Unavailable(why)));
+    } else {
+      r.done(Launched{reply.pid, std::move(got[0])});  // may launch again, or retire
+    }
+  }
+}
+
+void ShimLauncher::Retire(const std::string& why) {
+  if (launcher_ > 0) logging::warn("the shim launcher (pid {}) is retired ({}); shims are exec'd until another starts", launcher_, why);
+  io_.reset();
+  io_events_ = 0;
+  if (deadline_) uv_timer_stop(deadline_.get());
   socket_.reset();
   launcher_ = -1;
+  why_not_ = why;
+  std::deque<Request> failed;
+  failed.swap(queue_);
+  for (Request& r : failed) r.done(tl::unexpected(Error::Unavailable(why)));
 }
 
 void ShimLauncher::Watch(pid_t pid, UniqueFd pidfd) {
@@ -126,10 +204,7 @@ void ShimLauncher::Watch(pid_t pid, UniqueFd pidfd) {
 void ShimLauncher::OnChildExited(Child* child) {
   siginfo_t info{};
   ::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(child->pidfd.get()), &info, WEXITED | WNOHANG);
-  if (child->pid == launcher_) {
-    Retire();
-    why_not_ = "the launcher (pid " + std::to_string(child->pid) + ") exited";
-  }
+  if (child->pid == launcher_) Retire("the launcher (pid " + std::to_string(child->pid) + ") exited");
   auto it = std::find_if(children_.begin(), children_.end(), [child](const auto& c) { return c.get() == child; });
   if (it != children_.end()) children_.erase(it);  // closes the poll, then the pidfd
 }

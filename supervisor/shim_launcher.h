@@ -3,16 +3,19 @@
 // Starting a replica's shim by exec costs an exec of the static shim and its
 // C library's start-up per replica; the launcher, started once, forks each
 // shim instead. When the launcher cannot be had (--no-launcher, it would not
-// start, it died), Launch says why and the caller starts the shim itself with
-// posix_spawn: the fallback. A launcher that died is started again on the
-// next launch, at most once a second.
+// start, it died, it did not answer), the launch fails, saying why, and the
+// caller starts the shim itself with posix_spawn: the fallback. A launcher
+// that died is started again on a later launch, at most once a second.
+//
+// Launches are queued and answered on the loop, in order: the loop never
+// waits for the launcher's fork. A launcher that leaves a sent launch
+// unanswered for kReplyTimeoutMs is killed, and every queued launch fails.
 //
 // Launchers are the daemon's children, reaped here through pidfds, also those
 // the daemon's previous image left behind when it re-executed itself
 // (ReapLeftBehind): each lingers until the shims it forked have ended.
 //
-// Thread contract: loop thread only. Launch blocks the loop for one round trip
-// with the launcher (a fork of a small process), at most kReplyTimeoutMs.
+// Thread contract: loop thread only.
 #ifndef TORCHXD_SUPERVISOR_SHIM_LAUNCHER_H_
 #define TORCHXD_SUPERVISOR_SHIM_LAUNCHER_H_
 
@@ -20,6 +23,8 @@
 #include <uv.h>
 
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,6 +38,7 @@ namespace torchxd::supervisor {
 class ShimLauncher {
  public:
   static constexpr int kReplyTimeoutMs = 2000;
+  static constexpr size_t kMaxQueued = 1024;  // beyond: posix_spawn (each queued launch holds two descriptors)
   static constexpr const char* kLeftBehindEnv = "TORCHXD_LAUNCHERS_LEFT";
 
   // `enabled` false: every Launch fails and shims are exec'd (--no-launcher).
@@ -46,8 +52,15 @@ class ShimLauncher {
     pid_t pid = -1;
     UniqueFd pidfd;
   };
-  // Forks a shim with `control` as its fd 3 and `run_dir` (or -1) as its fd 4.
-  [[nodiscard]] Result<Launched> Launch(int control, int run_dir);
+  // How a launch ended: the shim's pid and a pidfd of it, or why there is no
+  // shim (the caller then starts one itself, with a control socket of its
+  // own: the one it handed here may have reached a shim that was lost).
+  using Done = std::function<void(Result<Launched>)>;
+  // Queues a fork of a shim with `control` as its fd 3 and `run_dir` (or none)
+  // as its fd 4. `done` runs on a later loop turn, launches in the order they
+  // were queued, unless the launcher is destroyed first. An error here (no
+  // launcher now, too many queued) means `done` never runs.
+  [[nodiscard]] Result<void> Launch(UniqueFd control, UniqueFd run_dir, Done done);
 
   // How shims are started now, for `torchx daemon status`.
   std::string Describe() const;
@@ -64,15 +77,30 @@ class ShimLauncher {
     UniqueFd pidfd;
     UvHandle<uv_poll_t> watch;
   };
+  struct Request {
+    UniqueFd control;
+    UniqueFd run_dir;
+    Done done;
+    bool sent = false;
+  };
   [[nodiscard]] Result<void> StartLauncher();
-  void Retire();  // the current launcher serves no more; reaped when it ends
+  // The current launcher serves no more (reaped when it ends); every queued launch fails with `why`.
+  void Retire(const std::string& why);
+  void Send();   // what the socket takes of the queued launches
+  void Rearm();  // watches for replies, room and the reply deadline as the queue needs
+  void OnIo(int status, int events);
+  void OnReply();
   void Watch(pid_t pid, UniqueFd pidfd);
   void OnChildExited(Child* child);
 
   uv_loop_t* loop_;
   std::string shim_path_;
   bool enabled_;
-  UniqueFd socket_;        // the request socket of the current launcher
+  UniqueFd socket_;        // the request socket of the current launcher (non-blocking)
+  UvHandle<uv_poll_t> io_;         // on socket_
+  UvHandle<uv_timer_t> deadline_;  // armed while a sent launch waits for its reply
+  std::deque<Request> queue_;      // sent ones first, in order
+  uint32_t io_events_ = 0;
   pid_t launcher_ = -1;    // the current launcher
   uint64_t last_start_ms_ = 0;
   std::string why_not_;    // why shims are exec'd now

@@ -14,12 +14,15 @@
 
 #include <chrono>
 #include <cstring>
+#include <fstream>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "core/unique_fd.h"
 #include "supervisor/launch_protocol.h"
+#include "supervisor/replica_process.h"
 #include "supervisor/shim_launcher.h"
 #include "supervisor/shim_protocol.h"
 #include "supervisor/shim_spawn.h"
@@ -212,22 +215,134 @@ TEST(ShimLauncherTest, ALauncherThatDiedIsReplacedAndShimsAreExecdMeanwhile) {
     // Within a second of the last start: no new launcher yet, the caller execs the shim
     // (checked when this machine got here in time).
     if (std::chrono::steady_clock::now() - constructed < std::chrono::milliseconds(900)) {
-      EXPECT_FALSE(launcher.Launch(theirs.get(), -1).has_value());
+      EXPECT_FALSE(launcher.Launch(UniqueFd(::dup(theirs.get())), UniqueFd(), [](auto) { ADD_FAILURE(); }).has_value());
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1100));
     uv_update_time(&loop);
-    auto launched = launcher.Launch(theirs.get(), -1);
-    ASSERT_TRUE(launched.has_value()) << launched.error().message;
+    std::optional<Result<ShimLauncher::Launched>> launched;
+    auto queued = launcher.Launch(std::move(theirs), UniqueFd(), [&](auto r) { launched.emplace(std::move(r)); });
+    ASSERT_TRUE(queued.has_value()) << queued.error().message;
+    EXPECT_FALSE(launched.has_value()) << "answered on a later loop turn, never within Launch";
+    ASSERT_TRUE(RunUntil(&loop, [&] { return launched.has_value(); }));
+    ASSERT_TRUE(launched->has_value()) << launched->error().message;
     EXPECT_THAT(launcher.Describe(), StartsWith("forked by the launcher (pid "));
     EXPECT_NE(launcher.Describe(), first);
-    theirs.reset();
     std::string text = EncodeShimSpec(TrueSpec());
     ASSERT_EQ(::write(ours.get(), text.data(), text.size()), static_cast<ssize_t>(text.size()));
     EXPECT_THAT(ReadUntilClosed(ours.get()), HasSubstr("exited 7"));
   }
   ShimLauncher off(&loop, TORCHXD_SHIM, false);
   EXPECT_EQ(off.Describe(), "posix_spawn of torchxd-shim (--no-launcher)");
-  EXPECT_FALSE(off.Launch(0, -1).has_value());
+  EXPECT_FALSE(off.Launch(UniqueFd(), UniqueFd(), [](auto) { ADD_FAILURE(); }).has_value());
+  uv_run(&loop, UV_RUN_NOWAIT);
+  EXPECT_EQ(uv_loop_close(&loop), 0);
+}
+
+// Launches queued together are answered in order, each a working shim; a
+// launcher that stops answering (stopped here) is killed after 2 s and every
+// launch still queued fails, saying why, so that its caller execs the shim.
+TEST(ShimLauncherTest, QueuedLaunchesAreAnsweredInOrderAndAStalledLauncherFailsThemAll) {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  {
+    ShimLauncher launcher(&loop, TORCHXD_SHIM, true);
+    ASSERT_THAT(launcher.Describe(), StartsWith("forked by the launcher (pid "));
+    constexpr int kShims = 20;
+    std::vector<UniqueFd> ours;
+    std::vector<int> order;
+    std::vector<pid_t> pids;
+    for (int i = 0; i < kShims; ++i) {
+      int sockets[2];
+      ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sockets), 0);
+      ours.emplace_back(sockets[0]);
+      auto queued = launcher.Launch(UniqueFd(sockets[1]), UniqueFd(), [&, i](auto r) {
+        order.push_back(i);
+        if (r) pids.push_back(r->pid);
+      });
+      ASSERT_TRUE(queued.has_value()) << queued.error().message;
+    }
+    ASSERT_TRUE(RunUntil(&loop, [&] { return order.size() == kShims; })) << order.size();
+    std::vector<int> expected(kShims);
+    for (int i = 0; i < kShims; ++i) expected[static_cast<size_t>(i)] = i;
+    EXPECT_EQ(order, expected);
+    EXPECT_EQ(pids.size(), static_cast<size_t>(kShims));
+    std::string text = EncodeShimSpec(TrueSpec());
+    for (auto& fd : ours) {
+      ASSERT_EQ(::write(fd.get(), text.data(), text.size()), static_cast<ssize_t>(text.size()));
+      EXPECT_THAT(ReadUntilClosed(fd.get()), HasSubstr("exited 7"));
+    }
+
+    std::string described = launcher.Describe();
+    pid_t pid = std::stoi(described.substr(described.find("pid ") + 4));
+    ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+    std::vector<std::string> errors;
+    for (int i = 0; i < 3; ++i) {
+      int sockets[2];
+      ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sockets), 0);
+      UniqueFd mine(sockets[0]);
+      auto queued = launcher.Launch(UniqueFd(sockets[1]), UniqueFd(), [&](auto r) {
+        errors.push_back(r ? "forked" : r.error().message);
+      });
+      ASSERT_TRUE(queued.has_value()) << queued.error().message;
+    }
+    auto start = std::chrono::steady_clock::now();
+    ASSERT_TRUE(RunUntil(&loop, [&] { return errors.size() == 3; })) << errors.size();
+    EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(1900));
+    EXPECT_THAT(errors, ::testing::Each(std::string("the launcher did not answer within 2 s")));
+    EXPECT_THAT(launcher.Describe(), HasSubstr("posix_spawn of torchxd-shim (the launcher did not answer within 2 s)"));
+    // Killed and reaped (a zombie could still be signaled).
+    EXPECT_TRUE(RunUntil(&loop, [&] { return ::kill(pid, 0) == -1 && errno == ESRCH; })) << "the stalled launcher lives";
+  }
+  uv_run(&loop, UV_RUN_NOWAIT);
+  EXPECT_EQ(uv_loop_close(&loop), 0);
+}
+
+// A replica asked to stop, or to be killed, while its shim's launch waits
+// for the launcher's answer: the stop reaches it once it has its spec (it
+// ends by the signal, not by its own end 30 s later); one destroyed
+// meanwhile leaves no callback behind, and the shim forked for it, which
+// gets no spec, ends.
+TEST(ShimLauncherTest, AStopOrKillWhileTheLaunchIsQueuedReachesTheReplica) {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  {
+    ShimLauncher launcher(&loop, TORCHXD_SHIM, true);
+    ASSERT_THAT(launcher.Describe(), StartsWith("forked by the launcher (pid "));
+    ShimSpec spec = TrueSpec();
+    spec.argv = {"/bin/sleep", "30"};
+    std::vector<std::optional<ReplicaExit>> exits(2);
+    std::vector<std::unique_ptr<ReplicaProcess>> replicas;
+    for (size_t i = 0; i < exits.size(); ++i) {
+      ReplicaCallbacks callbacks;
+      callbacks.on_exit = [&exits, i](const ReplicaExit& e) { exits[i] = e; };
+      replicas.push_back(ReplicaProcess::Start(&loop, TORCHXD_SHIM, spec, MonitorRecord{}, callbacks, {}, nullptr, {},
+                                               &launcher));
+    }
+    replicas[0]->Terminate(0.5);
+    replicas[1]->Kill();
+    {
+      ReplicaCallbacks callbacks;
+      callbacks.on_exit = [](const ReplicaExit&) { ADD_FAILURE() << "a destroyed replica's callback ran"; };
+      auto gone = ReplicaProcess::Start(&loop, TORCHXD_SHIM, spec, MonitorRecord{}, callbacks, {}, nullptr, {}, &launcher);
+    }
+    auto start = std::chrono::steady_clock::now();
+    ASSERT_TRUE(RunUntil(&loop, [&] { return exits[0] && exits[1]; }));
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(4));
+    for (const auto& e : exits) {
+      EXPECT_FALSE(e->spawn_failed) << e->message;
+      EXPECT_TRUE(e->signal.has_value()) << "ended by a stop, not by itself";
+    }
+    // The third shim got no spec: the launcher forked it, and it ended (the launcher reaps it).
+    std::string described = launcher.Describe();
+    std::string pid = described.substr(described.find("pid ") + 4);
+    pid = pid.substr(0, pid.find(')'));
+    std::string children = "/proc/" + pid + "/task/" + pid + "/children";
+    EXPECT_TRUE(RunUntil(&loop, [&] {
+      std::ifstream in(children);
+      std::string any;
+      return bool(in) && !(in >> any);
+    })) << "the launcher still has a child";
+  }
   uv_run(&loop, UV_RUN_NOWAIT);
   EXPECT_EQ(uv_loop_close(&loop), 0);
 }
