@@ -159,7 +159,10 @@ void ReplicaProcess::Spawn(const std::string& shim_path, const ShimSpec& spec, c
         // Destroyed meanwhile: its end of the control socket is closed, and a shim forked for it reads no spec and ends.
         if (alive.expired()) return;
         launching_ = false;
-        if (!launched) return SpawnHere(shim_path);
+        if (!launched) {
+          launch_control_.reset();  // a shim that got its other end (and was lost) reads no spec and ends
+          return SpawnHere(shim_path);
+        }
         Started(launched->pid, std::move(launched->pidfd), std::move(launch_control_));
       });
       if (queued) {

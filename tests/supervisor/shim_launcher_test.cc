@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <string>
@@ -342,6 +343,51 @@ TEST(ShimLauncherTest, AStopOrKillWhileTheLaunchIsQueuedReachesTheReplica) {
       std::string any;
       return bool(in) && !(in >> any);
     })) << "the launcher still has a child";
+  }
+  uv_run(&loop, UV_RUN_NOWAIT);
+  EXPECT_EQ(uv_loop_close(&loop), 0);
+}
+
+// A replica whose launch fails (the launcher stopped answering) is started
+// with posix_spawn instead and runs to its own end; the control socket handed
+// to the failed launch is not kept.
+TEST(ShimLauncherTest, AReplicaWhoseLaunchFailsIsSpawnedHereAndRuns) {
+  auto open_fds = [] {
+    size_t n = 0;
+    for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
+    return n;
+  };
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  // libuv keeps one descriptor per loop (for EMFILE), opened with its first stream: opened here first.
+  uv_pipe_t first;
+  uv_pipe_init(&loop, &first, 0);
+  uv_close(reinterpret_cast<uv_handle_t*>(&first), nullptr);
+  uv_run(&loop, UV_RUN_NOWAIT);
+  size_t fds_before = 0;
+  {
+    ShimLauncher launcher(&loop, TORCHXD_SHIM, true);
+    std::string described = launcher.Describe();
+    ASSERT_THAT(described, StartsWith("forked by the launcher (pid "));
+    pid_t pid = std::stoi(described.substr(described.find("pid ") + 4));
+    fds_before = open_fds();
+    ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+    std::optional<ReplicaExit> exit;
+    ReplicaCallbacks callbacks;
+    callbacks.on_exit = [&](const ReplicaExit& e) { exit = e; };
+    auto replica = ReplicaProcess::Start(&loop, TORCHXD_SHIM, TrueSpec(), MonitorRecord{}, callbacks, {}, nullptr, {},
+                                         &launcher);
+    ASSERT_TRUE(RunUntil(&loop, [&] { return exit.has_value(); }));
+    EXPECT_FALSE(exit->spawn_failed) << exit->message;
+    EXPECT_EQ(exit->exit_code, 7);
+    EXPECT_THAT(launcher.Describe(), HasSubstr("the launcher did not answer within 2 s"));
+    // The retired launcher's socket and, once it is reaped, its pidfd are closed; nothing else of it is left.
+    ASSERT_TRUE(RunUntil(&loop, [&] { return ::kill(pid, 0) == -1 && errno == ESRCH; }));
+    // The replica, ended but not destroyed, holds its own control socket and nothing of the failed launch.
+    EXPECT_EQ(open_fds(), fds_before - 2 + 1) << "a descriptor of the failed launch is kept";
+    replica.reset();
+    uv_run(&loop, UV_RUN_NOWAIT);
+    EXPECT_EQ(open_fds(), fds_before - 2);
   }
   uv_run(&loop, UV_RUN_NOWAIT);
   EXPECT_EQ(uv_loop_close(&loop), 0);
