@@ -152,7 +152,8 @@ void ReplicaProcess::Spawn(const std::string& shim_path, const ShimSpec& spec, c
   if (launcher != nullptr) {
     // Forked by the launcher, answered on a later loop turn; else (or when it cannot) started here.
     UniqueFd ours, theirs;
-    UniqueFd dir = dir_fd_.valid() ? HighFd(UniqueFd(::fcntl(dir_fd_.get(), F_DUPFD_CLOEXEC, 10))) : UniqueFd();
+    // The launcher's own copy (it may outlive this object in its queue); sent as SCM_RIGHTS, so any number does.
+    UniqueFd dir = dir_fd_.valid() ? UniqueFd(::fcntl(dir_fd_.get(), F_DUPFD_CLOEXEC, 0)) : UniqueFd();
     if (ControlPair(ours, theirs) && dir_fd_.valid() == dir.valid()) {
       std::weak_ptr<int> alive = alive_;
       auto queued = launcher->Launch(std::move(theirs), std::move(dir), [this, alive, shim_path](auto launched) {
