@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/unique_fd.h"
@@ -82,6 +83,20 @@ std::string ReadUntilClosed(int fd) {
   return out;
 }
 
+// A control socketpair: ours, then the shim's.
+std::pair<UniqueFd, UniqueFd> ControlSockets() {
+  int sockets[2] = {-1, -1};
+  EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sockets), 0);
+  return {UniqueFd(sockets[0]), UniqueFd(sockets[1])};
+}
+
+// The pid in "forked by the launcher (pid N)"; -1 when it says another thing.
+pid_t LauncherPid(const std::string& described) {
+  const std::string prefix = "forked by the launcher (pid ";
+  if (described.rfind(prefix, 0) != 0) return -1;
+  return static_cast<pid_t>(std::stoi(described.substr(prefix.size())));
+}
+
 ShimSpec TrueSpec() {
   ShimSpec spec;
   spec.cwd = "/";
@@ -94,9 +109,7 @@ ShimSpec TrueSpec() {
 
 TEST(ShimLauncherTest, ForgedRequestsAreRefusedAndTheLauncherGoesOnServing) {
   Launcher l = StartLauncher();
-  int sockets[2];
-  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sockets), 0);
-  UniqueFd ours(sockets[0]), theirs(sockets[1]);
+  auto [ours, theirs] = ControlSockets();
   UniqueFd file(::open("/etc/hostname", O_RDONLY | O_CLOEXEC));
   UniqueFd dir(::open("/tmp", O_DIRECTORY | O_RDONLY | O_CLOEXEC));
   ASSERT_TRUE(file.valid() && dir.valid());
@@ -163,9 +176,7 @@ TEST(ShimLauncherTest, ForgedRequestsAreRefusedAndTheLauncherGoesOnServing) {
 
 TEST(ShimLauncherTest, TheLauncherWaitsForItsShimsAfterTheDaemonClosesAndDiesWithTheDaemon) {
   Launcher l = StartLauncher();
-  int sockets[2];
-  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sockets), 0);
-  UniqueFd ours(sockets[0]), theirs(sockets[1]);
+  auto [ours, theirs] = ControlSockets();
   LaunchReply r = Ask(l.socket.get(), "S", {theirs.get()});
   ASSERT_GT(r.pid, 0);
   theirs.reset();
@@ -204,14 +215,12 @@ TEST(ShimLauncherTest, ALauncherThatDiedIsReplacedAndShimsAreExecdMeanwhile) {
     ShimLauncher launcher(&loop, TORCHXD_SHIM, true);
     std::string first = launcher.Describe();
     ASSERT_THAT(first, StartsWith("forked by the launcher (pid "));
-    pid_t pid = std::stoi(first.substr(first.find("pid ") + 4));
+    pid_t pid = LauncherPid(first);
     ASSERT_EQ(::kill(pid, SIGKILL), 0);
     ASSERT_TRUE(RunUntil(&loop, [&] { return launcher.Describe() != first; })) << launcher.Describe();
     EXPECT_THAT(launcher.Describe(), HasSubstr("posix_spawn of torchxd-shim (the launcher (pid "));
     EXPECT_EQ(::waitpid(pid, nullptr, WNOHANG), -1) << "the dead launcher was reaped";
-    int sockets[2];
-    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sockets), 0);
-    UniqueFd ours(sockets[0]), theirs(sockets[1]);
+    auto [ours, theirs] = ControlSockets();
     uv_update_time(&loop);
     // Within a second of the last start: no new launcher yet, the caller execs the shim
     // (checked when this machine got here in time).
@@ -253,10 +262,9 @@ TEST(ShimLauncherTest, QueuedLaunchesAreAnsweredInOrderAndAStalledLauncherFailsT
     std::vector<int> order;
     std::vector<pid_t> pids;
     for (int i = 0; i < kShims; ++i) {
-      int sockets[2];
-      ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sockets), 0);
-      ours.emplace_back(sockets[0]);
-      auto queued = launcher.Launch(UniqueFd(sockets[1]), UniqueFd(), [&, i](auto r) {
+      auto [mine, theirs] = ControlSockets();
+      ours.push_back(std::move(mine));
+      auto queued = launcher.Launch(std::move(theirs), UniqueFd(), [&, i](auto r) {
         order.push_back(i);
         if (r) pids.push_back(r->pid);
       });
@@ -273,15 +281,13 @@ TEST(ShimLauncherTest, QueuedLaunchesAreAnsweredInOrderAndAStalledLauncherFailsT
       EXPECT_THAT(ReadUntilClosed(fd.get()), HasSubstr("exited 7"));
     }
 
-    std::string described = launcher.Describe();
-    pid_t pid = std::stoi(described.substr(described.find("pid ") + 4));
+    pid_t pid = LauncherPid(launcher.Describe());
+    ASSERT_GT(pid, 0) << launcher.Describe();
     ASSERT_EQ(::kill(pid, SIGSTOP), 0);
     std::vector<std::string> errors;
     for (int i = 0; i < 3; ++i) {
-      int sockets[2];
-      ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sockets), 0);
-      UniqueFd mine(sockets[0]);
-      auto queued = launcher.Launch(UniqueFd(sockets[1]), UniqueFd(), [&](auto r) {
+      auto [mine, theirs] = ControlSockets();
+      auto queued = launcher.Launch(std::move(theirs), UniqueFd(), [&](auto r) {
         errors.push_back(r ? "forked" : r.error().message);
       });
       ASSERT_TRUE(queued.has_value()) << queued.error().message;
@@ -334,9 +340,7 @@ TEST(ShimLauncherTest, AStopOrKillWhileTheLaunchIsQueuedReachesTheReplica) {
       EXPECT_TRUE(e->signal.has_value()) << "ended by a stop, not by itself";
     }
     // The third shim got no spec: the launcher forked it, and it ended (the launcher reaps it).
-    std::string described = launcher.Describe();
-    std::string pid = described.substr(described.find("pid ") + 4);
-    pid = pid.substr(0, pid.find(')'));
+    std::string pid = std::to_string(LauncherPid(launcher.Describe()));
     std::string children = "/proc/" + pid + "/task/" + pid + "/children";
     EXPECT_TRUE(RunUntil(&loop, [&] {
       std::ifstream in(children);
@@ -367,9 +371,8 @@ TEST(ShimLauncherTest, AReplicaWhoseLaunchFailsIsSpawnedHereAndRuns) {
   size_t fds_before = 0;
   {
     ShimLauncher launcher(&loop, TORCHXD_SHIM, true);
-    std::string described = launcher.Describe();
-    ASSERT_THAT(described, StartsWith("forked by the launcher (pid "));
-    pid_t pid = std::stoi(described.substr(described.find("pid ") + 4));
+    pid_t pid = LauncherPid(launcher.Describe());
+    ASSERT_GT(pid, 0) << launcher.Describe();
     fds_before = open_fds();
     ASSERT_EQ(::kill(pid, SIGSTOP), 0);
     std::optional<ReplicaExit> exit;
