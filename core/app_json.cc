@@ -272,9 +272,11 @@ json AppDefToJson(const AppDef& app) {
 }
 
 Result<AppDef> AppDefFromJson(const json& node, const AppDefDecodeOptions& options) {
-  if (size_t depth = JsonDepth(node); options.validate && depth > kMaxAppDefDepth) {
-    return Fail(Error::InvalidArgument("an AppDef may nest at most " + std::to_string(kMaxAppDefDepth) +
-                                       " levels, this one nests " + std::to_string(depth)));
+  if (options.validate) {
+    if (size_t depth = JsonDepth(node); depth > kMaxAppDefDepth) {
+      return Fail(Error::InvalidArgument("an AppDef may nest at most " + std::to_string(kMaxAppDefDepth) +
+                                         " levels, this one nests " + std::to_string(depth)));
+    }
   }
   JsonReader r(node, "", {"name", "roles", "metadata"});
   AppDef app;

@@ -1,5 +1,6 @@
 #include "core/json_reader.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "core/text.h"
@@ -35,7 +36,7 @@ std::string JsonTypeName(const nlohmann::json& value) {
 }
 
 JsonReader::JsonReader(const nlohmann::json& node, std::string path,
-                       std::vector<std::string> known_keys)
+                       std::vector<std::string_view> known_keys)
     : node_(node), path_(std::move(path)), known_keys_(std::move(known_keys)) {
   if (!node_.is_object()) {
     SetError(path_.empty() ? "(document)" : path_,
@@ -52,9 +53,11 @@ bool JsonReader::Has(std::string_view key) const {
 }
 
 const nlohmann::json* JsonReader::Field(std::string_view key) {
-  if (!ok() || !Has(key)) return nullptr;
-  read_.emplace(key);
-  return &node_.find(key).value();
+  if (!ok() || !node_.is_object()) return nullptr;
+  auto it = node_.find(key);
+  if (it == node_.end()) return nullptr;
+  read_.push_back(&it.key());
+  return &it.value();
 }
 
 Result<int64_t> IntInRange(const nlohmann::json& value, std::string_view path, int64_t lo, int64_t hi) {
@@ -71,8 +74,19 @@ Result<int64_t> IntInRange(const nlohmann::json& value, std::string_view path, i
   return v;
 }
 
-std::optional<int> JsonReader::ToInt(const nlohmann::json& value, std::string_view path) {
-  auto v = IntInRange(value, path, std::numeric_limits<int>::min(), std::numeric_limits<int>::max());
+template <typename PathFn>
+std::optional<int> JsonReader::ToInt(const nlohmann::json& value, PathFn path) {
+  if (value.is_number_integer()) {
+    if (value.is_number_unsigned()) {
+      if (auto u = value.get<uint64_t>(); u <= static_cast<uint64_t>(std::numeric_limits<int>::max())) {
+        return static_cast<int>(u);
+      }
+    } else if (auto i = value.get<int64_t>();
+               i >= std::numeric_limits<int>::min() && i <= std::numeric_limits<int>::max()) {
+      return static_cast<int>(i);
+    }
+  }
+  auto v = IntInRange(value, path(), std::numeric_limits<int>::min(), std::numeric_limits<int>::max());
   if (!v) {
     if (!error_) error_ = v.error();
     return std::nullopt;
@@ -103,7 +117,7 @@ int JsonReader::Int(std::string_view key, int fallback) {
 std::optional<int> JsonReader::OptionalInt(std::string_view key) {
   const auto* v = Field(key);
   if (v == nullptr || v->is_null()) return std::nullopt;
-  return ToInt(*v, PathOf(key));
+  return ToInt(*v, [&] { return PathOf(key); });
 }
 
 std::optional<int64_t> JsonReader::OptionalInt(std::string_view key, int64_t lo, int64_t hi) {
@@ -173,7 +187,7 @@ std::map<std::string, int> JsonReader::IntMap(std::string_view key) {
     return out;
   }
   for (const auto& [k, item] : v->items()) {
-    auto n = ToInt(item, JsonPathKey(PathOf(key), k));
+    auto n = ToInt(item, [&, &k = k] { return JsonPathKey(PathOf(key), k); });
     if (!n) return {};
     out[k] = *n;
   }
@@ -192,14 +206,13 @@ nlohmann::json JsonReader::Object(std::string_view key) {
 
 Result<void> JsonReader::Finish() {
   if (ok() && node_.is_object()) {
-    for (const auto& [key, value] : node_.items()) {
-      if (read_.count(key) > 0) continue;
-      bool known = false;
-      for (const auto& k : known_keys_) known = known || k == key;
-      if (!known) {
-        SetError(PathOf(key), "unknown field." + DidYouMean(key, known_keys_));
-        break;
-      }
+    for (auto it = node_.begin(); it != node_.end(); ++it) {
+      const std::string& key = it.key();
+      if (std::find(read_.begin(), read_.end(), &key) != read_.end()) continue;
+      if (std::find(known_keys_.begin(), known_keys_.end(), key) != known_keys_.end()) continue;
+      SetError(PathOf(key), "unknown field." +
+                                DidYouMean(key, std::vector<std::string>(known_keys_.begin(), known_keys_.end())));
+      break;
     }
   }
   if (error_) return Fail(*error_);

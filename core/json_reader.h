@@ -12,7 +12,6 @@
 
 #include <map>
 #include <optional>
-#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,7 +34,8 @@ std::string JsonTypeName(const nlohmann::json& value);
 
 class JsonReader {
  public:
-  JsonReader(const nlohmann::json& node, std::string path, std::vector<std::string> known_keys);
+  // `known_keys` must outlive the reader (string literals, as every caller writes them).
+  JsonReader(const nlohmann::json& node, std::string path, std::vector<std::string_view> known_keys);
 
   bool ok() const { return !error_.has_value(); }
   // Records an error at `path` (the first one wins).
@@ -62,12 +62,14 @@ class JsonReader {
   [[nodiscard]] Result<void> Finish();
 
  private:
-  std::optional<int> ToInt(const nlohmann::json& value, std::string_view path);
+  // `path` is built only for an error: stored records are read by the thousand.
+  template <typename PathFn>
+  std::optional<int> ToInt(const nlohmann::json& value, PathFn path);
 
   const nlohmann::json& node_;
   std::string path_;
-  std::vector<std::string> known_keys_;
-  std::set<std::string, std::less<>> read_;
+  std::vector<std::string_view> known_keys_;
+  std::vector<const std::string*> read_;  // keys of node_ read through Field()
   std::optional<Error> error_;
 };
 
