@@ -21,19 +21,20 @@ void LocalApp::AddChangingJson(json& out) const {
   if (!pulling.empty()) out["pulling"] = pulling;
 }
 
-Result<std::unique_ptr<LocalApp>> LocalApp::FromJson(const json& j) {
-  auto base = seam::AppRecord::FromJson(j);
-  if (!base) return Fail(base.error());
+Result<std::unique_ptr<LocalApp>> LocalApp::FromJson(json j) {
+  if (!j.is_object()) return Fail(Error::Internal("stored app record is not an object"));
   auto app = std::make_unique<LocalApp>();
-  static_cast<seam::AppRecord&>(*app) = std::move(*base);
   try {
     app->max_duration_ms = j.value("max_duration_ms", int64_t{0});
-    app->requests = j.value("requests", json::array());
-    if (auto it = j.find("ports"); it != j.end() && it->is_object()) app->ports = *it;
+    if (auto it = j.find("requests"); it != j.end()) app->requests = std::move(*it);
+    if (auto it = j.find("ports"); it != j.end() && it->is_object()) app->ports = std::move(*it);
     app->pulling = j.value("pulling", std::vector<std::string>{});
   } catch (const json::exception& e) {
     return Fail(Error::Internal(std::string("stored app record: ") + e.what()));
   }
+  auto base = seam::AppRecord::FromJson(std::move(j));
+  if (!base) return Fail(base.error());
+  static_cast<seam::AppRecord&>(*app) = std::move(*base);
   return app;
 }
 

@@ -39,7 +39,7 @@ struct LocalApp : seam::AppRecord {
 
   void AddFixedJson(nlohmann::json& out) const override;
   void AddChangingJson(nlohmann::json& out) const override;
-  [[nodiscard]] static Result<std::unique_ptr<LocalApp>> FromJson(const nlohmann::json& json);
+  [[nodiscard]] static Result<std::unique_ptr<LocalApp>> FromJson(nlohmann::json json);  // takes its parts out
 };
 
 }  // namespace torchxd::localsched

@@ -222,8 +222,13 @@ AdmissionInfo AdmissionInfo::FromJson(const json& j) {
   return a;
 }
 
-Result<AppRecord> AppRecord::FromJson(const json& j) {
+Result<AppRecord> AppRecord::FromJson(json j) {
   if (!j.is_object()) return Fail(Error::Internal("stored app record is not an object"));
+  // The value at `key` moved out of j, or null.
+  auto take = [&j](const char* key) -> json {
+    auto it = j.find(key);
+    return it == j.end() ? json() : std::move(*it);
+  };
   try {
     AppRecord r;
     r.scheduler = j.at("scheduler").get<std::string>();
@@ -235,7 +240,7 @@ Result<AppRecord> AppRecord::FromJson(const json& j) {
     auto app = core::AppDefFromJson(j.at("app"), stored);
     if (!app) return Fail(app.error());
     r.app = std::move(*app);
-    r.cfg = j.value("cfg", json::object());
+    if (auto it = j.find("cfg"); it != j.end()) r.cfg = std::move(*it);
     r.cwd = j.value("cwd", "");
     r.client_env = j.value("client_env", std::map<std::string, std::string>{});
     r.state = core::AppStateFromInt(j.value("state", 7)).value_or(core::AppState::kUnknown);
@@ -256,12 +261,14 @@ Result<AppRecord> AppRecord::FromJson(const json& j) {
     r.log_lost_before = j.value("log_lost_before", std::map<std::string, uint64_t>{});
     r.cancelling = j.value("cancelling", false);
     r.timed_out = j.value("timed_out", false);
-    if (auto it = j.find("scale"); it != j.end() && it->is_object()) r.scale = *it;
+    if (json scale = take("scale"); scale.is_object()) r.scale = std::move(scale);
     r.started_ms = GetOpt<int64_t>(j, "started_ms");
-    for (const auto& rj : j.value("replicas", json::array())) r.replicas.push_back(ReplicaInfoFromJson(rj));
-    r.scheduler_data = j.value("scheduler_data", json());
-    r.admission = AdmissionInfo::FromJson(j.value("admission", json()));
-    r.gpu_usage = GpuUsage::FromJson(j.value("gpu_usage", json()));
+    if (auto it = j.find("replicas"); it != j.end()) {
+      for (const auto& rj : *it) r.replicas.push_back(ReplicaInfoFromJson(rj));
+    }
+    r.scheduler_data = take("scheduler_data");
+    if (auto it = j.find("admission"); it != j.end()) r.admission = AdmissionInfo::FromJson(*it);
+    if (auto it = j.find("gpu_usage"); it != j.end()) r.gpu_usage = GpuUsage::FromJson(*it);
     return r;
   } catch (const json::exception& e) {
     return Fail(Error::Internal(std::string("stored app record: ") + e.what()));

@@ -97,7 +97,9 @@ struct AppRecord {
   std::string ToJsonText(bool with_replicas) const;
   // Call after changing a fixed part (a local app's requests, when they get GPUs or ports).
   void FixedPartsChanged() { fixed_json_.clear(); }
-  [[nodiscard]] static Result<AppRecord> FromJson(const nlohmann::json& json);
+  // Takes the record's parts out of `json` (pass a temporary, or std::move: a start-up
+  // with thousands of records copies none of them).
+  [[nodiscard]] static Result<AppRecord> FromJson(nlohmann::json json);
 
   // What a scheduler's own record adds to the stored JSON: the parts fixed
   // at submit, and those that change as it runs (keys of their own).
