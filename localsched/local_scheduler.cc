@@ -23,6 +23,7 @@
 #include "core/local_ports.h"
 #include "core/log.h"
 #include "core/names.h"
+#include "core/parallel.h"
 #include "core/paths.h"
 #include "core/replica_key.h"
 #include "core/replica_request.h"
@@ -60,40 +61,65 @@ LocalScheduler::LocalScheduler(uv_loop_t* loop, seam::Store* store, seam::LogSto
 
 LocalScheduler::~LocalScheduler() = default;
 
+namespace {
+
+// One stored app as it was: its record and its replicas' latest attempts. Pure.
+Result<std::unique_ptr<LocalApp>> ParseStored(const seam::StoredApp& s) {
+  // A finished app never launches again: what only a launch reads is not parsed (a record
+  // written before finished apps dropped it still holds it).
+  bool finished = core::IsTerminal(static_cast<core::AppState>(s.state));
+  auto loaded = LocalApp::FromJson(finished ? seam::StoredApp::ParseWithout(s.record, {"client_env", "requests"})
+                                            : seam::StoredApp::Parse(s.record));
+  if (!loaded) return Fail(loaded.error());
+  std::unique_ptr<LocalApp> rec = std::move(*loaded);
+  rec->replicas.clear();
+  for (const auto& rj : s.replicas) rec->replicas.push_back(seam::ReplicaInfoFromJson(seam::StoredApp::Parse(rj)));
+  // A replica with no stored attempt never started (an elastic role's
+  // growth, or a queued app): it is there, PENDING, as at submit.
+  std::set<std::pair<int, int>> have;
+  for (const auto& x : rec->replicas) have.emplace(x.role_index, x.replica_id);
+  for (size_t r = 0; r < rec->app.roles.size(); ++r) {
+    for (int i = 0; i < rec->app.roles[r].num_replicas; ++i) {
+      if (have.count({static_cast<int>(r), i})) continue;
+      supervisor::ReplicaInfo info;
+      info.role = rec->app.roles[r].name;
+      info.role_index = static_cast<int>(r);
+      info.replica_id = i;
+      rec->replicas.push_back(info);
+    }
+  }
+  std::sort(rec->replicas.begin(), rec->replicas.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.role_index, a.replica_id) < std::tie(b.role_index, b.replica_id);
+  });
+  return rec;
+}
+
+}  // namespace
+
 Result<void> LocalScheduler::Load(const std::vector<seam::StoredApp>& stored) {
-  std::vector<LocalApp*> adopted;
+  // Parsing is most of a start-up with thousands of apps, and each record's is its own:
+  // it runs on every core before anything else is touched.
+  std::vector<const seam::StoredApp*> mine;
   for (const auto& s : stored) {
-    if (!seam::Serves(*this, s.scheduler)) continue;  // another scheduler's
-    // A finished app never launches again: what only a launch reads is not parsed (a record
-    // written before finished apps dropped it still holds it).
-    bool finished = core::IsTerminal(static_cast<core::AppState>(s.state));
-    auto loaded = LocalApp::FromJson(finished ? seam::StoredApp::ParseWithout(s.record, {"client_env", "requests"})
-                                              : seam::StoredApp::Parse(s.record));
-    if (!loaded) {
-      logging::warn("skipping unreadable stored app app={} error={}", s.app_id, loaded.error().message);
+    if (seam::Serves(*this, s.scheduler)) mine.push_back(&s);  // else another scheduler's
+  }
+  std::vector<Result<std::unique_ptr<LocalApp>>> parsed;
+  parsed.reserve(mine.size());
+  for (size_t i = 0; i < mine.size(); ++i) parsed.emplace_back(Fail(Error::Internal("not parsed")));
+  core::ParallelFor(mine.size(), 64, [&](size_t i) {
+    try {
+      parsed[i] = ParseStored(*mine[i]);
+    } catch (const std::exception& e) {
+      parsed[i] = Fail(Error::InvalidArgument(e.what()));
+    }
+  });
+  std::vector<LocalApp*> adopted;
+  for (size_t i = 0; i < mine.size(); ++i) {
+    if (!parsed[i]) {
+      logging::warn("skipping unreadable stored app app={} error={}", mine[i]->app_id, parsed[i].error().message);
       continue;
     }
-    std::unique_ptr<LocalApp> rec = std::move(*loaded);
-    rec->replicas.clear();
-    for (const auto& rj : s.replicas) rec->replicas.push_back(seam::ReplicaInfoFromJson(seam::StoredApp::Parse(rj)));
-    // A replica with no stored attempt never started (an elastic role's
-    // growth, or a queued app): it is there, PENDING, as at submit.
-    for (size_t r = 0; r < rec->app.roles.size(); ++r) {
-      for (int i = 0; i < rec->app.roles[r].num_replicas; ++i) {
-        bool stored = std::any_of(rec->replicas.begin(), rec->replicas.end(), [&](const auto& x) {
-          return x.role_index == static_cast<int>(r) && x.replica_id == i;
-        });
-        if (stored) continue;
-        supervisor::ReplicaInfo info;
-        info.role = rec->app.roles[r].name;
-        info.role_index = static_cast<int>(r);
-        info.replica_id = i;
-        rec->replicas.push_back(info);
-      }
-    }
-    std::sort(rec->replicas.begin(), rec->replicas.end(), [](const auto& a, const auto& b) {
-      return std::tie(a.role_index, a.replica_id) < std::tie(b.role_index, b.replica_id);
-    });
+    std::unique_ptr<LocalApp> rec = std::move(*parsed[i]);
     // Replicas outlive a daemon that stopped without stopping them (containers;
     // shims with live-restore or after a restart): take them over.
     // Queued apps never started: they wait in their queue again (RestoreAdmission).
