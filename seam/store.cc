@@ -55,6 +55,9 @@ void BindText(sqlite3_stmt* s, int i, const std::string& v) {
 
 namespace {
 
+// How much of the database start-up's reads may map (address space, not memory).
+constexpr int64_t kStartupMapBytes = int64_t{1} << 30;
+
 // The records hold users' environments and arguments: the database and its
 // -wal and -shm (sqlite gives them the database's mode) are the daemon's alone.
 Result<void> MakePrivate(const std::string& path) {
@@ -85,7 +88,8 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& path, std::string*
     }
     std::unique_ptr<Store> store(new Store(db));
     sqlite3_busy_timeout(db, 5000);
-    auto check = store->Exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
+    auto check = store->Exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA mmap_size=" +
+                             std::to_string(kStartupMapBytes) + ";");
     bool ok = check.has_value();
     if (ok) {
       sqlite3_stmt* q = nullptr;
@@ -421,6 +425,7 @@ Result<std::vector<StoredApp>> Store::LoadApps() {
     apps[it->second].replicas.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(s, 2)));
   }
   sqlite3_finalize(s);
+  (void)Exec("PRAGMA mmap_size=0");  // a truncated or unreadable file is then an error, not a SIGBUS
   return apps;
 }
 

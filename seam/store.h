@@ -81,6 +81,9 @@ class Store {
   [[nodiscard]] Result<std::vector<StoredEvent>> LoadEvents(const std::string& scheduler, const std::string& app_id,
                                                             uint64_t after_seq, size_t limit);
   [[nodiscard]] Result<void> DeleteApp(const std::string& scheduler, const std::string& app_id);
+  // Every app with its replicas' latest attempts, oldest first. The database is read
+  // through a memory map until then (start-up reads it whole: no read(2) per page), and
+  // through read(2) after, as the loop's small queries need.
   [[nodiscard]] Result<std::vector<StoredApp>> LoadApps();
   // Commits the open transaction, if any. On failure (e.g. a full disk) the
   // transaction is rolled back and its writes are lost: TakeLostWrites() says
