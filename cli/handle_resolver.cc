@@ -14,9 +14,16 @@ Result<std::string> ResolveHandle(const std::string& text, const std::string& so
   if (!client) return Fail(client.error());
   // Every app the caller may see: an exact app id wins, else the one whose id starts so.
   std::vector<std::pair<std::string, std::string>> exact, prefixed;  // app id, handle
-  json params = json::object();
+  // The daemon sends only the apps whose id starts so (a daemon before that filter refuses it
+  // as an unknown field: then every app, filtered here).
+  json params = {{"app_id_prefix", text}};
   for (;;) {
     auto reply = client->Call("list", params);
+    if (!reply && params.contains("app_id_prefix") &&
+        reply.error().message.find("params.app_id_prefix: unknown field") != std::string::npos) {
+      params.erase("app_id_prefix");
+      continue;
+    }
     if (!reply) return Fail(reply.error());
     for (const auto& row : (*reply)["apps"]) {
       std::string handle = row[0].get<std::string>(), app_id = row[1].get<std::string>();

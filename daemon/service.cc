@@ -279,9 +279,10 @@ void Service::Describe(const json& params, const PeerInfo& peer, const Reply& re
 }
 
 void Service::List(const json& params, const PeerInfo& peer, const Reply& reply) {
-  core::JsonReader r(params, "params", {"scheduler", "limit", "after", "namespace"});
+  core::JsonReader r(params, "params", {"scheduler", "limit", "after", "namespace", "app_id_prefix"});
   std::string only = r.String("scheduler", "");
   (void)r.String("namespace", "");
+  (void)r.String("app_id_prefix", "");
   (void)r.Int("limit", 0);  // types checked here, values by ListApps
   (void)r.String("after", "");
   if (auto ok = r.Finish(); !ok) return reply->Error(ok.error());
@@ -330,9 +331,12 @@ void Service::ListApps(const json& params, const PeerInfo& peer, const Reply& re
   };
   std::vector<Row> rows;
   std::string in_namespace = ns.empty() ? "" : ns + ":";  // kubernetes app ids are NAMESPACE:NAME
+  // Only apps whose id starts so (a client resolving an app id a user typed).
+  std::string prefix = params.value("app_id_prefix", "");
   for (const auto* a : AllApps()) {
     if (!only.empty() && a->scheduler != only) continue;
     if (!in_namespace.empty() && a->app_id.rfind(in_namespace, 0) != 0) continue;
+    if (!prefix.empty() && a->app_id.compare(0, prefix.size(), prefix) != 0) continue;
     if (!everyone && a->owner_uid != peer.uid) continue;  // a user lists their own apps
     // Only the rows after the cursor, in the order above.
     if (cursor && ListOrder(a->created_ms, Parts(*a), cursor->first, core::AppHandleParts(cursor->second)) <= 0) {

@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cstring>
 #include <fstream>
+#include <set>
 #include <thread>
 
 #include "core/protocol.h"
@@ -497,6 +498,35 @@ TEST_F(HardeningTest, ListComesInPagesThatNothingShifts) {
   auto bad = Call("list", {{"after", "nonsense"}});
   ASSERT_FALSE(bad.has_value());
   EXPECT_THAT(bad.error().message, HasSubstr("params.after"));
+}
+
+// `torchx status APP_ID` resolves the id through list: only the apps whose id starts so come back.
+TEST_F(HardeningTest, ListByAppIdPrefixSendsOnlyThoseApps) {
+  StartDaemon();
+  std::vector<std::string> ids;
+  for (const char* name : {"alpha", "alphabet", "beta"}) {
+    std::string h = Run(App(name, {FakeRole("r", {"--exit", "0"})}));
+    ids.push_back(h.substr(h.rfind('/') + 1));
+  }
+  auto ids_of = [&](const json& params) {
+    std::set<std::string> out;
+    json reply = CallOk("list", params);
+    for (const auto& row : reply["apps"]) out.insert(row[1].get<std::string>());
+    return out;
+  };
+  EXPECT_EQ(ids_of({{"app_id_prefix", "alpha"}}), (std::set<std::string>{ids[0], ids[1]}));
+  EXPECT_EQ(ids_of({{"app_id_prefix", ids[0]}}), (std::set<std::string>{ids[0]}));
+  EXPECT_EQ(ids_of({{"app_id_prefix", "gamma"}}), std::set<std::string>{});
+  EXPECT_EQ(ids_of({{"app_id_prefix", ""}}).size(), 3u) << "an empty prefix is every app";
+  json page = CallOk("list", {{"app_id_prefix", "alpha"}, {"limit", 1}});
+  ASSERT_EQ(page["apps"].size(), 1u);
+  ASSERT_TRUE(page.contains("next"));
+  json rest = CallOk("list", {{"app_id_prefix", "alpha"}, {"limit", 1}, {"after", page["next"]}});
+  ASSERT_EQ(rest["apps"].size(), 1u);
+  EXPECT_FALSE(rest.contains("next"));
+  auto bad = Call("list", {{"app_id_prefix", 7}});
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_THAT(bad.error().message, HasSubstr("params.app_id_prefix: must be a string"));
 }
 
 // Mounts a tmpfs of `size` at `dir` in a private mount namespace of this test
