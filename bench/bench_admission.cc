@@ -148,6 +148,9 @@ std::vector<Row> BenchDaemon(const std::string& bin, const fs::path& dir) {
   }
   first.reset();
   (void)again.Client().Call("cancel", {{"app_handle", hold}});
+  // Ended before the daemon stops: a --live-restore daemon's stop leaves running shims, whose run
+  // dirs would outlive the bench in the socket's directory.
+  (void)again.Client().Call("wait", {{"app_handle", hold}});
 
   std::vector<Row> rows;
   Row s{"admission", "submit into the full box (10,000)", Summarize(submit), "ms", std::nullopt, "(reported)", true,
