@@ -133,7 +133,6 @@ int ShimLoop::Run(const ReplicaChild& child, int64_t started_ms) {
   }
   Say("started " + std::to_string(child_.pid));
   OnPeerLines(control_, true);  // what came right behind the spec
-  if (control_.in.size() > kMaxControlLineBytes) DropPeer(control_);
   Loop();
   return Finish();
 }
@@ -288,8 +287,7 @@ void ShimLoop::OnPeerReadable(Peer& peer, bool trusted) {
       return DropPeer(peer);
     }
     peer.in.append(buf, static_cast<size_t>(n));
-    OnPeerLines(peer, trusted);
-    if (peer.in.size() > kMaxControlLineBytes) return DropPeer(peer);
+    OnPeerLines(peer, trusted);  // the next turn ends if it dropped the peer
   }
 }
 
@@ -299,6 +297,7 @@ void ShimLoop::OnPeerLines(Peer& peer, bool trusted) {
     peer.in.erase(0, nl + 1);
     OnControlLine(line, peer, trusted);  // may close `peer` or hand its fd to control_
   }
+  if (peer.in.size() > kMaxControlLineBytes) DropPeer(peer);  // a line that never ends
 }
 
 void ShimLoop::OnControlLine(const std::string& line, Peer& peer, bool trusted) {

@@ -54,7 +54,7 @@ class ShimLoop {
   void OnOutput(UniqueFd& fd, OutputStream stream);
   void OnAccept();
   void OnPeerReadable(Peer& peer, bool trusted);
-  void OnPeerLines(Peer& peer, bool trusted);  // the complete lines in peer.in
+  void OnPeerLines(Peer& peer, bool trusted);  // the complete lines in peer.in; an over-long rest drops it
   void OnControlLine(const std::string& line, Peer& peer, bool trusted);
   void Stop(int64_t grace_ms);
   void Say(const std::string& line, bool droppable = false);

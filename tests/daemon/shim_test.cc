@@ -50,8 +50,10 @@ std::string ReadAll(const std::string& path) {
   return out;
 }
 
-// Runs the shim with `spec` on its fd 3 and collects what it says.
-ShimRun RunShim(const std::string& spec) {
+// Runs the shim with `spec` on its fd 3 and collects what it says until it
+// ends. `close_write` false: our end stays open for writing (a daemon that
+// stays), so only the shim ends the conversation.
+ShimRun RunShim(const std::string& spec, bool close_write = true) {
   int ctl[2], out[2];
   EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl), 0);
   EXPECT_EQ(::pipe2(out, O_CLOEXEC), 0);
@@ -75,7 +77,7 @@ ShimRun RunShim(const std::string& spec) {
     if (n <= 0) break;
     off += static_cast<size_t>(n);
   }
-  ::shutdown(control.get(), SHUT_WR);
+  if (close_write) ::shutdown(control.get(), SHUT_WR);
   ShimRun r;
   char buf[4096];
   for (ssize_t n; (n = ::read(control.get(), buf, sizeof(buf))) > 0;) r.control.append(buf, static_cast<size_t>(n));
@@ -185,6 +187,24 @@ TEST(ShimTest, AForgedSpecRunsNothing) {
   ShimRun truncated = RunShim(EncodeShimSpec(IdSpec(0, 0)).substr(0, 40));
   EXPECT_THAT(truncated.control, HasSubstr("the spec ended early"));
   EXPECT_EQ(truncated.out, "");
+}
+
+// A control line that never ends (past the bound, no newline) costs the shim
+// that connection, never its replica; a shorter unfinished one waits for more.
+// Both come right behind the spec, where a stop sent at once would.
+TEST(ShimTest, AControlLineThatNeverEndsDropsTheConnectionNotTheReplica) {
+  auto spec = [] {
+    ShimSpec s = IdSpec(::geteuid(), ::getegid());
+    s.argv = {"/bin/sh", "-c", "sleep 0.3; echo done"};
+    return EncodeShimSpec(s);
+  };
+  ShimRun endless = RunShim(spec() + std::string(kMaxControlLineBytes + 1, 'x'), /*close_write=*/false);
+  EXPECT_THAT(endless.control, StartsWith("started "));
+  EXPECT_THAT(endless.control, ::testing::Not(HasSubstr("exited"))) << "the connection was kept";
+  EXPECT_EQ(endless.out, "done\n") << "the replica ran to its end";
+  ShimRun unfinished = RunShim(spec() + std::string(100, 'x'), /*close_write=*/false);
+  EXPECT_THAT(unfinished.control, HasSubstr("exited 0"));
+  EXPECT_EQ(unfinished.out, "done\n");
 }
 
 TEST(ShimTest, TheReplicaRunsAsExactlyTheSpecsUser) {
