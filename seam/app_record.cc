@@ -224,11 +224,6 @@ AdmissionInfo AdmissionInfo::FromJson(const json& j) {
 
 Result<AppRecord> AppRecord::FromJson(json j) {
   if (!j.is_object()) return Fail(Error::Internal("stored app record is not an object"));
-  // The value at `key` moved out of j, or null.
-  auto take = [&j](const char* key) -> json {
-    auto it = j.find(key);
-    return it == j.end() ? json() : std::move(*it);
-  };
   try {
     AppRecord r;
     r.scheduler = j.at("scheduler").get<std::string>();
@@ -261,12 +256,12 @@ Result<AppRecord> AppRecord::FromJson(json j) {
     r.log_lost_before = j.value("log_lost_before", std::map<std::string, uint64_t>{});
     r.cancelling = j.value("cancelling", false);
     r.timed_out = j.value("timed_out", false);
-    if (json scale = take("scale"); scale.is_object()) r.scale = std::move(scale);
+    if (auto it = j.find("scale"); it != j.end() && it->is_object()) r.scale = std::move(*it);
     r.started_ms = GetOpt<int64_t>(j, "started_ms");
     if (auto it = j.find("replicas"); it != j.end()) {
       for (const auto& rj : *it) r.replicas.push_back(ReplicaInfoFromJson(rj));
     }
-    r.scheduler_data = take("scheduler_data");
+    if (auto it = j.find("scheduler_data"); it != j.end()) r.scheduler_data = std::move(*it);
     if (auto it = j.find("admission"); it != j.end()) r.admission = AdmissionInfo::FromJson(*it);
     if (auto it = j.find("gpu_usage"); it != j.end()) r.gpu_usage = GpuUsage::FromJson(*it);
     return r;
