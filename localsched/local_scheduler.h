@@ -81,8 +81,9 @@ class LocalScheduler : public seam::Scheduler,
   LocalScheduler(uv_loop_t* loop, seam::Store* store, seam::LogStore* logs, LocalSchedulerOptions options);
   ~LocalScheduler() override;
 
-  // Takes its apps from what the store holds; apps a daemon that died left
-  // non-terminal are FAILED, except local_docker ones, which are re-adopted.
+  // Takes its apps from what the store holds (localsched/local_restore.cc); apps a daemon that
+  // died left non-terminal are FAILED, except those whose replicas outlived it (shims with a run
+  // dir, local_docker's containers), which are re-adopted; queued ones wait in their queues again.
   [[nodiscard]] Result<void> Load(const std::vector<seam::StoredApp>& stored);
   std::vector<std::string> Names() const override { return {"local_cwd", "local_dir", "local_docker"}; }
   void Submit(seam::SubmitRequest request, std::function<void(Result<const seam::AppRecord*>)> done) override;
