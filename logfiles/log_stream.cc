@@ -101,10 +101,11 @@ Result<LogStreamWriter> LogStreamWriter::Open(const std::string& dir, const std:
     }
     w.bytes_lost_ = layout->bytes_lost;
   }
+  if (fresh) return w;  // a new stream's file is created with its first bytes, as its index is
   std::string path = dir + "/" + name + ".log";
   w.fd_ = OpenAppend(path);
   if (!w.fd_.valid()) return Fail(Error::Io("open " + path + ": " + strerror(errno)));
-  return w;  // the index is created with its first entry
+  return w;
 }
 
 void LogStreamWriter::Index(const std::string& entry) {
@@ -196,9 +197,10 @@ bool LogStreamWriter::Write(std::string_view bytes, int64_t now_ms) {
     Index("T " + std::to_string(offset_) + " " + std::to_string(now_ms));
     last_time_ = bucket;
   }
+  if (!fd_.valid()) fd_ = OpenAppend(dir_ + "/" + name_ + ".log");
   uint64_t start = offset_;
   size_t written = 0;
-  while (written < bytes.size()) {
+  while (fd_.valid() && written < bytes.size()) {
     ssize_t n = ::write(fd_.get(), bytes.data() + written, bytes.size() - written);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;

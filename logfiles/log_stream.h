@@ -1,7 +1,8 @@
 // One output stream of one replica on disk (stdout, stderr or combined): a
 // ring of segment files within a byte budget, plus a small text index.
 //
-//   {dir}/{name}.log            the live segment (what `tail -F` follows)
+//   {dir}/{name}.log            the live segment (what `tail -F` follows); a
+//                               new stream's is created with its first bytes
 //   {dir}/{name}.log.<offset>   rotated segments, named by the logical offset
 //                               of their first byte
 //   {dir}/{name}.idx            one entry per line:
@@ -43,7 +44,8 @@ inline constexpr size_t kMaxSegments = 64;
 
 class LogStreamWriter {
  public:
-  // `fresh`: the directory was just created, so there is nothing to continue.
+  // `fresh`: the directory was just created, so there is nothing to continue
+  // and nothing to check: the file is created by the first Write.
   [[nodiscard]] static Result<LogStreamWriter> Open(const std::string& dir, const std::string& name,
                                                     uint64_t budget_bytes, bool fresh = false);
   LogStreamWriter(LogStreamWriter&&) = default;

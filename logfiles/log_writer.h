@@ -6,8 +6,11 @@
 // partial line is held until its newline or until the attempt ends; a line
 // longer than kMaxLineBytes is cut every kMaxLineBytes from its start. Such
 // pieces get a newline in combined.log only.
-// Attempts of a retried replica append to the same files; the index marks
-// where each begins. On a full disk the replica keeps running, the loss is
+// The directory is made at Open (a replica may write its error.json there);
+// in a new one, each file is created with its stream's first bytes, so a
+// replica that prints nothing costs no log file (readers take a missing one
+// for an empty stream). Attempts of a retried replica append to the same
+// files; the index marks where each begins. On a full disk the replica keeps running, the loss is
 // counted, and once space returns combined.log gets a line saying how much,
 // where the gap is (before the output that came after it).
 //
