@@ -11,14 +11,23 @@
 //     payload: the single byte 'S'
 //     SCM_RIGHTS: the shim's control socket, then (optionally) its run
 //                 directory, opened by the daemon
+// or
+//     payload: the single byte 'C'
+//     SCM_RIGHTS: the control socket, the run directory, and the attempt's
+//                 cgroup v2 directory: the shim is forked into that group
+//                 (clone3 with CLONE_INTO_CGROUP), so the daemon need not
+//                 move it there, and it is never outside it
 // and nothing else: the launcher takes no path, no argument and no
 // credentials from a request. The shim it forks reads its spec, credentials
 // included, on the control socket, as a shim started by exec does. Each
 // request gets one reply:
-//     payload: LaunchReply {pid, error}
+//     payload: LaunchReply {pid, error, in_group}
 //     SCM_RIGHTS: a pidfd of the shim when pid > 0
-// A request of any other shape is refused (error EINVAL) and its descriptors
-// closed; the launcher goes on serving.
+// `in_group` is 1 when a 'C' shim was born in its group; 0 when the kernel
+// cannot do that (before Linux 5.7) and it was forked where the launcher is:
+// the daemon then moves it, as for 'S'. A request of any other shape is
+// refused (error EINVAL) and its descriptors closed; the launcher goes on
+// serving.
 //
 // The forked shim's parent is the launcher, whose parent-death signal is
 // SIGKILL: when the daemon dies, the launcher dies at once and each shim's
@@ -46,12 +55,14 @@ namespace torchxd::supervisor {
 
 inline constexpr int kLauncherFd = 3;
 inline constexpr char kLaunchRequest = 'S';
-inline constexpr size_t kMaxLaunchFds = 2;
+inline constexpr char kLaunchIntoGroupRequest = 'C';
+inline constexpr size_t kMaxLaunchFds = 3;
 inline constexpr const char* kLauncherFlag = "--launcher";
 
 struct LaunchReply {
-  int32_t pid = -1;   // the shim's, > 0 when it was forked
-  int32_t error = 0;  // an errno when it was not
+  int32_t pid = -1;      // the shim's, > 0 when it was forked
+  int32_t error = 0;     // an errno when it was not
+  int32_t in_group = 0;  // 1: forked into the cgroup the request named
 };
 
 // Sends one message with `fds` attached; 0 or an errno.

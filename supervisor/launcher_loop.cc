@@ -6,32 +6,57 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <linux/sched.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "supervisor/launch_protocol.h"
+#include "supervisor/proc_info.h"
 #include "supervisor/shim_protocol.h"
 
 namespace torchxd::supervisor {
 namespace {
+
+constexpr long kCgroup2Magic = 0x63677270;  // CGROUP2_SUPER_MAGIC
 
 bool IsA(int fd, mode_t type) {
   struct stat st;
   return ::fstat(fd, &st) == 0 && (st.st_mode & S_IFMT) == type;
 }
 
-// Whether a request is exactly what the daemon sends: one 'S', a socket, and
-// optionally a directory.
+bool IsCgroup2Dir(int fd) {
+  struct statfs fs;
+  return IsA(fd, S_IFDIR) && ::fstatfs(fd, &fs) == 0 && fs.f_type == kCgroup2Magic;
+}
+
+// Whether a request is exactly what the daemon sends: one 'S', a socket and
+// optionally a directory; or one 'C', a socket, a directory and a cgroup v2 directory.
 bool WellFormed(ssize_t n, char byte, bool complete, const std::vector<UniqueFd>& fds) {
-  if (n != 1 || byte != kLaunchRequest || !complete) return false;
-  if (fds.empty() || fds.size() > kMaxLaunchFds) return false;
-  if (!IsA(fds[0].get(), S_IFSOCK)) return false;
-  return fds.size() == 1 || IsA(fds[1].get(), S_IFDIR);
+  if (n != 1 || !complete || fds.empty() || !IsA(fds[0].get(), S_IFSOCK)) return false;
+  if (byte == kLaunchRequest) return fds.size() == 1 || (fds.size() == 2 && IsA(fds[1].get(), S_IFDIR));
+  return byte == kLaunchIntoGroupRequest && fds.size() == 3 && IsA(fds[1].get(), S_IFDIR) && IsCgroup2Dir(fds[2].get());
+}
+
+// fork(), born in the cgroup `group_fd` names, with a pidfd of the child in
+// `pidfd`. glibc 2.36 has no wrapper: the raw system call's child skips the
+// C library's fork handlers, which a single-threaded launcher between
+// requests does not need (no lock is held), and keeps the launcher's thread
+// id in its thread block; the shim never hands that id to the kernel (raise
+// asks for its own; it uses no robust or PI mutex, starts no thread).
+pid_t ForkIntoGroup(int group_fd, int& pidfd) {
+  struct clone_args args {};
+  args.flags = CLONE_INTO_CGROUP | CLONE_PIDFD;
+  args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
+  args.exit_signal = SIGCHLD;
+  args.cgroup = static_cast<uint64_t>(group_fd);
+  return static_cast<pid_t>(::syscall(SYS_clone3, &args, sizeof(args)));
 }
 
 void Reply(LaunchReply reply, int pidfd) {
@@ -76,22 +101,33 @@ bool Serve(int signal_fd, ShimEntry shim, int& children) {
     return true;
   }
   pid_t launcher = ::getpid();
-  pid_t pid = ::fork();
-  if (pid == 0) BecomeShim(fds, signal_fd, launcher, shim);
+  UniqueFd group;
+  if (fds.size() == 3) group = std::move(fds[2]);
+  fds.resize(std::min<size_t>(fds.size(), 2));
+  int raw_pidfd = -1;
+  pid_t pid = group.valid() ? ForkIntoGroup(group.get(), raw_pidfd) : -1;
+  // Where the kernel cannot clone into a group (or refuses this one), the
+  // daemon moves the shim itself, as for 'S', and says why if it cannot.
+  int32_t in_group = pid >= 0 && group.valid() ? 1 : 0;
+  if (pid < 0) pid = ::fork();
+  if (pid == 0) {
+    group.reset();
+    BecomeShim(fds, signal_fd, launcher, shim);
+  }
   if (pid < 0) {
-    Reply({-1, errno}, -1);
+    Reply({-1, errno, 0}, -1);
     return true;
   }
   ++children;
   // The child is not reaped before this (only the loop reaps): its pid is still its own.
-  UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  UniqueFd pidfd(in_group ? raw_pidfd : static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
   if (!pidfd.valid()) {
     int e = errno;
     ::kill(pid, SIGKILL);  // unwatchable: it never reads its spec, so nothing ran
-    Reply({-1, e}, -1);
+    Reply({-1, e, 0}, -1);
     return true;
   }
-  Reply({pid, 0}, pidfd.get());
+  Reply({pid, 0, in_group}, pidfd.get());
   return true;
 }
 
@@ -111,6 +147,13 @@ int RunLauncher(pid_t daemon, ShimEntry shim) {
   if (int nice = ::getpriority(PRIO_PROCESS, 0); errno == 0 && nice < 0) ::setpriority(PRIO_PROCESS, 0, 0);
   ::fcntl(kLauncherFd, F_SETFD, FD_CLOEXEC);
   ::close_range(kLauncherFd + 1, ~0U, 0);
+  // What every shim it forks inherits instead of doing it again: each
+  // disposition at its default (a shim resets only the one it changes before
+  // its replica's exec) and the boot id, read once.
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  for (int s = 1; s < NSIG; ++s) ::sigaction(s, &dfl, nullptr);
+  (void)BootId();
   int signal_fd = ::signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC);
   if (signal_fd < 0) return 1;
   int children = 0;

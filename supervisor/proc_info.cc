@@ -84,8 +84,12 @@ bool ProcessGroupAlive(pid_t pgid) {
 }
 
 std::string BootId() {
-  std::string id = logfiles::ReadRegularFile("/proc/sys/kernel/random/boot_id", 256).value_or("");
-  while (!id.empty() && (id.back() == '\n' || id.back() == ' ')) id.pop_back();
+  // Read once: it cannot change while this process lives (a forked shim gets the launcher's copy).
+  static const std::string id = [] {
+    std::string text = logfiles::ReadRegularFile("/proc/sys/kernel/random/boot_id", 256).value_or("");
+    while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+    return text;
+  }();
   return id;
 }
 

@@ -23,7 +23,8 @@ namespace torchxd::supervisor {
 std::optional<uint64_t> ParseStartTime(std::string_view stat_text);
 // Of a live process; nullopt when it is gone.
 std::optional<uint64_t> ProcessStartTime(pid_t pid);
-// /proc/sys/kernel/random/boot_id, without its newline ("" when unreadable).
+// /proc/sys/kernel/random/boot_id, without its newline ("" when unreadable);
+// read on the first call only.
 std::string BootId();
 // The state and process group of /proc/<pid>/stat text (fields 3 and 5); nullopt when malformed.
 std::optional<std::pair<char, pid_t>> ParseStateAndGroup(std::string_view stat_text);

@@ -154,9 +154,11 @@ void ReplicaProcess::Spawn(const std::string& shim_path, const ShimSpec& spec, c
     UniqueFd ours, theirs;
     // The launcher's own copy (it may outlive this object in its queue); sent as SCM_RIGHTS, so any number does.
     UniqueFd dir = dir_fd_.valid() ? UniqueFd(::fcntl(dir_fd_.get(), F_DUPFD_CLOEXEC, 0)) : UniqueFd();
+    // The shim is forked into its group where the kernel can: then nothing moves it there on the loop.
+    UniqueFd group = group_.empty() ? UniqueFd() : UniqueFd(::open(group_.c_str(), O_DIRECTORY | O_RDONLY | O_CLOEXEC));
     if (ControlPair(ours, theirs) && dir_fd_.valid() == dir.valid()) {
       std::weak_ptr<int> alive = alive_;
-      auto queued = launcher->Launch(std::move(theirs), std::move(dir), [this, alive, shim_path](auto launched) {
+      auto queued = launcher->Launch(std::move(theirs), std::move(dir), std::move(group), [this, alive, shim_path](auto launched) {
         // Destroyed meanwhile: its end of the control socket is closed, and a shim forked for it reads no spec and ends.
         if (alive.expired()) return;
         launching_ = false;
@@ -164,7 +166,7 @@ void ReplicaProcess::Spawn(const std::string& shim_path, const ShimSpec& spec, c
           launch_control_.reset();  // a shim that got its other end (and was lost) reads no spec and ends
           return SpawnHere(shim_path);
         }
-        Started(launched->pid, std::move(launched->pidfd), std::move(launch_control_));
+        Started(launched->pid, std::move(launched->pidfd), std::move(launch_control_), launched->in_group);
       });
       if (queued) {
         launch_control_ = std::move(ours);
@@ -203,7 +205,7 @@ void ReplicaProcess::SpawnHere(const std::string& shim_path) {
   Started(pid, UniqueFd(), std::move(ours));
 }
 
-void ReplicaProcess::Started(pid_t pid, UniqueFd pidfd, UniqueFd control) {
+void ReplicaProcess::Started(pid_t pid, UniqueFd pidfd, UniqueFd control, bool in_group) {
   OpenControl(std::move(control));
   if (pidfd.valid()) {
     WatchPidfd(pid, std::move(pidfd));
@@ -216,7 +218,7 @@ void ReplicaProcess::Started(pid_t pid, UniqueFd pidfd, UniqueFd control) {
     shim_exited_ = true;
     return FailLater(std::string("cannot watch the replica's helper: pidfd_open: ") + strerror(e));
   }
-  if (!group_.empty()) {
+  if (!group_.empty() && !in_group) {
     // Before the spec: the shim starts nothing until it has it, so every process of the replica is in the group.
     if (auto entered = containment_->Enter(group_, pid); !entered) {
       ::syscall(SYS_pidfd_send_signal, pidfd_.get(), SIGKILL, nullptr, 0);

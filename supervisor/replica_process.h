@@ -32,7 +32,8 @@
 //    live-restore the shim's parent-death signal stops the replica when the
 //    daemon exits; with it, the replica goes on.
 //  - Containment (containment.h): the shim enters its attempt's cgroup before
-//    it is handed the spec. A shim that has not ended 2 s after its grace
+//    it is handed the spec (the launcher forks it into the group where the
+//    kernel can; else it is moved there). A shim that has not ended 2 s after its grace
 //    period (stopped, or never reading its socket) is killed with its whole
 //    tree (cgroup.kill; else SIGKILL to it and the replica's process group).
 //    The attempt ends only once no process of it is left, whatever ended the
@@ -92,8 +93,9 @@ class ReplicaProcess : public ReplicaHandle {
   // A control socketpair, their end at fd 10 or above; false with errno.
   static bool ControlPair(UniqueFd& ours, UniqueFd& theirs);
   void SpawnHere(const std::string& shim_path);  // the posix_spawn fallback
-  // The shim runs (`pidfd` invalid: one is opened here): watch it, contain it, hand it the spec.
-  void Started(pid_t pid, UniqueFd pidfd, UniqueFd control);
+  // The shim runs (`pidfd` invalid: one is opened here): watch it, contain it
+  // (unless it was born in its group), hand it the spec.
+  void Started(pid_t pid, UniqueFd pidfd, UniqueFd control, bool in_group = false);
   void Attach(const MonitorRecord& monitor);
   void Connect();          // to an adopted shim's socket; retried while it may still be starting
   bool EndedUnwatched();   // exit.json is there: it ended while no daemon watched

@@ -88,8 +88,8 @@ Result<json> ParseObject(std::string_view text, const char* file) {
 std::string_view ShimExitReasonName(ShimExitReason reason) { return kReasons[static_cast<int>(reason)]; }
 
 std::string EncodeShimState(const ShimState& s) {
-  return Dump(json{{"version", kShimFilesVersion}, {"shim_pid", s.shim_pid}, {"shim_start", s.shim_start},
-                   {"child_pid", s.child_pid}, {"child_start", s.child_start}, {"boot_id", s.boot_id},
+  return Dump(json{{"version", kShimFilesVersion}, {"shim_pid", s.shim_pid}, {"child_pid", s.child_pid},
+                   {"boot_id", s.boot_id},
                    {"attempt", s.attempt}, {"started_ms", s.started_ms}});
 }
 
@@ -99,9 +99,7 @@ Result<ShimState> DecodeShimState(std::string_view text) {
   Fields f{*j, kShimStateFile, std::nullopt};
   ShimState s;
   s.shim_pid = f.Take<int64_t>("shim_pid");
-  s.shim_start = f.Take<uint64_t>("shim_start");
   s.child_pid = f.Take<int64_t>("child_pid");
-  s.child_start = f.Take<uint64_t>("child_start");
   s.boot_id = f.Take<std::string>("boot_id");
   s.attempt = f.Take<int>("attempt");
   s.started_ms = f.Take<int64_t>("started_ms");

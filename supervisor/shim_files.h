@@ -35,9 +35,7 @@ inline constexpr char kShimSocket[] = "s";
 
 struct ShimState {
   int64_t shim_pid = 0;
-  uint64_t shim_start = 0;   // clock ticks since boot (/proc/<pid>/stat field 22)
   int64_t child_pid = 0;
-  uint64_t child_start = 0;
   std::string boot_id;
   int attempt = 0;
   int64_t started_ms = 0;    // wall clock

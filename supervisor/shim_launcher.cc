@@ -78,7 +78,7 @@ Result<void> ShimLauncher::StartLauncher() {
   return {};
 }
 
-Result<void> ShimLauncher::Launch(UniqueFd control, UniqueFd run_dir, Done done) {
+Result<void> ShimLauncher::Launch(UniqueFd control, UniqueFd run_dir, UniqueFd group, Done done) {
   if (!enabled_) return tl::unexpected(Error::Unavailable(why_not_));
   if (!socket_.valid()) {
     if (uv_now(loop_) - last_start_ms_ < kRestartAfterMs) return tl::unexpected(Error::Unavailable(why_not_));
@@ -91,7 +91,8 @@ Result<void> ShimLauncher::Launch(UniqueFd control, UniqueFd run_dir, Done done)
     return tl::unexpected(Error::Unavailable("the launcher has " + std::to_string(kMaxQueued) + " launches queued"));
   }
   // Sent on a later loop turn, when the socket has room: `done` never runs within this call.
-  queue_.push_back(Request{std::move(control), std::move(run_dir), std::move(done)});
+  if (!run_dir.valid()) group.reset();  // a request into a group carries all three
+  queue_.push_back(Request{std::move(control), std::move(run_dir), std::move(group), std::move(done)});
   Rearm();
   return {};
 }
@@ -99,8 +100,9 @@ Result<void> ShimLauncher::Launch(UniqueFd control, UniqueFd run_dir, Done done)
 void ShimLauncher::Send() {
   for (Request& r : queue_) {
     if (r.sent) continue;
-    int fds[kMaxLaunchFds] = {r.control.get(), r.run_dir.get()};
-    int e = SendWithFds(socket_.get(), &kLaunchRequest, 1, fds, r.run_dir.valid() ? 2 : 1);
+    int fds[kMaxLaunchFds] = {r.control.get(), r.run_dir.get(), r.group.get()};
+    const char& kind = r.group.valid() ? kLaunchIntoGroupRequest : kLaunchRequest;
+    int e = SendWithFds(socket_.get(), &kind, 1, fds, r.group.valid() ? 3 : r.run_dir.valid() ? 2 : 1);
     if (e == EAGAIN || e == EWOULDBLOCK) return;  // sent when there is room
     if (e != 0) return Retire(Errno("the launcher stopped answering: send", e));
     r.sent = true;
@@ -169,7 +171,7 @@ void ShimLauncher::OnReply() {
       logging::warn("{}; this shim is exec'd", why);
       r.done(tl::unexpected(Error::Unavailable(why)));
     } else {
-      r.done(Launched{reply.pid, std::move(got[0])});  // may launch again, or retire
+      r.done(Launched{reply.pid, std::move(got[0]), reply.in_group == 1});  // may launch again, or retire
     }
   }
 }

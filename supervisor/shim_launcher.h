@@ -38,7 +38,7 @@ namespace torchxd::supervisor {
 class ShimLauncher {
  public:
   static constexpr int kReplyTimeoutMs = 2000;
-  static constexpr size_t kMaxQueued = 1024;  // beyond: posix_spawn (each queued launch holds two descriptors)
+  static constexpr size_t kMaxQueued = 1024;  // beyond: posix_spawn (each queued launch holds up to three descriptors)
   static constexpr const char* kLeftBehindEnv = "TORCHXD_LAUNCHERS_LEFT";
 
   // `enabled` false: every Launch fails and shims are exec'd (--no-launcher).
@@ -51,16 +51,19 @@ class ShimLauncher {
   struct Launched {
     pid_t pid = -1;
     UniqueFd pidfd;
+    bool in_group = false;  // born in the cgroup Launch was given
   };
   // How a launch ended: the shim's pid and a pidfd of it, or why there is no
   // shim (the caller then starts one itself, with a control socket of its
   // own: the one it handed here may have reached a shim that was lost).
   using Done = std::function<void(Result<Launched>)>;
   // Queues a fork of a shim with `control` as its fd 3 and `run_dir` (or none)
-  // as its fd 4. `done` runs on a later loop turn, launches in the order they
-  // were queued, unless the launcher is destroyed first. An error here (no
-  // launcher now, too many queued) means `done` never runs.
-  [[nodiscard]] Result<void> Launch(UniqueFd control, UniqueFd run_dir, Done done);
+  // as its fd 4; with `group` (a cgroup v2 directory, and a run dir) it is
+  // forked into that group where the kernel can (Launched::in_group). `done`
+  // runs on a later loop turn, launches in the order they were queued, unless
+  // the launcher is destroyed first. An error here (no launcher now, too many
+  // queued) means `done` never runs.
+  [[nodiscard]] Result<void> Launch(UniqueFd control, UniqueFd run_dir, UniqueFd group, Done done);
 
   // How shims are started now, for `torchx daemon status`.
   std::string Describe() const;
@@ -80,6 +83,7 @@ class ShimLauncher {
   struct Request {
     UniqueFd control;
     UniqueFd run_dir;
+    UniqueFd group;
     Done done;
     bool sent = false;
   };

@@ -123,9 +123,7 @@ int ShimLoop::Run(const ReplicaChild& child, int64_t started_ms) {
   if (run_dir_fd_.valid()) {
     ShimState state;
     state.shim_pid = ::getpid();
-    state.shim_start = ProcessStartTime(::getpid()).value_or(0);
     state.child_pid = child_.pid;
-    state.child_start = ProcessStartTime(child_.pid).value_or(0);
     state.boot_id = BootId();
     state.attempt = spec_.attempt;
     state.started_ms = started_ms_;

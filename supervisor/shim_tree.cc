@@ -63,10 +63,13 @@ bool IsExecutableFile(const std::string& path) {
   if (::dup2(l.stdout_fd, 1) < 0 || ::dup2(l.stderr_fd, 2) < 0) fail(errno);
   sigset_t none;
   sigemptyset(&none);
-  // Not signal(): glibc's wrapper may touch memory the shim shares with this child.
+  // The shim starts with every disposition at its default (posix_spawn's
+  // SETSIGDEF, or the launcher's, which it forks from) and ignores SIGPIPE
+  // alone: that one is what exec would pass on. Not signal(): glibc's wrapper
+  // may touch memory the shim shares with this child.
   struct sigaction dfl {};
   dfl.sa_handler = SIG_DFL;
-  for (int s = 1; s < NSIG; ++s) ::sigaction(s, &dfl, nullptr);
+  ::sigaction(SIGPIPE, &dfl, nullptr);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
   if (l.nofile != 0) {
     struct rlimit limit;

@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <utility>
@@ -126,15 +127,19 @@ TEST(ShimLauncherTest, ForgedRequestsAreRefusedAndTheLauncherGoesOnServing) {
       {"a file as the run directory", "S", {theirs.get(), file.get()}},
       {"a socket as the run directory", "S", {theirs.get(), theirs.get()}},
       {"a directory as the control socket", "S", {dir.get(), dir.get()}},
+      {"three descriptors for a plain launch", "S", {theirs.get(), dir.get(), dir.get()}},
+      {"a launch into a group without its group", "C", {theirs.get(), dir.get()}},
+      {"a directory that is no cgroup as the group", "C", {theirs.get(), dir.get(), dir.get()}},
+      {"a file as the group", "C", {theirs.get(), dir.get(), file.get()}},
   };
   for (const auto& c : forged) {
     LaunchReply r = Ask(l.socket.get(), c.payload, c.fds);
     EXPECT_EQ(r.pid, -1) << c.name;
     EXPECT_EQ(r.error, EINVAL) << c.name;
   }
-  // Three descriptors do not fit a request: the kernel cuts them, the launcher refuses it.
+  // Five descriptors do not fit a request: the kernel cuts them, the launcher refuses it.
   {
-    int three[3] = {theirs.get(), dir.get(), dir.get()};
+    int three[5] = {theirs.get(), dir.get(), dir.get(), dir.get(), dir.get()};
     struct iovec iov {
       const_cast<char*>("S"), 1
     };
@@ -172,6 +177,68 @@ TEST(ShimLauncherTest, ForgedRequestsAreRefusedAndTheLauncherGoesOnServing) {
   // The daemon closes its end: the launcher, with no shim left, exits.
   l.socket.reset();
   EXPECT_TRUE(ExitsWithin(l.pid, 5));
+}
+
+// Where this process may make a cgroup v2 group (root on a writable
+// hierarchy): its path, else "" with why in `why`.
+std::string MakeTestGroup(std::string& why) {
+  std::ifstream in("/proc/self/mountinfo");
+  std::string mount;
+  for (std::string line; std::getline(in, line);) {
+    size_t dash = line.find(" - cgroup2 ");
+    if (dash == std::string::npos) continue;
+    std::istringstream fields(line.substr(0, dash));
+    std::string id, parent, dev, root;
+    fields >> id >> parent >> dev >> root >> mount;
+    break;
+  }
+  if (mount.empty()) {
+    why = "no cgroup v2 hierarchy is mounted";
+    return "";
+  }
+  std::string group = mount + "/torchxd-launcher-test-" + std::to_string(::getpid());
+  if (::mkdir(group.c_str(), 0755) != 0) {
+    why = "cannot make " + group + ": " + strerror(errno);
+    return "";
+  }
+  return group;
+}
+
+// A launch into a group ('C'): the shim is born in it (no one moves it
+// there), so its replica runs in it from its first instruction.
+TEST(ShimLauncherTest, AShimLaunchedIntoAGroupIsBornInIt) {
+  std::string why;
+  std::string group = MakeTestGroup(why);
+  if (group.empty()) GTEST_SKIP() << why;
+  Launcher l = StartLauncher();
+  auto [ours, theirs] = ControlSockets();
+  auto out = std::filesystem::temp_directory_path() / ("launcher-group-" + std::to_string(::getpid()));
+  UniqueFd dir(::open("/tmp", O_DIRECTORY | O_RDONLY | O_CLOEXEC));
+  UniqueFd group_fd(::open(group.c_str(), O_DIRECTORY | O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(dir.valid() && group_fd.valid());
+  UniqueFd pidfd;
+  LaunchReply r = Ask(l.socket.get(), "C", {theirs.get(), dir.get(), group_fd.get()}, &pidfd);
+  ASSERT_GT(r.pid, 0) << strerror(r.error);
+  EXPECT_EQ(r.in_group, 1) << "forked where the launcher is (a kernel before 5.7?)";
+  std::string procs;
+  std::ifstream(group + "/cgroup.procs") >> procs;
+  EXPECT_EQ(procs, std::to_string(r.pid)) << "the shim, waiting for its spec, is in the group";
+  theirs.reset();
+  ShimSpec spec = TrueSpec();
+  spec.argv = {"/bin/sh", "-c", "cat /proc/self/cgroup > " + out.string()};
+  std::string text = EncodeShimSpec(spec);
+  ASSERT_EQ(::write(ours.get(), text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  EXPECT_THAT(ReadUntilClosed(ours.get()), HasSubstr("exited 0"));
+  std::string v2_line;  // the replica's group in the v2 hierarchy (a hybrid host lists v1's too)
+  std::ifstream cgroups(out);
+  for (std::string line; std::getline(cgroups, line);) {
+    if (line.rfind("0::", 0) == 0) v2_line = line;
+  }
+  EXPECT_EQ(v2_line, "0::" + group.substr(group.rfind('/')));
+  std::filesystem::remove(out);
+  l.socket.reset();
+  EXPECT_TRUE(ExitsWithin(l.pid, 5));
+  for (int i = 0; i < 500 && ::rmdir(group.c_str()) != 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
 }
 
 TEST(ShimLauncherTest, TheLauncherWaitsForItsShimsAfterTheDaemonClosesAndDiesWithTheDaemon) {
@@ -227,12 +294,12 @@ TEST(ShimLauncherTest, ALauncherThatDiedIsReplacedAndShimsAreExecdMeanwhile) {
     // Within a second of the last start: no new launcher yet, the caller execs the shim
     // (checked when this machine got here in time).
     if (std::chrono::steady_clock::now() - constructed < std::chrono::milliseconds(900)) {
-      EXPECT_FALSE(launcher.Launch(UniqueFd(::dup(theirs.get())), UniqueFd(), [](auto) { ADD_FAILURE(); }).has_value());
+      EXPECT_FALSE(launcher.Launch(UniqueFd(::dup(theirs.get())), UniqueFd(), UniqueFd(), [](auto) { ADD_FAILURE(); }).has_value());
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1100));
     uv_update_time(&loop);
     std::optional<Result<ShimLauncher::Launched>> launched;
-    auto queued = launcher.Launch(std::move(theirs), UniqueFd(), [&](auto r) { launched.emplace(std::move(r)); });
+    auto queued = launcher.Launch(std::move(theirs), UniqueFd(), UniqueFd(), [&](auto r) { launched.emplace(std::move(r)); });
     ASSERT_TRUE(queued.has_value()) << queued.error().message;
     EXPECT_FALSE(launched.has_value()) << "answered on a later loop turn, never within Launch";
     ASSERT_TRUE(RunUntil(&loop, [&] { return launched.has_value(); }));
@@ -245,7 +312,7 @@ TEST(ShimLauncherTest, ALauncherThatDiedIsReplacedAndShimsAreExecdMeanwhile) {
   }
   ShimLauncher off(&loop, TORCHXD_SHIM, false);
   EXPECT_EQ(off.Describe(), "posix_spawn of torchxd-shim (--no-launcher)");
-  EXPECT_FALSE(off.Launch(UniqueFd(), UniqueFd(), [](auto) { ADD_FAILURE(); }).has_value());
+  EXPECT_FALSE(off.Launch(UniqueFd(), UniqueFd(), UniqueFd(), [](auto) { ADD_FAILURE(); }).has_value());
   uv_run(&loop, UV_RUN_NOWAIT);
   EXPECT_EQ(uv_loop_close(&loop), 0);
 }
@@ -266,7 +333,7 @@ TEST(ShimLauncherTest, QueuedLaunchesAreAnsweredInOrderAndAStalledLauncherFailsT
     for (int i = 0; i < kShims; ++i) {
       auto [mine, theirs] = ControlSockets();
       ours.push_back(std::move(mine));
-      auto queued = launcher.Launch(std::move(theirs), UniqueFd(), [&, i](auto r) {
+      auto queued = launcher.Launch(std::move(theirs), UniqueFd(), UniqueFd(), [&, i](auto r) {
         order.push_back(i);
         if (r) pids.push_back(r->pid);
       });
@@ -289,7 +356,7 @@ TEST(ShimLauncherTest, QueuedLaunchesAreAnsweredInOrderAndAStalledLauncherFailsT
     std::vector<std::string> errors;
     for (int i = 0; i < 3; ++i) {
       auto [mine, theirs] = ControlSockets();
-      auto queued = launcher.Launch(std::move(theirs), UniqueFd(), [&](auto r) {
+      auto queued = launcher.Launch(std::move(theirs), UniqueFd(), UniqueFd(), [&](auto r) {
         errors.push_back(r ? "forked" : r.error().message);
       });
       ASSERT_TRUE(queued.has_value()) << queued.error().message;
