@@ -218,7 +218,7 @@ bool LocalScheduler::CancelQueued(LocalApp& app) {
     r.state = core::ReplicaState::kCancelled;
     r.end_ms = now;
     (void)store_->PutReplica(app.scheduler, app.app_id, r.role, r.replica_id, r.attempt, static_cast<int>(r.state),
-                             seam::ReplicaInfoToJson(r));
+                             seam::ReplicaInfoToJsonText(r));
   }
   Persist(app);
   Event(app, "ended", "CANCELLED: " + app.msg, {{"state", "CANCELLED"}, {"msg", app.msg}});

@@ -153,7 +153,7 @@ void LocalScheduler::EndPulling(LocalApp& app, core::AppState state, const std::
     r.end_ms = now;
     if (state != core::AppState::kCancelled) r.error_message = msg;
     (void)store_->PutReplica(app.scheduler, app.app_id, r.role, r.replica_id, r.attempt, static_cast<int>(r.state),
-                             seam::ReplicaInfoToJson(r));
+                             seam::ReplicaInfoToJsonText(r));
   }
   Persist(app);
   std::string name(core::AppStateName(state));

@@ -92,7 +92,7 @@ Result<void> LocalScheduler::Load(const std::vector<seam::StoredApp>& stored) {
         r.error_message = "torchxd stopped unexpectedly";
         r.end_ms = rec->ended_ms;
         (void)store_->PutReplica(rec->scheduler, rec->app_id, r.role, r.replica_id, r.attempt,
-                                 static_cast<int>(r.state), seam::ReplicaInfoToJson(r));
+                                 static_cast<int>(r.state), seam::ReplicaInfoToJsonText(r));
       }
       Persist(*rec);
       Event(*rec, "reconciled", rec->msg);

@@ -65,7 +65,7 @@ void LocalScheduler::PersistAll() {
     Persist(*rec);
     for (const auto& r : rec->replicas) {
       (void)store_->PutReplica(rec->scheduler, rec->app_id, r.role, r.replica_id, r.attempt,
-                               static_cast<int>(r.state), seam::ReplicaInfoToJson(r));
+                               static_cast<int>(r.state), seam::ReplicaInfoToJsonText(r));
     }
   }
 }
@@ -584,7 +584,7 @@ void LocalScheduler::OnReplicaChanged(supervisor::AppRunner& runner,
     mine = r;
     if (r.state == core::ReplicaState::kFailed) ReadErrorFile(*app, mine);
     (void)store_->PutReplica(app->scheduler, app->app_id, r.role, r.replica_id, r.attempt,
-                             static_cast<int>(r.state), seam::ReplicaInfoToJson(mine));
+                             static_cast<int>(r.state), seam::ReplicaInfoToJsonText(mine));
     if (moved) ReplicaEvent(*app, mine);
     logging::info("replica {} app={} role={} replica={} attempt={} pid={} code={}",
                  ToLowerState(r.state), app->app_id, r.role, r.replica_id, r.attempt,

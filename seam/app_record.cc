@@ -2,6 +2,7 @@
 
 #include "core/app_handle.h"
 #include "core/app_json.h"
+#include "core/json_parse.h"
 #include "core/user_db.h"
 
 namespace torchxd::seam {
@@ -48,6 +49,49 @@ json ReplicaInfoToJson(const supervisor::ReplicaInfo& r) {
               {"hostname", r.hostname},
               {"monitor", json{{"run_dir", r.monitor.run_dir}, {"nonce", r.monitor.nonce},
                                {"boot_id", r.monitor.boot_id}, {"cgroup", r.monitor.cgroup}}}};
+}
+
+namespace {
+
+void AppendKey(std::string& out, std::string_view key) {
+  out += '"';
+  out += key;
+  out += "\":";
+}
+
+template <class T>
+void AppendOpt(std::string& out, const std::optional<T>& v) {
+  out += v ? std::to_string(*v) : "null";
+}
+
+}  // namespace
+
+std::string ReplicaInfoToJsonText(const supervisor::ReplicaInfo& r) {
+  // The keys in the order nlohmann's (sorted) objects dump them.
+  std::string out;
+  out.reserve(384);
+  out += '{';
+  AppendKey(out, "attempt"), out += std::to_string(r.attempt);
+  out += ',', AppendKey(out, "end_ms"), AppendOpt(out, r.end_ms);
+  out += ',', AppendKey(out, "error_message"), core::AppendJsonString(out, r.error_message);
+  out += ',', AppendKey(out, "exit_code"), AppendOpt(out, r.exit_code);
+  out += ',', AppendKey(out, "hostname"), core::AppendJsonString(out, r.hostname);
+  out += ',', AppendKey(out, "log_dir"), core::AppendJsonString(out, r.log_dir);
+  out += ',', AppendKey(out, "monitor"), out += '{';
+  AppendKey(out, "boot_id"), core::AppendJsonString(out, r.monitor.boot_id);
+  out += ',', AppendKey(out, "cgroup"), core::AppendJsonString(out, r.monitor.cgroup);
+  out += ',', AppendKey(out, "nonce"), core::AppendJsonString(out, r.monitor.nonce);
+  out += ',', AppendKey(out, "run_dir"), core::AppendJsonString(out, r.monitor.run_dir);
+  out += '}';
+  out += ',', AppendKey(out, "pid"), AppendOpt(out, r.pid);
+  out += ',', AppendKey(out, "replica_id"), out += std::to_string(r.replica_id);
+  out += ',', AppendKey(out, "role"), core::AppendJsonString(out, r.role);
+  out += ',', AppendKey(out, "role_index"), out += std::to_string(r.role_index);
+  out += ',', AppendKey(out, "signal"), AppendOpt(out, r.signal);
+  out += ',', AppendKey(out, "start_ms"), AppendOpt(out, r.start_ms);
+  out += ',', AppendKey(out, "state"), out += std::to_string(static_cast<int>(r.state));
+  out += '}';
+  return out;
 }
 
 supervisor::ReplicaInfo ReplicaInfoFromJson(const json& j) {

@@ -127,6 +127,9 @@ std::optional<std::string> QueueOf(const AppRecord& app);
 const std::string& UserNameOf(uint32_t uid, std::map<uint32_t, std::string>& cache);
 
 nlohmann::json ReplicaInfoToJson(const supervisor::ReplicaInfo& info);
+// The same as its dump() (keys sorted, invalid UTF-8 replaced), written
+// directly: a replica's record is stored at each of its changes.
+std::string ReplicaInfoToJsonText(const supervisor::ReplicaInfo& info);
 nlohmann::json ReplicaRequestToStoredJson(const core::ReplicaRequest& request);
 std::optional<core::ReplicaRequest> ReplicaRequestFromStoredJson(const nlohmann::json& json);
 supervisor::ReplicaInfo ReplicaInfoFromJson(const nlohmann::json& json);

@@ -47,7 +47,7 @@ struct Stmt {
   ~Stmt() { sqlite3_reset(s); sqlite3_clear_bindings(s); }
 };
 
-void BindText(sqlite3_stmt* s, int i, const std::string& v) {
+void BindText(sqlite3_stmt* s, int i, std::string_view v) {
   sqlite3_bind_text(s, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
 }
 
@@ -265,7 +265,7 @@ Result<void> Store::PutAppText(const std::string& scheduler, const std::string& 
 
 Result<void> Store::PutReplica(const std::string& scheduler, const std::string& app_id,
                                const std::string& role, int replica_id, int attempt, int state,
-                               const nlohmann::json& record) {
+                               std::string_view record) {
   if (auto ok = EnsureTransaction(); !ok) return ok;
   if (put_replica_ == nullptr) {
     auto s = Prepare("INSERT OR REPLACE INTO replicas VALUES(?,?,?,?,?,?,?)");
@@ -280,7 +280,7 @@ Result<void> Store::PutReplica(const std::string& scheduler, const std::string& 
   sqlite3_bind_int(stmt, 4, replica_id);
   sqlite3_bind_int(stmt, 5, attempt);
   sqlite3_bind_int(stmt, 6, state);
-  BindText(stmt, 7, record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  BindText(stmt, 7, record);
   if (sqlite3_step(stmt) != SQLITE_DONE) return Fail(SqlError("write replica of " + app_id));
   if (on_change_) on_change_();
   if (attempt <= kAttemptsKept) return {};

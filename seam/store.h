@@ -68,9 +68,10 @@ class Store {
   // The same with the record already JSON text.
   [[nodiscard]] Result<void> PutAppText(const std::string& scheduler, const std::string& app_id, int state,
                                         int64_t created_ms, const std::string& record);
+  // `record`: the replica's JSON text (ReplicaInfoToJsonText).
   [[nodiscard]] Result<void> PutReplica(const std::string& scheduler, const std::string& app_id,
                                         const std::string& role, int replica_id, int attempt,
-                                        int state, const nlohmann::json& record);
+                                        int state, std::string_view record);
   // Keeps the app's newest `keep` events (0: all): older ones are deleted a
   // few at a time, so that a crash-looping replica's history stays bounded.
   // Returns the event's sequence number (increasing across all apps).

@@ -60,7 +60,7 @@ TEST(LocalSchedulerTest, HundredsOfStoredAppsComeBackAsTheyWereAndAnUnreadableOn
     r.state = i % 2 ? core::ReplicaState::kFailed : core::ReplicaState::kSucceeded;
     r.exit_code = i % 2;
     ASSERT_TRUE((*store)->PutReplica(a.scheduler, a.app_id, r.role, r.replica_id, r.attempt, static_cast<int>(r.state),
-                                     seam::ReplicaInfoToJson(r)));
+                                     seam::ReplicaInfoToJsonText(r)));
   }
   ASSERT_TRUE((*store)->PutAppText("local_cwd", "unreadable", static_cast<int>(core::AppState::kSucceeded), 500,
                                    R"({"app_id": "unreadable", "app": )"));

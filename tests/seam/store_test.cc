@@ -35,8 +35,8 @@ TEST_F(StoreTest, AppsAndLatestReplicaAttemptsRoundTrip) {
     ASSERT_TRUE(store.has_value()) << store.error().message;
     ASSERT_TRUE((*store)->PutApp("local_cwd", "a-1", 3, 100, {{"k", "v"}}).has_value());
     ASSERT_TRUE((*store)->PutApp("local_cwd", "a-1", 4, 100, {{"k", "v2"}}).has_value());
-    ASSERT_TRUE((*store)->PutReplica("local_cwd", "a-1", "r", 0, 1, 5, {{"attempt", 1}}).has_value());
-    ASSERT_TRUE((*store)->PutReplica("local_cwd", "a-1", "r", 0, 2, 4, {{"attempt", 2}}).has_value());
+    ASSERT_TRUE((*store)->PutReplica("local_cwd", "a-1", "r", 0, 1, 5, R"({"attempt":1})").has_value());
+    ASSERT_TRUE((*store)->PutReplica("local_cwd", "a-1", "r", 0, 2, 4, R"({"attempt":2})").has_value());
     ASSERT_TRUE((*store)->AddEvent("local_cwd", "a-1", 1, "app", 4, "").has_value());
   }
   auto store = Store::Open(Path(), nullptr);
@@ -72,7 +72,7 @@ TEST_F(StoreTest, AttemptsAndEventsOfARestartingReplicaStayBounded) {
     ASSERT_TRUE(store.has_value()) << store.error().message;
     ASSERT_TRUE((*store)->PutApp("local_cwd", "loop", 3, 100, {{"k", "v"}}).has_value());
     for (int attempt = 1; attempt <= 2000; ++attempt) {
-      ASSERT_TRUE((*store)->PutReplica("local_cwd", "loop", "r", 0, attempt, 4, {{"attempt", attempt}}).has_value());
+      ASSERT_TRUE((*store)->PutReplica("local_cwd", "loop", "r", 0, attempt, 4, nlohmann::json{{"attempt", attempt}}.dump()).has_value());
       ASSERT_TRUE((*store)->AddEvent("local_cwd", "loop", attempt, "replica r/0 attempt " + std::to_string(attempt), 4,
                                      "", 100).has_value());
     }

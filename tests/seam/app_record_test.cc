@@ -1,0 +1,50 @@
+// What the store keeps of an app and its replicas.
+#include "seam/app_record.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace torchxd::seam {
+namespace {
+
+std::string Dumped(const supervisor::ReplicaInfo& r) {
+  return ReplicaInfoToJson(r).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+// The replica record written directly is byte for byte what the DOM dumps,
+// and reads back as the same replica.
+TEST(AppRecordTest, AReplicasRecordTextIsWhatItsJsonDumps) {
+  supervisor::ReplicaInfo fresh;
+  supervisor::ReplicaInfo full;
+  full.role = "trainer";
+  full.role_index = 2;
+  full.replica_id = 17;
+  full.state = core::AppState::kFailed;
+  full.attempt = 3;
+  full.pid = 4242;
+  full.exit_code = -1;
+  full.signal = 9;
+  full.start_ms = 1796156634797;
+  full.end_ms = 1796156635075;
+  full.error_message = "a \"quoted\"\nline\twith \\ and \x01 and caf\xc3\xa9 and a bad byte \xff";
+  full.log_dir = "/home/u/logs/torchx/app/trainer/17";
+  full.hostname = "box";
+  full.monitor.run_dir = "/run/torchxd/shims/abc";
+  full.monitor.nonce = "0123456789abcdef";
+  full.monitor.boot_id = "f8118d94-e699-4af9-92c4-298fc31b";
+  full.monitor.cgroup = "/sys/fs/cgroup/torchxd-1/a-2";
+  for (const auto* r : {&fresh, &full}) {
+    SCOPED_TRACE(r->role);
+    std::string text = ReplicaInfoToJsonText(*r);
+    EXPECT_EQ(text, Dumped(*r));
+    auto back = ReplicaInfoFromJson(nlohmann::json::parse(text));
+    EXPECT_EQ(ReplicaInfoToJsonText(back), text);  // invalid UTF-8 was replaced once, in `text`
+    EXPECT_EQ(back.pid, r->pid);
+    EXPECT_EQ(back.end_ms, r->end_ms);
+    EXPECT_EQ(back.monitor.cgroup, r->monitor.cgroup);
+  }
+}
+
+}  // namespace
+}  // namespace torchxd::seam
