@@ -7,7 +7,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <charconv>
 #include <cstring>
+#include <string_view>
 #include <fstream>
 #include <vector>
 #include <sstream>
@@ -34,13 +36,17 @@ Result<void> WriteSmall(const std::string& path, const std::string& text) {
   return {};
 }
 
-// The value of `key` in a flat keyed file (cgroup.events, memory.events); -1 when absent.
-long long KeyValue(const std::string& text, const std::string& key) {
-  std::istringstream in(text);
-  std::string k;
-  long long v;
-  while (in >> k >> v) {
-    if (k == key) return v;
+// The value of `key` in a flat keyed file (cgroup.events, memory.events:
+// "key value" lines); -1 when absent.
+long long KeyValue(std::string_view text, std::string_view key) {
+  while (!text.empty()) {
+    size_t end = text.find('\n');
+    std::string_view line = text.substr(0, end);
+    text = end == std::string_view::npos ? std::string_view() : text.substr(end + 1);
+    if (line.size() <= key.size() || line.compare(0, key.size(), key) != 0 || line[key.size()] != ' ') continue;
+    long long v = 0;
+    auto [ptr, ec] = std::from_chars(line.data() + key.size() + 1, line.data() + line.size(), v);
+    return ec == std::errc() ? v : -1;
   }
   return -1;
 }

@@ -126,11 +126,11 @@ void KillTree(ReplicaChild& child) {
   if (child.pid > 0 && !child.reaped) ::kill(-child.pid, SIGKILL);
   for (int round = 0; round < 20000; ++round) {
     ReapAvailable(child);
+    // No child at all, living or not (the common end: the replica left
+    // nothing behind): nothing to list.
+    errno = 0;
+    if (::waitpid(-1, nullptr, WNOHANG) < 0 && errno == ECHILD) return;
     auto kids = Children();
-    if (kids.empty()) {
-      errno = 0;
-      if (::waitpid(-1, nullptr, WNOHANG) < 0 && errno == ECHILD) return;
-    }
     for (pid_t k : kids) {
       ::kill(k, SIGKILL);
       ::kill(-k, SIGKILL);
