@@ -180,6 +180,10 @@ bool Containment::OomKilled(const std::string& group) const {
 
 void Containment::Remove(const std::string& group) const { ::rmdir(group.c_str()); }
 
+bool Containment::RemoveIfEmpty(const std::string& group) const {
+  return ::rmdir(group.c_str()) == 0 || errno == ENOENT || (errno != EBUSY && !Populated(group));
+}
+
 bool Containment::Owns(const std::string& group) const {
   if (!cgroups() || group.size() <= subtree_.size() + 1 || group.compare(0, subtree_.size() + 1, subtree_ + "/") != 0) {
     return false;

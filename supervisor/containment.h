@@ -73,6 +73,9 @@ class Containment {
   bool OomKilled(const std::string& group) const;
   // Removes the (empty) group.
   void Remove(const std::string& group) const;
+  // Removes the group unless a process still lives in it (rmdir's EBUSY):
+  // true when it is gone. One system call where Populated and Remove are two.
+  bool RemoveIfEmpty(const std::string& group) const;
   // Is `group` one of this daemon's (a stored path is never trusted blindly)?
   bool Owns(const std::string& group) const;
   // After a restart: the attempt groups no running attempt refers to (what a

@@ -493,7 +493,13 @@ void ReplicaProcess::OnControlLine(const std::string& line) {
 
 bool ReplicaProcess::TreeGone() {
   bool left;
-  if (!group_.empty()) {
+  if (!group_.empty() && limits_.mem_mb <= 0) {
+    // Removing the group is the check: the kernel refuses while a process is
+    // in it. (With a memory limit the group stays until its OOM count is read.)
+    group_removed_ = containment_->RemoveIfEmpty(group_);
+    left = !group_removed_;
+    if (left) containment_->Kill(group_);
+  } else if (!group_.empty()) {
     left = containment_->Populated(group_);
     if (left) containment_->Kill(group_);
   } else {
@@ -590,7 +596,7 @@ void ReplicaProcess::MaybeFinish() {
     if (limits_.mem_mb > 0 && containment_->OomKilled(group_) && exit.signal == SIGKILL) {
       exit.message = "out of memory: the replica used more than its " + std::to_string(limits_.mem_mb) + " MB (memMB)";
     }
-    containment_->Remove(group_);
+    if (!group_removed_) containment_->Remove(group_);
   }
   // The run directory goes only once the exit on_exit records is stored: a
   // daemon that dies before finds exit.json again. The owner may destroy

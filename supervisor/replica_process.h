@@ -153,6 +153,7 @@ class ReplicaProcess : public ReplicaHandle {
   bool have_status_ = false;
   const Containment* containment_;
   std::string group_;         // the attempt's cgroup ("" = process groups)
+  bool group_removed_ = false;  // TreeGone removed it (it was empty)
   AttemptLimits limits_;
   int replica_pid_ = 0;       // leads the replica's process group (from `started`)
   UvHandle<uv_timer_t> escalate_;
