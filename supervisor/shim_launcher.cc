@@ -90,19 +90,27 @@ Result<void> ShimLauncher::Launch(UniqueFd control, UniqueFd run_dir, UniqueFd g
   if (queue_.size() >= kMaxQueued) {
     return tl::unexpected(Error::Unavailable("the launcher has " + std::to_string(kMaxQueued) + " launches queued"));
   }
-  // Sent on a later loop turn, when the socket has room: `done` never runs within this call.
   if (!run_dir.valid()) group.reset();  // a request into a group carries all three
+  bool first_unsent = queue_.empty() || queue_.back().sent;
   queue_.push_back(Request{std::move(control), std::move(run_dir), std::move(group), std::move(done)});
+  // Sent now when the socket has room, so that the launcher forks while the
+  // loop goes on (an app's replicas are launched in one turn); else, or on
+  // an error, by the next turn's Send. `done` never runs within this call.
+  if (first_unsent && SendOne(queue_.back()) == 0) queue_.back().sent = true;
   Rearm();
   return {};
+}
+
+int ShimLauncher::SendOne(const Request& r) {
+  int fds[kMaxLaunchFds] = {r.control.get(), r.run_dir.get(), r.group.get()};
+  const char& kind = r.group.valid() ? kLaunchIntoGroupRequest : kLaunchRequest;
+  return SendWithFds(socket_.get(), &kind, 1, fds, r.group.valid() ? 3 : r.run_dir.valid() ? 2 : 1);
 }
 
 void ShimLauncher::Send() {
   for (Request& r : queue_) {
     if (r.sent) continue;
-    int fds[kMaxLaunchFds] = {r.control.get(), r.run_dir.get(), r.group.get()};
-    const char& kind = r.group.valid() ? kLaunchIntoGroupRequest : kLaunchRequest;
-    int e = SendWithFds(socket_.get(), &kind, 1, fds, r.group.valid() ? 3 : r.run_dir.valid() ? 2 : 1);
+    int e = SendOne(r);
     if (e == EAGAIN || e == EWOULDBLOCK) return;  // sent when there is room
     if (e != 0) return Retire(Errno("the launcher stopped answering: send", e));
     r.sent = true;

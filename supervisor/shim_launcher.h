@@ -8,7 +8,8 @@
 // that died is started again on a later launch, at most once a second.
 //
 // Launches are queued and answered on the loop, in order: the loop never
-// waits for the launcher's fork. A launcher that leaves a sent launch
+// waits for the launcher's fork. Each is sent at once when the socket has
+// room (the launcher forks while the loop goes on), else on a later turn. A launcher that leaves a sent launch
 // unanswered for kReplyTimeoutMs is killed, and every queued launch fails.
 //
 // Launchers are the daemon's children, reaped here through pidfds, also those
@@ -91,6 +92,7 @@ class ShimLauncher {
   // The current launcher serves no more (reaped when it ends); every queued launch fails with `why`.
   void Retire(const std::string& why);
   void Send();   // what the socket takes of the queued launches
+  int SendOne(const Request& r);  // 0 or an errno
   void Rearm();  // watches for replies, room and the reply deadline as the queue needs
   void OnIo(int status, int events);
   void OnReply();
