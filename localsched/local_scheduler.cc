@@ -579,7 +579,7 @@ void LocalScheduler::OnReplicaChanged(supervisor::AppRunner& runner,
   LocalApp* app = RecordOf(runner);
   if (app == nullptr) return;
   for (auto& mine : app->replicas) {
-    if (mine.role != r.role || mine.replica_id != r.replica_id) continue;
+    if (mine.replica_id != r.replica_id || mine.role != r.role) continue;  // the number first: most share the role
     bool moved = mine.state != r.state || mine.attempt != r.attempt || mine.pid != r.pid;
     mine = r;
     if (r.state == core::ReplicaState::kFailed) ReadErrorFile(*app, mine);
