@@ -2,6 +2,8 @@
 
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -88,6 +90,25 @@ unsigned long long FreeBytes(const std::string& path) {
   struct statvfs st;
   if (::statvfs(path.c_str(), &st) != 0) return 0;
   return static_cast<unsigned long long>(st.f_bavail) * st.f_frsize;
+}
+
+std::pair<std::string, double> InodeCost(const std::string& dir, int n) {
+  ::mkdir(dir.c_str(), 0755);
+  struct statfs fs;
+  std::string type = ::statfs(dir.c_str(), &fs) != 0 ? "?"
+                     : fs.f_type == 0xEF53       ? "ext4"
+                     : fs.f_type == 0x01021994   ? "tmpfs"
+                     : fs.f_type == 0x58465342   ? "xfs"
+                     : fs.f_type == 0x9123683E   ? "btrfs"
+                                                 : std::to_string(fs.f_type);
+  std::vector<double> us;
+  for (int i = 0; i < n; ++i) {
+    auto start = Clock::now();
+    ::mkdir((dir + "/" + std::to_string(i)).c_str(), 0755);
+    us.push_back(SecondsSince(start) * 1e6);
+  }
+  std::sort(us.begin(), us.end());
+  return {type, us.empty() ? 0 : us[us.size() / 2]};
 }
 
 }  // namespace torchxd::bench

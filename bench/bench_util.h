@@ -29,6 +29,12 @@ long RssKiB(pid_t pid);
 long CpuTicks(pid_t pid);  // utime + stime
 long PssKiB(pid_t pid);    // proportional set size (smaps_rollup), -1 if unreadable
 unsigned long long FreeBytes(const std::string& path);
+// The filesystem under `dir` ("ext4", "tmpfs", or its magic number) and the
+// median microseconds one mkdir there takes (of `n`, left in `dir`): a
+// replica's log dir is one. On ext4 without a journal that figure grows for
+// minutes after many files there were deleted (the allocator skips inodes
+// freed in the last minutes).
+std::pair<std::string, double> InodeCost(const std::string& dir, int n);
 
 }  // namespace torchxd::bench
 
