@@ -134,6 +134,7 @@ void ShimLauncher::Rearm() {
   bool waiting = !queue_.empty() && queue_.front().sent;
   bool armed = uv_is_active(reinterpret_cast<uv_handle_t*>(deadline_.get())) != 0;
   if (waiting && !armed) {
+    uv_update_time(loop_);  // a launch sent within a long loop turn: its 2 s count from now
     uv_timer_start(
         deadline_.get(),
         [](uv_timer_t* t) {
