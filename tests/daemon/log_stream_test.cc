@@ -1,6 +1,7 @@
 // A replica's log stream on disk: its index stays small whatever the replica
 // prints, and reading it is bounded whatever its directory holds.
 #include "logfiles/log_stream.h"
+#include "logfiles/log_writer.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -55,6 +56,36 @@ TEST_F(LogStreamTest, AChattyReplicasIndexStaysSmallAndStillReadsBack) {
   EXPECT_EQ(layout->TimeAt(layout->end_offset - 1), now);  // recent lines keep their exact times
   EXPECT_EQ(layout->AttemptAt(layout->end_offset - 1), 3);
   EXPECT_EQ(layout->AttemptAt(layout->first_offset), layout->attempts.front().attempt);
+}
+
+// A new replica's directory is made at once (its error.json goes there); each
+// stream's file comes with its first bytes, so one that never prints costs
+// none, and a later attempt continues the files the first one made.
+TEST_F(LogStreamTest, AStreamsFileIsMadeWithItsFirstBytes) {
+  std::string dir = (dir_ / "r" / "0").string();
+  {
+    auto w = ReplicaLogWriter::Open(dir, 0);
+    ASSERT_TRUE(w.has_value()) << w.error().message;
+    EXPECT_TRUE(fs::is_directory(dir));
+    w->BeginAttempt(1, 1000);
+    EXPECT_TRUE(fs::is_empty(dir)) << "no file before a byte";
+    w->Write(OutputStream::kStdout, "hello\n", 1010);
+    w->EndAttempt(1020);
+    EXPECT_TRUE(fs::exists(dir + "/stdout.log"));
+    EXPECT_TRUE(fs::exists(dir + "/combined.log"));
+    EXPECT_FALSE(fs::exists(dir + "/stderr.log")) << "stderr never printed";
+    EXPECT_FALSE(LoadLogStream(dir, "stderr").has_value());  // readers: an empty stream
+  }
+  auto again = ReplicaLogWriter::Open(dir, 0);  // a retry: the directory is there
+  ASSERT_TRUE(again.has_value()) << again.error().message;
+  again->BeginAttempt(2, 2000);
+  again->Write(OutputStream::kStdout, "again\n", 2010);
+  again->Write(OutputStream::kStderr, "oops\n", 2020);
+  again->EndAttempt(2030);
+  std::ifstream out(dir + "/stdout.log");
+  std::string text((std::istreambuf_iterator<char>(out)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "hello\nagain\n");
+  EXPECT_EQ(fs::file_size(dir + "/stderr.log"), 5u);
 }
 
 TEST_F(LogStreamTest, AnUnboundedStreamsIndexIsThinnedNotGrown) {
