@@ -2,13 +2,16 @@
 // replica first, the log tail (text only, filter, pause, download), cancel
 // by keyboard, deep links. One daemon for the file.
 import assert from 'node:assert/strict';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
 import { Daemon, launch, openPage, screenshot, skipReason, until } from './harness.mjs';
 
 const skip = await skipReason();
 
-describe('the page', { skip: skip || false, timeout: 120000 }, () => {
+// The whole file: ~30 s on a quiet machine, four times that with both cores busy.
+describe('the page', { skip: skip || false, timeout: 240000 }, () => {
   let daemon, browser;
   before(async () => {
     daemon = await new Daemon().start();
@@ -85,7 +88,11 @@ describe('the page', { skip: skip || false, timeout: 120000 }, () => {
   });
 
   test('tail: in order with no duplicate, streams switch, a regex filters new lines, pause counts, download equals torchx log', async () => {
-    const h = daemon.run('utils.sh', 'sh', '-c', 'for i in $(seq 1 400); do echo "n $i"; echo "e $i" >&2; sleep 0.02; done');
+    // It prints until the test is done with the live steps: a loaded machine may take longer
+    // over them than any fixed number of lines lasts, and "new lines keep coming" needs it alive.
+    const stop = join(daemon.dir, 'stop-tail');
+    const h = daemon.run('utils.sh', 'sh', '-c',
+      `i=0; while [ ! -e ${stop} ] || [ $i -lt 40 ]; do i=$((i+1)); echo "n $i"; echo "e $i" >&2; sleep 0.02; done`);
     const page = await openPage(browser, daemon);
     await page.goto(daemon.origin + '/apps/' + encodeURIComponent(h) + '?role=sh&replica=0&stream=stdout');
     await page.locator('#log', { hasText: 'n 30' }).waitFor();
@@ -116,6 +123,7 @@ describe('the page', { skip: skip || false, timeout: 120000 }, () => {
     await page.click('#t-new');  // resume catches up
     await until(async () => (await page.locator('#log').textContent()).length > frozen.length, 'the held lines');
     // Download: exactly what `torchx log` prints for the same selection.
+    writeFileSync(stop, '');
     await until(() => /SUCCEEDED/.test(daemon.torchx('status', h)), 'the app to end', 30000);
     const href = await page.locator('#t-download').getAttribute('href');
     const body = await page.evaluate(async (u) => (await fetch(u)).text(), href);
@@ -192,7 +200,8 @@ describe('the page', { skip: skip || false, timeout: 120000 }, () => {
     const t0 = Date.now();
     await page.locator('#log').evaluate((e) => { e.scrollTop = 0; });
     await page.click('#t-pause');
-    assert.ok(Date.now() - t0 < 2000, 'the page answers');
+    // A page that kept every line in its DOM would take tens of seconds here; a busy machine, a few.
+    assert.ok(Date.now() - t0 < 5000, 'the page answers');
     await page.context().close();
   });
 
