@@ -83,7 +83,7 @@ describe('live', { skip: skip || false, timeout: 150000 }, () => {
     const pages = [];
     for (let i = 0; i < 8; i++) {
       const p = await context.newPage();
-      p.setDefaultTimeout(10000);
+      p.setDefaultTimeout(30000);  // eight tabs of one browser, on a machine whose cores may all be busy
       await p.goto(url);
       pages.push(p);
     }
