@@ -1,20 +1,31 @@
 #include "cli/daemon_connection.h"
 
+#include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "core/paths.h"
+#include "core/unique_fd.h"
 
 namespace torchxd::cli {
 namespace {
 
 namespace fs = std::filesystem;
+
+// A started daemon that lives is waited for this long, and told about after kStartPatience.
+constexpr std::chrono::seconds kStartLimit{60};
+constexpr std::chrono::seconds kStartPatience{10};
 
 std::string TorchxdBinary() {
   std::string beside = core::SelfExecutableDir() + "/torchxd";
@@ -23,16 +34,27 @@ std::string TorchxdBinary() {
 }
 
 // Double fork + setsid: the daemon is nobody's child and holds none of our fds.
-Result<void> SpawnDetached(const std::string& state_dir) {
+// Returns its pid (the middle child passes it up a pipe).
+Result<pid_t> SpawnDetached(const std::string& state_dir) {
   std::error_code ec;
   fs::create_directories(state_dir, ec);
   std::string out = state_dir + "/torchxd.out";
   std::string binary = TorchxdBinary();
+  int pid_pipe[2];
+  if (::pipe2(pid_pipe, O_CLOEXEC) != 0) return Fail(Error::Io(std::string("pipe: ") + strerror(errno)));
   pid_t first = ::fork();
-  if (first < 0) return Fail(Error::Io("fork failed"));
+  if (first < 0) {
+    ::close(pid_pipe[0]);
+    ::close(pid_pipe[1]);
+    return Fail(Error::Io("fork failed"));
+  }
   if (first == 0) {
     ::setsid();
-    if (::fork() != 0) ::_exit(0);
+    pid_t second = ::fork();
+    if (second != 0) {
+      (void)!::write(pid_pipe[1], &second, sizeof(second));
+      ::_exit(0);
+    }
     int devnull = ::open("/dev/null", O_RDONLY);
     int log = ::open(out.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
     ::dup2(devnull, 0);
@@ -43,9 +65,59 @@ Result<void> SpawnDetached(const std::string& state_dir) {
     ::execvp(argv[0], argv);
     ::_exit(127);
   }
+  ::close(pid_pipe[1]);
+  pid_t daemon = -1;
+  ssize_t n;
+  do {
+    n = ::read(pid_pipe[0], &daemon, sizeof(daemon));
+  } while (n < 0 && errno == EINTR);
+  ::close(pid_pipe[0]);
   int status = 0;
   ::waitpid(first, &status, 0);
-  return {};
+  if (n != sizeof(daemon) || daemon <= 0) return Fail(Error::Io("could not start torchxd (fork failed)"));
+  return daemon;
+}
+
+// Whether a process lives (a zombie counts as gone), through a pidfd where
+// the kernel has them: the spawned daemon is not our child.
+class Watched {
+ public:
+  explicit Watched(pid_t pid) : pid_(pid), fd_(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0))) {}
+  ~Watched() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Watched(const Watched&) = delete;
+  Watched& operator=(const Watched&) = delete;
+  bool Alive() const {
+    if (fd_ < 0) return ::kill(pid_, 0) == 0 || errno == EPERM;
+    struct pollfd p = {fd_, POLLIN, 0};
+    return ::poll(&p, 1, 0) == 0;
+  }
+
+ private:
+  pid_t pid_;
+  int fd_;
+};
+
+// The pid holding the state dir's lock (a daemon that won the start), or 0.
+pid_t LockHolder(const std::string& state_dir) {
+  UniqueFd fd(::open((state_dir + "/torchxd.lock").c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd.valid()) return 0;
+  struct flock lock {};
+  lock.l_type = F_WRLCK;
+  lock.l_whence = SEEK_SET;
+  if (::fcntl(fd.get(), F_GETLK, &lock) != 0 || lock.l_type == F_UNLCK) return 0;
+  return lock.l_pid;
+}
+
+// The last line the daemon wrote (why it stopped), or "".
+std::string LastLine(const std::string& file) {
+  std::ifstream in(file);
+  std::string line, last;
+  while (std::getline(in, line)) {
+    if (!line.empty()) last = line;
+  }
+  return last.substr(0, 2000);
 }
 
 // The first exchange: a daemon that refuses us (its connection limit, another
@@ -99,14 +171,36 @@ Result<DaemonClient> ConnectToDaemon(const ConnectOptions& options, const CliCon
         (no_autostart ? "; TORCHX_NO_AUTOSTART=1 is set, so none was started: run `torchxd &`" : "")));
   }
   std::string state_dir = core::UserStateDir(ctx.env);
-  if (auto spawned = SpawnDetached(state_dir); !spawned) return Fail(spawned.error());
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (std::chrono::steady_clock::now() < deadline) {
+  std::string out = state_dir + "/torchxd.out";
+  auto spawned = SpawnDetached(state_dir);
+  if (!spawned) return Fail(spawned.error());
+  // A daemon still starting is waited for (a fresh store's first syncs can
+  // take seconds on a busy disk); one that exited is reported at once, unless
+  // another CLI's daemon won the state dir and is the one starting.
+  Watched ours(*spawned);
+  auto start = std::chrono::steady_clock::now();
+  bool told = false;
+  for (;;) {
     if (auto c = DaemonClient::Connect(user_socket)) return c;
+    auto waited = std::chrono::steady_clock::now() - start;
+    bool alive = ours.Alive() || LockHolder(state_dir) > 0;
+    if (!alive) {
+      if (auto c = DaemonClient::Connect(user_socket)) return c;  // it answered as it went
+      std::string last = LastLine(out);
+      return Fail(Error::Disconnected("torchxd exited before it answered on " + user_socket +
+                                      (last.empty() ? "; see " + out : "; it said: " + last + " (" + out + ")")));
+    }
+    if (waited >= kStartLimit) {
+      return Fail(Error::Disconnected("started torchxd (pid " + std::to_string(*spawned) + ") but it did not answer on " +
+                                      user_socket + " within " + std::to_string(kStartLimit.count()) + " s; see " + out));
+    }
+    if (!told && waited >= kStartPatience) {
+      told = true;
+      *ctx.err << "torchx: torchxd (pid " << *spawned << ") is still starting; waiting up to "
+               << kStartLimit.count() << " s (its output: " << out << ")\n";
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  return Fail(Error::Disconnected("started torchxd but it did not answer on " + user_socket +
-                                 " within 10 s; see " + state_dir + "/torchxd.out"));
 }
 
 }  // namespace torchxd::cli

@@ -3,7 +3,9 @@
 //   answers, else the system socket (/run/torchxd/torchxd.sock) if it exists
 //   (never autostarted: exit 3 with a `systemctl start torchxd` hint), else a
 //   user daemon is autostarted: detached (new session, stdio to its state
-//   dir, so it never holds the caller's pipes), and awaited until it answers.
+//   dir, so it never holds the caller's pipes), and awaited until it answers:
+//   up to 60 s while it lives (a note on stderr after 10 s); one that exits
+//   first is reported at once with the last line it wrote.
 //   TORCHX_NO_AUTOSTART=1 turns autostart off. Two CLIs autostarting at once
 //   end up with one daemon (the loser exits on the state-dir lock).
 //

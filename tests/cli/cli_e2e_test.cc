@@ -210,6 +210,18 @@ TEST_F(CliE2eTest, NoAutostartMeansExitThreeAndInfoCommandsNeedNoDaemon) {
   EXPECT_EQ(Torchx({"daemon", "status"}, no).exit_code, 3);
 }
 
+TEST_F(CliE2eTest, AnAutostartedDaemonThatExitsIsReportedAtOnceWithWhatItSaid) {
+  // Its lock file cannot be opened: the daemon says so and exits.
+  fs::create_directories(dir_ / "state/torchxd/torchxd.lock");
+  auto start = std::chrono::steady_clock::now();
+  auto run = Torchx({"run", "-d", "utils.echo"});
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(run.exit_code, 3);
+  EXPECT_THAT(run.err, HasSubstr("torchxd exited before it answered on " + Socket()));
+  EXPECT_THAT(run.err, HasSubstr("torchxd.lock"));  // its own last line, not a pointer to a file alone
+  EXPECT_LT(took, 8.0);  // not the limit a live daemon gets (60 s)
+}
+
 TEST_F(CliE2eTest, ADaemonThatRefusesTheConnectionSaysWhy) {
   ASSERT_EQ(Torchx({"daemon", "stop"}).exit_code, 0);
   std::string sock = (dir_ / "one.sock").string();
