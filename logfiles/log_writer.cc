@@ -1,13 +1,35 @@
 #include "logfiles/log_writer.h"
 
-#include <filesystem>
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
 
 namespace torchxd::logfiles {
+namespace {
+
+// mkdir -p that tries the leaf first (a replica's dir is new, its role's dir
+// usually is not): 1 when it made `dir`, 0 when it was there, else -errno.
+int MakeDirs(const std::string& dir, int depth = 0) {
+  if (::mkdir(dir.c_str(), 0777) == 0) return 1;
+  int e = errno;
+  if (e == EEXIST) {
+    struct stat st;
+    if (::stat(dir.c_str(), &st) != 0) return -errno;
+    return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
+  }
+  size_t slash = dir.find_last_of('/');
+  if (e != ENOENT || slash == 0 || slash == std::string::npos || depth > 64) return -e;
+  if (int made = MakeDirs(dir.substr(0, slash), depth + 1); made < 0) return made;
+  if (::mkdir(dir.c_str(), 0777) == 0) return 1;
+  return errno == EEXIST ? MakeDirs(dir, depth + 1) : -errno;
+}
+
+}  // namespace
 
 Result<ReplicaLogWriter> ReplicaLogWriter::Open(const std::string& dir, uint64_t budget_bytes) {
-  std::error_code ec;
-  bool fresh = std::filesystem::create_directories(dir, ec);
-  if (ec) return Fail(Error::Io("mkdir " + dir + ": " + ec.message()));
+  int made = MakeDirs(dir);
+  if (made < 0) return Fail(Error::Io("mkdir " + dir + ": " + strerror(-made)));
+  bool fresh = made == 1;
   ReplicaLogWriter w;
   auto out = LogStreamWriter::Open(dir, "stdout", budget_bytes, fresh);
   if (!out) return Fail(out.error());

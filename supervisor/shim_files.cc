@@ -161,8 +161,12 @@ Result<ShimExit> DecodeShimExit(std::string_view text) {
 
 Result<void> WriteFileAtomically(int dir_fd, const char* name, std::string_view bytes) {
   std::string tmp = std::string(name) + ".tmp";
-  ::unlinkat(dir_fd, tmp.c_str(), 0);
-  UniqueFd fd(::openat(dir_fd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+  constexpr int kFlags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW;
+  UniqueFd fd(::openat(dir_fd, tmp.c_str(), kFlags, 0600));
+  if (!fd.valid() && errno == EEXIST) {  // one left by a writer that died
+    ::unlinkat(dir_fd, tmp.c_str(), 0);
+    fd.reset(::openat(dir_fd, tmp.c_str(), kFlags, 0600));
+  }
   if (!fd.valid()) return Fail(Error::Io("create " + tmp + ": " + strerror(errno)));
   size_t done = 0;
   while (done < bytes.size()) {

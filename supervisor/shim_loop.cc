@@ -75,10 +75,10 @@ std::optional<std::string> ShimLoop::Prepare(UniqueFd& stdout_write, UniqueFd& s
     struct sockaddr_un addr {};
     addr.sun_family = AF_UNIX;
     ::strcpy(addr.sun_path, kShimSocket);
-    ::unlinkat(run_dir_fd_.get(), kShimSocket, 0);
     mode_t umask_before = ::umask(0177);  // the socket is its user's alone (the daemon is root or that user)
+    auto bind = [&] { return ::bind(listen_fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0; };
     bool bound = listen_fd_.valid() && ::fchdir(run_dir_fd_.get()) == 0 &&
-                 ::bind(listen_fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+                 (bind() || (errno == EADDRINUSE && ::unlinkat(run_dir_fd_.get(), kShimSocket, 0) == 0 && bind()));
     ::umask(umask_before);
     if (!bound || ::listen(listen_fd_.get(), 4) != 0 || ::chdir("/") != 0) {
       return std::string("cannot listen in the run directory: ") + strerror(errno);
@@ -311,6 +311,7 @@ void ShimLoop::OnControlLine(const std::string& line, Peer& peer, bool trusted) 
     control_.in = peer.in;
     ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, control_.fd.get(), nullptr);
     Watch(control_.fd.get(), TagOf(kControl, control_.fd.get()), EPOLLIN);
+    control_out_watched_ = false;
     uint64_t disk = logs_ ? logs_->disk_bytes() : 0, lost = logs_ ? logs_->bytes_lost() : 0;
     Say("ready " + std::to_string(kShimControlVersion) + " " + std::to_string(child_.pid) + " " +
         std::to_string(disk) + " " + std::to_string(lost));
@@ -351,21 +352,21 @@ void ShimLoop::Flush(bool block) {
         if (left <= 0 || ::poll(&p, 1, static_cast<int>(left)) <= 0) return;
         continue;
       }
-      struct epoll_event ev {};
-      ev.events = EPOLLIN | EPOLLOUT;
-      ev.data.u64 = TagOf(kControl, control_.fd.get());
-      ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_MOD, control_.fd.get(), &ev);
+      WatchControlOutput(true);
       return;
     }
     if (n <= 0) return DropPeer(control_);
     out_.erase(0, static_cast<size_t>(n));
   }
-  if (control_.fd.valid() && epoll_fd_.valid()) {
-    struct epoll_event ev {};
-    ev.events = EPOLLIN;
-    ev.data.u64 = TagOf(kControl, control_.fd.get());
-    ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_MOD, control_.fd.get(), &ev);
-  }
+  WatchControlOutput(false);
+}
+
+void ShimLoop::WatchControlOutput(bool on) {
+  if (!control_.fd.valid() || !epoll_fd_.valid() || on == control_out_watched_) return;
+  struct epoll_event ev {};
+  ev.events = on ? EPOLLIN | EPOLLOUT : EPOLLIN;
+  ev.data.u64 = TagOf(kControl, control_.fd.get());
+  if (::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_MOD, control_.fd.get(), &ev) == 0) control_out_watched_ = on;
 }
 
 void ShimLoop::RecordExit(ShimExit& e) {

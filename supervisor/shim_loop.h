@@ -59,6 +59,7 @@ class ShimLoop {
   void Stop(int64_t grace_ms);
   void Say(const std::string& line, bool droppable = false);
   void Flush(bool block);
+  void WatchControlOutput(bool on);  // EPOLLOUT on the control fd while output waits (changed only when it must)
   void Notify(int64_t now);
   int Finish();
   // Ends the attempt's logs (their figures go into `e`) and writes exit.json.
@@ -85,6 +86,7 @@ class ShimLoop {
   bool tree_gone_ = false;
   int64_t drain_until_ = 0;
   bool notify_pending_ = false;
+  bool control_out_watched_ = false;
   int64_t last_notify_ = 0;
   std::string out_;              // to the daemon, not yet written
 };

@@ -113,6 +113,7 @@ void ReapAvailable(ReplicaChild& child) {
   for (;;) {
     int status = 0;
     pid_t p = ::waitpid(-1, &status, WNOHANG);
+    child.childless = p < 0 && errno == ECHILD;
     if (p <= 0) return;
     if (p == child.pid) {
       child.reaped = true;
@@ -122,14 +123,16 @@ void ReapAvailable(ReplicaChild& child) {
 }
 
 void KillTree(ReplicaChild& child) {
+  // Without a child there is no descendant either (orphans come to this
+  // subreaper): a shim that found none when it reaped the replica is done.
+  if (child.reaped && child.childless) return;
   // Once the leader is reaped its pid may be reused: its group is reached through its members.
   if (child.pid > 0 && !child.reaped) ::kill(-child.pid, SIGKILL);
   for (int round = 0; round < 20000; ++round) {
     ReapAvailable(child);
     // No child at all, living or not (the common end: the replica left
     // nothing behind): nothing to list.
-    errno = 0;
-    if (::waitpid(-1, nullptr, WNOHANG) < 0 && errno == ECHILD) return;
+    if (child.childless) return;
     auto kids = Children();
     for (pid_t k : kids) {
       ::kill(k, SIGKILL);

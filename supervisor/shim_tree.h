@@ -17,6 +17,7 @@ struct ReplicaChild {
   pid_t pid = -1;
   bool reaped = false;
   int status = 0;  // waitpid status once reaped
+  bool childless = false;  // the last ReapAvailable found no child at all (ECHILD)
 };
 
 struct ReplicaLaunch {
