@@ -242,6 +242,8 @@ class LocalScheduler : public seam::Scheduler,
   std::map<Key, std::string> queued_said_;  // the last queued event's text per pending app
   std::set<Key> gpu_accounted_;         // apps with a GPU interval open
   int64_t usage_persisted_ms_ = 0;      // when used time was last stored
+  int64_t gpu_tick_ms_ = 0;             // the last accounting tick, and the readings it had
+  std::vector<std::optional<unsigned>> gpu_util_;
   std::multimap<int64_t, Key> deadlines_;  // wall-clock ms -> app with max_duration
   struct Pull {
     std::string image;

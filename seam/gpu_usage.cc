@@ -10,6 +10,13 @@ bool GpuUsage::IsOpen(int gpu) const {
   return std::any_of(intervals.begin(), intervals.end(), [gpu](const GpuInterval& i) { return i.gpu == gpu && !i.to_ms; });
 }
 
+std::optional<int64_t> GpuUsage::OpenSince(int gpu) const {
+  for (const GpuInterval& i : intervals) {
+    if (i.gpu == gpu && !i.to_ms) return i.from_ms;
+  }
+  return std::nullopt;
+}
+
 bool GpuUsage::AnyOpen() const {
   return std::any_of(intervals.begin(), intervals.end(), [](const GpuInterval& i) { return !i.to_ms; });
 }

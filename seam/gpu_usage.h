@@ -35,6 +35,7 @@ struct GpuUsage {
   double used_s = 0;
 
   bool IsOpen(int gpu) const;
+  std::optional<int64_t> OpenSince(int gpu) const;  // when the interval open on `gpu` began
   void Open(int gpu, const std::string& uuid, int64_t now_ms);
   // Ends the interval open on `gpu` at `at_ms` (no earlier than it began).
   void Close(int gpu, int64_t at_ms);
