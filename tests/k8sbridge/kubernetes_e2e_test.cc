@@ -173,7 +173,11 @@ TEST_F(KubernetesE2eTest, AnUnreachableApiServerShowsInTheStatusUntilItIsBack) {
   std::string job = JobName(h);
   JobPhase(job, "Running");
   ASSERT_TRUE(WaitForState(h, "RUNNING"));
-  ASSERT_EQ(api_.Post("/fake/outage", {{"seconds", 2.5}}), 200);
+  // The bridge says so from its first failed re-watch (~1 s in) until a list
+  // succeeds; its lists back off 1.6 s, then 3.2 s: 4 s keeps the message up
+  // ~5 s, room for a poll that runs `torchx status` on a busy machine (2.5 s
+  // left it up ~1.6 s).
+  ASSERT_EQ(api_.Post("/fake/outage", {{"seconds", 4}}), 200);
   EXPECT_TRUE(WaitUntil([&] {
     return StatusJson(h).value("msg", "").find("cannot watch the cluster") != std::string::npos;
   }));
