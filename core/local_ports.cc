@@ -80,15 +80,20 @@ void RemapEndpointPorts(std::vector<ReplicaRequest>& requests, const std::map<in
 }
 
 std::map<int, int> ChoosePorts(const std::map<int, std::string>& wanted, const std::set<int>& taken,
-                               const std::function<bool(int)>& is_free) {
+                               const std::function<bool(int)>& is_free, uint32_t spread) {
+  constexpr int kAbove = 999;
   std::map<int, int> chosen;
   std::set<int> mine;
+  auto usable = [&](int p) { return p <= 65535 && taken.count(p) == 0 && mine.count(p) == 0 && is_free(p); };
   for (const auto& [port, name] : wanted) {
     chosen[port] = port;
-    for (int p = port; p <= 65535 && p < port + 1000; ++p) {
-      if (taken.count(p) != 0 || mine.count(p) != 0 || !is_free(p)) continue;
-      chosen[port] = p;
-      break;
+    if (!usable(port)) {
+      for (int k = 0; k < kAbove; ++k) {
+        int p = port + 1 + static_cast<int>((spread + static_cast<uint32_t>(k)) % kAbove);
+        if (!usable(p)) continue;
+        chosen[port] = p;
+        break;
+      }
     }
     mine.insert(chosen[port]);
   }

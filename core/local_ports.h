@@ -6,13 +6,18 @@
 // that one instead; the components are not changed.
 //
 // A named port is "used" where an argument holds `:<port>` not followed by a
-// digit (an endpoint); only those are moved. The first free port from the
-// declared one upward is taken, so a lone app keeps TorchX's numbers.
+// digit (an endpoint); only those are moved. The declared port is kept when
+// it is free, so a lone app keeps TorchX's numbers; else a free one in the
+// 999 above it, searched from a place the caller draws per app: another
+// daemon on the box (another user's) that probed the same ports a moment ago
+// has not bound its pick yet, and the same search order would hand both jobs
+// one port (the second then joins the first's rendezvous store).
 //
 // Thread contract: pure functions, but for PortIsFree (a bind probe); any thread.
 #ifndef TORCHXD_CORE_LOCAL_PORTS_H_
 #define TORCHXD_CORE_LOCAL_PORTS_H_
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <set>
@@ -30,11 +35,12 @@ std::map<int, std::string> EndpointPorts(const AppDef& app, const std::vector<Re
 // Rewrites every `:<from>` endpoint in the arguments to `:<to>`.
 void RemapEndpointPorts(std::vector<ReplicaRequest>& requests, const std::map<int, int>& from_to);
 
-// For each port in `wanted`, the first port at or above it that is neither
-// `taken` nor refused by `is_free`, within 1000 of it; the port itself when
-// none is (the job then meets what holds it, as under TorchX).
+// For each port in `wanted`: itself when neither `taken` nor refused by
+// `is_free`; else the first such port of port+1 .. port+999 searched from
+// port+1+(spread % 999), wrapping; the port itself when none is (the job
+// then meets what holds it, as under TorchX).
 std::map<int, int> ChoosePorts(const std::map<int, std::string>& wanted, const std::set<int>& taken,
-                               const std::function<bool(int)>& is_free);
+                               const std::function<bool(int)>& is_free, uint32_t spread = 0);
 
 // Could a server bind `port` on every address now (IPv4 and IPv6)?
 bool PortIsFree(int port);

@@ -372,7 +372,8 @@ void LocalScheduler::GivePorts(LocalApp& app, std::vector<core::ReplicaRequest>&
       if (port.is_number_integer()) taken.insert(port.get<int>());
     }
   }
-  auto chosen = core::ChoosePorts(wanted, taken, core::PortIsFree);
+  std::random_device draw;
+  auto chosen = core::ChoosePorts(wanted, taken, core::PortIsFree, draw());
   core::RemapEndpointPorts(requests, chosen);
   app.ports = json::object();
   std::string said;

@@ -44,5 +44,21 @@ TEST(LocalPortsTest, TheFirstFreePortFromTheDeclaredOneWhichALoneAppKeeps) {
   EXPECT_THAT(ChoosePorts({{29500, "c10d"}}, {}, [](int) { return false; }), ElementsAre(Pair(29500, 29500)));
 }
 
+TEST(LocalPortsTest, ATakenPortIsReplacedFromWhereThisAppsDrawSaysNotTheNextOne) {
+  auto all_free = [](int) { return true; };
+  auto busy = [](int p) { return p != 29500; };  // what another daemon's job holds
+  // The declared port, free, is kept whatever the draw.
+  EXPECT_THAT(ChoosePorts({{29500, "c10d"}}, {}, all_free, 123456), ElementsAre(Pair(29500, 29500)));
+  // Taken: the search starts at port+1+(draw % 999) and wraps within the 999 above it.
+  EXPECT_THAT(ChoosePorts({{29500, "c10d"}}, {}, busy, 7), ElementsAre(Pair(29500, 29508)));
+  EXPECT_THAT(ChoosePorts({{29500, "c10d"}}, {29508}, busy, 7), ElementsAre(Pair(29500, 29509)));
+  EXPECT_THAT(ChoosePorts({{29500, "c10d"}}, {}, busy, 998), ElementsAre(Pair(29500, 30499)));
+  EXPECT_THAT(ChoosePorts({{29500, "c10d"}}, {30499}, busy, 998), ElementsAre(Pair(29500, 29501)));
+  // Two daemons that probed at once and drew differently hand their jobs different ports.
+  EXPECT_NE(ChoosePorts({{29500, "c10d"}}, {}, busy, 11).at(29500), ChoosePorts({{29500, "c10d"}}, {}, busy, 500).at(29500));
+  // Never past 65535.
+  EXPECT_THAT(ChoosePorts({{65000, "c10d"}}, {}, [](int p) { return p != 65000; }, 600), ElementsAre(Pair(65000, 65001)));
+}
+
 }  // namespace
 }  // namespace torchxd::core
