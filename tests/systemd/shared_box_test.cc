@@ -401,7 +401,13 @@ SHARED_BOX_TEST(AHostileNeighbourLeavesAUsersDistributedJobAlone) {
   auto killed = box.As("erin", "run -d utils.sh sh -c 'sleep 300 & kill -9 $PPID; wait'");
 
   // Alice's job, followed as it runs.
-  auto run = box.As("alice", "run -d dist.ddp -j 2x1 --tee 1 --env PET_REDIRECTS=1 --script " +
+  // Its own rendezvous port, not TorchX's 29500: the suite's other daemons
+  // start jobs on that one at the same time, and a daemon's port pick (free
+  // when it looked) does not hold against another daemon's job that binds it
+  // before torchrun does; that race between daemons is not this test's.
+  int rdzv_port = 29600 + static_cast<int>(::getpid() % 800);
+  auto run = box.As("alice", "run -d dist.ddp -j 2x1 --rdzv_port " + std::to_string(rdzv_port) +
+                                 " --tee 1 --env PET_REDIRECTS=1 --script " +
                                  (box.Home("alice") / "train.py").string() + " -- --steps 30");
   ASSERT_EQ(run.exit_code, 0) << run.err;
   std::string h = SharedBox::HandleOf(run);
