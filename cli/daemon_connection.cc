@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -83,20 +84,15 @@ Result<pid_t> SpawnDetached(const std::string& state_dir) {
 class Watched {
  public:
   explicit Watched(pid_t pid) : pid_(pid), fd_(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0))) {}
-  ~Watched() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Watched(const Watched&) = delete;
-  Watched& operator=(const Watched&) = delete;
   bool Alive() const {
-    if (fd_ < 0) return ::kill(pid_, 0) == 0 || errno == EPERM;
-    struct pollfd p = {fd_, POLLIN, 0};
+    if (!fd_.valid()) return ::kill(pid_, 0) == 0 || errno == EPERM;
+    struct pollfd p = {fd_.get(), POLLIN, 0};
     return ::poll(&p, 1, 0) == 0;
   }
 
  private:
   pid_t pid_;
-  int fd_;
+  UniqueFd fd_;
 };
 
 // The pid holding the state dir's lock (a daemon that won the start), or 0.
@@ -110,9 +106,12 @@ pid_t LockHolder(const std::string& state_dir) {
   return lock.l_pid;
 }
 
-// The last line the daemon wrote (why it stopped), or "".
+// The last line the daemon wrote (why it stopped), or "": from the file's
+// last 4 KiB alone (it holds every autostart's lines).
 std::string LastLine(const std::string& file) {
-  std::ifstream in(file);
+  std::ifstream in(file, std::ios::binary | std::ios::ate);
+  std::streamoff size = in ? static_cast<std::streamoff>(in.tellg()) : 0;
+  in.seekg(std::max<std::streamoff>(0, size - 4096));
   std::string line, last;
   while (std::getline(in, line)) {
     if (!line.empty()) last = line;

@@ -213,6 +213,10 @@ TEST_F(CliE2eTest, NoAutostartMeansExitThreeAndInfoCommandsNeedNoDaemon) {
 TEST_F(CliE2eTest, AnAutostartedDaemonThatExitsIsReportedAtOnceWithWhatItSaid) {
   // Its lock file cannot be opened: the daemon says so and exits.
   fs::create_directories(dir_ / "state/torchxd/torchxd.lock");
+  {  // earlier autostarts' lines, which the reply must not be
+    std::ofstream earlier(dir_ / "state/torchxd/torchxd.out");
+    for (int i = 0; i < 20000; ++i) earlier << "2026-01-01T00:00:00.000 info an earlier daemon's line " << i << "\n";
+  }
   auto start = std::chrono::steady_clock::now();
   auto run = Torchx({"run", "-d", "utils.echo"});
   double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
