@@ -76,9 +76,9 @@ std::optional<std::string> ShimLoop::Prepare(UniqueFd& stdout_write, UniqueFd& s
     addr.sun_family = AF_UNIX;
     ::strcpy(addr.sun_path, kShimSocket);
     mode_t umask_before = ::umask(0177);  // the socket is its user's alone (the daemon is root or that user)
-    auto bind = [&] { return ::bind(listen_fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0; };
+    auto bind_here = [&] { return ::bind(listen_fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0; };
     bool bound = listen_fd_.valid() && ::fchdir(run_dir_fd_.get()) == 0 &&
-                 (bind() || (errno == EADDRINUSE && ::unlinkat(run_dir_fd_.get(), kShimSocket, 0) == 0 && bind()));
+                 (bind_here() || (errno == EADDRINUSE && ::unlinkat(run_dir_fd_.get(), kShimSocket, 0) == 0 && bind_here()));
     ::umask(umask_before);
     if (!bound || ::listen(listen_fd_.get(), 4) != 0 || ::chdir("/") != 0) {
       return std::string("cannot listen in the run directory: ") + strerror(errno);
