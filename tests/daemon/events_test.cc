@@ -311,7 +311,15 @@ TEST_F(EventsTest, ACancelTellsWhenItHadToUseSigkill) {
   fs::path pids_a = dir_ / "a.pids", pids_b = dir_ / "b.pids";
   std::string stubborn = Run(App("stubborn", {FakeRole("w", {"--ignore-term", "--pidfile", pids_a.string(), "--sleep", "60"})}));
   std::string polite = Run(App("polite", {FakeRole("w", {"--pidfile", pids_b.string(), "--sleep", "60"})}));
-  ASSERT_TRUE(WaitUntil([&] { return !ReadPids(pids_a).empty() && !ReadPids(pids_b).empty(); }));
+  // The pid files say the replicas ignore (or not) SIGTERM by now; the daemon hears of their start
+  // from the shim, which can come after the file, so the cancel waits for that too.
+  auto started = [&](const std::string& app) {
+    for (const auto& e : Events(app)) {
+      if (e["type"] == "started") return true;
+    }
+    return false;
+  };
+  ASSERT_TRUE(WaitUntil([&] { return !ReadPids(pids_a).empty() && !ReadPids(pids_b).empty() && started(stubborn) && started(polite); }));
   CallOk("cancel", {{"app_handle", stubborn}, {"grace_period", 0.5}});
   CallOk("cancel", {{"app_handle", polite}, {"grace_period", 30}});
   Wait(stubborn);
