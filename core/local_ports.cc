@@ -1,10 +1,14 @@
 #include "core/local_ports.h"
 
+#include <errno.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
+#include <cstddef>
 #include <cstring>
+#include <string>
 
 namespace torchxd::core {
 namespace {
@@ -100,6 +104,30 @@ std::map<int, int> ChoosePorts(const std::map<int, std::string>& wanted, const s
   return chosen;
 }
 
-bool PortIsFree(int port) { return port > 0 && port <= 65535 && Bindable(AF_INET, port) && Bindable(AF_INET6, port); }
+bool PortIsBindable(int port) {
+  return port > 0 && port <= 65535 && Bindable(AF_INET, port) && Bindable(AF_INET6, port);
+}
+
+PortClaim ClaimPort(int port) {
+  PortClaim claim;
+  if (port <= 0 || port > 65535) {
+    claim.taken = true;
+    return claim;
+  }
+  claim.fd.reset(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!claim.fd.valid()) return claim;
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::string name = "torchxd-port-" + std::to_string(port);
+  std::memcpy(a.sun_path + 1, name.data(), name.size());  // sun_path[0] stays NUL: the abstract namespace
+  auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  if (::bind(claim.fd.get(), reinterpret_cast<sockaddr*>(&a), len) != 0) {
+    claim.taken = errno == EADDRINUSE;
+    claim.fd.reset();
+  }
+  return claim;
+}
+
+bool PortIsFree(int port) { return !ClaimPort(port).taken && PortIsBindable(port); }
 
 }  // namespace torchxd::core

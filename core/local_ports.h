@@ -13,7 +13,18 @@
 // has not bound its pick yet, and the same search order would hand both jobs
 // one port (the second then joins the first's rendezvous store).
 //
-// Thread contract: pure functions, but for PortIsFree (a bind probe); any thread.
+// Between the probe and the bind of the job's store (seconds: torch imports
+// first) a port is free to any other daemon's probe as well. So a daemon
+// claims each port it hands out (ClaimPort) until that app ends, and takes
+// no port another holds a claim on: daemons of every user on the box (and
+// the suite's) then never hand out one port twice. A claim is an abstract
+// Unix socket named for the port, in the network namespace the ports are:
+// the kernel drops it with its holder, so a killed daemon leaves none
+// behind. Anyone can hold one, as anyone can bind a port: a claimed port is
+// only passed over, as a bound one is.
+//
+// Thread contract: pure functions, but for the probes and claims (system
+// calls); any thread.
 #ifndef TORCHXD_CORE_LOCAL_PORTS_H_
 #define TORCHXD_CORE_LOCAL_PORTS_H_
 
@@ -26,6 +37,7 @@
 
 #include "core/app_def.h"
 #include "core/replica_request.h"
+#include "core/unique_fd.h"
 
 namespace torchxd::core {
 
@@ -43,6 +55,18 @@ std::map<int, int> ChoosePorts(const std::map<int, std::string>& wanted, const s
                                const std::function<bool(int)>& is_free, uint32_t spread = 0);
 
 // Could a server bind `port` on every address now (IPv4 and IPv6)?
+bool PortIsBindable(int port);
+
+// A daemon's claim on a port it handed out, held while `fd` is open. `taken`
+// when another process holds it (or the port is out of range); neither where
+// no socket could be made (then nothing is held, and the port is not refused).
+struct PortClaim {
+  UniqueFd fd;
+  bool taken = false;
+};
+PortClaim ClaimPort(int port);
+
+// Unclaimed and bindable: what `--dryrun` shows a port by.
 bool PortIsFree(int port);
 
 }  // namespace torchxd::core

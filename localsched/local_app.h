@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/result.h"
+#include "core/unique_fd.h"
 #include "seam/app_record.h"
 #include "supervisor/app_runner.h"
 
@@ -32,6 +33,7 @@ struct LocalApp : seam::AppRecord {
   // runner), and the runner of its replicas once it was admitted.
   std::unique_ptr<supervisor::ReplicaLogSink> log_sink;
   std::unique_ptr<supervisor::AppRunner> runner;
+  std::vector<UniqueFd> port_claims;  // held from when it got `ports` until it ends (core::ClaimPort)
 
   // A finished app never launches again: what only a launch reads (the caller's environment,
   // the replicas' requests: most of a record's bytes) leaves memory, and the store at its next write.

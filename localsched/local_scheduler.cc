@@ -201,6 +201,7 @@ bool LocalScheduler::AdoptProcesses(LocalApp& app) {
                                                        RunnerOptions(app, caller->run_as), this);
   by_runner_[app.runner.get()] = &app;
   logging::info("re-adopting replicas app={} replicas={}", app.app_id, app.replicas.size());
+  ClaimPortsAgain(app);
   bool cancelling = app.cancelling;  // Adopt reports the runner's own (not yet cancelling) state
   std::string msg = app.msg;
   app.runner->Adopt(app.replicas, {}, HeldReplicas(app));
@@ -372,8 +373,18 @@ void LocalScheduler::GivePorts(LocalApp& app, std::vector<core::ReplicaRequest>&
       if (port.is_number_integer()) taken.insert(port.get<int>());
     }
   }
+  // A port another daemon claimed is passed over as a bound one is; each one handed out stays claimed.
+  std::map<int, UniqueFd> claims;
+  auto claim_if_free = [&](int port) {
+    core::PortClaim claim = core::ClaimPort(port);
+    if (claim.taken || !core::PortIsBindable(port)) return false;
+    if (claim.fd.valid()) claims[port] = std::move(claim.fd);
+    return true;
+  };
   std::random_device draw;
-  auto chosen = core::ChoosePorts(wanted, taken, core::PortIsFree, draw());
+  auto chosen = core::ChoosePorts(wanted, taken, claim_if_free, draw());
+  app.port_claims.clear();
+  for (auto& [port, fd] : claims) app.port_claims.push_back(std::move(fd));
   core::RemapEndpointPorts(requests, chosen);
   app.ports = json::object();
   std::string said;
@@ -385,6 +396,19 @@ void LocalScheduler::GivePorts(LocalApp& app, std::vector<core::ReplicaRequest>&
   for (const auto& req : requests) app.requests.push_back(seam::ReplicaRequestToStoredJson(req));
   app.FixedPartsChanged();
   logging::info("app ports app={}{}", app.app_id, said);
+}
+
+void LocalScheduler::ClaimPortsAgain(LocalApp& app) {
+  app.port_claims.clear();
+  for (const auto& [declared, port] : app.ports.items()) {
+    if (!port.is_number_integer()) continue;
+    core::PortClaim claim = core::ClaimPort(port.get<int>());
+    if (claim.fd.valid()) {
+      app.port_claims.push_back(std::move(claim.fd));
+    } else if (claim.taken) {
+      logging::warn("app port claimed by another process app={} port={}", app.app_id, port.get<int>());
+    }
+  }
 }
 
 Result<std::vector<unsigned>> LocalScheduler::RunAs(uid_t uid) const {
@@ -626,6 +650,7 @@ void LocalScheduler::OnAppChanged(supervisor::AppRunner& runner) {
     WriteSuccessFile(*app);
     logs_->CloseWriters(*app);
     logs_->Enforce();
+    app->port_claims.clear();  // its processes are gone: other daemons may hand its ports out
     logging::info("app {} app={} msg={}", ToLowerState(app->state), app->app_id, app->msg);
     LeaveAdmission(*app);  // its process groups are gone: its GPUs are free
   }

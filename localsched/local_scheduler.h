@@ -190,6 +190,8 @@ class LocalScheduler : public seam::Scheduler,
               const std::vector<bool>& held = {});
   // Its own free port for each named port its replicas' arguments use (core/local_ports.h).
   void GivePorts(LocalApp& app, std::vector<core::ReplicaRequest>& requests);
+  // After a restart: the claims on the ports an adopted app was given (a warning for one another took).
+  void ClaimPortsAgain(LocalApp& app);
   // The runner's slot of a replica (roles in order, then replica ids).
   static size_t SlotIndex(const LocalApp& app, int role, int replica_id);
   // Per slot: an admitted app's replica that holds nothing yet (an elastic

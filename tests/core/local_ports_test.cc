@@ -1,5 +1,7 @@
 #include "core/local_ports.h"
 
+#include <unistd.h>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -58,6 +60,29 @@ TEST(LocalPortsTest, ATakenPortIsReplacedFromWhereThisAppsDrawSaysNotTheNextOne)
   EXPECT_NE(ChoosePorts({{29500, "c10d"}}, {}, busy, 11).at(29500), ChoosePorts({{29500, "c10d"}}, {}, busy, 500).at(29500));
   // Never past 65535.
   EXPECT_THAT(ChoosePorts({{65000, "c10d"}}, {}, [](int p) { return p != 65000; }, 600), ElementsAre(Pair(65000, 65001)));
+}
+
+TEST(LocalPortsTest, AClaimIsOneHoldersUntilItsDescriptorCloses) {
+  int port = 0;
+  for (int p = 40000 + static_cast<int>(::getpid() % 9000); p < 65000 && port == 0; p += 11) {
+    if (PortIsFree(p)) port = p;
+  }
+  ASSERT_NE(port, 0);
+  PortClaim mine = ClaimPort(port);
+  ASSERT_TRUE(mine.fd.valid());
+  EXPECT_FALSE(mine.taken);
+  PortClaim second = ClaimPort(port);
+  EXPECT_TRUE(second.taken);
+  EXPECT_FALSE(second.fd.valid());
+  // Claimed is not free (what --dryrun shows), though a server could bind it.
+  EXPECT_FALSE(PortIsFree(port));
+  EXPECT_TRUE(PortIsBindable(port));
+  EXPECT_FALSE(ClaimPort(port + 1).taken);
+  mine.fd.reset();
+  EXPECT_TRUE(PortIsFree(port));
+  EXPECT_TRUE(ClaimPort(port).fd.valid());
+  EXPECT_TRUE(ClaimPort(0).taken);
+  EXPECT_TRUE(ClaimPort(65536).taken);
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include <set>
 #include <thread>
 
+#include "core/local_ports.h"
 #include "core/protocol.h"
 #include "core/unique_fd.h"
 #include "tests/daemon/daemon_fixture.h"
@@ -630,6 +631,53 @@ TEST_F(HardeningTest, AFullLogDiskIsSaidOnceAndReadersAreToldWhere) {
   }).has_value());
   ASSERT_EQ(notices.size(), 2u);
   EXPECT_EQ(notices[0]["lost_bytes"], 10);
+}
+
+// Two daemons on one box (two users' own) probed a free rendezvous port
+// within the seconds before either job bound it, and handed it to both: the
+// second job joined the first's store. Here the test holds a claim as another
+// daemon would; the port itself stays bindable throughout.
+TEST_F(HardeningTest, APortAnotherDaemonClaimedIsPassedOverAndTheOneGivenStaysClaimedUntilTheAppEnds) {
+  int declared = 0;
+  for (int p = 40000 + static_cast<int>(::getpid() % 9000); p < 65000 && declared == 0; p += 7) {
+    if (core::PortIsFree(p)) declared = p;
+  }
+  ASSERT_NE(declared, 0);
+  core::PortClaim neighbours = core::ClaimPort(declared);
+  ASSERT_TRUE(neighbours.fd.valid());
+  ASSERT_TRUE(core::PortIsBindable(declared));
+  StartDaemon({"--live-restore"});
+  json role = FakeRole("w", {"--stdout", "localhost:" + std::to_string(declared), "--sleep", "60"});
+  role["port_map"] = {{"c10d", declared}};
+  std::string h = Run(App("ddp", {role}));
+  std::string given;
+  ASSERT_TRUE(WaitUntil([&] {
+    std::string out = ReadLog(h, "w", 0);
+    if (out.empty() || out.back() != '\n') return false;
+    given = out.substr(out.find(':') + 1, out.size() - out.find(':') - 2);
+    return true;
+  }));
+  int port = std::stoi(given);
+  EXPECT_NE(port, declared);
+  EXPECT_GT(port, declared);
+  EXPECT_LE(port, declared + 999);
+  EXPECT_TRUE(core::ClaimPort(port).taken) << "the daemon holds no claim on " << port;
+  // A daemon killed and started again claims its running apps' ports again.
+  StopDaemon(SIGKILL);
+  EXPECT_FALSE(core::ClaimPort(port).taken);
+  StartDaemon({"--live-restore"});
+  ASSERT_TRUE(WaitUntil([&] { return Status(h)["state"] == "RUNNING"; }));
+  EXPECT_TRUE(core::ClaimPort(port).taken);
+  CallOk("cancel", {{"app_handle", h}});
+  Wait(h);
+  ASSERT_TRUE(WaitUntil([&] { return !core::ClaimPort(port).taken; }));
+  // With the neighbour's claim gone, the declared port is kept.
+  neighbours.fd.reset();
+  std::string again = Run(App("ddp", {role}));
+  ASSERT_TRUE(WaitUntil([&] { return ReadLog(again, "w", 0) == "localhost:" + std::to_string(declared) + "\n"; }))
+      << ReadLog(again, "w", 0);
+  CallOk("cancel", {{"app_handle", again}});
+  Wait(again);
 }
 
 }  // namespace

@@ -401,10 +401,9 @@ SHARED_BOX_TEST(AHostileNeighbourLeavesAUsersDistributedJobAlone) {
   auto killed = box.As("erin", "run -d utils.sh sh -c 'sleep 300 & kill -9 $PPID; wait'");
 
   // Alice's job, followed as it runs.
-  // Its own rendezvous port, not TorchX's 29500: the suite's other daemons
-  // start jobs on that one at the same time, and a daemon's port pick (free
-  // when it looked) does not hold against another daemon's job that binds it
-  // before torchrun does; that race between daemons is not this test's.
+  // Its own rendezvous port, not TorchX's 29500, which the suite's other jobs
+  // use at the same time: daemons claim what they hand out, but a process no
+  // daemon started can still bind a port between a probe and torchrun's bind.
   int rdzv_port = 29600 + static_cast<int>(::getpid() % 800);
   auto run = box.As("alice", "run -d dist.ddp -j 2x1 --rdzv_port " + std::to_string(rdzv_port) +
                                  " --tee 1 --env PET_REDIRECTS=1 --script " +
