@@ -86,10 +86,13 @@ class PluginTest(unittest.TestCase):
             self.assertIn(f"'{name}'", names)
 
     def test_a_job_outlives_the_script_that_ran_it_and_another_attaches(self):
-        handle = self.py("""
+        # The job ends once the second script has seen it run (a fixed sleep was over before a
+        # loaded machine had started that script's Python and imported TorchX).
+        release = os.path.join(self.work, "release")
+        handle = self.py(f"""
             from torchx.runner import get_runner
             from torchx.components.utils import sh
-            app = sh("sh", "-c", "sleep 2; echo outlived the notebook")
+            app = sh("sh", "-c", "for i in $(seq 1200); do [ -e {release} ] && break; sleep 0.1; done; echo outlived the notebook")
             print(get_runner().run(app, scheduler="torchxd"))
         """).strip()
         self.assertTrue(handle.startswith("torchxd://torchx/sh-"), handle)
@@ -97,6 +100,7 @@ class PluginTest(unittest.TestCase):
             from torchx.runner import get_runner
             r = get_runner()
             print(r.status("{handle}").state.name)
+            open("{release}", "w").close()
             print(r.wait("{handle}", wait_interval=0.1).state.name)
             print("".join(r.log_lines("{handle}", "sh", 0)), end="")
             print([a.app_handle for a in r.list("torchxd")])
