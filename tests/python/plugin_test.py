@@ -186,6 +186,14 @@ class PluginTest(unittest.TestCase):
             import torchx.components.integration_tests.component_provider as cp
             from torchx.components.integration_tests.integ_tests import IntegComponentTest
             sched = sys.argv[1]
+            if sched == "local_cwd":
+                # TorchX's own local_cwd binds its DDP job's rendezvous port as declared (29500),
+                # while torchxd's job of the same component starts: where torchxd's probe came
+                # before TorchX's torchrun bound it, both jobs met in one store and hung. TorchX's
+                # gets a port torchxd never hands out for 29500 (those are 29500-30499).
+                import functools
+                import torchx.components.dist as dist
+                dist.ddp = functools.partial(dist.ddp, rdzv_port=int(sys.argv[2]))
             states = {}
             out = io.StringIO()
             with contextlib.redirect_stdout(out):
@@ -199,11 +207,15 @@ class PluginTest(unittest.TestCase):
         ''')
         env = dict(self.env, PYTHONPATH=self.env["PYTHONPATH"] + ":" + os.path.join(TORCHX, "scripts"))
         # Each its own TMPDIR: local_cwd's cases write fixed names in tempfile.gettempdir().
+        import socket
+        with socket.socket() as probe:
+            probe.bind(("", 0))
+            local_cwd_port = str(probe.getsockname()[1])  # an ephemeral port: above 30499
         runs = {}
         for sched in ["torchxd", "local_cwd"]:
             tmp = os.path.join(self.dir, "tmp-" + sched)
             os.makedirs(tmp)
-            runs[sched] = subprocess.Popen([PYTHON, "-c", script, sched], env=dict(env, TMPDIR=tmp), cwd=work,
+            runs[sched] = subprocess.Popen([PYTHON, "-c", script, sched, local_cwd_port], env=dict(env, TMPDIR=tmp), cwd=work,
                                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         import json
         states = {}
