@@ -373,18 +373,17 @@ void LocalScheduler::GivePorts(LocalApp& app, std::vector<core::ReplicaRequest>&
       if (port.is_number_integer()) taken.insert(port.get<int>());
     }
   }
-  // A port another daemon claimed is passed over as a bound one is; each one handed out stays claimed.
-  std::map<int, UniqueFd> claims;
+  // A port another daemon claimed is passed over as a bound one is; each one handed out (every
+  // port the search accepts is) stays claimed.
+  app.port_claims.clear();
   auto claim_if_free = [&](int port) {
     core::PortClaim claim = core::ClaimPort(port);
     if (claim.taken || !core::PortIsBindable(port)) return false;
-    if (claim.fd.valid()) claims[port] = std::move(claim.fd);
+    if (claim.fd.valid()) app.port_claims.push_back(std::move(claim.fd));
     return true;
   };
   std::random_device draw;
   auto chosen = core::ChoosePorts(wanted, taken, claim_if_free, draw());
-  app.port_claims.clear();
-  for (auto& [port, fd] : claims) app.port_claims.push_back(std::move(fd));
   core::RemapEndpointPorts(requests, chosen);
   app.ports = json::object();
   std::string said;
