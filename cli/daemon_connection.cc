@@ -62,7 +62,9 @@ Result<pid_t> SpawnDetached(const std::string& state_dir) {
     ::dup2(log >= 0 ? log : devnull, 1);
     ::dup2(log >= 0 ? log : devnull, 2);
     ::close_range(3, ~0U, 0);
-    char* argv[] = {binary.data(), nullptr};
+    // The daemon appends to the same file itself, and keeps it within its --output-max-bytes.
+    std::string output_flag = "--output";
+    char* argv[] = {binary.data(), output_flag.data(), out.data(), nullptr};
     ::execvp(argv[0], argv);
     ::_exit(127);
   }

@@ -10,6 +10,7 @@
 
 #include <fmt/core.h>
 
+#include <cstdint>
 #include <string>
 #include <utility>
 
@@ -20,6 +21,13 @@ enum class Level { kDebug, kInfo, kWarn, kError, kCritical };
 // Whether a line of `level` would be written (so its formatting is skipped otherwise).
 bool Enabled(Level level);
 void Write(Level level, const std::string& message);
+
+// Points stdout and stderr at `path` (appended to; created 0600) and keeps it
+// within `max_bytes` (0: unbounded): once a line takes it there, it becomes
+// `path`.1 (replacing the one before) and a new `path` takes the next lines,
+// so the daemon's own output never holds more than about twice `max_bytes` on
+// disk. Returns what failed, empty when it worked.
+std::string SendOutputTo(const std::string& path, uint64_t max_bytes);
 
 template <typename... Args>
 void debug(fmt::format_string<Args...> format, Args&&... args) {

@@ -151,6 +151,12 @@ ParsedArgs ParseDaemonArgs(int argc, char** argv, const core::EnvLookup& env) {
                  "replica logs (default: $state_dir/logs; /var/log/torchxd with system mode's default state dir)");
   app.add_option("--log-level", c.log_level, "trace, debug, info, warn, error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+  app.add_option("--output", c.output,
+                 "append the daemon's own log lines (its stdout and stderr) to this file, created 0600 "
+                 "(default: where it was started with them; `torchx`'s autostart: $state_dir/torchxd.out)");
+  app.add_option("--output-max-bytes", c.output_max_bytes,
+                 "once --output reaches this, e.g. 64M, it is renamed to its name + .1 (replacing the one "
+                 "before) and a new one is started (0 = never; default 64M)");
   app.add_option("--cache-size", c.cache_size,
                  "apps kept per user and scheduler, running and finished (default 100): a user's oldest finished "
                  "apps go first; running apps are never evicted and never refuse a run; kubernetes Jobs found on "
@@ -257,6 +263,10 @@ ParsedArgs ParseDaemonArgs(int argc, char** argv, const core::EnvLookup& env) {
     std::cerr << "torchxd: --log-max-bytes: " << bytes.error().message << "\n";
     return {std::nullopt, 2};
   }
+  if (auto bytes = core::ParseByteSize(c.output_max_bytes); !bytes) {
+    std::cerr << "torchxd: --output-max-bytes: " << bytes.error().message << "\n";
+    return {std::nullopt, 2};
+  }
   if (!c.log_max_total.empty()) {
     if (auto bytes = core::ParseByteSize(c.log_max_total); !bytes) {
       std::cerr << "torchxd: --log-max-total: " << bytes.error().message << "\n";
@@ -286,6 +296,7 @@ ParsedArgs ParseDaemonArgs(int argc, char** argv, const core::EnvLookup& env) {
   for (std::string* p : {&c.socket, &c.state_dir, &c.log_dir, &c.shim, &c.run_dir}) {
     *p = fs::absolute(*p).lexically_normal().string();
   }
+  if (!c.output.empty()) c.output = fs::absolute(c.output).lexically_normal().string();
   return {c, 0};
 }
 

@@ -37,6 +37,8 @@ struct DaemonConfig {
   std::string log_dir;  // default $state_dir/logs (system mode's default state dir: /var/log/torchxd)
   bool log_dir_defaulted = false;  // the daemon chose it, so it may set its mode
   std::string log_level = "info";
+  std::string output;                    // the daemon's own stdout and stderr, appended; empty: as started
+  std::string output_max_bytes = "64M";  // past it, output becomes output.1 and a new one starts (0 = never)
   size_t cache_size = 100;           // per user
   size_t max_running_per_user = 0;   // 0 = unlimited
   double restart_rate_per_user = 20; // replica restarts per second per user (bursts of one second's worth)

@@ -9,6 +9,7 @@
 #include <iostream>
 #include <string>
 
+#include "core/byte_size.h"
 #include "core/log.h"
 #include "daemon/config.h"
 #include "daemon/daemon.h"
@@ -16,6 +17,15 @@
 int main(int argc, char** argv) {
   auto parsed = torchxd::daemon::ParseDaemonArgs(argc, argv, torchxd::core::ProcessEnv());
   if (!parsed.config) return parsed.exit_code;
+  if (!parsed.config->output.empty()) {
+    // Before the logger exists, so that it sees a file and writes no colors.
+    std::string failed = torchxd::logging::SendOutputTo(parsed.config->output,
+                                                        *torchxd::core::ParseByteSize(parsed.config->output_max_bytes));
+    if (!failed.empty()) {
+      std::fprintf(stderr, "torchxd: --output: %s\n", failed.c_str());
+      return 1;
+    }
+  }
   auto logger = spdlog::stderr_color_mt("torchxd");
   // Under systemd the journal adds its own timestamps.
   logger->set_pattern(std::getenv("JOURNAL_STREAM") ? "%l %v" : "%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");

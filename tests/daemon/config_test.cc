@@ -76,6 +76,8 @@ TEST(DaemonConfigTest, BadFlagsExitTwo) {
   EXPECT_EQ(Parse({"--grace-period", "soon"}, {}).exit_code, 2);
   EXPECT_EQ(Parse({"--log-max-bytes", "12Q"}, {}).exit_code, 2);
   EXPECT_EQ(Parse({"--log-level", "loud"}, {}).exit_code, 2);
+  EXPECT_EQ(Parse({"--output-max-bytes", "64Q"}, {}).exit_code, 2);
+  EXPECT_EQ(Parse({"--output-max-bytes", "-1"}, {}).exit_code, 2);
 }
 
 TEST(DaemonConfigTest, TheGpuSamplePeriodIsZeroOrATenthOfASecondToAnHour) {

@@ -2,6 +2,8 @@
 #include <sqlite3.h>
 #include <sys/stat.h>
 
+#include <fstream>
+
 #include <gmock/gmock.h>
 
 #include "tests/daemon/daemon_fixture.h"
@@ -44,6 +46,42 @@ TEST_F(LifecycleTest, SigtermStopsEveryReplicaRecordsStatesAndExitsZero) {
   EXPECT_EQ(st["state"], "CANCELLED");
   EXPECT_EQ(st["msg"], "torchxd was stopped");
   EXPECT_EQ(Replica(st, "w", 1)["state_name"], "CANCELLED");
+}
+
+TEST_F(LifecycleTest, TheDaemonsOwnOutputIsKeptWithinItsBoundInTwoFiles) {
+  // What an earlier daemon left, over the bound already: the first line moves it aside.
+  fs::path out = dir_ / "torchxd.out";
+  std::string earlier = "an earlier daemon's line\n";
+  {
+    std::ofstream f(out);
+    for (int i = 0; i < 400; ++i) f << earlier;
+  }
+  StartDaemon({"--output", out.string(), "--output-max-bytes", "4K"});
+  EXPECT_TRUE(WaitUntil([&] { return fs::exists(out.string() + ".1"); }));
+  EXPECT_EQ(ReadFile(out.string() + ".1").substr(0, earlier.size()), earlier);
+  // Enough lines for several more files: at most two are there, neither much past the bound.
+  for (int i = 0; i < 3; ++i) {
+    std::string h = Run(App("chatty", {FakeRole("r", {"--exit", "0"}, 16)}));
+    EXPECT_EQ(Wait(h)["state"], "SUCCEEDED");
+  }
+  std::string last = ReadFile(out);
+  EXPECT_EQ(ReadFile(out.string() + ".1").find(earlier), std::string::npos) << "rotated once more since";
+  for (const fs::path& p : {out, fs::path(out.string() + ".1")}) {
+    struct stat st;
+    ASSERT_EQ(::stat(p.c_str(), &st), 0) << p;
+    EXPECT_LE(st.st_size, 4096 + 1024) << p;
+    EXPECT_EQ(st.st_mode & 0777, 0600u) << p;
+  }
+  EXPECT_FALSE(fs::exists(out.string() + ".2"));
+  EXPECT_EQ(last.find("\x1b["), std::string::npos) << "no colors in a file";
+  // The daemon goes on writing into the newest file.
+  std::string h = Run(App("after", {FakeRole("r", {"--exit", "0"})}));
+  Wait(h);
+  EXPECT_TRUE(WaitUntil([&] {
+    std::string now = ReadFile(out), before = ReadFile(out.string() + ".1");
+    return now.find(h.substr(h.rfind('/') + 1)) != std::string::npos ||
+           before.find(h.substr(h.rfind('/') + 1)) != std::string::npos;
+  })) << ReadFile(out);
 }
 
 TEST_F(LifecycleTest, SigintBehavesLikeSigterm) {
