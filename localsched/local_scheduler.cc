@@ -609,10 +609,16 @@ void LocalScheduler::OnReplicaChanged(supervisor::AppRunner& runner,
     if (r.state == core::ReplicaState::kFailed) ReadErrorFile(*app, mine);
     (void)store_->PutReplica(app->scheduler, app->app_id, r.role, r.replica_id, r.attempt,
                              static_cast<int>(r.state), seam::ReplicaInfoToJsonText(mine));
-    if (moved) ReplicaEvent(*app, mine);
-    logging::info("replica {} app={} role={} replica={} attempt={} pid={} code={}",
-                 ToLowerState(r.state), app->app_id, r.role, r.replica_id, r.attempt,
-                 r.pid.value_or(0), r.exit_code ? std::to_string(*r.exit_code) : "-");
+    if (!moved) continue;
+    ReplicaEvent(*app, mine);
+    // One line per change, not per report; how an attempt ended at info, its start at debug
+    // (a fan-out of thousands of replicas is thousands of lines either way, not three times that).
+    auto level = core::IsTerminal(r.state) ? logging::Level::kInfo : logging::Level::kDebug;
+    if (logging::Enabled(level)) {
+      logging::Write(level, fmt::format("replica {} app={} role={} replica={} attempt={} pid={} code={}",
+                                        ToLowerState(r.state), app->app_id, r.role, r.replica_id, r.attempt,
+                                        r.pid.value_or(0), r.exit_code ? std::to_string(*r.exit_code) : "-"));
+    }
   }
 }
 
