@@ -29,25 +29,30 @@ void Write(Level level, const std::string& message);
 // disk. Returns what failed, empty when it worked.
 std::string SendOutputTo(const std::string& path, uint64_t max_bytes);
 
+// A line at a level chosen at run time; the named ones below are the usual calls.
+template <typename... Args>
+void log(Level level, fmt::format_string<Args...> format, Args&&... args) {
+  if (Enabled(level)) Write(level, fmt::format(format, std::forward<Args>(args)...));
+}
 template <typename... Args>
 void debug(fmt::format_string<Args...> format, Args&&... args) {
-  if (Enabled(Level::kDebug)) Write(Level::kDebug, fmt::format(format, std::forward<Args>(args)...));
+  log(Level::kDebug, format, std::forward<Args>(args)...);
 }
 template <typename... Args>
 void info(fmt::format_string<Args...> format, Args&&... args) {
-  if (Enabled(Level::kInfo)) Write(Level::kInfo, fmt::format(format, std::forward<Args>(args)...));
+  log(Level::kInfo, format, std::forward<Args>(args)...);
 }
 template <typename... Args>
 void warn(fmt::format_string<Args...> format, Args&&... args) {
-  if (Enabled(Level::kWarn)) Write(Level::kWarn, fmt::format(format, std::forward<Args>(args)...));
+  log(Level::kWarn, format, std::forward<Args>(args)...);
 }
 template <typename... Args>
 void error(fmt::format_string<Args...> format, Args&&... args) {
-  if (Enabled(Level::kError)) Write(Level::kError, fmt::format(format, std::forward<Args>(args)...));
+  log(Level::kError, format, std::forward<Args>(args)...);
 }
 template <typename... Args>
 void critical(fmt::format_string<Args...> format, Args&&... args) {
-  if (Enabled(Level::kCritical)) Write(Level::kCritical, fmt::format(format, std::forward<Args>(args)...));
+  log(Level::kCritical, format, std::forward<Args>(args)...);
 }
 
 }  // namespace torchxd::logging

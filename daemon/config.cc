@@ -259,19 +259,14 @@ ParsedArgs ParseDaemonArgs(int argc, char** argv, const core::EnvLookup& env) {
     int code = app.exit(e);
     return {std::nullopt, code == 0 ? 0 : 2};
   }
-  if (auto bytes = core::ParseByteSize(c.log_max_bytes); !bytes) {
-    std::cerr << "torchxd: --log-max-bytes: " << bytes.error().message << "\n";
+  auto bad_size = [](const char* flag, const std::string& text) {
+    auto bytes = core::ParseByteSize(text);
+    if (!bytes) std::cerr << "torchxd: " << flag << ": " << bytes.error().message << "\n";
+    return !bytes;
+  };
+  if (bad_size("--log-max-bytes", c.log_max_bytes) || bad_size("--output-max-bytes", c.output_max_bytes) ||
+      (!c.log_max_total.empty() && bad_size("--log-max-total", c.log_max_total))) {
     return {std::nullopt, 2};
-  }
-  if (auto bytes = core::ParseByteSize(c.output_max_bytes); !bytes) {
-    std::cerr << "torchxd: --output-max-bytes: " << bytes.error().message << "\n";
-    return {std::nullopt, 2};
-  }
-  if (!c.log_max_total.empty()) {
-    if (auto bytes = core::ParseByteSize(c.log_max_total); !bytes) {
-      std::cerr << "torchxd: --log-max-total: " << bytes.error().message << "\n";
-      return {std::nullopt, 2};
-    }
   }
   auto queues = Queues(queue_flags, *file->queue_items);
   if (!queues) {

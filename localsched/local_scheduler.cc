@@ -613,12 +613,10 @@ void LocalScheduler::OnReplicaChanged(supervisor::AppRunner& runner,
     ReplicaEvent(*app, mine);
     // One line per change, not per report; how an attempt ended at info, its start at debug
     // (a fan-out of thousands of replicas is thousands of lines either way, not three times that).
-    auto level = core::IsTerminal(r.state) ? logging::Level::kInfo : logging::Level::kDebug;
-    if (logging::Enabled(level)) {
-      logging::Write(level, fmt::format("replica {} app={} role={} replica={} attempt={} pid={} code={}",
-                                        ToLowerState(r.state), app->app_id, r.role, r.replica_id, r.attempt,
-                                        r.pid.value_or(0), r.exit_code ? std::to_string(*r.exit_code) : "-"));
-    }
+    logging::log(core::IsTerminal(r.state) ? logging::Level::kInfo : logging::Level::kDebug,
+                 "replica {} app={} role={} replica={} attempt={} pid={} code={}", ToLowerState(r.state),
+                 app->app_id, r.role, r.replica_id, r.attempt, r.pid.value_or(0),
+                 r.exit_code ? std::to_string(*r.exit_code) : "-");
   }
 }
 
