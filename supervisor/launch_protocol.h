@@ -23,9 +23,15 @@
 // request gets one reply:
 //     payload: LaunchReply {pid, error, in_group}
 //     SCM_RIGHTS: a pidfd of the shim when pid > 0
-// `in_group` is 1 when a 'C' shim was born in its group; 0 when the kernel
-// cannot do that (before Linux 5.7) and it was forked where the launcher is:
-// the daemon then moves it, as for 'S'. A request of any other shape is
+// `in_group` is 1 when a 'C' shim is in its group. No shim reads a byte of
+// its control socket before it is watched by that pidfd and, for 'C', in its
+// group: it is forked by clone3 with CLONE_PIDFD (and CLONE_INTO_CGROUP), or,
+// where the kernel cannot (before Linux 5.3, or 5.7 for the group), by fork,
+// the child held at a gate while the launcher opens its pidfd and moves it
+// into the group, and let through only when both are done (else killed there,
+// having read nothing; the reply is an error). So the daemon writes the spec
+// into the control socket when it sends the request, and a shim starts as
+// soon as it is forked. A request of any other shape is
 // refused (error EINVAL) and its descriptors closed; the launcher goes on
 // serving.
 //

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include "supervisor/launch_protocol.h"
@@ -44,19 +45,29 @@ bool WellFormed(ssize_t n, char byte, bool complete, const std::vector<UniqueFd>
   return byte == kLaunchIntoGroupRequest && fds.size() == 3 && IsA(fds[1].get(), S_IFDIR) && IsCgroup2Dir(fds[2].get());
 }
 
-// fork(), born in the cgroup `group_fd` names, with a pidfd of the child in
-// `pidfd`. glibc 2.36 has no wrapper: the raw system call's child skips the
-// C library's fork handlers, which a single-threaded launcher between
-// requests does not need (no lock is held), and keeps the launcher's thread
-// id in its thread block; the shim never hands that id to the kernel (raise
-// asks for its own; it uses no robust or PI mutex, starts no thread).
-pid_t ForkIntoGroup(int group_fd, int& pidfd) {
+// fork() with a pidfd of the child in `pidfd`, born in the cgroup `group_fd`
+// names when it is one (-1: where the launcher is). glibc 2.36 has no wrapper:
+// the raw system call's child skips the C library's fork handlers, which a
+// single-threaded launcher between requests does not need (no lock is held),
+// and keeps the launcher's thread id in its thread block; the shim never
+// hands that id to the kernel (raise asks for its own; it uses no robust or
+// PI mutex, starts no thread).
+pid_t Clone3(int group_fd, int& pidfd) {
   struct clone_args args {};
-  args.flags = CLONE_INTO_CGROUP | CLONE_PIDFD;
+  args.flags = CLONE_PIDFD | (group_fd >= 0 ? CLONE_INTO_CGROUP : 0);
   args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
   args.exit_signal = SIGCHLD;
-  args.cgroup = static_cast<uint64_t>(group_fd);
+  if (group_fd >= 0) args.cgroup = static_cast<uint64_t>(group_fd);
   return static_cast<pid_t>(::syscall(SYS_clone3, &args, sizeof(args)));
+}
+
+// Moves `pid` into the cgroup `group_fd` names; 0 or an errno.
+int EnterGroup(int group_fd, pid_t pid) {
+  UniqueFd procs(::openat(group_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC));
+  if (!procs.valid()) return errno;
+  std::string text = std::to_string(pid);
+  if (::write(procs.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size())) return errno ? errno : EIO;
+  return 0;
 }
 
 void Reply(LaunchReply reply, int pidfd) {
@@ -66,7 +77,7 @@ void Reply(LaunchReply reply, int pidfd) {
 
 // In the forked child: the shim's descriptors where an exec'd shim finds
 // them, the launcher's own gone, a fresh session and no signal blocked.
-[[noreturn]] void BecomeShim(std::vector<UniqueFd>& fds, int signal_fd, pid_t launcher, ShimEntry shim) {
+[[noreturn]] void BecomeShim(std::vector<UniqueFd>& fds, int signal_fd, pid_t launcher, pid_t daemon, ShimEntry shim) {
   ::close(signal_fd);
   // Above the target numbers first, so that neither move clobbers the other.
   int control = ::fcntl(fds[0].get(), F_DUPFD, 10);
@@ -85,11 +96,11 @@ void Reply(LaunchReply reply, int pidfd) {
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  ::_exit(shim(launcher));
+  ::_exit(shim(launcher, daemon));
 }
 
 // Serves one request; false when the daemon closed its end.
-bool Serve(int signal_fd, ShimEntry shim, int& children) {
+bool Serve(int signal_fd, pid_t daemon, ShimEntry shim, bool gated_fork, int& children) {
   char byte = 0;
   bool complete = false;
   std::vector<UniqueFd> fds;
@@ -105,35 +116,67 @@ bool Serve(int signal_fd, ShimEntry shim, int& children) {
   if (fds.size() == 3) group = std::move(fds[2]);
   fds.resize(std::min<size_t>(fds.size(), 2));
   int raw_pidfd = -1;
-  pid_t pid = group.valid() ? ForkIntoGroup(group.get(), raw_pidfd) : -1;
-  // Where the kernel cannot clone into a group (or refuses this one), the
-  // daemon moves the shim itself, as for 'S', and says why if it cannot.
-  int32_t in_group = pid >= 0 && group.valid() ? 1 : 0;
-  if (pid < 0) pid = ::fork();
+  pid_t pid = gated_fork ? -1 : Clone3(group.valid() ? group.get() : -1, raw_pidfd);
   if (pid == 0) {
     group.reset();
-    BecomeShim(fds, signal_fd, launcher, shim);
+    BecomeShim(fds, signal_fd, launcher, daemon, shim);
   }
+  if (pid > 0) {
+    ++children;
+    UniqueFd pidfd(raw_pidfd);
+    Reply({pid, 0, group.valid() ? 1 : 0}, pidfd.get());
+    return true;
+  }
+  // The kernel cannot (clone3 before Linux 5.3, into a group before 5.7): a
+  // plain fork whose child waits at a gate until it is watched and in its
+  // group, since the daemon may have written its spec already.
+  int gate[2];
+  if (::pipe2(gate, O_CLOEXEC) != 0) {
+    Reply({-1, errno, 0}, -1);
+    return true;
+  }
+  UniqueFd gate_in(gate[0]), gate_out(gate[1]);
+  pid = ::fork();
+  if (pid == 0) {
+    gate_out.reset();
+    char go = 0;
+    ssize_t n;
+    do {
+      n = ::read(gate_in.get(), &go, 1);
+    } while (n < 0 && errno == EINTR);
+    if (n != 1 || go != 'g') ::_exit(1);  // not let through: it read nothing, ran nothing
+    gate_in.reset();
+    group.reset();
+    BecomeShim(fds, signal_fd, launcher, daemon, shim);
+  }
+  gate_in.reset();
   if (pid < 0) {
     Reply({-1, errno, 0}, -1);
     return true;
   }
   ++children;
   // The child is not reaped before this (only the loop reaps): its pid is still its own.
-  UniqueFd pidfd(in_group ? raw_pidfd : static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
-  if (!pidfd.valid()) {
-    int e = errno;
-    ::kill(pid, SIGKILL);  // unwatchable: it never reads its spec, so nothing ran
+  UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  int e = pidfd.valid() ? 0 : errno;
+  if (e == 0 && group.valid()) e = EnterGroup(group.get(), pid);
+  if (e != 0) {
+    ::kill(pid, SIGKILL);  // held at the gate: it never reads its spec, so nothing ran
     Reply({-1, e, 0}, -1);
     return true;
   }
-  Reply({pid, 0, in_group}, pidfd.get());
+  if (::write(gate_out.get(), "g", 1) != 1) {
+    e = errno;
+    ::kill(pid, SIGKILL);
+    Reply({-1, e, 0}, -1);
+    return true;
+  }
+  Reply({pid, 0, group.valid() ? 1 : 0}, pidfd.get());
   return true;
 }
 
 }  // namespace
 
-int RunLauncher(pid_t daemon, ShimEntry shim) {
+int RunLauncher(pid_t daemon, ShimEntry shim, bool gated_fork) {
   sigset_t chld;
   sigemptyset(&chld);
   sigaddset(&chld, SIGCHLD);
@@ -170,7 +213,7 @@ int RunLauncher(pid_t daemon, ShimEntry shim) {
       }
       while (::waitpid(-1, nullptr, WNOHANG) > 0) --children;
     }
-    if (open && polled[1].revents != 0) open = Serve(signal_fd, shim, children);
+    if (open && polled[1].revents != 0) open = Serve(signal_fd, daemon, shim, gated_fork, children);
   }
   return 0;
 }

@@ -11,12 +11,16 @@ namespace torchxd::supervisor {
 
 // The shim's own main, run in each forked child with its control socket at
 // fd 3 and its run directory (when there is one) at fd 4; `parent` is the
-// launcher's pid (the shim's parent, whose death it must notice).
-using ShimEntry = int (*)(pid_t parent);
+// launcher's pid (the shim's parent, whose death it must notice), `daemon`
+// the daemon's.
+using ShimEntry = int (*)(pid_t parent, pid_t daemon);
 
 // Serves requests on kLauncherFd until `daemon` closes its end, then waits
-// for the last shim it forked; returns the launcher's exit status.
-int RunLauncher(pid_t daemon, ShimEntry shim);
+// for the last shim it forked; returns the launcher's exit status. Each shim
+// is forked with clone3 (a pidfd, and born in its group); where the kernel
+// cannot, or with `gated_fork` (`--gated-fork`, which tests pass to take that
+// path), by fork, the child held at a gate until it is watched and in its group.
+int RunLauncher(pid_t daemon, ShimEntry shim, bool gated_fork);
 
 }  // namespace torchxd::supervisor
 

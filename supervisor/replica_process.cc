@@ -149,21 +149,28 @@ void ReplicaProcess::Spawn(const std::string& shim_path, const ShimSpec& spec, c
     if (!dir_fd_.valid()) return FailLater("cannot open the run directory " + run_dir_ + ": " + strerror(errno));
   }
   spec_text_ = EncodeShimSpec(spec);
-  if (launcher != nullptr) {
+  // A group it cannot open (for the launcher to fork into): the shim is exec'd and moved there before its spec.
+  UniqueFd group = launcher == nullptr || group_.empty()
+                       ? UniqueFd()
+                       : UniqueFd(::open(group_.c_str(), O_DIRECTORY | O_RDONLY | O_CLOEXEC));
+  if (launcher != nullptr && group_.empty() == !group.valid()) {
     // Forked by the launcher, answered on a later loop turn; else (or when it cannot) started here.
     UniqueFd ours, theirs;
     // The launcher's own copy (it may outlive this object in its queue); sent as SCM_RIGHTS, so any number does.
     UniqueFd dir = dir_fd_.valid() ? UniqueFd(::fcntl(dir_fd_.get(), F_DUPFD_CLOEXEC, 0)) : UniqueFd();
-    // The shim is forked into its group where the kernel can: then nothing moves it there on the loop.
-    UniqueFd group = group_.empty() ? UniqueFd() : UniqueFd(::open(group_.c_str(), O_DIRECTORY | O_RDONLY | O_CLOEXEC));
     if (ControlPair(ours, theirs) && dir_fd_.valid() == dir.valid()) {
+      // No shim the launcher forks reads a byte before it is watched and in its
+      // group (launch_protocol.h), so the spec goes now: the shim starts as soon
+      // as it is forked, not once this loop has taken the launcher's answer.
+      spec_sent_ = SendNow(ours.get(), spec_text_);
       std::weak_ptr<int> alive = alive_;
       auto queued = launcher->Launch(std::move(theirs), std::move(dir), std::move(group), [this, alive, shim_path](auto launched) {
-        // Destroyed meanwhile: its end of the control socket is closed, and a shim forked for it reads no spec and ends.
+        // Destroyed meanwhile: the shim forked for it (it has its spec) is left alone, as a running one is.
         if (alive.expired()) return;
         launching_ = false;
         if (!launched) {
-          launch_control_.reset();  // a shim that got its other end (and was lost) reads no spec and ends
+          // No shim read that spec (a failed fork, or one the launcher's end stopped): started here instead.
+          launch_control_.reset();
           return SpawnHere(shim_path);
         }
         Started(launched->pid, std::move(launched->pidfd), std::move(launch_control_), launched->in_group);
@@ -178,6 +185,17 @@ void ReplicaProcess::Spawn(const std::string& shim_path, const ShimSpec& spec, c
   SpawnHere(shim_path);
 }
 
+size_t ReplicaProcess::SendNow(int fd, const std::string& bytes) {
+  size_t sent = 0;
+  while (sent < bytes.size()) {
+    ssize_t n = ::send(fd, bytes.data() + sent, bytes.size() - sent, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // full (a spec larger than the socket holds): the rest goes once the shim is started
+    sent += static_cast<size_t>(n);
+  }
+  return sent;
+}
+
 bool ReplicaProcess::ControlPair(UniqueFd& ours, UniqueFd& theirs) {
   // Every descriptor has one owner until it is handed on: a failure (EMFILE)
   // part way leaks none and fails this replica, never the daemon.
@@ -189,6 +207,7 @@ bool ReplicaProcess::ControlPair(UniqueFd& ours, UniqueFd& theirs) {
 }
 
 void ReplicaProcess::SpawnHere(const std::string& shim_path) {
+  spec_sent_ = 0;  // a new control socket: the whole spec goes on it
   UniqueFd ours, theirs;
   if (!ControlPair(ours, theirs)) {
     // Without it the shim would start with no control socket, read no spec and record nothing.
@@ -230,7 +249,7 @@ void ReplicaProcess::Started(pid_t pid, UniqueFd pidfd, UniqueFd control, bool i
       return;  // the pidfd reports its end
     }
   }
-  Send(spec_text_);
+  if (spec_sent_ < spec_text_.size()) Send(spec_text_.substr(spec_sent_));
   spec_text_.clear();
   CrashPoint("after_spawn");
   // A stop asked for while the launcher forked the shim.

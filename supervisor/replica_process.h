@@ -92,6 +92,8 @@ class ReplicaProcess : public ReplicaHandle {
   pid_t SpawnShim(const std::string& shim_path, int control, std::string& error);
   // A control socketpair, their end at fd 10 or above; false with errno.
   static bool ControlPair(UniqueFd& ours, UniqueFd& theirs);
+  // Writes what `fd` (a blocking socket) takes of `bytes` without waiting; how much.
+  static size_t SendNow(int fd, const std::string& bytes);
   void SpawnHere(const std::string& shim_path);  // the posix_spawn fallback
   // The shim runs (`pidfd` invalid: one is opened here): watch it, contain it
   // (unless it was born in its group), hand it the spec.
@@ -126,6 +128,7 @@ class ReplicaProcess : public ReplicaHandle {
   bool launching_ = false;     // the launcher has not answered yet
   UniqueFd launch_control_;    // our end of the control socket meanwhile
   std::string spec_text_;      // the spec, until it is sent
+  size_t spec_sent_ = 0;       // how much of it went with the launch
   std::optional<double> stop_grace_;  // a Terminate while launching
   bool kill_asked_ = false;           // a Kill while launching
   Callbacks callbacks_;

@@ -90,7 +90,8 @@ Result<void> ShimLauncher::Launch(UniqueFd control, UniqueFd run_dir, UniqueFd g
   if (queue_.size() >= kMaxQueued) {
     return tl::unexpected(Error::Unavailable("the launcher has " + std::to_string(kMaxQueued) + " launches queued"));
   }
-  if (!run_dir.valid()) group.reset();  // a request into a group carries all three
+  // A request into a group carries all three; the caller execs a shim it must move into its group itself.
+  if (group.valid() && !run_dir.valid()) return tl::unexpected(Error::InvalidArgument("a launch into a group needs a run directory"));
   bool first_unsent = queue_.empty() || queue_.back().sent;
   queue_.push_back(Request{std::move(control), std::move(run_dir), std::move(group), std::move(done)});
   // Sent now when the socket has room, so that the launcher forks while the
@@ -195,7 +196,16 @@ void ShimLauncher::Retire(const std::string& why) {
   why_not_ = why;
   std::deque<Request> failed;
   failed.swap(queue_);
-  for (Request& r : failed) r.done(tl::unexpected(Error::Unavailable(why)));
+  for (Request& r : failed) {
+    // A sent launch may have been forked, its shim unanswered for: whatever is
+    // in its group goes before the caller starts the attempt itself (a shim
+    // outside a group sees its launcher gone and runs nothing).
+    if (r.sent && r.group.valid()) {
+      UniqueFd kill(::openat(r.group.get(), "cgroup.kill", O_WRONLY | O_CLOEXEC));
+      if (kill.valid()) (void)!::write(kill.get(), "1", 1);
+    }
+    r.done(tl::unexpected(Error::Unavailable(why)));
+  }
 }
 
 void ShimLauncher::Watch(pid_t pid, UniqueFd pidfd) {

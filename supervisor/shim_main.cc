@@ -132,7 +132,8 @@ int64_t WallMs() {
 // launcher it forked from). If it died before PDEATHSIG was set, no
 // signal comes: the spec (already written) says whether the replica must
 // then run anyway (live-restore: the next daemon adopts it) or not.
-int ShimMain(pid_t parent) {
+// `daemon`: the daemon's pid (the parent's, for an exec'd shim).
+int ShimMain(pid_t parent, pid_t daemon) {
   // The signals are blocked before the parent-death signal is armed: a daemon
   // dying in between must leave a pending SIGHUP (ignored with live-restore),
   // not a shim killed by SIGHUP's default action before it read its spec.
@@ -173,6 +174,14 @@ int ShimMain(pid_t parent) {
   // drop it for live-restore (the replica outlives the daemon).
   ::prctl(PR_SET_PDEATHSIG, spec.keep ? 0 : SIGHUP);
   if (!spec.keep && ::getppid() != parent) return 1;
+  // A launcher gone while its daemon lives (killed for not answering, or
+  // crashed) may not have answered for this shim: its daemon then starts the
+  // attempt itself, so this one, whose spec came before that answer, runs
+  // nothing (a daemon that did get the answer is told why).
+  if (parent != daemon && ::getppid() != parent && (::kill(daemon, 0) == 0 || errno == EPERM)) {
+    SayRaw("spawn-failed " + std::to_string(ESRCH) + " torchxd-shim: its launcher ended before the replica started");
+    return 0;
+  }
   UniqueFd signal_fd(::signalfd(-1, &handled, SFD_NONBLOCK | SFD_CLOEXEC));
 
   ShimLoop shim(spec, UniqueFd(kControlFd), UniqueFd(have_run_dir ? kShimRunDirFd : -1), std::move(signal_fd),
@@ -215,11 +224,14 @@ int ShimMain(pid_t parent) {
 
 }  // namespace
 
-// argv[1]: the daemon's pid; or `--launcher` and the daemon's pid (launcher_loop.h).
+// argv[1]: the daemon's pid; or `--launcher`, the daemon's pid and optionally
+// `--gated-fork` (launcher_loop.h).
 int main(int argc, char** argv) {
   if (argc >= 3 && strcmp(argv[1], kLauncherFlag) == 0) {
-    return RunLauncher(static_cast<pid_t>(atol(argv[2])), ShimMain);
+    bool gated = argc >= 4 && strcmp(argv[3], "--gated-fork") == 0;
+    return RunLauncher(static_cast<pid_t>(atol(argv[2])), ShimMain, gated);
   }
   if (argc < 2) return 1;
-  return ShimMain(static_cast<pid_t>(atol(argv[1])));
+  pid_t daemon = static_cast<pid_t>(atol(argv[1]));
+  return ShimMain(daemon, daemon);
 }

@@ -41,14 +41,16 @@ struct Launcher {
   UniqueFd socket;
 };
 
-Launcher StartLauncher() {
+// `gated`: the launcher forks as it does where clone3 cannot (--gated-fork).
+Launcher StartLauncher(bool gated = false) {
   int pair[2];
   EXPECT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair), 0);
   UniqueFd theirs(::fcntl(pair[1], F_DUPFD_CLOEXEC, 10));  // never the number it moves to
   ::close(pair[1]);
   Launcher l;
-  EXPECT_EQ(SpawnShim(TORCHXD_SHIM, {kLauncherFlag, std::to_string(::getpid())}, {{theirs.get(), kLauncherFd}}, &l.pid),
-            0);
+  std::vector<std::string> args = {kLauncherFlag, std::to_string(::getpid())};
+  if (gated) args.push_back("--gated-fork");
+  EXPECT_EQ(SpawnShim(TORCHXD_SHIM, args, {{theirs.get(), kLauncherFd}}, &l.pid), 0);
   l.socket.reset(pair[0]);
   return l;
 }
@@ -241,6 +243,53 @@ TEST(ShimLauncherTest, AShimLaunchedIntoAGroupIsBornInIt) {
   for (int i = 0; i < 500 && ::rmdir(group.c_str()) != 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
 }
 
+// Where the kernel cannot clone into a group (forced here with --gated-fork),
+// the launcher forks a child that waits at a gate until the launcher has its
+// pidfd and has moved it into its group: a spec written before the request
+// (as the daemon writes it) still starts a replica that is in the group.
+TEST(ShimLauncherTest, AGatedForkIsInItsGroupBeforeItReadsTheSpecWrittenBeforeTheRequest) {
+  std::string why;
+  std::string group = MakeTestGroup(why);
+  if (group.empty()) GTEST_SKIP() << why;
+  Launcher l = StartLauncher(/*gated=*/true);
+  auto out = std::filesystem::temp_directory_path() / ("launcher-gated-" + std::to_string(::getpid()));
+  std::filesystem::remove(out);
+  for (bool into_group : {true, false}) {
+    SCOPED_TRACE(into_group ? "C" : "S");
+    auto [ours, theirs] = ControlSockets();
+    ShimSpec spec = TrueSpec();
+    spec.argv = {"/bin/sh", "-c", "cat /proc/self/cgroup > " + out.string()};
+    std::string text = EncodeShimSpec(spec);
+    ASSERT_EQ(::write(ours.get(), text.data(), text.size()), static_cast<ssize_t>(text.size()));
+    UniqueFd dir(::open("/tmp", O_DIRECTORY | O_RDONLY | O_CLOEXEC));
+    UniqueFd group_fd(::open(group.c_str(), O_DIRECTORY | O_RDONLY | O_CLOEXEC));
+    ASSERT_TRUE(dir.valid() && group_fd.valid());
+    UniqueFd pidfd;
+    LaunchReply r = into_group ? Ask(l.socket.get(), "C", {theirs.get(), dir.get(), group_fd.get()}, &pidfd)
+                               : Ask(l.socket.get(), "S", {theirs.get()}, &pidfd);
+    ASSERT_GT(r.pid, 0) << strerror(r.error);
+    EXPECT_EQ(r.in_group, into_group ? 1 : 0);
+    EXPECT_TRUE(pidfd.valid());
+    theirs.reset();
+    EXPECT_THAT(ReadUntilClosed(ours.get()), HasSubstr("exited 0"));
+    std::string v2_line;  // the replica's group in the v2 hierarchy (a hybrid host lists v1's too)
+    std::ifstream cgroups(out);
+    for (std::string line; std::getline(cgroups, line);) {
+      if (line.rfind("0::", 0) == 0) v2_line = line;
+    }
+    if (into_group) {
+      EXPECT_EQ(v2_line, "0::" + group.substr(group.rfind('/')));
+    } else {
+      EXPECT_NE(v2_line, "0::" + group.substr(group.rfind('/')));
+      EXPECT_THAT(v2_line, StartsWith("0::"));
+    }
+    std::filesystem::remove(out);
+  }
+  l.socket.reset();
+  EXPECT_TRUE(ExitsWithin(l.pid, 5));
+  for (int i = 0; i < 500 && ::rmdir(group.c_str()) != 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+}
+
 TEST(ShimLauncherTest, TheLauncherWaitsForItsShimsAfterTheDaemonClosesAndDiesWithTheDaemon) {
   Launcher l = StartLauncher();
   auto [ours, theirs] = ControlSockets();
@@ -373,11 +422,51 @@ TEST(ShimLauncherTest, QueuedLaunchesAreAnsweredInOrderAndAStalledLauncherFailsT
   EXPECT_EQ(uv_loop_close(&loop), 0);
 }
 
+// The spec goes with the launch: the shim starts its replica as soon as the
+// launcher has forked it, not once the loop has taken the launcher's answer
+// (the loop does not run here until the replica has). A spec larger than the
+// control socket holds sends its rest once the answer is in.
+TEST(ShimLauncherTest, AShimStartsItsReplicaBeforeTheLoopTakesTheLaunchersAnswer) {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  {
+    ShimLauncher launcher(&loop, TORCHXD_SHIM, true);
+    ASSERT_THAT(launcher.Describe(), StartsWith("forked by the launcher (pid "));
+    for (size_t padding : {size_t{0}, size_t{12}}) {  // 12 variables of 100 KB: more than a socket holds
+      SCOPED_TRACE(padding);
+      auto marker = std::filesystem::temp_directory_path() / ("launch-early-" + std::to_string(::getpid()));
+      std::filesystem::remove(marker);
+      ShimSpec spec = TrueSpec();
+      spec.argv = {"/bin/sh", "-c", "echo ran > " + marker.string()};
+      for (size_t i = 0; i < padding; ++i) spec.env.push_back("PAD" + std::to_string(i) + "=" + std::string(100000, 'x'));
+      std::optional<ReplicaExit> exit;
+      ReplicaCallbacks callbacks;
+      callbacks.on_exit = [&](const ReplicaExit& e) { exit = e; };
+      auto replica = ReplicaProcess::Start(&loop, TORCHXD_SHIM, spec, MonitorRecord{}, callbacks, {}, nullptr, {},
+                                           &launcher);
+      auto end = std::chrono::steady_clock::now() + std::chrono::seconds(padding > 0 ? 1 : 5);
+      while (!std::filesystem::exists(marker) && std::chrono::steady_clock::now() < end) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      // A small spec is all in the socket: the replica runs with the loop idle. A large one cannot be.
+      EXPECT_EQ(std::filesystem::exists(marker), padding == 0);
+      ASSERT_TRUE(RunUntil(&loop, [&] { return exit.has_value(); }));
+      EXPECT_FALSE(exit->spawn_failed) << exit->message;
+      EXPECT_EQ(exit->exit_code, 0);
+      EXPECT_TRUE(std::filesystem::exists(marker));
+      std::filesystem::remove(marker);
+    }
+  }
+  uv_run(&loop, UV_RUN_NOWAIT);
+  EXPECT_EQ(uv_loop_close(&loop), 0);
+}
+
 // A replica asked to stop, or to be killed, while its shim's launch waits
-// for the launcher's answer: the stop reaches it once it has its spec (it
+// for the launcher's answer: the stop reaches it once the answer is in (it
 // ends by the signal, not by its own end 30 s later); one destroyed
-// meanwhile leaves no callback behind, and the shim forked for it, which
-// gets no spec, ends.
+// meanwhile leaves no callback behind, and the shim forked for it, which had
+// its spec with the launch, is left alone as a running one is: its replica
+// runs to its own end.
 TEST(ShimLauncherTest, AStopOrKillWhileTheLaunchIsQueuedReachesTheReplica) {
   uv_loop_t loop;
   uv_loop_init(&loop);
@@ -396,10 +485,14 @@ TEST(ShimLauncherTest, AStopOrKillWhileTheLaunchIsQueuedReachesTheReplica) {
     }
     replicas[0]->Terminate(0.5);
     replicas[1]->Kill();
+    auto marker = std::filesystem::temp_directory_path() / ("launch-destroyed-" + std::to_string(::getpid()));
+    std::filesystem::remove(marker);
     {
       ReplicaCallbacks callbacks;
       callbacks.on_exit = [](const ReplicaExit&) { ADD_FAILURE() << "a destroyed replica's callback ran"; };
-      auto gone = ReplicaProcess::Start(&loop, TORCHXD_SHIM, spec, MonitorRecord{}, callbacks, {}, nullptr, {}, &launcher);
+      ShimSpec left = TrueSpec();
+      left.argv = {"/bin/sh", "-c", "sleep 0.2; echo ran > " + marker.string()};
+      auto gone = ReplicaProcess::Start(&loop, TORCHXD_SHIM, left, MonitorRecord{}, callbacks, {}, nullptr, {}, &launcher);
     }
     auto start = std::chrono::steady_clock::now();
     ASSERT_TRUE(RunUntil(&loop, [&] { return exits[0] && exits[1]; }));
@@ -408,7 +501,9 @@ TEST(ShimLauncherTest, AStopOrKillWhileTheLaunchIsQueuedReachesTheReplica) {
       EXPECT_FALSE(e->spawn_failed) << e->message;
       EXPECT_TRUE(e->signal.has_value()) << "ended by a stop, not by itself";
     }
-    // The third shim got no spec: the launcher forked it, and it ended (the launcher reaps it).
+    // The third shim ran its replica to its end, and ended (the launcher reaps it).
+    EXPECT_TRUE(RunUntil(&loop, [&] { return std::filesystem::exists(marker); })) << "the left replica did not run";
+    std::filesystem::remove(marker);
     std::string pid = std::to_string(LauncherPid(launcher.Describe()));
     std::string children = "/proc/" + pid + "/task/" + pid + "/children";
     EXPECT_TRUE(RunUntil(&loop, [&] {
