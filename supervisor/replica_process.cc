@@ -169,7 +169,8 @@ void ReplicaProcess::Spawn(const std::string& shim_path, const ShimSpec& spec, c
         if (alive.expired()) return;
         launching_ = false;
         if (!launched) {
-          // No shim read that spec (a failed fork, or one the launcher's end stopped): started here instead.
+          // Started here instead. A failed fork read nothing; a retired launcher's sent launch had its
+          // group emptied first, and a shim outside one runs nothing once it finds its launcher gone.
           launch_control_.reset();
           return SpawnHere(shim_path);
         }
