@@ -159,14 +159,9 @@ bool Serve(int signal_fd, pid_t daemon, ShimEntry shim, bool gated_fork, int& ch
   UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
   int e = pidfd.valid() ? 0 : errno;
   if (e == 0 && group.valid()) e = EnterGroup(group.get(), pid);
+  if (e == 0 && ::write(gate_out.get(), "g", 1) != 1) e = errno;
   if (e != 0) {
     ::kill(pid, SIGKILL);  // held at the gate: it never reads its spec, so nothing ran
-    Reply({-1, e, 0}, -1);
-    return true;
-  }
-  if (::write(gate_out.get(), "g", 1) != 1) {
-    e = errno;
-    ::kill(pid, SIGKILL);
     Reply({-1, e, 0}, -1);
     return true;
   }

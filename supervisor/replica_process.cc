@@ -153,7 +153,7 @@ void ReplicaProcess::Spawn(const std::string& shim_path, const ShimSpec& spec, c
   UniqueFd group = launcher == nullptr || group_.empty()
                        ? UniqueFd()
                        : UniqueFd(::open(group_.c_str(), O_DIRECTORY | O_RDONLY | O_CLOEXEC));
-  if (launcher != nullptr && group_.empty() == !group.valid()) {
+  if (launcher != nullptr && (group_.empty() || group.valid())) {
     // Forked by the launcher, answered on a later loop turn; else (or when it cannot) started here.
     UniqueFd ours, theirs;
     // The launcher's own copy (it may outlive this object in its queue); sent as SCM_RIGHTS, so any number does.
@@ -169,9 +169,11 @@ void ReplicaProcess::Spawn(const std::string& shim_path, const ShimSpec& spec, c
         if (alive.expired()) return;
         launching_ = false;
         if (!launched) {
-          // Started here instead. A failed fork read nothing; a retired launcher's sent launch had its
-          // group emptied first, and a shim outside one runs nothing once it finds its launcher gone.
+          // Started here instead. A failed fork read nothing; a retired launcher may have forked a shim
+          // it did not answer for, which has its spec: whatever is in the group goes first (a shim
+          // outside one runs nothing once it finds its launcher gone).
           launch_control_.reset();
+          if (!group_.empty()) containment_->Kill(group_);
           return SpawnHere(shim_path);
         }
         Started(launched->pid, std::move(launched->pidfd), std::move(launch_control_), launched->in_group);

@@ -196,16 +196,7 @@ void ShimLauncher::Retire(const std::string& why) {
   why_not_ = why;
   std::deque<Request> failed;
   failed.swap(queue_);
-  for (Request& r : failed) {
-    // A sent launch may have been forked, its shim unanswered for: whatever is
-    // in its group goes before the caller starts the attempt itself (a shim
-    // outside a group sees its launcher gone and runs nothing).
-    if (r.sent && r.group.valid()) {
-      UniqueFd kill(::openat(r.group.get(), "cgroup.kill", O_WRONLY | O_CLOEXEC));
-      if (kill.valid()) (void)!::write(kill.get(), "1", 1);
-    }
-    r.done(tl::unexpected(Error::Unavailable(why)));
-  }
+  for (Request& r : failed) r.done(tl::unexpected(Error::Unavailable(why)));
 }
 
 void ShimLauncher::Watch(pid_t pid, UniqueFd pidfd) {

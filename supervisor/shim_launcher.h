@@ -10,9 +10,9 @@
 // Launches are queued and answered on the loop, in order: the loop never
 // waits for the launcher's fork. Each is sent at once when the socket has
 // room (the launcher forks while the loop goes on), else on a later turn. A launcher that leaves a sent launch
-// unanswered for kReplyTimeoutMs is killed, and every queued launch fails;
-// what is in the group of a sent one is killed first (its shim, forked but
-// not answered for, may have started: the caller starts the attempt again).
+// unanswered for kReplyTimeoutMs is killed, and every queued launch fails (a
+// sent one's shim may have been forked and not answered for: the caller
+// empties its group before it starts the attempt again).
 //
 // Launchers are the daemon's children, reaped here through pidfds, also those
 // the daemon's previous image left behind when it re-executed itself
