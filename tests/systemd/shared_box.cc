@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -97,6 +98,18 @@ SharedBox::~SharedBox() { Stop(5); }
   return ::testing::AssertionSuccess();
 }
 
+// A service runs in a scheduling group of its own. Where the kernel groups
+// tasks by session (autogroup), every replica's session weighs as much as the
+// test's whole session, so a nice value alone would not rank this process
+// above them: it leaves the test's session and gives its group the nice.
+static void OwnSchedulingGroup(int nice) {
+  ::setsid();
+  if (FILE* f = std::fopen("/proc/self/autogroup", "w")) {
+    std::fprintf(f, "%d", nice);
+    std::fclose(f);
+  }
+}
+
 ::testing::AssertionResult SharedBox::Start(const std::vector<std::string>& flags) {
   std::vector<std::string> argv = {TORCHXD_BIN,        "--system",          "--socket",    socket(),
                                    "--state-dir",      state().string(),    "--log-dir",   logs().string(),
@@ -107,6 +120,7 @@ SharedBox::~SharedBox() { Stop(5); }
   if (pid_ == 0) {
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);  // a killed test takes its root daemon along
     ::setpriority(PRIO_PROCESS, 0, -5);  // as the system unit runs it (Nice=-5)
+    OwnSchedulingGroup(-5);
     int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
     ::dup2(fd, 1);
     ::dup2(fd, 2);
@@ -247,6 +261,7 @@ int SharedBox::AsUserProcess(const std::string& user, const std::function<int()>
   if (pid == 0) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     ::setpriority(PRIO_PROCESS, 0, nice);
+    if (nice != 0) OwnSchedulingGroup(nice);
     if (!BecomeUser(user, uid)) ::_exit(126);
     ::_exit(fn());
   }
