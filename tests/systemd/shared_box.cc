@@ -98,16 +98,21 @@ SharedBox::~SharedBox() { Stop(5); }
   return ::testing::AssertionSuccess();
 }
 
-// A service runs in a scheduling group of its own. Where the kernel groups
-// tasks by session (autogroup), every replica's session weighs as much as the
-// test's whole session, so a nice value alone would not rank this process
-// above them: it leaves the test's session and gives its group the nice.
-static void OwnSchedulingGroup(int nice) {
+// Runs this (forked) process at `nice` as a service would: in a scheduling
+// group of its own. Where the kernel groups tasks by session (autogroup),
+// every replica's session weighs as much as the test's whole session, so a
+// nice value alone would not rank this process above them: it leaves the
+// test's session and gives its group the nice. For a freshly forked child.
+static void RunAtNice(int nice) {
+  ::setpriority(PRIO_PROCESS, 0, nice);
+  if (nice == 0) return;
   ::setsid();
-  if (FILE* f = std::fopen("/proc/self/autogroup", "w")) {
-    std::fprintf(f, "%d", nice);
-    std::fclose(f);
-  }
+  int fd = ::open("/proc/self/autogroup", O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return;  // no autogroups in this kernel
+  char text[16];
+  int n = std::snprintf(text, sizeof text, "%d", nice);
+  (void)!::write(fd, text, static_cast<size_t>(n));
+  ::close(fd);
 }
 
 ::testing::AssertionResult SharedBox::Start(const std::vector<std::string>& flags) {
@@ -119,8 +124,7 @@ static void OwnSchedulingGroup(int nice) {
   pid_ = ::fork();
   if (pid_ == 0) {
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);  // a killed test takes its root daemon along
-    ::setpriority(PRIO_PROCESS, 0, -5);  // as the system unit runs it (Nice=-5)
-    OwnSchedulingGroup(-5);
+    RunAtNice(-5);  // as the system unit runs it (Nice=-5, in its own cgroup)
     int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
     ::dup2(fd, 1);
     ::dup2(fd, 2);
@@ -260,8 +264,7 @@ int SharedBox::AsUserProcess(const std::string& user, const std::function<int()>
   pid_t pid = ::fork();
   if (pid == 0) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    ::setpriority(PRIO_PROCESS, 0, nice);
-    if (nice != 0) OwnSchedulingGroup(nice);
+    RunAtNice(nice);
     if (!BecomeUser(user, uid)) ::_exit(126);
     ::_exit(fn());
   }
