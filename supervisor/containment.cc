@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 #include <string_view>
@@ -142,8 +143,12 @@ std::string Containment::Describe() const {
   return "cgroup v2 (" + subtree_ + "; " + limits + ")";
 }
 
-std::string Containment::GroupFor(const std::string& name) const {
-  return cgroups() ? subtree_ + "/" + name : std::string();
+std::string Containment::TakeGroup(const std::string& name) const {
+  if (!cgroups()) return "";
+  if (kept_.empty()) return subtree_ + "/" + name;
+  std::string group = std::move(kept_.back());
+  kept_.pop_back();
+  return group;
 }
 
 Result<void> Containment::Create(const std::string& group, const AttemptLimits& limits) const {
@@ -180,8 +185,10 @@ bool Containment::OomKilled(const std::string& group) const {
 
 void Containment::Remove(const std::string& group) const { ::rmdir(group.c_str()); }
 
-bool Containment::RemoveIfEmpty(const std::string& group) const {
-  return ::rmdir(group.c_str()) == 0 || errno == ENOENT || (errno != EBUSY && !Populated(group));
+void Containment::Release(const std::string& group, const AttemptLimits& limits, bool killed) const {
+  bool limited = (memory_ && limits.mem_mb > 0) || (cpu_ && limits.cpu > 0);
+  if (killed || limited || kept_.size() >= kMaxKept || !Owns(group) || (memory_ && OomKilled(group))) return Remove(group);
+  kept_.push_back(group);
 }
 
 bool Containment::Owns(const std::string& group) const {
@@ -202,13 +209,15 @@ void Containment::Sweep(const std::set<std::string>& keep) const {
   }
   ::closedir(d);
   for (const auto& group : groups) {
-    if (keep.count(group) != 0) continue;
+    if (keep.count(group) != 0 || std::find(kept_.begin(), kept_.end(), group) != kept_.end()) continue;
     if (Populated(group)) Kill(group);  // gone a moment later; removed then, or at the next start
     Remove(group);
   }
 }
 
 void Containment::RemoveSubtree() const {
+  for (const auto& group : kept_) Remove(group);
+  kept_.clear();
   if (cgroups() && subtree_.find("/torchxd-") != std::string::npos) ::rmdir(subtree_.c_str());
 }
 

@@ -33,6 +33,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "core/result.h"
 
@@ -59,8 +60,9 @@ class Containment {
   // What `torchx daemon status` shows.
   std::string Describe() const;
 
-  // Where the group of the attempt called `name` goes ("" without cgroups).
-  std::string GroupFor(const std::string& name) const;
+  // Where the group of a new attempt goes ("" without cgroups): a group an
+  // ended attempt emptied, kept for reuse, else a new one called `name`.
+  std::string TakeGroup(const std::string& name) const;
   // Makes that group, with `limits` applied where the controllers allow.
   [[nodiscard]] Result<void> Create(const std::string& group, const AttemptLimits& limits) const;
   // Moves `pid` (a shim that has not started anything yet) into `group`.
@@ -73,17 +75,26 @@ class Containment {
   bool OomKilled(const std::string& group) const;
   // Removes the (empty) group.
   void Remove(const std::string& group) const;
-  // Removes the group unless a process still lives in it (rmdir's EBUSY):
-  // true when it is gone. One system call where Populated and Remove are two.
-  bool RemoveIfEmpty(const std::string& group) const;
+  // An ended attempt's group, in which no process is left: kept for a later
+  // attempt's TakeGroup (a group's mkdir and rmdir cost the loop ~30 us each,
+  // and the kernel's workers as much again after an rmdir), else removed. Kept
+  // only while fewer than kMaxKept are, and only a group no limit was applied
+  // to and no process of which the OOM killer ended (what a later attempt
+  // reads of its group is its own), and none that may have been `killed`
+  // (cgroup.kill; an adopted group's past is not known): some kernels (6.18)
+  // kill at birth every process cloned into a group that was once killed
+  // (CLONE_INTO_CGROUP, as the launcher forks shims).
+  void Release(const std::string& group, const AttemptLimits& limits, bool killed) const;
   // Is `group` one of this daemon's (a stored path is never trusted blindly)?
   bool Owns(const std::string& group) const;
   // After a restart: the attempt groups no running attempt refers to (what a
   // daemon that died left) are killed and removed; the subtree itself too
   // would otherwise hold).
   void Sweep(const std::set<std::string>& keep) const;
-  // At exit: the subtree this daemon made goes when it is empty.
+  // At exit: the kept groups go, and the subtree this daemon made when it is empty.
   void RemoveSubtree() const;
+
+  static constexpr size_t kMaxKept = 512;
 
  private:
   Containment() = default;
@@ -91,6 +102,9 @@ class Containment {
   std::string why_not_;  // why there are no cgroups
   bool memory_ = false;
   bool cpu_ = false;
+  // Empty groups kept for reuse (Release, TakeGroup): a cache that the const
+  // interface everyone holds may fill and drain, on the loop thread only.
+  mutable std::vector<std::string> kept_;
 };
 
 }  // namespace torchxd::supervisor

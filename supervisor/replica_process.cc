@@ -121,6 +121,7 @@ std::unique_ptr<ReplicaProcess> ReplicaProcess::Adopt(uv_loop_t* loop, const Mon
       new ReplicaProcess(loop, std::move(callbacks), std::move(when_stored), containment));
   // A stored path is believed only when it is one of this daemon's groups.
   if (containment != nullptr && containment->Owns(monitor.cgroup)) self->group_ = monitor.cgroup;
+  self->group_reusable_ = false;  // whether a previous daemon killed it is not known
   self->Attach(monitor);
   return self;
 }
@@ -173,7 +174,7 @@ void ReplicaProcess::Spawn(const std::string& shim_path, const ShimSpec& spec, c
           // it did not answer for, which has its spec: whatever is in the group goes first (a shim
           // outside one runs nothing once it finds its launcher gone).
           launch_control_.reset();
-          if (!group_.empty()) containment_->Kill(group_);
+          if (!group_.empty()) KillGroup();
           return SpawnHere(shim_path);
         }
         Started(launched->pid, std::move(launched->pidfd), std::move(launch_control_), launched->in_group);
@@ -515,15 +516,9 @@ void ReplicaProcess::OnControlLine(const std::string& line) {
 
 bool ReplicaProcess::TreeGone() {
   bool left;
-  if (!group_.empty() && limits_.mem_mb <= 0) {
-    // Removing the group is the check: the kernel refuses while a process is
-    // in it. (With a memory limit the group stays until its OOM count is read.)
-    group_removed_ = containment_->RemoveIfEmpty(group_);
-    left = !group_removed_;
-    if (left) containment_->Kill(group_);
-  } else if (!group_.empty()) {
+  if (!group_.empty()) {
     left = containment_->Populated(group_);
-    if (left) containment_->Kill(group_);
+    if (left) KillGroup();
   } else {
     // The replica led its own process group; the shim killed what was left of it, unless it could not.
     left = replica_pid_ > 0 && ::kill(-replica_pid_, 0) == 0 && ProcessGroupAlive(replica_pid_);
@@ -538,6 +533,11 @@ bool ReplicaProcess::TreeGone() {
   reap_wait_ms_ = std::min<uint64_t>(reap_wait_ms_ * 2, 1000);
   RunLater(reap_wait_ms_, Step::kFinish);
   return false;
+}
+
+void ReplicaProcess::KillGroup() {
+  group_reusable_ = false;
+  containment_->Kill(group_);
 }
 
 void ReplicaProcess::EscalateIn(uint64_t ms) {
@@ -560,7 +560,7 @@ void ReplicaProcess::Escalate() {
   // The shim should have ended the replica by now: it is stopped, or does
   // not read its socket. It and everything of the attempt go.
   if (!group_.empty()) {
-    containment_->Kill(group_);
+    KillGroup();
   } else {
     // SIGKILL alone: it ends a stopped shim too. A SIGCONT first would let the
     // shim run between the two signals and record an outcome of its own.
@@ -618,7 +618,7 @@ void ReplicaProcess::MaybeFinish() {
     if (limits_.mem_mb > 0 && containment_->OomKilled(group_) && exit.signal == SIGKILL) {
       exit.message = "out of memory: the replica used more than its " + std::to_string(limits_.mem_mb) + " MB (memMB)";
     }
-    if (!group_removed_) containment_->Remove(group_);
+    containment_->Release(group_, limits_, !group_reusable_);  // empty: kept for a later attempt, or removed
   }
   // The run directory goes only once the exit on_exit records is stored: a
   // daemon that dies before finds exit.json again. The owner may destroy
@@ -701,7 +701,7 @@ std::vector<std::string> SweepRunDirs(const std::string& root, const std::set<st
 MonitorRecord ProcessRuntime::Prepare() {
   MonitorRecord m;
   std::string name = RandomHex(8);
-  if (options_.containment != nullptr) m.cgroup = options_.containment->GroupFor("a-" + name);
+  if (options_.containment != nullptr) m.cgroup = options_.containment->TakeGroup("a-" + name);
   if (options_.run_dir.empty()) return m;
   m.run_dir = options_.run_dir + "/" + name;
   m.nonce = RandomHex(16);

@@ -119,6 +119,7 @@ class ReplicaProcess : public ReplicaHandle {
   void Escalate();
   // Is every process of the attempt gone? If not, kills what is left and looks again later.
   bool TreeGone();
+  void KillGroup();  // cgroup.kill of the attempt's group, which is then never kept for reuse
 
   static void OnRead(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf);
   static void OnAlloc(uv_handle_t* handle, size_t suggested, uv_buf_t* buf);
@@ -156,7 +157,7 @@ class ReplicaProcess : public ReplicaHandle {
   bool have_status_ = false;
   const Containment* containment_;
   std::string group_;         // the attempt's cgroup ("" = process groups)
-  bool group_removed_ = false;  // TreeGone removed it (it was empty)
+  bool group_reusable_ = true;  // no cgroup.kill was written to it (KillGroup), and it was not adopted
   AttemptLimits limits_;
   int replica_pid_ = 0;       // leads the replica's process group (from `started`)
   UvHandle<uv_timer_t> escalate_;

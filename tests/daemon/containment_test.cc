@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <set>
 #include <thread>
 
 #include <gmock/gmock.h>
@@ -152,6 +153,55 @@ TEST_P(ContainmentTest, AStoppedShimCannotOutlastTheDaemon) {
   if (exited) daemon_pid_ = -1;
   EXPECT_TRUE(exited) << "torchxd did not exit";
   EXPECT_TRUE(WaitUntil([&] { return ProcessGone(replica) && ProcessGone(shim); }, 5));
+}
+
+// An ended attempt's emptied group is kept for a later attempt (no mkdir and
+// rmdir per replica), never one that had to be killed, and none is left once
+// the daemon stops.
+TEST_P(ContainmentTest, EmptiedGroupsAreReusedKilledOnesNeverAndNoneOutlivesTheDaemon) {
+  if (!cgroups()) GTEST_SKIP() << "process groups have no group to keep";
+  START_OR_SKIP();
+  const std::string prefix = "cgroup v2 (";
+  fs::path subtree = containment_.substr(prefix.size(), containment_.find(';') - prefix.size());
+  auto kept = [&] {
+    std::set<std::string> out;
+    for (const auto& e : fs::directory_iterator(subtree)) {
+      if (e.is_directory() && e.path().filename().string().starts_with("a-")) out.insert(e.path().filename());
+    }
+    return out;
+  };
+  // Each replica writes down its own group.
+  auto groups_of = [&](const std::string& app) {
+    std::set<std::string> out;
+    for (int i = 0; i < 3; ++i) {
+      std::string line = ReadFile(dir_ / (app + "-" + std::to_string(i)));
+      EXPECT_THAT(line, StartsWith("0::")) << app << " replica " << i;
+      out.insert(fs::path(line.substr(0, line.find('\n'))).filename());
+    }
+    return out;
+  };
+  auto three = [&](const std::string& app, const std::string& tail) {
+    json role = Role("grep ^0:: /proc/self/cgroup > " + (dir_ / app).string() + "-${replica_id}" + tail, json::object());
+    role["num_replicas"] = 3;
+    return Wait(Run(App(app, {role})));
+  };
+  ASSERT_EQ(three("one", "")["state"], "SUCCEEDED");
+  std::set<std::string> first = groups_of("one");
+  ASSERT_EQ(first.size(), 3u);
+  EXPECT_EQ(kept(), first);
+  for (const auto& g : first) EXPECT_EQ(ReadFile(subtree / g / "cgroup.procs"), "") << g;
+  // The next app's replicas run in those groups; each kills its shim and
+  // leaves a process behind, which takes a cgroup.kill: none of theirs is kept.
+  ASSERT_EQ(three("two", "; sleep 300 & sleep 0.2; kill -9 $PPID; wait")["state"], "FAILED");
+  EXPECT_EQ(groups_of("two"), first);
+  EXPECT_EQ(kept(), std::set<std::string>());
+  ASSERT_EQ(three("three", "")["state"], "SUCCEEDED");
+  std::set<std::string> third = groups_of("three");
+  EXPECT_EQ(third.size(), 3u);
+  for (const auto& g : third) EXPECT_EQ(first.count(g), 0u) << g << " was killed, and is used again";
+  EXPECT_EQ(kept(), third);
+  EXPECT_EQ(StopDaemon(), 0);
+  EXPECT_FALSE(fs::exists(subtree)) << "the daemon left its groups behind";
 }
 
 // Where the memory controller is delegated to the daemon, memMB is a limit,
