@@ -638,12 +638,19 @@ void ReplicaProcess::MaybeFinish() {
 
 void RemoveRunDir(UniqueFd dir_fd, const std::string& run_dir) {
   if (!dir_fd.valid()) return;
+  // What a shim leaves there, by name; the directory is listed only when
+  // something else is left (its user may put anything there).
+  for (const char* name : {kShimStateFile, kShimExitFile}) ::unlinkat(dir_fd.get(), name, 0);
+  if (::rmdir(run_dir.c_str()) == 0 || errno == ENOENT) return;
   UniqueFd copy(::dup(dir_fd.get()));
   if (DIR* d = copy.valid() ? ::fdopendir(copy.get()) : nullptr) {
     copy.release();  // the DIR owns it now
     // Only names in this directory: a link there is removed, never followed.
     while (struct dirent* e = ::readdir(d)) {
-      if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) ::unlinkat(dir_fd.get(), e->d_name, 0);
+      if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+      if (::unlinkat(dir_fd.get(), e->d_name, 0) != 0 && errno == EISDIR) {
+        ::unlinkat(dir_fd.get(), e->d_name, AT_REMOVEDIR);  // an empty one; what is in one stays (bounded work)
+      }
     }
     ::closedir(d);
   }

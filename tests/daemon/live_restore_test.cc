@@ -133,6 +133,23 @@ TEST_F(LiveRestoreTest, ADaemonKilledWhileStartingReplicasRestartsAtOnce) {
   }
 }
 
+// A run directory goes once its exit is stored, whatever its user put in it
+// besides the shim's files (never following a link there).
+TEST_F(LiveRestoreTest, ARunDirectoryGoesWithWhatItsUserPutInIt) {
+  StartLive();
+  fs::path outside = dir_ / "outside";
+  fs::create_directories(outside);
+  std::ofstream(outside / "keep") << "x";
+  std::string shims = state_dir_ + "/shims";
+  // The replica's run directory is the only one there while it runs.
+  std::string script = "for d in " + shims + "/*/; do echo x > \"$d/extra\"; ln -s " + outside.string() +
+                       " \"$d/link\"; mkdir \"$d/sub\"; done";
+  json role = {{"name", "w"}, {"entrypoint", "sh"}, {"args", {"-c", script}}};
+  EXPECT_EQ(Wait(Run(App("extra", {role})))["state"], "SUCCEEDED");
+  EXPECT_TRUE(WaitUntil([&] { return fs::is_empty(shims); }, 5)) << "a run directory was left behind";
+  EXPECT_EQ(ReadFile(outside / "keep"), "x");
+}
+
 TEST_F(LiveRestoreTest, AnExitWhileTheDaemonIsDownIsReportedWithItsRealCodeAndSignal) {
   StartLive();
   json segv = FakeRole("segv", {"--sleep", "0.5", "--kill-self", "11"});
