@@ -189,6 +189,10 @@ void AppRunner::OpenGates() {
   ++dispatch_depth_;
   defer_starts_ = true;
   std::vector<int> open(app_.roles.size(), -1);  // -1 not looked at yet
+  // The attempts are committed, then started, in batches of doubling size: the
+  // first shims run while the loop records the rest (each attempt is still
+  // committed before it starts), at a few commits more (log2 of the count).
+  size_t batch = kFirstStartBatch;
   for (size_t i = 0; i < slots_.size(); ++i) {
     Slot& s = *slots_[i];
     if (s.state == SlotState::kScaledDown && InScale(s)) Dispatch(i, SlotEvent::kScaleUp);
@@ -197,6 +201,11 @@ void AppRunner::OpenGates() {
     if (open[role] < 0) open[role] = GateOpen(role) ? 1 : 0;
     if (open[role] == 1) {
       Dispatch(i, SlotEvent::kStart);
+      if (deferred_starts_.size() >= batch) {
+        StartDeferred();
+        defer_starts_ = true;
+        batch *= 2;
+      }
     } else if (s.info.error_message.empty()) {
       std::string names;
       for (size_t d : graph_.depends_on[role]) names += (names.empty() ? "" : ", ") + app_.roles[d].name;

@@ -222,8 +222,11 @@ class AppRunner {
   std::vector<size_t> restart_group_;  // slots to restart once all of them stopped
   int restart_group_number_ = 0;
   int dispatch_depth_ = 0;
-  // While the app starts (or is adopted) every attempt is recorded first and
-  // all are made durable with one store commit before any is started.
+  // While the app starts (or is adopted) its attempts are recorded first and
+  // made durable with a store commit before any of them is started: all with
+  // one commit at adoption, in batches of doubling size as OpenGates starts
+  // them (2, 4, 8, ...: the first shims run while the rest are recorded).
+  static constexpr size_t kFirstStartBatch = 2;
   bool defer_starts_ = false;
   std::vector<size_t> deferred_starts_;
   bool cleanup_after_cancel_ = false;

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <vector>
 
 #include "tests/supervisor/fake_clock.h"
@@ -21,13 +22,16 @@ using testing::FakeReplicaRuntime;
 
 class RecordingObserver : public AppRunnerObserver {
  public:
-  void OnAttemptStarting(AppRunner&, const ReplicaInfo&) override {}
+  void OnAttemptStarting(AppRunner&, const ReplicaInfo&) override { ++starting; }
   void OnReplicaChanged(AppRunner&, const ReplicaInfo&) override {}
   void OnAppChanged(AppRunner& app) override { states.push_back(app.state()); }
   void OnRestartScheduled(AppRunner&, const ReplicaInfo& r, uint64_t delay_ms, int left, int) override {
     restarts.push_back({r.Key().String(), delay_ms, left});
   }
-  void OnAttemptsRecorded(AppRunner&) override { ++recorded; }
+  void OnAttemptsRecorded(AppRunner&) override {
+    ++recorded;
+    if (on_recorded) on_recorded();
+  }
 
   struct Restart {
     std::string replica;
@@ -37,6 +41,8 @@ class RecordingObserver : public AppRunnerObserver {
   std::vector<AppState> states;
   std::vector<Restart> restarts;
   int recorded = 0;
+  int starting = 0;                   // attempts recorded so far
+  std::function<void()> on_recorded;  // at each commit
 };
 
 // What reaches the app's log sink, in order: "w/0 attempt 1 out: hello".
@@ -104,6 +110,18 @@ class AppRunnerTest : public ::testing::Test {
   RecordingSink sink_;
   std::unique_ptr<AppRunner> runner_;
 };
+
+// An app's first attempts are committed in batches of doubling size, each
+// started once it is durable: the first run while the rest are recorded.
+TEST_F(AppRunnerTest, FirstAttemptsStartInDoublingBatchesEachOnceCommitted) {
+  AppRunner& app = Make(13, 0);
+  std::vector<std::pair<int, size_t>> at_commit;  // (recorded, started) at each commit
+  observer_.on_recorded = [&] { at_commit.push_back({observer_.starting, runtime_.attempts.size()}); };
+  app.Start();
+  using Commit = std::pair<int, size_t>;
+  EXPECT_EQ(at_commit, (std::vector<Commit>{{2, 0}, {6, 2}, {13, 6}}));
+  EXPECT_EQ(runtime_.attempts.size(), 13u);
+}
 
 TEST_F(AppRunnerTest, AFailedReplicaRestartsAfterItsBackoffAndNotBefore) {
   AppRunner& app = Make(2, 2);
