@@ -175,9 +175,21 @@ Result<void> Store::Migrate() {
   return {};
 }
 
+Result<void> Store::StepOnce(sqlite3_stmt*& stmt, const char* sql) {
+  if (stmt == nullptr) {
+    auto prepared = Prepare(sql);
+    if (!prepared) return Fail(prepared.error());
+    stmt = *prepared;
+  }
+  int rc = sqlite3_step(stmt);
+  Result<void> out = rc == SQLITE_DONE ? Result<void>{} : Result<void>(Fail(SqlError(sql)));
+  sqlite3_reset(stmt);
+  return out;
+}
+
 Result<void> Store::EnsureTransaction() {
   if (in_transaction_) return {};
-  if (auto ok = Exec("BEGIN"); !ok) return ok;
+  if (auto ok = StepOnce(begin_, "BEGIN"); !ok) return ok;
   in_transaction_ = true;
   return {};
 }
@@ -185,7 +197,7 @@ Result<void> Store::EnsureTransaction() {
 Result<void> Store::Commit() {
   if (!in_transaction_) return {};
   in_transaction_ = false;
-  auto committed = Exec("COMMIT");
+  auto committed = StepOnce(commit_, "COMMIT");
   if (committed) {
     if (!awaiting_rewrite_) RunStored();
     return {};

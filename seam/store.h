@@ -90,6 +90,8 @@ class Store {
   // transaction is rolled back and its writes are lost: TakeLostWrites() says
   // so once, and the daemon has every scheduler write its state again.
   [[nodiscard]] Result<void> Commit();
+  // Is a transaction open (writes not committed yet)?
+  bool pending() const { return in_transaction_; }
   // Abandons the open transaction (a write of it failed); its writes are lost as above.
   void Rollback();
   bool TakeLostWrites();
@@ -116,6 +118,8 @@ class Store {
  private:
   explicit Store(sqlite3* db) : db_(db) {}
   [[nodiscard]] Result<void> Exec(const std::string& sql);
+  // Runs a statement without rows (BEGIN, COMMIT), prepared once into `stmt`.
+  [[nodiscard]] Result<void> StepOnce(sqlite3_stmt*& stmt, const char* sql);
   [[nodiscard]] Result<void> EnsureTransaction();
   [[nodiscard]] Result<void> Migrate();
   [[nodiscard]] Result<sqlite3_stmt*> Prepare(const char* sql);
@@ -124,6 +128,8 @@ class Store {
 
   sqlite3* db_;
   std::vector<sqlite3_stmt*> statements_;
+  sqlite3_stmt* begin_ = nullptr;
+  sqlite3_stmt* commit_ = nullptr;
   sqlite3_stmt* put_app_ = nullptr;
   sqlite3_stmt* put_replica_ = nullptr;
   sqlite3_stmt* add_event_ = nullptr;
