@@ -57,6 +57,7 @@ Daemon::Daemon(DaemonConfig config) : config_(std::move(config)) { uv_loop_init(
 Daemon::~Daemon() {
   CommitStore();
   commit_.reset();
+  commit_timer_.reset();
   watchdog_.reset();
   ui_.reset();
   metrics_.reset();
@@ -384,10 +385,25 @@ void Daemon::UpdateStatus() {
   notifier_.Send(status);
 }
 
+void Daemon::OnLoopTurn() {
+  UpdateStatus();
+  if (!store_ || (!store_->pending() && !resync_pending_)) return;
+  uint64_t now = uv_now(&loop_);
+  uint64_t due = last_commit_ms_ + kCommitEveryMs;
+  if (now >= due) return CommitStore();
+  if (uv_is_active(reinterpret_cast<uv_handle_t*>(commit_timer_.get())) == 0) {
+    uv_timer_start(commit_timer_.get(), [](uv_timer_t* t) {
+      if (auto* self = static_cast<Daemon*>(t->data)) self->CommitStore();
+    }, due - now, 0);
+  }
+}
+
 void Daemon::CommitStore() {
   UpdateStatus();
   if (!store_) return;
   uint64_t now = uv_now(&loop_);
+  last_commit_ms_ = now;
+  if (commit_timer_) uv_timer_stop(commit_timer_.get());
   bool resyncing = resync_pending_ && now >= next_resync_ms_;
   if (resyncing) {
     for (seam::Scheduler* s : schedulers_) s->PersistAll();
@@ -501,9 +517,12 @@ int Daemon::Run() {
   commit_ = NewUvHandle<uv_check_t>(this);
   uv_check_init(&loop_, commit_.get());
   uv_check_start(commit_.get(), [](uv_check_t* h) {
-    if (auto* self = static_cast<Daemon*>(h->data)) self->CommitStore();
+    if (auto* self = static_cast<Daemon*>(h->data)) self->OnLoopTurn();
   });
   uv_unref(reinterpret_cast<uv_handle_t*>(commit_.get()));  // never keeps the loop alive
+  commit_timer_ = NewUvHandle<uv_timer_t>(this);
+  uv_timer_init(&loop_, commit_timer_.get());
+  uv_unref(reinterpret_cast<uv_handle_t*>(commit_timer_.get()));
   if (auto period = notifier_.watchdog_period_ms()) {
     // Fed from the loop, so a stuck loop starves it; absent without WATCHDOG_USEC.
     watchdog_ = NewUvHandle<uv_timer_t>(this);

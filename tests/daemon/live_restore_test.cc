@@ -150,6 +150,19 @@ TEST_F(LiveRestoreTest, ARunDirectoryGoesWithWhatItsUserPutInIt) {
   EXPECT_EQ(ReadFile(outside / "keep"), "x");
 }
 
+// The loop commits what it wrote (at most every few milliseconds) with nobody
+// asking: the run directory, which goes only once the exit read from it is
+// stored, goes while no client calls, and a daemon killed after has the exit.
+TEST_F(LiveRestoreTest, AnExitIsStoredWithNoRequestThatCommits) {
+  StartLive();
+  std::string shims = state_dir_ + "/shims";
+  std::string h = Run(App("quiet", {FakeRole("w", {"--exit", "0"})}));
+  EXPECT_TRUE(WaitUntil([&] { return fs::is_empty(shims); }, 5)) << "the exit was never committed";
+  StopDaemon(SIGKILL);
+  StartLive();
+  EXPECT_EQ(Status(h)["state"], "SUCCEEDED");  // from the store: its run directory is gone
+}
+
 TEST_F(LiveRestoreTest, AnExitWhileTheDaemonIsDownIsReportedWithItsRealCodeAndSignal) {
   StartLive();
   json segv = FakeRole("segv", {"--sleep", "0.5", "--kill-self", "11"});
