@@ -245,7 +245,12 @@ void AppRunner::Dispatch(size_t index, SlotEvent event) {
   --dispatch_depth_;
   bool exited = event == SlotEvent::kExitOk || event == SlotEvent::kExitFailed || event == SlotEvent::kExitFinal ||
                 event == SlotEvent::kStopped;
-  if (t.action != SlotAction::kNone || shown != s.info.state || exited) observer_->OnReplicaChanged(*this, s.info);
+  // Spawn reported the new attempt itself (it is recorded before it starts): the same again is no news.
+  bool spawn_reported = (t.action == SlotAction::kSpawn || t.action == SlotAction::kRespawn) &&
+                        s.info.state == ReplicaState::kPending;
+  if (!spawn_reported && (t.action != SlotAction::kNone || shown != s.info.state || exited)) {
+    observer_->OnReplicaChanged(*this, s.info);
+  }
   if (dispatch_depth_ == 0) {
     ReleaseGroupWhenStopped();
     OpenGates();

@@ -23,7 +23,10 @@ using testing::FakeReplicaRuntime;
 class RecordingObserver : public AppRunnerObserver {
  public:
   void OnAttemptStarting(AppRunner&, const ReplicaInfo&) override { ++starting; }
-  void OnReplicaChanged(AppRunner&, const ReplicaInfo&) override {}
+  void OnReplicaChanged(AppRunner&, const ReplicaInfo& r) override {
+    changes.push_back(r.Key().String() + " " + std::string(core::AppStateName(r.state)) + " " +
+                      std::to_string(r.attempt));
+  }
   void OnAppChanged(AppRunner& app) override { states.push_back(app.state()); }
   void OnRestartScheduled(AppRunner&, const ReplicaInfo& r, uint64_t delay_ms, int left, int) override {
     restarts.push_back({r.Key().String(), delay_ms, left});
@@ -42,6 +45,7 @@ class RecordingObserver : public AppRunnerObserver {
   std::vector<Restart> restarts;
   int recorded = 0;
   int starting = 0;                   // attempts recorded so far
+  std::vector<std::string> changes;   // "w/0 PENDING 1": each report, in order
   std::function<void()> on_recorded;  // at each commit
 };
 
@@ -121,6 +125,17 @@ TEST_F(AppRunnerTest, FirstAttemptsStartInDoublingBatchesEachOnceCommitted) {
   using Commit = std::pair<int, size_t>;
   EXPECT_EQ(at_commit, (std::vector<Commit>{{2, 0}, {6, 2}, {13, 6}}));
   EXPECT_EQ(runtime_.attempts.size(), 13u);
+}
+
+// Each change of a replica is reported once (each report is a store write):
+// a new attempt as it is recorded, then its start, then its end.
+TEST_F(AppRunnerTest, EachChangeOfAnAttemptIsReportedOnce) {
+  AppRunner& app = Make(2, 0);
+  app.Start();
+  Latest("w/0").Started(100);
+  Latest("w/0").Exit(0);
+  EXPECT_EQ(observer_.changes, (std::vector<std::string>{"w/0 PENDING 1", "w/1 PENDING 1", "w/0 RUNNING 1",
+                                                          "w/0 SUCCEEDED 1"}));
 }
 
 TEST_F(AppRunnerTest, AFailedReplicaRestartsAfterItsBackoffAndNotBefore) {
