@@ -111,12 +111,13 @@ void LocalScheduler::RunAdmissionPass() {
   }
 }
 
-void LocalScheduler::ApplyPlacement(const LocalApp& app, std::vector<core::ReplicaRequest>& requests) const {
-  if (!admission_ || !Admitted(app) || admission_->box().topology.size() == 0) return;
+bool LocalScheduler::ApplyPlacement(const LocalApp& app, std::vector<core::ReplicaRequest>& requests) const {
+  if (!admission_ || !Admitted(app) || admission_->box().topology.size() == 0) return false;
   for (auto& req : requests) {
     auto it = app.admission.gpus.find(req.Key().String());
     admission::ApplyGpuSet(req, it == app.admission.gpus.end() ? std::vector<int>{} : it->second, admission_->box().topology);
   }
+  return true;
 }
 
 void LocalScheduler::StartAdmitted(LocalApp& app, const std::vector<admission::Placement>& placed) {
@@ -152,10 +153,12 @@ void LocalScheduler::StartAdmitted(LocalApp& app, const std::vector<admission::P
     for (const auto& j : app.requests) {
       if (auto req = seam::ReplicaRequestFromStoredJson(j)) requests.push_back(std::move(*req));
     }
-    ApplyPlacement(app, requests);
-    app.requests = json::array();
-    for (const auto& req : requests) app.requests.push_back(seam::ReplicaRequestToStoredJson(req));
-    app.FixedPartsChanged();
+    // Stored as placed (a restarted daemon runs what this one did); without GPUs nothing changed.
+    if (ApplyPlacement(app, requests)) {
+      app.requests = json::array();
+      for (const auto& req : requests) app.requests.push_back(seam::ReplicaRequestToStoredJson(req));
+      app.FixedPartsChanged();
+    }
   }
   if (app.runner) {  // growth: held replicas of an elastic role start now
     logging::info("app grows app={} replicas={} gpus={}", app.app_id, placed.size(), gpus.empty() ? "-" : gpus);

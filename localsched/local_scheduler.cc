@@ -309,8 +309,9 @@ Result<const seam::AppRecord*> LocalScheduler::SubmitNow(seam::SubmitRequest req
     rec->replicas.push_back(info);
   }
   rec->state = admission_ || hold ? core::AppState::kPending : core::AppState::kSubmitted;
-  Result<void> committed = store_->PutApp(rec->scheduler, rec->app_id, static_cast<int>(rec->state), rec->created_ms,
-                                          rec->ToJson());
+  // As text: its fixed parts (the requests are most of it) are serialized once, here, for every later write.
+  Result<void> committed = store_->PutAppText(rec->scheduler, rec->app_id, static_cast<int>(rec->state),
+                                              rec->created_ms, rec->ToJsonText(true));
   if (committed) {
     seam::AppEvent submitted;
     submitted.type = "submitted";

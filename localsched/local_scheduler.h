@@ -208,7 +208,8 @@ class LocalScheduler : public seam::Scheduler,
   void SchedulePass();  // on the next loop turn, once for any number of events
   void StartAdmitted(LocalApp& app, const std::vector<admission::Placement>& placed);
   // GPUs the app's placement gave each replica, applied to its requests.
-  void ApplyPlacement(const LocalApp& app, std::vector<core::ReplicaRequest>& requests) const;
+  // False when there is nothing to apply (no GPUs on this box): the requests are unchanged.
+  bool ApplyPlacement(const LocalApp& app, std::vector<core::ReplicaRequest>& requests) const;
   // The app leaves admission (ended, cancelled while pending, evicted).
   void LeaveAdmission(const LocalApp& app);
   // Cancels an app that waits in a queue; false when it is not waiting.
