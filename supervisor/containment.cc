@@ -176,14 +176,30 @@ Result<void> Containment::Enter(const std::string& group, pid_t pid) const {
 void Containment::Kill(const std::string& group) const { (void)WriteSmall(group + "/cgroup.kill", "1"); }
 
 bool Containment::Populated(const std::string& group) const {
-  return KeyValue(ReadSmall(group + "/cgroup.events"), "populated") > 0;
+  auto it = events_.find(group);
+  if (it == events_.end()) {
+    UniqueFd fd(::open((group + "/cgroup.events").c_str(), O_RDONLY | O_CLOEXEC));
+    // Gone (or never made); when it cannot be read (out of descriptors) a process may be in it.
+    if (!fd.valid()) return errno != ENOENT;
+    it = events_.emplace(group, std::move(fd)).first;
+  }
+  char buf[256];
+  ssize_t n = ::pread(it->second.get(), buf, sizeof(buf), 0);
+  if (n <= 0) {
+    events_.erase(it);  // removed meanwhile
+    return false;
+  }
+  return KeyValue(std::string_view(buf, static_cast<size_t>(n)), "populated") > 0;
 }
 
 bool Containment::OomKilled(const std::string& group) const {
   return KeyValue(ReadSmall(group + "/memory.events"), "oom_kill") > 0;
 }
 
-void Containment::Remove(const std::string& group) const { ::rmdir(group.c_str()); }
+void Containment::Remove(const std::string& group) const {
+  events_.erase(group);
+  ::rmdir(group.c_str());
+}
 
 void Containment::Release(const std::string& group, const AttemptLimits& limits, bool killed) const {
   bool limited = (memory_ && limits.mem_mb > 0) || (cpu_ && limits.cpu > 0);

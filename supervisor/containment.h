@@ -29,6 +29,7 @@
 
 #include <sys/types.h>
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -36,6 +37,7 @@
 #include <vector>
 
 #include "core/result.h"
+#include "core/unique_fd.h"
 
 namespace torchxd::supervisor {
 
@@ -69,7 +71,10 @@ class Containment {
   [[nodiscard]] Result<void> Enter(const std::string& group, pid_t pid) const;
   // SIGKILL to every process in `group` (cgroup.kill).
   void Kill(const std::string& group) const;
-  // Does any process still live in `group`? (false once it is gone)
+  // Does any process still live in `group`? (false once it is gone; true
+  // while that cannot be read, e.g. without a free descriptor) Its
+  // cgroup.events stays open, and is read again, while the group is in use
+  // or kept (an open of a cgroup file costs ~8 us, a pread ~1).
   bool Populated(const std::string& group) const;
   // Was a process of `group` killed by its memory limit?
   bool OomKilled(const std::string& group) const;
@@ -105,6 +110,7 @@ class Containment {
   // Empty groups kept for reuse (Release, TakeGroup): a cache that the const
   // interface everyone holds may fill and drain, on the loop thread only.
   mutable std::vector<std::string> kept_;
+  mutable std::map<std::string, UniqueFd> events_;  // group -> its cgroup.events (Populated), until Remove
 };
 
 }  // namespace torchxd::supervisor
