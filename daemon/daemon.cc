@@ -386,11 +386,11 @@ void Daemon::UpdateStatus() {
 }
 
 void Daemon::OnLoopTurn() {
-  UpdateStatus();
-  if (!store_ || (!store_->pending() && !resync_pending_)) return;
+  if (!store_ || (!store_->pending() && !resync_pending_)) return UpdateStatus();
   uint64_t now = uv_now(&loop_);
   uint64_t due = last_commit_ms_ + kCommitEveryMs;
-  if (now >= due) return CommitStore();
+  if (now >= due) return CommitStore();  // which updates STATUS too
+  UpdateStatus();
   if (uv_is_active(reinterpret_cast<uv_handle_t*>(commit_timer_.get())) == 0) {
     uv_timer_start(commit_timer_.get(), [](uv_timer_t* t) {
       if (auto* self = static_cast<Daemon*>(t->data)) self->CommitStore();
