@@ -189,7 +189,7 @@ std::vector<pid_t> ShimPids(const fs::path& run_dir) {
 // every adopted shim has ended the app. `measure` (optional) sees the shims
 // while they run.
 double SpawnBaseline(int n);
-double SpawnFloor(int n, const fs::path& dir);
+double SpawnFloor(const std::string& bin, int n, const fs::path& dir);
 
 struct Adoption {
   double answering = 0, adopted = 0;
@@ -413,69 +413,19 @@ double SpawnBaseline(int n) {
   return SecondsSince(start);
 }
 
-// What a process per replica costs with no daemon at all (scenario 1's note): a
-// loop forks, for each of N, a small process that makes a run directory with a
-// listening socket in it, spawns /bin/true as the baseline does, drains and
-// reaps it, records its exit in a file (written, then renamed) and exits; the
-// loop reaps them all and removes the directories. torchxd's shims do this and
-// more, and its daemon its bookkeeping besides: the ratio of this to the
-// baseline is the least any design with a process per replica can reach here.
-double SpawnFloor(int n, const fs::path& dir) {
-  fs::create_directories(dir);
-  auto start = Clock::now();
-  std::vector<pid_t> monitors;
-  for (int i = 0; i < n; ++i) {
-    std::string run = (dir / std::to_string(i)).string();
-    pid_t pid = ::fork();
-    if (pid == 0) {
-      (void)!::mkdir(run.c_str(), 0700);
-      int dfd = ::open(run.c_str(), O_DIRECTORY | O_CLOEXEC);
-      int lfd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      sockaddr_un addr{};
-      addr.sun_family = AF_UNIX;
-      std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s/s", run.c_str());
-      (void)!::bind(lfd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-      (void)!::listen(lfd, 4);
-      int out[2], err[2];
-      (void)!::pipe2(out, O_CLOEXEC);
-      (void)!::pipe2(err, O_CLOEXEC);
-      posix_spawn_file_actions_t fa;
-      posix_spawn_file_actions_init(&fa);
-      posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-      posix_spawn_file_actions_adddup2(&fa, err[1], 2);
-      posix_spawnattr_t attr;
-      posix_spawnattr_init(&attr);
-      posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID);
-      char arg0[] = "/bin/true";
-      char* argv[] = {arg0, nullptr};
-      pid_t child;
-      posix_spawn(&child, "/bin/true", &fa, &attr, argv, environ);
-      ::close(out[1]);
-      ::close(err[1]);
-      char buf[4096];
-      for (int fd : {out[0], err[0]}) {
-        while (::read(fd, buf, sizeof(buf)) > 0) {
-        }
-      }
-      int status = 0;
-      ::waitpid(child, &status, 0);
-      int f = ::openat(dfd, "exit.json.tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-      std::string rec = "{\"status\":" + std::to_string(status) + "}";
-      (void)!::write(f, rec.data(), rec.size());
-      ::close(f);
-      ::renameat(dfd, "exit.json.tmp", dfd, "exit.json");
-      ::unlinkat(dfd, "s", 0);
-      ::_exit(0);
-    }
-    monitors.push_back(pid);
-  }
-  for (size_t i = 0; i < monitors.size(); ++i) {
-    WaitExit(monitors[i]);
-    fs::path run = dir / std::to_string(i);
-    ::unlink((run / "exit.json").c_str());
-    ::rmdir(run.c_str());
-  }
-  return SecondsSince(start);
+// What a process per replica costs with no daemon at all (scenario 1's note):
+// bench_spawn_floor's figure, in seconds.
+double SpawnFloor(const std::string& bin, int n, const fs::path& dir) {
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC) != 0) throw std::runtime_error("pipe2 failed");
+  pid_t pid = Spawn({bin + "/bench_spawn_floor", std::to_string(n), dir.string()}, {}, p[1]);
+  ::close(p[1]);
+  std::string out;
+  char buf[256];
+  for (ssize_t r; (r = ::read(p[0], buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(r));
+  ::close(p[0]);
+  if (WaitExit(pid) != 0 || out.empty()) throw std::runtime_error("bench_spawn_floor failed");
+  return std::stod(out);
 }
 
 // The baseline for scenario 4: the same writer into a pipe, copied into one file.
@@ -566,7 +516,7 @@ int main(int argc, char** argv) {
         ours.push_back(SecondsSince(start));
         if (st["state"] != "SUCCEEDED") throw std::runtime_error("spawn app did not succeed");
         base.push_back(SpawnBaseline(200));
-        floor.push_back(SpawnFloor(200, d.run_dir().parent_path() / "floor"));
+        floor.push_back(SpawnFloor(bin, 200, d.run_dir().parent_path() / "floor"));
       }
       // Each replica makes its log dir: what one inode costs there now says how much of
       // the figure is the filesystem's (measured after the runs, which it would slow).
