@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <utility>
 
 #include "core/json_reader.h"
 
@@ -208,11 +209,11 @@ json AppStatusToJson(const AppStatus& status) {
                               {"log_bytes_lost", r.log_bytes_lost},
                               {"gpus", GpusJson(r.gpus)}});
     }
-    roles.push_back(json{{"role", role.role}, {"replicas", replicas}});
+    roles.push_back(json{{"role", role.role}, {"replicas", std::move(replicas)}});
   }
   return json{{"state", AppStateName(status.state)},
               {"num_restarts", status.num_restarts},
-              {"roles", roles},
+              {"roles", std::move(roles)},
               {"msg", status.msg},
               {"structured_error_msg", status.structured_error_msg},
               {"url", status.ui_url ? json(*status.ui_url) : json(nullptr)},
