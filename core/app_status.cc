@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <ctime>
 #include <utility>
+#include <vector>
 
 #include "core/json_reader.h"
 
@@ -218,6 +219,127 @@ json AppStatusToJson(const AppStatus& status) {
               {"structured_error_msg", status.structured_error_msg},
               {"url", status.ui_url ? json(*status.ui_url) : json(nullptr)},
               {"app_handle", status.app_handle}};
+}
+
+namespace {
+
+void AppendOptionalInt(std::string& out, const std::optional<int>& v) {
+  out += v ? std::to_string(*v) : "null";
+}
+
+void AppendOptionalTime(std::string& out, const std::optional<int64_t>& ms) {
+  if (ms) {
+    AppendJsonString(out, FormatRfc3339Utc(*ms));
+  } else {
+    out += "null";
+  }
+}
+
+// One replica's object, its keys in the order a JSON DOM (sorted keys) dumps them.
+void AppendReplicaJson(std::string& out, const ReplicaStatus& r) {
+  out += "{\"attempt\":";
+  out += std::to_string(r.attempt);
+  out += ",\"end_time\":";
+  AppendOptionalTime(out, r.end_time_ms);
+  out += ",\"error_message\":";
+  AppendJsonString(out, r.error_message);
+  out += ",\"exit_code\":";
+  AppendOptionalInt(out, r.exit_code);
+  out += ",\"gpus\":[";
+  for (size_t k = 0; k < r.gpus.size(); ++k) {
+    out += k ? ",{\"index\":" : "{\"index\":";
+    out += std::to_string(r.gpus[k].index);
+    out += ",\"uuid\":";
+    AppendJsonString(out, r.gpus[k].uuid);
+    out += '}';
+  }
+  out += "],\"hostaddr\":";
+  AppendJsonString(out, r.hostname);
+  out += ",\"hostname\":";
+  AppendJsonString(out, r.hostname);
+  out += ",\"id\":";
+  out += std::to_string(r.id);
+  out += ",\"log_bytes_lost\":";
+  out += std::to_string(r.log_bytes_lost);
+  out += ",\"pid\":";
+  AppendOptionalInt(out, r.pid);
+  out += ",\"role\":";
+  AppendJsonString(out, r.role);
+  out += ",\"signal\":";
+  AppendOptionalInt(out, r.signal);
+  out += ",\"start_time\":";
+  AppendOptionalTime(out, r.start_time_ms);
+  out += ",\"state\":";
+  out += std::to_string(static_cast<int>(r.state));
+  out += ",\"state_name\":";
+  AppendJsonString(out, AppStateName(r.state));
+  out += ",\"structured_error_msg\":";
+  AppendJsonString(out, r.structured_error_msg);
+  out += '}';
+}
+
+}  // namespace
+
+std::string AppStatusToJsonText(const AppStatus& status, const json& extra) {
+  // Top-level members as key -> value text, emitted in sorted key order (as a DOM dumps them).
+  std::vector<std::pair<std::string, std::string>> members;
+  auto add = [&members](std::string key, std::string value) { members.emplace_back(std::move(key), std::move(value)); };
+  std::string text;
+  AppendJsonString(text, status.app_handle);
+  add("app_handle", std::move(text));
+  text.clear();
+  AppendJsonString(text, status.msg);
+  add("msg", std::move(text));
+  add("num_restarts", std::to_string(status.num_restarts));
+  std::string roles = "[";
+  for (size_t i = 0; i < status.roles.size(); ++i) {
+    const RoleStatus& role = status.roles[i];
+    roles += i ? ",{\"replicas\":[" : "{\"replicas\":[";
+    roles.reserve(roles.size() + role.replicas.size() * 400);
+    for (size_t k = 0; k < role.replicas.size(); ++k) {
+      if (k) roles += ',';
+      AppendReplicaJson(roles, role.replicas[k]);
+    }
+    roles += "],\"role\":";
+    AppendJsonString(roles, role.role);
+    roles += '}';
+  }
+  roles += ']';
+  add("roles", std::move(roles));
+  text.clear();
+  AppendJsonString(text, AppStateName(status.state));
+  add("state", std::move(text));
+  text.clear();
+  AppendJsonString(text, status.structured_error_msg);
+  add("structured_error_msg", std::move(text));
+  text.clear();
+  if (status.ui_url) {
+    AppendJsonString(text, *status.ui_url);
+  } else {
+    text = "null";
+  }
+  add("url", std::move(text));
+  if (extra.is_object()) {
+    for (const auto& [key, value] : extra.items()) {
+      auto same = std::find_if(members.begin(), members.end(), [&key](const auto& m) { return m.first == key; });
+      std::string dumped = value.dump(-1, ' ', false, json::error_handler_t::replace);
+      if (same != members.end()) {
+        same->second = std::move(dumped);  // as a DOM's assignment replaces it
+      } else {
+        add(key, std::move(dumped));
+      }
+    }
+  }
+  std::sort(members.begin(), members.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::string out = "{";
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (i) out += ',';
+    AppendJsonString(out, members[i].first);
+    out += ':';
+    out += members[i].second;
+  }
+  out += '}';
+  return out;
 }
 
 Result<AppStatus> AppStatusFromJson(const json& node) {

@@ -83,6 +83,9 @@ std::optional<int64_t> ParseRfc3339(const std::string& text);
 std::optional<int64_t> ParseRfc3339Nanos(std::string_view text);
 
 nlohmann::json AppStatusToJson(const AppStatus& status);
+// The same, dumped (byte for byte what AppStatusToJson(status) with each of
+// `extra`'s members set on it would dump), built as text: no DOM of each replica.
+std::string AppStatusToJsonText(const AppStatus& status, const nlohmann::json& extra = nlohmann::json::object());
 [[nodiscard]] Result<AppStatus> AppStatusFromJson(const nlohmann::json& json);
 
 // TorchX's AppStatus.format(); `filter_roles` empty = all roles. Where

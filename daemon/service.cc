@@ -242,7 +242,7 @@ void Service::Status(const json& params, const PeerInfo& peer, const Reply& repl
   if (std::string note = remote ? remote->StatusNote(**app) : ""; !note.empty()) {
     status.msg = status.msg.empty() ? note : status.msg + "; " + note;
   }
-  reply->Result(StatusJson(**app, status));
+  reply->ResultText(StatusText(**app, status));
 }
 
 void Service::Queue(const json& params, const Reply& reply) {
@@ -473,12 +473,12 @@ void Service::Scale(const json& params, const PeerInfo& peer, const Reply& reply
   });
 }
 
-json Service::StatusJson(const seam::AppRecord& app, const core::AppStatus& status) const {
-  json out = core::AppStatusToJson(status);
+std::string Service::StatusText(const seam::AppRecord& app, const core::AppStatus& status) const {
+  json extra = json::object();
   std::map<uint32_t, std::string> names;
-  out["user"] = seam::UserNameOf(app.owner_uid, names);
+  extra["user"] = seam::UserNameOf(app.owner_uid, names);
   if (std::string base = info_.page_url ? info_.page_url() : ""; !base.empty()) {
-    out["page_url"] = base + "/apps/" + core::UrlEscape(app.Handle(), "");  // as the page's own links
+    extra["page_url"] = base + "/apps/" + core::UrlEscape(app.Handle(), "");  // as the page's own links
   }
   if (!app.gpu_usage.intervals.empty() || app.gpu_usage.dropped_held_s > 0) {
     int64_t now = core::UnixNowMs();
@@ -487,11 +487,12 @@ json Service::StatusJson(const seam::AppRecord& app, const core::AppStatus& stat
       intervals.push_back({{"gpu", i.gpu}, {"uuid", i.uuid}, {"from_ms", i.from_ms},
                            {"to_ms", i.to_ms ? json(*i.to_ms) : json(nullptr)}});
     }
-    out["gpu_usage"] = {{"gpu_seconds_held", app.gpu_usage.HeldSeconds(0, now)},
-                        {"gpu_seconds_used", app.gpu_usage.used_s},
-                        {"intervals", std::move(intervals)}};
+    extra["gpu_usage"] = {{"gpu_seconds_held", app.gpu_usage.HeldSeconds(0, now)},
+                          {"gpu_seconds_used", app.gpu_usage.used_s},
+                          {"intervals", std::move(intervals)}};
   }
-  return out;
+  // Built as text: a wait on an app of many replicas is answered in the serial tail of its run.
+  return core::AppStatusToJsonText(status, extra);
 }
 
 void Service::Wait(const json& params, const PeerInfo& peer, const Reply& reply) {
@@ -499,7 +500,7 @@ void Service::Wait(const json& params, const PeerInfo& peer, const Reply& reply)
   if (!app) return reply->Error(app.error());
   auto answer = [this, reply](const seam::AppRecord& a) {
     if (info_.commit_store) info_.commit_store();
-    reply->Result(StatusJson(a, a.Status()));
+    reply->ResultText(StatusText(a, a.Status()));
   };
   if (core::IsTerminal((*app)->state)) return answer(**app);
   seam::EventFeed* feed = info_.event_feed;

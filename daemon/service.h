@@ -101,7 +101,7 @@ class Service : public RequestHandler {
   void ListApps(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply, const std::string& ns);
   void Cancel(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
   // `status` and `wait` answers: TorchX's AppStatus JSON and the owner's name.
-  nlohmann::json StatusJson(const seam::AppRecord& app, const core::AppStatus& status) const;
+  std::string StatusText(const seam::AppRecord& app, const core::AppStatus& status) const;
   void Wait(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
   void Scale(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
   void Runopts(const nlohmann::json& params, const Reply& reply);

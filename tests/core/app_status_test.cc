@@ -1,6 +1,7 @@
 #include "core/app_status.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 namespace torchxd::core {
 namespace {
@@ -55,6 +56,41 @@ TEST(AppStatusTest, JsonHasTorchxShapePlusAdditions) {
   auto back = AppStatusFromJson(j);
   ASSERT_TRUE(back.has_value()) << back.error().message;
   EXPECT_EQ(*back, Sample());
+}
+
+// The text builder answers `status` and `wait`: byte for byte what the DOM dumps,
+// whatever the strings hold, with the daemon's extra members added or replacing.
+TEST(AppStatusTest, TheTextIsWhatTheDomDumpsByteForByte) {
+  auto dom_text = [](const AppStatus& s, const nlohmann::json& extra) {
+    nlohmann::json j = AppStatusToJson(s);
+    for (const auto& [key, value] : extra.items()) j[key] = value;
+    return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  };
+  AppStatus odd = Sample();
+  odd.state = AppState::kRunning;
+  odd.msg = "quote \" back\\slash \n newline \x01 control \xff\xfe not utf-8 \xc3\xa9 utf-8";
+  odd.structured_error_msg = "{\"message\": \"tab\\there\"}";
+  odd.ui_url = "file:///tmp/logs/a \"b\"";
+  odd.roles[0].replicas[0].role = "tr\x7f" "ainer";
+  odd.roles[0].replicas[0].gpus = {{0, "GPU-a"}, {3, ""}};
+  odd.roles[0].replicas[0].log_bytes_lost = 18446744073709551615ULL;
+  odd.roles[0].replicas[1].pid.reset();
+  odd.roles[0].replicas[1].exit_code.reset();
+  odd.roles[0].replicas[1].signal = 9;
+  odd.roles[0].replicas[1].start_time_ms.reset();
+  odd.roles[0].replicas[1].end_time_ms.reset();
+  odd.roles.push_back({"empty", {}});
+  odd.roles.push_back({"ps", {odd.roles[0].replicas[1]}});
+  AppStatus none;
+  nlohmann::json extra = {{"user", "alice"},
+                          {"page_url", "http://127.0.0.1:8080/apps/x"},
+                          {"gpu_usage", {{"gpu_seconds_held", 1.5}, {"intervals", nlohmann::json::array()}}},
+                          {"msg", "replaced"}};
+  for (const AppStatus& s : {Sample(), odd, none}) {
+    for (const nlohmann::json& e : {nlohmann::json::object(), extra}) {
+      EXPECT_EQ(AppStatusToJsonText(s, e), dom_text(s, e));
+    }
+  }
 }
 
 TEST(AppStatusTest, FormatFollowsTorchxTemplateAndMarksTheFailedReplica) {
