@@ -1,5 +1,12 @@
 #include "localsched/local_app.h"
 
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/app_status.h"
+#include "core/json_parse.h"
+
 namespace torchxd::localsched {
 
 using json = nlohmann::json;
@@ -9,6 +16,48 @@ void LocalApp::DropLaunchInputs() {
   client_env.clear();
   requests = json::array();
   FixedPartsChanged();
+}
+
+std::string LocalApp::SuccessFileText(int64_t now_ms) const {
+  // Built as text, keys in the order a DOM (sorted keys) dumps them: it is
+  // written as an app ends, before its waiters are answered.
+  std::map<std::string_view, std::vector<const supervisor::ReplicaInfo*>> by_role;
+  for (const auto& r : replicas) by_role[r.role].push_back(&r);
+  std::string out = "{\"app_id\":";
+  core::AppendJsonString(out, app_id);
+  out += ",\"final_state\":";
+  core::AppendJsonString(out, core::AppStateName(state));
+  out += ",\"last_updated\":";
+  out += json(static_cast<double>(ended_ms.value_or(now_ms)) / 1000.0).dump();
+  out += ",\"log_dir\":";
+  core::AppendJsonString(out, app_log_dir);
+  out += ",\"roles\":{";
+  bool first_role = true;
+  for (const auto& [role, reps] : by_role) {
+    if (!first_role) out += ',';
+    first_role = false;
+    core::AppendJsonString(out, role);
+    out += ":[";
+    for (size_t i = 0; i < reps.size(); ++i) {
+      const supervisor::ReplicaInfo& r = *reps[i];
+      out += i ? ",{\"error_file\":" : "{\"error_file\":";
+      core::AppendJsonString(out, r.log_dir + "/error.json");
+      out += ",\"exitcode\":";
+      out += r.exit_code ? std::to_string(*r.exit_code) : r.signal ? std::to_string(-*r.signal) : "null";
+      out += ",\"pid\":";
+      out += r.pid ? std::to_string(*r.pid) : "null";
+      out += ",\"replica_id\":";
+      out += std::to_string(r.replica_id);
+      out += ",\"stderr\":";
+      core::AppendJsonString(out, r.log_dir + "/stderr.log");
+      out += ",\"stdout\":";
+      core::AppendJsonString(out, r.log_dir + "/stdout.log");
+      out += '}';
+    }
+    out += ']';
+  }
+  out += "}}";
+  return out;
 }
 
 void LocalApp::AddFixedJson(json& out) const {

@@ -38,6 +38,9 @@ struct LocalApp : seam::AppRecord {
   // A finished app never launches again: what only a launch reads (the caller's environment,
   // the replicas' requests: most of a record's bytes) leaves memory, and the store at its next write.
   void DropLaunchInputs();
+  // TorchX's SUCCESS file for the ended app (its replicas by role, their pid,
+  // exit code or -signal and log files), as JSON text; `now_ms` when it has no end time.
+  std::string SuccessFileText(int64_t now_ms) const;
 
   void AddFixedJson(nlohmann::json& out) const override;
   void AddChangingJson(nlohmann::json& out) const override;

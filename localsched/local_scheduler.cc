@@ -686,23 +686,8 @@ void LocalScheduler::OnAppChanged(supervisor::AppRunner& runner) {
 }
 
 void LocalScheduler::WriteSuccessFile(const LocalApp& app) {
-  json roles = json::object();
-  for (const auto& r : app.replicas) {
-    roles[r.role].push_back(json{{"replica_id", r.replica_id},
-                                 {"pid", r.pid ? json(*r.pid) : json(nullptr)},
-                                 {"exitcode", r.exit_code ? json(*r.exit_code)
-                                                          : r.signal ? json(-*r.signal) : json(nullptr)},
-                                 {"stdout", r.log_dir + "/stdout.log"},
-                                 {"stderr", r.log_dir + "/stderr.log"},
-                                 {"error_file", r.log_dir + "/error.json"}});
-  }
-  json success = {{"app_id", app.app_id},
-                  {"log_dir", app.app_log_dir},
-                  {"final_state", core::AppStateName(app.state)},
-                  {"last_updated", static_cast<double>(app.ended_ms.value_or(clock_->UnixNowMs())) / 1000.0},
-                  {"roles", roles}};
   seam::AsUser as(app.owner_uid, app.owner_gid);
-  if (auto ok = logfiles::WriteRegularFile(app.app_log_dir + "/SUCCESS", success.dump(-1, ' ', false, json::error_handler_t::replace));
+  if (auto ok = logfiles::WriteRegularFile(app.app_log_dir + "/SUCCESS", app.SuccessFileText(clock_->UnixNowMs()));
       !ok) {
     logging::warn("cannot write the SUCCESS file app={} error={}", app.app_id, ok.error().message);
   }

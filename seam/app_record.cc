@@ -241,9 +241,24 @@ json AppRecord::ToJson() const {
 
 std::string AppRecord::ToJsonText(bool with_replicas) const {
   if (fixed_json_.empty()) fixed_json_ = Dump(FixedJson(*this));
-  std::string changing = Dump(ChangingJson(*this, with_replicas));
+  std::string changing = Dump(ChangingJson(*this, false));
   // "{fixed}" + "{changing}" -> "{fixed,changing}" (neither is empty).
-  return fixed_json_.substr(0, fixed_json_.size() - 1) + "," + changing.substr(1);
+  std::string out;
+  out.reserve(fixed_json_.size() + changing.size() + (with_replicas ? 16 + replicas.size() * 400 : 0));
+  out.append(fixed_json_, 0, fixed_json_.size() - 1);
+  out += ',';
+  out.append(changing, 1);
+  if (with_replicas) {
+    // Each replica as text (the same bytes its DOM dumps), not through a DOM of all of them.
+    out.back() = ',';
+    out += "\"replicas\":[";
+    for (size_t i = 0; i < replicas.size(); ++i) {
+      if (i) out += ',';
+      out += ReplicaInfoToJsonText(replicas[i]);
+    }
+    out += "]}";
+  }
+  return out;
 }
 
 json AdmissionInfo::ToJson() const {

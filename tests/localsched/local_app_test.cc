@@ -50,6 +50,64 @@ TEST(LocalAppTest, TheFixedPartIsWrittenAgainOnlyAfterItChanged) {
   EXPECT_EQ(json::parse(app.ToJsonText(false))["requests"][0]["entrypoint"], "/bin/false");
 }
 
+// The stored text, replicas written as text, reads back as the record's DOM, with and without them.
+TEST(LocalAppTest, TheStoredTextIsTheRecordsJson) {
+  LocalApp app = Sample();
+  for (int id : {0, 1, 2}) {
+    supervisor::ReplicaInfo r;
+    r.role = "trainer";
+    r.replica_id = id;
+    r.attempt = 1;
+    r.pid = 100 + id;
+    r.error_message = id == 1 ? "a \"quoted\" line\n" : "";
+    app.replicas.push_back(r);
+  }
+  json whole = app.ToJson();
+  EXPECT_EQ(json::parse(app.ToJsonText(true)), whole);
+  whole.erase("replicas");
+  EXPECT_EQ(json::parse(app.ToJsonText(false)), whole);
+  app.replicas.clear();
+  EXPECT_EQ(json::parse(app.ToJsonText(true)), app.ToJson());
+}
+
+// TorchX's SUCCESS file, written as text: what a DOM of it dumps, byte for byte.
+TEST(LocalAppTest, TheSuccessFileIsWhatItsDomDumps) {
+  auto dom = [](const LocalApp& app, int64_t now_ms) {
+    json roles = json::object();
+    for (const auto& r : app.replicas) {
+      roles[r.role].push_back(json{{"replica_id", r.replica_id},
+                                   {"pid", r.pid ? json(*r.pid) : json(nullptr)},
+                                   {"exitcode", r.exit_code ? json(*r.exit_code) : r.signal ? json(-*r.signal) : json(nullptr)},
+                                   {"stdout", r.log_dir + "/stdout.log"},
+                                   {"stderr", r.log_dir + "/stderr.log"},
+                                   {"error_file", r.log_dir + "/error.json"}});
+    }
+    json success = {{"app_id", app.app_id},
+                     {"log_dir", app.app_log_dir},
+                     {"final_state", core::AppStateName(app.state)},
+                     {"last_updated", static_cast<double>(app.ended_ms.value_or(now_ms)) / 1000.0},
+                     {"roles", roles}};
+    return success.dump(-1, ' ', false, json::error_handler_t::replace);
+  };
+  LocalApp app = Sample();
+  app.state = core::AppState::kFailed;
+  app.app_log_dir = "/home/u/logs/torchx/train-1 \"quoted\" \xff";
+  EXPECT_EQ(app.SuccessFileText(1796156634797), dom(app, 1796156634797));  // no replicas
+  for (const char* role : {"worker", "trainer", "worker", "ps\x01"}) {
+    supervisor::ReplicaInfo r;
+    r.role = role;
+    r.replica_id = static_cast<int>(app.replicas.size());
+    r.log_dir = "/home/u/logs/torchx/train-1/" + r.role + "/" + std::to_string(r.replica_id);
+    app.replicas.push_back(r);
+  }
+  app.replicas[0].pid = 7, app.replicas[0].exit_code = 0;
+  app.replicas[1].pid = 8, app.replicas[1].signal = 9;
+  app.replicas[2].exit_code = 3, app.replicas[2].signal = 15;
+  EXPECT_EQ(app.SuccessFileText(1796156634797), dom(app, 1796156634797));
+  app.ended_ms = 1796156635075;
+  EXPECT_EQ(app.SuccessFileText(1), dom(app, 1));
+}
+
 // Another scheduler's record carries none of the local scheduler's keys.
 TEST(LocalAppTest, APlainRecordHasNoneOfTheLocalKeys) {
   seam::AppRecord record;
