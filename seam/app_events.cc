@@ -20,9 +20,17 @@ json AppEvent::ToJson() const {
 }
 
 std::string AppEvent::StoredMsg() const {
-  json j = {{"text", text}, {"data", data}};
-  if (!replica.empty()) j["replica"] = replica;
-  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+  // {"data":...,"replica":...,"text":...}: the bytes a DOM of it dumps (sorted keys), without the DOM.
+  std::string out = "{\"data\":";
+  out += data.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (!replica.empty()) {
+    out += ",\"replica\":";
+    core::AppendJsonString(out, replica);
+  }
+  out += ",\"text\":";
+  core::AppendJsonString(out, text);
+  out += '}';
+  return out;
 }
 
 AppEvent AppEvent::FromStored(const StoredEvent& row) {

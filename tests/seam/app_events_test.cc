@@ -46,6 +46,20 @@ TEST(AppEventsTest, StoredRowsReadBackOursAndAnOlderDaemons) {
   e.data = {{"exit_code", 3}};
   AppEvent back = AppEvent::FromStored(StoredEvent{7, 1234, "exited", 5, e.StoredMsg()});
   EXPECT_EQ(back.ToJson(), e.ToJson());
+  // The stored text is what a DOM of it dumps, whatever its strings hold.
+  auto dom = [](const AppEvent& x) {
+    nlohmann::json j = {{"text", x.text}, {"data", x.data}};
+    if (!x.replica.empty()) j["replica"] = x.replica;
+    return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  };
+  EXPECT_EQ(e.StoredMsg(), dom(e));
+  AppEvent odd;
+  odd.text = "quote \" newline \n control \x02 bad \xff";
+  odd.replica = "w\"/1";
+  EXPECT_EQ(odd.StoredMsg(), dom(odd));  // its data null
+  odd.replica.clear();
+  odd.data = {{"meaning", "caf\xc3\xa9"}, {"attempt", 2}};
+  EXPECT_EQ(odd.StoredMsg(), dom(odd));
   // An older daemon's rows: the type and the replica from `what`, the message as text.
   AppEvent old = AppEvent::FromStored(StoredEvent{3, 1, "replica w/1 attempt 2", 5, "killed by signal 9"});
   EXPECT_EQ(old.type, "replica");
