@@ -44,9 +44,8 @@ int CmdQueue(const GlobalArgs& global, const std::string& name, bool as_json, bo
   if (as_json) {  // the reply as it came, indented: with thousands pending, a DOM of it costs more
     auto frame = client->CallForFrame("queue", params);
     if (!frame) return ReportCallError(ctx, frame.error());
-    auto text = IndentedResult(*frame);
-    if (!text) return ReportCallError(ctx, text.error());
-    *ctx.out << *text << "\n";
+    if (auto written = WriteIndentedResult(*frame, *ctx.out); !written) return ReportCallError(ctx, written.error());
+    *ctx.out << "\n";
     return kExitOk;
   }
   auto reply = client->Call("queue", params);

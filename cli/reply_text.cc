@@ -1,5 +1,6 @@
 #include "cli/reply_text.h"
 
+#include <ostream>
 #include <utility>
 #include <vector>
 
@@ -19,6 +20,8 @@ using nlohmann::json;
 class Indenter : public FrameSax {
  public:
   std::string out;
+  // Where `out` goes as it grows (null: it is kept whole).
+  std::ostream* sink = nullptr;
 
   bool null() override { return Scalar("null"); }
   bool boolean(bool value) override { return Scalar(value ? "true" : "false"); }
@@ -26,9 +29,27 @@ class Indenter : public FrameSax {
   bool number_unsigned(number_unsigned_t value) override { return Scalar(std::to_string(value)); }
   bool number_float(number_float_t value, const string_t&) override { return Scalar(json(value).dump()); }
   bool string(string_t& value) override {
+    if (!open_.empty()) {  // most strings: written in place
+      if (!open_.back().object) Separate();
+      core::AppendJsonString(out, value);
+      return Spill();
+    }
     std::string quoted;
     core::AppendJsonString(quoted, value);
     return Scalar(quoted);
+  }
+  // Hands `out` to the sink once it holds a chunk: a result of megabytes is never held whole.
+  bool Spill() {
+    if (sink != nullptr && out.size() >= kChunk) Flush();
+    return true;
+  }
+  static constexpr size_t kChunk = 1 << 16;
+  // The rest of `out` to the sink.
+  void Flush() {
+    if (sink != nullptr && !out.empty()) {
+      sink->write(out.data(), static_cast<std::streamsize>(out.size()));
+      out.clear();
+    }
   }
   bool key(string_t& value) override {
     if (open_.empty()) {
@@ -78,7 +99,7 @@ class Indenter : public FrameSax {
     }
     if (!open_.back().object) Separate();
     out += text;
-    return true;
+    return Spill();
   }
   bool Open(char c) {
     if (open_.empty()) {
@@ -107,7 +128,7 @@ class Indenter : public FrameSax {
       out.append(2 * open_.size(), ' ');
     }
     out += c;
-    return true;
+    return Spill();
   }
 
   bool twice_ = false;       // a second "result"
@@ -120,8 +141,18 @@ class Indenter : public FrameSax {
 
 Result<std::string> IndentedResult(std::string_view frame) {
   Indenter indenter;
+  indenter.out.reserve(frame.size() + frame.size() / 2);
   if (auto ok = ReadFrameWith(frame, indenter, "reply"); !ok) return Fail(ok.error());
   return std::move(indenter.out);
+}
+
+Result<void> WriteIndentedResult(std::string_view frame, std::ostream& out) {
+  Indenter indenter;
+  indenter.sink = &out;
+  indenter.out.reserve(Indenter::kChunk + 4096);
+  if (auto ok = ReadFrameWith(frame, indenter, "reply"); !ok) return Fail(ok.error());
+  indenter.Flush();
+  return {};
 }
 
 }  // namespace torchxd::cli

@@ -6,6 +6,7 @@
 #ifndef TORCHXD_CLI_REPLY_TEXT_H_
 #define TORCHXD_CLI_REPLY_TEXT_H_
 
+#include <ostream>
 #include <string>
 #include <string_view>
 
@@ -17,6 +18,9 @@ namespace torchxd::cli {
 // indents, keys in the order the daemon sent them. A daemon's error frame
 // comes back as that Error; a frame without a result is Internal, saying why.
 [[nodiscard]] Result<std::string> IndentedResult(std::string_view frame);
+// The same written to `out` in chunks of 64 KiB as it is read (no copy of it
+// whole). A frame found malformed part way has had its first chunks written.
+[[nodiscard]] Result<void> WriteIndentedResult(std::string_view frame, std::ostream& out);
 
 }  // namespace torchxd::cli
 

@@ -3,6 +3,8 @@
 // refused saying why.
 #include "cli/reply_text.h"
 
+#include <sstream>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -26,6 +28,28 @@ TEST(ReplyTextTest, TheResultIsWrittenAsDumpTwoWritesIt) {
     ASSERT_TRUE(text) << text.error().message;
     EXPECT_EQ(*text, result.dump(2)) << frame;
   }
+}
+
+// Written in chunks as it is read: the same bytes, a result of megabytes included.
+TEST(ReplyTextTest, WrittenInChunksItIsTheSameText) {
+  json big = json::array();
+  for (int i = 0; i < 20000; ++i) {
+    big.push_back({{"app_handle", "local_cwd://torchx/p" + std::to_string(i)}, {"position", i + 1},
+                   {"reason", "waiting for 1 GPU in queue q" + std::to_string(i % 4) + ": 0 free, \"quoted\" \u00e9"},
+                   {"request", {{"cpu", 1}, {"gpu", 1}}}});
+  }
+  for (const json& result : {json({{"pending", big}, {"n", nullptr}}), json(42), json::object()}) {
+    std::string frame = json({{"id", 3}, {"result", result}}).dump();
+    std::ostringstream out;
+    auto written = WriteIndentedResult(frame, out);
+    ASSERT_TRUE(written) << written.error().message;
+    EXPECT_EQ(out.str(), result.dump(2));
+  }
+  std::ostringstream none;
+  auto error = WriteIndentedResult(R"({"id":1,"error":{"code":"Unavailable","message":"no queues"}})", none);
+  ASSERT_FALSE(error);
+  EXPECT_EQ(error.error().code, ErrorCode::kUnavailable);
+  EXPECT_EQ(none.str(), "");  // an error frame writes nothing
 }
 
 TEST(ReplyTextTest, TheDaemonsErrorComesBackAsItsError) {
