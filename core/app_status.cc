@@ -320,9 +320,10 @@ std::string AppStatusToJsonText(const AppStatus& status, const json& extra) {
   }
   add("url", std::move(text));
   if (extra.is_object()) {
-    for (const auto& [key, value] : extra.items()) {
+    for (const auto& item : extra.items()) {
+      const std::string& key = item.key();
       auto same = std::find_if(members.begin(), members.end(), [&key](const auto& m) { return m.first == key; });
-      std::string dumped = value.dump(-1, ' ', false, json::error_handler_t::replace);
+      std::string dumped = item.value().dump(-1, ' ', false, json::error_handler_t::replace);
       if (same != members.end()) {
         same->second = std::move(dumped);  // as a DOM's assignment replaces it
       } else {
