@@ -181,6 +181,14 @@ class Admission {
   // `shadow`: whether the head's reason ends with when it starts at the latest
   // (relative to now; a caller that shows a clock time leaves it out).
   std::string Reason(const std::string& key, int64_t now_ms, int ahead = -1, bool shadow = true) const;
+  // For the first `limit` of `keys` (a QueueView's pending, in its order): each
+  // one's Reason and what it needs (empty and null for one not pending),
+  // with what their reasons share made once.
+  struct PendingDetail {
+    std::string reason;
+    const Resources* need = nullptr;
+  };
+  std::vector<PendingDetail> Details(const std::vector<std::string>& keys, size_t limit, int64_t now_ms) const;
 
   struct QueueView {
     const QueueSpec* spec;
@@ -229,6 +237,8 @@ class Admission {
   using UserShares = std::map<uint32_t, double>;
 
   static Entry EntryOf(Pending& app);
+  struct ReasonParts;
+  std::string ReasonFor(const Pending& app, ReasonParts& parts, int ahead, bool shadow_clause) const;
   QueueState* QueueOf(const std::string& name);
   const QueueState* QueueOf(const std::string& name) const;
   Resources GangNeed(const AppDemand& app) const;

@@ -343,8 +343,14 @@ void ConnectionResponder::ResultText(const std::string& result_json) {
   if (done_) return;
   done_ = true;
   if (auto c = connection_.lock()) {
-    c->Send("{\"v\":" + std::to_string(protocol::kVersion) + ",\"id\":" + std::to_string(id_) +
-            ",\"result\":" + result_json + "}\n");
+    // One allocation: a result may be megabytes (queue --json with thousands pending).
+    std::string head = "{\"v\":" + std::to_string(protocol::kVersion) + ",\"id\":" + std::to_string(id_) + ",\"result\":";
+    std::string frame;
+    frame.reserve(head.size() + result_json.size() + 2);
+    frame += head;
+    frame += result_json;
+    frame += "}\n";
+    c->Send(std::move(frame));
     c->Finished();
   }
 }

@@ -374,9 +374,11 @@ std::optional<seam::Queued::QueuesReply> LocalScheduler::Queues(size_t limit, co
     core::AppendJsonString(out, view.spec->name);
     out += ",\"pending\":[";
     out.reserve(out.size() + std::min(limit, view.pending.size()) * 400);
+    auto details = admission_->Details(view.pending, limit, now);
     size_t position = 0;
     for (const auto& key : view.pending) {
       if (position >= limit) break;
+      const admission::Admission::PendingDetail& detail = details[position];
       const LocalApp* a = app_of(key);
       out += position == 0 ? "{" : ",{";
       out += "\"app_handle\":";
@@ -392,10 +394,10 @@ std::optional<seam::Queued::QueuesReply> LocalScheduler::Queues(size_t limit, co
         out += std::to_string(a->admission.priority);
       }
       out += ",\"reason\":";
-      core::AppendJsonString(out, admission_->Reason(key, now, static_cast<int>(position) - 1));
-      if (const admission::Resources* need = admission_->PendingNeed(key)) {
+      core::AppendJsonString(out, detail.reason);
+      if (detail.need != nullptr) {
         out += ",\"request\":";
-        AppendResources(out, *need);
+        AppendResources(out, *detail.need);
       }
       if (a) {
         out += ",\"submitted_ms\":";

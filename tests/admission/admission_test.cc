@@ -51,6 +51,22 @@ class AdmissionTest : public ::testing::Test {
     adm_.Enqueue(std::move(a));
     return Pass();
   }
+  // `queue`'s details (reason and need of each pending app, as `torchx queue` lists them) are
+  // what Reason and PendingNeed say of each, one app at a time; and there are `pending` of them.
+  void ExpectDetailsAsReasons(size_t pending) {
+    size_t seen = 0;
+    for (const auto& view : adm_.View(now_)) {
+      auto details = adm_.Details(view.pending, view.pending.size(), now_);
+      ASSERT_EQ(details.size(), view.pending.size());
+      for (size_t i = 0; i < details.size(); ++i) {
+        EXPECT_EQ(details[i].reason, adm_.Reason(view.pending[i], now_, static_cast<int>(i))) << view.pending[i];
+        EXPECT_EQ(details[i].need, adm_.PendingNeed(view.pending[i])) << view.pending[i];
+      }
+      EXPECT_EQ(adm_.Details(view.pending, 1, now_).size(), std::min<size_t>(1, view.pending.size()));
+      seen += details.size();
+    }
+    EXPECT_EQ(seen, pending);
+  }
   std::vector<std::string> Pass() {
     std::vector<std::string> names;
     for (auto& s : adm_.Pass(now_)) {
@@ -162,6 +178,7 @@ TEST_F(AdmissionTest, BackfillUsesOnlyWhatTheHeadDoesNotNeed) {
   std::vector<int> backfilled = {gpus_["j1"][0][0], gpus_["j2"][0][0]};
   EXPECT_THAT(backfilled, ::testing::UnorderedElementsAre(6, 7));
   EXPECT_THAT(adm_.Reason("local_cwd/j3", now_), HasSubstr("(h, 2 GPUs, 8 CPUs reserved)"));
+  ExpectDetailsAsReasons(2);  // h at the head, j3 behind it
   EXPECT_THAT(End("a"), ElementsAre("h", "j3"));
   EXPECT_THAT(gpus_["h"][0], ElementsAre(4, 5));
 }
@@ -210,6 +227,7 @@ TEST_F(AdmissionTest, AnAppThatEndsBeforeTheHeadCanStartUsesItsReservedGpus) {
   EXPECT_THAT(Submit(Limited(App("long", 1, {1, 0, 0}), 61 * kMinute)), IsEmpty());
   EXPECT_THAT(Submit(App("nolimit", 1, {1, 0, 0})), IsEmpty());
   EXPECT_THAT(adm_.Reason("local_cwd/nolimit", now_), HasSubstr("with -cfg max_duration=1h or less it could start"));
+  ExpectDetailsAsReasons(3);  // the head with its shadow time, and two behind it
   EXPECT_THAT(Submit(Limited(App("fits", 1, {2, 0, 0}), 60 * kMinute)), ElementsAre("fits"));
   EXPECT_EQ(adm_.ShadowTime(now_), now_ + 60 * kMinute) << "what ends before it does not move it";
   EXPECT_THAT(End("a"), IsEmpty()) << "h still waits for short and fits, which are stopped by then";
