@@ -223,10 +223,6 @@ json AppStatusToJson(const AppStatus& status) {
 
 namespace {
 
-void AppendOptionalInt(std::string& out, const std::optional<int>& v) {
-  out += v ? std::to_string(*v) : "null";
-}
-
 void AppendOptionalTime(std::string& out, const std::optional<int64_t>& ms) {
   if (ms) {
     AppendJsonString(out, FormatRfc3339Utc(*ms));
@@ -244,7 +240,7 @@ void AppendReplicaJson(std::string& out, const ReplicaStatus& r) {
   out += ",\"error_message\":";
   AppendJsonString(out, r.error_message);
   out += ",\"exit_code\":";
-  AppendOptionalInt(out, r.exit_code);
+  AppendJsonOptional(out, r.exit_code);
   out += ",\"gpus\":[";
   for (size_t k = 0; k < r.gpus.size(); ++k) {
     out += k ? ",{\"index\":" : "{\"index\":";
@@ -262,11 +258,11 @@ void AppendReplicaJson(std::string& out, const ReplicaStatus& r) {
   out += ",\"log_bytes_lost\":";
   out += std::to_string(r.log_bytes_lost);
   out += ",\"pid\":";
-  AppendOptionalInt(out, r.pid);
+  AppendJsonOptional(out, r.pid);
   out += ",\"role\":";
   AppendJsonString(out, r.role);
   out += ",\"signal\":";
-  AppendOptionalInt(out, r.signal);
+  AppendJsonOptional(out, r.signal);
   out += ",\"start_time\":";
   AppendOptionalTime(out, r.start_time_ms);
   out += ",\"state\":";
@@ -284,12 +280,13 @@ std::string AppStatusToJsonText(const AppStatus& status, const json& extra) {
   // Top-level members as key -> value text, emitted in sorted key order (as a DOM dumps them).
   std::vector<std::pair<std::string, std::string>> members;
   auto add = [&members](std::string key, std::string value) { members.emplace_back(std::move(key), std::move(value)); };
-  std::string text;
-  AppendJsonString(text, status.app_handle);
-  add("app_handle", std::move(text));
-  text.clear();
-  AppendJsonString(text, status.msg);
-  add("msg", std::move(text));
+  auto add_string = [&add](std::string key, std::string_view value) {
+    std::string text;
+    AppendJsonString(text, value);
+    add(std::move(key), std::move(text));
+  };
+  add_string("app_handle", status.app_handle);
+  add_string("msg", status.msg);
   add("num_restarts", std::to_string(status.num_restarts));
   std::string roles = "[";
   for (size_t i = 0; i < status.roles.size(); ++i) {
@@ -306,19 +303,13 @@ std::string AppStatusToJsonText(const AppStatus& status, const json& extra) {
   }
   roles += ']';
   add("roles", std::move(roles));
-  text.clear();
-  AppendJsonString(text, AppStateName(status.state));
-  add("state", std::move(text));
-  text.clear();
-  AppendJsonString(text, status.structured_error_msg);
-  add("structured_error_msg", std::move(text));
-  text.clear();
+  add_string("state", AppStateName(status.state));
+  add_string("structured_error_msg", status.structured_error_msg);
   if (status.ui_url) {
-    AppendJsonString(text, *status.ui_url);
+    add_string("url", *status.ui_url);
   } else {
-    text = "null";
+    add("url", "null");
   }
-  add("url", std::move(text));
   if (extra.is_object()) {
     for (const auto& item : extra.items()) {
       const std::string& key = item.key();

@@ -9,6 +9,8 @@
 #define TORCHXD_CORE_JSON_PARSE_H_
 
 #include <cstddef>
+#include <optional>
+#include <string>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
@@ -35,6 +37,11 @@ nlohmann::json ParseJsonOrDiscarded(std::string_view text, size_t max_depth = kM
 // Appends `s` as a JSON string, as nlohmann's dump() writes one (invalid UTF-8 replaced):
 // plain printable ASCII, most names, as it is; the rest through the library.
 void AppendJsonString(std::string& out, std::string_view s);
+// Appends an optional integer as JSON: the number, or null.
+template <class T>
+void AppendJsonOptional(std::string& out, const std::optional<T>& v) {
+  out += v ? std::to_string(*v) : "null";
+}
 
 // One line as Python's json.dumps writes it (", " and ": " separators, non-ASCII
 // escaped as \uXXXX, keys in the value's order): what TorchX's `--json` prints.

@@ -302,8 +302,6 @@ void AppendResources(std::string& out, const admission::Resources& r) {
   out += '}';
 }
 
-void AppendOptional(std::string& out, const std::optional<int>& v) { out += v ? std::to_string(*v) : "null"; }
-
 }  // namespace
 
 // Written as text, in the order a JSON object's dump() has its keys (sorted):
@@ -367,9 +365,9 @@ std::optional<seam::Queued::QueuesReply> LocalScheduler::Queues(size_t limit, co
     out += first_queue ? "{" : ",{";
     first_queue = false;
     out += "\"max_gpus\":";
-    AppendOptional(out, view.spec->max_gpus);
+    core::AppendJsonOptional(out, view.spec->max_gpus);
     out += ",\"max_gpus_per_user\":";
-    AppendOptional(out, view.spec->max_gpus_per_user);
+    core::AppendJsonOptional(out, view.spec->max_gpus_per_user);
     out += ",\"name\":";
     core::AppendJsonString(out, view.spec->name);
     out += ",\"pending\":[";

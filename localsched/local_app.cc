@@ -45,7 +45,7 @@ std::string LocalApp::SuccessFileText(int64_t now_ms) const {
       out += ",\"exitcode\":";
       out += r.exit_code ? std::to_string(*r.exit_code) : r.signal ? std::to_string(-*r.signal) : "null";
       out += ",\"pid\":";
-      out += r.pid ? std::to_string(*r.pid) : "null";
+      core::AppendJsonOptional(out, r.pid);
       out += ",\"replica_id\":";
       out += std::to_string(r.replica_id);
       out += ",\"stderr\":";

@@ -59,11 +59,6 @@ void AppendKey(std::string& out, std::string_view key) {
   out += "\":";
 }
 
-template <class T>
-void AppendOpt(std::string& out, const std::optional<T>& v) {
-  out += v ? std::to_string(*v) : "null";
-}
-
 }  // namespace
 
 std::string ReplicaInfoToJsonText(const supervisor::ReplicaInfo& r) {
@@ -72,9 +67,9 @@ std::string ReplicaInfoToJsonText(const supervisor::ReplicaInfo& r) {
   out.reserve(384);
   out += '{';
   AppendKey(out, "attempt"), out += std::to_string(r.attempt);
-  out += ',', AppendKey(out, "end_ms"), AppendOpt(out, r.end_ms);
+  out += ',', AppendKey(out, "end_ms"), core::AppendJsonOptional(out, r.end_ms);
   out += ',', AppendKey(out, "error_message"), core::AppendJsonString(out, r.error_message);
-  out += ',', AppendKey(out, "exit_code"), AppendOpt(out, r.exit_code);
+  out += ',', AppendKey(out, "exit_code"), core::AppendJsonOptional(out, r.exit_code);
   out += ',', AppendKey(out, "hostname"), core::AppendJsonString(out, r.hostname);
   out += ',', AppendKey(out, "log_dir"), core::AppendJsonString(out, r.log_dir);
   out += ',', AppendKey(out, "monitor"), out += '{';
@@ -83,12 +78,12 @@ std::string ReplicaInfoToJsonText(const supervisor::ReplicaInfo& r) {
   out += ',', AppendKey(out, "nonce"), core::AppendJsonString(out, r.monitor.nonce);
   out += ',', AppendKey(out, "run_dir"), core::AppendJsonString(out, r.monitor.run_dir);
   out += '}';
-  out += ',', AppendKey(out, "pid"), AppendOpt(out, r.pid);
+  out += ',', AppendKey(out, "pid"), core::AppendJsonOptional(out, r.pid);
   out += ',', AppendKey(out, "replica_id"), out += std::to_string(r.replica_id);
   out += ',', AppendKey(out, "role"), core::AppendJsonString(out, r.role);
   out += ',', AppendKey(out, "role_index"), out += std::to_string(r.role_index);
-  out += ',', AppendKey(out, "signal"), AppendOpt(out, r.signal);
-  out += ',', AppendKey(out, "start_ms"), AppendOpt(out, r.start_ms);
+  out += ',', AppendKey(out, "signal"), core::AppendJsonOptional(out, r.signal);
+  out += ',', AppendKey(out, "start_ms"), core::AppendJsonOptional(out, r.start_ms);
   out += ',', AppendKey(out, "state"), out += std::to_string(static_cast<int>(r.state));
   out += '}';
   return out;
