@@ -386,28 +386,13 @@ double SpawnBaseline(int n) {
     int out[2], err[2];
     (void)!::pipe2(out, O_CLOEXEC);
     (void)!::pipe2(err, O_CLOEXEC);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-    posix_spawn_file_actions_adddup2(&fa, err[1], 2);
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID);
-    char arg0[] = "/bin/true";
-    char* argv[] = {arg0, nullptr};
-    pid_t pid;
-    posix_spawn(&pid, "/bin/true", &fa, &attr, argv, environ);
+    pid_t pid = SpawnTrueInSession(out[1], err[1]);
     ::close(out[1]);
     ::close(err[1]);
     kids.push_back({pid, {out[0], err[0]}});
   }
-  char buf[4096];
   for (auto& [pid, fds] : kids) {
-    for (int fd : fds) {
-      while (::read(fd, buf, sizeof(buf)) > 0) {
-      }
-      ::close(fd);
-    }
+    for (int fd : fds) Drain(fd);
     WaitExit(pid);
   }
   return SecondsSince(start);

@@ -47,6 +47,30 @@ pid_t Spawn(const std::vector<std::string>& argv, const std::vector<std::string>
   return pid;
 }
 
+pid_t SpawnTrueInSession(int out, int err) {
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, out, 1);
+  posix_spawn_file_actions_adddup2(&fa, err, 2);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID);
+  char arg0[] = "/bin/true";
+  char* argv[] = {arg0, nullptr};
+  pid_t pid = -1;
+  posix_spawn(&pid, "/bin/true", &fa, &attr, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  return pid;
+}
+
+void Drain(int fd) {
+  char buf[4096];
+  while (::read(fd, buf, sizeof(buf)) > 0) {
+  }
+  ::close(fd);
+}
+
 int WaitExit(pid_t pid) {
   int status = 0;
   ::waitpid(pid, &status, 0);

@@ -22,6 +22,11 @@ Stats Summarize(std::vector<double> samples);
 pid_t Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env = {},
             int stdout_fd = -1);
 int WaitExit(pid_t pid);  // exit code, or 128+signal
+// /bin/true in a session of its own, `out` and `err` its stdout and stderr: what
+// the spawn scenario's baseline and its no-daemon floor start; the pid.
+pid_t SpawnTrueInSession(int out, int err);
+// Reads `fd` to its end, then closes it.
+void Drain(int fd);
 // Runs argv to completion, output discarded; returns its wall time in seconds.
 double TimeCommand(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env = {});
 

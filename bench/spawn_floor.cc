@@ -9,7 +9,6 @@
 // and an exit cost grows with the parent's memory: forked from the benchmark
 // itself, the same loop measured ~1.7x the baseline instead of ~1.1x.
 #include <fcntl.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -22,26 +21,9 @@
 #include <string>
 #include <vector>
 
-extern char** environ;
+#include "bench/bench_util.h"
 
 namespace {
-
-pid_t SpawnTrue(int out, int err) {
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, out, 1);
-  posix_spawn_file_actions_adddup2(&fa, err, 2);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID);
-  char arg0[] = "/bin/true";
-  char* argv[] = {arg0, nullptr};
-  pid_t pid = -1;
-  posix_spawn(&pid, "/bin/true", &fa, &attr, argv, environ);
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&attr);
-  return pid;
-}
 
 [[noreturn]] void Replica(const std::string& run) {
   (void)!::mkdir(run.c_str(), 0700);
@@ -55,14 +37,11 @@ pid_t SpawnTrue(int out, int err) {
   int out[2], err[2];
   (void)!::pipe2(out, O_CLOEXEC);
   (void)!::pipe2(err, O_CLOEXEC);
-  pid_t child = SpawnTrue(out[1], err[1]);
+  pid_t child = torchxd::bench::SpawnTrueInSession(out[1], err[1]);
   ::close(out[1]);
   ::close(err[1]);
-  char buf[4096];
-  for (int fd : {out[0], err[0]}) {
-    while (::read(fd, buf, sizeof(buf)) > 0) {
-    }
-  }
+  torchxd::bench::Drain(out[0]);
+  torchxd::bench::Drain(err[0]);
   int status = 0;
   ::waitpid(child, &status, 0);
   int f = ::openat(dfd, "exit.json.tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
