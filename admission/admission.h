@@ -76,6 +76,8 @@ struct Resources {
 
 // "4 GPUs, 16 CPUs, 64000 MB" (only what is not zero; "nothing" when all are).
 std::string DescribeResources(const Resources& r);
+// "1 GPU", "3 GPUs": `n` and its noun.
+std::string Plural(int64_t n, const std::string& one, const std::string& many);
 
 struct QueueSpec {
   std::string name;
