@@ -99,8 +99,11 @@ inline int SendWithFds(int sock, const void* bytes, size_t size, const int* fds,
 // Receives one message into `buf` (at most `cap` bytes) and the descriptors
 // attached to it (close-on-exec). Returns its size (0: the peer closed) or -1
 // with errno. `complete` is false when the message or its descriptors did not
-// fit: they were cut (the kernel closes descriptors that did not fit).
-inline ssize_t RecvWithFds(int sock, void* buf, size_t cap, std::vector<UniqueFd>& fds, bool& complete) {
+// fit: they were cut (the kernel closes descriptors that did not fit, and
+// drops those this process has no room for). `only_fds_cut`, where given, is
+// set when the bytes arrived whole and only descriptors were lost.
+inline ssize_t RecvWithFds(int sock, void* buf, size_t cap, std::vector<UniqueFd>& fds, bool& complete,
+                           bool* only_fds_cut = nullptr) {
   struct iovec iov {
     buf, cap
   };
@@ -116,6 +119,7 @@ inline ssize_t RecvWithFds(int sock, void* buf, size_t cap, std::vector<UniqueFd
   } while (n < 0 && errno == EINTR);
   if (n < 0) return n;
   complete = (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) == 0;
+  if (only_fds_cut != nullptr) *only_fds_cut = (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) == MSG_CTRUNC;
   for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
     if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
     size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);

@@ -177,7 +177,8 @@ void ReplicaProcess::Spawn(const std::string& shim_path, const ShimSpec& spec, c
           if (!group_.empty()) KillGroup();
           return SpawnHere(shim_path);
         }
-        Started(launched->pid, std::move(launched->pidfd), std::move(launch_control_), launched->in_group);
+        Started(launched->pid, std::move(launched->pidfd), std::move(launch_control_), Parent::kLauncher,
+                launched->in_group);
       });
       if (queued) {
         launch_control_ = std::move(ours);
@@ -225,13 +226,19 @@ void ReplicaProcess::SpawnHere(const std::string& shim_path) {
     shim_exited_ = true;
     return FailLater(error);
   }
-  Started(pid, UniqueFd(), std::move(ours));
+  Started(pid, UniqueFd(), std::move(ours), Parent::kUs);
 }
 
-void ReplicaProcess::Started(pid_t pid, UniqueFd pidfd, UniqueFd control, bool in_group) {
+void ReplicaProcess::Started(pid_t pid, UniqueFd pidfd, UniqueFd control, Parent parent, bool in_group) {
   OpenControl(std::move(control));
   if (pidfd.valid()) {
     WatchPidfd(pid, std::move(pidfd));
+  } else if (parent == Parent::kLauncher) {
+    // Its pid may already be another's (the launcher reaps it), so nothing is
+    // opened or signaled by it: stops go over the control socket, and an
+    // escalation kills the group or the replica's process group.
+    pid_ = pid;
+    ends_with_control_ = true;
   } else if (!WatchPid(pid)) {
     // Without a pidfd the shim cannot be watched: stop it now (it is our
     // unreaped child, so the pid cannot have been reused) and fail the replica.
@@ -244,10 +251,11 @@ void ReplicaProcess::Started(pid_t pid, UniqueFd pidfd, UniqueFd control, bool i
   if (!group_.empty() && !in_group) {
     // Before the spec: the shim starts nothing until it has it, so every process of the replica is in the group.
     if (auto entered = containment_->Enter(group_, pid); !entered) {
-      ::syscall(SYS_pidfd_send_signal, pidfd_.get(), SIGKILL, nullptr, 0);
       exit_.spawn_failed = true;
       exit_.message = "cannot put the replica's monitor in its cgroup: " + entered.error().message;
       have_status_ = true;
+      if (ends_with_control_) return Send("kill\n");  // it ends, and its control socket with it
+      ::syscall(SYS_pidfd_send_signal, pidfd_.get(), SIGKILL, nullptr, 0);
       control_.reset();
       control_open_ = false;
       return;  // the pidfd reports its end
@@ -460,6 +468,7 @@ void ReplicaProcess::OnRead(uv_stream_t* stream, ssize_t nread, const uv_buf_t* 
   if (nread < 0) {  // EOF or error: the shim said all it will
     uv_read_stop(stream);
     self->control_open_ = false;
+    if (self->ends_with_control_) self->shim_exited_ = true;
     self->MaybeFinish();  // may destroy self: nothing after this
   }
 }

@@ -95,9 +95,12 @@ class ReplicaProcess : public ReplicaHandle {
   // Writes what `fd` (a blocking socket) takes of `bytes` without waiting; how much.
   static size_t SendNow(int fd, const std::string& bytes);
   void SpawnHere(const std::string& shim_path);  // the posix_spawn fallback
-  // The shim runs (`pidfd` invalid: one is opened here): watch it, contain it
-  // (unless it was born in its group), hand it the spec.
-  void Started(pid_t pid, UniqueFd pidfd, UniqueFd control, bool in_group = false);
+  // The shim runs: watch it, contain it (unless it was born in its group),
+  // hand it the spec. `pidfd` invalid: our own child gets one opened here; the
+  // launcher's (whose pidfd this daemon had no room for) is followed by its
+  // control socket alone, which closes when it exits.
+  enum class Parent { kUs, kLauncher };
+  void Started(pid_t pid, UniqueFd pidfd, UniqueFd control, Parent parent, bool in_group = false);
   void Attach(const MonitorRecord& monitor);
   void Connect();          // to an adopted shim's socket; retried while it may still be starting
   bool EndedUnwatched();   // exit.json is there: it ended while no daemon watched
@@ -150,6 +153,7 @@ class ReplicaProcess : public ReplicaHandle {
   bool adopted_ = false;
   bool ready_ = true;         // false while an adopted shim has not answered hello
   bool shim_exited_ = false;
+  bool ends_with_control_ = false;  // no pidfd: the control socket's end is the shim's
   bool control_open_ = false;
   bool finished_ = false;
   bool started_reported_ = false;

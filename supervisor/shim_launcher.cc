@@ -162,9 +162,14 @@ void ShimLauncher::OnReply() {
     LaunchReply reply;
     std::vector<UniqueFd> got;
     bool complete = false;
-    ssize_t n = RecvWithFds(socket_.get(), &reply, sizeof(reply), got, complete);
+    bool only_fds_cut = false;
+    ssize_t n = RecvWithFds(socket_.get(), &reply, sizeof(reply), got, complete, &only_fds_cut);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-    bool garbled = n != static_cast<ssize_t>(sizeof(reply)) || !complete || queue_.empty() || !queue_.front().sent;
+    // A whole answer whose pidfd the kernel dropped: this daemon is out of
+    // descriptors, the launcher did its part, and the shim it forked runs.
+    bool pidfd_dropped = !complete && only_fds_cut && got.empty() && reply.pid > 0;
+    bool garbled = n != static_cast<ssize_t>(sizeof(reply)) || (!complete && !pidfd_dropped) || queue_.empty() ||
+                   !queue_.front().sent;
     if (garbled) {
       // Closed, or not an answer to what was asked: this launcher is done.
       std::string who = "the launcher (pid " + std::to_string(launcher_) + ")";
@@ -176,7 +181,9 @@ void ShimLauncher::OnReply() {
     queue_.pop_front();
     uv_timer_stop(deadline_.get());  // Rearm starts it again for the next one
     Rearm();
-    if (reply.pid <= 0 || got.size() != 1) {
+    if (pidfd_dropped) {
+      r.done(Launched{reply.pid, UniqueFd(), reply.in_group == 1});  // watched by its control socket
+    } else if (reply.pid <= 0 || got.size() != 1) {
       std::string why = Errno("the launcher could not fork", reply.error ? reply.error : EIO);
       logging::warn("{}; this shim is exec'd", why);
       r.done(tl::unexpected(Error::Unavailable(why)));

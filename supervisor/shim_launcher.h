@@ -53,6 +53,8 @@ class ShimLauncher {
 
   struct Launched {
     pid_t pid = -1;
+    // Invalid when this daemon had no room for it (out of descriptors): the
+    // shim runs, and its control socket is the only way to follow it.
     UniqueFd pidfd;
     bool in_group = false;  // born in the cgroup Launch was given
   };

@@ -218,7 +218,8 @@ TEST_F(DockerE2eTest, CancelStopsATermIgnoringContainerAfterTheGracePeriod) {
   EXPECT_EQ(cancel.out, h + " CANCELLED\n");
   json r = Status(h)["roles"][0]["replicas"][0];
   EXPECT_EQ(r["state_name"], "CANCELLED");
-  EXPECT_EQ(r["signal"], 9);  // TERM was ignored: killed after the grace period
+  // TERM was ignored: killed after the grace period.
+  EXPECT_EQ(r["signal"], 9) << r.dump() << "\nlog:\n" << Torchx({"log", h}).out;
   EXPECT_EQ(pm_->ContainersOf(AppId(h)), 0u);
 }
 

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 
 #include <gmock/gmock.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -557,6 +559,85 @@ TEST(ShimLauncherTest, AReplicaWhoseLaunchFailsIsSpawnedHereAndRuns) {
     replica.reset();
     uv_run(&loop, UV_RUN_NOWAIT);
     EXPECT_EQ(open_fds(), fds_before - 2);
+  }
+  uv_run(&loop, UV_RUN_NOWAIT);
+  EXPECT_EQ(uv_loop_close(&loop), 0);
+}
+
+// While the process is at its descriptor limit. The limit applies to numbers:
+// every free number below the highest open one is taken, and the limit is
+// set just above it, so the next descriptor this process is given fails with
+// EMFILE, as a received one is dropped.
+class OutOfDescriptors {
+ public:
+  OutOfDescriptors() {
+    ::getrlimit(RLIMIT_NOFILE, &saved_);
+    int highest = 0;
+    for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+      highest = std::max(highest, std::stoi(e.path().filename().string()));
+    }
+    struct rlimit low = saved_;
+    low.rlim_cur = static_cast<rlim_t>(highest) + 1;
+    EXPECT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+    for (int fd; (fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;) fillers_.emplace_back(fd);
+    EXPECT_EQ(errno, EMFILE);
+  }
+  ~OutOfDescriptors() { Release(); }
+  void Release() {
+    fillers_.clear();
+    ::setrlimit(RLIMIT_NOFILE, &saved_);
+  }
+
+ private:
+  struct rlimit saved_ {};
+  std::vector<UniqueFd> fillers_;
+};
+
+// The launcher forked the shim, but the daemon had no room for the pidfd in
+// its answer (the kernel dropped it): the launcher is not blamed, and the
+// shim, which had its spec and runs, is followed by its control socket: the
+// replica's exit is its own, and a kill reaches it.
+TEST(ShimLauncherTest, AShimWhosePidfdTheDaemonHadNoRoomForIsFollowedByItsControlSocket) {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  // libuv keeps one descriptor per loop (for EMFILE), opened with its first stream: opened here first.
+  uv_pipe_t first;
+  uv_pipe_init(&loop, &first, 0);
+  uv_close(reinterpret_cast<uv_handle_t*>(&first), nullptr);
+  uv_run(&loop, UV_RUN_NOWAIT);
+  {
+    ShimLauncher launcher(&loop, TORCHXD_SHIM, true);
+    std::string described = launcher.Describe();
+    ASSERT_GT(LauncherPid(described), 0) << described;
+    for (bool kill : {false, true}) {
+      SCOPED_TRACE(kill ? "killed" : "to its end");
+      ShimSpec spec = TrueSpec();
+      if (kill) spec.argv = {"/bin/sleep", "30"};
+      std::optional<ReplicaExit> exit;
+      int started = 0;
+      ReplicaCallbacks callbacks;
+      callbacks.on_exit = [&](const ReplicaExit& e) { exit = e; };
+      callbacks.on_started = [&](int pid) { started = pid; };
+      auto replica = ReplicaProcess::Start(&loop, TORCHXD_SHIM, spec, MonitorRecord{}, callbacks, {}, nullptr, {},
+                                           &launcher);
+      OutOfDescriptors full;
+      if (kill) {
+        ASSERT_TRUE(RunUntil(&loop, [&] { return started > 0; }));
+        replica->Kill();
+      }
+      auto start = std::chrono::steady_clock::now();
+      ASSERT_TRUE(RunUntil(&loop, [&] { return exit.has_value(); }));
+      full.Release();
+      EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
+      EXPECT_FALSE(exit->spawn_failed) << exit->message;
+      if (kill) {
+        EXPECT_EQ(exit->signal, SIGKILL);
+        EXPECT_EQ(::kill(started, 0), -1) << "the replica outlived its kill";
+      } else {
+        EXPECT_EQ(exit->exit_code, 7);
+      }
+      EXPECT_EQ(launcher.Describe(), described) << "the launcher was retired";
+    }
   }
   uv_run(&loop, UV_RUN_NOWAIT);
   EXPECT_EQ(uv_loop_close(&loop), 0);
