@@ -139,7 +139,11 @@ std::vector<Row> BenchDaemon(const std::string& bin, const fs::path& dir) {
   d.Stop(SIGKILL);
   d.KeepSocketDir();
   auto restart = Clock::now();
-  Daemon again(bin, dir, args);
+  // Restarted without --live-restore: its stop ends what it runs then (the queued apps that the
+  // hold's end admits), and with them their cgroups and run dirs, which no later daemon would sweep.
+  std::vector<std::string> again_args = args;
+  again_args.pop_back();  // --live-restore, pushed last
+  Daemon again(bin, dir, again_args);
   auto back = again.Client().Call("queue", {{"limit", 0}});
   double restarted = SecondsSince(restart);
   size_t queued = 0;
@@ -148,8 +152,6 @@ std::vector<Row> BenchDaemon(const std::string& bin, const fs::path& dir) {
   }
   first.reset();
   (void)again.Client().Call("cancel", {{"app_handle", hold}});
-  // Ended before the daemon stops: a --live-restore daemon's stop leaves running shims, whose run
-  // dirs would outlive the bench in the socket's directory.
   (void)again.Client().Call("wait", {{"app_handle", hold}});
 
   std::vector<Row> rows;
