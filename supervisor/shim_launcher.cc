@@ -167,7 +167,7 @@ void ShimLauncher::OnReply() {
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
     // A whole answer whose pidfd the kernel dropped: this daemon is out of
     // descriptors, the launcher did its part, and the shim it forked runs.
-    bool pidfd_dropped = !complete && only_fds_cut && got.empty() && reply.pid > 0;
+    bool pidfd_dropped = only_fds_cut && got.empty() && reply.pid > 0;
     bool garbled = n != static_cast<ssize_t>(sizeof(reply)) || (!complete && !pidfd_dropped) || queue_.empty() ||
                    !queue_.front().sent;
     if (garbled) {

@@ -324,6 +324,17 @@ bool RunUntil(uv_loop_t* loop, F done) {
   return done();
 }
 
+// libuv keeps one descriptor per loop (for EMFILE), opened with its first
+// stream: opened here first, so that tests counting descriptors or filling
+// them up see only the replica's.
+void InitLoopWithItsSpareDescriptor(uv_loop_t* loop) {
+  uv_loop_init(loop);
+  uv_pipe_t first;
+  uv_pipe_init(loop, &first, 0);
+  uv_close(reinterpret_cast<uv_handle_t*>(&first), nullptr);
+  uv_run(loop, UV_RUN_NOWAIT);
+}
+
 TEST(ShimLauncherTest, ALauncherThatDiedIsReplacedAndShimsAreExecdMeanwhile) {
   uv_loop_t loop;
   uv_loop_init(&loop);
@@ -530,12 +541,7 @@ TEST(ShimLauncherTest, AReplicaWhoseLaunchFailsIsSpawnedHereAndRuns) {
     return n;
   };
   uv_loop_t loop;
-  uv_loop_init(&loop);
-  // libuv keeps one descriptor per loop (for EMFILE), opened with its first stream: opened here first.
-  uv_pipe_t first;
-  uv_pipe_init(&loop, &first, 0);
-  uv_close(reinterpret_cast<uv_handle_t*>(&first), nullptr);
-  uv_run(&loop, UV_RUN_NOWAIT);
+  InitLoopWithItsSpareDescriptor(&loop);
   size_t fds_before = 0;
   {
     ShimLauncher launcher(&loop, TORCHXD_SHIM, true);
@@ -602,12 +608,7 @@ TEST(ShimLauncherTest, AShimWhosePidfdTheDaemonHadNoRoomForIsFollowedByItsContro
   GTEST_SKIP() << "the sanitizer runtimes need descriptors of their own for their checks (a pipe to probe memory)";
 #endif
   uv_loop_t loop;
-  uv_loop_init(&loop);
-  // libuv keeps one descriptor per loop (for EMFILE), opened with its first stream: opened here first.
-  uv_pipe_t first;
-  uv_pipe_init(&loop, &first, 0);
-  uv_close(reinterpret_cast<uv_handle_t*>(&first), nullptr);
-  uv_run(&loop, UV_RUN_NOWAIT);
+  InitLoopWithItsSpareDescriptor(&loop);
   {
     ShimLauncher launcher(&loop, TORCHXD_SHIM, true);
     std::string described = launcher.Describe();
