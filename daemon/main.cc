@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <string>
@@ -13,8 +14,15 @@
 #include "core/log.h"
 #include "daemon/config.h"
 #include "daemon/daemon.h"
+#include "daemon/heap_tunables.h"
 
 int main(int argc, char** argv) {
+  // Once, before anything is opened: glibc takes its tunables at exec only.
+  // Should the exec fail, the daemon runs on as it is, on 4 KiB pages.
+  if (auto tunables = torchxd::daemon::HugeHeapTunables(std::getenv(torchxd::daemon::kGlibcTunablesEnv))) {
+    ::setenv(torchxd::daemon::kGlibcTunablesEnv, tunables->c_str(), 1);
+    ::execv("/proc/self/exe", argv);
+  }
   auto parsed = torchxd::daemon::ParseDaemonArgs(argc, argv, torchxd::core::ProcessEnv());
   if (!parsed.config) return parsed.exit_code;
   if (!parsed.config->output.empty()) {

@@ -1,4 +1,5 @@
 #include "daemon/config.h"
+#include "daemon/heap_tunables.h"
 
 #include <sys/vfs.h>
 #include <unistd.h>
@@ -97,6 +98,18 @@ TEST(DaemonConfigTest, TheGpuSamplePeriodIsZeroOrATenthOfASecondToAnHour) {
   }
 }
 
+
+TEST(HeapTunablesTest, HugePagesAreAddedToWhatTheUserSetAndAUsersOwnChoiceIsKept) {
+  EXPECT_EQ(HugeHeapTunables(nullptr), "glibc.malloc.hugetlb=1");
+  EXPECT_EQ(HugeHeapTunables(""), "glibc.malloc.hugetlb=1");
+  EXPECT_EQ(HugeHeapTunables("glibc.malloc.arena_max=2"), "glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1");
+  // Named already (by the user, or by this daemon before it ran itself again): no second run.
+  EXPECT_EQ(HugeHeapTunables("glibc.malloc.hugetlb=1"), std::nullopt);
+  EXPECT_EQ(HugeHeapTunables("glibc.malloc.hugetlb=0"), std::nullopt);
+  EXPECT_EQ(HugeHeapTunables("glibc.malloc.arena_max=2:glibc.malloc.hugetlb=0"), std::nullopt);
+  // A name that only starts like it is another tunable.
+  EXPECT_EQ(HugeHeapTunables("glibc.malloc.hugetlbx=0"), "glibc.malloc.hugetlbx=0:glibc.malloc.hugetlb=1");
+}
 
 }  // namespace
 }  // namespace torchxd::daemon

@@ -2,6 +2,7 @@
 #include <sqlite3.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include <gmock/gmock.h>
@@ -82,6 +83,18 @@ TEST_F(LifecycleTest, TheDaemonsOwnOutputIsKeptWithinItsBoundInTwoFiles) {
     return now.find(h.substr(h.rfind('/') + 1)) != std::string::npos ||
            before.find(h.substr(h.rfind('/') + 1)) != std::string::npos;
   })) << ReadFile(out);
+}
+
+TEST_F(LifecycleTest, TheDaemonRunsWithItsHeapOnHugePagesUnderThePidItWasStartedAs) {
+  if (const char* mine = std::getenv("GLIBC_TUNABLES"); mine != nullptr && std::string(mine).find("hugetlb") != std::string::npos) {
+    GTEST_SKIP() << "this test's own GLIBC_TUNABLES names malloc.hugetlb, which the daemon keeps: " << mine;
+  }
+  StartDaemon();
+  ASSERT_GT(daemon_pid_, 0);
+  std::string env = ReadFile("/proc/" + std::to_string(daemon_pid_) + "/environ");
+  std::replace(env.begin(), env.end(), '\0', '\n');
+  EXPECT_THAT(env, ::testing::HasSubstr("GLIBC_TUNABLES=glibc.malloc.hugetlb=1\n"));
+  EXPECT_EQ(StopDaemon(SIGTERM), 0);
 }
 
 TEST_F(LifecycleTest, SigintBehavesLikeSigterm) {
