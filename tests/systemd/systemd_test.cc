@@ -178,6 +178,14 @@ TEST_F(SystemdTest, NoWatchdogTimerWithoutWatchdogUsec) {
   ::setenv("NOTIFY_SOCKET", notify.c_str(), 1);
   Start({TORCHXD_BIN, "--socket", socket, "--state-dir", (dir_ / "state").string()});
   ::unsetenv("NOTIFY_SOCKET");
+  // Answering first (a sanitizer build on a busy machine takes a while to start): READY=1 waits
+  // in the notify socket, and a watchdog would have a second to show itself.
+  auto client = DaemonClient::Connect(socket);
+  for (int i = 0; i < 1000 && !(client.has_value() && client->Call("version", nlohmann::json::object())); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    client = DaemonClient::Connect(socket);
+  }
+  ASSERT_TRUE(client.has_value()) << client.error().message;
   auto msgs = Receive(1.0);
   EXPECT_EQ(Count(msgs, "READY=1"), 1);
   EXPECT_EQ(Count(msgs, "WATCHDOG=1"), 0);
