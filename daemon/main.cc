@@ -1,6 +1,7 @@
 // torchxd: the daemon's entry point. Flags and config in config.h; wiring in daemon.h.
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -23,6 +24,9 @@ int main(int argc, char** argv) {
     ::setenv(torchxd::daemon::kGlibcTunablesEnv, tunables->c_str(), 1);
     ::execv("/proc/self/exe", argv);
   }
+  // An exec of /proc/self/exe (the one above, or `daemon restart`'s) names the process `exe`:
+  // ps, top, pgrep and the journal know it as torchxd.
+  ::prctl(PR_SET_NAME, "torchxd");
   auto parsed = torchxd::daemon::ParseDaemonArgs(argc, argv, torchxd::core::ProcessEnv());
   if (!parsed.config) return parsed.exit_code;
   if (!parsed.config->output.empty()) {

@@ -94,6 +94,8 @@ TEST_F(LifecycleTest, TheDaemonRunsWithItsHeapOnHugePagesUnderThePidItWasStarted
   std::string env = ReadFile("/proc/" + std::to_string(daemon_pid_) + "/environ");
   std::replace(env.begin(), env.end(), '\0', '\n');
   EXPECT_THAT(env, ::testing::HasSubstr("GLIBC_TUNABLES=glibc.malloc.hugetlb=1\n"));
+  // Its name is still its own (an exec of /proc/self/exe would make it `exe`).
+  EXPECT_EQ(ReadFile("/proc/" + std::to_string(daemon_pid_) + "/comm"), "torchxd\n");
   EXPECT_EQ(StopDaemon(SIGTERM), 0);
 }
 
