@@ -248,20 +248,16 @@ void ReplicaProcess::Started(pid_t pid, UniqueFd pidfd, UniqueFd control, Parent
     shim_exited_ = true;
     return FailLater(std::string("cannot watch the replica's helper: pidfd_open: ") + strerror(e));
   }
-  if (!group_.empty() && !in_group && ends_with_control_) {
-    // Followed by its control socket alone, its pid is not ours to move into
-    // a group: it gets no spec, and ends.
-    exit_.spawn_failed = true;
-    exit_.message = "cannot put the replica's monitor in its cgroup: the launcher forked it outside it";
-    have_status_ = true;
-    return Send("kill\n");
-  }
   if (!group_.empty() && !in_group) {
     // Before the spec: the shim starts nothing until it has it, so every process of the replica is in the group.
-    if (auto entered = containment_->Enter(group_, pid); !entered) {
+    // One followed by its control socket alone has a pid that is not ours to move: it gets no spec, and ends.
+    auto entered = ends_with_control_ ? Result<void>(Fail(Error::Internal("the launcher forked it outside it")))
+                                      : containment_->Enter(group_, pid);
+    if (!entered) {
       exit_.spawn_failed = true;
       exit_.message = "cannot put the replica's monitor in its cgroup: " + entered.error().message;
       have_status_ = true;
+      if (ends_with_control_) return Send("kill\n");  // it ends, and its control socket with it
       ::syscall(SYS_pidfd_send_signal, pidfd_.get(), SIGKILL, nullptr, 0);
       control_.reset();
       control_open_ = false;
