@@ -60,6 +60,16 @@ class SystemdTest : public ::testing::Test {
     ::setsockopt(notify_.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     return path;
   }
+  // A connection to `socket`, tried every 10 ms for up to `seconds`: its file exists from bind(),
+  // a moment before the daemon listens, and a connection is refused until then.
+  static auto ConnectWithin(const std::string& socket, double seconds) {
+    auto client = DaemonClient::Connect(socket);
+    for (int i = 0; i < seconds * 100 && !client.has_value(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      client = DaemonClient::Connect(socket);
+    }
+    return client;
+  }
   // Notify messages received within `seconds`.
   std::vector<std::string> Receive(double seconds) {
     std::vector<std::string> got;
@@ -138,11 +148,7 @@ TEST_F(SystemdTest, SocketActivationNotifyWatchdogAndStopping) {
   // The first connection makes systemd-socket-activate exec torchxd with the
   // socket as fd 3. Its socket file exists from bind(), a moment before it
   // listens: a connection is refused until then.
-  auto client = DaemonClient::Connect(socket);
-  for (int i = 0; i < 500 && !client.has_value(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    client = DaemonClient::Connect(socket);
-  }
+  auto client = ConnectWithin(socket, 5);
   ASSERT_TRUE(client.has_value()) << client.error().message;
   auto version = client->Call("version", nlohmann::json::object());
   ASSERT_TRUE(version.has_value()) << version.error().message;
@@ -180,12 +186,10 @@ TEST_F(SystemdTest, NoWatchdogTimerWithoutWatchdogUsec) {
   ::unsetenv("NOTIFY_SOCKET");
   // Answering first (a sanitizer build on a busy machine takes a while to start): READY=1 waits
   // in the notify socket, and a watchdog would have a second to show itself.
-  auto client = DaemonClient::Connect(socket);
-  for (int i = 0; i < 1000 && !(client.has_value() && client->Call("version", nlohmann::json::object())); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    client = DaemonClient::Connect(socket);
-  }
+  auto client = ConnectWithin(socket, 10);
   ASSERT_TRUE(client.has_value()) << client.error().message;
+  auto version = client->Call("version", nlohmann::json::object());
+  ASSERT_TRUE(version.has_value()) << version.error().message;
   auto msgs = Receive(1.0);
   EXPECT_EQ(Count(msgs, "READY=1"), 1);
   EXPECT_EQ(Count(msgs, "WATCHDOG=1"), 0);
