@@ -35,7 +35,7 @@ void LocalScheduler::OnDeadline() {
     if (app == nullptr || !app->runner || app->runner->terminal() || app->runner->cancelling()) continue;
     std::string limit = core::FormatDurationMs(app->max_duration_ms);
     logging::info("app reached its max_duration app={} max_duration={}", app->app_id, limit);
-    app->timed_out = true;  // stored with the cancel (OnAppChanged), so a restarted daemon ends it FAILED too
+    app->timed_out = true;
     Event(*app, "deadline", "max_duration " + limit + " reached: stopping it", {{"max_duration_ms", app->max_duration_ms}});
     app->runner->Cancel(options_.grace_seconds, "reached its max_duration of " + limit + " and was stopped",
                         /*as_failure=*/true);

@@ -96,7 +96,7 @@ bool LocalScheduler::AdoptContainers(LocalApp& app) {
   bool cancelling = app.cancelling;  // Adopt reports the runner's own (not yet cancelling) state
   std::string msg = app.msg;
   app.runner->Adopt(app.replicas, after, HeldReplicas(app));
-  if (cancelling) app.runner->Cancel(options_.grace_seconds, msg, app.timed_out);
+  if (cancelling) app.runner->Cancel(options_.grace_seconds, msg, app.cancel_fails);
   ArmDeadline(app);
   return true;
 }

@@ -205,7 +205,7 @@ bool LocalScheduler::AdoptProcesses(LocalApp& app) {
   bool cancelling = app.cancelling;  // Adopt reports the runner's own (not yet cancelling) state
   std::string msg = app.msg;
   app.runner->Adopt(app.replicas, {}, HeldReplicas(app));
-  if (cancelling) app.runner->Cancel(options_.grace_seconds, msg, app.timed_out);
+  if (cancelling) app.runner->Cancel(options_.grace_seconds, msg, app.cancel_fails);
   ArmDeadline(app);
   return true;
 }
@@ -597,6 +597,16 @@ void LocalScheduler::OnAttemptsRecorded(supervisor::AppRunner&) {
   // A failure is the store's to report and repair (the daemon writes every
   // app again once commits work); the attempts start anyway.
   (void)store_->Commit();
+}
+
+void LocalScheduler::OnCancelling(supervisor::AppRunner& runner) {
+  LocalApp* app = RecordOf(runner);
+  if (app == nullptr) return;
+  app->cancelling = true;
+  app->cancel_fails = runner.cancel_fails();
+  app->msg = runner.msg();
+  Persist(*app);
+  (void)store_->Commit();  // as for attempts: a failed commit is the store's to report and repair
 }
 
 void LocalScheduler::OnReplicaChanged(supervisor::AppRunner& runner,

@@ -111,6 +111,7 @@ class LocalScheduler : public seam::Scheduler,
   void OnRestartScheduled(supervisor::AppRunner& app, const supervisor::ReplicaInfo& replica, uint64_t delay_ms,
                           int left, int max) override;
   void OnAttemptsRecorded(supervisor::AppRunner& app) override;
+  void OnCancelling(supervisor::AppRunner& app) override;
 
   std::string PendingReason(const seam::AppRecord& record) const override;
   std::string PendingSummary(const seam::AppRecord& record) const override;

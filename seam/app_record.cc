@@ -210,6 +210,7 @@ json ChangingJson(const AppRecord& r, bool with_replicas) {
            {"log_lost_before", r.log_lost_before},
            {"cancelling", r.cancelling},
            {"timed_out", r.timed_out},
+           {"cancel_fails", r.cancel_fails},
            {"scale", r.scale},
            {"started_ms", Opt(r.started_ms)},
            {"admission", r.admission.ToJson()},
@@ -310,6 +311,8 @@ Result<AppRecord> AppRecord::FromJson(json j) {
     r.log_lost_before = j.value("log_lost_before", std::map<std::string, uint64_t>{});
     r.cancelling = j.value("cancelling", false);
     r.timed_out = j.value("timed_out", false);
+    // Records of builds before cancel_fails: only a max_duration cancel failed the app.
+    r.cancel_fails = j.value("cancel_fails", r.timed_out);
     if (auto it = j.find("scale"); it != j.end() && it->is_object()) r.scale = std::move(*it);
     r.started_ms = GetOpt<int64_t>(j, "started_ms");
     if (auto it = j.find("replicas"); it != j.end()) {

@@ -73,7 +73,8 @@ struct AppRecord {
   std::map<std::string, uint64_t> log_disk_seen;      // "role/replica" -> bytes
   std::map<std::string, uint64_t> log_lost_before;    // lost by the replica's earlier attempts
   bool cancelling = false;     // a cancel is under way (a restarted daemon finishes it)
-  bool timed_out = false;      // that cancel is the app's max_duration: it ends FAILED
+  bool timed_out = false;      // the app reached its max_duration and was stopped
+  bool cancel_fails = false;   // the cancel under way ends the app FAILED (a time limit, a GPU lost)
   std::optional<int64_t> started_ms;     // when its replicas were first started (admitted)
   nlohmann::json scale = nlohmann::json::object();  // `torchx scale`: role -> replicas it runs (absent = all)
   std::vector<supervisor::ReplicaInfo> replicas;

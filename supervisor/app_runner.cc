@@ -524,6 +524,7 @@ void AppRunner::Cancel(double grace_seconds, const std::string& msg, bool as_fai
   cancel_fails_ = as_failure;
   restart_group_.clear();
   stop_grace_ = grace_seconds;
+  observer_->OnCancelling(*this);
   ++dispatch_depth_;
   for (size_t i = 0; i < slots_.size(); ++i) Dispatch(i, SlotEvent::kCancel);
   --dispatch_depth_;

@@ -114,6 +114,11 @@ class AppRunnerObserver {
   // start: their records must be durable when this returns, so that a daemon
   // that dies right after finds every attempt it started, and its monitor.
   virtual void OnAttemptsRecorded(AppRunner& app) = 0;
+  // A cancel begins (cancelling(), msg() and cancel_fails() say which) and no
+  // stop has left yet: it must be durable when this returns, so that a daemon
+  // that dies mid-grace finishes it when it starts again and never takes the
+  // SIGKILLs it sent for the replicas' own failures.
+  virtual void OnCancelling(AppRunner& app) = 0;
 };
 
 // The restart delay's floor and ceiling, whatever a cfg says: a replica that
@@ -171,6 +176,8 @@ class AppRunner {
   bool cancelling() const {
     return phase_ == Phase::kCancelling || (phase_ == Phase::kCleaningUp && cleanup_after_cancel_);
   }
+  // The cancel under way ends the app FAILED (Cancel's as_failure).
+  bool cancel_fails() const { return cancel_fails_; }
   // The grace period of the stop under way (SIGTERM, then SIGKILL after it).
   double stop_grace() const { return stop_grace_; }
 

@@ -10,6 +10,8 @@
 //                    committed to the store yet
 //   after_exit_stored  the exit is committed; the run directory is not
 //                    removed yet
+//   after_stop_sent  a stop (a cancel's SIGTERM) has left for the shim, in
+//                    the loop turn that decided it
 // Without the variable this is one branch on a cached value.
 //
 // Thread contract: loop thread only.

@@ -678,8 +678,12 @@ void ReplicaProcess::Terminate(double grace_seconds) {
   }
   uint64_t grace_ms = static_cast<uint64_t>(std::clamp(grace_seconds, 0.0, 86400.0) * 1000.0);
   EscalateIn(grace_ms + kEscalationSlackMs);
-  if (control_open_ && ready_) return Send("stop " + std::to_string(grace_ms) + "\n");
-  if (pidfd_.valid() && ready_) ::syscall(SYS_pidfd_send_signal, pidfd_.get(), SIGTERM, nullptr, 0);
+  if (control_open_ && ready_) {
+    Send("stop " + std::to_string(grace_ms) + "\n");
+  } else if (pidfd_.valid() && ready_) {
+    ::syscall(SYS_pidfd_send_signal, pidfd_.get(), SIGTERM, nullptr, 0);
+  }
+  CrashPoint("after_stop_sent");
 }
 
 void ReplicaProcess::Kill() {

@@ -253,6 +253,29 @@ TEST_F(LiveRestoreTest, ACancelUnderWayFinishesWhileTheDaemonIsDown) {
   EXPECT_EQ(Replica(st, "w", 0)["signal"], 9);
 }
 
+// The daemon dies in the very turn its cancel's SIGTERM leaves: the cancel
+// was stored first, so the SIGKILL that follows is the cancel's, not a failure.
+TEST_F(LiveRestoreTest, ADaemonKilledAsItsCancelLeavesStillEndsTheAppCancelled) {
+  ::setenv("TORCHXD_CRASH_AT", "after_stop_sent", 1);
+  StartLive();
+  ::unsetenv("TORCHXD_CRASH_AT");
+  fs::path terms = dir_ / "terms";
+  std::string h = Run(App("stubborn", {FakeRole("w", {"--pidfile", (dir_ / "pids").string(), "--note-term",
+                                                      terms.string(), "--sleep", "60"})}));
+  ASSERT_TRUE(WaitUntil([&] { return ReadPids(dir_ / "pids").size() == 1; }));
+  pid_t replica = ReadPids(dir_ / "pids")[0];
+  EXPECT_FALSE(Call("cancel", {{"app_handle", h}, {"grace_period", 1.0}}).has_value())
+      << "the daemon answered a cancel it should have crashed in";
+  EXPECT_EQ(StopDaemon(0), 128 + SIGKILL) << "torchxd did not crash after the stop left";
+  EXPECT_TRUE(WaitUntil([&] { return fs::exists(terms); }, 5)) << "the stop never reached the shim";
+  EXPECT_TRUE(WaitUntil([&] { return ProcessGone(replica); }, 5));
+  StartLive();
+  json st = Finished(h);
+  EXPECT_EQ(st["state"], "CANCELLED") << st.dump();
+  EXPECT_EQ(st["msg"], "cancelled by user") << st.dump();
+  EXPECT_EQ(Replica(st, "w", 0)["signal"], 9);
+}
+
 TEST_F(LiveRestoreTest, AKilledShimTakesItsReplicaAlongAndTheOutcomeIsUnknownNotFaked) {
   StartLive();
   std::string h = Run(App("orphan", {FakeRole("w", {"--pidfile", (dir_ / "pids").string(), "--sleep", "60"})}));

@@ -46,5 +46,38 @@ TEST(AppRecordTest, AReplicasRecordTextIsWhatItsJsonDumps) {
   }
 }
 
+// A cancel under way is stored with how it ends, so a restarted daemon ends
+// it the same; a record of a build that knew only max_duration's failing
+// cancel (timed_out) reads as one.
+TEST(AppRecordTest, ACancelUnderWayKeepsWhetherItFailsTheAppAcrossARestart) {
+  AppRecord r;
+  r.scheduler = "local_cwd";
+  r.session = "torchx";
+  r.app_id = "a";
+  core::Role role;
+  role.name = "w";
+  role.entrypoint = "train";
+  r.app.name = "a";
+  r.app.roles.push_back(role);
+  r.cancelling = true;
+  r.cancel_fails = true;
+  auto back = AppRecord::FromJson(r.ToJson());
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_TRUE(back->cancelling);
+  EXPECT_TRUE(back->cancel_fails);
+  EXPECT_FALSE(back->timed_out);
+
+  nlohmann::json old = r.ToJson();
+  old.erase("cancel_fails");
+  old["timed_out"] = true;
+  back = AppRecord::FromJson(old);
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_TRUE(back->cancel_fails);
+  old["timed_out"] = false;
+  back = AppRecord::FromJson(old);
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_FALSE(back->cancel_fails);
+}
+
 }  // namespace
 }  // namespace torchxd::seam

@@ -35,6 +35,10 @@ class RecordingObserver : public AppRunnerObserver {
     ++recorded;
     if (on_recorded) on_recorded();
   }
+  void OnCancelling(AppRunner&) override {
+    ++cancels;
+    if (on_cancelling) on_cancelling();
+  }
 
   struct Restart {
     std::string replica;
@@ -47,6 +51,8 @@ class RecordingObserver : public AppRunnerObserver {
   int starting = 0;                   // attempts recorded so far
   std::vector<std::string> changes;   // "w/0 PENDING 1": each report, in order
   std::function<void()> on_recorded;  // at each commit
+  int cancels = 0;
+  std::function<void()> on_cancelling;  // at each cancel's commit
 };
 
 // What reaches the app's log sink, in order: "w/0 attempt 1 out: hello".
@@ -218,6 +224,31 @@ TEST_F(AppRunnerTest, ACancelKillsOnlyWhatOutlivesItsGraceAndEndsWhenNothingIsLe
   EXPECT_EQ(app.state(), AppState::kCancelled);
   EXPECT_EQ(runtime_.attempts.size(), 2u) << "a cancelled replica is never retried";
   EXPECT_EQ(clock_.pending(), 0u) << "no timer outlives the app";
+}
+
+// A daemon killed mid-grace must find the cancel stored, or it would take the
+// SIGKILL it sent for the replica's own failure.
+TEST_F(AppRunnerTest, ACancelIsMadeDurableBeforeItsFirstStopLeaves) {
+  AppRunner& app = Make(2, 3);
+  app.Start();
+  Latest("w/0").Started(100);
+  Latest("w/1").Started(101);
+  std::vector<bool> stopped_before;
+  observer_.on_cancelling = [&] {
+    EXPECT_TRUE(app.cancelling());
+    EXPECT_TRUE(app.cancel_fails());
+    EXPECT_EQ(app.msg(), "reached its max_duration");
+    stopped_before.push_back(Latest("w/0").terminated_grace.has_value() ||
+                             Latest("w/1").terminated_grace.has_value());
+  };
+  app.Cancel(5, "reached its max_duration", /*as_failure=*/true);
+  EXPECT_EQ(stopped_before, std::vector<bool>{false});
+  EXPECT_TRUE(Latest("w/0").terminated_grace && Latest("w/1").terminated_grace);
+  app.Cancel(5, "again");
+  EXPECT_EQ(observer_.cancels, 1) << "a cancel under way is not begun again";
+  Latest("w/0").Exit(std::nullopt, 15);
+  Latest("w/1").Exit(std::nullopt, 15);
+  EXPECT_EQ(app.state(), AppState::kFailed);
 }
 
 TEST_F(AppRunnerTest, ACancelDuringABackoffEndsTheAppWithoutTheRestart) {
