@@ -473,11 +473,14 @@ void LocalScheduler::Scale(seam::AppRecord& record, const std::vector<core::Scal
     return done(Fail(Error::Unavailable(app.Handle() + " is being cancelled; it no longer scales")));
   }
   for (const auto& c : changes) app.scale[c.role] = c.replicas;
+  // Stored before its first stop leaves, as a cancel is: a daemon killed right
+  // after finds the scale and does not take those stops' SIGKILLs for failures.
+  // Queued, the app starts with it.
+  Persist(app);
+  (void)store_->Commit();  // a failed commit is the store's to report and repair
   if (app.runner) {
     for (const auto& c : changes) (void)app.runner->Scale(c.role_index, c.replicas);
   }
-  // Queued: it starts with this scale. Stored before the answer, as a cancel is.
-  Persist(app);
   for (const auto& c : changes) {
     Event(app, "scaled", "role " + c.role + " scaled to " + std::to_string(c.replicas) + " replicas",
           {{"role", c.role}, {"replicas", c.replicas}});

@@ -136,6 +136,30 @@ TEST_F(ScaleTest, AnElasticRoleScalesDownAndUpAcrossADaemonRestart) {
   EXPECT_EQ(Wait(h)["state"], "CANCELLED");
 }
 
+// The daemon dies in the turn a scale-down's SIGTERM leaves: the scale was
+// stored first, so the replica the shim then kills ends scaled down, not failed.
+TEST_F(ScaleTest, ADaemonKilledAsAScaleDownLeavesKeepsTheScale) {
+  ::setenv("TORCHXD_CRASH_AT", "after_stop_sent", 1);
+  StopDaemon();
+  StartDaemon(extra_);
+  ::unsetenv("TORCHXD_CRASH_AT");
+  json w = FakeRole("w", {"--note-term", (dir_ / "terms").string(), "--sleep", "60"}, 2);
+  w["min_replicas"] = 1;
+  std::string h = Run(App("stubborn", {w}));
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(WaitReplica(h, "w", i, "RUNNING"));
+  EXPECT_FALSE(Scale(h, {{"w", 1}})) << "the daemon answered a scale it should have crashed in";
+  EXPECT_EQ(StopDaemon(0), 128 + SIGKILL) << "torchxd did not crash after the stop left";
+  StartDaemon(extra_);
+  ASSERT_TRUE(WaitReplica(h, "w", 1, "CANCELLED")) << Status(h).dump();
+  json st = Status(h);
+  EXPECT_EQ(st["state"], "RUNNING") << st.dump();
+  EXPECT_EQ(Replica(st, "w", 1)["error_message"], "scaled down: role w runs 1 of 2 replicas") << st.dump();
+  EXPECT_EQ(Replica(st, "w", 0)["state_name"], "RUNNING");
+  EXPECT_EQ(Replica(st, "w", 0)["attempt"], 1);
+  ASSERT_TRUE(Call("cancel", {{"app_handle", h}, {"grace_period", 0.2}}));
+  EXPECT_EQ(Wait(h)["state"], "CANCELLED");
+}
+
 TEST_F(ScaleTest, ScaledAwayReplicasDoNotCountAgainstTheApp) {
   json w = FakeRole("w", {"--sleep", "1"}, 2);
   w["min_replicas"] = 1;
