@@ -39,7 +39,7 @@ std::string LocalTime(int64_t ms) {
 }
 
 // A list row's cell `i`, null where the row is shorter (an older daemon's).
-const ListCell& Cell(const std::vector<ListCell>& row, size_t i) {
+const ListCell& Cell(ListRow row, size_t i) {
   static const ListCell kNull;
   return i < row.size() ? row[i] : kNull;
 }
@@ -164,7 +164,8 @@ int CmdList(const GlobalArgs& global, const std::string& scheduler, const std::s
   if (!client) return ReportError(ctx, client.error().message, kExitNoDaemon);
   // Rows follow the reply's "fields": handle, app id, name, scheduler, state, created_ms, ended_ms,
   // queue, user, started_ms, msg; a reply holds one page, "next" asks for the following one.
-  std::vector<std::vector<ListCell>> apps;
+  std::vector<ListPage> pages;  // the rows below point into them
+  std::vector<ListRow> apps;
   for (;;) {
     auto frame = client->CallForFrame("list", params);
     if (!frame) return ReportCallError(ctx, frame.error());
@@ -174,15 +175,18 @@ int CmdList(const GlobalArgs& global, const std::string& scheduler, const std::s
       return static_cast<size_t>(std::find(page->fields.begin(), page->fields.end(), name) - page->fields.begin());
     };
     size_t state_at = col("state"), user_at = col("user");
-    for (auto& row : page->apps) {
+    for (size_t i = 0; i < page->size(); ++i) {
+      ListRow row = page->row(i);
       if (!states.empty() && std::find(states.begin(), states.end(), Cell(row, state_at).text) == states.end()) continue;
       if (!filter.user.empty() && !(Cell(row, user_at).is_string() && Cell(row, user_at).text == filter.user)) continue;
       if (filter.limit && apps.size() >= static_cast<size_t>(*filter.limit)) break;
-      apps.push_back(std::move(row));
+      apps.push_back(row);
     }
+    std::optional<std::string> next = std::move(page->next);
+    pages.push_back(std::move(*page));
     if (filter.limit && apps.size() >= static_cast<size_t>(*filter.limit)) break;
-    if (!page->next) break;
-    params["after"] = *page->next;
+    if (!next) break;
+    params["after"] = *next;
   }
   auto time_or_null = [](const ListCell& c) { return c.is_integer() ? json(core::FormatRfc3339Utc(c.integer)) : json(nullptr); };
   if (as_json) {
@@ -206,17 +210,22 @@ int CmdList(const GlobalArgs& global, const std::string& scheduler, const std::s
   if (reasons) rows[0].push_back("REASON");
   rows.reserve(apps.size() + 1);
   int64_t now = core::UnixNowMs();
-  for (auto& a : apps) {
+  for (ListRow a : apps) {
     // An app that never started (queued, or cancelled while queued) has no start nor duration.
     bool known = a.size() > 9;
     std::optional<int64_t> started;
     if (known && Cell(a, 9).is_integer()) started = Cell(a, 9).integer;
     if (!known && Cell(a, 5).is_integer()) started = Cell(a, 5).integer;  // an older daemon: created, as TorchX shows it
     int64_t ended = Cell(a, 6).is_integer() ? Cell(a, 6).integer : now;
-    rows.push_back({std::move(a[0].text), std::move(a[2].text), std::move(a[4].text),
-                    started ? LocalTime(*started) : "-", started ? Duration(ended - *started) : "-"});
-    if (queues) rows.back().push_back(Cell(a, 7).is_string() ? std::move(a[7].text) : "-");
-    if (reasons) rows.back().push_back(Cell(a, 10).text.empty() ? "-" : std::move(a[10].text));
+    std::vector<std::string>& row = rows.emplace_back();
+    row.reserve(rows[0].size());
+    row.emplace_back(Cell(a, 0).text);
+    row.emplace_back(Cell(a, 2).text);
+    row.emplace_back(Cell(a, 4).text);
+    row.push_back(started ? LocalTime(*started) : "-");
+    row.push_back(started ? Duration(ended - *started) : "-");
+    if (queues) row.emplace_back(Cell(a, 7).is_string() ? Cell(a, 7).text : "-");
+    if (reasons) row.emplace_back(Cell(a, 10).text.empty() ? "-" : Cell(a, 10).text);
   }
   PrintTable(*ctx.out, std::move(rows), TerminalColumns(ctx.environ));
   return kExitOk;

@@ -1,5 +1,7 @@
 #include "cli/list_page.h"
 
+#include <algorithm>
+#include <cstring>
 #include <utility>
 
 #include "cli/frame_sax.h"
@@ -35,10 +37,11 @@ class PageReader : public FrameSax {
       page.next = std::move(value);
       return true;
     }
+    if (at_ != At::kRow) return Scalar(ListCell{});  // refused or skipped there
     ListCell cell;
     cell.kind = ListCell::Kind::kString;
-    cell.text = std::move(value);
-    return Scalar(std::move(cell));
+    cell.text = page.Keep(value);
+    return Scalar(cell);
   }
   bool key(string_t& value) override {
     if (skip_ == 0) key_ = std::move(value);
@@ -88,7 +91,7 @@ class PageReader : public FrameSax {
     }
     if (skip_ == 0 && at_ == At::kApps) {
       at_ = At::kRow;
-      page.apps.emplace_back();
+      page.BeginRow();
       return true;
     }
     if (skip_ == 0 && (at_ == At::kRow || at_ == At::kFields || at_ == At::kStart)) {
@@ -115,16 +118,17 @@ class PageReader : public FrameSax {
   }
   // A value a list row never holds today (a boolean, a float): kept as its JSON text.
   bool Other(const json& value) {
+    if (skip_ > 0 || at_ != At::kRow) return Scalar(ListCell{});
     ListCell cell;
     cell.kind = ListCell::Kind::kString;
-    cell.text = value.dump();
-    return Scalar(std::move(cell));
+    cell.text = page.Keep(value.dump());
+    return Scalar(cell);
   }
-  bool Scalar(ListCell cell) {
+  bool Scalar(const ListCell& cell) {
     if (skip_ > 0) return true;
     switch (at_) {
       case At::kRow:
-        page.apps.back().push_back(std::move(cell));
+        page.AddCell(cell);
         return true;
       case At::kFields:
         return Stop("a field name that is not a string");
@@ -149,7 +153,7 @@ class PageReader : public FrameSax {
 json ListCell::ToJson() const {
   switch (kind) {
     case Kind::kString:
-      return text;
+      return std::string(text);
     case Kind::kInteger:
       return integer;
     default:
@@ -157,8 +161,31 @@ json ListCell::ToJson() const {
   }
 }
 
+ListRow ListPage::row(size_t i) const {
+  size_t end = i + 1 < row_starts_.size() ? row_starts_[i + 1] : cells_.size();
+  return ListRow(cells_.data() + row_starts_[i], end - row_starts_[i]);
+}
+
+std::string_view ListPage::Keep(std::string_view text) {
+  constexpr size_t kBlockBytes = 64 * 1024;
+  if (text.empty()) return {};
+  if (text.size() > block_left_) {
+    size_t size = std::max(kBlockBytes, text.size());
+    blocks_.push_back(std::make_unique_for_overwrite<char[]>(size));
+    block_end_ = blocks_.back().get();
+    block_left_ = size;
+  }
+  char* at = block_end_;
+  std::memcpy(at, text.data(), text.size());
+  block_end_ += text.size();
+  block_left_ -= text.size();
+  return {at, text.size()};
+}
+
 Result<ListPage> ReadListPage(std::string_view frame) {
   PageReader reader;
+  // Every cell ends at a ',' or a ']': room for them all, so the cells are never moved while read.
+  reader.page.Reserve(static_cast<size_t>(std::count_if(frame.begin(), frame.end(), [](char c) { return c == ',' || c == ']'; })));
   if (auto ok = ReadFrameWith(frame, reader, "list reply"); !ok) return Fail(ok.error());
   return std::move(reader.page);
 }

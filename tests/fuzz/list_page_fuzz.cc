@@ -20,8 +20,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!page) {
     TORCHXD_CHECK(!page.error().message.empty());
   } else {
-    for (const auto& row : page->apps) {
-      for (const auto& cell : row) (void)cell.ToJson();
+    for (size_t r = 0; r < page->size(); ++r) {
+      for (const auto& cell : page->row(r)) (void)cell.ToJson();
+    }
+    // Where the DOM reads the same rows (no repeated keys), strings, integers and nulls match it.
+    nlohmann::json dom = torchxd::core::ParseJsonOrDiscarded(text);
+    const nlohmann::json* apps = nullptr;
+    if (dom.is_object() && dom.contains("result") && dom["result"].is_object() && dom["result"].contains("apps")) {
+      apps = &dom["result"]["apps"];
+    }
+    if (apps != nullptr && apps->is_array() && apps->size() == page->size()) {
+      for (size_t r = 0; r < page->size(); ++r) {
+        const nlohmann::json& row = (*apps)[r];
+        if (!row.is_array() || row.size() != page->row(r).size()) continue;
+        for (size_t c = 0; c < row.size(); ++c) {
+          const nlohmann::json& v = row[c];
+          bool plain = v.is_string() || v.is_null() ||
+                       (v.is_number_integer() && !(v.is_number_unsigned() && v.get<uint64_t>() > INT64_MAX));
+          if (plain) TORCHXD_CHECK(page->row(r)[c].ToJson() == v);
+        }
+      }
     }
   }
   auto indented = torchxd::cli::IndentedResult(text);
