@@ -14,6 +14,7 @@
 
 #include "core/elastic.h"
 #include "cli/daemon_connection.h"
+#include "cli/huge_heap.h"
 #include "cli/list_page.h"
 #include "cli/table.h"
 #include "core/app_json.h"
@@ -160,6 +161,8 @@ int CmdList(const GlobalArgs& global, const std::string& scheduler, const std::s
     // As TorchX: the namespace given, else the kubeconfig context's (the daemon knows it).
     if (scheduler == "kubernetes") params["namespace"] = core::CfgGet<std::string>(*cfg, "namespace").value_or("");
   }
+  // Thousands of apps are a dozen MiB of pages, cells and table, touched once.
+  (void)GrowHeapOnHugePages(64u << 20);
   auto client = ConnectToDaemon({global.socket, true}, ctx);
   if (!client) return ReportError(ctx, client.error().message, kExitNoDaemon);
   // Rows follow the reply's "fields": handle, app id, name, scheduler, state, created_ms, ended_ms,
