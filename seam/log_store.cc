@@ -67,15 +67,18 @@ void LogStore::Account(AppRecord& app, const std::string& key, uint64_t before, 
   app.log_disk_seen[key] = after;
 }
 
-void LogStore::NoteLost(AppRecord& app, const std::string& key, uint64_t lost, const std::string& dir) {
-  bool lost_now = lost != app.log_bytes_lost[key];
+void LogStore::NoteLost(AppRecord& app, const std::string& key, uint64_t lost, bool wrote, const std::string& dir) {
+  bool lost_more = lost != app.log_bytes_lost[key];
   app.log_bytes_lost[key] = lost;
-  if (lost_now && !disk_full_) {
-    disk_full_ = true;
-    logging::warn("log disk full: replica output is being lost until space returns app={} dir={}", app.app_id, dir);
-  } else if (!lost_now && disk_full_) {
-    disk_full_ = false;
-    logging::info("log writes work again app={}", app.app_id);
+  switch (disk_full_.Report(AppKey(app) + "/" + key, lost_more, wrote)) {
+    case DiskFullEpisode::Say::kFull:
+      logging::warn("log disk full: replica output is being lost until space returns app={} dir={}", app.app_id, dir);
+      break;
+    case DiskFullEpisode::Say::kWorksAgain:
+      logging::info("log writes work again app={}", app.app_id);
+      break;
+    case DiskFullEpisode::Say::kNothing:
+      break;
   }
 }
 
@@ -140,7 +143,7 @@ void LogStore::Write(AppRecord& app, const std::string& key, logfiles::OutputStr
     w->Write(stream, bytes, now_ms);
   }
   Account(app, key, before, w->disk_bytes());
-  NoteLost(app, key, w->bytes_lost(), app.app_log_dir);
+  NoteLost(app, key, w->bytes_lost(), w->disk_bytes() > before, app.app_log_dir);
   Notify(AppKey(app));
 }
 
@@ -154,7 +157,7 @@ void LogStore::WriteCombined(AppRecord& app, const std::string& key, std::string
     w->WriteCombined(line, time_ms);
   }
   Account(app, key, before, w->disk_bytes());
-  NoteLost(app, key, w->bytes_lost(), app.app_log_dir);
+  NoteLost(app, key, w->bytes_lost(), w->disk_bytes() > before, app.app_log_dir);
   Notify(AppKey(app));
 }
 
@@ -171,7 +174,10 @@ void LogStore::EndAttempt(AppRecord& app, const std::string& key, int64_t now_ms
   Notify(AppKey(app));
 }
 
-void LogStore::CloseWriters(const AppRecord& app) { writers_.erase(AppKey(app)); }
+void LogStore::CloseWriters(const AppRecord& app) {
+  writers_.erase(AppKey(app));
+  disk_full_.Forget(AppKey(app) + "/");
+}
 
 void LogStore::ShimAttemptStarting(AppRecord& app, const std::string& key) {
   // A new attempt's shim starts its own count of lost bytes.
@@ -180,8 +186,9 @@ void LogStore::ShimAttemptStarting(AppRecord& app, const std::string& key) {
 
 void LogStore::ShimLogged(AppRecord& app, const std::string& key, const std::string& log_dir, uint64_t disk_bytes,
                           uint64_t lost_bytes) {
+  bool wrote = disk_bytes > app.log_disk_seen[key];
   Account(app, key, app.log_disk_seen[key], disk_bytes);
-  NoteLost(app, key, app.log_lost_before[key] + lost_bytes, log_dir);
+  NoteLost(app, key, app.log_lost_before[key] + lost_bytes, wrote, log_dir);
   Notify(AppKey(app));
 }
 

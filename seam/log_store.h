@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "logfiles/log_writer.h"
+#include "seam/disk_full_episode.h"
 #include "logfiles/output_stream.h"
 #include "seam/app_record.h"
 
@@ -96,12 +97,12 @@ class LogStore {
   void Add(int64_t delta_bytes);
   void Account(AppRecord& app, const std::string& key, uint64_t before, uint64_t after);
   // After each write: a full log disk is said once, and once more when writes work again.
-  void NoteLost(AppRecord& app, const std::string& key, uint64_t lost, const std::string& dir);
+  void NoteLost(AppRecord& app, const std::string& key, uint64_t lost, bool wrote, const std::string& dir);
   logfiles::ReplicaLogWriter* Writer(const AppRecord& app, const std::string& key, const Writers** group);
 
   uint64_t limit_;
   uint64_t total_ = 0;
-  bool disk_full_ = false;
+  DiskFullEpisode disk_full_;
   std::vector<Source> sources_;
   std::map<std::string, Writers> writers_;  // by AppKey
   uint64_t next_id_ = 1;

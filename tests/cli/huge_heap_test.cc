@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -34,6 +35,9 @@ TEST(HugeHeapTest, ALargeReplyIsServedFromTheHeapAdvisedForHugePages) {
 #if defined(__SANITIZE_ADDRESS__)
   GTEST_SKIP() << "ASan's allocator, not glibc's heap, serves this build";
 #endif
+  if (!std::filesystem::exists("/sys/kernel/mm/transparent_hugepage")) {
+    GTEST_SKIP() << "this kernel has no transparent huge pages: there is nothing to advise";
+  }
   ASSERT_TRUE(GrowHeapOnHugePages(64u << 20));
   std::vector<char> reply(8u << 20, 'x');  // a 5,000-app page is about 1 MiB
   // Its middle: its first bytes may lie below the heap's first 2 MiB boundary, which no huge page backs.
