@@ -21,13 +21,11 @@ class DiskFullEpisode {
   // A report of writer `writer`: it lost more output (`lost_more`), or wrote more bytes (`wrote`).
   Say Report(const std::string& writer, bool lost_more, bool wrote) {
     if (lost_more) {
+      bool said = full();
       losing_.insert(writer);
-      if (full_) return Say::kNothing;
-      full_ = true;
-      return Say::kFull;
+      return said ? Say::kNothing : Say::kFull;
     }
-    if (!full_ || !wrote || losing_.count(writer) == 0) return Say::kNothing;
-    full_ = false;
+    if (!wrote || losing_.count(writer) == 0) return Say::kNothing;
     losing_.clear();
     return Say::kWorksAgain;
   }
@@ -37,12 +35,12 @@ class DiskFullEpisode {
     for (auto it = losing_.lower_bound(prefix); it != losing_.end() && it->compare(0, prefix.size(), prefix) == 0;) {
       it = losing_.erase(it);
     }
-    if (losing_.empty()) full_ = false;
   }
-  bool full() const { return full_; }
+  // An episode is under way from its first loss until a writer that lost output writes again,
+  // or every such writer is gone.
+  bool full() const { return !losing_.empty(); }
 
  private:
-  bool full_ = false;
   std::set<std::string> losing_;  // writers that lost output in this episode
 };
 
