@@ -603,12 +603,7 @@ void LocalScheduler::OnAttemptsRecorded(supervisor::AppRunner&) {
 }
 
 void LocalScheduler::OnCancelling(supervisor::AppRunner& runner) {
-  LocalApp* app = RecordOf(runner);
-  if (app == nullptr) return;
-  app->cancelling = true;
-  app->cancel_fails = runner.cancel_fails();
-  app->msg = runner.msg();
-  Persist(*app);
+  OnAppChanged(runner);    // the record says it is cancelling, and how the cancel ends it
   (void)store_->Commit();  // as for attempts: a failed commit is the store's to report and repair
 }
 
@@ -662,6 +657,8 @@ void LocalScheduler::OnAppChanged(supervisor::AppRunner& runner) {
   app->msg = runner.msg();
   app->num_restarts = runner.num_restarts();
   app->cancelling = runner.cancelling() && !core::IsTerminal(runner.state());
+  // Only while cancelling: a runner re-adopting an app learns how its stored cancel ends only when it resumes it.
+  if (app->cancelling) app->cancel_fails = runner.cancel_fails();
   if (core::IsTerminal(app->state) && !was_terminal) {
     app->ended_ms = clock_->UnixNowMs();
     WriteSuccessFile(*app);
