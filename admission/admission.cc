@@ -658,22 +658,33 @@ void Admission::Grow(std::vector<Admitted>& out) {
   }
 }
 
-std::vector<Admission::QueueView> Admission::View(int64_t now_ms) const {
+std::vector<Admission::QueueView> Admission::View(int64_t now_ms, size_t limit) const {
   UserShares shares = Shares();
+  auto head = pending_.find(head_);
+  const Pending* head_app = head == pending_.end() ? nullptr : head->second.get();
   std::vector<QueueView> out;
+  std::vector<const Entry*> order;
   for (const QueueState& q : states_) {
     QueueView v;
     v.spec = &q.spec;
     v.used = q.used;
     v.running.assign(q.running.begin(), q.running.end());
-    std::vector<const Entry*> order;
+    order.clear();
     for (const Entry& e : q.pending) order.push_back(&e);
-    std::sort(order.begin(), order.end(), [&](const Entry* a, const Entry* b) {
-      bool ha = a->app->demand.key == head_, hb = b->app->demand.key == head_;
+    auto first = [&](const Entry* a, const Entry* b) {
+      bool ha = a->app == head_app, hb = b->app == head_app;
       if (ha != hb) return ha;
       return Before(*a, *b, shares, now_ms);
-    });
-    for (const Entry* e : order) v.pending.push_back(e->app->demand.key);
+    };
+    v.pending_count = order.size();
+    if (limit < order.size()) {
+      std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(limit), order.end(), first);
+      order.resize(limit);
+    } else {
+      std::sort(order.begin(), order.end(), first);
+    }
+    v.pending.reserve(order.size());
+    for (const Entry* e : order) v.pending.push_back(PendingView(e->app));
     out.push_back(std::move(v));
   }
   return out;

@@ -118,6 +118,7 @@ struct ReplicaDemand {
 struct AppDemand {
   std::string key;   // unique per app ("scheduler/app_id")
   std::string name;  // app_id, for messages
+  std::string label;  // what users know it by (its app handle); the key when empty
   std::string queue = "default";
   int priority = 0;
   uint32_t user = 0;
@@ -143,6 +144,8 @@ struct Admitted {
 };
 
 class Admission {
+  struct Pending;
+
  public:
   Admission(BoxCapacity box, std::vector<QueueSpec> queues);
 
@@ -183,22 +186,29 @@ class Admission {
   // `shadow`: whether the head's reason ends with when it starts at the latest
   // (relative to now; a caller that shows a clock time leaves it out).
   std::string Reason(const std::string& key, int64_t now_ms, int ahead = -1, bool shadow = true) const;
-  // For the first `limit` of `keys` (a QueueView's pending, in its order): each
-  // one's Reason and what it needs (empty and null for one not pending),
-  // with what their reasons share made once.
-  struct PendingDetail {
-    std::string reason;
-    const Resources* need = nullptr;
-  };
-  std::vector<PendingDetail> Details(const std::vector<std::string>& keys, size_t limit, int64_t now_ms) const;
+  // A pending app as View lists it: valid until the admission next changes.
+  class PendingView {
+   public:
+    const AppDemand& demand() const;
+    const std::string& key() const;
+    const Resources& need() const;  // what it needs to start (its gang)
 
+   private:
+    friend class Admission;
+    explicit PendingView(const Pending* app) : app_(app) {}
+    const Pending* app_;
+  };
   struct QueueView {
     const QueueSpec* spec;
     Resources used;
     std::vector<std::string> running;  // app keys
-    std::vector<std::string> pending;  // app keys in the order they would start
+    std::vector<PendingView> pending;  // the first `limit`, in the order they would start
+    size_t pending_count = 0;          // all of them
   };
-  std::vector<QueueView> View(int64_t now_ms) const;
+  std::vector<QueueView> View(int64_t now_ms, size_t limit = SIZE_MAX) const;
+  // The Reason of each of the first `limit` of a view's pending apps, with what
+  // their reasons share made once.
+  std::vector<std::string> Reasons(const QueueView& view, size_t limit, int64_t now_ms) const;
   const std::string& head() const { return head_; }
   const std::vector<int>& reserved_gpus() const { return reserved_gpus_; }
   Resources free() const { return free_; }
@@ -292,6 +302,10 @@ class Admission {
   } previous_head_;  // the head before this pass picked one
   size_t limited_running_ = 0;  // running apps with max_duration (the shadow time is kNoEnd without)
 };
+
+inline const AppDemand& Admission::PendingView::demand() const { return app_->demand; }
+inline const std::string& Admission::PendingView::key() const { return app_->demand.key; }
+inline const Resources& Admission::PendingView::need() const { return app_->gang; }
 
 }  // namespace torchxd::admission
 

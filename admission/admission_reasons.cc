@@ -1,4 +1,4 @@
-// Why a pending app waits, in words: Admission::Reason, and Details for a
+// Why a pending app waits, in words: Admission::Reason, and Reasons for a
 // queue's pending apps at once (what their reasons share made once).
 #include <algorithm>
 #include <optional>
@@ -46,18 +46,12 @@ std::string Admission::Reason(const std::string& key, int64_t now_ms, int ahead,
   return ReasonFor(*it->second, parts, ahead, shadow_clause);
 }
 
-std::vector<Admission::PendingDetail> Admission::Details(const std::vector<std::string>& keys, size_t limit,
-                                                         int64_t now_ms) const {
-  std::vector<PendingDetail> out;
-  out.reserve(std::min(limit, keys.size()));
+std::vector<std::string> Admission::Reasons(const QueueView& view, size_t limit, int64_t now_ms) const {
+  std::vector<std::string> out;
+  out.reserve(std::min(limit, view.pending.size()));
   ReasonParts parts{*this, now_ms, {}, {}, {}, {}};
-  for (size_t i = 0; i < keys.size() && i < limit; ++i) {
-    auto it = pending_.find(keys[i]);
-    if (it == pending_.end()) {
-      out.push_back({});
-      continue;
-    }
-    out.push_back({ReasonFor(*it->second, parts, static_cast<int>(i), true), &it->second->gang});
+  for (size_t i = 0; i < view.pending.size() && i < limit; ++i) {
+    out.push_back(ReasonFor(*view.pending[i].app_, parts, static_cast<int>(i), true));
   }
   return out;
 }

@@ -35,6 +35,7 @@ admission::AppDemand LocalScheduler::DemandOf(const LocalApp& app) const {
   admission::AppDemand d;
   d.key = seam::AppKey(app);
   d.name = app.app_id;
+  d.label = app.Handle();
   d.queue = app.admission.queue;
   d.priority = app.admission.priority;
   d.user = app.owner_uid;
@@ -318,7 +319,7 @@ std::optional<seam::Queued::QueuesReply> LocalScheduler::Queues(size_t limit, co
     const LocalApp* a = app_of(key);
     return a ? a->Handle() : key;
   };
-  auto views = admission_->View(now);
+  auto views = admission_->View(now, limit);
   QueuesReply reply;
   if (!name.empty()) {
     reply.found = false;
@@ -372,43 +373,37 @@ std::optional<seam::Queued::QueuesReply> LocalScheduler::Queues(size_t limit, co
     core::AppendJsonString(out, view.spec->name);
     out += ",\"pending\":[";
     out.reserve(out.size() + std::min(limit, view.pending.size()) * 400);
-    auto details = admission_->Details(view.pending, limit, now);
+    auto reasons = admission_->Reasons(view, limit, now);
     size_t position = 0;
-    for (const auto& key : view.pending) {
+    for (const admission::Admission::PendingView& p : view.pending) {
       if (position >= limit) break;
-      const admission::Admission::PendingDetail& detail = details[position];
-      const LocalApp* a = app_of(key);
+      const admission::AppDemand& d = p.demand();
       out += position == 0 ? "{" : ",{";
       out += "\"app_handle\":";
-      core::AppendJsonString(out, a ? a->Handle() : key);
-      if (a && a->max_duration_ms > 0) {
+      core::AppendJsonString(out, d.label.empty() ? d.key : d.label);
+      if (d.max_duration_ms > 0) {
         out += ",\"max_duration_ms\":";
-        out += std::to_string(a->max_duration_ms);
+        out += std::to_string(d.max_duration_ms);
       }
       out += ",\"position\":";
-      out += std::to_string(++position);
-      if (a) {
-        out += ",\"priority\":";
-        out += std::to_string(a->admission.priority);
-      }
+      out += std::to_string(position + 1);
+      out += ",\"priority\":";
+      out += std::to_string(d.priority);
       out += ",\"reason\":";
-      core::AppendJsonString(out, detail.reason);
-      if (detail.need != nullptr) {
-        out += ",\"request\":";
-        AppendResources(out, *detail.need);
-      }
-      if (a) {
-        out += ",\"submitted_ms\":";
-        out += std::to_string(a->created_ms);
-        out += ",\"user\":";
-        out += std::to_string(a->owner_uid);
-        out += ",\"user_name\":";
-        core::AppendJsonString(out, seam::UserNameOf(a->owner_uid, names));
-      }
+      core::AppendJsonString(out, reasons[position]);
+      out += ",\"request\":";
+      AppendResources(out, p.need());
+      out += ",\"submitted_ms\":";
+      out += std::to_string(d.submitted_ms);
+      out += ",\"user\":";
+      out += std::to_string(d.user);
+      out += ",\"user_name\":";
+      core::AppendJsonString(out, seam::UserNameOf(d.user, names));
       out += '}';
+      ++position;
     }
     out += "],\"pending_count\":";
-    out += std::to_string(view.pending.size());
+    out += std::to_string(view.pending_count);
     out += ",\"running\":[";
     for (size_t i = 0; i < view.running.size(); ++i) {
       if (i > 0) out += ',';
@@ -429,13 +424,13 @@ void LocalScheduler::RecordQueuePositions() {
   // The apps nearest the front of each queue: what changes for them is news.
   constexpr size_t kPerQueue = 64;
   int64_t now = clock_->UnixNowMs();
-  for (const admission::Admission::QueueView& q : admission_->View(now)) {
-    for (size_t i = 0; i < q.pending.size() && i < kPerQueue; ++i) {
-      auto [scheduler, app_id] = seam::SplitKey(q.pending[i]);
+  for (const admission::Admission::QueueView& q : admission_->View(now, kPerQueue)) {
+    for (size_t i = 0; i < q.pending.size(); ++i) {
+      auto [scheduler, app_id] = seam::SplitKey(q.pending[i].key());
       LocalApp* app = Find(scheduler, app_id);
       if (app == nullptr) continue;
       int position = static_cast<int>(i) + 1;
-      std::string reason = admission_->Reason(q.pending[i], now, position - 1, /*shadow=*/false);
+      std::string reason = admission_->Reason(q.pending[i].key(), now, position - 1, /*shadow=*/false);
       // "waiting for 2 GPUs in queue default: 0 free…": the queue is named once, in front.
       std::string in_queue = " in queue " + q.spec->name;
       if (size_t at = reason.find(in_queue); at != std::string::npos) reason.erase(at, in_queue.size());
@@ -444,7 +439,7 @@ void LocalScheduler::RecordQueuePositions() {
       // The head's latest start is a clock time (the ends of what it waits on), which each
       // reader shows in their own time zone: news only when it moves.
       std::string said_now = text;
-      if (q.pending[i] == admission_->head()) {
+      if (q.pending[i].key() == admission_->head()) {
         if (int64_t by = admission_->ShadowTime(now); by != admission::kNoEnd) {
           data["starts_by_ms"] = by;
           said_now += "\n" + std::to_string(by);

@@ -51,21 +51,37 @@ class AdmissionTest : public ::testing::Test {
     adm_.Enqueue(std::move(a));
     return Pass();
   }
-  // `queue`'s details (reason and need of each pending app, as `torchx queue` lists them) are
-  // what Reason and PendingNeed say of each, one app at a time; and there are `pending` of them.
+  // `queue`'s reasons and needs (as `torchx queue` lists them) are what Reason and PendingNeed
+  // say of each app, one at a time; a view cut at `limit` is the whole view's front; and there
+  // are `pending` apps.
   void ExpectDetailsAsReasons(size_t pending) {
     size_t seen = 0;
-    for (const auto& view : adm_.View(now_)) {
-      auto details = adm_.Details(view.pending, view.pending.size(), now_);
-      ASSERT_EQ(details.size(), view.pending.size());
-      for (size_t i = 0; i < details.size(); ++i) {
-        EXPECT_EQ(details[i].reason, adm_.Reason(view.pending[i], now_, static_cast<int>(i))) << view.pending[i];
-        EXPECT_EQ(details[i].need, adm_.PendingNeed(view.pending[i])) << view.pending[i];
+    auto cut = adm_.View(now_, 1);
+    auto views = adm_.View(now_);
+    ASSERT_EQ(cut.size(), views.size());
+    for (size_t q = 0; q < views.size(); ++q) {
+      const auto& view = views[q];
+      ASSERT_EQ(view.pending_count, view.pending.size());
+      auto reasons = adm_.Reasons(view, view.pending.size(), now_);
+      ASSERT_EQ(reasons.size(), view.pending.size());
+      for (size_t i = 0; i < reasons.size(); ++i) {
+        const std::string& key = view.pending[i].key();
+        EXPECT_EQ(reasons[i], adm_.Reason(key, now_, static_cast<int>(i))) << key;
+        EXPECT_EQ(&view.pending[i].need(), adm_.PendingNeed(key)) << key;
       }
-      EXPECT_EQ(adm_.Details(view.pending, 1, now_).size(), std::min<size_t>(1, view.pending.size()));
-      seen += details.size();
+      EXPECT_EQ(adm_.Reasons(view, 1, now_).size(), std::min<size_t>(1, view.pending.size()));
+      EXPECT_EQ(cut[q].pending_count, view.pending_count);
+      std::vector<std::string> front = Keys(view.pending);
+      front.resize(std::min<size_t>(1, front.size()));
+      EXPECT_EQ(Keys(cut[q].pending), front);
+      seen += reasons.size();
     }
     EXPECT_EQ(seen, pending);
+  }
+  static std::vector<std::string> Keys(const std::vector<Admission::PendingView>& pending) {
+    std::vector<std::string> out;
+    for (const auto& p : pending) out.push_back(p.key());
+    return out;
   }
   std::vector<std::string> Pass() {
     std::vector<std::string> names;
@@ -271,7 +287,7 @@ TEST_F(AdmissionTest, UsersWithLessRunningGoFirst) {
   // 4 GPUs and bob none: the head is picked again, and bob's goes first.
   EXPECT_THAT(End("blocker"), ElementsAre("bob-next"));
   auto view = adm_.View(now_);
-  EXPECT_THAT(view[0].pending, ElementsAre("local_cwd/alice-next"));
+  EXPECT_THAT(Keys(view[0].pending), ElementsAre("local_cwd/alice-next"));
 }
 
 TEST_F(AdmissionTest, AHigherPriorityOvertakesTheHeadThatWaitsAlready) {
@@ -302,7 +318,7 @@ TEST_F(AdmissionTest, DrfOrdersUsersWhenTheHeadIsChosen) {
   adm_.Enqueue(App("alice-next", 1, {4, 0, 0}, "default", 1));
   adm_.Enqueue(App("bob-next", 1, {4, 0, 0}, "default", 2));
   auto view = adm_.View(now_);
-  EXPECT_THAT(view[0].pending, ElementsAre("local_cwd/bob-next", "local_cwd/alice-next"));
+  EXPECT_THAT(Keys(view[0].pending), ElementsAre("local_cwd/bob-next", "local_cwd/alice-next"));
   EXPECT_THAT(End("carol"), ElementsAre("bob-next"));
 }
 
@@ -316,7 +332,7 @@ TEST_F(AdmissionTest, PriorityAndAgeOrderAQueue) {
   adm_.Enqueue(six_hours);
   adm_.Enqueue(App("urgent", 1, {8, 0, 0}, "default", 1000, 5));
   // Each full hour waited adds 1: six hours beat priority 5, two do not.
-  EXPECT_THAT(adm_.View(now_)[0].pending,
+  EXPECT_THAT(Keys(adm_.View(now_)[0].pending),
               ElementsAre("local_cwd/six-hours", "local_cwd/urgent", "local_cwd/two-hours"));
 }
 
