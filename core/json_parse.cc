@@ -61,9 +61,27 @@ nlohmann::json ParseJsonOrDiscarded(std::string_view text, size_t max_depth) {
   return nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
 }
 
+namespace {
+
+bool Plain(std::string_view s) {
+  return std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x20 && c < 0x7f && c != '"' && c != '\\'; });
+}
+
+}  // namespace
+
+void AppendJsonString(std::string& out, std::initializer_list<std::string_view> parts) {
+  if (!std::all_of(parts.begin(), parts.end(), Plain)) {
+    std::string whole;
+    for (std::string_view p : parts) whole += p;
+    return AppendJsonString(out, whole);
+  }
+  out += '"';
+  for (std::string_view p : parts) out += p;
+  out += '"';
+}
+
 void AppendJsonString(std::string& out, std::string_view s) {
-  bool plain = std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x20 && c < 0x7f && c != '"' && c != '\\'; });
-  if (!plain) {
+  if (!Plain(s)) {
     out += nlohmann::json(std::string(s)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     return;
   }

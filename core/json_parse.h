@@ -9,6 +9,7 @@
 #define TORCHXD_CORE_JSON_PARSE_H_
 
 #include <cstddef>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -37,6 +38,8 @@ nlohmann::json ParseJsonOrDiscarded(std::string_view text, size_t max_depth = kM
 // Appends `s` as a JSON string, as nlohmann's dump() writes one (invalid UTF-8 replaced):
 // plain printable ASCII, most names, as it is; the rest through the library.
 void AppendJsonString(std::string& out, std::string_view s);
+// The same for the concatenation of `parts` (an app handle from its parts), without making it.
+void AppendJsonString(std::string& out, std::initializer_list<std::string_view> parts);
 // Appends an optional integer as JSON: the number, or null.
 template <class T>
 void AppendJsonOptional(std::string& out, const std::optional<T>& v) {

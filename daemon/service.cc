@@ -319,6 +319,7 @@ void Service::ListApps(const json& params, const PeerInfo& peer, const Reply& re
     }
     cursor.emplace(ms, after.substr(slash + 1));
   }
+  core::AppHandleParts after_parts = cursor ? core::AppHandleParts(cursor->second) : core::AppHandleParts("", "", "");
   bool everyone = MayActOnAll(peer);
   // Newest first, then by handle. With thousands of apps the records are cold in the cache:
   // a row keeps what the order needs, and handles are built only for the rows sent.
@@ -327,7 +328,8 @@ void Service::ListApps(const json& params, const PeerInfo& peer, const Reply& re
     const seam::AppRecord* app;
   };
   auto newer_first = [](const Row& a, const Row& b) {
-    return ListOrder(a.created_ms, Parts(*a.app), b.created_ms, Parts(*b.app)) < 0;
+    if (a.created_ms != b.created_ms) return a.created_ms > b.created_ms;  // the record is read on a tie alone
+    return core::CompareAppHandles(Parts(*a.app), Parts(*b.app)) < 0;
   };
   std::vector<Row> rows;
   std::string in_namespace = ns.empty() ? "" : ns + ":";  // kubernetes app ids are NAMESPACE:NAME
@@ -339,7 +341,8 @@ void Service::ListApps(const json& params, const PeerInfo& peer, const Reply& re
     if (!prefix.empty() && a->app_id.compare(0, prefix.size(), prefix) != 0) continue;
     if (!everyone && a->owner_uid != peer.uid) continue;  // a user lists their own apps
     // Only the rows after the cursor, in the order above.
-    if (cursor && ListOrder(a->created_ms, Parts(*a), cursor->first, core::AppHandleParts(cursor->second)) <= 0) {
+    if (cursor && (a->created_ms > cursor->first ||
+                   (a->created_ms == cursor->first && ListOrder(a->created_ms, Parts(*a), cursor->first, after_parts) <= 0))) {
       continue;
     }
     rows.push_back({a->created_ms, a});
@@ -355,12 +358,10 @@ void Service::ListApps(const json& params, const PeerInfo& peer, const Reply& re
   out.reserve(out.size() + static_cast<size_t>(limit) * 160);
   auto quoted = [&out](const std::string& s) { core::AppendJsonString(out, s); };
   int shown = 0;
-  std::string last_handle;
   for (auto it = rows.begin(); it != page_end; ++it, ++shown) {
     const seam::AppRecord* a = it->app;
     out += shown == 0 ? "[" : ",[";
-    last_handle = a->Handle();
-    quoted(last_handle);
+    core::AppendJsonString(out, {a->scheduler, "://", a->session, "/", a->app_id});  // a->Handle(), not made
     out += ',';
     quoted(a->app_id);
     out += ',';
@@ -402,7 +403,7 @@ void Service::ListApps(const json& params, const PeerInfo& peer, const Reply& re
   out += "]";
   if (more) {
     out += ",\"next\":";
-    quoted(std::to_string((page_end - 1)->created_ms) + "/" + last_handle);
+    quoted(std::to_string((page_end - 1)->created_ms) + "/" + (page_end - 1)->app->Handle());
   }
   out += "}";
   reply->ResultText(out);

@@ -184,5 +184,14 @@ TEST(JsonParseTest, AppendJsonStringWritesWhatDumpWrites) {
   }
 }
 
+TEST(JsonParseTest, AppendJsonStringOfPartsWritesTheirConcatenation) {
+  for (std::string id : {std::string("plain-1"), std::string("q\"uote"), std::string("bad \xff"), std::string("")}) {
+    std::string parts = "[", whole = "[";
+    AppendJsonString(parts, {"local_cwd", "://", "torchx", "/", id});
+    AppendJsonString(whole, "local_cwd://torchx/" + id);
+    EXPECT_EQ(parts, whole) << id;
+  }
+}
+
 }  // namespace
 }  // namespace torchxd::core
