@@ -113,7 +113,12 @@ void ShimLauncher::Send() {
     if (r.sent) continue;
     int e = SendOne(r);
     if (e == EAGAIN || e == EWOULDBLOCK) return;  // sent when there is room
-    if (e != 0) return Retire(Errno("the launcher stopped answering: send", e));
+    if (e != 0) {
+      // Launches it forked and has not answered for fail with it and are started here: it goes, so
+      // that a shim it forked for one runs nothing (it finds its launcher gone) instead of a twin.
+      if (launcher_ > 0) ::kill(launcher_, SIGKILL);  // our unreaped child: the pid is still its own
+      return Retire(Errno("the launcher stopped answering: send", e));
+    }
     r.sent = true;
   }
 }
