@@ -124,6 +124,7 @@ std::unique_ptr<Containment> Containment::Discover(const std::string& id, const 
   }
   std::unique_ptr<Containment> c(new Containment());
   c->subtree_ = subtree;
+  c->spare_.reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   // Limits where the controllers reach the subtree (never on a hybrid host's controller-less v2).
   std::string available = controllers ? ReadSmall(subtree + "/cgroup.controllers") : "";
   for (const char* controller : {"memory", "cpu"}) {
@@ -173,7 +174,17 @@ Result<void> Containment::Enter(const std::string& group, pid_t pid) const {
   return WriteSmall(group + "/cgroup.procs", std::to_string(pid));
 }
 
-void Containment::Kill(const std::string& group) const { (void)WriteSmall(group + "/cgroup.kill", "1"); }
+void Containment::Kill(const std::string& group) const {
+  std::string path = group + "/cgroup.kill";
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+  if (!fd.valid() && (errno == EMFILE || errno == ENFILE) && spare_.valid()) {
+    spare_.reset();  // out of descriptors: the spare is given up for this one
+    fd.reset(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+  }
+  if (fd.valid()) (void)!::write(fd.get(), "1", 1);
+  fd.reset();
+  if (!spare_.valid()) spare_.reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+}
 
 bool Containment::Populated(const std::string& group) const {
   auto it = events_.find(group);

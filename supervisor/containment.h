@@ -69,7 +69,8 @@ class Containment {
   [[nodiscard]] Result<void> Create(const std::string& group, const AttemptLimits& limits) const;
   // Moves `pid` (a shim that has not started anything yet) into `group`.
   [[nodiscard]] Result<void> Enter(const std::string& group, pid_t pid) const;
-  // SIGKILL to every process in `group` (cgroup.kill).
+  // SIGKILL to every process in `group` (cgroup.kill), also with no descriptor
+  // free: a spare one is kept for it.
   void Kill(const std::string& group) const;
   // Does any process still live in `group`? (false once it is gone; true
   // while that cannot be read, e.g. without a free descriptor) Its
@@ -111,6 +112,8 @@ class Containment {
   // interface everyone holds may fill and drain, on the loop thread only.
   mutable std::vector<std::string> kept_;
   mutable std::map<std::string, UniqueFd> events_;  // group -> its cgroup.events (Populated), until Remove
+  // /dev/null, held so that a Kill at the descriptor limit can give it up to open cgroup.kill.
+  mutable UniqueFd spare_;
 };
 
 }  // namespace torchxd::supervisor
