@@ -13,6 +13,8 @@
 #include <gmock/gmock.h>
 
 #include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -32,14 +34,28 @@ class HardeningTest : public DaemonFixture {
  protected:
 
   // The daemon process still exists and answers within `seconds`.
+  // A failure says why on stderr (a flake then says what it was).
   bool Answers(double seconds = 10) {
     int status;
-    if (daemon_pid_ <= 0 || ::waitpid(daemon_pid_, &status, WNOHANG) == daemon_pid_) return false;
+    if (daemon_pid_ <= 0 || ::waitpid(daemon_pid_, &status, WNOHANG) == daemon_pid_) {
+      std::fprintf(stderr, "Answers: the daemon has exited\n");
+      return false;
+    }
+    auto start = std::chrono::steady_clock::now();
     auto client = DaemonClient::Connect(socket_);
-    if (!client) return false;
+    if (!client) {
+      std::fprintf(stderr, "Answers: %s\n", client.error().message.c_str());
+      return false;
+    }
     timeval tv{static_cast<time_t>(seconds), 0};
     ::setsockopt(client->fd(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    return client->Call("version", json::object()).has_value();
+    auto version = client->Call("version", json::object());
+    if (!version) {
+      std::fprintf(stderr, "Answers: version after %.3f s: %s\n",
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+                   version.error().message.c_str());
+    }
+    return version.has_value();
   }
 
   // A call that gives up after `seconds` (a hung daemon must fail the test, not stall it).
