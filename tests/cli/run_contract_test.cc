@@ -86,10 +86,12 @@ TEST_F(RunContractTest, LocalRunStaysAttachedStreamsPrefixedLinesAndExitsWithThe
   EXPECT_EQ(failed.exit_code, 1);
   EXPECT_THAT(failed.err, HasSubstr("State: FAILED"));
 
-  auto detached = Torchx({"run", "-d", "utils.sh", "--", "sh", "-c", "sleep 1; exit 3"});
+  // Long enough that a busy machine's `status` still finds it running (a second was not).
+  auto detached = Torchx({"run", "-d", "utils.sh", "--", "sh", "-c", "sleep 60; exit 3"});
   EXPECT_EQ(detached.exit_code, 0) << detached.err;
   EXPECT_EQ(detached.err, "");
   EXPECT_EQ(State(Handle(detached)), "RUNNING");
+  EXPECT_EQ(Torchx({"cancel", Handle(detached)}).exit_code, 0);
 }
 
 TEST_F(RunContractTest, CtrlCCancelsTheAppAndTheCliEndsBySigint) {
