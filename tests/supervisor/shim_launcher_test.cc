@@ -38,6 +38,22 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
+// A run directory of the test's own: a shim binds its socket `s` there, so tests
+// that run at once (ctest -j) must not share one (/tmp/s was unlinked under one).
+struct RunDir {
+  RunDir() {
+    char name[] = "/tmp/launcher-run-XXXXXX";
+    if (::mkdtemp(name) != nullptr) path = name;
+    fd.reset(::open(path.c_str(), O_DIRECTORY | O_RDONLY | O_CLOEXEC));
+  }
+  ~RunDir() {
+    std::error_code ec;
+    if (!path.empty()) std::filesystem::remove_all(path, ec);
+  }
+  std::string path;
+  UniqueFd fd;
+};
+
 struct Launcher {
   pid_t pid = -1;
   UniqueFd socket;
@@ -116,7 +132,8 @@ TEST(ShimLauncherTest, ForgedRequestsAreRefusedAndTheLauncherGoesOnServing) {
   Launcher l = StartLauncher();
   auto [ours, theirs] = ControlSockets();
   UniqueFd file(::open("/etc/hostname", O_RDONLY | O_CLOEXEC));
-  UniqueFd dir(::open("/tmp", O_DIRECTORY | O_RDONLY | O_CLOEXEC));
+  RunDir run_dir;
+  const UniqueFd& dir = run_dir.fd;
   ASSERT_TRUE(file.valid() && dir.valid());
   struct Case {
     const char* name;
@@ -217,7 +234,8 @@ TEST(ShimLauncherTest, AShimLaunchedIntoAGroupIsBornInIt) {
   Launcher l = StartLauncher();
   auto [ours, theirs] = ControlSockets();
   auto out = std::filesystem::temp_directory_path() / ("launcher-group-" + std::to_string(::getpid()));
-  UniqueFd dir(::open("/tmp", O_DIRECTORY | O_RDONLY | O_CLOEXEC));
+  RunDir run_dir;
+  const UniqueFd& dir = run_dir.fd;
   UniqueFd group_fd(::open(group.c_str(), O_DIRECTORY | O_RDONLY | O_CLOEXEC));
   ASSERT_TRUE(dir.valid() && group_fd.valid());
   UniqueFd pidfd;
@@ -263,7 +281,8 @@ TEST(ShimLauncherTest, AGatedForkIsInItsGroupBeforeItReadsTheSpecWrittenBeforeTh
     spec.argv = {"/bin/sh", "-c", "cat /proc/self/cgroup > " + out.string()};
     std::string text = EncodeShimSpec(spec);
     ASSERT_EQ(::write(ours.get(), text.data(), text.size()), static_cast<ssize_t>(text.size()));
-    UniqueFd dir(::open("/tmp", O_DIRECTORY | O_RDONLY | O_CLOEXEC));
+    RunDir run_dir;
+    const UniqueFd& dir = run_dir.fd;
     UniqueFd group_fd(::open(group.c_str(), O_DIRECTORY | O_RDONLY | O_CLOEXEC));
     ASSERT_TRUE(dir.valid() && group_fd.valid());
     UniqueFd pidfd;
