@@ -27,10 +27,13 @@ core::AppHandleParts Parts(const seam::AppRecord& app) {
   return core::AppHandleParts(app.scheduler, app.session, app.app_id);
 }
 
-// `list`'s order, newest first, then by handle: <0 when (a_ms, a) comes before (b_ms, b).
-int ListOrder(int64_t a_ms, const core::AppHandleParts& a, int64_t b_ms, const core::AppHandleParts& b) {
+// `list`'s order, newest first, then by handle: <0 when (a_ms, a()) comes before (b_ms, b()).
+// The handles' parts are asked for on a tie alone: with thousands of apps, the records they
+// come from are cold in the cache.
+template <class PartsA, class PartsB>
+int ListOrder(int64_t a_ms, PartsA a, int64_t b_ms, PartsB b) {
   if (a_ms != b_ms) return a_ms > b_ms ? -1 : 1;
-  return core::CompareAppHandles(a, b);
+  return core::CompareAppHandles(a(), b());
 }
 
 }  // namespace
@@ -319,7 +322,6 @@ void Service::ListApps(const json& params, const PeerInfo& peer, const Reply& re
     }
     cursor.emplace(ms, after.substr(slash + 1));
   }
-  core::AppHandleParts after_parts = cursor ? core::AppHandleParts(cursor->second) : core::AppHandleParts("", "", "");
   bool everyone = MayActOnAll(peer);
   // Newest first, then by handle. With thousands of apps the records are cold in the cache:
   // a row keeps what the order needs, and handles are built only for the rows sent.
@@ -328,8 +330,7 @@ void Service::ListApps(const json& params, const PeerInfo& peer, const Reply& re
     const seam::AppRecord* app;
   };
   auto newer_first = [](const Row& a, const Row& b) {
-    if (a.created_ms != b.created_ms) return a.created_ms > b.created_ms;  // the record is read on a tie alone
-    return core::CompareAppHandles(Parts(*a.app), Parts(*b.app)) < 0;
+    return ListOrder(a.created_ms, [&] { return Parts(*a.app); }, b.created_ms, [&] { return Parts(*b.app); }) < 0;
   };
   std::vector<Row> rows;
   std::string in_namespace = ns.empty() ? "" : ns + ":";  // kubernetes app ids are NAMESPACE:NAME
@@ -341,8 +342,8 @@ void Service::ListApps(const json& params, const PeerInfo& peer, const Reply& re
     if (!prefix.empty() && a->app_id.compare(0, prefix.size(), prefix) != 0) continue;
     if (!everyone && a->owner_uid != peer.uid) continue;  // a user lists their own apps
     // Only the rows after the cursor, in the order above.
-    if (cursor && (a->created_ms > cursor->first ||
-                   (a->created_ms == cursor->first && ListOrder(a->created_ms, Parts(*a), cursor->first, after_parts) <= 0))) {
+    if (cursor && ListOrder(a->created_ms, [&] { return Parts(*a); }, cursor->first,
+                            [&] { return core::AppHandleParts(cursor->second); }) <= 0) {
       continue;
     }
     rows.push_back({a->created_ms, a});
