@@ -136,38 +136,61 @@ async function show() {
 }
 
 // ---- the stream ----------------------------------------------------------
-// Browsers allow 6 HTTP/1.1 connections per origin across all tabs, so at most
-// SLOTS tabs stream at once (Web Locks, shared by the tabs); the others wait
-// without a connection until they are looked at, and then take a slot over.
-// API calls always find a free connection. Without Web Locks (not a secure
-// context) every tab streams.
+// Browsers allow 6 HTTP/1.1 connections per origin across all tabs, so a tab
+// streams only while it holds one of SLOTS Web Locks; the others wait without
+// a connection. A tab looked at takes a slot over: it asks the holder (on a
+// BroadcastChannel) to hand it over, and the holder closes its stream before
+// it lets the lock go, so there are never more than SLOTS streams. A holder
+// that does not hand over within HANDOVER_MS (a frozen tab) loses the slot by
+// force. API calls always find a free connection. Without Web Locks (not a
+// secure context) every tab streams.
 const SLOTS = 4;
+const HANDOVER_MS = 3000;
+const SLOT_LOCK = 'torchxd-stream-';
 const slot = { held: null, release: null };
+const handovers = navigator.locks && 'BroadcastChannel' in window ? new BroadcastChannel('torchxd-stream') : null;
+if (handovers) {
+  handovers.onmessage = (e) => {
+    if (!slot.held || !e.data || e.data.handOver !== slot.held) return;
+    closeStream();
+    dropSlot();
+    waiting();
+  };
+}
 
 function closeStream() {
   if (S.es) { S.es.close(); S.es = null; }
 }
 
+// Resolves whether this tab holds a slot once the request for lock `name` is
+// answered. A lock granted when the tab needs none (another call took a slot
+// first, or the tab was hidden meanwhile) is let go at once.
 function holdSlot(name, options) {
   return new Promise((resolve) => {
     navigator.locks.request(name, options, (lock) => {
-      if (!lock) { resolve(false); return undefined; }
+      if (!lock || slot.held || document.hidden) { resolve(slot.held !== null); return undefined; }
       slot.held = name;
       resolve(true);
       return new Promise((release) => { slot.release = release; });
-    }).catch(() => {  // another tab took it over
+    }).catch(() => {  // taken by force, or the wait for a hand-over timed out
       if (slot.held === name) { slot.held = null; slot.release = null; closeStream(); waiting(); }
-      resolve(false);
+      resolve(slot.held !== null);
     });
   });
 }
 
-async function takeSlot(steal) {
+async function takeSlot(takeOver) {
   if (!navigator.locks) return true;
   if (slot.held) return true;
-  for (let i = 0; i < SLOTS; i++) if (await holdSlot('torchxd-stream-' + i, { ifAvailable: true })) return true;
-  if (!steal) return false;
-  return holdSlot('torchxd-stream-' + Math.floor(Math.random() * SLOTS), { steal: true });
+  for (let i = 0; i < SLOTS; i++) if (await holdSlot(SLOT_LOCK + i, { ifAvailable: true })) return true;
+  if (!takeOver) return false;
+  const name = SLOT_LOCK + Math.floor(Math.random() * SLOTS);
+  if (handovers) {
+    handovers.postMessage({ handOver: name });
+    if (await holdSlot(name, { signal: AbortSignal.timeout(HANDOVER_MS) })) return true;
+    if (document.hidden) return false;
+  }
+  return holdSlot(name, { steal: true });
 }
 
 function dropSlot() {
