@@ -195,6 +195,9 @@ ParsedArgs ParseDaemonArgs(int argc, char** argv, const core::EnvLookup& env) {
   app.add_flag("--no-launcher", c.no_launcher,
                "start each replica's monitor (torchxd-shim) with posix_spawn and exec, instead of forking it from "
                "one long-lived launcher (`torchx daemon status` says which is in use)");
+  app.add_flag("--monitor-per-replica", c.monitor_per_replica,
+               "give every replica a monitor (torchxd-shim) of its own, instead of one monitor for the replicas of "
+               "the daemon's own user that start together (up to 64, each still in a cgroup of its own)");
   app.add_option("--run-dir", c.run_dir,
                  "where each replica's monitor keeps its state (default: SOCKET_DIR/NAME.shims beside the socket "
                  "when that is a tmpfs, else $state_dir/shims)");

@@ -31,6 +31,7 @@ struct DaemonConfig {
   bool live_restore = false;  // replicas outlive the daemon (SIGTERM, crash); the next one adopts them
   bool no_cgroups = false;    // contain replicas with process groups only
   bool no_launcher = false;   // exec each replica's shim instead of forking it from the launcher
+  bool monitor_per_replica = false;  // no host of several attempts (shim_host.h)
   std::string run_dir;        // the shims' run directories; default $state_dir/shims
   std::string socket;
   std::string state_dir;

@@ -178,6 +178,7 @@ Result<void> Daemon::Prepare() {
     launcher_->ReapLeftBehind(left);
     ::unsetenv(supervisor::ShimLauncher::kLeftBehindEnv);
   }
+  if (!config_.monitor_per_replica) launcher_->UseHostGroups(containment_.get());
   logging::info("replicas' monitors are {}", launcher_->Describe());
   opts.launcher = launcher_.get();
   opts.cache_size = config_.cache_size;

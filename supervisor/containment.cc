@@ -170,6 +170,13 @@ Result<void> Containment::Create(const std::string& group, const AttemptLimits& 
   return {};
 }
 
+std::string Containment::MakeHostGroup() const {
+  if (!cgroups()) return "";
+  std::string group = subtree_ + "/h-" + std::to_string(::getpid()) + "-" + std::to_string(++hosts_made_);
+  if (::mkdir(group.c_str(), 0755) != 0) return "";
+  return group;
+}
+
 Result<void> Containment::Enter(const std::string& group, pid_t pid) const {
   return WriteSmall(group + "/cgroup.procs", std::to_string(pid));
 }
@@ -230,11 +237,14 @@ void Containment::Sweep(const std::set<std::string>& keep) const {
   if (!cgroups()) return;
   DIR* d = ::opendir(subtree_.c_str());
   if (d == nullptr) return;
-  std::vector<std::string> groups;
+  std::vector<std::string> groups, hosts;
   while (struct dirent* e = ::readdir(d)) {
-    if (e->d_type == DT_DIR && std::strncmp(e->d_name, "a-", 2) == 0) groups.push_back(subtree_ + "/" + e->d_name);
+    if (e->d_type != DT_DIR) continue;
+    if (std::strncmp(e->d_name, "a-", 2) == 0) groups.push_back(subtree_ + "/" + e->d_name);
+    if (std::strncmp(e->d_name, "h-", 2) == 0) hosts.push_back(subtree_ + "/" + e->d_name);
   }
   ::closedir(d);
+  for (const auto& group : hosts) ::rmdir(group.c_str());  // fails while a host lives
   for (const auto& group : groups) {
     if (keep.count(group) != 0 || std::find(kept_.begin(), kept_.end(), group) != kept_.end()) continue;
     if (Populated(group)) Kill(group);  // gone a moment later; removed then, or at the next start
@@ -245,6 +255,14 @@ void Containment::Sweep(const std::set<std::string>& keep) const {
 void Containment::RemoveSubtree() const {
   for (const auto& group : kept_) Remove(group);
   kept_.clear();
+  std::vector<std::string> hosts;
+  if (DIR* d = cgroups() ? ::opendir(subtree_.c_str()) : nullptr) {
+    while (struct dirent* e = ::readdir(d)) {
+      if (e->d_type == DT_DIR && std::strncmp(e->d_name, "h-", 2) == 0) hosts.push_back(subtree_ + "/" + e->d_name);
+    }
+    ::closedir(d);
+  }
+  for (const auto& group : hosts) ::rmdir(group.c_str());  // fails while a host lives
   if (cgroups() && subtree_.find("/torchxd-") != std::string::npos) ::rmdir(subtree_.c_str());
 }
 

@@ -67,6 +67,11 @@ class Containment {
   std::string TakeGroup(const std::string& name) const;
   // Makes that group, with `limits` applied where the controllers allow.
   [[nodiscard]] Result<void> Create(const std::string& group, const AttemptLimits& limits) const;
+  // A new group of its own for a host of several attempts (shim_host.h),
+  // "" when none can be made. Sweep never kills one (its attempts are
+  // adopted, each in a group of its own): an empty one is removed there, at
+  // RemoveSubtree, or with Remove once its host has ended.
+  std::string MakeHostGroup() const;
   // Moves `pid` (a shim that has not started anything yet) into `group`.
   [[nodiscard]] Result<void> Enter(const std::string& group, pid_t pid) const;
   // SIGKILL to every process in `group` (cgroup.kill), also with no descriptor
@@ -95,7 +100,7 @@ class Containment {
   bool Owns(const std::string& group) const;
   // After a restart: the attempt groups no running attempt refers to (what a
   // daemon that died left) are killed and removed; the subtree itself too
-  // would otherwise hold).
+  // would otherwise hold). Empty host groups are removed.
   void Sweep(const std::set<std::string>& keep) const;
   // At exit: the kept groups go, and the subtree this daemon made when it is empty.
   void RemoveSubtree() const;
@@ -114,6 +119,7 @@ class Containment {
   mutable std::map<std::string, UniqueFd> events_;  // group -> its cgroup.events (Populated), until Remove
   // /dev/null, held so that a Kill at the descriptor limit can give it up to open cgroup.kill.
   mutable UniqueFd spare_;
+  mutable uint64_t hosts_made_ = 0;
 };
 
 }  // namespace torchxd::supervisor

@@ -17,6 +17,12 @@
 //                 cgroup v2 directory: the shim is forked into that group
 //                 (clone3 with CLONE_INTO_CGROUP), so the daemon need not
 //                 move it there, and it is never outside it
+// or
+//     payload: the single byte 'B'
+//     SCM_RIGHTS: a cgroup v2 directory for the host, then, for each of 1 to
+//                 kMaxHostedAttempts attempts, its control socket, run
+//                 directory and cgroup v2 directory: one host (shim_host.h)
+//                 is forked into the first group, and monitors them all
 // and nothing else: the launcher takes no path, no argument and no
 // credentials from a request. The shim it forks reads its spec, credentials
 // included, on the control socket, as a shim started by exec does. Each
@@ -62,13 +68,15 @@ namespace torchxd::supervisor {
 inline constexpr int kLauncherFd = 3;
 inline constexpr char kLaunchRequest = 'S';
 inline constexpr char kLaunchIntoGroupRequest = 'C';
-inline constexpr size_t kMaxLaunchFds = 3;
+inline constexpr char kLaunchHostRequest = 'B';
+inline constexpr size_t kMaxHostedAttempts = 64;
+inline constexpr size_t kMaxLaunchFds = 1 + 3 * kMaxHostedAttempts;
 inline constexpr const char* kLauncherFlag = "--launcher";
 
 struct LaunchReply {
   int32_t pid = -1;      // the shim's, > 0 when it was forked
   int32_t error = 0;     // an errno when it was not
-  int32_t in_group = 0;  // 1: forked into the cgroup the request named
+  int32_t in_group = 0;  // 1: forked into the cgroup the request named (a host: its own)
 };
 
 // Sends one message with `fds` attached; 0 or an errno.

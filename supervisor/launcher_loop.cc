@@ -38,9 +38,20 @@ bool IsCgroup2Dir(int fd) {
 }
 
 // Whether a request is exactly what the daemon sends: one 'S', a socket and
-// optionally a directory; or one 'C', a socket, a directory and a cgroup v2 directory.
+// optionally a directory; one 'C', a socket, a directory and a cgroup v2
+// directory; or one 'B', a cgroup v2 directory and 1 to kMaxHostedAttempts
+// (socket, directory, cgroup v2 directory).
 bool WellFormed(ssize_t n, char byte, bool complete, const std::vector<UniqueFd>& fds) {
-  if (n != 1 || !complete || fds.empty() || !IsA(fds[0].get(), S_IFSOCK)) return false;
+  if (n != 1 || !complete || fds.empty()) return false;
+  if (byte == kLaunchHostRequest) {
+    if (fds.size() < 4 || (fds.size() - 1) % 3 != 0 || !IsCgroup2Dir(fds[0].get())) return false;
+    for (size_t i = 1; i < fds.size(); i += 3) {
+      bool run_dir = IsA(fds[i + 1].get(), S_IFDIR) && !IsCgroup2Dir(fds[i + 1].get());
+      if (!IsA(fds[i].get(), S_IFSOCK) || !run_dir || !IsCgroup2Dir(fds[i + 2].get())) return false;
+    }
+    return true;
+  }
+  if (!IsA(fds[0].get(), S_IFSOCK)) return false;
   if (byte == kLaunchRequest) return fds.size() == 1 || (fds.size() == 2 && IsA(fds[1].get(), S_IFDIR));
   return byte == kLaunchIntoGroupRequest && fds.size() == 3 && IsA(fds[1].get(), S_IFDIR) && IsCgroup2Dir(fds[2].get());
 }
@@ -68,6 +79,19 @@ int EnterGroup(int group_fd, pid_t pid) {
   std::string text = std::to_string(pid);
   if (::write(procs.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size())) return errno ? errno : EIO;
   return 0;
+}
+
+// In the forked child: a host of the attempts in `fds`, the launcher's own
+// descriptors gone, a fresh session and no signal blocked.
+[[noreturn]] void BecomeHost(std::vector<UniqueFd>& fds, int signal_fd, pid_t launcher, pid_t daemon, HostEntry host) {
+  ::close(signal_fd);
+  ::close(kLauncherFd);
+  ::setsid();
+  ::prctl(PR_SET_NAME, "torchxd-shim");
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  ::_exit(host(launcher, daemon, fds));
 }
 
 void Reply(LaunchReply reply, int pidfd) {
@@ -100,7 +124,7 @@ void Reply(LaunchReply reply, int pidfd) {
 }
 
 // Serves one request; false when the daemon closed its end.
-bool Serve(int signal_fd, pid_t daemon, ShimEntry shim, bool gated_fork, int& children) {
+bool Serve(int signal_fd, pid_t daemon, ShimEntry shim, HostEntry host, bool gated_fork, int& children) {
   char byte = 0;
   bool complete = false;
   std::vector<UniqueFd> fds;
@@ -112,15 +136,23 @@ bool Serve(int signal_fd, pid_t daemon, ShimEntry shim, bool gated_fork, int& ch
     return true;
   }
   pid_t launcher = ::getpid();
+  bool hosts = byte == kLaunchHostRequest;
   UniqueFd group;
-  if (fds.size() == 3) group = std::move(fds[2]);
-  fds.resize(std::min<size_t>(fds.size(), 2));
+  if (hosts) {
+    group = std::move(fds[0]);
+    fds.erase(fds.begin());
+  } else {
+    if (fds.size() == 3) group = std::move(fds[2]);
+    fds.resize(std::min<size_t>(fds.size(), 2));
+  }
+  auto become = [&]() {
+    group.reset();
+    if (hosts) BecomeHost(fds, signal_fd, launcher, daemon, host);
+    BecomeShim(fds, signal_fd, launcher, daemon, shim);
+  };
   int raw_pidfd = -1;
   pid_t pid = gated_fork ? -1 : Clone3(group.valid() ? group.get() : -1, raw_pidfd);
-  if (pid == 0) {
-    group.reset();
-    BecomeShim(fds, signal_fd, launcher, daemon, shim);
-  }
+  if (pid == 0) become();
   if (pid > 0) {
     ++children;
     UniqueFd pidfd(raw_pidfd);
@@ -146,8 +178,7 @@ bool Serve(int signal_fd, pid_t daemon, ShimEntry shim, bool gated_fork, int& ch
     } while (n < 0 && errno == EINTR);
     if (n != 1 || go != 'g') ::_exit(1);  // not let through: it read nothing, ran nothing
     gate_in.reset();
-    group.reset();
-    BecomeShim(fds, signal_fd, launcher, daemon, shim);
+    become();
   }
   gate_in.reset();
   if (pid < 0) {
@@ -171,7 +202,7 @@ bool Serve(int signal_fd, pid_t daemon, ShimEntry shim, bool gated_fork, int& ch
 
 }  // namespace
 
-int RunLauncher(pid_t daemon, ShimEntry shim, bool gated_fork) {
+int RunLauncher(pid_t daemon, ShimEntry shim, HostEntry host, bool gated_fork) {
   sigset_t chld;
   sigemptyset(&chld);
   sigaddset(&chld, SIGCHLD);
@@ -208,7 +239,7 @@ int RunLauncher(pid_t daemon, ShimEntry shim, bool gated_fork) {
       }
       while (::waitpid(-1, nullptr, WNOHANG) > 0) --children;
     }
-    if (open && polled[1].revents != 0) open = Serve(signal_fd, daemon, shim, gated_fork, children);
+    if (open && polled[1].revents != 0) open = Serve(signal_fd, daemon, shim, host, gated_fork, children);
   }
   return 0;
 }

@@ -7,6 +7,10 @@
 
 #include <sys/types.h>
 
+#include <vector>
+
+#include "core/unique_fd.h"
+
 namespace torchxd::supervisor {
 
 // The shim's own main, run in each forked child with its control socket at
@@ -14,13 +18,15 @@ namespace torchxd::supervisor {
 // launcher's pid (the shim's parent, whose death it must notice), `daemon`
 // the daemon's.
 using ShimEntry = int (*)(pid_t parent, pid_t daemon);
+// A host's main (shim_host.h), with its attempts' descriptors.
+using HostEntry = int (*)(pid_t parent, pid_t daemon, std::vector<UniqueFd>& attempts);
 
 // Serves requests on kLauncherFd until `daemon` closes its end, then waits
 // for the last shim it forked; returns the launcher's exit status. Each shim
 // is forked with clone3 (a pidfd, and born in its group); where the kernel
 // cannot, or with `gated_fork` (`--gated-fork`, which tests pass to take that
 // path), by fork, the child held at a gate until it is watched and in its group.
-int RunLauncher(pid_t daemon, ShimEntry shim, bool gated_fork);
+int RunLauncher(pid_t daemon, ShimEntry shim, HostEntry host, bool gated_fork);
 
 }  // namespace torchxd::supervisor
 

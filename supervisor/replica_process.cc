@@ -84,6 +84,18 @@ UniqueFd ConnectToRunDir(int dir_fd) {
   return fd;
 }
 
+// Takes the run directory's socket name before the attempt is started
+// again: a host that has not bound it yet then finds it taken and runs
+// nothing (shim_host.h). 0, EADDRINUSE (a monitor bound it first), or another errno.
+int ClaimRunDir(int dir_fd) {
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return errno;
+  struct sockaddr_un addr {};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof(addr.sun_path), "/proc/self/fd/%d/%s", dir_fd, kShimSocket);
+  return ::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 ? 0 : errno;
+}
+
 }  // namespace
 
 void SetReplicaNofileLimit(unsigned long soft) { g_replica_nofile = soft; }
@@ -165,6 +177,9 @@ void ReplicaProcess::Spawn(const std::string& shim_path, const ShimSpec& spec, c
       // as it is forked, not once this loop has taken the launcher's answer.
       spec_sent_ = SendNow(ours.get(), spec_text_);
       std::weak_ptr<int> alive = alive_;
+      // A replica of the daemon's own user may share a host with the others started in this turn.
+      bool hostable = spec.credentials.groups.empty() && spec.credentials.uid == ::geteuid() &&
+                      spec.credentials.gid == ::getegid() && dir_fd_.valid();
       auto queued = launcher->Launch(std::move(theirs), std::move(dir), std::move(group), [this, alive, shim_path](auto launched) {
         // Destroyed meanwhile: the shim forked for it (it has its spec) is left alone, as a running one is.
         if (alive.expired()) return;
@@ -177,9 +192,10 @@ void ReplicaProcess::Spawn(const std::string& shim_path, const ShimSpec& spec, c
           if (!group_.empty()) KillGroup();
           return SpawnHere(shim_path);
         }
+        hosted_ = launched->hosted;
         Started(launched->pid, std::move(launched->pidfd), std::move(launch_control_), Parent::kLauncher,
                 launched->in_group);
-      });
+      }, hostable);
       if (queued) {
         launch_control_ = std::move(ours);
         launching_ = true;
@@ -379,12 +395,19 @@ void ReplicaProcess::Connect() {
     // it records its state only after it does, so wait for it a little;
     // unless its cgroup is empty (it enters it before it gets its spec: one
     // outside it never got one, and runs nothing).
-    bool may_start = group_.empty() || containment_->Populated(group_);
-    if (may_start && !ReadShimFile(dir_fd_.get(), kShimStateFile) && uv_now(loop_) - adopt_started_ms_ < kStartingShimWaitMs) {
+    // A host's attempt is in its group only once its replica runs; its
+    // socket, bound before that, says a host has it.
+    struct stat socket_st;
+    bool bound = ::fstatat(dir_fd_.get(), kShimSocket, &socket_st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT;
+    bool may_start = group_.empty() || containment_->Populated(group_) || bound;
+    bool waited = uv_now(loop_) - adopt_started_ms_ >= kStartingShimWaitMs;
+    if (may_start && !ReadShimFile(dir_fd_.get(), kShimStateFile) && !waited) {
       return RunLater(kStartingShimPollMs, Step::kConnect);
     }
-    struct stat socket_st;
-    if (!may_start && ::fstatat(dir_fd_.get(), kShimSocket, &socket_st, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT) {
+    // Claimed here first, so that a host that has its spec and not bound yet runs nothing.
+    int claim = may_start ? EEXIST : ClaimRunDir(dir_fd_.get());
+    if (claim == EADDRINUSE && !waited) return RunLater(kStartingShimPollMs, Step::kConnect);
+    if (claim != EEXIST && claim != EADDRINUSE) {  // claimed (or it cannot be, as before hosts: nothing bound it)
       // No process of the attempt is left, and its shim never listened, which
       // it does before it starts the replica: the daemon stopped before the
       // shim had its spec (the launcher had not answered yet). Nothing ran.
@@ -500,6 +523,11 @@ void ReplicaProcess::OnControlLine(const std::string& line) {
       if (!adopted_ || ready_) return;
       ready_ = true;
       handshake_timer_.reset();
+      // A host's attempt ends with its control socket, long before its host
+      // (it writes state.json before it answers a hello).
+      if (auto text = ReadShimFile(dir_fd_.get(), kShimStateFile)) {
+        if (auto state = DecodeShimState(*text); state && state->hosted) hosted_ = ends_with_control_ = true;
+      }
       started(msg->b);
       if (callbacks_.on_logged) callbacks_.on_logged(msg->c, msg->d);
       return;
@@ -576,13 +604,25 @@ void ReplicaProcess::Escalate() {
   } else {
     // SIGKILL alone: it ends a stopped shim too. A SIGCONT first would let the
     // shim run between the two signals and record an outcome of its own.
-    if (pidfd_.valid()) ::syscall(SYS_pidfd_send_signal, pidfd_.get(), SIGKILL, nullptr, 0);
+    if (pidfd_.valid() && !hosted_) ::syscall(SYS_pidfd_send_signal, pidfd_.get(), SIGKILL, nullptr, 0);
     if (replica_pid_ > 0) ::kill(-replica_pid_, SIGKILL);
   }
   exit_ = ReplicaExit{};
   exit_.signal = SIGKILL;
   exit_.message = "killed by torchxd: its monitor (torchxd-shim) had not stopped it at the end of the grace period";
   have_status_ = true;
+  if (hosted_) {
+    // Its host, which the other attempts need, is not killed: once the group
+    // is empty, an attempt whose host still says nothing ends without it.
+    uv_timer_start(escalate_.get(), [](uv_timer_t* t) {
+      auto* self = static_cast<ReplicaProcess*>(t->data);
+      if (self == nullptr || self->shim_exited_) return;
+      self->control_.reset();
+      self->control_open_ = false;
+      self->shim_exited_ = true;
+      self->MaybeFinish();  // may destroy self
+    }, kEscalationSlackMs, 0);
+  }
 }
 
 void ReplicaProcess::MaybeFinish() {
@@ -680,7 +720,7 @@ void ReplicaProcess::Terminate(double grace_seconds) {
   EscalateIn(grace_ms + kEscalationSlackMs);
   if (control_open_ && ready_) {
     Send("stop " + std::to_string(grace_ms) + "\n");
-  } else if (pidfd_.valid() && ready_) {
+  } else if (pidfd_.valid() && ready_ && !hosted_) {
     ::syscall(SYS_pidfd_send_signal, pidfd_.get(), SIGTERM, nullptr, 0);
   }
   CrashPoint("after_stop_sent");
@@ -694,7 +734,7 @@ void ReplicaProcess::Kill() {
   }
   EscalateIn(kEscalationSlackMs);
   if (control_open_ && ready_) return Send("kill\n");
-  if (pidfd_.valid() && ready_) ::syscall(SYS_pidfd_send_signal, pidfd_.get(), SIGUSR1, nullptr, 0);
+  if (pidfd_.valid() && ready_ && !hosted_) ::syscall(SYS_pidfd_send_signal, pidfd_.get(), SIGUSR1, nullptr, 0);
 }
 
 std::vector<std::string> SweepRunDirs(const std::string& root, const std::set<std::string>& referenced) {

@@ -154,6 +154,7 @@ class ReplicaProcess : public ReplicaHandle {
   bool ready_ = true;         // false while an adopted shim has not answered hello
   bool shim_exited_ = false;
   bool ends_with_control_ = false;  // no pidfd: the control socket's end is the shim's
+  bool hosted_ = false;             // its monitor hosts other attempts too: never signaled
   bool control_open_ = false;
   bool finished_ = false;
   bool started_reported_ = false;

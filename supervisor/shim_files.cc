@@ -88,9 +88,10 @@ Result<json> ParseObject(std::string_view text, const char* file) {
 std::string_view ShimExitReasonName(ShimExitReason reason) { return kReasons[static_cast<int>(reason)]; }
 
 std::string EncodeShimState(const ShimState& s) {
-  return Dump(json{{"version", kShimFilesVersion}, {"shim_pid", s.shim_pid}, {"child_pid", s.child_pid},
-                   {"boot_id", s.boot_id},
-                   {"attempt", s.attempt}, {"started_ms", s.started_ms}});
+  json j{{"version", kShimFilesVersion}, {"shim_pid", s.shim_pid}, {"child_pid", s.child_pid},
+         {"boot_id", s.boot_id}, {"attempt", s.attempt}, {"started_ms", s.started_ms}};
+  if (s.hosted) j["hosted"] = true;  // absent in the files of a monitor per attempt
+  return Dump(j);
 }
 
 Result<ShimState> DecodeShimState(std::string_view text) {
@@ -103,6 +104,7 @@ Result<ShimState> DecodeShimState(std::string_view text) {
   s.boot_id = f.Take<std::string>("boot_id");
   s.attempt = f.Take<int>("attempt");
   s.started_ms = f.Take<int64_t>("started_ms");
+  if (j->contains("hosted")) s.hosted = f.Take<bool>("hosted");
   if (f.error) return Fail(*f.error);
   if (s.shim_pid <= 0 || s.shim_pid > INT32_MAX) return Fail(Error::InvalidArgument("state.json: invalid shim_pid"));
   return s;

@@ -39,6 +39,9 @@ struct ShimState {
   std::string boot_id;
   int attempt = 0;
   int64_t started_ms = 0;    // wall clock
+  // Its monitor hosts other attempts too (a batch): the attempt ends when the
+  // monitor closes its control socket, not when the monitor exits.
+  bool hosted = false;
 };
 
 // Why an attempt ended.

@@ -34,6 +34,7 @@ ShimLauncher::ShimLauncher(uv_loop_t* loop, std::string shim_path, bool enabled)
 }
 
 ShimLauncher::~ShimLauncher() {
+  flush_.reset();
   io_.reset();  // the poll goes before the descriptor it watches
   socket_.reset();
 }
@@ -78,7 +79,7 @@ Result<void> ShimLauncher::StartLauncher() {
   return {};
 }
 
-Result<void> ShimLauncher::Launch(UniqueFd control, UniqueFd run_dir, UniqueFd group, Done done) {
+Result<void> ShimLauncher::Launch(UniqueFd control, UniqueFd run_dir, UniqueFd group, Done done, bool hostable) {
   if (!enabled_) return tl::unexpected(Error::Unavailable(why_not_));
   if (!socket_.valid()) {
     if (uv_now(loop_) - last_start_ms_ < kRestartAfterMs) return tl::unexpected(Error::Unavailable(why_not_));
@@ -93,7 +94,30 @@ Result<void> ShimLauncher::Launch(UniqueFd control, UniqueFd run_dir, UniqueFd g
   // A request into a group carries all three; the caller execs a shim it must move into its group itself.
   if (group.valid() && !run_dir.valid()) return tl::unexpected(Error::InvalidArgument("a launch into a group needs a run directory"));
   bool first_unsent = queue_.empty() || queue_.back().sent;
-  queue_.push_back(Request{std::move(control), std::move(run_dir), std::move(group), std::move(done)});
+  hostable = hostable && containment_ != nullptr && containment_->cgroups() && group.valid();
+  Request request;
+  request.control = std::move(control);
+  request.run_dir = std::move(run_dir);
+  request.group = std::move(group);
+  request.done = std::move(done);
+  request.hostable = hostable;
+  queue_.push_back(std::move(request));
+  if (hostable) {
+    // Sent at the end of this loop turn, with the others of the turn.
+    if (!flush_) {
+      flush_ = NewUvHandle<uv_check_t>(this);
+      uv_check_init(loop_, flush_.get());
+    }
+    uv_check_start(flush_.get(), [](uv_check_t* h) {
+      uv_check_stop(h);
+      if (auto* self = static_cast<ShimLauncher*>(h->data); self != nullptr && self->socket_.valid()) {
+        self->Send();  // may retire it
+        self->Rearm();
+      }
+    });
+    Rearm();
+    return {};
+  }
   // Sent now when the socket has room, so that the launcher forks while the
   // loop goes on (an app's replicas are launched in one turn); else, or on
   // an error, by the next turn's Send. `done` never runs within this call.
@@ -108,9 +132,46 @@ int ShimLauncher::SendOne(const Request& r) {
   return SendWithFds(socket_.get(), &kind, 1, fds, r.group.valid() ? 3 : r.run_dir.valid() ? 2 : 1);
 }
 
+int ShimLauncher::SendBatch(size_t first, size_t count) {
+  std::string group = containment_->MakeHostGroup();
+  UniqueFd group_fd(group.empty() ? -1 : ::open(group.c_str(), O_DIRECTORY | O_RDONLY | O_CLOEXEC));
+  if (!group_fd.valid()) {
+    if (!group.empty()) containment_->Remove(group);
+    return ENOENT;  // each gets a shim of its own
+  }
+  std::vector<int> fds = {group_fd.get()};
+  for (size_t i = first; i < first + count; ++i) {
+    fds.insert(fds.end(), {queue_[i].control.get(), queue_[i].run_dir.get(), queue_[i].group.get()});
+  }
+  int e = SendWithFds(socket_.get(), &kLaunchHostRequest, 1, fds.data(), fds.size());
+  if (e != 0) {
+    containment_->Remove(group);
+    return e;
+  }
+  for (size_t i = first; i < first + count; ++i) queue_[i].sent = true;
+  queue_[first].batch = count;
+  queue_[first].host_group = std::move(group);
+  return 0;
+}
+
 void ShimLauncher::Send() {
-  for (Request& r : queue_) {
+  for (size_t i = 0; i < queue_.size(); ++i) {
+    Request& r = queue_[i];
     if (r.sent) continue;
+    size_t count = 0;
+    while (r.hostable && count < kMaxHostedAttempts && i + count < queue_.size() && queue_[i + count].hostable) ++count;
+    if (count >= 2) {
+      int e = SendBatch(i, count);
+      if (e == EAGAIN || e == EWOULDBLOCK) return;  // sent when there is room
+      if (e == 0) {
+        i += count - 1;
+        continue;
+      }
+      if (e != ENOENT) {
+        if (launcher_ > 0) ::kill(launcher_, SIGKILL);  // our unreaped child: the pid is still its own
+        return Retire(Errno("the launcher stopped answering: send", e));
+      }
+    }
     int e = SendOne(r);
     if (e == EAGAIN || e == EWOULDBLOCK) return;  // sent when there is room
     if (e != 0) {
@@ -184,8 +245,35 @@ void ShimLauncher::OnReply() {
     }
     Request r = std::move(queue_.front());
     queue_.pop_front();
+    std::vector<Request> rest;  // the others of a host's batch
+    for (size_t i = 1; i < r.batch && !queue_.empty(); ++i) {
+      rest.push_back(std::move(queue_.front()));
+      queue_.pop_front();
+    }
     uv_timer_stop(deadline_.get());  // Rearm starts it again for the next one
     Rearm();
+    if (r.batch > 1) {
+      bool forked = reply.pid > 0 && (pidfd_dropped || got.size() == 1);
+      if (!forked) {
+        containment_->Remove(r.host_group);
+        std::string why = Errno("the launcher could not fork a host", reply.error ? reply.error : EIO);
+        logging::warn("{}; these shims are exec'd", why);
+      } else if (!got.empty()) {
+        Watch(reply.pid, std::move(got[0]), r.host_group);  // its group goes when it ends
+      }
+      rest.insert(rest.begin(), std::move(r));
+      // The answers may launch again, or retire this launcher: each runs on its own copy.
+      for (Request& each : rest) {
+        if (forked) {
+          Launched launched{reply.pid, UniqueFd(), true};
+          launched.hosted = true;
+          each.done(std::move(launched));
+        } else {
+          each.done(tl::unexpected(Error::Unavailable("the launcher could not fork a host")));
+        }
+      }
+      continue;
+    }
     if (pidfd_dropped) {
       r.done(Launched{reply.pid, UniqueFd(), reply.in_group == 1});  // watched by its control socket
     } else if (reply.pid <= 0 || got.size() != 1) {
@@ -208,14 +296,20 @@ void ShimLauncher::Retire(const std::string& why) {
   why_not_ = why;
   std::deque<Request> failed;
   failed.swap(queue_);
+  // A host it may have forked and not answered for is killed with its group
+  // (its replicas are in their own: the callers empty those).
+  for (Request& r : failed) {
+    if (!r.host_group.empty() && containment_ != nullptr) containment_->Kill(r.host_group);
+  }
   for (Request& r : failed) r.done(tl::unexpected(Error::Unavailable(why)));
 }
 
-void ShimLauncher::Watch(pid_t pid, UniqueFd pidfd) {
+void ShimLauncher::Watch(pid_t pid, UniqueFd pidfd, std::string host_group) {
   auto child = std::make_unique<Child>();
   child->owner = this;
   child->pid = pid;
   child->pidfd = std::move(pidfd);
+  child->host_group = std::move(host_group);
   child->watch = NewUvHandle<uv_poll_t>(child.get());
   uv_poll_init(loop_, child->watch.get(), child->pidfd.get());
   uv_poll_start(child->watch.get(), UV_READABLE, [](uv_poll_t* h, int, int) {
@@ -229,18 +323,27 @@ void ShimLauncher::OnChildExited(Child* child) {
   siginfo_t info{};
   ::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(child->pidfd.get()), &info, WEXITED | WNOHANG);
   if (child->pid == launcher_) Retire("the launcher (pid " + std::to_string(child->pid) + ") exited");
+  if (!child->host_group.empty() && containment_ != nullptr) containment_->Remove(child->host_group);
   auto it = std::find_if(children_.begin(), children_.end(), [child](const auto& c) { return c.get() == child; });
   if (it != children_.end()) children_.erase(it);  // closes the poll, then the pidfd
 }
 
 std::string ShimLauncher::Describe() const {
-  if (launcher_ > 0) return "forked by the launcher (pid " + std::to_string(launcher_) + ")";
+  if (launcher_ > 0) {
+    return "forked by the launcher (pid " + std::to_string(launcher_) + ")" +
+           (containment_ != nullptr && containment_->cgroups()
+                ? "; the daemon's own user's replicas started together share one (up to " +
+                      std::to_string(kMaxHostedAttempts) + ")"
+                : "");
+  }
   return "posix_spawn of torchxd-shim (" + why_not_ + ")";
 }
 
 std::string ShimLauncher::PidsToReap() const {
   std::string out;
-  for (const auto& c : children_) out += (out.empty() ? "" : ",") + std::to_string(c->pid);
+  for (const auto& c : children_) {
+    if (c->host_group.empty()) out += (out.empty() ? "" : ",") + std::to_string(c->pid);  // a host is the launcher's child
+  }
   return out;
 }
 

@@ -14,6 +14,12 @@
 // sent one's shim may have been forked and not answered for: the caller
 // empties its group before it starts the attempt again).
 //
+// Batches: launches marked hostable (a replica of the daemon's own user, in
+// a cgroup) that are queued in the same loop turn go to the launcher as one
+// request at the turn's end, and one host (shim_host.h), born in a group of
+// its own, monitors them all: a process creation per replica instead of two.
+// A single one gets a shim of its own. A host's group is removed when it ends.
+//
 // Launchers are the daemon's children, reaped here through pidfds, also those
 // the daemon's previous image left behind when it re-executed itself
 // (ReapLeftBehind): each lingers until the shims it forked have ended.
@@ -35,6 +41,7 @@
 #include "core/result.h"
 #include "core/unique_fd.h"
 #include "core/uv_handle.h"
+#include "supervisor/containment.h"
 
 namespace torchxd::supervisor {
 
@@ -48,6 +55,8 @@ class ShimLauncher {
   ShimLauncher(uv_loop_t* loop, std::string shim_path, bool enabled);
   // Closes the request socket: the launcher exits once its shims have.
   ~ShimLauncher();
+  // Where hosts' groups are made; without it (or cgroups) nothing is hosted.
+  void UseHostGroups(const Containment* containment) { containment_ = containment; }
   ShimLauncher(const ShimLauncher&) = delete;
   ShimLauncher& operator=(const ShimLauncher&) = delete;
 
@@ -57,6 +66,10 @@ class ShimLauncher {
     // shim runs, and its control socket is the only way to follow it.
     UniqueFd pidfd;
     bool in_group = false;  // born in the cgroup Launch was given
+    // Monitored by a host with other attempts: it ends when it closes the
+    // control socket; it is never signaled (its pid is the host's). The
+    // replica enters the group itself (in_group is true).
+    bool hosted = false;
   };
   // How a launch ended: the shim's pid and a pidfd of it, or why there is no
   // shim (the caller then starts one itself, with a control socket of its
@@ -67,8 +80,11 @@ class ShimLauncher {
   // forked into that group where the kernel can (Launched::in_group). `done`
   // runs on a later loop turn, launches in the order they were queued, unless
   // the launcher is destroyed first. An error here (no launcher now, too many
-  // queued) means `done` never runs.
-  [[nodiscard]] Result<void> Launch(UniqueFd control, UniqueFd run_dir, UniqueFd group, Done done);
+  // queued) means `done` never runs. `hostable`: it may share a host with
+  // others of the same turn (the replica runs as the daemon's user; `group`
+  // and `run_dir` are given).
+  [[nodiscard]] Result<void> Launch(UniqueFd control, UniqueFd run_dir, UniqueFd group, Done done,
+                                    bool hostable = false);
 
   // How shims are started now, for `torchx daemon status`.
   std::string Describe() const;
@@ -84,6 +100,7 @@ class ShimLauncher {
     pid_t pid = -1;
     UniqueFd pidfd;
     UvHandle<uv_poll_t> watch;
+    std::string host_group;  // a host (the launcher's child): its group goes when it ends
   };
   struct Request {
     UniqueFd control;
@@ -91,16 +108,21 @@ class ShimLauncher {
     UniqueFd group;
     Done done;
     bool sent = false;
+    bool hostable = false;
+    size_t batch = 1;        // sent: how many requests (this and the next) one answer is for
+    std::string host_group;  // a sent batch's host's group
   };
   [[nodiscard]] Result<void> StartLauncher();
   // The current launcher serves no more (reaped when it ends); every queued launch fails with `why`.
   void Retire(const std::string& why);
   void Send();   // what the socket takes of the queued launches
   int SendOne(const Request& r);  // 0 or an errno
+  // Sends queue_[first, first + count) as one host's batch; 0 or an errno (nothing sent).
+  int SendBatch(size_t first, size_t count);
   void Rearm();  // watches for replies, room and the reply deadline as the queue needs
   void OnIo(int status, int events);
   void OnReply();
-  void Watch(pid_t pid, UniqueFd pidfd);
+  void Watch(pid_t pid, UniqueFd pidfd, std::string host_group = "");
   void OnChildExited(Child* child);
 
   uv_loop_t* loop_;
@@ -109,6 +131,8 @@ class ShimLauncher {
   UniqueFd socket_;        // the request socket of the current launcher (non-blocking)
   UvHandle<uv_poll_t> io_;         // on socket_
   UvHandle<uv_timer_t> deadline_;  // armed while a sent launch waits for its reply
+  UvHandle<uv_check_t> flush_;     // active while hostable launches wait for their turn's end
+  const Containment* containment_ = nullptr;
   std::deque<Request> queue_;      // sent ones first, in order
   uint32_t io_events_ = 0;
   pid_t launcher_ = -1;    // the current launcher

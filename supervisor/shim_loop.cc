@@ -17,44 +17,42 @@
 #include <algorithm>
 
 #include "supervisor/proc_info.h"
+#include "supervisor/shim_start.h"
 
 namespace torchxd::supervisor {
 namespace {
 
-enum Tag : uint64_t { kSignal = 1, kStdout, kStderr, kListen, kControl, kCandidate };
-constexpr uint64_t TagOf(Tag kind, int fd) { return (static_cast<uint64_t>(kind) << 32) | static_cast<uint32_t>(fd); }
+// An event's tag: the attempt's index in its host (bits 40-63), what the
+// descriptor is (32-39) and the descriptor (0-31).
+enum Kind : uint64_t { kSignal = 1, kStdout, kStderr, kListen, kControl, kCandidate, kGroupEvents };
+constexpr Kind KindOf(uint64_t tag) { return static_cast<Kind>((tag >> 32) & 0xff); }
+constexpr int FdOf(uint64_t tag) { return static_cast<int>(tag & 0xffffffffu); }
 
 constexpr int64_t kNotifyEveryMs = 10;    // `logged` at most this often
 constexpr int64_t kDrainMs = 2000;        // after the tree is gone, for the pipes' last bytes
 constexpr size_t kMaxCandidates = 8;
 constexpr size_t kMaxPendingOut = 1 << 20;
+constexpr int64_t kGroupPollMs = 100;     // a hosted attempt's emptying group is looked at again this often
 
 char g_buffer[256 * 1024];
-
-int64_t MonotonicMs() {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
-}
-
-int64_t WallMs() {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
-}
 
 void SetNonBlocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
 
 }  // namespace
 
 ShimLoop::ShimLoop(const ShimSpec& spec, UniqueFd control_fd, UniqueFd run_dir_fd, UniqueFd signal_fd,
-                   std::string control_rest)
-    : spec_(spec), run_dir_fd_(std::move(run_dir_fd)), signal_fd_(std::move(signal_fd)) {
+                   std::string control_rest, UniqueFd group_fd)
+    : spec_(spec), run_dir_fd_(std::move(run_dir_fd)), signal_fd_(std::move(signal_fd)), group_fd_(std::move(group_fd)) {
   control_.fd = std::move(control_fd);
   control_.in = std::move(control_rest);
 }
 
 std::optional<std::string> ShimLoop::Prepare(UniqueFd& stdout_write, UniqueFd& stderr_write) {
+  if (group_fd_.valid()) {
+    procs_fd_.reset(::openat(group_fd_.get(), "cgroup.procs", O_WRONLY | O_CLOEXEC));
+    events_fd_.reset(::openat(group_fd_.get(), "cgroup.events", O_RDONLY | O_CLOEXEC));
+    if (!procs_fd_.valid() || !events_fd_.valid()) return std::string("cannot open the replica's cgroup: ") + strerror(errno);
+  }
   if (!spec_.log_dir.empty()) {
     auto logs = logfiles::ReplicaLogWriter::Open(spec_.log_dir, spec_.log_max_bytes);
     if (!logs) return "cannot open the replica's logs: " + logs.error().message;
@@ -77,9 +75,18 @@ std::optional<std::string> ShimLoop::Prepare(UniqueFd& stdout_write, UniqueFd& s
     ::strcpy(addr.sun_path, kShimSocket);
     mode_t umask_before = ::umask(0177);  // the socket is its user's alone (the daemon is root or that user)
     auto bind_here = [&] { return ::bind(listen_fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0; };
+    // A hosted attempt's socket is also its claim: one there already was
+    // made by a restarted daemon that found nothing of the attempt running
+    // and started it again (a shim of its own replaces a stale one).
     bool bound = listen_fd_.valid() && ::fchdir(run_dir_fd_.get()) == 0 &&
-                 (bind_here() || (errno == EADDRINUSE && ::unlinkat(run_dir_fd_.get(), kShimSocket, 0) == 0 && bind_here()));
+                 (bind_here() || (errno == EADDRINUSE && !group_fd_.valid() &&
+                                  ::unlinkat(run_dir_fd_.get(), kShimSocket, 0) == 0 && bind_here()));
     ::umask(umask_before);
+    if (!bound && errno == EADDRINUSE && group_fd_.valid()) {
+      claimed_ = true;
+      (void)!::chdir("/");
+      return "its run directory's socket is taken";
+    }
     if (!bound || ::listen(listen_fd_.get(), 4) != 0 || ::chdir("/") != 0) {
       return std::string("cannot listen in the run directory: ") + strerror(errno);
     }
@@ -87,11 +94,15 @@ std::optional<std::string> ShimLoop::Prepare(UniqueFd& stdout_write, UniqueFd& s
   return std::nullopt;
 }
 
+uint64_t ShimLoop::Tag(uint64_t kind, int fd) const {
+  return (static_cast<uint64_t>(index_) << 40) | (kind << 32) | static_cast<uint32_t>(fd);
+}
+
 void ShimLoop::Watch(int fd, uint64_t tag, uint32_t events) {
   struct epoll_event ev {};
   ev.events = events;
   ev.data.u64 = tag;
-  ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, fd, &ev);
+  ::epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &ev);
 }
 
 int ShimLoop::SpawnFailed(int err, const std::string& message) {
@@ -109,17 +120,27 @@ int ShimLoop::SpawnFailed(int err, const std::string& message) {
 }
 
 int ShimLoop::Run(const ReplicaChild& child, int64_t started_ms) {
+  epoll_fd_.reset(::epoll_create1(EPOLL_CLOEXEC));
+  Begin(epoll_fd_.get(), 0, child, started_ms);
+  if (signal_fd_.valid()) Watch(signal_fd_.get(), Tag(kSignal, signal_fd_.get()), EPOLLIN);
+  Loop();
+  return Finish();
+}
+
+void ShimLoop::Begin(int epoll_fd, uint32_t index, const ReplicaChild& child, int64_t started_ms) {
+  epoll_ = epoll_fd;
+  index_ = index;
   child_ = child;
   started_ms_ = started_ms;
-  epoll_fd_.reset(::epoll_create1(EPOLL_CLOEXEC));
   for (const UniqueFd* fd : {&out_fd_, &err_fd_, &control_.fd}) {
     if (fd->valid()) SetNonBlocking(fd->get());
   }
-  Watch(signal_fd_.get(), TagOf(kSignal, signal_fd_.get()), EPOLLIN);
-  Watch(out_fd_.get(), TagOf(kStdout, out_fd_.get()), EPOLLIN);
-  Watch(err_fd_.get(), TagOf(kStderr, err_fd_.get()), EPOLLIN);
-  if (listen_fd_.valid()) Watch(listen_fd_.get(), TagOf(kListen, listen_fd_.get()), EPOLLIN);
-  if (control_.fd.valid()) Watch(control_.fd.get(), TagOf(kControl, control_.fd.get()), EPOLLIN);
+  Watch(out_fd_.get(), Tag(kStdout, out_fd_.get()), EPOLLIN);
+  Watch(err_fd_.get(), Tag(kStderr, err_fd_.get()), EPOLLIN);
+  if (listen_fd_.valid()) Watch(listen_fd_.get(), Tag(kListen, listen_fd_.get()), EPOLLIN);
+  if (control_.fd.valid()) Watch(control_.fd.get(), Tag(kControl, control_.fd.get()), EPOLLIN);
+  // cgroup.events changes (its `populated` line) wake the loop as EPOLLPRI.
+  if (events_fd_.valid()) Watch(events_fd_.get(), Tag(kGroupEvents, events_fd_.get()), EPOLLPRI);
   if (run_dir_fd_.valid()) {
     ShimState state;
     state.shim_pid = ::getpid();
@@ -127,12 +148,11 @@ int ShimLoop::Run(const ReplicaChild& child, int64_t started_ms) {
     state.boot_id = BootId();
     state.attempt = spec_.attempt;
     state.started_ms = started_ms_;
+    state.hosted = group_fd_.valid();
     (void)WriteFileAtomically(run_dir_fd_.get(), kShimStateFile, EncodeShimState(state));
   }
   Say("started " + std::to_string(child_.pid));
   OnPeerLines(control_, true);  // what came right behind the spec
-  Loop();
-  return Finish();
 }
 
 int64_t ShimLoop::Timeout(int64_t now) const {
@@ -144,79 +164,143 @@ int64_t ShimLoop::Timeout(int64_t now) const {
   };
   if (!child_.reaped) consider(kill_at_);
   if (tree_gone_) consider(drain_until_);
+  if (child_.reaped && !tree_gone_ && group_killed_) consider(now + kGroupPollMs);
   if (notify_pending_) consider(last_notify_ + kNotifyEveryMs);
   return next;
+}
+
+bool ShimLoop::Step(int64_t now) {
+  if (child_.reaped && !tree_gone_) {
+    // What is left of its tree holds the pipes open. A hosted attempt's group
+    // is killed only when something is left in it, and empties as its
+    // members die (its cgroup.events wakes the loop).
+    if (!group_fd_.valid() || !TreeEmpty()) KillTree();
+    if (!TreeEmpty()) return true;
+    tree_gone_ = true;
+    drain_until_ = now + kDrainMs;
+  }
+  if (tree_gone_ && ((!out_fd_.valid() && !err_fd_.valid()) || now >= drain_until_)) return false;
+  if (kill_at_ > 0 && now >= kill_at_ && !child_.reaped) {
+    KillTree();  // a shim's own reaps the replica; a host's reaps it when its SIGCHLD comes
+    if (group_fd_.valid()) {
+      kill_at_ = group_killed_ ? 0 : now + kGroupPollMs;
+    } else if (child_.reaped) {
+      return Step(now);  // on to its end at once
+    }
+  }
+  Notify(now);
+  return true;
 }
 
 void ShimLoop::Loop() {
   struct epoll_event events[16];
   for (;;) {
     int64_t now = MonotonicMs();
-    if (child_.reaped && !tree_gone_) {
-      KillTree(child_);  // what is left of its tree holds the pipes open
-      tree_gone_ = true;
-      drain_until_ = now + kDrainMs;
-    }
-    if (tree_gone_ && ((!out_fd_.valid() && !err_fd_.valid()) || now >= drain_until_)) return;
-    if (kill_at_ > 0 && now >= kill_at_ && !child_.reaped) {
-      KillTree(child_);
-      continue;
-    }
-    Notify(now);
-    int n = ::epoll_wait(epoll_fd_.get(), events, 16, static_cast<int>(Timeout(now)));
+    if (!Step(now)) return;
+    int n = ::epoll_wait(epoll_, events, 16, static_cast<int>(Timeout(now)));
     for (int i = 0; i < n; ++i) {
-      auto kind = static_cast<Tag>(events[i].data.u64 >> 32);
-      int fd = static_cast<int>(events[i].data.u64 & 0xffffffffu);
-      switch (kind) {
-        case kSignal: OnSignal(); break;
-        case kStdout: OnOutput(out_fd_, OutputStream::kStdout); break;
-        case kStderr: OnOutput(err_fd_, OutputStream::kStderr); break;
-        case kListen: OnAccept(); break;
-        case kControl:
-          if (events[i].events & EPOLLOUT) Flush(false);
-          if (control_.fd.get() == fd && (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR))) OnPeerReadable(control_, true);
-          break;
-        case kCandidate:
-          for (auto& c : candidates_) {
-            if (c.fd.get() == fd) {
-              OnPeerReadable(c, false);
-              break;
-            }
-          }
-          candidates_.erase(std::remove_if(candidates_.begin(), candidates_.end(), [](const Peer& p) { return !p.fd.valid(); }),
-                            candidates_.end());
-          break;
+      if (KindOf(events[i].data.u64) == kSignal) {
+        ReadSignals();
+      } else {
+        OnEvent(events[i].data.u64, events[i].events);
       }
     }
   }
 }
 
-void ShimLoop::OnSignal() {
-  struct signalfd_siginfo info;
-  while (::read(signal_fd_.get(), &info, sizeof(info)) == sizeof(info)) {
-    switch (info.ssi_signo) {
-      case SIGCHLD:
-        ReapAvailable(child_);
-        break;
-      case SIGTERM:
-        stop_requested_ = stop_requested_ || !child_.reaped;
-        TerminateGroup(child_);
-        break;
-      case SIGUSR1:
-        stop_requested_ = stop_requested_ || !child_.reaped;
-        kill_at_ = MonotonicMs();
-        break;
-      case SIGHUP:
-      case SIGINT:
-        // The parent-death signal: the daemon died and the replica must not outlive it.
-        if (!spec_.keep) {
-          daemon_lost_ = true;
-          kill_at_ = MonotonicMs();
+void ShimLoop::OnEvent(uint64_t tag, uint32_t events) {
+  int fd = FdOf(tag);
+  switch (KindOf(tag)) {
+    case kStdout: OnOutput(out_fd_, OutputStream::kStdout); break;
+    case kStderr: OnOutput(err_fd_, OutputStream::kStderr); break;
+    case kListen: OnAccept(); break;
+    case kControl:
+      if (events & EPOLLOUT) Flush(false);
+      if (control_.fd.get() == fd && (events & (EPOLLIN | EPOLLHUP | EPOLLERR))) OnPeerReadable(control_, true);
+      break;
+    case kCandidate:
+      for (auto& c : candidates_) {
+        if (c.fd.get() == fd) {
+          OnPeerReadable(c, false);
+          break;
         }
-        break;
-      default:
-        break;
-    }
+      }
+      candidates_.erase(std::remove_if(candidates_.begin(), candidates_.end(), [](const Peer& p) { return !p.fd.valid(); }),
+                        candidates_.end());
+      break;
+    case kGroupEvents:  // looked at in Step
+    case kSignal:
+      break;
+  }
+}
+
+void ShimLoop::ReadSignals() {
+  struct signalfd_siginfo info;
+  while (::read(signal_fd_.get(), &info, sizeof(info)) == sizeof(info)) OnSignal(static_cast<int>(info.ssi_signo));
+}
+
+bool ShimLoop::OnReaped(pid_t pid, int status) {
+  if (pid != child_.pid || child_.reaped) return false;
+  child_.reaped = true;
+  child_.status = status;
+  return true;
+}
+
+void ShimLoop::KillTree() {
+  if (!group_fd_.valid()) return supervisor::KillTree(child_);
+  if (child_.pid > 0 && !child_.reaped) ::kill(-child_.pid, SIGKILL);
+  if (group_killed_) return;
+  // Every member of the attempt's group, and only those: the host's other
+  // attempts are not this one's descendants. cgroup.kill (Linux 5.14), else
+  // each member listed in cgroup.procs, again while any is left.
+  UniqueFd kill_fd(::openat(group_fd_.get(), "cgroup.kill", O_WRONLY | O_CLOEXEC));
+  if (kill_fd.valid() && ::write(kill_fd.get(), "1", 1) == 1) {
+    group_killed_ = true;
+    return;
+  }
+  UniqueFd procs(::openat(group_fd_.get(), "cgroup.procs", O_RDONLY | O_CLOEXEC));
+  char buf[4096];
+  ssize_t n = procs.valid() ? ::read(procs.get(), buf, sizeof(buf) - 1) : -1;
+  if (n <= 0) return;
+  buf[n] = '\0';
+  char* save = nullptr;
+  for (char* tok = strtok_r(buf, "\n", &save); tok != nullptr; tok = strtok_r(nullptr, "\n", &save)) {
+    ::kill(static_cast<pid_t>(atol(tok)), SIGKILL);
+  }
+}
+
+bool ShimLoop::TreeEmpty() {
+  if (!group_fd_.valid()) return true;  // KillTree waited until it was
+  char buf[256];
+  ssize_t n = ::pread(events_fd_.get(), buf, sizeof(buf) - 1, 0);
+  if (n <= 0) return true;  // the group is gone
+  buf[n] = '\0';
+  return strstr(buf, "populated 0") != nullptr;
+}
+
+void ShimLoop::OnSignal(int signo) {
+  switch (signo) {
+    case SIGCHLD:
+      if (!group_fd_.valid()) ReapAvailable(child_);  // a host reaps for all its attempts
+      break;
+    case SIGTERM:
+      stop_requested_ = stop_requested_ || !child_.reaped;
+      TerminateGroup(child_);
+      break;
+    case SIGUSR1:
+      stop_requested_ = stop_requested_ || !child_.reaped;
+      kill_at_ = MonotonicMs();
+      break;
+    case SIGHUP:
+    case SIGINT:
+      // The parent-death signal: the daemon died and the replica must not outlive it.
+      if (!spec_.keep) {
+        daemon_lost_ = true;
+        kill_at_ = MonotonicMs();
+      }
+      break;
+    default:
+      break;
   }
 }
 
@@ -227,7 +311,7 @@ void ShimLoop::OnOutput(UniqueFd& fd, OutputStream stream) {
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno == EAGAIN) return;
     if (n <= 0) {
-      ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, fd.get(), nullptr);
+      ::epoll_ctl(epoll_, EPOLL_CTL_DEL, fd.get(), nullptr);
       fd.reset();
       return;
     }
@@ -260,13 +344,13 @@ void ShimLoop::OnAccept() {
     }
     int raw = fd.get();
     candidates_.push_back(Peer{std::move(fd), ""});
-    Watch(raw, TagOf(kCandidate, raw), EPOLLIN);
+    Watch(raw, Tag(kCandidate, raw), EPOLLIN);
   }
 }
 
 void ShimLoop::DropPeer(Peer& peer) {
   if (!peer.fd.valid()) return;
-  ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, peer.fd.get(), nullptr);
+  ::epoll_ctl(epoll_, EPOLL_CTL_DEL, peer.fd.get(), nullptr);
   peer.fd.reset();
   peer.in.clear();
   if (&peer == &control_) out_.clear();
@@ -309,8 +393,8 @@ void ShimLoop::OnControlLine(const std::string& line, Peer& peer, bool trusted) 
     DropPeer(control_);
     control_.fd = std::move(peer.fd);
     control_.in = peer.in;
-    ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, control_.fd.get(), nullptr);
-    Watch(control_.fd.get(), TagOf(kControl, control_.fd.get()), EPOLLIN);
+    ::epoll_ctl(epoll_, EPOLL_CTL_DEL, control_.fd.get(), nullptr);
+    Watch(control_.fd.get(), Tag(kControl, control_.fd.get()), EPOLLIN);
     control_out_watched_ = false;
     uint64_t disk = logs_ ? logs_->disk_bytes() : 0, lost = logs_ ? logs_->bytes_lost() : 0;
     Say("ready " + std::to_string(kShimControlVersion) + " " + std::to_string(child_.pid) + " " +
@@ -323,7 +407,7 @@ void ShimLoop::OnControlLine(const std::string& line, Peer& peer, bool trusted) 
 }
 
 void ShimLoop::Stop(int64_t grace_ms) {
-  ReapAvailable(child_);      // a SIGCHLD not read yet
+  if (!group_fd_.valid()) ReapAvailable(child_);  // a SIGCHLD not read yet (a host reaps for all)
   if (child_.reaped) return;  // it ended first: on its own
   stop_requested_ = true;
   int64_t at = MonotonicMs() + grace_ms;
@@ -362,11 +446,11 @@ void ShimLoop::Flush(bool block) {
 }
 
 void ShimLoop::WatchControlOutput(bool on) {
-  if (!control_.fd.valid() || !epoll_fd_.valid() || on == control_out_watched_) return;
+  if (!control_.fd.valid() || epoll_ < 0 || on == control_out_watched_) return;
   struct epoll_event ev {};
   ev.events = on ? EPOLLIN | EPOLLOUT : EPOLLIN;
-  ev.data.u64 = TagOf(kControl, control_.fd.get());
-  if (::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_MOD, control_.fd.get(), &ev) == 0) control_out_watched_ = on;
+  ev.data.u64 = Tag(kControl, control_.fd.get());
+  if (::epoll_ctl(epoll_, EPOLL_CTL_MOD, control_.fd.get(), &ev) == 0) control_out_watched_ = on;
 }
 
 void ShimLoop::RecordExit(ShimExit& e) {

@@ -33,16 +33,38 @@ class ShimLoop {
   // Takes the descriptors: `control_fd`, the daemon that spawned the shim
   // (trusted, no hello); `run_dir_fd`, invalid when there is no run
   // directory; `signal_fd`, a signalfd for the signals the shim handles
-  // (they are blocked).
+  // (they are blocked; invalid in a host, which reads its own).
   // `control_rest`: what the daemon sent behind the spec, read once the replica runs.
+  // `group_fd`: the attempt's cgroup v2 directory when this is one of several
+  // attempts a host runs (shim_host.h): the replica enters that group itself,
+  // and its tree is that group's members (the host is outside it).
   ShimLoop(const ShimSpec& spec, UniqueFd control_fd, UniqueFd run_dir_fd, UniqueFd signal_fd,
-           std::string control_rest = {});
-  // Logs opened, pipes created: what the replica gets as stdout/stderr.
+           std::string control_rest = {}, UniqueFd group_fd = {});
+  // Logs opened, pipes created: what the replica gets as stdout/stderr. A
+  // hosted attempt whose run directory's socket is taken already (a restarted
+  // daemon claimed it: the attempt runs elsewhere or not at all) fails with
+  // claimed() set, and must run nothing and say nothing.
   [[nodiscard]] std::optional<std::string> Prepare(UniqueFd& stdout_write, UniqueFd& stderr_write);
+  bool claimed() const { return claimed_; }
+  // The group's cgroup.procs for the replica to enter (-1: not hosted).
+  int cgroup_procs_fd() const { return procs_fd_.get(); }
   // After the replica started (or could not): runs until the shim must exit;
   // returns its exit status.
   int Run(const ReplicaChild& child, int64_t started_ms);
   int SpawnFailed(int err, const std::string& message);
+
+  // A host drives several: Begin once the replica runs (its descriptors join
+  // `epoll_fd`, tagged with `index`), then, each turn, Step (false: done, call
+  // Finish), Timeout, and every event whose tag carries its index.
+  void Begin(int epoll_fd, uint32_t index, const ReplicaChild& child, int64_t started_ms);
+  bool Step(int64_t now);
+  int64_t Timeout(int64_t now) const;
+  void OnEvent(uint64_t tag, uint32_t events);
+  void OnSignal(int signo);
+  // The host reaped `pid`; true when it was this attempt's replica.
+  bool OnReaped(pid_t pid, int status);
+  int Finish();
+  static uint32_t IndexOf(uint64_t tag) { return static_cast<uint32_t>(tag >> 40); }
 
  private:
   struct Peer {
@@ -50,7 +72,7 @@ class ShimLoop {
     std::string in;
   };
   void Loop();
-  void OnSignal();
+  void ReadSignals();
   void OnOutput(UniqueFd& fd, OutputStream stream);
   void OnAccept();
   void OnPeerReadable(Peer& peer, bool trusted);
@@ -61,12 +83,13 @@ class ShimLoop {
   void Flush(bool block);
   void WatchControlOutput(bool on);  // EPOLLOUT on the control fd while output waits (changed only when it must)
   void Notify(int64_t now);
-  int Finish();
+  void KillTree();     // what is left of the replica's tree
+  bool TreeEmpty();    // nothing of it left (a hosted attempt: its group is empty)
   // Ends the attempt's logs (their figures go into `e`) and writes exit.json.
   void RecordExit(ShimExit& e);
   void Watch(int fd, uint64_t tag, uint32_t events);
+  uint64_t Tag(uint64_t kind, int fd) const;
   void DropPeer(Peer& peer);
-  int64_t Timeout(int64_t now) const;
 
   ShimSpec spec_;
   Peer control_;                 // the daemon in charge (may be none)
@@ -74,7 +97,12 @@ class ShimLoop {
   UniqueFd run_dir_fd_;
   UniqueFd signal_fd_;
   UniqueFd listen_fd_;
-  UniqueFd epoll_fd_;
+  UniqueFd epoll_fd_;            // its own (Run); a host's is borrowed
+  int epoll_ = -1;
+  uint32_t index_ = 0;
+  UniqueFd group_fd_, procs_fd_, events_fd_;  // hosted: the attempt's group
+  bool claimed_ = false;
+  bool group_killed_ = false;
   UniqueFd out_fd_, err_fd_;  // the replica's stdout and stderr, read end
   std::optional<logfiles::ReplicaLogWriter> logs_;
   ReplicaChild child_;

@@ -40,7 +40,9 @@
 #include "supervisor/launch_protocol.h"
 #include "supervisor/launcher_loop.h"
 #include "supervisor/shim_loop.h"
+#include "supervisor/shim_host.h"
 #include "supervisor/shim_protocol.h"
+#include "supervisor/shim_start.h"
 #include "supervisor/shim_tree.h"
 
 namespace {
@@ -49,84 +51,6 @@ using namespace torchxd::supervisor;
 using torchxd::UniqueFd;
 
 constexpr int kControlFd = kShimControlFd;
-
-void SayRaw(const std::string& line) {
-  std::string msg = OneLine(line) + "\n";
-  const char* p = msg.data();
-  size_t left = msg.size();
-  while (left > 0) {
-    ssize_t n = ::write(kControlFd, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;  // the daemon is gone; nothing to tell
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
-}
-
-// Reads the spec the daemon sends once; false (with `error`) when it is not a
-// complete, valid one: then nothing runs. What came behind it (a stop the
-// daemon sent at once) is left in `rest` for the control loop.
-bool ReadSpec(ShimSpec& spec, std::string& rest, std::string& error) {
-  std::string buf;
-  char chunk[65536];
-  for (;;) {
-    size_t used = 0;
-    switch (DecodeShimSpec(buf, spec, error, &used)) {
-      case ShimDecode::kComplete:
-        rest = buf.substr(used);
-        return true;
-      case ShimDecode::kInvalid:
-        return false;
-      case ShimDecode::kNeedMore:
-        break;
-    }
-    ssize_t n = ::read(kControlFd, chunk, sizeof(chunk));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      error = "the spec ended early";
-      return false;
-    }
-    buf.append(chunk, static_cast<size_t>(n));
-  }
-}
-
-// Becomes exactly the user the spec names, or says why not (fail closed: on
-// any doubt nothing runs). Without supplementary groups in the spec, the shim
-// must already be that user (the daemon's own).
-bool TakeCredentials(const ShimCredentials& c, std::string& error) {
-  uid_t uid = c.uid;
-  gid_t gid = c.gid;
-  bool already = ::getuid() == uid && ::geteuid() == uid && ::getgid() == gid && ::getegid() == gid;
-  if (already && c.groups.empty()) return true;
-  if (::geteuid() != 0) {
-    error = "cannot become uid " + std::to_string(uid) + " without root";
-    return false;
-  }
-  std::vector<gid_t> groups(c.groups.begin(), c.groups.end());
-  if (::setgroups(groups.size(), groups.data()) != 0 || ::setresgid(gid, gid, gid) != 0 ||
-      ::setresuid(uid, uid, uid) != 0) {
-    error = "cannot become uid " + std::to_string(uid) + ": " + strerror(errno);
-    return false;
-  }
-  uid_t ru, eu, su;
-  gid_t rg, eg, sg;
-  if (::getresuid(&ru, &eu, &su) != 0 || ::getresgid(&rg, &eg, &sg) != 0 || ru != uid || eu != uid || su != uid ||
-      rg != gid || eg != gid || sg != gid) {
-    error = "the credentials did not take";
-    return false;
-  }
-  if (uid != 0 && ::setuid(0) == 0) {
-    error = "root could be regained after dropping it";
-    return false;
-  }
-  return true;
-}
-
-int64_t WallMs() {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
-}
 
 // `parent`: the pid of the process that started the shim (the daemon, or the
 // launcher it forked from). If it died before PDEATHSIG was set, no
@@ -157,15 +81,15 @@ int ShimMain(pid_t parent, pid_t daemon) {
 
   ShimSpec spec;
   std::string refused, control_rest;
-  bool complete = ReadSpec(spec, control_rest, refused);
+  bool complete = ReadSpec(kControlFd, spec, control_rest, refused);
   if (!spec.keep && orphaned) return 1;
   if (!complete) {
-    SayRaw("spawn-failed " + std::to_string(EINVAL) + " torchxd-shim refused the replica spec: " + refused);
+    SayRaw(kControlFd, "spawn-failed " + std::to_string(EINVAL) + " torchxd-shim refused the replica spec: " + refused);
     return 0;
   }
   // Become the submitting user before touching any of its paths.
   if (!TakeCredentials(spec.credentials, refused)) {
-    SayRaw("spawn-failed " + std::to_string(EPERM) + " torchxd-shim: " + refused);
+    SayRaw(kControlFd, "spawn-failed " + std::to_string(EPERM) + " torchxd-shim: " + refused);
     return 0;
   }
   // The shim holds the nonce: the replica's user may not read its memory.
@@ -179,46 +103,16 @@ int ShimMain(pid_t parent, pid_t daemon) {
   // attempt itself, so this one, whose spec came before that answer, runs
   // nothing (a daemon that did get the answer is told why).
   if (parent != daemon && ::getppid() != parent && (::kill(daemon, 0) == 0 || errno == EPERM)) {
-    SayRaw("spawn-failed " + std::to_string(ESRCH) + " torchxd-shim: its launcher ended before the replica started");
+    SayRaw(kControlFd, "spawn-failed " + std::to_string(ESRCH) + " torchxd-shim: its launcher ended before the replica started");
     return 0;
   }
   UniqueFd signal_fd(::signalfd(-1, &handled, SFD_NONBLOCK | SFD_CLOEXEC));
 
   ShimLoop shim(spec, UniqueFd(kControlFd), UniqueFd(have_run_dir ? kShimRunDirFd : -1), std::move(signal_fd),
                 std::move(control_rest));
-  UniqueFd stdout_write, stderr_write;
-  if (auto error = shim.Prepare(stdout_write, stderr_write)) return shim.SpawnFailed(EIO, *error);
-
-  struct stat st;
-  if (::stat(spec.cwd.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    int e = errno ? errno : ENOTDIR;
-    return shim.SpawnFailed(e, "working directory " + spec.cwd + ": " + strerror(e));
-  }
-  int err = 0;
-  ReplicaLaunch launch;
-  launch.program = ResolveProgram(spec.argv[0], spec.cwd, spec.env, err);
-  if (launch.program.empty()) {
-    return shim.SpawnFailed(err, spec.argv[0] + ": " + (err == ENOENT ? "command not found in PATH" : strerror(err)));
-  }
-  launch.argv = spec.argv;
-  launch.env = spec.env;
-  launch.cwd = spec.cwd;
-  launch.stdout_fd = stdout_write.get();
-  launch.stderr_fd = stderr_write.get();
-  launch.nofile = spec.nofile;
   ReplicaChild child;
-  int64_t started_ms = WallMs();
-  int rc = LaunchReplica(launch, child);
-  stdout_write.reset();  // the replica holds them now
-  stderr_write.reset();
-  if (rc != 0) {
-    std::string why = strerror(rc);
-    if (rc == ENOENT && ::access(launch.program.c_str(), F_OK) == 0) {
-      why = "bad interpreter (the #! line names a missing program)";
-    }
-    if (rc == ENOEXEC) why = "not an executable format";
-    return shim.SpawnFailed(rc, launch.program + ": " + why);
-  }
+  int64_t started_ms = 0;
+  if (auto failed = StartReplica(shim, spec, child, started_ms)) return *failed;
   return shim.Run(child, started_ms);
 }
 
@@ -229,7 +123,7 @@ int ShimMain(pid_t parent, pid_t daemon) {
 int main(int argc, char** argv) {
   if (argc >= 3 && strcmp(argv[1], kLauncherFlag) == 0) {
     bool gated = argc >= 4 && strcmp(argv[3], "--gated-fork") == 0;
-    return RunLauncher(static_cast<pid_t>(atol(argv[2])), ShimMain, gated);
+    return RunLauncher(static_cast<pid_t>(atol(argv[2])), ShimMain, RunHost, gated);
   }
   if (argc < 2) return 1;
   pid_t daemon = static_cast<pid_t>(atol(argv[1]));

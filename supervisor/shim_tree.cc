@@ -18,6 +18,8 @@
 namespace torchxd::supervisor {
 namespace {
 
+constexpr int kGroupStep = 1 << 20;  // or'ed into the child's errno: entering its cgroup failed
+
 std::vector<pid_t> Children() {
   std::vector<pid_t> out;
   char path[64];
@@ -59,6 +61,8 @@ bool IsExecutableFile(const std::string& path) {
   };
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != shim) fail(ESRCH);  // the shim died already
+  // "0": the writer itself, this child alone (the shim stays where it is).
+  if (l.cgroup_procs_fd >= 0 && ::write(l.cgroup_procs_fd, "0", 1) != 1) fail((errno ? errno : EIO) | kGroupStep);
   if (::setsid() < 0) fail(errno);
   if (::dup2(l.stdout_fd, 1) < 0 || ::dup2(l.stderr_fd, 2) < 0) fail(errno);
   sigset_t none;
@@ -104,7 +108,8 @@ int LaunchReplica(const ReplicaLaunch& l, ReplicaChild& child) {
   if (error != 0) {  // exec failed: the child has exited
     ::waitpid(pid, &child.status, 0);
     child.reaped = true;
-    return error;
+    child.group_failed = (error & kGroupStep) != 0;
+    return error & ~kGroupStep;
   }
   return 0;
 }

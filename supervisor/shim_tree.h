@@ -18,6 +18,7 @@ struct ReplicaChild {
   bool reaped = false;
   int status = 0;  // waitpid status once reaped
   bool childless = false;  // the last ReapAvailable found no child at all (ECHILD)
+  bool group_failed = false;  // LaunchReplica failed entering the cgroup, before the exec
 };
 
 struct ReplicaLaunch {
@@ -28,6 +29,9 @@ struct ReplicaLaunch {
   int stdout_fd = -1;
   int stderr_fd = -1;
   unsigned long nofile = 0;
+  // A cgroup's cgroup.procs, opened for writing: the replica enters that group
+  // first thing, before it runs anything (-1: it stays where the shim is).
+  int cgroup_procs_fd = -1;
 };
 
 // Starts (vfork + exec) the replica in its own session and process group, with a

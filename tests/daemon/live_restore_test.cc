@@ -180,6 +180,31 @@ TEST_F(LiveRestoreTest, AnExitWhileTheDaemonIsDownIsReportedWithItsRealCodeAndSi
   EXPECT_EQ(Replica(st, "segv", 0)["error_message"], "killed by signal 11");
 }
 
+// The daemon's own user's replicas started together share one monitor (a
+// host): after a SIGKILL the next daemon adopts each attempt, and each ends
+// when its replica does, not when the host (which the other still needs) does.
+TEST_F(LiveRestoreTest, AHostsAttemptsAreAdoptedAndEachEndsWithItsReplicaNotWithTheHost) {
+  StartLive();
+  std::string h = Run(App("hosted", {FakeRole("quick", {"--sleep", "2"}), FakeRole("slow", {"--sleep", "60"})}));
+  ASSERT_TRUE(WaitUntil([&] { return ShimPids().size() == 2; }, 5));
+  auto pids = ShimPids();
+  ASSERT_EQ(pids[0], pids[1]) << "one host monitors both";
+  StopDaemon(SIGKILL);
+  StartLive();
+  json st;
+  ASSERT_TRUE(WaitUntil([&] {
+    auto r = Call("status", {{"app_handle", h}});
+    if (!r) return false;
+    st = *r;
+    return Replica(st, "quick", 0)["state_name"] == "SUCCEEDED";
+  }, 15)) << st.dump();
+  EXPECT_EQ(Replica(st, "slow", 0)["state_name"], "RUNNING") << st.dump();
+  EXPECT_EQ(ShimPids(), std::vector<pid_t>{pids[0]}) << "the host lives on for the slow one";
+  ASSERT_TRUE(Call("cancel", {{"app_handle", h}, {"grace_period", 0}}));
+  EXPECT_EQ(Finished(h)["state"], "CANCELLED");
+  EXPECT_TRUE(WaitUntil([&] { return ProcessGone(pids[0]); }, 5)) << "the host ended after its last attempt";
+}
+
 TEST_F(LiveRestoreTest, ACrashAtEachCommitStepLosesNothingRunsNothingTwiceAndLeavesNothing) {
   for (const char* step : {"after_intent", "after_spawn", "after_exit_read", "after_exit_stored"}) {
     SCOPED_TRACE(step);

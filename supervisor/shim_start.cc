@@ -1,0 +1,138 @@
+#include "supervisor/shim_start.h"
+
+#include <errno.h>
+#include <grp.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <vector>
+
+#include "core/unique_fd.h"
+
+namespace torchxd::supervisor {
+
+void SayRaw(int fd, const std::string& line) {
+  std::string msg = OneLine(line) + "\n";
+  const char* p = msg.data();
+  size_t left = msg.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // the daemon is gone; nothing to tell
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+}
+
+bool ReadSpec(int fd, ShimSpec& spec, std::string& rest, std::string& error) {
+  std::string buf;
+  char chunk[65536];
+  for (;;) {
+    size_t used = 0;
+    switch (DecodeShimSpec(buf, spec, error, &used)) {
+      case ShimDecode::kComplete:
+        rest = buf.substr(used);
+        return true;
+      case ShimDecode::kInvalid:
+        return false;
+      case ShimDecode::kNeedMore:
+        break;
+    }
+    ssize_t n = ::read(fd, chunk, sizeof(chunk));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      error = "the spec ended early";
+      return false;
+    }
+    buf.append(chunk, static_cast<size_t>(n));
+  }
+}
+
+bool IsAlready(const ShimCredentials& c) {
+  return c.groups.empty() && ::getuid() == c.uid && ::geteuid() == c.uid && ::getgid() == c.gid &&
+         ::getegid() == c.gid;
+}
+
+bool TakeCredentials(const ShimCredentials& c, std::string& error) {
+  uid_t uid = c.uid;
+  gid_t gid = c.gid;
+  if (IsAlready(c)) return true;
+  if (::geteuid() != 0) {
+    error = "cannot become uid " + std::to_string(uid) + " without root";
+    return false;
+  }
+  std::vector<gid_t> groups(c.groups.begin(), c.groups.end());
+  if (::setgroups(groups.size(), groups.data()) != 0 || ::setresgid(gid, gid, gid) != 0 ||
+      ::setresuid(uid, uid, uid) != 0) {
+    error = "cannot become uid " + std::to_string(uid) + ": " + strerror(errno);
+    return false;
+  }
+  uid_t ru, eu, su;
+  gid_t rg, eg, sg;
+  if (::getresuid(&ru, &eu, &su) != 0 || ::getresgid(&rg, &eg, &sg) != 0 || ru != uid || eu != uid || su != uid ||
+      rg != gid || eg != gid || sg != gid) {
+    error = "the credentials did not take";
+    return false;
+  }
+  if (uid != 0 && ::setuid(0) == 0) {
+    error = "root could be regained after dropping it";
+    return false;
+  }
+  return true;
+}
+
+int64_t WallMs() {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t MonotonicMs() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
+std::optional<int> StartReplica(ShimLoop& shim, const ShimSpec& spec, ReplicaChild& child, int64_t& started_ms) {
+  UniqueFd stdout_write, stderr_write;
+  if (auto error = shim.Prepare(stdout_write, stderr_write)) {
+    if (shim.claimed()) return 0;
+    return shim.SpawnFailed(EIO, *error);
+  }
+  struct stat st;
+  if (::stat(spec.cwd.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    int e = errno ? errno : ENOTDIR;
+    return shim.SpawnFailed(e, "working directory " + spec.cwd + ": " + strerror(e));
+  }
+  int err = 0;
+  ReplicaLaunch launch;
+  launch.program = ResolveProgram(spec.argv[0], spec.cwd, spec.env, err);
+  if (launch.program.empty()) {
+    return shim.SpawnFailed(err, spec.argv[0] + ": " + (err == ENOENT ? "command not found in PATH" : strerror(err)));
+  }
+  launch.argv = spec.argv;
+  launch.env = spec.env;
+  launch.cwd = spec.cwd;
+  launch.stdout_fd = stdout_write.get();
+  launch.stderr_fd = stderr_write.get();
+  launch.nofile = spec.nofile;
+  launch.cgroup_procs_fd = shim.cgroup_procs_fd();
+  started_ms = WallMs();
+  int rc = LaunchReplica(launch, child);
+  stdout_write.reset();  // the replica holds them now
+  stderr_write.reset();
+  if (rc != 0 && child.group_failed) return shim.SpawnFailed(rc, std::string("cannot enter the replica's cgroup: ") + strerror(rc));
+  if (rc != 0) {
+    std::string why = strerror(rc);
+    if (rc == ENOENT && ::access(launch.program.c_str(), F_OK) == 0) {
+      why = "bad interpreter (the #! line names a missing program)";
+    }
+    if (rc == ENOEXEC) why = "not an executable format";
+    return shim.SpawnFailed(rc, launch.program + ": " + why);
+  }
+  return std::nullopt;
+}
+
+}  // namespace torchxd::supervisor

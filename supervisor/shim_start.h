@@ -1,0 +1,50 @@
+// What a monitor does with an attempt's spec before its replica runs: read
+// it, check the credentials, prepare the logs and pipes, find the program and
+// start it. Shared by a shim of its own (shim_main.cc) and a host of several
+// attempts (shim_host.h).
+//
+// Thread contract: the monitor's single thread.
+#ifndef TORCHXD_SUPERVISOR_SHIM_START_H_
+#define TORCHXD_SUPERVISOR_SHIM_START_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "supervisor/shim_loop.h"
+#include "supervisor/shim_protocol.h"
+#include "supervisor/shim_tree.h"
+
+namespace torchxd::supervisor {
+
+// One line to the daemon on `fd`, written whole (blocking) or not at all.
+void SayRaw(int fd, const std::string& line);
+
+// Reads the spec the daemon sends once on `fd`; false (with `error`) when it
+// is not a complete, valid one: then nothing runs. What came behind it (a
+// stop the daemon sent at once) is left in `rest` for the control loop.
+bool ReadSpec(int fd, ShimSpec& spec, std::string& rest, std::string& error);
+
+// Becomes exactly the user the spec names, or says why not (fail closed: on
+// any doubt nothing runs). Without supplementary groups in the spec, the
+// monitor must already be that user (the daemon's own).
+bool TakeCredentials(const ShimCredentials& c, std::string& error);
+
+// Whether the monitor is that user already, with nothing to change (a host
+// runs only such attempts: it never changes its credentials).
+bool IsAlready(const ShimCredentials& c);
+
+int64_t WallMs();
+int64_t MonotonicMs();
+
+// Prepares `shim` and starts the replica the spec names (in the group whose
+// cgroup.procs `shim` holds, when hosted). nullopt: it runs, `child` and
+// `started_ms` say since when; else the monitor's exit status, the failure
+// recorded and told (a hosted attempt whose socket was claimed: neither).
+std::optional<int> StartReplica(ShimLoop& shim, const ShimSpec& spec, ReplicaChild& child, int64_t& started_ms);
+
+}  // namespace torchxd::supervisor
+
+#endif  // TORCHXD_SUPERVISOR_SHIM_START_H_
