@@ -299,7 +299,10 @@ void ShimLauncher::Retire(const std::string& why) {
   // A host it may have forked and not answered for is killed with its group
   // (its replicas are in their own: the callers empty those).
   for (Request& r : failed) {
-    if (!r.host_group.empty() && containment_ != nullptr) containment_->Kill(r.host_group);
+    if (!r.host_group.empty() && containment_ != nullptr) {
+      containment_->Kill(r.host_group);
+      containment_->Remove(r.host_group);  // empty unless a host was forked (then at the next start or stop)
+    }
   }
   for (Request& r : failed) r.done(tl::unexpected(Error::Unavailable(why)));
 }

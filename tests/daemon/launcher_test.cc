@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -102,6 +103,54 @@ TEST_F(LauncherTest, ARestartLeavesTheOldLauncherToItsShimsAndTheNewImageReapsIt
   // Its last shim ended: it exits, and the new image reaps it (no zombie left under the daemon).
   EXPECT_TRUE(WaitUntil([&] { return !fs::exists("/proc/" + std::to_string(old_launcher)); }, 10))
       << "state " << StatField(old_launcher, 3);
+}
+
+// The daemon's own user's replicas started in one turn share one monitor
+// (a host) where cgroups hold them; its group goes when it ends. A launcher
+// that stops answering fails the whole batch, and each replica is then
+// started with an exec'd shim of its own, exactly once.
+TEST_F(LauncherTest, ABatchSharesOneHostAndAStalledLauncherStillRunsEachReplicaOnce) {
+  StartDaemon();
+  std::string containment = CallOk("version", json::object())["containment"];
+  if (containment.rfind("cgroup v2 (", 0) != 0) GTEST_SKIP() << "no cgroups here: " << containment;
+  std::string subtree = containment.substr(11, containment.find(';') - 11);
+  auto hosts = [&] {
+    int n = 0;
+    for (const auto& e : fs::directory_iterator(subtree)) n += e.path().filename().string().rfind("h-", 0) == 0;
+    return n;
+  };
+  EXPECT_THAT(CallOk("version", json::object())["spawner"].get<std::string>(), ::testing::HasSubstr("share one"));
+  fs::path go = dir_ / "go";
+  fs::path runs = dir_ / "runs";
+  json role = {{"name", "w"}, {"entrypoint", "sh"}, {"num_replicas", 4},
+               {"args", {"-c", "echo $$ >> " + runs.string() + "; while [ ! -e " + go.string() + " ]; do sleep 0.05; done"}}};
+  std::string h = Run(App("batch", {role}));
+  std::vector<pid_t> shims;
+  ASSERT_TRUE(WaitUntil([&] { return (shims = ShimPids()).size() == 4; }));
+  // Committed in batches of 2 then 4: at most two hosts, each the launcher's child.
+  std::set<pid_t> distinct(shims.begin(), shims.end());
+  EXPECT_LE(distinct.size(), 2u);
+  for (pid_t shim : distinct) EXPECT_EQ(Parent(shim), LauncherPid());
+  EXPECT_EQ(hosts(), static_cast<int>(distinct.size()));
+  std::ofstream(go) << "go";
+  EXPECT_EQ(Wait(h)["state"], "SUCCEEDED");
+  EXPECT_TRUE(WaitUntil([&] { return hosts() == 0; }, 5)) << "a host's group goes when it ends";
+  fs::remove(go);
+  fs::remove(runs);
+
+  pid_t launcher = LauncherPid();
+  ASSERT_EQ(::kill(launcher, SIGSTOP), 0);
+  h = Run(App("stalled", {role}));
+  // Within 2 s it is killed and every launch of the batch fails over to an exec'd shim.
+  ASSERT_TRUE(WaitUntil([&] { return ShimPids().size() == 4; }, 10));
+  for (pid_t shim : ShimPids()) EXPECT_EQ(Parent(shim), daemon_pid_);
+  std::ofstream(go) << "go";
+  EXPECT_EQ(Wait(h)["state"], "SUCCEEDED");
+  std::ifstream in(runs);
+  int lines = 0;
+  for (std::string line; std::getline(in, line);) ++lines;
+  EXPECT_EQ(lines, 4) << "each replica ran once";
+  EXPECT_EQ(hosts(), 0) << "the failed batch's group was removed";
 }
 
 }  // namespace
