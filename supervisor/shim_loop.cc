@@ -24,7 +24,7 @@ namespace {
 
 // An event's tag: the attempt's index in its host (bits 40-63), what the
 // descriptor is (32-39) and the descriptor (0-31).
-enum Kind : uint64_t { kSignal = 1, kStdout, kStderr, kListen, kControl, kCandidate, kGroupEvents };
+enum Kind : uint64_t { kSignal = 1, kStdout, kStderr, kListen, kControl, kCandidate };
 constexpr Kind KindOf(uint64_t tag) { return static_cast<Kind>((tag >> 32) & 0xff); }
 constexpr int FdOf(uint64_t tag) { return static_cast<int>(tag & 0xffffffffu); }
 
@@ -32,7 +32,9 @@ constexpr int64_t kNotifyEveryMs = 10;    // `logged` at most this often
 constexpr int64_t kDrainMs = 2000;        // after the tree is gone, for the pipes' last bytes
 constexpr size_t kMaxCandidates = 8;
 constexpr size_t kMaxPendingOut = 1 << 20;
-constexpr int64_t kGroupPollMs = 100;     // a hosted attempt's emptying group is looked at again this often
+// A hosted attempt's group, killed and emptying, is looked at again this often
+// (not watched: a cgroup file polls readable until each change is read).
+constexpr int64_t kGroupPollMs = 10;
 
 char g_buffer[256 * 1024];
 
@@ -139,8 +141,6 @@ void ShimLoop::Begin(int epoll_fd, uint32_t index, const ReplicaChild& child, in
   Watch(err_fd_.get(), Tag(kStderr, err_fd_.get()), EPOLLIN);
   if (listen_fd_.valid()) Watch(listen_fd_.get(), Tag(kListen, listen_fd_.get()), EPOLLIN);
   if (control_.fd.valid()) Watch(control_.fd.get(), Tag(kControl, control_.fd.get()), EPOLLIN);
-  // cgroup.events changes (its `populated` line) wake the loop as EPOLLPRI.
-  if (events_fd_.valid()) Watch(events_fd_.get(), Tag(kGroupEvents, events_fd_.get()), EPOLLPRI);
   if (run_dir_fd_.valid()) {
     ShimState state;
     state.shim_pid = ::getpid();
@@ -164,7 +164,7 @@ int64_t ShimLoop::Timeout(int64_t now) const {
   };
   if (!child_.reaped) consider(kill_at_);
   if (tree_gone_) consider(drain_until_);
-  if (child_.reaped && !tree_gone_ && group_killed_) consider(now + kGroupPollMs);
+  if (child_.reaped && !tree_gone_ && group_fd_.valid()) consider(now + kGroupPollMs);
   if (notify_pending_) consider(last_notify_ + kNotifyEveryMs);
   return next;
 }
@@ -173,7 +173,7 @@ bool ShimLoop::Step(int64_t now) {
   if (child_.reaped && !tree_gone_) {
     // What is left of its tree holds the pipes open. A hosted attempt's group
     // is killed only when something is left in it, and empties as its
-    // members die (its cgroup.events wakes the loop).
+    // members die.
     if (!group_fd_.valid() || !TreeEmpty()) KillTree();
     if (!TreeEmpty()) return true;
     tree_gone_ = true;
@@ -228,7 +228,6 @@ void ShimLoop::OnEvent(uint64_t tag, uint32_t events) {
       candidates_.erase(std::remove_if(candidates_.begin(), candidates_.end(), [](const Peer& p) { return !p.fd.valid(); }),
                         candidates_.end());
       break;
-    case kGroupEvents:  // looked at in Step
     case kSignal:
       break;
   }

@@ -187,6 +187,47 @@ TEST(ShimHostTest, AKillEndsOneAttemptsWholeGroupAndNothingOfTheOthers) {
   EXPECT_TRUE(ExitsWithin(l.pid, 5));
 }
 
+// The host's CPU ticks (user + system) so far, from /proc/PID/stat.
+long CpuTicks(pid_t pid) {
+  std::string stat = Slurp("/proc/" + std::to_string(pid) + "/stat");
+  std::istringstream rest(stat.substr(stat.rfind(')') + 2));
+  std::string field;
+  long ticks = 0;
+  for (int i = 3; i <= 15 && rest >> field; ++i) {
+    if (i == 14 || i == 15) ticks += std::atol(field.c_str());
+  }
+  return ticks;
+}
+
+// Replicas that run quietly cost their host nothing: it sleeps in epoll (a
+// cgroup file it watched would poll ready for ever and spin it).
+TEST(ShimHostTest, AHostOfQuietReplicasUsesNoCpu) {
+  std::string why;
+  std::string root = TestGroup(why);
+  if (root.empty()) GTEST_SKIP() << why;
+  Batch b(root, 2);
+  Launcher l = StartLauncher();
+  for (int i = 0; i < 2; ++i) {
+    ShimSpec spec = TrueSpec();
+    spec.argv = {"/bin/sleep", "3"};
+    b.Send(i, spec);
+  }
+  LaunchReply r = Ask(l.socket.get(), "B", b.Fds());
+  ASSERT_GT(r.pid, 0) << strerror(r.error);
+  b.theirs.clear();
+  for (int i = 0; i < 200 && (!Populated(b.groups[0]) || !Populated(b.groups[1])); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  long before = CpuTicks(r.pid);
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  EXPECT_LE(CpuTicks(r.pid) - before, 2) << "the host spun while its replicas slept";
+  const std::string kill = "kill\n";
+  for (auto& ours : b.ours) ASSERT_EQ(::write(ours.get(), kill.data(), kill.size()), static_cast<ssize_t>(kill.size()));
+  for (auto& ours : b.ours) EXPECT_THAT(ReadUntilClosed(ours.get()), HasSubstr("signaled 9"));
+  l.socket.reset();
+  EXPECT_TRUE(ExitsWithin(l.pid, 5));
+}
+
 TEST(ShimHostTest, AHostRunsNothingForAnotherUserNorForAnAttemptWhoseSocketIsClaimed) {
   std::string why;
   std::string root = TestGroup(why);
