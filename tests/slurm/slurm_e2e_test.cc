@@ -120,12 +120,16 @@ TEST_F(SlurmE2eTest, AFailingReplicaFailsWithItsExitCode) {
 }
 
 TEST_F(SlurmE2eTest, CancelStopsTheJob) {
-  std::string h = Run({"utils.sh", "sleep", "60"});
+  std::string h = Run({"utils.sh", "sh", "-c", "echo up; sleep 60"});
+  // Cancelled once its step runs. Even so its launch may not be complete (the first job of a fresh
+  // slurmd, a loaded machine): a job cancelled then stays COMPLETING until slurmstepd abandons the
+  // step's I/O with srun, 60 s later.
+  ASSERT_TRUE(WaitUntil([&] { return Torchx({"log", h}).out == "sh/0 up\n"; }, kWait)) << Torchx({"status", h}).out;
   ASSERT_TRUE(WaitForState(h, "RUNNING", kWait)) << Torchx({"status", h}).out;
   auto cancel = Torchx({"cancel", h});
   EXPECT_EQ(cancel.exit_code, 0) << cancel.err;
   // CANCELLED once Slurm says its processes are gone (COMPLETING until then: still RUNNING here).
-  EXPECT_TRUE(WaitForState(h, "CANCELLED", 60)) << Torchx({"status", h}).out;
+  EXPECT_TRUE(WaitForState(h, "CANCELLED", 90)) << Torchx({"status", h}).out;
   std::string job = h.substr(h.rfind('/') + 1);
   auto squeue = RunShell("SLURM_CONF=" + Quote(g_conf) + " squeue -h --states=all -j " + job + " -o %T",
                          (dir_ / "sq.err").string());

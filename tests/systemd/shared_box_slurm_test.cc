@@ -33,6 +33,14 @@ struct Cluster {
     }
     conf = started.out.substr(0, started.out.find('\n'));
   }
+  // What Slurm says of a job and what its daemons logged last: for a failure's message.
+  std::string Says(const std::string& job) const {
+    std::string out = RunShell("scontrol show job " + job, dir.string() + ".says.err").out;
+    for (const char* log : {"slurmctld.log", "slurmd-*.log"}) {
+      out += RunShell("tail -n 30 " + Quote(dir.string()) + "/log/" + log, dir.string() + ".says.err").out;
+    }
+    return out;
+  }
   ~Cluster() {
     if (skip.empty()) RunShell(std::string(SLURM_CLUSTER) + " stop " + Quote(dir.string()), dir.string() + ".stop.err");
   }
@@ -88,14 +96,20 @@ SHARED_BOX_TEST(SlurmJobsRunAsTheirUserAndStayTheirs) {
   EXPECT_THAT(box.As("alice", "status " + hs).out, ::testing::Not(HasSubstr("root:")));
 
   // Her running job: bob cannot stop it, she can.
-  auto sleeper = box.As("alice", "run -s slurm utils.sh sleep 60");
+  auto sleeper = box.As("alice", "run -s slurm utils.sh sh -c 'echo up; sleep 60'");
   ASSERT_EQ(sleeper.exit_code, 0) << sleeper.err;
   std::string hl = SharedBox::HandleOf(sleeper);
+  // Cancelled once its step runs. Even so its launch may not be complete (the first job of a fresh
+  // slurmd, a loaded machine): a job cancelled then stays COMPLETING (RUNNING here) until
+  // slurmstepd abandons the step's I/O with srun, 60 s later.
+  EXPECT_TRUE(WaitFor([&] { return box.As("alice", "log " + hl).out == "sh/0 up\n"; }, 30))
+      << box.As("alice", "status " + hl).out;
   EXPECT_TRUE(WaitFor([&] { return box.As("alice", "status " + hl).out.find("RUNNING") != std::string::npos; }, 30));
   EXPECT_NE(box.As("bob", "cancel " + hl).exit_code, 0);
   EXPECT_THAT(box.As("alice", "status " + hl).out, HasSubstr("RUNNING"));
   EXPECT_EQ(box.As("alice", "cancel " + hl).exit_code, 0);
-  EXPECT_TRUE(WaitFor([&] { return box.As("alice", "status " + hl).out.find("CANCELLED") != std::string::npos; }, 60));
+  EXPECT_TRUE(WaitFor([&] { return box.As("alice", "status " + hl).out.find("CANCELLED") != std::string::npos; }, 90))
+      << box.As("alice", "status " + hl).out << slurm.Says(hl.substr(hl.rfind('/') + 1));
 }
 
 }  // namespace
