@@ -140,12 +140,15 @@ async function show() {
 // streams only while it holds one of SLOTS Web Locks; the others wait without
 // a connection. A tab looked at takes a slot over: it asks the holder (on a
 // BroadcastChannel) to hand it over, and the holder closes its stream before
-// it lets the lock go, so there are never more than SLOTS streams. A holder
-// that does not hand over within HANDOVER_MS (a frozen tab) loses the slot by
-// force. API calls always find a free connection. Without Web Locks (not a
-// secure context) every tab streams.
+// it lets the lock go, so there are never more than SLOTS streams. The ask is
+// repeated every ASK_AGAIN_MS while it waits: a tab that got the lock after
+// the first ask (another tab's take-over) hears the next. A holder that does
+// not hand over within HANDOVER_MS (a hung tab) loses the slot by force. API
+// calls always find a free connection. Without Web Locks (not a secure
+// context) every tab streams.
 const SLOTS = 4;
-const HANDOVER_MS = 3000;
+const HANDOVER_MS = 10000;
+const ASK_AGAIN_MS = 250;
 const SLOT_LOCK = 'torchxd-stream-';
 const slot = { held: null, release: null };
 const handovers = navigator.locks && 'BroadcastChannel' in window ? new BroadcastChannel('torchxd-stream') : null;
@@ -186,8 +189,12 @@ async function takeSlot(takeOver) {
   if (!takeOver) return false;
   const name = SLOT_LOCK + Math.floor(Math.random() * SLOTS);
   if (handovers) {
-    handovers.postMessage({ handOver: name });
-    if (await holdSlot(name, { signal: AbortSignal.timeout(HANDOVER_MS) })) return true;
+    const ask = () => handovers.postMessage({ handOver: name });
+    ask();
+    const again = setInterval(ask, ASK_AGAIN_MS);
+    const held = await holdSlot(name, { signal: AbortSignal.timeout(HANDOVER_MS) });
+    clearInterval(again);
+    if (held) return true;
     if (document.hidden) return false;
   }
   return holdSlot(name, { steal: true });
