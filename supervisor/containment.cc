@@ -233,19 +233,25 @@ bool Containment::Owns(const std::string& group) const {
   return name.find('/') == std::string::npos && name != "." && name != ".." && name != "daemon";
 }
 
-void Containment::Sweep(const std::set<std::string>& keep) const {
-  if (!cgroups()) return;
-  DIR* d = ::opendir(subtree_.c_str());
-  if (d == nullptr) return;
-  std::vector<std::string> groups, hosts;
+std::vector<std::string> Containment::GroupsNamed(const char* prefix) const {
+  std::vector<std::string> out;
+  DIR* d = cgroups() ? ::opendir(subtree_.c_str()) : nullptr;
+  if (d == nullptr) return out;
+  size_t n = std::strlen(prefix);
   while (struct dirent* e = ::readdir(d)) {
-    if (e->d_type != DT_DIR) continue;
-    if (std::strncmp(e->d_name, "a-", 2) == 0) groups.push_back(subtree_ + "/" + e->d_name);
-    if (std::strncmp(e->d_name, "h-", 2) == 0) hosts.push_back(subtree_ + "/" + e->d_name);
+    if (e->d_type == DT_DIR && std::strncmp(e->d_name, prefix, n) == 0) out.push_back(subtree_ + "/" + e->d_name);
   }
   ::closedir(d);
-  for (const auto& group : hosts) ::rmdir(group.c_str());  // fails while a host lives
-  for (const auto& group : groups) {
+  return out;
+}
+
+void Containment::RemoveEmptyHostGroups() const {
+  for (const auto& group : GroupsNamed("h-")) ::rmdir(group.c_str());  // fails while a host lives
+}
+
+void Containment::Sweep(const std::set<std::string>& keep) const {
+  RemoveEmptyHostGroups();
+  for (const auto& group : GroupsNamed("a-")) {
     if (keep.count(group) != 0 || std::find(kept_.begin(), kept_.end(), group) != kept_.end()) continue;
     if (Populated(group)) Kill(group);  // gone a moment later; removed then, or at the next start
     Remove(group);
@@ -255,14 +261,7 @@ void Containment::Sweep(const std::set<std::string>& keep) const {
 void Containment::RemoveSubtree() const {
   for (const auto& group : kept_) Remove(group);
   kept_.clear();
-  std::vector<std::string> hosts;
-  if (DIR* d = cgroups() ? ::opendir(subtree_.c_str()) : nullptr) {
-    while (struct dirent* e = ::readdir(d)) {
-      if (e->d_type == DT_DIR && std::strncmp(e->d_name, "h-", 2) == 0) hosts.push_back(subtree_ + "/" + e->d_name);
-    }
-    ::closedir(d);
-  }
-  for (const auto& group : hosts) ::rmdir(group.c_str());  // fails while a host lives
+  RemoveEmptyHostGroups();
   if (cgroups() && subtree_.find("/torchxd-") != std::string::npos) ::rmdir(subtree_.c_str());
 }
 

@@ -108,6 +108,9 @@ class Containment {
   static constexpr size_t kMaxKept = 512;
 
  private:
+  // The subtree's directories whose names start with `prefix`, as paths; none without cgroups.
+  std::vector<std::string> GroupsNamed(const char* prefix) const;
+  void RemoveEmptyHostGroups() const;
   Containment() = default;
   std::string subtree_;  // absolute path of the daemon's subtree ("" = process groups)
   std::string why_not_;  // why there are no cgroups

@@ -178,8 +178,7 @@ void ReplicaProcess::Spawn(const std::string& shim_path, const ShimSpec& spec, c
       spec_sent_ = SendNow(ours.get(), spec_text_);
       std::weak_ptr<int> alive = alive_;
       // A replica of the daemon's own user may share a host with the others started in this turn.
-      bool hostable = spec.credentials.groups.empty() && spec.credentials.uid == ::geteuid() &&
-                      spec.credentials.gid == ::getegid() && dir_fd_.valid();
+      bool hostable = IsAlready(spec.credentials) && dir_fd_.valid();
       auto queued = launcher->Launch(std::move(theirs), std::move(dir), std::move(group), [this, alive, shim_path](auto launched) {
         // Destroyed meanwhile: the shim forked for it (it has its spec) is left alone, as a running one is.
         if (alive.expired()) return;

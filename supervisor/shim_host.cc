@@ -4,7 +4,6 @@
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -41,7 +40,7 @@ std::unique_ptr<ShimLoop> StartOne(UniqueFd control, UniqueFd dir, UniqueFd grou
   }
   // A launcher gone while its daemon lives may not have answered for this
   // host: the daemon then starts the attempt itself (shim_main.cc).
-  if (::getppid() != parent && (::kill(daemon, 0) == 0 || errno == EPERM)) {
+  if (LauncherEndedFirst(parent, daemon)) {
     SayRaw(control.get(), "spawn-failed " + std::to_string(ESRCH) +
                               " torchxd-shim: its launcher ended before the replica started");
     return nullptr;
@@ -80,16 +79,8 @@ void OnSignals(int signal_fd, std::vector<std::unique_ptr<ShimLoop>>& attempts) 
 
 int RunHost(pid_t parent, pid_t daemon, std::vector<UniqueFd>& fds) {
   sigset_t handled;
-  sigemptyset(&handled);
-  for (int s : {SIGCHLD, SIGTERM, SIGUSR1, SIGHUP, SIGINT}) sigaddset(&handled, s);
-  ::sigprocmask(SIG_BLOCK, &handled, nullptr);
-  ::signal(SIGPIPE, SIG_IGN);
-  ::prctl(PR_SET_PDEATHSIG, SIGHUP);
-  bool orphaned = ::getppid() != parent;
-  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  bool orphaned = BeginMonitor(parent, handled);
   ::prctl(PR_SET_DUMPABLE, 0);  // it holds the attempts' nonces
-  errno = 0;
-  if (int nice = ::getpriority(PRIO_PROCESS, 0); errno == 0 && nice < 0) ::setpriority(PRIO_PROCESS, 0, 0);
   UniqueFd signal_fd(::signalfd(-1, &handled, SFD_NONBLOCK | SFD_CLOEXEC));
   UniqueFd epoll_fd(::epoll_create1(EPOLL_CLOEXEC));
   if (!signal_fd.valid() || !epoll_fd.valid()) return 1;

@@ -28,7 +28,6 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -58,21 +57,10 @@ constexpr int kControlFd = kShimControlFd;
 // then run anyway (live-restore: the next daemon adopts it) or not.
 // `daemon`: the daemon's pid (the parent's, for an exec'd shim).
 int ShimMain(pid_t parent, pid_t daemon) {
-  // The signals are blocked before the parent-death signal is armed: a daemon
-  // dying in between must leave a pending SIGHUP (ignored with live-restore),
-  // not a shim killed by SIGHUP's default action before it read its spec.
+  // A pending SIGHUP from a daemon that dies before the spec is read is
+  // ignored with live-restore (below).
   sigset_t handled;
-  sigemptyset(&handled);
-  for (int s : {SIGCHLD, SIGTERM, SIGUSR1, SIGHUP, SIGINT}) sigaddset(&handled, s);
-  sigprocmask(SIG_BLOCK, &handled, nullptr);
-  ::signal(SIGPIPE, SIG_IGN);
-  ::prctl(PR_SET_PDEATHSIG, SIGHUP);
-  bool orphaned = ::getppid() != parent;
-  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
-  // The daemon may run at a higher priority (the system unit's Nice=-5, so that
-  // it answers while users' jobs fill every CPU); replicas and their shims never do.
-  errno = 0;
-  if (int nice = ::getpriority(PRIO_PROCESS, 0); errno == 0 && nice < 0) ::setpriority(PRIO_PROCESS, 0, 0);
+  bool orphaned = BeginMonitor(parent, handled);
   ::fcntl(kControlFd, F_SETFD, FD_CLOEXEC);
   struct stat run_st;
   bool have_run_dir = ::fstat(kShimRunDirFd, &run_st) == 0 && S_ISDIR(run_st.st_mode);
@@ -102,7 +90,7 @@ int ShimMain(pid_t parent, pid_t daemon) {
   // crashed) may not have answered for this shim: its daemon then starts the
   // attempt itself, so this one, whose spec came before that answer, runs
   // nothing (a daemon that did get the answer is told why).
-  if (parent != daemon && ::getppid() != parent && (::kill(daemon, 0) == 0 || errno == EPERM)) {
+  if (LauncherEndedFirst(parent, daemon)) {
     SayRaw(kControlFd, "spawn-failed " + std::to_string(ESRCH) + " torchxd-shim: its launcher ended before the replica started");
     return 0;
   }

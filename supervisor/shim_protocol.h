@@ -73,6 +73,11 @@ struct ShimCredentials {
   std::vector<unsigned> groups;  // set only when the shim must become another user
 };
 
+// Whether this process is that user already (real and effective ids), with
+// nothing to change. A monitor then keeps its credentials; a host runs only
+// such attempts, and the daemon sends a host only those.
+bool IsAlready(const ShimCredentials& c);
+
 struct ShimSpec {
   std::string cwd;
   std::vector<std::string> argv;  // argv[0] = entrypoint as given

@@ -3,6 +3,8 @@
 #include <errno.h>
 #include <grp.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -50,11 +52,6 @@ bool ReadSpec(int fd, ShimSpec& spec, std::string& rest, std::string& error) {
   }
 }
 
-bool IsAlready(const ShimCredentials& c) {
-  return c.groups.empty() && ::getuid() == c.uid && ::geteuid() == c.uid && ::getgid() == c.gid &&
-         ::getegid() == c.gid;
-}
-
 bool TakeCredentials(const ShimCredentials& c, std::string& error) {
   uid_t uid = c.uid;
   gid_t gid = c.gid;
@@ -81,6 +78,23 @@ bool TakeCredentials(const ShimCredentials& c, std::string& error) {
     return false;
   }
   return true;
+}
+
+bool BeginMonitor(pid_t parent, sigset_t& handled) {
+  sigemptyset(&handled);
+  for (int s : {SIGCHLD, SIGTERM, SIGUSR1, SIGHUP, SIGINT}) sigaddset(&handled, s);
+  ::sigprocmask(SIG_BLOCK, &handled, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+  ::prctl(PR_SET_PDEATHSIG, SIGHUP);
+  bool orphaned = ::getppid() != parent;
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  errno = 0;
+  if (int nice = ::getpriority(PRIO_PROCESS, 0); errno == 0 && nice < 0) ::setpriority(PRIO_PROCESS, 0, 0);
+  return orphaned;
+}
+
+bool LauncherEndedFirst(pid_t parent, pid_t daemon) {
+  return parent != daemon && ::getppid() != parent && (::kill(daemon, 0) == 0 || errno == EPERM);
 }
 
 int64_t WallMs() {

@@ -7,6 +7,7 @@
 #ifndef TORCHXD_SUPERVISOR_SHIM_START_H_
 #define TORCHXD_SUPERVISOR_SHIM_START_H_
 
+#include <signal.h>
 #include <sys/types.h>
 
 #include <cstdint>
@@ -32,9 +33,19 @@ bool ReadSpec(int fd, ShimSpec& spec, std::string& rest, std::string& error);
 // monitor must already be that user (the daemon's own).
 bool TakeCredentials(const ShimCredentials& c, std::string& error);
 
-// Whether the monitor is that user already, with nothing to change (a host
-// runs only such attempts: it never changes its credentials).
-bool IsAlready(const ShimCredentials& c);
+// What every monitor does first, before it reads anything: blocks the
+// signals it handles (filled into `handled`), so that a parent dying in
+// between leaves a pending SIGHUP rather than killing it before it read its
+// spec; ignores SIGPIPE; arms the parent-death signal; becomes its replicas'
+// subreaper; and drops a negative nice (the daemon may run at a higher
+// priority; replicas and their monitors never do). True when `parent` had
+// died already: then no parent-death signal comes.
+bool BeginMonitor(pid_t parent, sigset_t& handled);
+
+// Whether the launcher that forked this monitor (`parent`) ended while its
+// daemon lives: the launcher may not have answered for it, and the daemon
+// then starts the attempt itself, so this monitor runs nothing.
+bool LauncherEndedFirst(pid_t parent, pid_t daemon);
 
 int64_t WallMs();
 int64_t MonotonicMs();
