@@ -638,6 +638,9 @@ void ReplicaProcess::MaybeFinish() {
   }
   finished_ = true;
   auto file = recorded ? DecodeShimExit(*recorded) : Result<ShimExit>(Fail(recorded.error()));
+  // A host kills its attempt's group itself (cgroup.kill): such a group, or
+  // one whose host said nothing of it, never goes to a later attempt.
+  if (hosted_ && (!file || file->group_killed)) group_reusable_ = false;
   if (file) {
     exit = ReplicaExit{};
     exit.exit_code = file->exit_code;

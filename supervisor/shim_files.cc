@@ -125,6 +125,7 @@ std::string EncodeShimExit(const ShimExit& e) {
          {"stderr_bytes", e.stderr_bytes},
          {"log_disk_bytes", e.log_disk_bytes},
          {"log_lost_bytes", e.log_lost_bytes}};
+  if (e.group_killed) j["group_killed"] = true;  // absent in the files of a monitor per attempt
   return Dump(j);
 }
 
@@ -146,6 +147,7 @@ Result<ShimExit> DecodeShimExit(std::string_view text) {
   e.stderr_bytes = f.Take<uint64_t>("stderr_bytes");
   e.log_disk_bytes = f.Take<uint64_t>("log_disk_bytes");
   e.log_lost_bytes = f.Take<uint64_t>("log_lost_bytes");
+  if (j->contains("group_killed")) e.group_killed = f.Take<bool>("group_killed");
   if (f.error) return Fail(*f.error);
   auto known = std::find(std::begin(kReasons), std::end(kReasons), reason);
   if (known == std::end(kReasons)) {

@@ -67,6 +67,10 @@ struct ShimExit {
   uint64_t stderr_bytes = 0;
   uint64_t log_disk_bytes = 0;     // what the replica's logs take on disk now
   uint64_t log_lost_bytes = 0;     // output this attempt could not store
+  // A hosted attempt's monitor wrote its group's cgroup.kill: the daemon must
+  // not give that group to a later attempt (some kernels kill at birth every
+  // process cloned into a group that was once killed).
+  bool group_killed = false;
 };
 
 std::string EncodeShimState(const ShimState& state);

@@ -253,6 +253,8 @@ void ShimLoop::KillTree() {
   // attempts are not this one's descendants. cgroup.kill (Linux 5.14), else
   // each member listed in cgroup.procs, again while any is left.
   UniqueFd kill_fd(::openat(group_fd_.get(), "cgroup.kill", O_WRONLY | O_CLOEXEC));
+  // Said in exit.json even when the write fails: whether the kernel took it is not known.
+  if (kill_fd.valid()) group_kill_written_ = true;
   if (kill_fd.valid() && ::write(kill_fd.get(), "1", 1) == 1) {
     group_killed_ = true;
     return;
@@ -481,6 +483,7 @@ int ShimLoop::Finish() {
   e.ended_ms = WallMs();
   e.stdout_bytes = stdout_bytes_;
   e.stderr_bytes = stderr_bytes_;
+  e.group_killed = group_kill_written_;
   RecordExit(e);
   if (logs_) Say("logged " + std::to_string(e.log_disk_bytes) + " " + std::to_string(e.log_lost_bytes));
   Say(e.signal ? "signaled " + std::to_string(*e.signal) : "exited " + std::to_string(*e.exit_code));

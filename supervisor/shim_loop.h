@@ -103,6 +103,7 @@ class ShimLoop {
   UniqueFd group_fd_, procs_fd_, events_fd_;  // hosted: the attempt's group
   bool claimed_ = false;
   bool group_killed_ = false;
+  bool group_kill_written_ = false;  // cgroup.kill was opened for writing (exit.json says so)
   UniqueFd out_fd_, err_fd_;  // the replica's stdout and stderr, read end
   std::optional<logfiles::ReplicaLogWriter> logs_;
   ReplicaChild child_;
