@@ -153,5 +153,59 @@ TEST_F(LauncherTest, ABatchSharesOneHostAndAStalledLauncherStillRunsEachReplicaO
   EXPECT_EQ(hosts(), 0) << "the failed batch's group was removed";
 }
 
+// A host kills a stopped attempt's group itself (cgroup.kill) when its
+// replica outlives the grace; that group must never go to a later attempt:
+// some kernels (6.18) kill at birth a process cloned into a group once killed,
+// and the next app's shim died before it said a word ("ended without
+// recording its exit"). The sequence of the report, many times over: a
+// 2-replica app (one host) cancelled at once, then a 1-replica app (a shim of
+// its own, cloned into a kept group) must run; and a scaled-down hosted
+// replica's group must not kill the replica scaled back up.
+TEST_F(LauncherTest, AGroupAHostKilledNeverKillsALaterAttempt) {
+  StartDaemon();
+  std::string containment = CallOk("version", json::object())["containment"];
+  if (containment.rfind("cgroup v2 (", 0) != 0) GTEST_SKIP() << "no cgroups here: " << containment;
+  auto running = [&](const std::string& h, int want) {
+    json st;
+    bool ok = WaitUntil([&] {
+      st = Status(h);
+      int n = 0;
+      for (const auto& role : st["roles"]) {
+        for (const auto& r : role["replicas"]) n += r["state_name"] == "RUNNING" && r["pid"].get<int>() > 0;
+      }
+      return n == want || (st["state"] != "RUNNING" && st["state"] != "PENDING");
+    }, 20);
+    return ok && st["state"] == "RUNNING" ? ::testing::AssertionSuccess()
+                                          : ::testing::AssertionFailure() << st.dump();
+  };
+  json stubborn = FakeRole("r", {"--ignore-term", "--sleep", "60"}, 2);
+  json one = FakeRole("r", {"--sleep", "60"}, 1);
+  constexpr int kRounds = 200;
+  for (int round = 0; round < kRounds; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    std::string h = Run(App("two", {stubborn}));
+    ASSERT_TRUE(running(h, 2));
+    CallOk("cancel", {{"app_handle", h}, {"grace_period", 0}});
+    std::string next = Run(App("one", {one}));
+    ASSERT_TRUE(running(next, 1));
+    CallOk("cancel", {{"app_handle", next}, {"grace_period", 0}});
+    CallOk("delete", {{"app_handle", h}});
+    CallOk("delete", {{"app_handle", next}});
+  }
+  json elastic = stubborn;
+  elastic["min_replicas"] = 1;
+  for (int round = 0; round < 10; ++round) {
+    SCOPED_TRACE("scale round " + std::to_string(round));
+    std::string h = Run(App("elastic", {elastic}));
+    ASSERT_TRUE(running(h, 2));
+    CallOk("scale", {{"app_handle", h}, {"scale", {{"r", 1}}}});
+    ASSERT_TRUE(WaitUntil([&] { return Replica(Status(h), "r", 1)["state_name"] == "CANCELLED"; }));
+    CallOk("scale", {{"app_handle", h}, {"scale", {{"r", 2}}}});
+    ASSERT_TRUE(running(h, 2));
+    CallOk("cancel", {{"app_handle", h}, {"grace_period", 0}});
+    CallOk("delete", {{"app_handle", h}});
+  }
+}
+
 }  // namespace
 }  // namespace torchxd::testing
