@@ -77,6 +77,10 @@ int Main(int argc, char** argv) {
   status->add_option("app_handle", handle, "scheduler://session/app_id")->required();
   status->add_flag("--json", as_json, "TorchX's AppStatus.to_json, with torchxd's fields");
   status->add_option("--roles", roles, "only these roles (comma separated)")->delimiter(',');
+  status->footer(
+      "States (TorchX's): PENDING until a replica runs: queued for admission (msg: why it waits), pulling its image, "
+      "or admitted and starting (msg \"starting: no replica runs yet\"); RUNNING once a replica of it has run, also "
+      "while replicas restart; SUCCEEDED, FAILED, CANCELLED at the end.\n" + std::string(kFooter));
   bool status_verbose = false;
   status->add_flag("-v,--verbose", status_verbose, "the failed replica's whole reply file (a structured traceback)");
 

@@ -272,15 +272,22 @@ void LocalScheduler::RestoreAdmission() {
   SchedulePass();
 }
 
+namespace {
+// Why an app whose runner exists is still PENDING: no replica has run yet.
+constexpr char kStarting[] = "starting: no replica runs yet";
+}  // namespace
+
 std::string LocalScheduler::PendingReason(const seam::AppRecord& record) const {
   const LocalApp& app = Own(record);
-  if (!admission_ || app.runner || !app.pulling.empty()) return "";
+  if (app.runner) return kStarting;
+  if (!admission_ || !app.pulling.empty()) return "";
   return admission_->Reason(seam::AppKey(app), clock_->UnixNowMs());
 }
 
 std::string LocalScheduler::PendingSummary(const seam::AppRecord& record) const {
   const LocalApp& app = Own(record);
-  if (!admission_ || app.runner || !app.pulling.empty()) return "";  // a pull's progress is its msg
+  if (app.runner) return kStarting;
+  if (!admission_ || !app.pulling.empty()) return "";  // a pull's progress is its msg
   // The front of each queue has its last queued event; those behind, their queue.
   if (auto it = queued_said_.find(Key{app.scheduler, app.app_id}); it != queued_said_.end()) {
     constexpr std::string_view kPrefix = "queued: ";

@@ -76,7 +76,9 @@ Result<void> LocalScheduler::Load(const std::vector<seam::StoredApp>& stored) {
     // Replicas outlive a daemon that stopped without stopping them (containers;
     // shims with live-restore or after a restart): take them over.
     // Queued apps never started: they wait in their queue again (RestoreAdmission).
-    bool queued = rec->admission.queued && rec->state == core::AppState::kPending && rec->admission.gpus.empty();
+    // (An admitted app is PENDING too until a replica runs: it started, and is adopted.)
+    bool queued = rec->admission.queued && rec->state == core::AppState::kPending && rec->admission.gpus.empty() &&
+                  !rec->started_ms;
     bool pulling = !rec->pulling.empty() && rec->state == core::AppState::kPending && !rec->started_ms;
     if (pulling) queued = true;  // neither adopted nor failed: its pull starts again below
     bool adopt = !queued && !core::IsTerminal(rec->state) &&

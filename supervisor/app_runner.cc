@@ -104,6 +104,9 @@ void AppRunner::Adopt(const std::vector<ReplicaInfo>& previous,
                       const std::vector<std::pair<uint64_t, uint64_t>>& stored_bytes, const std::vector<bool>& held) {
   phase_ = Phase::kRunning;
   state_ = core::AppState::kRunning;
+  for (const auto& p : previous) {
+    if (core::IsTerminal(p.state) || p.pid.has_value() || p.attempt > 1) ran_ = true;  // it was RUNNING
+  }
   held_ = held;
   held_.resize(slots_.size(), false);
   observer_->OnAppChanged(*this);
@@ -250,6 +253,10 @@ void AppRunner::Dispatch(size_t index, SlotEvent event) {
                         s.info.state == ReplicaState::kPending;
   if (!spawn_reported && (t.action != SlotAction::kNone || shown != s.info.state || exited)) {
     observer_->OnReplicaChanged(*this, s.info);
+  }
+  if (!ran_ && s.info.state == ReplicaState::kRunning) {
+    ran_ = true;  // the app is RUNNING from now on
+    if (phase_ == Phase::kRunning) observer_->OnAppChanged(*this);
   }
   if (dispatch_depth_ == 0) {
     ReleaseGroupWhenStopped();

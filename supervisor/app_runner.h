@@ -167,7 +167,9 @@ class AppRunner {
 
   const std::string& key() const { return key_; }
   const core::AppDef& app() const { return app_; }
-  core::AppState state() const { return state_; }
+  // TorchX's meaning: PENDING until a replica has run (its monitor reported
+  // its pid), RUNNING from then until the app ends.
+  core::AppState state() const { return state_ == core::AppState::kRunning && !ran_ ? core::AppState::kPending : state_; }
   const std::string& msg() const { return msg_; }
   int num_restarts() const { return num_restarts_; }
   const std::vector<ReplicaInfo>& replicas() const;
@@ -222,6 +224,7 @@ class AppRunner {
   std::vector<int> role_retries_;
   int app_retries_ = 0;
   int num_restarts_ = 0;
+  bool ran_ = false;  // a replica of it has run (state())
   core::AppState state_ = core::AppState::kPending;
   Phase phase_ = Phase::kNotStarted;
   std::string msg_;

@@ -68,9 +68,13 @@ class RunContractTest : public torchxd::testing::TorchxSandbox {
     ::waitpid(pid, nullptr, 0);
     return -1;
   }
+  // The state once the app started: PENDING ("starting: ...") until its first replica runs.
   std::string State(const std::string& handle) {
-    auto s = Torchx({"status", "--json", handle});
-    auto j = json::parse(s.out, nullptr, false);
+    json j;
+    WaitUntil([&] {
+      j = json::parse(Torchx({"status", "--json", handle}).out, nullptr, false);
+      return !j.is_object() || j["state"] != "PENDING" || j.value("msg", "").rfind("starting:", 0) != 0;
+    }, 10);
     return j.is_object() ? j.value("state", "?") : "?";
   }
 };

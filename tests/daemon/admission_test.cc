@@ -49,7 +49,16 @@ class AdmissionE2eTest : public DaemonFixture {
   std::string Submit(const std::string& name, int gpus, int replicas = 1, const json& cfg = json::object()) {
     return Run(App(name, {GpuRole("w", gpus, replicas)}), cfg);
   }
-  std::string State(const std::string& h) { return Status(h).value("state", ""); }
+  // The state once admission decided: an admitted app is PENDING ("starting:
+  // ...") only until its first replica runs; a queued one says why it waits.
+  std::string State(const std::string& h) {
+    json st;
+    WaitUntil([&] {
+      st = Status(h);
+      return st["state"] != "PENDING" || st.value("msg", "").rfind("starting:", 0) != 0;
+    }, 10);
+    return st.value("state", "");
+  }
   // The first line a replica printed, once it did.
   std::string Seen(const std::string& h, int replica = 0) {
     std::string line;

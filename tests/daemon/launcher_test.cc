@@ -207,5 +207,25 @@ TEST_F(LauncherTest, AGroupAHostKilledNeverKillsALaterAttempt) {
   }
 }
 
+// TorchX's meaning of RUNNING: a replica of the app runs. While the launcher
+// has not forked a replica's monitor the app is PENDING, saying it starts.
+TEST_F(LauncherTest, AnAppIsPendingUntilAReplicaRuns) {
+  StartDaemon();
+  pid_t launcher = LauncherPid();
+  ASSERT_GT(launcher, 0);
+  ASSERT_EQ(::kill(launcher, SIGSTOP), 0);
+  std::string h = Run(App("slow", {FakeRole("r", {"--sleep", "60"}, 2)}));
+  json st = Status(h);
+  ::kill(launcher, SIGCONT);
+  EXPECT_EQ(st["state"], "PENDING") << st.dump();
+  EXPECT_EQ(st["msg"], "starting: no replica runs yet");
+  for (int i = 0; i < 2; ++i) EXPECT_TRUE(Replica(st, "r", i)["pid"].is_null()) << st.dump();
+  ASSERT_TRUE(WaitUntil([&] { return (st = Status(h))["state"] == "RUNNING"; })) << st.dump();
+  bool one_runs = false;
+  for (int i = 0; i < 2; ++i) one_runs = one_runs || Replica(st, "r", i)["state_name"] == "RUNNING";
+  EXPECT_TRUE(one_runs) << st.dump();
+  CallOk("cancel", {{"app_handle", h}, {"grace_period", 0}});
+}
+
 }  // namespace
 }  // namespace torchxd::testing
