@@ -332,7 +332,7 @@ Result<Cfg> RunOpts::Resolve(const Cfg& cfg) const {
                                          std::string(OptTypeName(opt.type)) + ", but was: " +
                                          CfgValueStr(it->second) + ". Given: " + CfgRepr(cfg)));
     }
-    if (it == resolved.end()) resolved[opt.name] = opt.default_value;
+    if (unset) resolved[opt.name] = opt.default_value;  // None is the default, as in TorchX
     if (!unset && opt.range) {
       double v = std::holds_alternative<int64_t>(it->second) ? static_cast<double>(std::get<int64_t>(it->second))
                                                               : std::get<double>(it->second);

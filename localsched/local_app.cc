@@ -1,11 +1,15 @@
 #include "localsched/local_app.h"
 
+#include <algorithm>
 #include <map>
+#include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/app_status.h"
 #include "core/json_parse.h"
+#include "seam/stored_json.h"
 
 namespace torchxd::localsched {
 
@@ -74,17 +78,112 @@ Result<std::unique_ptr<LocalApp>> LocalApp::FromJson(json j) {
   if (!j.is_object()) return Fail(Error::Internal("stored app record is not an object"));
   auto app = std::make_unique<LocalApp>();
   try {
-    app->max_duration_ms = j.value("max_duration_ms", int64_t{0});
-    if (auto it = j.find("requests"); it != j.end()) app->requests = std::move(*it);
+    app->max_duration_ms = seam::Stored<int64_t>(j, "max_duration_ms", 0);
+    if (app->max_duration_ms < 0) throw seam::StoredFieldError("max_duration_ms: below 0");
+    if (auto it = j.find("requests"); it != j.end()) {
+      if (!it->is_array()) throw seam::StoredFieldError("requests: an array expected");
+      app->requests = std::move(*it);
+    }
     if (auto it = j.find("ports"); it != j.end() && it->is_object()) app->ports = std::move(*it);
-    app->pulling = j.value("pulling", std::vector<std::string>{});
-  } catch (const json::exception& e) {
+    app->pulling = seam::Stored<std::vector<std::string>>(j, "pulling", {});
+  } catch (const std::exception& e) {
     return Fail(Error::Internal(std::string("stored app record: ") + e.what()));
   }
   auto base = seam::AppRecord::FromJson(std::move(j));
   if (!base) return Fail(base.error());
   static_cast<seam::AppRecord&>(*app) = std::move(*base);
   return app;
+}
+
+// More than any daemon accepts per app (--max-replicas-per-app): a stored count past it is not one it wrote.
+constexpr int kMaxStoredReplicas = 1 << 16;
+
+namespace {
+
+// One stored app as it was: its record and its replicas' latest attempts.
+Result<std::unique_ptr<LocalApp>> ParseStored(const seam::StoredApp& s) {
+  // A finished app never launches again: what only a launch reads is not parsed (a record
+  // written before finished apps dropped it still holds it).
+  bool finished = core::IsTerminal(static_cast<core::AppState>(s.state));
+  auto loaded = LocalApp::FromJson(finished ? seam::StoredApp::ParseWithout(s.record, {"client_env", "requests"})
+                                            : seam::StoredApp::Parse(s.record));
+  if (!loaded) return Fail(loaded.error());
+  std::unique_ptr<LocalApp> rec = std::move(*loaded);
+  // The record is the row's: an app is known by its row's key alone.
+  if (rec->scheduler != s.scheduler || rec->app_id != s.app_id) {
+    return Fail(Error::InvalidArgument("its record names another app (" + rec->scheduler + "://" + rec->app_id + ")"));
+  }
+  rec->replicas.clear();
+  for (const auto& rj : s.replicas) rec->replicas.push_back(seam::ReplicaInfoFromJson(seam::StoredApp::Parse(rj)));
+  // Each replica must be one of the AppDef's, once: a runner indexes its roles by them.
+  size_t replicas = 0;
+  for (const auto& role : rec->app.roles) {
+    if (role.num_replicas < 1 || role.num_replicas > kMaxStoredReplicas) {
+      return Fail(Error::InvalidArgument("role " + role.name + " has " + std::to_string(role.num_replicas) + " replicas"));
+    }
+    replicas += static_cast<size_t>(role.num_replicas);
+  }
+  std::set<std::pair<int, int>> have;
+  for (const auto& x : rec->replicas) {
+    auto role = static_cast<size_t>(x.role_index);
+    if (role >= rec->app.roles.size() || rec->app.roles[role].name != x.role ||
+        x.replica_id >= rec->app.roles[role].num_replicas || !have.emplace(x.role_index, x.replica_id).second) {
+      return Fail(Error::InvalidArgument("replica " + x.role + "/" + std::to_string(x.replica_id) +
+                                         " is not one of its AppDef's, or is stored twice"));
+    }
+  }
+  if (!rec->requests.empty() && rec->requests.size() != replicas) {
+    return Fail(Error::InvalidArgument("it holds " + std::to_string(rec->requests.size()) +
+                                       " replica requests for " + std::to_string(replicas) + " replicas"));
+  }
+  // Its logs' size counts in the box's log budget: a figure its replicas' rings
+  // could never reach (three streams and their indexes each) is not believed,
+  // so that it never costs other apps their logs.
+  if (rec->log_max_bytes > 0 && rec->log_max_bytes < (uint64_t{1} << 50)) {
+    uint64_t most = static_cast<uint64_t>(replicas) * (3 * rec->log_max_bytes + (uint64_t{4} << 20));
+    if (rec->log_bytes > most) rec->log_bytes = most;
+  }
+  // A replica with no stored attempt never started (an elastic role's
+  // growth, or a queued app): it is there, PENDING, as at submit.
+  for (size_t r = 0; r < rec->app.roles.size(); ++r) {
+    for (int i = 0; i < rec->app.roles[r].num_replicas; ++i) {
+      if (have.count({static_cast<int>(r), i})) continue;
+      supervisor::ReplicaInfo info;
+      info.role = rec->app.roles[r].name;
+      info.role_index = static_cast<int>(r);
+      info.replica_id = i;
+      rec->replicas.push_back(info);
+    }
+  }
+  std::sort(rec->replicas.begin(), rec->replicas.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.role_index, a.replica_id) < std::tie(b.role_index, b.replica_id);
+  });
+  return rec;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<LocalApp>> LocalApp::FromStored(const seam::StoredApp& s) {
+  try {
+    return ParseStored(s);
+  } catch (const std::exception& e) {
+    return Fail(Error::InvalidArgument(e.what()));
+  }
+}
+
+RestartKnobs RestartKnobsOf(const nlohmann::json& cfg) {
+  // A value of another type (a record an older torchxd wrote, or one edited
+  // by hand) is the option's default.
+  auto number = [&](const char* key, double dflt) {
+    auto it = cfg.find(key);
+    return it != cfg.end() && it->is_number() ? it->get<double>() : dflt;
+  };
+  RestartKnobs k;
+  k.backoff_initial_seconds = number("restart_backoff", k.backoff_initial_seconds);
+  k.backoff_max_seconds = number("restart_backoff_max", k.backoff_max_seconds);
+  auto it = cfg.find("stop_on_failure");
+  if (it != cfg.end() && it->is_boolean()) k.stop_on_failure = it->get<bool>();
+  return k;
 }
 
 }  // namespace torchxd::localsched

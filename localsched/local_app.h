@@ -18,6 +18,7 @@
 #include "core/result.h"
 #include "core/unique_fd.h"
 #include "seam/app_record.h"
+#include "seam/store.h"
 #include "supervisor/app_runner.h"
 
 namespace torchxd::localsched {
@@ -45,7 +46,19 @@ struct LocalApp : seam::AppRecord {
   void AddFixedJson(nlohmann::json& out) const override;
   void AddChangingJson(nlohmann::json& out) const override;
   [[nodiscard]] static Result<std::unique_ptr<LocalApp>> FromJson(nlohmann::json json);  // takes its parts out
+  // One stored app as a start-up reads it (pure): its record and its
+  // replicas' latest attempts, every field type-checked and each replica one
+  // of its AppDef's. An error means the app is set aside, never a crash.
+  [[nodiscard]] static Result<std::unique_ptr<LocalApp>> FromStored(const seam::StoredApp& stored);
 };
+
+// What a stored cfg says of restarts; a value of another type is the default.
+struct RestartKnobs {
+  double backoff_initial_seconds = 1.0;
+  double backoff_max_seconds = 30.0;
+  bool stop_on_failure = true;
+};
+RestartKnobs RestartKnobsOf(const nlohmann::json& cfg);
 
 }  // namespace torchxd::localsched
 

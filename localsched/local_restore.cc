@@ -14,41 +14,6 @@
 
 namespace torchxd::localsched {
 
-namespace {
-
-// One stored app as it was: its record and its replicas' latest attempts. Pure.
-Result<std::unique_ptr<LocalApp>> ParseStored(const seam::StoredApp& s) {
-  // A finished app never launches again: what only a launch reads is not parsed (a record
-  // written before finished apps dropped it still holds it).
-  bool finished = core::IsTerminal(static_cast<core::AppState>(s.state));
-  auto loaded = LocalApp::FromJson(finished ? seam::StoredApp::ParseWithout(s.record, {"client_env", "requests"})
-                                            : seam::StoredApp::Parse(s.record));
-  if (!loaded) return Fail(loaded.error());
-  std::unique_ptr<LocalApp> rec = std::move(*loaded);
-  rec->replicas.clear();
-  for (const auto& rj : s.replicas) rec->replicas.push_back(seam::ReplicaInfoFromJson(seam::StoredApp::Parse(rj)));
-  // A replica with no stored attempt never started (an elastic role's
-  // growth, or a queued app): it is there, PENDING, as at submit.
-  std::set<std::pair<int, int>> have;
-  for (const auto& x : rec->replicas) have.emplace(x.role_index, x.replica_id);
-  for (size_t r = 0; r < rec->app.roles.size(); ++r) {
-    for (int i = 0; i < rec->app.roles[r].num_replicas; ++i) {
-      if (have.count({static_cast<int>(r), i})) continue;
-      supervisor::ReplicaInfo info;
-      info.role = rec->app.roles[r].name;
-      info.role_index = static_cast<int>(r);
-      info.replica_id = i;
-      rec->replicas.push_back(info);
-    }
-  }
-  std::sort(rec->replicas.begin(), rec->replicas.end(), [](const auto& a, const auto& b) {
-    return std::tie(a.role_index, a.replica_id) < std::tie(b.role_index, b.replica_id);
-  });
-  return rec;
-}
-
-}  // namespace
-
 Result<void> LocalScheduler::Load(const std::vector<seam::StoredApp>& stored) {
   // Parsing is most of a start-up with thousands of apps, and each record's is its own:
   // it runs on every core before anything else is touched.
@@ -61,7 +26,7 @@ Result<void> LocalScheduler::Load(const std::vector<seam::StoredApp>& stored) {
   for (size_t i = 0; i < mine.size(); ++i) parsed.emplace_back(Fail(Error::Internal("not parsed")));
   core::ParallelFor(mine.size(), 64, [&](size_t i) {
     try {
-      parsed[i] = ParseStored(*mine[i]);
+      parsed[i] = LocalApp::FromStored(*mine[i]);
     } catch (const std::exception& e) {
       parsed[i] = Fail(Error::InvalidArgument(e.what()));
     }
@@ -69,7 +34,9 @@ Result<void> LocalScheduler::Load(const std::vector<seam::StoredApp>& stored) {
   std::vector<LocalApp*> adopted;
   for (size_t i = 0; i < mine.size(); ++i) {
     if (!parsed[i]) {
-      logging::warn("skipping unreadable stored app app={} error={}", mine[i]->app_id, parsed[i].error().message);
+      // Left in the store as it is (nothing stored is lost), and not served.
+      logging::error("a stored app cannot be read and is set aside (left in the store, not served) app={} error={}",
+                     mine[i]->app_id, parsed[i].error().message);
       continue;
     }
     std::unique_ptr<LocalApp> rec = std::move(*parsed[i]);
@@ -102,6 +69,7 @@ Result<void> LocalScheduler::Load(const std::vector<seam::StoredApp>& stored) {
     }
     logs_->Count(*rec);
     Key key{rec->scheduler, rec->app_id};
+    if (apps_.count(key) != 0) continue;  // a row's key is unique: never the case (FromStored)
     apps_[key] = std::move(rec);
     if (apps_[key]->gpu_usage.AnyOpen()) gpu_accounted_.insert(key);  // its intervals go on (or end at its end)
     // Containers outlive a crashed daemon: take them over instead of failing them.
@@ -109,7 +77,16 @@ Result<void> LocalScheduler::Load(const std::vector<seam::StoredApp>& stored) {
   }
   for (LocalApp* app : adopted) {
     bool docker = app->scheduler == "local_docker";
-    if (docker ? AdoptContainers(*app) : AdoptProcesses(*app)) continue;
+    bool resumed = false;
+    try {
+      resumed = docker ? AdoptContainers(*app) : AdoptProcesses(*app);
+    } catch (const std::exception& e) {
+      // A stored value nothing checked before: this app fails, the daemon starts.
+      logging::error("a stored app cannot be resumed app={} error={}", app->app_id, e.what());
+      if (app->runner) by_runner_.erase(app->runner.get());
+      app->runner.reset();
+    }
+    if (resumed) continue;
     app->state = core::AppState::kFailed;
     app->msg = docker ? "torchxd stopped unexpectedly and cannot reach the Docker engine to resume"
                       : "torchxd stopped unexpectedly and cannot resume the app";

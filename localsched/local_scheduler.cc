@@ -344,12 +344,26 @@ Result<const seam::AppRecord*> LocalScheduler::SubmitNow(seam::SubmitRequest req
   logging::info("app submitted app={} scheduler={} replicas={}", raw->app_id, raw->scheduler,
                raw->replicas.size());
   if (hold) return raw;
-  if (admission_) {
-    admission_->Enqueue(DemandOf(*raw));
-    RunAdmissionPass();  // it starts within its submit when it fits
-    return raw;
+  // Stored and acknowledged from here: whatever goes wrong now ends the app
+  // FAILED with the reason, never a refusal of what is kept.
+  try {
+    if (admission_) {
+      admission_->Enqueue(DemandOf(*raw));
+      RunAdmissionPass();  // it starts within its submit when it fits
+      return raw;
+    }
+    Launch(*raw, std::move(requests), caller->run_as);
+  } catch (const std::exception& e) {
+    logging::error("an app stored at submit could not be started app={} error={}", raw->app_id, e.what());
+    if (raw->runner) by_runner_.erase(raw->runner.get());
+    raw->runner.reset();
+    LeaveAdmission(*raw);
+    raw->state = core::AppState::kFailed;
+    raw->msg = std::string("torchxd could not start it: ") + e.what();
+    raw->ended_ms = clock_->UnixNowMs();
+    Persist(*raw);
+    (void)store_->Commit();
   }
-  Launch(*raw, std::move(requests), caller->run_as);
   return raw;
 }
 
@@ -521,9 +535,10 @@ supervisor::AppOptions LocalScheduler::RunnerOptions(LocalApp& app, std::vector<
   if (!app.log_sink) app.log_sink = std::make_unique<seam::AppLogSink>(logs_, &app, clock_.get());
   opts.log_sink = app.log_sink.get();
   opts.grace_seconds = options_.grace_seconds;
-  opts.backoff_initial_seconds = app.cfg.value("restart_backoff", 1.0);
-  opts.backoff_max_seconds = app.cfg.value("restart_backoff_max", 30.0);
-  opts.stop_on_failure = app.cfg.value("stop_on_failure", true);
+  RestartKnobs knobs = RestartKnobsOf(app.cfg);
+  opts.backoff_initial_seconds = knobs.backoff_initial_seconds;
+  opts.backoff_max_seconds = knobs.backoff_max_seconds;
+  opts.stop_on_failure = knobs.stop_on_failure;
   opts.scale = core::ScaleOf(app.app, app.scale);
   opts.process.shim_path = options_.shim_path;
   opts.process.run_as = std::move(run_as);

@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 EXTRA_PACKAGES="clang libclang-rt-14-dev ${EXTRA_PACKAGES:-}" SETUP_PACKAGES_ONLY=1 scripts/setup.sh
 targets=("$@")
-((${#targets[@]})) || targets=(protocol appdef cfg torchxconfig kubeconfig watch docker_logs image_pull shim_spec index topology http squeue list_page)
+((${#targets[@]})) || targets=(protocol appdef cfg torchxconfig kubeconfig watch docker_logs image_pull shim_spec shim_files index topology http squeue list_page stored_app)
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTORCHXD_FUZZ=ON \
   -DBUILD_TESTING=OFF >/dev/null
 cmake --build build-fuzz -j"$(nproc)" --target "${targets[@]/%/_fuzz}"

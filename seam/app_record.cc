@@ -4,6 +4,7 @@
 #include "core/app_json.h"
 #include "core/json_parse.h"
 #include "core/user_db.h"
+#include "seam/stored_json.h"
 
 namespace torchxd::seam {
 
@@ -90,25 +91,32 @@ std::string ReplicaInfoToJsonText(const supervisor::ReplicaInfo& r) {
 }
 
 supervisor::ReplicaInfo ReplicaInfoFromJson(const json& j) {
+  if (!j.is_object()) throw StoredFieldError("replica record: an object expected");
   supervisor::ReplicaInfo r;
-  r.role = j.value("role", "");
-  r.role_index = j.value("role_index", 0);
-  r.replica_id = j.value("replica_id", 0);
-  r.state = core::AppStateFromInt(j.value("state", 7)).value_or(core::AppState::kUnknown);
-  r.attempt = j.value("attempt", 0);
-  r.pid = GetOpt<int>(j, "pid");
-  r.exit_code = GetOpt<int>(j, "exit_code");
-  r.signal = GetOpt<int>(j, "signal");
-  r.start_ms = GetOpt<int64_t>(j, "start_ms");
-  r.end_ms = GetOpt<int64_t>(j, "end_ms");
-  r.error_message = j.value("error_message", "");
-  r.log_dir = j.value("log_dir", "");
-  r.hostname = j.value("hostname", "");
-  if (auto m = j.find("monitor"); m != j.end() && m->is_object()) {
-    r.monitor.run_dir = m->value("run_dir", "");
-    r.monitor.nonce = m->value("nonce", "");
-    r.monitor.boot_id = m->value("boot_id", "");
-    r.monitor.cgroup = m->value("cgroup", "");
+  r.role = Stored<std::string>(j, "role", "");
+  r.role_index = Stored<int>(j, "role_index", 0);
+  r.replica_id = Stored<int>(j, "replica_id", 0);
+  auto state = core::AppStateFromInt(Stored<int>(j, "state", 7));
+  if (!state) throw StoredFieldError("state: not an app state");
+  r.state = *state;
+  r.attempt = Stored<int>(j, "attempt", 0);
+  r.pid = StoredOptional<int>(j, "pid");
+  r.exit_code = StoredOptional<int>(j, "exit_code");
+  r.signal = StoredOptional<int>(j, "signal");
+  r.start_ms = StoredOptional<int64_t>(j, "start_ms");
+  r.end_ms = StoredOptional<int64_t>(j, "end_ms");
+  r.error_message = Stored<std::string>(j, "error_message", "");
+  r.log_dir = Stored<std::string>(j, "log_dir", "");
+  r.hostname = Stored<std::string>(j, "hostname", "");
+  if (auto m = j.find("monitor"); m != j.end()) {
+    if (!m->is_object()) throw StoredFieldError("monitor: an object expected");
+    r.monitor.run_dir = Stored<std::string>(*m, "run_dir", "");
+    r.monitor.nonce = Stored<std::string>(*m, "nonce", "");
+    r.monitor.boot_id = Stored<std::string>(*m, "boot_id", "");
+    r.monitor.cgroup = Stored<std::string>(*m, "cgroup", "");
+  }
+  if (r.role_index < 0 || r.replica_id < 0 || r.attempt < 0 || (r.pid && *r.pid <= 0)) {
+    throw StoredFieldError("replica record: a negative role_index, replica_id or attempt, or a pid not above 0");
   }
   return r;
 }
@@ -123,17 +131,17 @@ std::optional<core::ReplicaRequest> ReplicaRequestFromStoredJson(const json& j) 
   if (!j.is_object()) return std::nullopt;
   try {
     core::ReplicaRequest r;
-    r.role = j.at("role").get<std::string>();
-    r.replica_id = j.at("replica_id").get<int>();
-    r.entrypoint = j.at("entrypoint").get<std::string>();
-    r.args = j.at("args").get<std::vector<std::string>>();
-    r.env = j.at("env").get<std::map<std::string, std::string>>();
-    r.cwd = j.at("cwd").get<std::string>();
-    r.log_dir = j.at("log_dir").get<std::string>();
-    r.cpu = j.value("cpu", -1);  // absent in what an older torchxd stored
-    r.mem_mb = j.value("mem_mb", -1);
+    r.role = StoredRequired<std::string>(j, "role");
+    r.replica_id = StoredRequired<int>(j, "replica_id");
+    r.entrypoint = StoredRequired<std::string>(j, "entrypoint");
+    r.args = StoredRequired<std::vector<std::string>>(j, "args");
+    r.env = StoredRequired<std::map<std::string, std::string>>(j, "env");
+    r.cwd = StoredRequired<std::string>(j, "cwd");
+    r.log_dir = StoredRequired<std::string>(j, "log_dir");
+    r.cpu = Stored<int>(j, "cpu", -1);  // absent in what an older torchxd stored
+    r.mem_mb = Stored<int>(j, "mem_mb", -1);
     return r;
-  } catch (const json::exception&) {
+  } catch (const std::exception&) {
     return std::nullopt;
   }
 }
@@ -266,14 +274,15 @@ json AdmissionInfo::ToJson() const {
 
 AdmissionInfo AdmissionInfo::FromJson(const json& j) {
   AdmissionInfo a;
-  if (!j.is_object()) return a;
+  if (j.is_null()) return a;  // not queued
+  if (!j.is_object()) throw StoredFieldError("admission: an object or null expected");
   a.queued = true;
-  a.queue = j.value("queue", "default");
-  a.priority = j.value("priority", 0);
-  a.seq = j.value("seq", uint64_t{0});
-  a.head = j.value("head", false);
-  a.gpus = j.value("gpus", std::map<std::string, std::vector<int>>{});
-  a.gpu_uuids = j.value("gpu_uuids", std::map<std::string, std::vector<std::string>>{});
+  a.queue = Stored<std::string>(j, "queue", "default");
+  a.priority = Stored<int>(j, "priority", 0);
+  a.seq = Stored<uint64_t>(j, "seq", 0);
+  a.head = Stored<bool>(j, "head", false);
+  a.gpus = Stored<std::map<std::string, std::vector<int>>>(j, "gpus", {});
+  a.gpu_uuids = Stored<std::map<std::string, std::vector<std::string>>>(j, "gpu_uuids", {});
   return a;
 }
 
@@ -281,48 +290,58 @@ Result<AppRecord> AppRecord::FromJson(json j) {
   if (!j.is_object()) return Fail(Error::Internal("stored app record is not an object"));
   try {
     AppRecord r;
-    r.scheduler = j.at("scheduler").get<std::string>();
-    r.session = j.at("session").get<std::string>();
-    r.app_id = j.at("app_id").get<std::string>();
+    r.scheduler = StoredRequired<std::string>(j, "scheduler");
+    r.session = StoredRequired<std::string>(j, "session");
+    r.app_id = StoredRequired<std::string>(j, "app_id");
     // What was stored was accepted by the rules of its day: read it back as it is.
     core::AppDefDecodeOptions stored;
     stored.validate = false;
     auto app = core::AppDefFromJson(j.at("app"), stored);
     if (!app) return Fail(app.error());
     r.app = std::move(*app);
-    if (auto it = j.find("cfg"); it != j.end()) r.cfg = std::move(*it);
-    r.cwd = j.value("cwd", "");
-    r.client_env = j.value("client_env", std::map<std::string, std::string>{});
-    r.state = core::AppStateFromInt(j.value("state", 7)).value_or(core::AppState::kUnknown);
-    r.msg = j.value("msg", "");
-    r.num_restarts = j.value("num_restarts", 0);
-    r.structured_error_msg = j.value("structured_error_msg", std::string(core::kNone));
-    r.created_ms = j.value("created_ms", int64_t{0});
-    r.ended_ms = GetOpt<int64_t>(j, "ended_ms");
-    r.app_log_dir = j.value("app_log_dir", "");
-    r.user_log_dir = j.value("user_log_dir", false);
-    r.owner_uid = j.value("owner_uid", 0u);
-    r.owner_gid = j.value("owner_gid", 0u);
-    r.log_max_bytes = j.value("log_max_bytes", uint64_t{0});
-    r.log_bytes_lost = j.value("log_bytes_lost", std::map<std::string, uint64_t>{});
-    r.log_bytes = j.value("log_bytes", uint64_t{0});
-    r.logs_evicted = j.value("logs_evicted", false);
-    r.log_disk_seen = j.value("log_disk_seen", std::map<std::string, uint64_t>{});
-    r.log_lost_before = j.value("log_lost_before", std::map<std::string, uint64_t>{});
-    r.cancelling = j.value("cancelling", false);
-    r.timed_out = j.value("timed_out", false);
+    if (auto it = j.find("cfg"); it != j.end()) {
+      if (!it->is_object()) throw StoredFieldError("cfg: an object expected");
+      r.cfg = std::move(*it);
+    }
+    r.cwd = Stored<std::string>(j, "cwd", "");
+    r.client_env = Stored<std::map<std::string, std::string>>(j, "client_env", {});
+    auto state = core::AppStateFromInt(Stored<int>(j, "state", 7));
+    if (!state) throw StoredFieldError("state: not an app state");
+    r.state = *state;
+    r.msg = Stored<std::string>(j, "msg", "");
+    r.num_restarts = Stored<int>(j, "num_restarts", 0);
+    r.structured_error_msg = Stored<std::string>(j, "structured_error_msg", std::string(core::kNone));
+    r.created_ms = Stored<int64_t>(j, "created_ms", 0);
+    r.ended_ms = StoredOptional<int64_t>(j, "ended_ms");
+    r.app_log_dir = Stored<std::string>(j, "app_log_dir", "");
+    r.user_log_dir = Stored<bool>(j, "user_log_dir", false);
+    r.owner_uid = Stored<uint32_t>(j, "owner_uid", 0u);
+    r.owner_gid = Stored<uint32_t>(j, "owner_gid", 0u);
+    r.log_max_bytes = Stored<uint64_t>(j, "log_max_bytes", 0);
+    r.log_bytes_lost = Stored<std::map<std::string, uint64_t>>(j, "log_bytes_lost", {});
+    r.log_bytes = Stored<uint64_t>(j, "log_bytes", 0);
+    r.logs_evicted = Stored<bool>(j, "logs_evicted", false);
+    r.log_disk_seen = Stored<std::map<std::string, uint64_t>>(j, "log_disk_seen", {});
+    r.log_lost_before = Stored<std::map<std::string, uint64_t>>(j, "log_lost_before", {});
+    r.cancelling = Stored<bool>(j, "cancelling", false);
+    r.timed_out = Stored<bool>(j, "timed_out", false);
     // Records of builds before cancel_fails: only a max_duration cancel failed the app.
-    r.cancel_fails = j.value("cancel_fails", r.timed_out);
-    if (auto it = j.find("scale"); it != j.end() && it->is_object()) r.scale = std::move(*it);
-    r.started_ms = GetOpt<int64_t>(j, "started_ms");
+    r.cancel_fails = Stored<bool>(j, "cancel_fails", r.timed_out);
+    if (auto it = j.find("scale"); it != j.end()) {
+      if (!it->is_object()) throw StoredFieldError("scale: an object expected");
+      for (const auto& [role, n] : it->items()) (void)stored_detail::Reader<int>::Read(n, "scale." + role);
+      r.scale = std::move(*it);
+    }
+    r.started_ms = StoredOptional<int64_t>(j, "started_ms");
     if (auto it = j.find("replicas"); it != j.end()) {
+      if (!it->is_array()) throw StoredFieldError("replicas: an array expected");
       for (const auto& rj : *it) r.replicas.push_back(ReplicaInfoFromJson(rj));
     }
     if (auto it = j.find("scheduler_data"); it != j.end()) r.scheduler_data = std::move(*it);
     if (auto it = j.find("admission"); it != j.end()) r.admission = AdmissionInfo::FromJson(*it);
     if (auto it = j.find("gpu_usage"); it != j.end()) r.gpu_usage = GpuUsage::FromJson(*it);
     return r;
-  } catch (const json::exception& e) {
+  } catch (const std::exception& e) {
     return Fail(Error::Internal(std::string("stored app record: ") + e.what()));
   }
 }

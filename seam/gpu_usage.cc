@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "seam/stored_json.h"
+
 namespace torchxd::seam {
 
 using nlohmann::json;
@@ -74,14 +76,19 @@ json GpuUsage::ToJson() const {
 
 GpuUsage GpuUsage::FromJson(const json& j) {
   GpuUsage u;
-  if (!j.is_object()) return u;
-  u.used_s = j.value("used_s", 0.0);
-  u.dropped_held_s = j.value("dropped_held_s", 0.0);
-  u.dropped_before_ms = j.value("dropped_before_ms", int64_t{0});
-  for (const json& i : j.value("intervals", json::array())) {
-    if (!i.is_object() || u.intervals.size() >= kMaxIntervals + 64) continue;
-    GpuInterval g{i.value("gpu", 0), i.value("uuid", ""), i.value("from_ms", int64_t{0}), std::nullopt};
-    if (i.contains("to_ms")) g.to_ms = i.value("to_ms", int64_t{0});
+  if (j.is_null()) return u;
+  if (!j.is_object()) throw StoredFieldError("gpu_usage: an object expected");
+  u.used_s = Stored<double>(j, "used_s", 0.0);
+  u.dropped_held_s = Stored<double>(j, "dropped_held_s", 0.0);
+  u.dropped_before_ms = Stored<int64_t>(j, "dropped_before_ms", 0);
+  auto intervals = j.find("intervals");
+  if (intervals == j.end()) return u;
+  if (!intervals->is_array()) throw StoredFieldError("gpu_usage.intervals: an array expected");
+  for (const json& i : *intervals) {
+    if (!i.is_object()) throw StoredFieldError("gpu_usage.intervals: objects expected");
+    if (u.intervals.size() >= kMaxIntervals + 64) break;
+    GpuInterval g{Stored<int>(i, "gpu", 0), Stored<std::string>(i, "uuid", ""), Stored<int64_t>(i, "from_ms", 0),
+                  StoredOptional<int64_t>(i, "to_ms")};
     u.intervals.push_back(std::move(g));
   }
   return u;

@@ -107,6 +107,11 @@ TEST(RunOptsTest, ResolveFillsDefaultsAndChecksRequired) {
   EXPECT_EQ(resolved->at("namespace"), CfgValue{std::string("default")});
   EXPECT_EQ(resolved->at("retries"), CfgValue{int64_t{0}});
   EXPECT_EQ(resolved->at("cluster_name"), CfgValue{});
+  // None (JSON null) is the default, as in TorchX: never a value of no type.
+  auto nulls = opts.Resolve({{"queue", std::string("q")}, {"namespace", CfgValue{}}, {"retries", CfgValue{}}});
+  ASSERT_TRUE(nulls.has_value());
+  EXPECT_EQ(nulls->at("namespace"), CfgValue{std::string("default")});
+  EXPECT_EQ(nulls->at("retries"), CfgValue{int64_t{0}});
 
   auto missing = opts.Resolve({});
   ASSERT_FALSE(missing.has_value());
