@@ -491,18 +491,17 @@ void Daemon::Finish() {
 int Daemon::Run() {
   ::signal(SIGPIPE, SIG_IGN);
   RaiseOpenFilesLimit();
-  // SIGTERM/SIGINT wait, blocked, until their handlers exist: the socket
-  // answers from Listen on, and a stop sent then must be a clean stop (socket
-  // removed, replicas handled), not the default action's death. Replicas get a
-  // clean mask from the shim.
-  sigset_t stop_signals, previous;
+  // SIGTERM/SIGINT wait, blocked (main blocks them first thing), until their
+  // handlers exist: the socket answers from Listen on, and a stop sent then
+  // must be a clean stop (socket removed, replicas handled), not the default
+  // action's death. Replicas get a clean mask from the shim.
+  sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
-  ::sigprocmask(SIG_BLOCK, &stop_signals, &previous);
+  ::sigprocmask(SIG_BLOCK, &stop_signals, nullptr);
   if (auto ok = Prepare(); !ok) {
     logging::error("{}", ok.error().message);
-    ::sigprocmask(SIG_SETMASK, &previous, nullptr);
     return ok.error().code == ErrorCode::kIo ? 1 : 2;
   }
   auto on_signal = [](uv_signal_t* h, int signum) {
@@ -514,7 +513,7 @@ int Daemon::Run() {
   sigint_ = NewUvHandle<uv_signal_t>(this);
   uv_signal_init(&loop_, sigint_.get());
   uv_signal_start(sigint_.get(), on_signal, SIGINT);
-  ::sigprocmask(SIG_SETMASK, &previous, nullptr);  // a stop that came meanwhile is handled now
+  ::sigprocmask(SIG_UNBLOCK, &stop_signals, nullptr);  // a stop that came meanwhile is handled now
   commit_ = NewUvHandle<uv_check_t>(this);
   uv_check_init(&loop_, commit_.get());
   uv_check_start(commit_.get(), [](uv_check_t* h) {

@@ -1,6 +1,7 @@
 // torchxd: the daemon's entry point. Flags and config in config.h; wiring in daemon.h.
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <signal.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -18,6 +19,14 @@
 #include "daemon/heap_tunables.h"
 
 int main(int argc, char** argv) {
+  // A stop asked while the daemon starts waits, blocked (also across the exec
+  // below), until Daemon::Run has its handlers: a clean stop, never the
+  // default action's death with the socket and replicas left as they were.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  ::sigprocmask(SIG_BLOCK, &stop_signals, nullptr);
   // Once, before anything is opened: glibc takes its tunables at exec only.
   // Should the exec fail, the daemon runs on as it is, on 4 KiB pages.
   if (auto tunables = torchxd::daemon::HugeHeapTunables(std::getenv(torchxd::daemon::kGlibcTunablesEnv))) {
@@ -60,6 +69,7 @@ int main(int argc, char** argv) {
   // again. The shims stay its children, the listening socket stays open as
   // fd 3 (the socket-activation convention), and the new image adopts both.
   spdlog::shutdown();
+  ::sigprocmask(SIG_BLOCK, &stop_signals, nullptr);  // until the next image's handlers exist
   if (::dup2(restart_fd, 3) != 3) return 1;
   ::setenv("LISTEN_FDS", "1", 1);
   ::setenv("LISTEN_PID", std::to_string(::getpid()).c_str(), 1);

@@ -1,9 +1,15 @@
 // The daemon's lifecycle: shutdown, crash, restart, lock, stale socket, app cache.
 #include <sqlite3.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <fstream>
+#include <thread>
 
 #include <gmock/gmock.h>
 
@@ -47,6 +53,46 @@ TEST_F(LifecycleTest, SigtermStopsEveryReplicaRecordsStatesAndExitsZero) {
   EXPECT_EQ(st["state"], "CANCELLED");
   EXPECT_EQ(st["msg"], "torchxd was stopped");
   EXPECT_EQ(Replica(st, "w", 1)["state_name"], "CANCELLED");
+}
+
+// A stop asked while the daemon starts (from its first instruction on:
+// SIGTERM blocked, a pending one handled once its handler exists) is a clean
+// stop: exit 0 and its socket removed, never the default action's 143.
+TEST_F(LifecycleTest, ASigtermWhileItStartsIsACleanStop) {
+  auto blocked = [](pid_t pid) {
+    std::string status = ReadFile("/proc/" + std::to_string(pid) + "/status");
+    size_t at = status.find("SigBlk:\t");
+    if (at == std::string::npos) return false;
+    unsigned long long mask = std::stoull(status.substr(at + 8, 16), nullptr, 16);
+    return (mask & (1ull << (SIGTERM - 1))) != 0;
+  };
+  for (int round = 0; round < 30; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    std::vector<std::string> args = {daemon_bin_, "--socket", socket_, "--state-dir", state_dir_,
+                                     "--run-dir", state_dir_ + "/shims"};
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      int fd = ::open(daemon_log_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+    ASSERT_GT(pid, 0);
+    ASSERT_TRUE(WaitUntil([&] { return blocked(pid); }, 10)) << "its start blocks SIGTERM";
+    std::this_thread::sleep_for(std::chrono::milliseconds(round % 15 * 2));  // before, during and after Prepare
+    ::kill(pid, SIGTERM);
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << (WIFSIGNALED(status) ? "killed by signal " + std::to_string(WTERMSIG(status))
+                                : "exit " + std::to_string(WEXITSTATUS(status)))
+        << "\n" << ReadFile(daemon_log_);
+    EXPECT_FALSE(fs::exists(socket_)) << "a clean stop removes its socket";
+  }
 }
 
 TEST_F(LifecycleTest, TheDaemonsOwnOutputIsKeptWithinItsBoundInTwoFiles) {
