@@ -26,4 +26,19 @@ Result<uint64_t> ParseByteSize(const std::string& text) {
   return value * mult;
 }
 
+std::string FormatByteSize(uint64_t bytes) {
+  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  if (bytes < 1024) return std::to_string(bytes) + " B";
+  int unit = 0;
+  uint64_t scale = 1;
+  while (unit < 6 && bytes >= scale * 1024) scale *= 1024, ++unit;
+  // Tenths, rounded up; a whole number of units is written without ".0".
+  uint64_t whole = bytes / scale, rest = bytes % scale;
+  uint64_t tenths = whole < 10 ? (rest * 10 + scale - 1) / scale : (rest ? 10 : 0);
+  if (tenths >= 10) whole += 1, tenths = 0;
+  std::string out = std::to_string(whole);
+  if (tenths > 0) out += "." + std::to_string(tenths);
+  return out + " " + kUnits[unit];
+}
+
 }  // namespace torchxd::core

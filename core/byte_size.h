@@ -15,6 +15,9 @@ namespace torchxd::core {
 // Bytes ("0" too, which callers read as unbounded), at most 2^62; InvalidArgument naming the
 // text otherwise.
 [[nodiscard]] Result<uint64_t> ParseByteSize(const std::string& text);
+// How messages say a size: "512 B", "64 KiB", "1.5 MiB", "2 GiB" (one decimal
+// below ten units, rounded up so that a size past a limit never reads as the limit).
+std::string FormatByteSize(uint64_t bytes);
 
 }  // namespace torchxd::core
 

@@ -32,8 +32,22 @@ std::string JoinPath(const std::vector<std::string>& parts) {
   return out;
 }
 
+std::map<std::string, std::string> ReplicaRequest::Environment() const {
+  std::map<std::string, std::string> out;
+  ForEachVariable([&](const std::string& k, const std::string& v) { out.emplace_hint(out.end(), k, v); });
+  return out;
+}
+
+size_t ReplicaRequest::ExpandedBytes() const {
+  size_t n = entrypoint.size() + 1;
+  for (const auto& a : args) n += a.size() + 1;
+  ForEachVariable([&](const std::string& k, const std::string& v) { n += k.size() + v.size() + 2; });
+  return n;
+}
+
 std::vector<ReplicaRequest> BuildReplicaRequests(const AppDef& app, const LocalAppContext& ctx) {
   std::vector<ReplicaRequest> out;
+  auto inherited = std::make_shared<const std::map<std::string, std::string>>(ctx.client_env);
   for (size_t r = 0; r < app.roles.size(); ++r) {
     Role role = app.roles[r];
     const RoleLocation& where = ctx.roles.at(r);
@@ -55,13 +69,17 @@ std::vector<ReplicaRequest> BuildReplicaRequests(const AppDef& app, const LocalA
       req.log_dir = ReplicaLogDir(ctx.app_log_dir, {role.name, i});
       req.cpu = role.resource.cpu;
       req.mem_mb = role.resource.mem_mb;
-      req.env = ctx.client_env;
-      for (const auto& [k, v] : applied.env) req.env[k] = v;
+      req.inherited = inherited;
+      req.env = std::move(applied.env);
       req.env["TORCHX_RANK0_HOST"] = "localhost";
       req.env["TORCHX_INTERNAL_SESSION_ID"] = ctx.session_id;
-      req.env.emplace("TORCHELASTIC_ERROR_FILE", req.log_dir + "/error.json");
-      req.env.emplace("PET_LOG_DIR", ctx.app_log_dir + "/torchelastic/" + role.name);
-      req.env.emplace("PYTHONUNBUFFERED", "x");
+      // Only where neither the client nor the role set them.
+      auto set_unless_set = [&](const char* name, std::string value) {
+        if (ctx.client_env.count(name) == 0) req.env.emplace(name, std::move(value));
+      };
+      set_unless_set("TORCHELASTIC_ERROR_FILE", req.log_dir + "/error.json");
+      set_unless_set("PET_LOG_DIR", ctx.app_log_dir + "/torchelastic/" + role.name);
+      set_unless_set("PYTHONUNBUFFERED", "x");
       req.env["PATH"] = JoinPath({values.Substitute(path), Lookup(ctx.client_env, "PATH")});
       out.push_back(std::move(req));
     }

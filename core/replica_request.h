@@ -14,6 +14,7 @@
 #define TORCHXD_CORE_REPLICA_REQUEST_H_
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -45,7 +46,12 @@ struct ReplicaRequest {
   int replica_id = 0;
   std::string entrypoint;
   std::vector<std::string> args;
-  std::map<std::string, std::string> env;  // the complete environment
+  // The environment it inherits (the submitting client's), one copy shared by
+  // every replica of the app, and what this replica sets over it (the role's
+  // env after macros, TorchX's variables, PATH): an app's memory grows with
+  // its environment once, not once per replica. Environment() is the whole.
+  std::shared_ptr<const std::map<std::string, std::string>> inherited;
+  std::map<std::string, std::string> env;
   std::string cwd;
   std::string log_dir;  // ReplicaLogDir(app_log_dir, Key())
   int cpu = -1;         // the role's resource, for the limits its containment may enforce
@@ -56,6 +62,24 @@ struct ReplicaRequest {
   nlohmann::json container;
 
   ReplicaKey Key() const { return {role, replica_id}; }
+  // The complete environment, in name order: `inherited` with `env` over it.
+  std::map<std::string, std::string> Environment() const;
+  // Each variable of the complete environment once, in name order, without building it.
+  template <class F>
+  void ForEachVariable(F f) const {
+    static const std::map<std::string, std::string> kNone;
+    const auto& base = inherited ? *inherited : kNone;
+    auto b = base.begin();
+    for (auto e = env.begin(); e != env.end(); ++e) {
+      for (; b != base.end() && b->first < e->first; ++b) f(b->first, b->second);
+      if (b != base.end() && b->first == e->first) ++b;
+      f(e->first, e->second);
+    }
+    for (; b != base.end(); ++b) f(b->first, b->second);
+  }
+  // Bytes of environment and arguments its process gets ("k=v" and each
+  // argument with their terminators): what its start costs in memory.
+  size_t ExpandedBytes() const;
 };
 
 // TorchX's _join_PATH: ":".join(p.strip(":") for p in parts if p).

@@ -170,6 +170,17 @@ ParsedArgs ParseDaemonArgs(int argc, char** argv, const core::EnvLookup& env) {
                  "local apps one user may have started and not ended (queued apps do not count; root and "
                  "--admin-group are exempt); more are refused at submit (default 0: unlimited)")
       ->check(CLI::Range(size_t{0}, size_t{10000000}));
+  app.add_option("--max-pending-per-user", c.max_pending_per_user,
+                 "local apps one user may have waiting to start (queued for admission, pulling an image; root's "
+                 "too: they hold the daemon's memory and store); more are refused at submit (default 1000)")
+      ->check(CLI::Range(size_t{1}, size_t{10000000}));
+  app.add_option("--max-pending-bytes-per-user", c.max_pending_bytes_per_user,
+                 "the stored size of one user's waiting apps together, e.g. 256M (default; root's too); a submit "
+                 "past it is refused");
+  app.add_option("--max-expanded-bytes-per-app", c.max_expanded_bytes_per_app,
+                 "the environment and arguments of all of an app's replicas together, as their processes get them "
+                 "(the client's environment counts once per replica), e.g. 256M (default); a bigger app is "
+                 "refused at submit");
   app.add_option("--grace-period", c.grace_period, "seconds between SIGTERM and SIGKILL (default 10)")
       ->check(CLI::Range(0.0, 86400.0));
   app.add_option("--log-max-bytes", c.log_max_bytes, "per-stream log budget, e.g. 128M (0 = unbounded)");
@@ -268,6 +279,8 @@ ParsedArgs ParseDaemonArgs(int argc, char** argv, const core::EnvLookup& env) {
     return !bytes;
   };
   if (bad_size("--log-max-bytes", c.log_max_bytes) || bad_size("--output-max-bytes", c.output_max_bytes) ||
+      bad_size("--max-pending-bytes-per-user", c.max_pending_bytes_per_user) ||
+      bad_size("--max-expanded-bytes-per-app", c.max_expanded_bytes_per_app) ||
       (!c.log_max_total.empty() && bad_size("--log-max-total", c.log_max_total))) {
     return {std::nullopt, 2};
   }

@@ -42,6 +42,9 @@ struct DaemonConfig {
   std::string output_max_bytes = "64M";  // past it, output becomes output.1 and a new one starts (0 = never)
   size_t cache_size = 100;           // per user
   size_t max_running_per_user = 0;   // 0 = unlimited
+  size_t max_pending_per_user = 1000;             // apps waiting to start (queued, pulling), per user
+  std::string max_pending_bytes_per_user = "256M";  // their records together
+  std::string max_expanded_bytes_per_app = "256M";  // env and args of all of an app's replicas as their processes get them
   double restart_rate_per_user = 20; // replica restarts per second per user (bursts of one second's worth)
   double grace_period = 10.0;
   std::string log_max_bytes = "128M";

@@ -183,6 +183,9 @@ Result<void> Daemon::Prepare() {
   opts.launcher = launcher_.get();
   opts.cache_size = config_.cache_size;
   opts.max_running_per_user = config_.max_running_per_user;
+  opts.max_pending_per_user = config_.max_pending_per_user;
+  opts.max_pending_bytes_per_user = *core::ParseByteSize(config_.max_pending_bytes_per_user);  // checked by the parser
+  opts.max_expanded_bytes_per_app = *core::ParseByteSize(config_.max_expanded_bytes_per_app);
   opts.restart_rate_per_user = config_.restart_rate_per_user;
   opts.grace_seconds = config_.grace_period;
   opts.shim_path = config_.shim;

@@ -15,7 +15,13 @@ namespace torchxd::localsched {
 
 using json = nlohmann::json;
 
+std::shared_ptr<const std::map<std::string, std::string>> LocalApp::InheritedEnv() {
+  if (!inherited_env) inherited_env = std::make_shared<const std::map<std::string, std::string>>(client_env);
+  return inherited_env;
+}
+
 void LocalApp::DropLaunchInputs() {
+  inherited_env.reset();
   if (client_env.empty() && requests.empty()) return;
   client_env.clear();
   requests = json::array();

@@ -27,14 +27,18 @@ struct LocalApp : seam::AppRecord {
   // Fixed at submit (a change calls FixedPartsChanged).
   nlohmann::json requests = nlohmann::json::array();  // what each replica runs, for re-adoption
   int64_t max_duration_ms = 0;                        // -cfg max_duration (0 = none)
+  uint64_t submitted_bytes = 0;  // live: its record's size at submit (what it weighs while it waits)
   // Changing as it runs.
   nlohmann::json ports = nlohmann::json::object();  // named ports while it runs: "declared" -> the one it got
+  std::shared_ptr<const std::map<std::string, std::string>> inherited_env;  // live: InheritedEnv()
   std::vector<std::string> pulling;                 // local_docker: images still to pull before it may start
   // Live (not persisted): where its replicas' output goes (outlives the
   // runner), and the runner of its replicas once it was admitted.
   std::unique_ptr<supervisor::ReplicaLogSink> log_sink;
   std::unique_ptr<supervisor::AppRunner> runner;
   std::vector<UniqueFd> port_claims;  // held from when it got `ports` until it ends (core::ClaimPort)
+  // client_env as its replicas' requests inherit it: one copy for them all (made on first use).
+  std::shared_ptr<const std::map<std::string, std::string>> InheritedEnv();
 
   // A finished app never launches again: what only a launch reads (the caller's environment,
   // the replicas' requests: most of a record's bytes) leaves memory, and the store at its next write.

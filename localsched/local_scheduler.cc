@@ -103,6 +103,31 @@ Result<void> LocalScheduler::CheckRoom(uid_t uid, bool privileged) {
                                  "); wait for one to end or cancel one"));
 }
 
+Result<void> LocalScheduler::CheckPending(uid_t uid, uint64_t bytes) const {
+  size_t waiting = 0;
+  uint64_t waiting_bytes = bytes;
+  for (const auto& [key, rec] : apps_) {
+    if (rec->owner_uid != uid || rec->state != core::AppState::kPending || rec->runner) continue;
+    ++waiting;
+    waiting_bytes += rec->submitted_bytes;
+  }
+  auto mib = core::FormatByteSize;
+  if (waiting >= options_.max_pending_per_user) {
+    return Fail(Error::Unavailable("uid " + std::to_string(uid) + " already has " + std::to_string(waiting) +
+                                   " apps waiting to start, the most one user may have on this torchxd "
+                                   "(--max-pending-per-user " + std::to_string(options_.max_pending_per_user) +
+                                   "); wait for some to start or cancel some"));
+  }
+  if (waiting_bytes > options_.max_pending_bytes_per_user) {
+    return Fail(Error::Unavailable("uid " + std::to_string(uid) + "'s apps waiting to start would take " +
+                                   mib(waiting_bytes) + " with this one (" + mib(bytes) +
+                                   "), more than one user may have waiting on this torchxd "
+                                   "(--max-pending-bytes-per-user " + mib(options_.max_pending_bytes_per_user) +
+                                   "); wait for some to start or cancel some"));
+  }
+  return {};
+}
+
 void LocalScheduler::MakeRoom(uid_t uid) {
   // Each user keeps their own `cache_size` apps: their oldest finished go
   // first; running apps stay, and never cost anyone a submit.
@@ -192,7 +217,7 @@ bool LocalScheduler::AdoptProcesses(LocalApp& app) {
   if (!caller) return false;
   std::vector<core::ReplicaRequest> requests;
   for (const auto& j : app.requests) {
-    auto req = seam::ReplicaRequestFromStoredJson(j);
+    auto req = seam::ReplicaRequestFromStoredJson(j, app.InheritedEnv());
     if (!req) return false;
     requests.push_back(std::move(*req));
   }
@@ -279,6 +304,7 @@ Result<const seam::AppRecord*> LocalScheduler::SubmitNow(seam::SubmitRequest req
   plan_input.gpu_count = gpu_count_;
   core::LocalPlan plan = core::PlanLocalApp(rec->app, plan_input);
   std::vector<core::ReplicaRequest> requests = std::move(plan.requests);
+  if (!requests.empty()) rec->inherited_env = requests.front().inherited;  // one copy for the app
   rec->submit_warnings = std::move(plan.warnings);
   if (admission_ && admission_->box().topology.size() == 0) {
     int most = 0;
@@ -295,6 +321,17 @@ Result<const seam::AppRecord*> LocalScheduler::SubmitNow(seam::SubmitRequest req
     }
   }
   if (!docker) {
+    uint64_t expanded = 0;
+    for (const auto& req : requests) expanded += req.ExpandedBytes();
+    if (expanded > options_.max_expanded_bytes_per_app) {
+      auto mib = core::FormatByteSize;
+      return Fail(Error::InvalidArgument(
+          "the app's " + std::to_string(requests.size()) + " replicas would start with " + mib(expanded) +
+          " of environment and arguments together (" + mib(expanded / std::max<size_t>(1, requests.size())) +
+          " each, the client's environment included), more than this torchxd starts for one app "
+          "(--max-expanded-bytes-per-app " + mib(options_.max_expanded_bytes_per_app) +
+          "); pass a smaller environment (torchx run sends the client's; -cfg env / the role's env) or fewer replicas"));
+    }
     for (const auto& req : requests) rec->requests.push_back(seam::ReplicaRequestToStoredJson(req));
   }
   for (const auto& req : requests) {
@@ -310,8 +347,18 @@ Result<const seam::AppRecord*> LocalScheduler::SubmitNow(seam::SubmitRequest req
   }
   rec->state = admission_ || hold ? core::AppState::kPending : core::AppState::kSubmitted;
   // As text: its fixed parts (the requests are most of it) are serialized once, here, for every later write.
+  std::string text = rec->ToJsonText(true);
+  rec->submitted_bytes = text.size();
+  if (auto room = rec->state == core::AppState::kPending ? CheckPending(request.uid, text.size())
+                                                         : Result<void>{};
+      !room) {
+    std::error_code ec;
+    seam::AsUser as(rec->owner_uid, rec->owner_gid);
+    std::filesystem::remove_all(rec->app_log_dir, ec);  // made above; nothing else was
+    return Fail(room.error());
+  }
   Result<void> committed = store_->PutAppText(rec->scheduler, rec->app_id, static_cast<int>(rec->state),
-                                              rec->created_ms, rec->ToJsonText(true));
+                                              rec->created_ms, text);
   if (committed) {
     seam::AppEvent submitted;
     submitted.type = "submitted";

@@ -47,6 +47,9 @@ struct LocalSchedulerOptions {
   std::string log_dir;       // the daemon's --log-dir
   size_t cache_size = 100;   // TorchX's cache_size, per user: their oldest finished apps go first
   size_t max_running_per_user = 0;  // apps started and not ended, per uid (root and admins excepted); 0 = no limit
+  size_t max_pending_per_user = 1000;                // apps waiting to start, per uid (root's too)
+  uint64_t max_pending_bytes_per_user = 256ull << 20;  // their stored records together
+  uint64_t max_expanded_bytes_per_app = 256ull << 20;  // ReplicaRequest::ExpandedBytes of all its replicas
   double restart_rate_per_user = 20;  // restarts per second, all of a user's replicas together (bursts of one second's worth)
   double grace_seconds = 10.0;
   std::string shim_path;
@@ -142,6 +145,10 @@ class LocalScheduler : public seam::Scheduler,
   LocalApp* OldestEvictable(uid_t uid);
   // May the user start one more app (--max-running-per-user)? Changes nothing.
   [[nodiscard]] Result<void> CheckRoom(uid_t uid, bool privileged);
+  // May the user have one more app of `bytes` waiting to start
+  // (--max-pending-per-user, --max-pending-bytes-per-user; root's too: they
+  // bound the daemon's memory and store)? Changes nothing.
+  [[nodiscard]] Result<void> CheckPending(uid_t uid, uint64_t bytes) const;
   void MakeRoom(uid_t uid);  // evicts the user's oldest finished apps beyond the cache size
   void Evict(LocalApp& app);
   void Persist(LocalApp& app);  // a finished app drops its launch inputs first

@@ -122,15 +122,24 @@ supervisor::ReplicaInfo ReplicaInfoFromJson(const json& j) {
 }
 
 json ReplicaRequestToStoredJson(const core::ReplicaRequest& r) {
-  return json{{"role", r.role}, {"replica_id", r.replica_id}, {"entrypoint", r.entrypoint}, {"args", r.args},
-              {"env", r.env},   {"cwd", r.cwd},               {"log_dir", r.log_dir},
-              {"cpu", r.cpu},   {"mem_mb", r.mem_mb}};
+  json out{{"role", r.role}, {"replica_id", r.replica_id}, {"entrypoint", r.entrypoint}, {"args", r.args},
+           {"env", r.env},   {"cwd", r.cwd},               {"log_dir", r.log_dir},
+           {"cpu", r.cpu},   {"mem_mb", r.mem_mb}};
+  // The inherited environment is the record's client_env, stored once.
+  if (r.inherited) out["inherits_client_env"] = true;
+  return out;
 }
 
-std::optional<core::ReplicaRequest> ReplicaRequestFromStoredJson(const json& j) {
+std::optional<core::ReplicaRequest> ReplicaRequestFromStoredJson(
+    const json& j, const std::shared_ptr<const std::map<std::string, std::string>>& client_env) {
   if (!j.is_object()) return std::nullopt;
   try {
     core::ReplicaRequest r;
+    // A request stored before replicas shared it holds its whole environment.
+    if (Stored<bool>(j, "inherits_client_env", false)) {
+      if (!client_env) return std::nullopt;
+      r.inherited = client_env;
+    }
     r.role = StoredRequired<std::string>(j, "role");
     r.replica_id = StoredRequired<int>(j, "replica_id");
     r.entrypoint = StoredRequired<std::string>(j, "entrypoint");

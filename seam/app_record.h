@@ -131,8 +131,11 @@ nlohmann::json ReplicaInfoToJson(const supervisor::ReplicaInfo& info);
 // The same as its dump() (keys sorted, invalid UTF-8 replaced), written
 // directly: a replica's record is stored at each of its changes.
 std::string ReplicaInfoToJsonText(const supervisor::ReplicaInfo& info);
+// A replica's request as a record keeps it: its own variables, and whether it
+// inherits the record's client_env (given back as `client_env` when read).
 nlohmann::json ReplicaRequestToStoredJson(const core::ReplicaRequest& request);
-std::optional<core::ReplicaRequest> ReplicaRequestFromStoredJson(const nlohmann::json& json);
+std::optional<core::ReplicaRequest> ReplicaRequestFromStoredJson(
+    const nlohmann::json& json, const std::shared_ptr<const std::map<std::string, std::string>>& client_env);
 supervisor::ReplicaInfo ReplicaInfoFromJson(const nlohmann::json& json);
 
 }  // namespace torchxd::seam

@@ -280,7 +280,7 @@ void ReplicaProcess::Started(pid_t pid, UniqueFd pidfd, UniqueFd control, Parent
     }
   }
   if (spec_sent_ < spec_text_.size()) Send(spec_text_.substr(spec_sent_));
-  spec_text_.clear();
+  spec_text_ = std::string();  // its memory too: a spec holds the whole environment
   CrashPoint("after_spawn");
   // A stop asked for while the launcher forked the shim.
   if (kill_asked_) {
@@ -780,7 +780,7 @@ std::unique_ptr<ReplicaHandle> ProcessRuntime::Start(const core::ReplicaRequest&
   spec.cwd = request.cwd;
   spec.argv.push_back(request.entrypoint);
   spec.argv.insert(spec.argv.end(), request.args.begin(), request.args.end());
-  for (const auto& [k, v] : request.env) spec.env.push_back(k + "=" + v);
+  request.ForEachVariable([&](const std::string& k, const std::string& v) { spec.env.push_back(k + "=" + v); });
   spec.nofile = ReplicaNofileLimit();
   // Always explicit: the shim runs nothing without knowing whom to run it as.
   const auto& run_as = options_.run_as;

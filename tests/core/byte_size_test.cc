@@ -25,4 +25,15 @@ TEST(ByteSizeTest, RefusesWhatItCannotHoldNamingTheText) {
 }
 
 }  // namespace
+TEST(ByteSizeTest, FormatsSizesSoThatOnePastALimitNeverReadsAsIt) {
+  EXPECT_EQ(FormatByteSize(0), "0 B");
+  EXPECT_EQ(FormatByteSize(1023), "1023 B");
+  EXPECT_EQ(FormatByteSize(64 * 1024), "64 KiB");
+  EXPECT_EQ(FormatByteSize(64 * 1024 + 1), "65 KiB");
+  EXPECT_EQ(FormatByteSize((1 << 20) + 1), "1.1 MiB");
+  EXPECT_EQ(FormatByteSize(3 << 19), "1.5 MiB");
+  EXPECT_EQ(FormatByteSize(256ull << 20), "256 MiB");
+  EXPECT_EQ(FormatByteSize((10ull << 30) - 1), "10 GiB");
+}
+
 }  // namespace torchxd::core

@@ -36,29 +36,46 @@ TEST(ReplicaRequestTest, ComposesEnvLikeTorchxLocalScheduler) {
   auto reqs = BuildReplicaRequests(TwoRoleApp(), Context(false));
   ASSERT_EQ(reqs.size(), 3u);
   const auto& r1 = reqs[1];
+  auto env1 = r1.Environment();
+  auto env2 = reqs[2].Environment();
   EXPECT_EQ(r1.role, "trainer");
   EXPECT_EQ(r1.replica_id, 1);
   EXPECT_EQ(r1.args, (std::vector<std::string>{"--rank", "1", "--root", "/work", "--host",
                                                "${rank0_env}"}));
   EXPECT_EQ(r1.cwd, "/work");
   EXPECT_EQ(r1.log_dir, "/logs/torchx/app-x1/trainer/1");
-  EXPECT_EQ(r1.env.at("HOME"), "/home/u");           // client env inherited
-  EXPECT_EQ(r1.env.at("OUT"), "app-x1/1");           // role env beats client env
-  EXPECT_EQ(r1.env.at("TORCHX_RANK0_HOST"), "localhost");  // overwritten
-  EXPECT_EQ(r1.env.at("TORCHX_JOB_ID"), "local_cwd://torchx/app-x1");
-  EXPECT_EQ(r1.env.at("TORCHX_INTERNAL_SESSION_ID"), "sid");
-  EXPECT_EQ(r1.env.at("TORCHELASTIC_ERROR_FILE"), "/logs/torchx/app-x1/trainer/1/error.json");
-  EXPECT_EQ(r1.env.at("PET_LOG_DIR"), "/logs/torchx/app-x1/torchelastic/trainer");
-  EXPECT_EQ(r1.env.at("PYTHONUNBUFFERED"), "0");     // only set where unset
-  EXPECT_EQ(r1.env.at("PATH"), "/work/bin:/work:/usr/bin:/bin");
-  EXPECT_EQ(reqs[2].env.at("PYTHONUNBUFFERED"), "x");
-  EXPECT_EQ(reqs[2].env.at("PATH"), "/img:/usr/bin:/bin");
+  EXPECT_EQ(env1.at("HOME"), "/home/u");           // client env inherited
+  EXPECT_EQ(env1.at("OUT"), "app-x1/1");           // role env beats client env
+  EXPECT_EQ(env1.at("TORCHX_RANK0_HOST"), "localhost");  // overwritten
+  EXPECT_EQ(env1.at("TORCHX_JOB_ID"), "local_cwd://torchx/app-x1");
+  EXPECT_EQ(env1.at("TORCHX_INTERNAL_SESSION_ID"), "sid");
+  EXPECT_EQ(env1.at("TORCHELASTIC_ERROR_FILE"), "/logs/torchx/app-x1/trainer/1/error.json");
+  EXPECT_EQ(env1.at("PET_LOG_DIR"), "/logs/torchx/app-x1/torchelastic/trainer");
+  EXPECT_EQ(env1.at("PYTHONUNBUFFERED"), "0");     // only set where unset
+  EXPECT_EQ(env1.at("PATH"), "/work/bin:/work:/usr/bin:/bin");
+  EXPECT_EQ(env2.at("PYTHONUNBUFFERED"), "x");
+  EXPECT_EQ(env2.at("PATH"), "/img:/usr/bin:/bin");
   EXPECT_EQ(reqs[2].cwd, "/img");
 }
 
 TEST(ReplicaRequestTest, PrependCwdPutsTheCwdFirst) {
   auto reqs = BuildReplicaRequests(TwoRoleApp(), Context(true));
   EXPECT_EQ(reqs[0].env.at("PATH"), "/work:/work/bin:/usr/bin:/bin");
+}
+
+// The client's environment is one copy for all replicas; each holds only what it sets over it.
+TEST(ReplicaRequestTest, ReplicasShareTheInheritedEnvironment) {
+  auto reqs = BuildReplicaRequests(TwoRoleApp(), Context(false));
+  ASSERT_EQ(reqs.size(), 3u);
+  ASSERT_TRUE(reqs[0].inherited);
+  for (const auto& r : reqs) EXPECT_EQ(r.inherited.get(), reqs[0].inherited.get());
+  EXPECT_EQ(reqs[0].env.count("HOME"), 0u) << "inherited, not copied";
+  std::string walked;
+  reqs[1].ForEachVariable([&](const std::string& k, const std::string&) { walked += k + ","; });
+  std::string built;
+  for (const auto& [k, v] : reqs[1].Environment()) built += k + ",";
+  EXPECT_EQ(walked, built) << "each variable once, in name order";
+  EXPECT_GT(reqs[1].ExpandedBytes(), reqs[1].inherited->size());
 }
 
 TEST(ReplicaRequestTest, JoinPathDropsEmptyPartsAndEdgeColons) {
