@@ -20,9 +20,12 @@ namespace {
 
 using nlohmann::json;
 
-constexpr size_t kSliceBytes = 1 << 20;        // read per loop turn
+constexpr size_t kSliceBytes = 256 * 1024;     // read per loop turn
 constexpr size_t kBatchBytes = 64 * 1024;      // lines per event
-constexpr size_t kMaxQueuedBytes = 4 << 20;    // pause while the client lags this much
+// A follower's backlog: it reads on only while what its client has not taken,
+// and one more slice (JSON-escaped, at most twice its bytes), stay within 1 MiB
+// (as an `events -f` follower's), so a reader that stopped costs that much.
+constexpr size_t kMaxQueuedBytes = (1 << 20) - 2 * kSliceBytes;
 constexpr size_t kMaxLineBytes = 1 << 20;      // longer lines are sent in pieces of this size
 
 // Start of the last `n` lines of the stream (a final newline does not start a line).
@@ -381,7 +384,7 @@ void LogRequest::Step() {
     return;
   }
   if (done_ || !responder_->alive()) return Finish();
-  if (responder_->QueuedBytes() > kMaxQueuedBytes) {  // the client lags: wait for it
+  if (responder_->QueuedBytes() >= kMaxQueuedBytes) {  // the client lags: wait for it
     responder_->WhenDrained([this] { Schedule(); });
     return;
   }

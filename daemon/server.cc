@@ -529,12 +529,16 @@ std::optional<Error> Server::Refusal(const PeerInfo& peer, size_t of_uid) const 
 }
 
 void Server::Remove(Connection* connection) {
-  bool was_big = connection->peak_bytes() > kTrimAfterBytes;
+  untrimmed_bytes_ += connection->peak_bytes();
   auto it = per_uid_.find(connection->peer().uid);
   if (it != per_uid_.end() && --it->second == 0) per_uid_.erase(it);
   connections_.erase(connection);
-  // A client that made us buffer a lot leaves that memory with glibc: give it back.
-  if (was_big) ::malloc_trim(0);
+  // Clients that made us buffer a lot, one big one or many followers of 1
+  // MiB each, leave that memory with glibc: give it back.
+  if (untrimmed_bytes_ > kTrimAfterBytes) {
+    untrimmed_bytes_ = 0;
+    ::malloc_trim(0);
+  }
 }
 
 }  // namespace torchxd::daemon

@@ -60,7 +60,7 @@ class ConnectionResponder : public Responder {
 inline constexpr size_t kMaxPendingInputBytes = 1 << 20;  // requests queued behind one in flight
 inline constexpr size_t kPauseReplyBytes = 8 << 20;       // unread replies: stop taking requests
 inline constexpr size_t kMaxQueuedReplyBytes = 64 << 20;  // unread replies: drop the client
-inline constexpr size_t kTrimAfterBytes = 4 << 20;        // give memory back after such a client
+inline constexpr size_t kTrimAfterBytes = 4 << 20;        // give memory back after clients that buffered this much
 
 struct ServerLimits {
   size_t max_frame_bytes = protocol::kMaxFrameBytes;
@@ -116,6 +116,7 @@ class Server {
  private:
   std::map<Connection*, std::shared_ptr<Connection>> connections_;
   std::map<uid_t, size_t> per_uid_;  // open connections by peer uid
+  size_t untrimmed_bytes_ = 0;       // the peak buffers of connections closed since the heap was last trimmed
   std::function<bool(const PeerInfo&)> privileged_;
   bool closing_ = false;
   UvHandle<uv_timer_t> hangup_timer_;

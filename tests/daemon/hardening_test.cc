@@ -764,5 +764,43 @@ TEST_F(HardeningTest, AnAppsEnvironmentTimesItsReplicasIsBounded) {
   EXPECT_EQ(Wait((*fits)["app_handle"])["state"], "SUCCEEDED");
 }
 
+// `log -f` followers that never read cost at most about 1 MiB each while they
+// stay (the rest is read from disk when they catch up), and that memory goes
+// back once they close.
+TEST_F(HardeningTest, FollowersThatNeverReadCostAboutOneMebibyteEach) {
+  StartDaemon();
+  std::string h = Run(App("spew", {FakeRole("r", {"--spew-mb", "64", "--sleep", "60"})}));
+  auto stdout_bytes = [&] {
+    uintmax_t n = 0;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(LogDirOf(h) + "/r/0", ec)) {
+      if (e.path().filename().string().rfind("stdout", 0) == 0) n += e.file_size(ec);
+    }
+    return n;
+  };
+  ASSERT_TRUE(WaitUntil([&] { return stdout_bytes() >= (64u << 20); }, 60));
+  size_t before = RssKb();
+  constexpr int kFollowers = 40;
+  std::vector<UniqueFd> followers;
+  for (int i = 0; i < kFollowers; ++i) {
+    UniqueFd fd = Raw();
+    int small = 4096;  // the kernel holds little for it: the daemon's own buffer is what is measured
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+    std::string frame = protocol::EncodeRequest({1, "log", {{"app_handle", h}, {"follow", true}}});
+    ASSERT_TRUE(SendAll(fd.get(), frame));
+    followers.push_back(std::move(fd));
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(2));  // each reads until it is paused
+  size_t held = RssKb();
+  EXPECT_TRUE(Answers());
+  followers.clear();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  size_t after = RssKb();
+  CallOk("cancel", {{"app_handle", h}, {"grace_period", 0}});
+  if (kSanitized) GTEST_SKIP() << "resident sizes are not measured under AddressSanitizer";
+  EXPECT_LT(held, before + kFollowers * 2 * 1024 + 16 * 1024) << "RSS " << before << " KiB -> " << held << " KiB";
+  EXPECT_LT(after, before + 16 * 1024) << "RSS " << before << " KiB -> " << held << " KiB -> " << after << " KiB";
+}
+
 }  // namespace
 }  // namespace torchxd::testing
