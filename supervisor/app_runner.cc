@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <utility>
 
 
 #include "core/app_status.h"
@@ -20,6 +21,7 @@ struct AppRunner::Slot {
   SlotState state = SlotState::kIdle;
   std::unique_ptr<ReplicaHandle> process;
   std::unique_ptr<Timer> restart_timer;
+  bool restart_counts = false;  // its restart timer's firing is one of the app's num_restarts (REPLICA)
   std::unique_ptr<Timer> kill_timer;
   double stop_grace = 0;
   int retries_used = 0;    // REPLICA budget
@@ -424,7 +426,7 @@ void AppRunner::DecideFailure(size_t index) {
     case core::RetryPolicy::kReplica:
       if (s.retries_used >= role.max_retries) break;
       s.retries_used += 1;
-      num_restarts_ += 1;
+      s.restart_counts = true;  // once it starts again: a restart waiting for its user's budget is not one yet
       s.restart_number = s.retries_used;
       s.state = SlotState::kBackoff;
       observer_->OnAppChanged(*this);
@@ -519,6 +521,7 @@ void AppRunner::ScheduleRestart(size_t index) {
   }
   s.restart_timer = clock_->After(delay_ms, [this, index] {
     auto timer = std::move(slots_[index]->restart_timer);  // gone at return
+    if (std::exchange(slots_[index]->restart_counts, false)) num_restarts_ += 1;
     Dispatch(index, SlotEvent::kBackoffElapsed);
   });
 }

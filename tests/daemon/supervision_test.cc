@@ -1,6 +1,7 @@
 // Supervision: exits, retry policies, failure stopping siblings, cancel.
 #include <gmock/gmock.h>
 
+#include <chrono>
 #include <thread>
 
 #include "tests/daemon/daemon_fixture.h"
@@ -184,10 +185,13 @@ TEST_F(SupervisionTest, CancelDuringRestartBackoffCancelsThePendingReplica) {
   role["max_retries"] = 5;
   role["retry_policy"] = "REPLICA";
   std::string h = Run(App("backoff", {role}), {{"restart_backoff", 30.0}});
-  ASSERT_TRUE(WaitUntil([&] { return Status(h)["num_restarts"] == 1; }));
-  json st = Status(h);
+  json st;
+  ASSERT_TRUE(WaitUntil([&] {
+    st = Status(h);
+    return Replica(st, "w", 0)["state_name"] == "PENDING" && Replica(st, "w", 0)["exit_code"] == 1;
+  }));
   EXPECT_EQ(st["state"], "RUNNING");  // the app stays RUNNING while a replica waits
-  EXPECT_EQ(Replica(st, "w", 0)["state_name"], "PENDING");
+  EXPECT_EQ(st["num_restarts"], 0) << "a restart still waiting for its backoff is not one yet";
   EXPECT_EQ(CallOk("cancel", {{"app_handle", h}})["state"], "CANCELLED");
   EXPECT_EQ(Replica(Status(h), "w", 0)["state_name"], "CANCELLED");
 }
@@ -198,6 +202,31 @@ TEST_F(SupervisionTest, ErrorFileMessageIsReported) {
   EXPECT_EQ(st["state"], "FAILED");
   EXPECT_EQ(Replica(st, "r", 0)["error_message"], "RuntimeError: boom");
   EXPECT_THAT(st["structured_error_msg"].get<std::string>(), HasSubstr("RuntimeError: boom"));
+}
+
+// A user's restarts, however wide the app, run at --restart-rate-per-user
+// (bursts of one second's worth), and num_restarts counts those that ran:
+// 128 replicas failing at once are not 128 restarts until each had its turn.
+TEST_F(SupervisionTest, AWideAppsRestartsKeepToItsUsersBudget) {
+  StopDaemon();
+  StartDaemon({"--restart-rate-per-user", "10"});
+  json role = FakeRole("w", {"--exit", "1"}, 128);
+  role["max_retries"] = 1000;
+  role["retry_policy"] = "REPLICA";
+  auto start = std::chrono::steady_clock::now();
+  std::string h = Run(App("storm", {role}), FastRetries());
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  json st = Status(h);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CallOk("cancel", {{"app_handle", h}, {"grace_period", 0}});
+  int restarts = st["num_restarts"];
+  EXPECT_GT(restarts, 10) << "it restarts";
+  EXPECT_LE(restarts, 10 + static_cast<int>(10 * seconds) + 1) << "in " << seconds << " s";
+  int started_again = 0;
+  for (const auto& e : CallOk("events", {{"app_handle", h}})["events"]) {
+    started_again += e["type"] == "started" && e["data"]["attempt"].get<int>() > 1;
+  }
+  EXPECT_LE(started_again, restarts) << "each start again is one restart";
 }
 
 }  // namespace
