@@ -6,6 +6,7 @@
 #include "daemon/capacity.h"
 #include "daemon/gpu_service_file.h"
 #include "daemon/gpu_view.h"
+#include "seam/store_reader.h"
 #include "webui/metrics.h"
 
 #include <fcntl.h>
@@ -291,6 +292,7 @@ Result<void> Daemon::Prepare() {
     return store_->LoadEvents(scheduler, app_id, after, limit);
   };
   info.event_feed = &event_feed_;
+  info.event_reader = std::make_shared<seam::StoreReader>(config_.state_dir + "/torchxd.db");
   info.page_url = [this] { return ui_ ? ui_->BaseUrl() : std::string(); };
   info.gpu_history = [this](std::optional<int> gpu, int64_t from_ms, int64_t to_ms, int points) {
     return gpu_view_->History(gpu, from_ms, to_ms, points);

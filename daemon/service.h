@@ -24,6 +24,10 @@
 #include "seam/log_store.h"
 #include "seam/scheduler.h"
 
+namespace torchxd::seam {
+class StoreReader;
+}  // namespace torchxd::seam
+
 namespace torchxd::daemon {
 
 // The longest grace period a `cancel` may ask for (as --grace-period).
@@ -67,6 +71,8 @@ class Service : public RequestHandler {
                                                    uint64_t after_seq, size_t limit)>
         load_events;
     seam::EventFeed* event_feed = nullptr;
+    // Reads events off the loop, on the FileWorker (null: load_events, on the loop).
+    std::shared_ptr<seam::StoreReader> event_reader;
     // The web page's base URL ("http://127.0.0.1:8080"), "" when it has no TCP listener.
     std::function<std::string()> page_url;
   };

@@ -263,7 +263,7 @@ TEST_F(GpusTest, ADrainedGpuIsNotHandedOutUntilUndrainedAndItsHolderRunsOn) {
   drained = Torchx("gpus --drain " + std::to_string(other));
   EXPECT_EQ(drained.exit_code, 0) << drained.err;
   EXPECT_THAT(drained.out, HasSubstr("not handed out: drained by "));
-  EXPECT_EQ(Status(a)["state"], "RUNNING");
+  EXPECT_TRUE(WaitUntil([&] { return Status(a)["state"] == "RUNNING"; }));  // PENDING only until it runs
   std::string b = Run(App("b", {role}));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   EXPECT_EQ(Status(b)["state"], "PENDING");
@@ -428,7 +428,7 @@ TEST_F(GpusTest, AHeldGpuAtZeroIsFlaggedIdleAndUncorrectedEccPastTheLimitTakesIt
   gpus[held]["ecc_uncorrected"] = 1;
   WriteNvml({{"gpus", gpus}});
   std::this_thread::sleep_for(std::chrono::milliseconds(400));
-  EXPECT_EQ(Status(h)["state"], "RUNNING");
+  EXPECT_TRUE(WaitUntil([&] { return Status(h)["state"] == "RUNNING"; }));  // PENDING only until it runs
   gpus[held]["ecc_uncorrected"] = 2;
   WriteNvml({{"gpus", gpus}});
   json done = Wait(h);
