@@ -1,5 +1,6 @@
 #include "localsched/local_scheduler.h"
 
+#include <malloc.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -33,6 +34,11 @@
 #include "seam/as_user.h"
 
 namespace torchxd::localsched {
+
+namespace {
+// Past this many bytes of replicas' environment and arguments started, an app's end trims the heap.
+constexpr uint64_t kTrimAfterLaunchedBytes = 16ull << 20;
+}  // namespace
 namespace {
 
 namespace fs = std::filesystem;
@@ -305,6 +311,7 @@ Result<const seam::AppRecord*> LocalScheduler::SubmitNow(seam::SubmitRequest req
   core::LocalPlan plan = core::PlanLocalApp(rec->app, plan_input);
   std::vector<core::ReplicaRequest> requests = std::move(plan.requests);
   if (!requests.empty()) rec->inherited_env = requests.front().inherited;  // one copy for the app
+  for (const auto& req : requests) rec->launched_bytes += req.ExpandedBytes();
   rec->submit_warnings = std::move(plan.warnings);
   if (admission_ && admission_->box().topology.size() == 0) {
     int most = 0;
@@ -749,6 +756,9 @@ void LocalScheduler::OnAppChanged(supervisor::AppRunner& runner) {
           if (LocalApp* rec = ctx->first->Find(ctx->second.first, ctx->second.second)) {
             ctx->first->by_runner_.erase(rec->runner.get());
             rec->runner.reset();
+            // A wide app's starts (each replica's whole environment in its spec) leave that
+            // memory with glibc: give it back.
+            if (std::exchange(rec->launched_bytes, 0) > kTrimAfterLaunchedBytes) ::malloc_trim(0);
           }
           delete ctx;
           uv_close(reinterpret_cast<uv_handle_t*>(t), [](uv_handle_t* h) { delete reinterpret_cast<uv_timer_t*>(h); });
