@@ -171,19 +171,21 @@ void LocalScheduler::StartAdmitted(LocalApp& app, const std::vector<admission::P
   }
   logging::info("app admitted app={} queue={} gpus={}", app.app_id, app.admission.queue, gpus.empty() ? "-" : gpus);
   auto run_as = RunAs(app.owner_uid);
-  if (!run_as) {
-    // Its owner left the passwd database while it waited: it cannot run as them.
-    app.state = core::AppState::kFailed;
-    app.msg = run_as.error().message;
-    app.ended_ms = clock_->UnixNowMs();
-    Persist(app);
-    LeaveAdmission(app);
-    Event(app, "ended", "FAILED: " + app.msg, {{"state", "FAILED"}, {"msg", app.msg}});
-    logs_->Notify(seam::AppKey(app));
-    TellEnded(app);
-    return;
-  }
+  // Its owner left the passwd database while it waited: it cannot run as them.
+  if (!run_as) return FailBeforeStart(app, run_as.error().message);
   Launch(app, std::move(requests), std::move(*run_as), HeldReplicas(app));
+}
+
+void LocalScheduler::FailBeforeStart(LocalApp& app, const std::string& why) {
+  logging::warn("app failed before it started app={} error={}", app.app_id, why);
+  app.state = core::AppState::kFailed;
+  app.msg = why;
+  app.ended_ms = clock_->UnixNowMs();
+  Persist(app);
+  LeaveAdmission(app);
+  Event(app, "ended", "FAILED: " + app.msg, {{"state", "FAILED"}, {"msg", app.msg}});
+  logs_->Notify(seam::AppKey(app));
+  TellEnded(app);
 }
 
 size_t LocalScheduler::SlotIndex(const LocalApp& app, int role, int replica_id) {

@@ -369,7 +369,9 @@ Result<const seam::AppRecord*> LocalScheduler::SubmitNow(seam::SubmitRequest req
 
 void LocalScheduler::Launch(LocalApp& app, std::vector<core::ReplicaRequest> requests, std::vector<unsigned> run_as,
                             const std::vector<bool>& held) {
-  if (app.scheduler != "local_docker") GivePorts(app, requests);
+  if (app.scheduler != "local_docker") {
+    if (auto given = GivePorts(app, requests); !given) return FailBeforeStart(app, given.error().message);
+  }
   supervisor::AppOptions opts = RunnerOptions(app, std::move(run_as));
   app.runner = std::make_unique<supervisor::AppRunner>(loop_, app.Handle(), app.app, std::move(requests), opts, this);
   by_runner_[app.runner.get()] = &app;
@@ -378,9 +380,9 @@ void LocalScheduler::Launch(LocalApp& app, std::vector<core::ReplicaRequest> req
   ArmDeadline(app);
 }
 
-void LocalScheduler::GivePorts(LocalApp& app, std::vector<core::ReplicaRequest>& requests) {
+Result<void> LocalScheduler::GivePorts(LocalApp& app, std::vector<core::ReplicaRequest>& requests) {
   auto wanted = core::EndpointPorts(app.app, requests);
-  if (wanted.empty()) return;
+  if (wanted.empty()) return {};
   std::set<int> taken;  // what the other apps that have not ended were given
   for (const auto& [key, rec] : apps_) {
     if (rec.get() == &app || core::IsTerminal(rec->state)) continue;
@@ -398,7 +400,14 @@ void LocalScheduler::GivePorts(LocalApp& app, std::vector<core::ReplicaRequest>&
     return true;
   };
   std::random_device draw;
-  auto chosen = core::ChoosePorts(wanted, taken, claim_if_free, draw());
+  auto chosen = core::ChoosePorts(wanted, taken, claim_if_free, draw(), core::KernelFreePort);
+  for (const auto& [declared, port] : chosen) {
+    if (port != 0) continue;
+    app.port_claims.clear();
+    return Fail(Error::Unavailable("no free port for its named port " + wanted[declared] + " (" +
+                                   std::to_string(declared) + "): that port, the 999 above it and every port the "
+                                   "kernel offered are bound or claimed by other jobs; free some and run it again"));
+  }
   core::RemapEndpointPorts(requests, chosen);
   app.ports = json::object();
   std::string said;
@@ -410,6 +419,7 @@ void LocalScheduler::GivePorts(LocalApp& app, std::vector<core::ReplicaRequest>&
   for (const auto& req : requests) app.requests.push_back(seam::ReplicaRequestToStoredJson(req));
   app.FixedPartsChanged();
   logging::info("app ports app={}{}", app.app_id, said);
+  return {};
 }
 
 void LocalScheduler::ClaimPortsAgain(LocalApp& app) {

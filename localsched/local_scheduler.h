@@ -186,11 +186,15 @@ class LocalScheduler : public seam::Scheduler,
   // After a restart: re-attaches to a process app's shims; false = cannot.
   bool AdoptProcesses(LocalApp& app);
   supervisor::AppOptions RunnerOptions(LocalApp& app, std::vector<unsigned> run_as);
-  // Makes the app's runner and starts it.
+  // Makes the app's runner and starts it; an app that cannot start (no free
+  // port for it) ends FAILED saying why.
   void Launch(LocalApp& app, std::vector<core::ReplicaRequest> requests, std::vector<unsigned> run_as,
               const std::vector<bool>& held = {});
-  // Its own free port for each named port its replicas' arguments use (core/local_ports.h).
-  void GivePorts(LocalApp& app, std::vector<core::ReplicaRequest>& requests);
+  // Its own free port for each named port its replicas' arguments use
+  // (core/local_ports.h); Unavailable when one has none free.
+  [[nodiscard]] Result<void> GivePorts(LocalApp& app, std::vector<core::ReplicaRequest>& requests);
+  // An app that was to start and cannot ends FAILED with `why`, nothing of it run.
+  void FailBeforeStart(LocalApp& app, const std::string& why);
   // After a restart: the claims on the ports an adopted app was given (a warning for one another took).
   void ClaimPortsAgain(LocalApp& app);
   // The runner's slot of a replica (roles in order, then replica ids).
