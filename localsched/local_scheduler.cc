@@ -54,7 +54,7 @@ LocalScheduler::LocalScheduler(uv_loop_t* loop, seam::Store* store, seam::LogSto
       clock_(loop, options_.clock),
       logs_(logs),
       restarts_(options_.restart_rate_per_user, std::max(1.0, options_.restart_rate_per_user)) {
-  logs_->AddSource([this] { return OldestEvictableLogs(); });
+  logs_->AddSource([this](uid_t owner) { return OldestEvictableLogs(owner); });
   if (options_.box) admission_ = std::make_unique<admission::Admission>(*options_.box, options_.queues);
 }
 
@@ -143,16 +143,20 @@ Result<void> LocalScheduler::MakeAppLogDir(const LocalApp& app, const std::strin
 
 void LocalScheduler::RemoveLogDir(LocalApp& app) { logs_->Discard(app, LogOwner(app)); }
 
-std::optional<seam::LogStore::Candidate> LocalScheduler::OldestEvictableLogs() {
+std::optional<seam::LogStore::Candidate> LocalScheduler::OldestEvictableLogs(uid_t owner) {
   LocalApp* oldest = nullptr;
   for (auto& [key, rec] : apps_) {
-    if (rec->runner || rec->user_log_dir || rec->logs_evicted || !core::IsTerminal(rec->state)) continue;
+    if (rec->owner_uid != owner || rec->runner || rec->user_log_dir || rec->logs_evicted ||
+        !core::IsTerminal(rec->state)) {
+      continue;
+    }
     if (oldest == nullptr || rec->ended_ms.value_or(0) < oldest->ended_ms.value_or(0)) oldest = rec.get();
   }
   if (oldest == nullptr) return std::nullopt;
   return seam::LogStore::Candidate{oldest->ended_ms.value_or(0), [this, oldest] {
-                                logging::info("evicting logs to stay under --log-max-total app={} bytes={}",
-                                             oldest->app_id, oldest->log_bytes);
+                                logging::info("evicting logs to keep their user within their share of --log-max-total "
+                                              "app={} uid={} bytes={}",
+                                              oldest->app_id, oldest->owner_uid, oldest->log_bytes);
                                 RemoveLogDir(*oldest);
                                 Persist(*oldest);
                               }};

@@ -159,8 +159,8 @@ class LocalScheduler : public seam::Scheduler,
   // The rights the app's log files are written and removed with.
   static seam::LogStore::Owner LogOwner(const LocalApp& app) { return {app.owner_uid, app.owner_gid}; }
   [[nodiscard]] Result<void> MakeAppLogDir(const LocalApp& app, const std::string& base);
-  // The budget's Source: the oldest finished app whose logs may go.
-  std::optional<seam::LogStore::Candidate> OldestEvictableLogs();
+  // The budget's Source: `owner`'s oldest finished app whose logs may go.
+  std::optional<seam::LogStore::Candidate> OldestEvictableLogs(uid_t owner);
   void ReadErrorFile(LocalApp& app, supervisor::ReplicaInfo& replica);
 
   // local_docker (localsched/local_docker.cc): the engine client, made on first use.
