@@ -508,6 +508,7 @@ void LocalScheduler::Scale(seam::AppRecord& record, const std::vector<core::Scal
   (void)store_->Commit();  // a failed commit is the store's to report and repair
   if (app.runner) {
     for (const auto& c : changes) (void)app.runner->Scale(c.role_index, c.replicas);
+    WantScaledUp(app);  // those that gave their GPUs back get new ones through admission
   }
   for (const auto& c : changes) {
     Event(app, "scaled", "role " + c.role + " scaled to " + std::to_string(c.replicas) + " replicas",

@@ -112,6 +112,7 @@ class LocalScheduler : public seam::Scheduler,
                           int left, int max) override;
   void OnAttemptsRecorded(supervisor::AppRunner& app) override;
   void OnCancelling(supervisor::AppRunner& app) override;
+  void OnScaledDown(supervisor::AppRunner& app, const supervisor::ReplicaInfo& replica) override;
 
   std::string PendingReason(const seam::AppRecord& record) const override;
   std::string PendingSummary(const seam::AppRecord& record) const override;
@@ -221,6 +222,9 @@ class LocalScheduler : public seam::Scheduler,
   bool CancelQueued(LocalApp& app);
   // After a restart: queued apps back in their queues, running ones holding their GPUs.
   void RestoreAdmission();
+  // Replicas of a running app that a scale up brought back and that hold
+  // nothing wait for admission to place them again (growth).
+  void WantScaledUp(LocalApp& app);
 
   // Time limits (localsched/local_deadline.cc): stops an app at its max_duration.
   void ArmDeadline(const LocalApp& app);
