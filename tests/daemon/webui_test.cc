@@ -418,6 +418,8 @@ TEST_F(WebUiTest, OneUserHoldsABoundedNumberOfStreamsThatAreToldWhatChanged) {
 TEST_F(WebUiTest, AChangeNeedsPostTheCsrfHeaderAndTheSameOrigin) {
   StartWithTcp();
   std::string h = Run(App("sleepy", {FakeRole("r", {"--sleep", "60"})}));
+  // PENDING until its replica runs: what the refused changes must leave as it was is RUNNING.
+  ASSERT_TRUE(WaitUntil([&] { return Status(h)["state"] == "RUNNING"; }));
   std::string body = json{{"app_handle", h}}.dump();
   std::string csrf = "X-Torchxd-Csrf: " + Csrf();
   auto get = Get("/api/cancel?app_handle=" + h);
@@ -446,6 +448,8 @@ TEST_F(WebUiTest, AChangeNeedsPostTheCsrfHeaderAndTheSameOrigin) {
 TEST_F(WebUiTest, ReadOnlyRefusesEveryChange) {
   StartWithTcp({"--ui-read-only"});
   std::string h = Run(App("sleepy", {FakeRole("r", {"--sleep", "60"})}));
+  // PENDING until its replica runs: what the refused changes must leave as it was is RUNNING.
+  ASSERT_TRUE(WaitUntil([&] { return Status(h)["state"] == "RUNNING"; }));
   auto session = json::parse(Get("/api/session").body);
   EXPECT_EQ(session["read_only"], true);
   auto refused = Post("/api/cancel", json{{"app_handle", h}}.dump(), {"X-Torchxd-Csrf: " + Csrf()});
