@@ -367,29 +367,67 @@ void Admission::Remove(const std::string& key) {
   auto it = running_.find(key);
   if (it == running_.end()) return;
   Running& run = it->second;
-  for (const Placement& p : run.placed) {
-    for (int g : p.gpus) {
-      if (gpu_holder_[g] == key) gpu_holder_[g].clear();
-    }
-  }
-  free_ += run.held;
-  for (const Placement& p : run.placed) {
-    for (int g : p.gpus) {
-      if (drained_held_.erase(g) > 0) free_.gpu -= 1;  // taken out of service while held
-    }
-  }
-  Resources& user = user_used_[run.demand.user];
-  user -= run.held;
-  if (user.Empty()) user_used_.erase(run.demand.user);
-  if (QueueState* q = QueueOf(run.demand.queue)) {
-    q->used -= run.held;
-    q->user_gpus[run.demand.user] -= run.held.gpu;
-    if (q->user_gpus[run.demand.user] <= 0) q->user_gpus.erase(run.demand.user);
-    q->running.erase(key);
-  }
-  if (backfilled_apps_.erase(key)) backfilled_ -= run.held;
+  for (const Placement& p : run.placed) Give(run, p);
+  if (QueueState* q = QueueOf(run.demand.queue)) q->running.erase(key);
+  backfilled_apps_.erase(key);
   if (run.end_ms != kNoEnd) --limited_running_;
   running_.erase(it);
+}
+
+void Admission::Give(Running& run, const Placement& p) {
+  for (int g : p.gpus) {
+    if (gpu_holder_[g] == run.demand.key) gpu_holder_[g].clear();
+  }
+  free_ += p.held;
+  for (int g : p.gpus) {
+    if (drained_held_.erase(g) > 0) free_.gpu -= 1;  // taken out of service while held
+  }
+  run.held -= p.held;
+  Resources& user = user_used_[run.demand.user];
+  user -= p.held;
+  if (user.Empty()) user_used_.erase(run.demand.user);
+  if (QueueState* q = QueueOf(run.demand.queue)) {
+    q->used -= p.held;
+    q->user_gpus[run.demand.user] -= p.held.gpu;
+    if (q->user_gpus[run.demand.user] <= 0) q->user_gpus.erase(run.demand.user);
+  }
+  if (backfilled_apps_.count(run.demand.key)) backfilled_ -= p.held;
+}
+
+bool Admission::ReleaseReplica(const std::string& key, int role, int replica_id) {
+  auto it = running_.find(key);
+  if (it == running_.end()) return false;
+  Running& run = it->second;
+  auto same = [&](int r, int id) { return r == role && id == replica_id; };
+  bool changed = std::erase_if(run.waiting, [&](size_t i) {
+                   return same(run.demand.replicas[i].role, run.demand.replicas[i].replica_id);
+                 }) > 0;
+  auto placed = std::find_if(run.placed.begin(), run.placed.end(),
+                             [&](const Placement& p) { return same(p.role, p.replica_id); });
+  if (placed != run.placed.end()) {
+    Give(run, *placed);
+    run.placed.erase(placed);
+    changed = true;
+  }
+  return changed;
+}
+
+bool Admission::WantReplica(const std::string& key, int role, int replica_id) {
+  auto it = running_.find(key);
+  if (it == running_.end()) return false;
+  Running& run = it->second;
+  for (const Placement& p : run.placed) {
+    if (p.role == role && p.replica_id == replica_id) return false;
+  }
+  for (size_t i = 0; i < run.demand.replicas.size(); ++i) {
+    const ReplicaDemand& r = run.demand.replicas[i];
+    if (r.role != role || r.replica_id != replica_id) continue;
+    auto at = std::lower_bound(run.waiting.begin(), run.waiting.end(), i);
+    if (at != run.waiting.end() && *at == i) return false;
+    run.waiting.insert(at, i);  // in replica order, as Grow takes them
+    return true;
+  }
+  return false;
 }
 
 void Admission::Reserve(const Pending& app) {

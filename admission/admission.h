@@ -36,7 +36,9 @@
 //    (it prefers the reserved GPUs, leaving the others to backfill without
 //    a limit). Apps without a limit never end as far as this is concerned.
 //  - Growth: replicas beyond min_replicas start, in submit order, when no
-//    head waits and they fit.
+//    head waits and they fit. A replica scaled away (torchx scale) frees what
+//    it holds once it ended (ReleaseReplica); scaled back, it is growth again
+//    (WantReplica).
 //
 // Thread contract: one instance, one thread.
 #ifndef TORCHXD_ADMISSION_ADMISSION_H_
@@ -163,6 +165,13 @@ class Admission {
   void Hold(AppDemand app, std::vector<Placement> placed, int64_t started_ms);
   // The app leaves: pending, it is dropped; running, all it holds is freed.
   void Remove(const std::string& key);
+  // A running app's replica left its role's scale and no process of it is
+  // left: what it holds is freed now (not at the app's end), and it is no
+  // longer growth. False when it held nothing and waited for nothing.
+  bool ReleaseReplica(const std::string& key, int role, int replica_id);
+  // That replica is back in scale: it waits as growth (Pass places it while
+  // no head waits) unless it holds a placement already. False when nothing changed.
+  bool WantReplica(const std::string& key, int role, int replica_id);
   // Takes GPU `gpu` out of service (`usable` false: a drain, or a reading that
   // lost it; `reason` says which) or puts it back. Out of service it is never
   // placed again and no longer counts in the box's total; an app holding it
@@ -276,6 +285,7 @@ class Admission {
   void Start(Pending& app, std::vector<Placement> placed, int64_t now_ms, bool before_shadow,
              std::vector<Admitted>& out);
   void Take(Running& run, const Placement& p);
+  void Give(Running& run, const Placement& p);  // Take undone
   void Grow(std::vector<Admitted>& out);  // replicas of running elastic apps, while no head waits
   void Charge(const QueueState& chosen, const std::vector<QueueState*>& backlogged, double cost);
   void Unqueue(QueueState& q, const Pending* app);

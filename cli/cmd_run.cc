@@ -107,7 +107,13 @@ int PrintDryrun(const std::string& scheduler, const core::AppDef& app, const cor
   nlohmann::json ports = nlohmann::json::object();
   if (!docker) {
     auto wanted = core::EndpointPorts(app, plan.requests);
-    auto chosen = core::ChoosePorts(wanted, {}, core::PortIsFree);
+    auto chosen = core::ChoosePorts(wanted, {}, core::PortIsFree, 0, core::KernelFreePort);
+    for (auto& [declared, port] : chosen) {
+      if (port != 0) continue;
+      *ctx.err << "torchx: warning: no free port for " << wanted[declared] << " (" << declared
+               << ") now: the daemon would fail the app\n";
+      port = declared;  // the plan as declared
+    }
     core::RemapEndpointPorts(plan.requests, chosen);
     for (const auto& [declared, port] : chosen) ports[wanted[declared]] = port;
   }

@@ -84,24 +84,37 @@ void RemapEndpointPorts(std::vector<ReplicaRequest>& requests, const std::map<in
 }
 
 std::map<int, int> ChoosePorts(const std::map<int, std::string>& wanted, const std::set<int>& taken,
-                               const std::function<bool(int)>& is_free, uint32_t spread) {
+                               const std::function<bool(int)>& is_free, uint32_t spread,
+                               const std::function<int()>& elsewhere) {
   constexpr int kAbove = 999;
   std::map<int, int> chosen;
   std::set<int> mine;
   auto usable = [&](int p) { return p <= 65535 && taken.count(p) == 0 && mine.count(p) == 0 && is_free(p); };
   for (const auto& [port, name] : wanted) {
-    chosen[port] = port;
-    if (!usable(port)) {
-      for (int k = 0; k < kAbove; ++k) {
-        int p = port + 1 + static_cast<int>((spread + static_cast<uint32_t>(k)) % kAbove);
-        if (!usable(p)) continue;
-        chosen[port] = p;
-        break;
-      }
+    int& pick = chosen[port];
+    if (usable(port)) pick = port;
+    for (int k = 0; k < kAbove && pick == 0; ++k) {
+      int p = port + 1 + static_cast<int>((spread + static_cast<uint32_t>(k)) % kAbove);
+      if (usable(p)) pick = p;
     }
-    mine.insert(chosen[port]);
+    for (int k = 0; k < kElsewhereTries && pick == 0 && elsewhere; ++k) {
+      int p = elsewhere();
+      if (p > 0 && usable(p)) pick = p;
+    }
+    if (pick != 0) mine.insert(pick);
   }
   return chosen;
+}
+
+int KernelFreePort() {
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return 0;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) return 0;
+  socklen_t len = sizeof(a);
+  if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&a), &len) != 0) return 0;
+  return ntohs(a.sin_port);
 }
 
 bool PortIsBindable(int port) {

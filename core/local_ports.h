@@ -11,7 +11,10 @@
 // 999 above it, searched from a place the caller draws per app: another
 // daemon on the box (another user's) that probed the same ports a moment ago
 // has not bound its pick yet, and the same search order would hand both jobs
-// one port (the second then joins the first's rendezvous store).
+// one port (the second then joins the first's rendezvous store). When all
+// 1,000 are taken (someone binds the whole range), a port the kernel offers
+// as free, in any range; a port known to be taken is never handed out: the
+// job would send its rendezvous to whoever listens there.
 //
 // Between the probe and the bind of the job's store (seconds: torch imports
 // first) a port is free to any other daemon's probe as well. So a daemon
@@ -49,10 +52,18 @@ void RemapEndpointPorts(std::vector<ReplicaRequest>& requests, const std::map<in
 
 // For each port in `wanted`: itself when neither `taken` nor refused by
 // `is_free`; else the first such port of port+1 .. port+999 searched from
-// port+1+(spread % 999), wrapping; the port itself when none is (the job
-// then meets what holds it, as under TorchX).
+// port+1+(spread % 999), wrapping; else the first such port of up to
+// kElsewhereTries that `elsewhere` offers (KernelFreePort: any range); else 0,
+// none (never the declared port: something holds it).
+inline constexpr int kElsewhereTries = 16;
 std::map<int, int> ChoosePorts(const std::map<int, std::string>& wanted, const std::set<int>& taken,
-                               const std::function<bool(int)>& is_free, uint32_t spread = 0);
+                               const std::function<bool(int)>& is_free, uint32_t spread = 0,
+                               const std::function<int()>& elsewhere = {});
+
+// A port the kernel offers as free now (an IPv4 bind to port 0, in its
+// ephemeral range), 0 when it has none. Not claimed: the caller probes it as
+// any other.
+int KernelFreePort();
 
 // Could a server bind `port` on every address now (IPv4 and IPv6)?
 bool PortIsBindable(int port);

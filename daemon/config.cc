@@ -185,7 +185,9 @@ ParsedArgs ParseDaemonArgs(int argc, char** argv, const core::EnvLookup& env) {
       ->check(CLI::Range(0.0, 86400.0));
   app.add_option("--log-max-bytes", c.log_max_bytes, "per-stream log budget, e.g. 128M (0 = unbounded)");
   app.add_option("--log-max-total", c.log_max_total,
-                 "budget for all apps' logs in --log-dir, e.g. 20G (default: 10% of its filesystem; 0 = unbounded)");
+                 "budget for all apps' logs in --log-dir, e.g. 20G (default: 10% of its filesystem; 0 = unbounded), "
+                 "split evenly among the users who have logs: once all logs pass it, only a user over their share "
+                 "loses logs, their own oldest finished app's first");
   app.add_option("--idle-timeout", c.idle_timeout, "seconds before an idle client is dropped (default 300; 0 = never)")
       ->check(CLI::Range(0.0, 86400.0 * 365));
   app.add_option("--max-connections", c.max_connections,

@@ -170,7 +170,13 @@ Result<void> Daemon::Prepare() {
   std::snprintf(id, sizeof(id), "%016zx", std::hash<std::string>{}(config_.state_dir));
   containment_ = config_.no_cgroups ? supervisor::Containment::ProcessGroups("--no-cgroups")
                                     : supervisor::Containment::Discover(id);
-  logging::info("replicas are contained by {}", containment_->Describe());
+  if (containment_->cgroups()) {
+    logging::info("replicas are contained by {}", containment_->Describe());
+  } else {
+    // Loud: on a shared box a replica that calls setsid outlives its app and keeps its GPUs.
+    logging::warn("no cgroup v2 containment: replicas are held by process groups only, and {} reason={}",
+                  supervisor::kContainmentGap, containment_->why_not());
+  }
   localsched::LocalSchedulerOptions opts;
   opts.log_dir = config_.log_dir;
   opts.containment = containment_.get();

@@ -54,7 +54,7 @@ KubernetesScheduler::KubernetesScheduler(uv_loop_t* loop, seam::Store* store, se
       clock_(loop, options_.clock),
       env_(std::move(env)),
       tracker_(loop, nullptr, Selector(), WithClock(options_.reflector, clock_.get()), this) {
-  logs_->AddSource([this] { return OldestEvictableLogs(); });
+  logs_->AddSource([this](uid_t owner) { return OldestEvictableLogs(owner); });
   make_room_ = NewUvHandle<uv_timer_t>(this);
   uv_timer_init(loop_, make_room_.get());
 }
@@ -380,19 +380,20 @@ void KubernetesScheduler::Forget(KubeApp& app) {
   logs_->Notify("kubernetes/" + app_id);
 }
 
-std::optional<seam::LogStore::Candidate> KubernetesScheduler::OldestEvictableLogs() {
+std::optional<seam::LogStore::Candidate> KubernetesScheduler::OldestEvictableLogs(uid_t owner) {
   KubeApp* oldest = nullptr;
   for (auto& [id, app] : apps_) {
     const seam::AppRecord& rec = *app->rec;
-    if (!core::IsTerminal(rec.state) || rec.logs_evicted || rec.log_bytes == 0) continue;
+    if (rec.owner_uid != owner || !core::IsTerminal(rec.state) || rec.logs_evicted || rec.log_bytes == 0) continue;
     bool streaming = std::any_of(app->pods.begin(), app->pods.end(), [](const auto& p) { return p.second.follower != nullptr; });
     if (streaming) continue;
     if (oldest == nullptr || rec.ended_ms.value_or(0) < oldest->rec->ended_ms.value_or(0)) oldest = app.get();
   }
   if (oldest == nullptr) return std::nullopt;
   return seam::LogStore::Candidate{oldest->rec->ended_ms.value_or(0), [this, oldest] {
-                                logging::info("evicting logs to stay under --log-max-total app={} bytes={}",
-                                             oldest->rec->app_id, oldest->rec->log_bytes);
+                                logging::info("evicting logs to keep their user within their share of --log-max-total "
+                                              "app={} uid={} bytes={}",
+                                              oldest->rec->app_id, oldest->rec->owner_uid, oldest->rec->log_bytes);
                                 RemoveLogs(*oldest);
                                 (void)Persist(*oldest);
                               }};

@@ -167,8 +167,8 @@ class KubernetesScheduler : public seam::Scheduler,
   void StoreLine(const std::string& app_id, const std::string& key, int64_t time_ns, std::string_view line);
   void Changed(KubeApp& app);
   [[nodiscard]] Result<void> Persist(KubeApp& app);
-  // The budget's Source: the oldest finished app whose every pod log is stored.
-  std::optional<seam::LogStore::Candidate> OldestEvictableLogs();
+  // The budget's Source: `owner`'s oldest finished app whose every pod log is stored.
+  std::optional<seam::LogStore::Candidate> OldestEvictableLogs(uid_t owner);
   // Closes the app's log writers and follows and discards its logs (eviction, delete).
   void RemoveLogs(KubeApp& app);
   // The app cache: each uid keeps its newest `cache_size` finished apps.

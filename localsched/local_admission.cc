@@ -11,6 +11,7 @@
 
 #include "admission/gpu_set.h"
 #include "core/app_handle.h"
+#include "core/elastic.h"
 #include "core/ids.h"
 #include "core/json_parse.h"
 #include "core/local_plan.h"
@@ -171,19 +172,21 @@ void LocalScheduler::StartAdmitted(LocalApp& app, const std::vector<admission::P
   }
   logging::info("app admitted app={} queue={} gpus={}", app.app_id, app.admission.queue, gpus.empty() ? "-" : gpus);
   auto run_as = RunAs(app.owner_uid);
-  if (!run_as) {
-    // Its owner left the passwd database while it waited: it cannot run as them.
-    app.state = core::AppState::kFailed;
-    app.msg = run_as.error().message;
-    app.ended_ms = clock_->UnixNowMs();
-    Persist(app);
-    LeaveAdmission(app);
-    Event(app, "ended", "FAILED: " + app.msg, {{"state", "FAILED"}, {"msg", app.msg}});
-    logs_->Notify(seam::AppKey(app));
-    TellEnded(app);
-    return;
-  }
+  // Its owner left the passwd database while it waited: it cannot run as them.
+  if (!run_as) return FailBeforeStart(app, run_as.error().message);
   Launch(app, std::move(requests), std::move(*run_as), HeldReplicas(app));
+}
+
+void LocalScheduler::FailBeforeStart(LocalApp& app, const std::string& why) {
+  logging::warn("app failed before it started app={} error={}", app.app_id, why);
+  app.state = core::AppState::kFailed;
+  app.msg = why;
+  app.ended_ms = clock_->UnixNowMs();
+  Persist(app);
+  LeaveAdmission(app);
+  Event(app, "ended", "FAILED: " + app.msg, {{"state", "FAILED"}, {"msg", app.msg}});
+  logs_->Notify(seam::AppKey(app));
+  TellEnded(app);
 }
 
 size_t LocalScheduler::SlotIndex(const LocalApp& app, int role, int replica_id) {
@@ -201,6 +204,36 @@ std::vector<bool> LocalScheduler::HeldReplicas(const LocalApp& app) const {
     for (int i = 0; i < role.num_replicas; ++i) held.push_back(!app.admission.gpus.count(core::ReplicaKey{role.name, i}.String()));
   }
   return held;
+}
+
+void LocalScheduler::OnScaledDown(supervisor::AppRunner& runner, const supervisor::ReplicaInfo& replica) {
+  LocalApp* app = RecordOf(runner);
+  if (app == nullptr || !admission_ || !Admitted(*app)) return;
+  // No process of it is left: its GPUs go back now, not at the app's end, and
+  // a scale up places it again as growth, never on GPUs another app took meanwhile.
+  std::string key = replica.Key().String();
+  bool released = admission_->ReleaseReplica(seam::AppKey(*app), replica.role_index, replica.replica_id);
+  bool had = app->admission.gpus.erase(key) > 0;
+  app->admission.gpu_uuids.erase(key);
+  runner.Hold(SlotIndex(*app, replica.role_index, replica.replica_id));
+  if (!released && !had) return;
+  logging::info("replica scaled down released its resources app={} replica={}", app->app_id, key);
+  Persist(*app);
+  AccountGpus(clock_->UnixNowMs(), 0, {});  // its GPU intervals end now
+  WantScaledUp(*app);  // scaled up again while it stopped
+  SchedulePass();
+}
+
+void LocalScheduler::WantScaledUp(LocalApp& app) {
+  if (!admission_ || !app.runner || !Admitted(app)) return;
+  bool wanted = false;
+  for (size_t r = 0; r < app.app.roles.size(); ++r) {
+    for (int i = 0; i < app.runner->scale(r); ++i) {
+      if (app.admission.gpus.count(GpuKey(app, static_cast<int>(r), i))) continue;
+      wanted = admission_->WantReplica(seam::AppKey(app), static_cast<int>(r), i) || wanted;
+    }
+  }
+  if (wanted) SchedulePass();
 }
 
 void LocalScheduler::LeaveAdmission(const LocalApp& app) {
@@ -255,6 +288,17 @@ void LocalScheduler::RestoreAdmission() {
   }
   for (auto& [key, rec] : apps_) {
     if (!rec->runner || !Admitted(*rec)) continue;
+    // A replica scaled away and ended holds nothing (a daemon that released
+    // nothing then left its GPUs in the record: they go back now).
+    std::vector<std::pair<int, int>> away;
+    for (const supervisor::ReplicaInfo& r : rec->replicas) {
+      if (r.state != core::ReplicaState::kCancelled || !r.error_message.starts_with(core::kScaledDownPrefix)) continue;
+      std::string k = r.Key().String();
+      rec->admission.gpus.erase(k);
+      rec->admission.gpu_uuids.erase(k);
+      rec->runner->Hold(SlotIndex(*rec, r.role_index, r.replica_id));
+      away.emplace_back(r.role_index, r.replica_id);
+    }
     admission::AppDemand d = DemandOf(*rec);
     std::vector<admission::Placement> placed;
     for (const admission::ReplicaDemand& r : d.replicas) {
@@ -262,6 +306,8 @@ void LocalScheduler::RestoreAdmission() {
       if (it != rec->admission.gpus.end()) placed.push_back(admission::Placement{r.role, r.replica_id, it->second, r.need});
     }
     admission_->Hold(std::move(d), std::move(placed), rec->started_ms.value_or(rec->created_ms));
+    for (const auto& [role, id] : away) (void)admission_->ReleaseReplica(seam::AppKey(*rec), role, id);
+    WantScaledUp(*rec);
   }
   for (LocalApp* app : queued) {
     admission_->Enqueue(DemandOf(*app));

@@ -60,7 +60,7 @@ LocalScheduler::LocalScheduler(uv_loop_t* loop, seam::Store* store, seam::LogSto
       clock_(loop, options_.clock),
       logs_(logs),
       restarts_(options_.restart_rate_per_user, std::max(1.0, options_.restart_rate_per_user)) {
-  logs_->AddSource([this] { return OldestEvictableLogs(); });
+  logs_->AddSource([this](uid_t owner) { return OldestEvictableLogs(owner); });
   if (options_.box) admission_ = std::make_unique<admission::Admission>(*options_.box, options_.queues);
 }
 
@@ -174,16 +174,20 @@ Result<void> LocalScheduler::MakeAppLogDir(const LocalApp& app, const std::strin
 
 void LocalScheduler::RemoveLogDir(LocalApp& app) { logs_->Discard(app, LogOwner(app)); }
 
-std::optional<seam::LogStore::Candidate> LocalScheduler::OldestEvictableLogs() {
+std::optional<seam::LogStore::Candidate> LocalScheduler::OldestEvictableLogs(uid_t owner) {
   LocalApp* oldest = nullptr;
   for (auto& [key, rec] : apps_) {
-    if (rec->runner || rec->user_log_dir || rec->logs_evicted || !core::IsTerminal(rec->state)) continue;
+    if (rec->owner_uid != owner || rec->runner || rec->user_log_dir || rec->logs_evicted ||
+        !core::IsTerminal(rec->state)) {
+      continue;
+    }
     if (oldest == nullptr || rec->ended_ms.value_or(0) < oldest->ended_ms.value_or(0)) oldest = rec.get();
   }
   if (oldest == nullptr) return std::nullopt;
   return seam::LogStore::Candidate{oldest->ended_ms.value_or(0), [this, oldest] {
-                                logging::info("evicting logs to stay under --log-max-total app={} bytes={}",
-                                             oldest->app_id, oldest->log_bytes);
+                                logging::info("evicting logs to keep their user within their share of --log-max-total "
+                                              "app={} uid={} bytes={}",
+                                              oldest->app_id, oldest->owner_uid, oldest->log_bytes);
                                 RemoveLogDir(*oldest);
                                 Persist(*oldest);
                               }};
@@ -423,7 +427,9 @@ Result<const seam::AppRecord*> LocalScheduler::SubmitNow(seam::SubmitRequest req
 
 void LocalScheduler::Launch(LocalApp& app, std::vector<core::ReplicaRequest> requests, std::vector<unsigned> run_as,
                             const std::vector<bool>& held) {
-  if (app.scheduler != "local_docker") GivePorts(app, requests);
+  if (app.scheduler != "local_docker") {
+    if (auto given = GivePorts(app, requests); !given) return FailBeforeStart(app, given.error().message);
+  }
   supervisor::AppOptions opts = RunnerOptions(app, std::move(run_as));
   app.runner = std::make_unique<supervisor::AppRunner>(loop_, app.Handle(), app.app, std::move(requests), opts, this);
   by_runner_[app.runner.get()] = &app;
@@ -432,9 +438,9 @@ void LocalScheduler::Launch(LocalApp& app, std::vector<core::ReplicaRequest> req
   ArmDeadline(app);
 }
 
-void LocalScheduler::GivePorts(LocalApp& app, std::vector<core::ReplicaRequest>& requests) {
+Result<void> LocalScheduler::GivePorts(LocalApp& app, std::vector<core::ReplicaRequest>& requests) {
   auto wanted = core::EndpointPorts(app.app, requests);
-  if (wanted.empty()) return;
+  if (wanted.empty()) return {};
   std::set<int> taken;  // what the other apps that have not ended were given
   for (const auto& [key, rec] : apps_) {
     if (rec.get() == &app || core::IsTerminal(rec->state)) continue;
@@ -452,7 +458,14 @@ void LocalScheduler::GivePorts(LocalApp& app, std::vector<core::ReplicaRequest>&
     return true;
   };
   std::random_device draw;
-  auto chosen = core::ChoosePorts(wanted, taken, claim_if_free, draw());
+  auto chosen = core::ChoosePorts(wanted, taken, claim_if_free, draw(), core::KernelFreePort);
+  for (const auto& [declared, port] : chosen) {
+    if (port != 0) continue;
+    app.port_claims.clear();
+    return Fail(Error::Unavailable("no free port for its named port " + wanted[declared] + " (" +
+                                   std::to_string(declared) + "): that port, the 999 above it and every port the "
+                                   "kernel offered are bound or claimed by other jobs; free some and run it again"));
+  }
   core::RemapEndpointPorts(requests, chosen);
   app.ports = json::object();
   std::string said;
@@ -464,6 +477,7 @@ void LocalScheduler::GivePorts(LocalApp& app, std::vector<core::ReplicaRequest>&
   for (const auto& req : requests) app.requests.push_back(seam::ReplicaRequestToStoredJson(req));
   app.FixedPartsChanged();
   logging::info("app ports app={}{}", app.app_id, said);
+  return {};
 }
 
 void LocalScheduler::ClaimPortsAgain(LocalApp& app) {
@@ -548,6 +562,7 @@ void LocalScheduler::Scale(seam::AppRecord& record, const std::vector<core::Scal
   (void)store_->Commit();  // a failed commit is the store's to report and repair
   if (app.runner) {
     for (const auto& c : changes) (void)app.runner->Scale(c.role_index, c.replicas);
+    WantScaledUp(app);  // those that gave their GPUs back get new ones through admission
   }
   for (const auto& c : changes) {
     Event(app, "scaled", "role " + c.role + " scaled to " + std::to_string(c.replicas) + " replicas",

@@ -115,6 +115,7 @@ class LocalScheduler : public seam::Scheduler,
                           int left, int max) override;
   void OnAttemptsRecorded(supervisor::AppRunner& app) override;
   void OnCancelling(supervisor::AppRunner& app) override;
+  void OnScaledDown(supervisor::AppRunner& app, const supervisor::ReplicaInfo& replica) override;
 
   std::string PendingReason(const seam::AppRecord& record) const override;
   std::string PendingSummary(const seam::AppRecord& record) const override;
@@ -166,8 +167,8 @@ class LocalScheduler : public seam::Scheduler,
   // The rights the app's log files are written and removed with.
   static seam::LogStore::Owner LogOwner(const LocalApp& app) { return {app.owner_uid, app.owner_gid}; }
   [[nodiscard]] Result<void> MakeAppLogDir(const LocalApp& app, const std::string& base);
-  // The budget's Source: the oldest finished app whose logs may go.
-  std::optional<seam::LogStore::Candidate> OldestEvictableLogs();
+  // The budget's Source: `owner`'s oldest finished app whose logs may go.
+  std::optional<seam::LogStore::Candidate> OldestEvictableLogs(uid_t owner);
   void ReadErrorFile(LocalApp& app, supervisor::ReplicaInfo& replica);
 
   // local_docker (localsched/local_docker.cc): the engine client, made on first use.
@@ -193,11 +194,15 @@ class LocalScheduler : public seam::Scheduler,
   // After a restart: re-attaches to a process app's shims; false = cannot.
   bool AdoptProcesses(LocalApp& app);
   supervisor::AppOptions RunnerOptions(LocalApp& app, std::vector<unsigned> run_as);
-  // Makes the app's runner and starts it.
+  // Makes the app's runner and starts it; an app that cannot start (no free
+  // port for it) ends FAILED saying why.
   void Launch(LocalApp& app, std::vector<core::ReplicaRequest> requests, std::vector<unsigned> run_as,
               const std::vector<bool>& held = {});
-  // Its own free port for each named port its replicas' arguments use (core/local_ports.h).
-  void GivePorts(LocalApp& app, std::vector<core::ReplicaRequest>& requests);
+  // Its own free port for each named port its replicas' arguments use
+  // (core/local_ports.h); Unavailable when one has none free.
+  [[nodiscard]] Result<void> GivePorts(LocalApp& app, std::vector<core::ReplicaRequest>& requests);
+  // An app that was to start and cannot ends FAILED with `why`, nothing of it run.
+  void FailBeforeStart(LocalApp& app, const std::string& why);
   // After a restart: the claims on the ports an adopted app was given (a warning for one another took).
   void ClaimPortsAgain(LocalApp& app);
   // The runner's slot of a replica (roles in order, then replica ids).
@@ -224,6 +229,9 @@ class LocalScheduler : public seam::Scheduler,
   bool CancelQueued(LocalApp& app);
   // After a restart: queued apps back in their queues, running ones holding their GPUs.
   void RestoreAdmission();
+  // Replicas of a running app that a scale up brought back and that hold
+  // nothing wait for admission to place them again (growth).
+  void WantScaledUp(LocalApp& app);
 
   // Time limits (localsched/local_deadline.cc): stops an app at its max_duration.
   void ArmDeadline(const LocalApp& app);

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <set>
 #include <thread>
 
 #include "core/app_status.h"
@@ -53,17 +54,26 @@ void LogStore::Notify(const std::string& app_key) {
 }
 
 void LogStore::Count(const AppRecord& app) {
-  if (!app.user_log_dir && !app.logs_evicted) Add(static_cast<int64_t>(app.log_bytes));
+  if (!app.user_log_dir && !app.logs_evicted) Add(app.owner_uid, static_cast<int64_t>(app.log_bytes));
 }
 
-void LogStore::Add(int64_t delta_bytes) {
-  total_ = delta_bytes < 0 && static_cast<uint64_t>(-delta_bytes) > total_ ? 0 : total_ + delta_bytes;
+void LogStore::Add(uid_t owner, int64_t delta_bytes) {
+  auto add = [delta_bytes](uint64_t n) {
+    return delta_bytes < 0 && static_cast<uint64_t>(-delta_bytes) > n ? 0 : n + delta_bytes;
+  };
+  total_ = add(total_);
+  uint64_t mine = add(BytesOf(owner));
+  if (mine == 0) {
+    by_owner_.erase(owner);  // the share counts users who have logs
+  } else {
+    by_owner_[owner] = mine;
+  }
 }
 
 void LogStore::Account(AppRecord& app, const std::string& key, uint64_t before, uint64_t after) {
   app.log_bytes += after - std::min(after, before);
   app.log_bytes -= std::min(app.log_bytes, before - std::min(before, after));
-  if (!app.user_log_dir) Add(static_cast<int64_t>(after) - static_cast<int64_t>(before));
+  if (!app.user_log_dir) Add(app.owner_uid, static_cast<int64_t>(after) - static_cast<int64_t>(before));
   app.log_disk_seen[key] = after;
 }
 
@@ -194,16 +204,23 @@ void LogStore::ShimLogged(AppRecord& app, const std::string& key, const std::str
 
 void LogStore::Enforce() {
   if (limit_ == 0) return;
+  std::set<uid_t> spent;  // users over their share with nothing left to give
   while (total_ > limit_) {
+    std::optional<uid_t> most;  // the user furthest over their share
+    uint64_t share = Share();
+    for (const auto& [owner, bytes] : by_owner_) {
+      if (bytes > share && !spent.count(owner) && (!most || bytes > BytesOf(*most))) most = owner;
+    }
+    // Nobody over their share has finished logs: running apps' rings bound the rest.
+    if (!most) return;
     std::optional<Candidate> oldest;
     for (const auto& source : sources_) {
-      auto c = source();
+      auto c = source(*most);
       if (c && (!oldest || c->ended_ms < oldest->ended_ms)) oldest = std::move(c);
     }
-    if (!oldest) return;  // only running apps left: their per-stream rings bound them
-    uint64_t before = total_;
-    oldest->evict();
-    if (total_ >= before) return;  // nothing freed: never spin
+    uint64_t before = BytesOf(*most);
+    if (oldest) oldest->evict();
+    if (!oldest || BytesOf(*most) >= before) spent.insert(*most);  // nothing freed: never spin
   }
 }
 
@@ -211,7 +228,7 @@ void LogStore::Discard(AppRecord& app, std::optional<Owner> as) {
   CloseWriters(app);
   if (app.user_log_dir || app.logs_evicted || app.app_log_dir.empty()) return;
   DiscardLogDir(app.app_log_dir, as);
-  Add(-static_cast<int64_t>(app.log_bytes));
+  Add(app.owner_uid, -static_cast<int64_t>(app.log_bytes));
   app.log_bytes = 0;
   app.logs_evicted = true;
 }

@@ -4,10 +4,14 @@
 //     output, pod logs); a process replica's shim writes its own files and
 //     reports their size (ShimLogged), so no log byte passes the daemon;
 //   - keeps each app's byte accounting (AppRecord::log_bytes and
-//     log_bytes_lost are changed here only) and the daemon-wide
-//     --log-max-total, evicting the oldest finished app's logs first,
-//     whichever scheduler it belongs to (running apps are bounded by their
-//     per-stream rings; a user-chosen log_dir is never counted);
+//     log_bytes_lost are changed here only), per owner, and the daemon-wide
+//     --log-max-total. On a shared box one user's noisy apps must not take
+//     another's finished logs, so the budget is split evenly among the users
+//     who have logs counted: while all logs together are over it, the user
+//     furthest over their share loses their own oldest finished app's logs,
+//     whichever scheduler it belongs to, and a user within their share loses
+//     none (running apps are bounded by their per-stream rings; a
+//     user-chosen log_dir is never counted);
 //   - wakes followers when an app's logs or state changed (followers read
 //     from disk; no polling anywhere).
 // Schedulers keep the app records; the store is handed the record on each call.
@@ -18,6 +22,7 @@
 
 #include <sys/types.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -42,12 +47,12 @@ class LogStore {
     uid_t uid = 0;
     gid_t gid = 0;
   };
-  // The oldest finished app a scheduler offers for eviction.
+  // The oldest finished app of a user that a scheduler offers for eviction.
   struct Candidate {
     int64_t ended_ms = 0;
     std::function<void()> evict;  // calls Discard
   };
-  using Source = std::function<std::optional<Candidate>()>;
+  using Source = std::function<std::optional<Candidate>(uid_t owner)>;
   using Listener = std::function<void()>;
 
   explicit LogStore(uint64_t limit_bytes) : limit_(limit_bytes) {}
@@ -88,13 +93,20 @@ class LogStore {
 
   uint64_t total() const { return total_; }
   uint64_t limit() const { return limit_; }
+  // What `owner`'s apps' logs count now.
+  uint64_t BytesOf(uid_t owner) const {
+    auto it = by_owner_.find(owner);
+    return it == by_owner_.end() ? 0 : it->second;
+  }
+  // A user's share of the limit: the limit split among the users with logs counted.
+  uint64_t Share() const { return limit_ / std::max<uint64_t>(1, by_owner_.size()); }
 
  private:
   struct Writers {
     std::optional<Owner> as;
     std::map<std::string, logfiles::ReplicaLogWriter> by_replica;
   };
-  void Add(int64_t delta_bytes);
+  void Add(uid_t owner, int64_t delta_bytes);
   void Account(AppRecord& app, const std::string& key, uint64_t before, uint64_t after);
   // After each write: a full log disk is said once, and once more when writes work again.
   void NoteLost(AppRecord& app, const std::string& key, uint64_t lost, bool wrote, const std::string& dir);
@@ -102,6 +114,7 @@ class LogStore {
 
   uint64_t limit_;
   uint64_t total_ = 0;
+  std::map<uid_t, uint64_t> by_owner_;  // only owners with bytes counted
   DiskFullEpisode disk_full_;
   std::vector<Source> sources_;
   std::map<std::string, Writers> writers_;  // by AppKey

@@ -51,7 +51,7 @@ struct SlurmScheduler::Submission {
 SlurmScheduler::SlurmScheduler(uv_loop_t* loop, seam::Store* store, seam::LogStore* logs, seam::FileWorker* files,
                                SlurmSchedulerOptions options)
     : loop_(loop), store_(store), logs_(logs), files_(files), options_(std::move(options)), commands_(loop) {
-  logs_->AddSource([this] { return OldestEvictableLogs(); });
+  logs_->AddSource([this](uid_t owner) { return OldestEvictableLogs(owner); });
   poll_timer_ = NewUvHandle<uv_timer_t>(this);
   uv_timer_init(loop_, poll_timer_.get());
 }
@@ -406,11 +406,14 @@ void SlurmScheduler::Forget(SlurmApp& app) {
   logs_->Notify("slurm/" + app_id);
 }
 
-std::optional<seam::LogStore::Candidate> SlurmScheduler::OldestEvictableLogs() {
+std::optional<seam::LogStore::Candidate> SlurmScheduler::OldestEvictableLogs(uid_t owner) {
   SlurmApp* oldest = nullptr;
   for (auto& [id, app] : apps_) {
     const seam::AppRecord& rec = *app->rec;
-    if (!core::IsTerminal(rec.state) || !app->logs_done || rec.logs_evicted || rec.log_bytes == 0) continue;
+    if (rec.owner_uid != owner || !core::IsTerminal(rec.state) || !app->logs_done || rec.logs_evicted ||
+        rec.log_bytes == 0) {
+      continue;
+    }
     if (oldest == nullptr || rec.ended_ms.value_or(0) < oldest->rec->ended_ms.value_or(0)) oldest = app.get();
   }
   if (oldest == nullptr) return std::nullopt;

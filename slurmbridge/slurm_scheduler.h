@@ -152,7 +152,8 @@ class SlurmScheduler : public seam::Scheduler, public seam::Queued, public seam:
   void Forget(SlurmApp& app);
   void MakeRoom(uid_t uid);
   void MakeRoomWanted();
-  std::optional<seam::LogStore::Candidate> OldestEvictableLogs();
+  // The budget's Source: `owner`'s oldest finished app whose logs are all read.
+  std::optional<seam::LogStore::Candidate> OldestEvictableLogs(uid_t owner);
 
   uv_loop_t* loop_;
   seam::Store* store_;

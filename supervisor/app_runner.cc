@@ -121,7 +121,13 @@ void AppRunner::Adopt(const std::vector<ReplicaInfo>& previous,
     }
     bool ended = s.info.state == ReplicaState::kSucceeded || s.info.state == ReplicaState::kFailed ||
                  s.info.state == ReplicaState::kCancelled;
-    if (s.info.attempt != 0 || ended) held_[i] = false;  // it ran: not growth
+    bool scaled_away = s.info.state == ReplicaState::kCancelled &&
+                       s.info.error_message.starts_with(core::kScaledDownPrefix);
+    // Scaled up again and waiting for Grow: its last attempt ended, there is nothing to adopt
+    // (held means it holds nothing, so no attempt of it was recorded since).
+    bool regrowing = held_[i] && s.info.state == ReplicaState::kPending && s.info.attempt != 0;
+    // It ran: not growth; unless it gave back its GPUs (scaled away), and comes back through Grow.
+    if ((s.info.attempt != 0 || ended) && !scaled_away && !regrowing) held_[i] = false;
     switch (s.info.state) {
       case ReplicaState::kSucceeded:
         s.state = SlotState::kSucceeded;
@@ -137,7 +143,8 @@ void AppRunner::Adopt(const std::vector<ReplicaInfo>& previous,
       default:
         break;
     }
-    if (s.info.attempt == 0) continue;  // never started: OpenGates starts it, unless it waits for Grow
+    // Never started, or waiting to grow again: OpenGates starts it, unless it waits for Grow.
+    if (s.info.attempt == 0 || regrowing) continue;
     adopt_bytes_ = i < stored_bytes.size() ? stored_bytes[i] : std::pair<uint64_t, uint64_t>{0, 0};
     Dispatch(i, SlotEvent::kAdopt);
   }
@@ -200,7 +207,16 @@ void AppRunner::OpenGates() {
   size_t batch = kFirstStartBatch;
   for (size_t i = 0; i < slots_.size(); ++i) {
     Slot& s = *slots_[i];
-    if (s.state == SlotState::kScaledDown && InScale(s)) Dispatch(i, SlotEvent::kScaleUp);
+    if (s.state == SlotState::kScaledDown && InScale(s)) {
+      if (held_[i]) {
+        // It gave back what it ran on and waits for Grow: what its last attempt
+        // was (a pid, a monitor whose group may be another's by now) is no attempt to adopt.
+        s.info.pid.reset();
+        s.info.monitor = MonitorRecord{};
+        s.info.error_message = "waiting for resources to start again (scaled up)";
+      }
+      Dispatch(i, SlotEvent::kScaleUp);
+    }
     if (held_[i] || s.state != SlotState::kIdle) continue;
     auto role = static_cast<size_t>(s.info.role_index);
     if (open[role] < 0) open[role] = GateOpen(role) ? 1 : 0;
@@ -220,6 +236,12 @@ void AppRunner::OpenGates() {
   }
   StartDeferred();
   --dispatch_depth_;
+}
+
+bool AppRunner::Hold(size_t index) {
+  if (index >= slots_.size() || slots_[index]->state != SlotState::kScaledDown) return false;
+  held_[index] = true;
+  return true;
 }
 
 bool AppRunner::Grow(size_t index, core::ReplicaRequest request) {
@@ -319,6 +341,8 @@ void AppRunner::Perform(size_t index, SlotAction action) {
       s.restart_timer.reset();
       auto role = static_cast<size_t>(s.info.role_index);
       s.info.error_message = core::ScaledDownMessage(app_.roles[role], scale_[role]);
+      s.info.state = ShownState(s.state, false);  // what the observer records of it
+      observer_->OnScaledDown(*this, s.info);
       return;
     }
   }

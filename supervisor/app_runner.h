@@ -114,6 +114,10 @@ class AppRunnerObserver {
   // start: their records must be durable when this returns, so that a daemon
   // that dies right after finds every attempt it started, and its monitor.
   virtual void OnAttemptsRecorded(AppRunner& app) = 0;
+  // A replica left its role's scale and no process of it is left (or it never
+  // started): what it was given to run (GPUs) may go to others now. The
+  // observer may Hold it, so that a scale up brings it back only through Grow.
+  virtual void OnScaledDown(AppRunner& app, const ReplicaInfo& replica) { (void)app, (void)replica; }
   // A cancel begins (cancelling(), msg() and cancel_fails() say which) and no
   // stop has left yet: it must be durable when this returns, so that a daemon
   // that dies mid-grace finishes it when it starts again and never takes the
@@ -164,6 +168,10 @@ class AppRunner {
   // places it). False when the app is not running.
   bool Scale(size_t role, int replicas);
   int scale(size_t role) const { return scale_.at(role); }
+  // Scaled-down replica `index` gave back what it was given: back in scale,
+  // it waits, PENDING, for Grow (with a new placement) instead of starting
+  // with its old request. False when it is not scaled down.
+  bool Hold(size_t index);
 
   const std::string& key() const { return key_; }
   const core::AppDef& app() const { return app_; }

@@ -94,23 +94,30 @@ std::unique_ptr<Containment> Containment::Discover(const std::string& id, const 
   if (own.empty()) own = "/";
   std::string subtree;
   bool controllers = false;
+  std::string no_top;  // why root has no subtree at the top
   if (::geteuid() == 0) {
     // Root: a subtree of its own at the top of the hierarchy, outside any
     // service's group, so that it may enable controllers and a restarted
     // service (placed by its manager in its own group) never meets them.
     subtree = mount + "/torchxd-" + id;
-    if (!MakeDir(subtree)) return ProcessGroups("cannot make " + subtree + ": " + strerror(errno));
-    controllers = true;
-  } else {
-    // A user: the group its service manager delegated (Delegate=yes). The
-    // daemon moves into a leaf of it; without the controllers, which its
-    // manager would have to place a restarted daemon around (systemd 254's
-    // DelegateSubgroup=).
+    if (MakeDir(subtree)) {
+      controllers = true;
+    } else {
+      no_top = "cannot make " + subtree + ": " + strerror(errno);
+      subtree.clear();
+    }
+  }
+  if (subtree.empty()) {
+    // A user, or root where the top is not its (a container's cgroup
+    // namespace): the group its service manager delegated (Delegate=yes, in
+    // both units). The daemon moves into a leaf of it; without the
+    // controllers, which its manager would have to place a restarted daemon
+    // around (systemd 254's DelegateSubgroup=).
     std::string base = mount + own;
     if (own == "/" || ::access(base.c_str(), W_OK) != 0 || !MakeDir(base + "/daemon") ||
         !WriteSmall(base + "/daemon/cgroup.procs", std::to_string(::getpid()))) {
-      return ProcessGroups("its cgroup " + own + " is not delegated to this user (a systemd unit with "
-                           "Delegate=yes makes it so)");
+      return ProcessGroups((no_top.empty() ? "" : no_top + ", and ") + "its cgroup " + own +
+                           " is not delegated to this user (a systemd unit with Delegate=yes makes it so)");
     }
     subtree = base;
   }
@@ -136,7 +143,7 @@ std::unique_ptr<Containment> Containment::Discover(const std::string& id, const 
 }
 
 std::string Containment::Describe() const {
-  if (!cgroups()) return "process groups (no cgroup v2 containment: " + why_not_ + ")";
+  if (!cgroups()) return "process groups (no cgroup v2 containment: " + why_not_ + "): " + kContainmentGap;
   std::string limits = memory_ && cpu_ ? "memMB and cpu enforced"
                        : memory_       ? "memMB enforced, cpu not (no cpu controller delegated)"
                        : cpu_          ? "cpu enforced, memMB not (no memory controller delegated)"

@@ -18,9 +18,9 @@
 //
 // The subtree: for root, a group `torchxd-<id>` at the top of the hierarchy
 // (outside the service's own group, so a restarted service never meets its
-// controllers); for a user, the group its service manager delegated
-// (Delegate=yes), the daemon itself moved into a leaf `daemon` of it, with no
-// controllers (limits need root).
+// controllers); for a user, or root where it cannot make that one, the group
+// its service manager delegated (Delegate=yes), the daemon itself moved into
+// a leaf `daemon` of it, with no controllers (limits need root's own subtree).
 //
 // Thread contract: construction on any thread before the loop runs; the rest
 // on the loop thread (plain, short file writes into cgroupfs).
@@ -41,6 +41,11 @@
 
 namespace torchxd::supervisor {
 
+// What process groups cannot do, said wherever containment is (a replica
+// that calls setsid, as daemonizing tools do, leaves its group and outlives
+// its app, its cancel and the GPUs it held).
+inline constexpr char kContainmentGap[] = "processes that leave their group are not contained";
+
 struct AttemptLimits {
   int cpu = -1;     // TorchX's resource.cpu (-1, 0: none)
   int mem_mb = -1;  // resource.memMB
@@ -59,8 +64,11 @@ class Containment {
   bool cgroups() const { return !subtree_.empty(); }
   bool limits_memory() const { return memory_; }
   bool limits_cpu() const { return cpu_; }
-  // What `torchx daemon status` shows.
+  // What `torchx daemon status` shows; without cgroups it says that a
+  // process that leaves its group escapes (kContainmentGap).
   std::string Describe() const;
+  // Why there are no cgroups ("" with them).
+  const std::string& why_not() const { return why_not_; }
 
   // Where the group of a new attempt goes ("" without cgroups): a group an
   // ended attempt emptied, kept for reuse, else a new one called `name`.

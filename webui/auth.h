@@ -71,8 +71,22 @@ std::string LocalRedirect(const std::string& path, const std::map<std::string, s
 
 // Why a `?token=` sign-in is refused, or nothing: one that another site
 // started (Sec-Fetch-Site cross-site or same-site) would sign the visitor in
-// as the token's user (login CSRF). A pasted or typed address says `none`.
+// as the token's user (login CSRF). A pasted or typed address says `none`;
+// such a link still signs in at once only a visitor with no session (the
+// page asks one signed in as someone else first: UiServer).
 std::optional<std::string> SignInRefusal(const std::string& fetch_site);
+
+// Where the sign-in form's `next` field may send the browser: a path of this
+// server as LocalRedirect makes it ("/x?y=z"), else "/" (a form field is
+// whatever the poster wrote).
+std::string LocalNext(const std::string& next);
+
+// The fields of an application/x-www-form-urlencoded body (`+` is a space,
+// %XX a byte; a repeated field keeps its last value).
+std::map<std::string, std::string> ParseForm(const std::string& body);
+
+// Text for an HTML element or attribute value: & < > " ' escaped.
+std::string HtmlEscape(const std::string& text);
 
 // The token a request carries: `Authorization: token T` or `Bearer T`, else the cookie.
 std::string TokenOf(const std::string& authorization, const std::string& cookie);

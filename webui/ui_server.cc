@@ -201,18 +201,10 @@ void UiServer::Handle(const std::shared_ptr<HttpExchange>& exchange) {
                          "` is not this server's name (use 127.0.0.1 or localhost, or start torchxd with "
                          "--ui-allow-host NAME)");
   }
-  // `?token=` once: it becomes a cookie and leaves the address bar (and the history).
   if (!r.peer.unix_socket && r.query.count("token") != 0 && (r.method == "GET" || r.method == "HEAD")) {
-    if (auto refusal = SignInRefusal(r.Header("sec-fetch-site"))) return ReplyText(exchange, 403, "torchxd: " + *refusal);
-    if (!tokens_.UserOf(r.query.at("token"))) return ReplyText(exchange, 401, "torchxd: that token is not valid");
-    std::string location = LocalRedirect(r.path, r.query);
-    return exchange->Reply(
-        303,
-        Secured({{"Location", location},
-                 {"Set-Cookie", CookieName() + "=" + r.query.at("token") + "; HttpOnly; SameSite=Strict; Path=/"},
-                 {"Cache-Control", "no-store"}}),
-        "");
+    return SignInLink(exchange);
   }
+  if (!r.peer.unix_socket && r.path == "/signin" && r.method == "POST") return SignInConfirmed(exchange);
   auto peer = Caller(r);
   if (!peer) {
     bool api = core::StartsWith(r.path, "/api/") || r.path == "/metrics";
@@ -233,6 +225,54 @@ void UiServer::Handle(const std::shared_ptr<HttpExchange>& exchange) {
     }
   }
   Route(exchange, *peer);
+}
+
+void UiServer::SignInLink(const std::shared_ptr<HttpExchange>& exchange) {
+  const HttpRequest& r = exchange->request();
+  if (auto refusal = SignInRefusal(r.Header("sec-fetch-site"))) return ReplyText(exchange, 403, "torchxd: " + *refusal);
+  const std::string& token = r.query.at("token");
+  auto as = tokens_.UserOf(token);
+  if (!as) return ReplyText(exchange, 401, "torchxd: that token is not valid");
+  std::string location = LocalRedirect(r.path, r.query);
+  auto now = Caller(r);
+  if (!now || now->uid == *as) return SetCookieAndGo(exchange, token, location);  // `torchx ui`'s first visit
+  // Signed in as someone else: the token leaves the address bar, the session stays until its user says so.
+  std::string who = HtmlEscape(core::UserName(now->uid)), other = HtmlEscape(core::UserName(*as));
+  exchange->Reply(
+      200, Secured({{"Content-Type", "text/html; charset=utf-8"}, {"Cache-Control", "no-store"}}),
+      "<!doctype html><title>torchxd: sign in as " + other + "?</title><h1>torchxd</h1>\n<p>This browser is signed in as <b>" +
+          who + "</b>. The address you opened carries the token of <b>" + other + "</b>: signed in with it, this page "
+          "shows and cancels " + other + "'s apps, and what you do here is done as " + other + ".</p>\n"
+          "<form method=\"post\" action=\"/signin\">"
+          "<input type=\"hidden\" name=\"token\" value=\"" + HtmlEscape(token) + "\">"
+          "<input type=\"hidden\" name=\"csrf\" value=\"" + HtmlEscape(tokens_.CsrfOf(now->uid)) + "\">"
+          "<input type=\"hidden\" name=\"next\" value=\"" + HtmlEscape(location) + "\">"
+          "<button type=\"submit\">Sign in as " + other + "</button></form>\n"
+          "<p><a href=\"" + HtmlEscape(location) + "\">Stay signed in as " + who + "</a></p>\n");
+}
+
+void UiServer::SignInConfirmed(const std::shared_ptr<HttpExchange>& exchange) {
+  const HttpRequest& r = exchange->request();
+  auto form = ParseForm(r.body);
+  auto now = Caller(r);
+  if (!now) return ReplyText(exchange, 403, "torchxd: nothing to switch from: open the address with the token again");
+  // Only the question this server asked in this browser answers it: the session's own CSRF value, same origin.
+  if (auto refusal = CsrfRefusal(r.method, r.Header("host"), r.Header("origin"), r.Header("sec-fetch-site"),
+                                 form["csrf"], tokens_.CsrfOf(now->uid))) {
+    return ReplyText(exchange, 403, "torchxd: " + *refusal);
+  }
+  if (!tokens_.UserOf(form["token"])) return ReplyText(exchange, 401, "torchxd: that token is not valid");
+  SetCookieAndGo(exchange, form["token"], LocalNext(form["next"]));
+}
+
+void UiServer::SetCookieAndGo(const std::shared_ptr<HttpExchange>& exchange, const std::string& token,
+                              const std::string& location) {
+  // The token becomes a cookie and leaves the address bar (and the history).
+  exchange->Reply(303,
+                  Secured({{"Location", location},
+                           {"Set-Cookie", CookieName() + "=" + token + "; HttpOnly; SameSite=Strict; Path=/"},
+                           {"Cache-Control", "no-store"}}),
+                  "");
 }
 
 void UiServer::Route(const std::shared_ptr<HttpExchange>& exchange, const protocol::PeerInfo& peer) {

@@ -7,7 +7,8 @@
 //
 // Every request passes, in order: the Host check (DNS rebinding), who is
 // calling (peer uid, or token from the Authorization header or the cookie
-// that `?token=` sets once), the method check (GET never changes anything;
+// that `?token=` sets once, after asking a visitor signed in as someone
+// else), the method check (GET never changes anything;
 // POST only where something changes; anything else 405), the CSRF check on
 // every non-GET request, then the route. Operations run through the same
 // RequestHandler as the CLI's, with the caller's uid: the daemon's own rules
@@ -78,6 +79,14 @@ class UiServer : public HttpHandler {
   [[nodiscard]] Result<int> ListenUnix();
   [[nodiscard]] Result<int> ListenTcp();
   std::optional<protocol::PeerInfo> Caller(const HttpRequest& r) const;
+  // `GET ...?token=T`: a visitor with no session (or T's user's) is signed in
+  // at once; one signed in as someone else is asked first (login CSRF: a link
+  // someone sent would otherwise switch the visitor's page to their user).
+  void SignInLink(const std::shared_ptr<HttpExchange>& exchange);
+  // `POST /signin` from that question's button.
+  void SignInConfirmed(const std::shared_ptr<HttpExchange>& exchange);
+  void SetCookieAndGo(const std::shared_ptr<HttpExchange>& exchange, const std::string& token,
+                      const std::string& location);
   void Route(const std::shared_ptr<HttpExchange>& exchange, const protocol::PeerInfo& peer);
   void Api(const std::shared_ptr<HttpExchange>& exchange, const protocol::PeerInfo& peer, const std::string& method,
            nlohmann::json params);

@@ -345,6 +345,35 @@ TEST_F(AdmissionTest, MinReplicasStartsAPartialGangAndGrowsIt) {
   EXPECT_EQ(gpus_["elastic"].size(), 4u);
 }
 
+TEST_F(AdmissionTest, AScaledAwayReplicaFreesWhatItHoldsAndComesBackOnlyAsGrowth) {
+  EXPECT_THAT(Submit(App("elastic", 4, {2, 1, 0}, "default", 1000, 0, 1)), ElementsAre("elastic"));
+  EXPECT_EQ(adm_.free().gpu, 0);
+  EXPECT_THAT(Submit(App("other", 1, {6, 0, 0}, "default", 2000)), IsEmpty());
+  for (int i = 1; i < 4; ++i) EXPECT_TRUE(adm_.ReleaseReplica("local_cwd/elastic", 0, i));
+  EXPECT_FALSE(adm_.ReleaseReplica("local_cwd/elastic", 0, 3)) << "it holds nothing any more";
+  EXPECT_EQ(adm_.free().gpu, 6);
+  EXPECT_EQ(adm_.free().cpu, 64 - 1);
+  EXPECT_THAT(Pass(), ElementsAre("other")) << "released GPUs go to the app that waits, never back as growth";
+  // Back in scale: growth, placed only once GPUs are free again, never on another app's.
+  EXPECT_TRUE(adm_.WantReplica("local_cwd/elastic", 0, 1));
+  EXPECT_FALSE(adm_.WantReplica("local_cwd/elastic", 0, 1)) << "it waits already";
+  EXPECT_FALSE(adm_.WantReplica("local_cwd/elastic", 0, 0)) << "it holds its GPUs";
+  EXPECT_THAT(Pass(), IsEmpty());
+  auto holders = adm_.GpuHolders();
+  EXPECT_EQ(std::count(holders.begin(), holders.end(), "local_cwd/other"), 6);
+  std::vector<int> others;
+  for (int g = 0; g < 8; ++g) {
+    if (holders[static_cast<size_t>(g)] == "local_cwd/other") others.push_back(g);
+  }
+  EXPECT_THAT(End("other"), ElementsAre("elastic"));
+  ASSERT_EQ(gpus_["elastic"].size(), 5u) << "its 4 first placements, and replica 1's again";
+  for (int g : gpus_["elastic"].back()) EXPECT_NE(std::find(others.begin(), others.end(), g), others.end());
+  EXPECT_EQ(adm_.free().gpu, 4) << "replicas 2 and 3 stay away";
+  End("elastic");
+  EXPECT_EQ(adm_.free().gpu, 8);
+  EXPECT_EQ(adm_.free().cpu, 64);
+}
+
 TEST_F(AdmissionTest, QueueCapsHoldAppsBackWithoutBlockingOthers) {
   Use({{"small", 1, 4, std::nullopt, std::nullopt}, {"other", 1, std::nullopt, 2, std::nullopt}});
   EXPECT_THAT(Submit(App("s1", 1, {4, 0, 0}, "small")), ElementsAre("s1"));

@@ -43,7 +43,25 @@ TEST(LocalPortsTest, TheFirstFreePortFromTheDeclaredOneWhichALoneAppKeeps) {
   // Two named ports of one app never get the same one.
   EXPECT_THAT(ChoosePorts({{29500, "a"}, {29501, "b"}}, {29501}, all_free),
               ElementsAre(Pair(29500, 29500), Pair(29501, 29502)));
-  EXPECT_THAT(ChoosePorts({{29500, "c10d"}}, {}, [](int) { return false; }), ElementsAre(Pair(29500, 29500)));
+}
+
+TEST(LocalPortsTest, WhenTheWholeRangeIsTakenAPortFromElsewhereAndNeverATakenOne) {
+  auto range_taken = [](int p) { return p < 29500 || p > 30500; };
+  // Someone binds 29500-30500: the port comes from elsewhere (the kernel's offer), passing over what is taken there too.
+  std::vector<int> offers = {30000, 0, 41000, 41001};
+  size_t next = 0;
+  auto elsewhere = [&] { return next < offers.size() ? offers[next++] : 0; };
+  EXPECT_THAT(ChoosePorts({{29500, "c10d"}}, {41000}, range_taken, 7, elsewhere), ElementsAre(Pair(29500, 41001)));
+  // Nothing free anywhere: none (0), never the declared port, whoever holds it.
+  EXPECT_THAT(ChoosePorts({{29500, "c10d"}}, {}, [](int) { return false; }), ElementsAre(Pair(29500, 0)));
+  EXPECT_THAT(ChoosePorts({{29500, "c10d"}}, {}, range_taken, 7, [] { return 29500; }), ElementsAre(Pair(29500, 0)));
+  // Two named ports never get the same one from elsewhere.
+  EXPECT_THAT(ChoosePorts({{29500, "a"}, {29501, "b"}}, {}, range_taken, 0, [] { return 50000; }),
+              ElementsAre(Pair(29500, 50000), Pair(29501, 0)));
+  // The kernel offers a real port.
+  int offered = KernelFreePort();
+  EXPECT_GT(offered, 0);
+  EXPECT_LE(offered, 65535);
 }
 
 TEST(LocalPortsTest, ATakenPortIsReplacedFromWhereThisAppsDrawSaysNotTheNextOne) {

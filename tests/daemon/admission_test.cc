@@ -5,7 +5,11 @@
 #include <pwd.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <fstream>
+#include <set>
+#include <sstream>
 #include <thread>
 
 #include "tests/cli/shell.h"
@@ -280,6 +284,75 @@ TEST_F(AdmissionE2eTest, HeldReplicasThatNeverStartDoNotFailTheApp) {
   EXPECT_EQ(State(blocker), "RUNNING");
   Release();
   EXPECT_EQ(Wait(blocker)["state"], "SUCCEEDED");
+}
+
+// The GPUs a line `cvd=A,B ...` names.
+std::set<int> GpusOf(const std::string& line) {
+  std::set<int> gpus;
+  size_t at = line.find("cvd=");
+  if (at == std::string::npos) return gpus;
+  std::stringstream list(line.substr(at + 4, line.find(' ', at) - at - 4));
+  for (std::string g; std::getline(list, g, ',');) gpus.insert(std::stoi(g));
+  return gpus;
+}
+
+// Scaling a 4-replica app down to 1 left the stopped replicas' GPUs held
+// until the app ended, and another app waited behind GPUs nothing used.
+TEST_F(AdmissionE2eTest, AScaledDownReplicaGivesBackItsGpusAndAScaleUpGetsFreeOnesThroughAdmission) {
+  Start({"--live-restore"});
+  json role = GpuRole("w", 2, 4, "release-elastic");
+  role["min_replicas"] = 1;
+  std::string e = Run(App("elastic", {role}));
+  EXPECT_EQ(State(e), "RUNNING");
+  for (int i = 0; i < 4; ++i) ASSERT_EQ(GpusOf(Seen(e, i)).size(), 2u) << "the box's 8 GPUs, 2 each";
+  std::set<int> kept = GpusOf(Seen(e, 0));
+  std::string other = Submit("other", 6);
+  EXPECT_EQ(State(other), "PENDING");
+  auto down = Call("scale", {{"app_handle", e}, {"scale", {{"w", 1}}}});
+  ASSERT_TRUE(down) << down.error().message;
+  EXPECT_TRUE(WaitUntil([&] { return Status(other)["state"] == "RUNNING"; }, 10))
+      << "the 6 GPUs of replicas 1-3 are still held: " << Status(other).dump();
+  std::set<int> others = GpusOf(Seen(other));
+  EXPECT_EQ(others.size(), 6u);
+  for (int g : kept) EXPECT_EQ(others.count(g), 0u) << "GPU " << g << " is replica 0's";
+
+  // Back to 4 while `other` holds 6 GPUs: replicas 1-3 wait for GPUs, also after a daemon restart.
+  auto up = Call("scale", {{"app_handle", e}, {"scale", {{"w", 4}}}});
+  ASSERT_TRUE(up) << up.error().message;
+  auto none_restarted = [&] {
+    for (int n = 0; n < 15; ++n) {
+      json st = Status(e);
+      for (int i = 1; i < 4; ++i) {
+        const json& r = st["roles"][0]["replicas"][i];
+        if (r["attempt"] != 1 || r["state_name"] == "RUNNING") return ::testing::AssertionFailure() << st.dump();
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return ::testing::AssertionSuccess();
+  };
+  EXPECT_TRUE(none_restarted()) << "a replica ran again without GPUs of its own";
+  StopDaemon(SIGKILL);
+  Start({"--live-restore"});
+  EXPECT_EQ(Status(other)["state"], "RUNNING");
+  EXPECT_TRUE(none_restarted()) << "a restarted daemon ran a replica without GPUs of its own";
+
+  Release();  // `other` ends: replicas 1-3 grow into its GPUs
+  EXPECT_EQ(Wait(other)["state"], "SUCCEEDED");
+  std::set<int> all = kept;
+  for (int i = 1; i < 4; ++i) {
+    std::string log;
+    ASSERT_TRUE(WaitUntil([&] {
+      log = ReadLog(e, "w", i);
+      return std::count(log.begin(), log.end(), '\n') == 2;
+    })) << "replica " << i << ": " << log << Status(e).dump();
+    std::string second = log.substr(log.find('\n') + 1);
+    std::set<int> gpus = GpusOf(second);
+    EXPECT_EQ(gpus.size(), 2u) << second;
+    for (int g : gpus) EXPECT_TRUE(all.insert(g).second) << "GPU " << g << " given twice: " << second;
+  }
+  EXPECT_EQ(Status(e)["roles"][0]["replicas"][1]["attempt"], 2);
+  std::ofstream(dir_ / "release-elastic") << "";
+  EXPECT_EQ(Wait(e)["state"], "SUCCEEDED");
 }
 
 TEST_F(AdmissionE2eTest, MaxDurationStopsAnAppAndLetsItStartEarlyOnReservedGpus) {

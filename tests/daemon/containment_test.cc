@@ -11,16 +11,19 @@
 #include <chrono>
 #include <fstream>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include <gmock/gmock.h>
 
+#include "tests/cli/shell.h"
 #include "tests/daemon/daemon_fixture.h"
 
 namespace torchxd::testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 constexpr const char* kFourGpus = R"({"gpus": [{"index": 0}, {"index": 1}, {"index": 2}, {"index": 3}]})";
@@ -79,10 +82,27 @@ class ContainmentTest : public DaemonFixture, public ::testing::WithParamInterfa
 
 TEST_P(ContainmentTest, DaemonStatusSaysWhichContainmentHoldsTheReplicas) {
   START_OR_SKIP();
+  Output status = RunShell("TORCHXD_SOCKET=" + socket_ + " TORCHX_NO_AUTOSTART=1 " + TORCHX_BIN + " daemon status",
+                           (dir_ / "status.err").string());
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  std::string log = ReadFile(daemon_log_);
   if (cgroups()) {
     EXPECT_THAT(containment_, StartsWith("cgroup v2 ("));
+    EXPECT_THAT(status.out, HasSubstr("replicas:  contained by cgroup v2 ("));
+    EXPECT_THAT(log, Not(HasSubstr("are not contained")));
   } else {
-    EXPECT_EQ(containment_, "process groups (no cgroup v2 containment: --no-cgroups)");
+    // A replica that calls setsid escapes process groups: the box's admin must hear it.
+    EXPECT_EQ(containment_,
+              "process groups (no cgroup v2 containment: --no-cgroups): processes that leave their group are not "
+              "contained");
+    EXPECT_THAT(status.out, HasSubstr("replicas:  contained by process groups (no cgroup v2 containment: --no-cgroups): "
+                                      "processes that leave their group are not contained\n"));
+    std::string warned;
+    std::istringstream lines(log);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.find("processes that leave their group are not contained") != std::string::npos) warned = line;
+    }
+    EXPECT_THAT(warned, HasSubstr("warn")) << "said at start, as a warning:\n" << log;
   }
 }
 

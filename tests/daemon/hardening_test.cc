@@ -2,6 +2,7 @@
 // torchxd, or lost what it had acknowledged. One test per finding; each
 // failed before its fix.
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
@@ -800,6 +801,47 @@ TEST_F(HardeningTest, FollowersThatNeverReadCostAboutOneMebibyteEach) {
   if (kSanitized) GTEST_SKIP() << "resident sizes are not measured under AddressSanitizer";
   EXPECT_LT(held, before + kFollowers * 2 * 1024 + 16 * 1024) << "RSS " << before << " KiB -> " << held << " KiB";
   EXPECT_LT(after, before + 16 * 1024) << "RSS " << before << " KiB -> " << held << " KiB -> " << after << " KiB";
+}
+
+// A user bound the whole range a named port is searched in (29500-30499 for
+// dist.ddp): the daemon handed out the declared port anyway, knowing it was
+// taken, and the job sent its rendezvous to that user's listener.
+TEST_F(HardeningTest, WhenEveryCandidatePortIsTakenTheAppGetsAFreePortElsewhereNeverATakenOne) {
+  // 1,000 ports in a row that a listener can take, as the other user's does.
+  int declared = 0;
+  std::vector<UniqueFd> listeners;
+  for (int base = 20000 + static_cast<int>(::getpid() % 20) * 1000; base < 60000 && declared == 0; base += 1000) {
+    listeners.clear();
+    for (int p = base; p < base + 1000; ++p) {
+      UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_port = htons(static_cast<uint16_t>(p));
+      if (!fd.valid() || ::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 || ::listen(fd.get(), 4) != 0) break;
+      listeners.push_back(std::move(fd));
+    }
+    if (listeners.size() == 1000) declared = base;
+  }
+  ASSERT_NE(declared, 0) << "no 1,000 free ports in a row";
+  ASSERT_FALSE(core::PortIsBindable(declared));
+  ASSERT_FALSE(core::PortIsBindable(declared + 999));
+  StartDaemon();
+  json role = FakeRole("w", {"--stdout", "localhost:" + std::to_string(declared), "--sleep", "60"});
+  role["port_map"] = {{"c10d", declared}};
+  std::string h = Run(App("ddp", {role}));
+  std::string given;
+  ASSERT_TRUE(WaitUntil([&] {
+    std::string out = ReadLog(h, "w", 0);
+    if (out.empty() || out.back() != '\n') return false;
+    given = out.substr(out.find(':') + 1, out.size() - out.find(':') - 2);
+    return true;
+  })) << Status(h).dump();
+  int port = std::stoi(given);
+  EXPECT_TRUE(port < declared || port > declared + 999) << "handed out " << port << ", which a listener holds";
+  EXPECT_TRUE(core::ClaimPort(port).taken) << "the daemon holds no claim on " << port;
+  EXPECT_TRUE(WaitUntil([&] { return Status(h)["state"] == "RUNNING"; }));
+  CallOk("cancel", {{"app_handle", h}});
+  Wait(h);
 }
 
 }  // namespace

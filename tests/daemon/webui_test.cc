@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -176,6 +177,71 @@ TEST_F(WebUiTest, TcpLetsInOnlyATokenWhichBecomesAStrictCookieOnce) {
   StopDaemon();
   StartWithTcp();
   EXPECT_EQ(token_, pair.substr(pair.find('=') + 1));
+}
+
+// Alice, signed in, opened a link that carried bob's token: it set bob's
+// cookie, and her page went on as bob (login CSRF). A link signs in at once
+// only a visitor with no session; one signed in as someone else is asked,
+// and only that question's button, from this page, switches the session.
+TEST_F(WebUiTest, ATokenLinkSignsInOnlyAVisitorWithoutASessionAndAsksOneSignedInAsSomeoneElse) {
+  StartWithTcp();
+  StopDaemon();
+  // A second user's token, as the daemon made it for them (the file is the daemon's: root's alone).
+  const std::string other_token(64, 'b'), other_csrf(64, 'c');
+  uid_t other_uid = ::getuid() == 65534 ? 65533 : 65534;
+  fs::path tokens = fs::path(state_dir_) / "ui-tokens.json";
+  json file = json::parse(std::ifstream(tokens));
+  file["users"][std::to_string(other_uid)] = {{"token", other_token}, {"csrf", other_csrf}};
+  std::ofstream(tokens) << file.dump();
+  StartWithTcp();
+  std::string cookie = "Cookie: torchxd_token_" + std::to_string(tcp_.port) + "=" + token_;
+  auto whose = [&](const std::string& header) {
+    auto session = HttpGet(tcp_, "/api/session", {header}, Host());
+    return session.status == 200 ? json::parse(session.body)["uid"].get<int64_t>() : -1;
+  };
+  ASSERT_EQ(whose(cookie), static_cast<int64_t>(::getuid()));
+
+  // Signed in: the other user's link asks, and changes nothing.
+  auto asked = HttpGet(tcp_, "//evil.example/phish?token=" + other_token, {cookie}, Host());
+  EXPECT_EQ(asked.status, 200);
+  EXPECT_EQ(asked.Header("set-cookie"), "") << "the visitor's session was replaced without asking";
+  const passwd* pw = ::getpwuid(other_uid);
+  EXPECT_THAT(asked.body, HasSubstr("Sign in as " + (pw ? std::string(pw->pw_name) : std::to_string(other_uid))));
+  EXPECT_THAT(asked.body, HasSubstr("<form method=\"post\" action=\"/signin\">"));
+  EXPECT_THAT(asked.body, HasSubstr("name=\"next\" value=\"/evil.example/phish\""));
+  EXPECT_EQ(whose(cookie), static_cast<int64_t>(::getuid()));
+  // Its own link signs a signed-in visitor in again, as before.
+  EXPECT_EQ(HttpGet(tcp_, "/?token=" + token_, {cookie}, Host()).status, 303);
+
+  // The button: only with this session's CSRF value, from this page.
+  std::string csrf = Csrf();
+  std::string form = "token=" + other_token + "&csrf=" + csrf + "&next=%2Fapps%2Fx%3Frole%3Dr";
+  auto post = [&](const std::string& body, const std::vector<std::string>& extra) {
+    std::string head = "POST /signin HTTP/1.1\r\nHost: " + Host() + "\r\n" + cookie +
+                       "\r\nContent-Type: application/x-www-form-urlencoded";
+    for (const auto& h : extra) head += "\r\n" + h;
+    return HttpExchangeRaw(tcp_, head, body);
+  };
+  std::string origin = "Origin: http://" + Host();
+  auto forged = post("token=" + other_token + "&csrf=" + std::string(64, '0') + "&next=%2F", {origin});
+  EXPECT_EQ(forged.status, 403);
+  EXPECT_EQ(forged.Header("set-cookie"), "");
+  auto cross = post(form, {"Origin: http://evil.example", "Sec-Fetch-Site: cross-site"});
+  EXPECT_EQ(cross.status, 403);
+  EXPECT_EQ(cross.Header("set-cookie"), "");
+  auto away = post("token=" + other_token + "&csrf=" + csrf + "&next=%2F%2Fevil.example%2Fx", {origin});
+  ASSERT_EQ(away.status, 303);
+  EXPECT_EQ(away.Header("location"), "/") << "the form's next is never another site";
+  auto yes = post(form, {origin, "Sec-Fetch-Site: same-origin"});
+  ASSERT_EQ(yes.status, 303) << yes.body;
+  EXPECT_EQ(yes.Header("location"), "/apps/x?role=r");
+  std::string set = yes.Header("set-cookie");
+  EXPECT_EQ(set.substr(0, set.find(';')), "torchxd_token_" + std::to_string(tcp_.port) + "=" + other_token);
+
+  // No session: the link signs in at once (`torchx ui`'s first visit).
+  auto fresh = HttpGet(tcp_, "/?token=" + other_token, {}, Host());
+  EXPECT_EQ(fresh.status, 303);
+  EXPECT_THAT(fresh.Header("set-cookie"), HasSubstr(other_token));
 }
 
 // Connections that never send a request, held as another local user: they
@@ -352,6 +418,7 @@ TEST_F(WebUiTest, OneUserHoldsABoundedNumberOfStreamsThatAreToldWhatChanged) {
 TEST_F(WebUiTest, AChangeNeedsPostTheCsrfHeaderAndTheSameOrigin) {
   StartWithTcp();
   std::string h = Run(App("sleepy", {FakeRole("r", {"--sleep", "60"})}));
+  // PENDING until its replica runs: what the refused changes must leave as it was is RUNNING.
   ASSERT_TRUE(WaitUntil([&] { return Status(h)["state"] == "RUNNING"; }));
   std::string body = json{{"app_handle", h}}.dump();
   std::string csrf = "X-Torchxd-Csrf: " + Csrf();
@@ -381,6 +448,7 @@ TEST_F(WebUiTest, AChangeNeedsPostTheCsrfHeaderAndTheSameOrigin) {
 TEST_F(WebUiTest, ReadOnlyRefusesEveryChange) {
   StartWithTcp({"--ui-read-only"});
   std::string h = Run(App("sleepy", {FakeRole("r", {"--sleep", "60"})}));
+  // PENDING until its replica runs: what the refused changes must leave as it was is RUNNING.
   ASSERT_TRUE(WaitUntil([&] { return Status(h)["state"] == "RUNNING"; }));
   auto session = json::parse(Get("/api/session").body);
   EXPECT_EQ(session["read_only"], true);

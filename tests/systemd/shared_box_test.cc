@@ -349,6 +349,33 @@ SHARED_BOX_TEST(OneUsersAppsNeitherEvictNorBlockAnothers) {
   for (const auto& s : sleepers) EXPECT_EQ(box.As("bob", "cancel " + s).exit_code, 0);
 }
 
+// The log budget is one for the box: bob's noisy apps, each bigger than
+// alice's one, evicted her finished logs first (hers was the oldest). Split
+// among the users who have logs, bob's over his share lose only his own.
+SHARED_BOX_TEST(OneUsersNoisyLogsNeverEvictAnothersFinishedLogs) {
+  SHARED_BOX_DIR(t);
+  SharedBox box(t);
+  ASSERT_TRUE(box.MakeUsers());
+  ASSERT_TRUE(box.Start({"--log-max-total", "400K", "--no-admission"}));
+  auto alice = box.As("alice", "run --wait utils.echo --msg mine");
+  ASSERT_EQ(alice.exit_code, 0) << alice.err;
+  std::string h = SharedBox::HandleOf(alice);
+  std::vector<std::string> bobs;
+  for (int i = 0; i < 4; ++i) {  // each ~200 KB on disk (stdout.log and combined.log)
+    auto bob = box.As("bob", "run --wait utils.sh -- seq 1 20000");
+    ASSERT_EQ(bob.exit_code, 0) << bob.err;
+    bobs.push_back(SharedBox::HandleOf(bob));
+  }
+  auto mine = box.As("alice", "log " + h);
+  EXPECT_EQ(mine.exit_code, 0) << mine.err;
+  EXPECT_EQ(mine.out, "echo/0 mine\n");
+  auto first = box.As("bob", "log " + bobs.front());
+  EXPECT_NE(first.exit_code, 0) << "bob's oldest logs stayed: nothing was evicted, so this test proves nothing";
+  EXPECT_THAT(first.err, HasSubstr("were evicted"));
+  auto last = box.As("bob", "log " + bobs.back());
+  EXPECT_EQ(last.exit_code, 0) << last.err;
+}
+
 // A page stream opened with `token` on the TCP listener and never read.
 int OpenPageStream(int port, const std::string& token) {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);

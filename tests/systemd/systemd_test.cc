@@ -139,6 +139,17 @@ TEST_F(SystemdTest, UnitsVerifyWithoutAnyOutput) {
   }
 }
 
+// Without a cgroup v2 group of its own a daemon holds replicas by process
+// groups, which a process that calls setsid leaves: both units delegate one.
+TEST_F(SystemdTest, BothUnitsDelegateACgroupToTheDaemon) {
+  for (const char* unit : {"torchxd.service", "torchxd-user.service"}) {
+    std::ifstream in(std::string(UNITS_DIR) + "/" + unit);
+    ASSERT_TRUE(in.good()) << unit;
+    std::string text((std::istreambuf_iterator<char>(in)), {});
+    EXPECT_THAT(text, HasSubstr("\nDelegate=yes\n")) << unit;
+  }
+}
+
 TEST_F(SystemdTest, SocketActivationNotifyWatchdogAndStopping) {
   if (!Have("systemd-socket-activate")) GTEST_SKIP() << "systemd-socket-activate is not installed";
   std::string notify = ListenNotify();
