@@ -72,6 +72,25 @@ pid_t Clone3(int group_fd, int& pidfd) {
   return static_cast<pid_t>(::syscall(SYS_clone3, &args, sizeof(args)));
 }
 
+// Whether a child cloned into the cgroup `group_fd` names dies at birth. Some
+// kernels (6.18) compare the cgroup.kill count of the parent's group with the
+// target's when they clone into a group, so that every process cloned into a
+// group once killed, or from a group once killed (the launcher's, say, left
+// by a stopped unit) into a fresh one, is killed before it runs. Asked once,
+// with the first group a request brings; such a kernel gets the gated fork
+// (a plain fork moved into its group), which it never kills.
+bool CloneIntoGroupKills(int group_fd) {
+  int pidfd = -1;
+  pid_t pid = Clone3(group_fd, pidfd);
+  if (pid == 0) ::_exit(0);
+  if (pid < 0) return false;  // no clone into a group at all: the gated fork follows anyway
+  if (pidfd >= 0) ::close(pidfd);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
+}
+
 // Moves `pid` into the cgroup `group_fd` names; 0 or an errno.
 int EnterGroup(int group_fd, pid_t pid) {
   UniqueFd procs(::openat(group_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC));
@@ -124,7 +143,8 @@ void Reply(LaunchReply reply, int pidfd) {
 }
 
 // Serves one request; false when the daemon closed its end.
-bool Serve(int signal_fd, pid_t daemon, ShimEntry shim, HostEntry host, bool gated_fork, int& children) {
+bool Serve(int signal_fd, pid_t daemon, ShimEntry shim, HostEntry host, bool& gated_fork, bool& probed,
+           int& children) {
   char byte = 0;
   bool complete = false;
   std::vector<UniqueFd> fds;
@@ -151,6 +171,10 @@ bool Serve(int signal_fd, pid_t daemon, ShimEntry shim, HostEntry host, bool gat
     BecomeShim(fds, signal_fd, launcher, daemon, shim);
   };
   int raw_pidfd = -1;
+  if (group.valid() && !gated_fork && !probed) {
+    probed = true;
+    gated_fork = CloneIntoGroupKills(group.get());
+  }
   pid_t pid = gated_fork ? -1 : Clone3(group.valid() ? group.get() : -1, raw_pidfd);
   if (pid == 0) become();
   if (pid > 0) {
@@ -226,6 +250,7 @@ int RunLauncher(pid_t daemon, ShimEntry shim, HostEntry host, bool gated_fork) {
   int signal_fd = ::signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC);
   if (signal_fd < 0) return 1;
   int children = 0;
+  bool probed = false;  // CloneIntoGroupKills was asked
   bool open = true;
   while (open || children > 0) {
     struct pollfd polled[2] = {{signal_fd, POLLIN, 0}, {open ? kLauncherFd : -1, POLLIN, 0}};
@@ -239,7 +264,7 @@ int RunLauncher(pid_t daemon, ShimEntry shim, HostEntry host, bool gated_fork) {
       }
       while (::waitpid(-1, nullptr, WNOHANG) > 0) --children;
     }
-    if (open && polled[1].revents != 0) open = Serve(signal_fd, daemon, shim, host, gated_fork, children);
+    if (open && polled[1].revents != 0) open = Serve(signal_fd, daemon, shim, host, gated_fork, probed, children);
   }
   return 0;
 }

@@ -149,6 +149,40 @@ TEST(ShimLauncherTest, AShimLaunchedIntoAGroupIsBornInIt) {
   for (int i = 0; i < 500 && ::rmdir(group.c_str()) != 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
 }
 
+// Some kernels (6.18) kill at birth a process cloned into a group whose
+// cgroup.kill count differs from its parent's group's (one once killed, or a
+// fresh one from a launcher whose own group was once killed): the launcher
+// asks once, on its first group, and forks the gated way where they do, so a
+// shim still runs.
+TEST(ShimLauncherTest, AKernelThatKillsWhatIsClonedIntoAKilledGroupGetsTheGatedFork) {
+  std::string why;
+  std::string group = MakeTestGroup(why);
+  if (group.empty()) GTEST_SKIP() << why;
+  {
+    std::ofstream kill(group + "/cgroup.kill");
+    kill << "1";  // empty: nothing dies, but the group's count moves on
+  }
+  Launcher l = StartLauncher();
+  auto [ours, theirs] = ControlSockets();
+  RunDir run_dir;
+  UniqueFd group_fd(::open(group.c_str(), O_DIRECTORY | O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(run_dir.fd.valid() && group_fd.valid());
+  ShimSpec spec = TrueSpec();
+  std::string text = EncodeShimSpec(spec);
+  ASSERT_EQ(::write(ours.get(), text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  UniqueFd pidfd;
+  LaunchReply r = Ask(l.socket.get(), "C", {theirs.get(), run_dir.fd.get(), group_fd.get()}, &pidfd);
+  ASSERT_GT(r.pid, 0) << strerror(r.error);
+  EXPECT_EQ(r.in_group, 1);
+  theirs.reset();
+  std::string said = ReadUntilClosed(ours.get());
+  EXPECT_THAT(said, HasSubstr("started ")) << "the shim died before it said a word";
+  EXPECT_THAT(said, HasSubstr("exited 7"));
+  l.socket.reset();
+  EXPECT_TRUE(ExitsWithin(l.pid, 5));
+  for (int i = 0; i < 500 && ::rmdir(group.c_str()) != 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+}
+
 // Where the kernel cannot clone into a group (forced here with --gated-fork),
 // the launcher forks a child that waits at a gate until the launcher has its
 // pidfd and has moved it into its group: a spec written before the request
