@@ -85,7 +85,10 @@ Result<std::unique_ptr<LocalApp>> LocalApp::FromJson(json j) {
   auto app = std::make_unique<LocalApp>();
   try {
     app->max_duration_ms = seam::Stored<int64_t>(j, "max_duration_ms", 0);
-    if (app->max_duration_ms < 0) throw seam::StoredFieldError("max_duration_ms: below 0");
+    // As -cfg max_duration takes it: at most 365 days.
+    if (app->max_duration_ms < 0 || app->max_duration_ms > int64_t{365} * 86400000) {
+      throw seam::StoredFieldError("max_duration_ms: not between 0 and 365 days");
+    }
     if (auto it = j.find("requests"); it != j.end()) {
       if (!it->is_array()) throw seam::StoredFieldError("requests: an array expected");
       app->requests = std::move(*it);

@@ -81,6 +81,9 @@ GpuUsage GpuUsage::FromJson(const json& j) {
   u.used_s = Stored<double>(j, "used_s", 0.0);
   u.dropped_held_s = Stored<double>(j, "dropped_held_s", 0.0);
   u.dropped_before_ms = Stored<int64_t>(j, "dropped_before_ms", 0);
+  if (!(u.used_s >= 0 && u.used_s < 1e15) || !(u.dropped_held_s >= 0 && u.dropped_held_s < 1e15)) {
+    throw StoredFieldError("gpu_usage: seconds below 0 or past any GPU's life");
+  }
   auto intervals = j.find("intervals");
   if (intervals == j.end()) return u;
   if (!intervals->is_array()) throw StoredFieldError("gpu_usage.intervals: an array expected");
@@ -89,6 +92,11 @@ GpuUsage GpuUsage::FromJson(const json& j) {
     if (u.intervals.size() >= kMaxIntervals + 64) break;
     GpuInterval g{Stored<int>(i, "gpu", 0), Stored<std::string>(i, "uuid", ""), Stored<int64_t>(i, "from_ms", 0),
                   StoredOptional<int64_t>(i, "to_ms")};
+    // Times a clock could have said (before year 30000): their differences never overflow.
+    constexpr int64_t kLatest = 884541340800000;
+    if (g.from_ms < 0 || g.from_ms > kLatest || (g.to_ms && (*g.to_ms < 0 || *g.to_ms > kLatest))) {
+      throw StoredFieldError("gpu_usage.intervals: a time before 1970 or after year 30000");
+    }
     u.intervals.push_back(std::move(g));
   }
   return u;

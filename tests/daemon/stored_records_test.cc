@@ -136,7 +136,11 @@ TEST_F(StoredRecordsTest, ADaemonStartsAndServesWhateverTypesItsRecordsHold) {
     for (const auto& [key, value] : original.record.items()) {
       fields.emplace_back("/" + key);
       if (!value.is_object()) continue;
-      for (const auto& [inner, unused] : value.items()) fields.emplace_back("/" + key + "/" + inner);
+      int inner_fields = 0;  // a few of each object's: client_env holds the whole environment of this test
+      for (const auto& [inner, unused] : value.items()) {
+        if (inner_fields++ == 3) break;
+        fields.emplace_back("/" + key + "/" + inner);
+      }
     }
     fields.emplace_back("/app/roles/0/num_replicas");
     fields.emplace_back("/app/roles/0/resource/gpu");
@@ -183,6 +187,7 @@ TEST_F(StoredRecordsTest, ADaemonStartsAndServesWhateverTypesItsRecordsHold) {
   EXPECT_EQ(sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr), SQLITE_OK);
   sqlite3_close(db);
   ASSERT_GT(copies, 300);
+  ASSERT_LT(copies, 2000) << "a restart of a sanitized daemon reads them within the fixture's wait";
 
   StartDaemon({"--gpu-topology", topology.string(), "--live-restore"});
   // The originals, as they were.
