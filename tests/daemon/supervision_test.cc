@@ -223,7 +223,8 @@ TEST_F(SupervisionTest, AWideAppsRestartsKeepToItsUsersBudget) {
   EXPECT_GT(restarts, 10) << "it restarts";
   EXPECT_LE(restarts, 10 + static_cast<int>(10 * seconds) + 1) << "in " << seconds << " s";
   int started_again = 0;
-  for (const auto& e : CallOk("events", {{"app_handle", h}})["events"]) {
+  json events = CallOk("events", {{"app_handle", h}});
+  for (const auto& e : events["events"]) {
     started_again += e["type"] == "started" && e["data"]["attempt"].get<int>() > 1;
   }
   EXPECT_LE(started_again, restarts) << "each start again is one restart";
