@@ -27,9 +27,6 @@ namespace {
 
 using nlohmann::json;
 
-// The latest time a stored record may hold, in unix ms (year 30000).
-constexpr int64_t kLatestStoredMs = 884541340800000;
-
 template <class T>
 json Opt(const std::optional<T>& v) {
   return v ? json(*v) : json(nullptr);
@@ -118,9 +115,7 @@ supervisor::ReplicaInfo ReplicaInfoFromJson(const json& j) {
     r.monitor.boot_id = Stored<std::string>(*m, "boot_id", "");
     r.monitor.cgroup = Stored<std::string>(*m, "cgroup", "");
   }
-  for (std::optional<int64_t> t : {r.start_ms, r.end_ms}) {
-    if (t && (*t < 0 || *t > kLatestStoredMs)) throw StoredFieldError("replica record: a time before 1970 or after year 30000");
-  }
+  CheckStoredTimes("replica record", {r.start_ms, r.end_ms});
   if (r.role_index < 0 || r.replica_id < 0 || r.attempt < 0 || (r.pid && *r.pid <= 0)) {
     throw StoredFieldError("replica record: a negative role_index, replica_id or attempt, or a pid not above 0");
   }
@@ -348,10 +343,7 @@ Result<AppRecord> AppRecord::FromJson(json j) {
       r.scale = std::move(*it);
     }
     r.started_ms = StoredOptional<int64_t>(j, "started_ms");
-    // Times are what a clock said: never past anything a sum with a duration could overflow.
-    for (std::optional<int64_t> t : {std::optional<int64_t>(r.created_ms), r.ended_ms, r.started_ms}) {
-      if (t && (*t < 0 || *t > kLatestStoredMs)) throw StoredFieldError("a time before 1970 or after year 30000");
-    }
+    CheckStoredTimes("app record", {r.created_ms, r.ended_ms, r.started_ms});
     if (auto it = j.find("replicas"); it != j.end()) {
       if (!it->is_array()) throw StoredFieldError("replicas: an array expected");
       for (const auto& rj : *it) r.replicas.push_back(ReplicaInfoFromJson(rj));

@@ -92,11 +92,7 @@ GpuUsage GpuUsage::FromJson(const json& j) {
     if (u.intervals.size() >= kMaxIntervals + 64) break;
     GpuInterval g{Stored<int>(i, "gpu", 0), Stored<std::string>(i, "uuid", ""), Stored<int64_t>(i, "from_ms", 0),
                   StoredOptional<int64_t>(i, "to_ms")};
-    // Times a clock could have said (before year 30000): their differences never overflow.
-    constexpr int64_t kLatest = 884541340800000;
-    if (g.from_ms < 0 || g.from_ms > kLatest || (g.to_ms && (*g.to_ms < 0 || *g.to_ms > kLatest))) {
-      throw StoredFieldError("gpu_usage.intervals: a time before 1970 or after year 30000");
-    }
+    CheckStoredTimes("gpu_usage.intervals", {g.from_ms, g.to_ms});
     u.intervals.push_back(std::move(g));
   }
   return u;

@@ -351,35 +351,37 @@ Result<uint64_t> Store::AddEvent(const std::string& scheduler, const std::string
   return seq;
 }
 
+Result<std::vector<StoredEvent>> LoadEventsWith(sqlite3* db, sqlite3_stmt* statement, const std::string& scheduler,
+                                                const std::string& app_id, uint64_t after_seq, size_t limit) {
+  Stmt guard{statement};
+  BindText(statement, 1, scheduler);
+  BindText(statement, 2, app_id);
+  sqlite3_bind_int64(statement, 3, static_cast<int64_t>(std::min<uint64_t>(after_seq, INT64_MAX)));
+  sqlite3_bind_int64(statement, 4, static_cast<int64_t>(limit));
+  std::vector<StoredEvent> out;
+  int rc;
+  while ((rc = sqlite3_step(statement)) == SQLITE_ROW) {
+    StoredEvent e;
+    e.seq = static_cast<uint64_t>(sqlite3_column_int64(statement, 0));
+    e.time_ms = sqlite3_column_int64(statement, 1);
+    e.what = ColumnText(statement, 2);
+    e.state = sqlite3_column_int(statement, 3);
+    e.msg = ColumnText(statement, 4);
+    out.push_back(std::move(e));
+  }
+  if (rc != SQLITE_DONE) return Fail(Error::Io("sqlite read events of " + app_id + ": " + sqlite3_errmsg(db)));
+  std::reverse(out.begin(), out.end());
+  return out;
+}
+
 Result<std::vector<StoredEvent>> Store::LoadEvents(const std::string& scheduler, const std::string& app_id,
                                                    uint64_t after_seq, size_t limit) {
   if (load_events_ == nullptr) {
-    // The newest `limit` after the cursor, put back in order below.
-    auto s = Prepare(
-        "SELECT seq,time_ms,what,state,msg FROM events WHERE scheduler=?1 AND app_id=?2 AND seq>?3 "
-        "ORDER BY seq DESC LIMIT ?4");
+    auto s = Prepare(kLoadEventsSql);
     if (!s) return Fail(s.error());
     load_events_ = *s;
   }
-  Stmt guard{load_events_};
-  BindText(load_events_, 1, scheduler);
-  BindText(load_events_, 2, app_id);
-  sqlite3_bind_int64(load_events_, 3, static_cast<int64_t>(std::min<uint64_t>(after_seq, INT64_MAX)));
-  sqlite3_bind_int64(load_events_, 4, static_cast<int64_t>(limit));
-  std::vector<StoredEvent> out;
-  int rc;
-  while ((rc = sqlite3_step(load_events_)) == SQLITE_ROW) {
-    StoredEvent e;
-    e.seq = static_cast<uint64_t>(sqlite3_column_int64(load_events_, 0));
-    e.time_ms = sqlite3_column_int64(load_events_, 1);
-    e.what = ColumnText(load_events_, 2);
-    e.state = sqlite3_column_int(load_events_, 3);
-    e.msg = ColumnText(load_events_, 4);
-    out.push_back(std::move(e));
-  }
-  if (rc != SQLITE_DONE) return Fail(SqlError("read events of " + app_id));
-  std::reverse(out.begin(), out.end());
-  return out;
+  return LoadEventsWith(db_, load_events_, scheduler, app_id, after_seq, limit);
 }
 
 Result<void> Store::DeleteApp(const std::string& scheduler, const std::string& app_id) {

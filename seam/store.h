@@ -57,6 +57,17 @@ struct StoredEvent {
   std::string msg;
 };
 
+// An app's events as either connection to the store reads them (the loop's
+// Store, the FileWorker's StoreReader): `statement`, prepared on `db` from
+// kLoadEventsSql, gives the newest `limit` after `after_seq`, returned oldest
+// first; the statement is reset after, ending its read.
+inline constexpr char kLoadEventsSql[] =
+    "SELECT seq,time_ms,what,state,msg FROM events WHERE scheduler=?1 AND app_id=?2 AND seq>?3 "
+    "ORDER BY seq DESC LIMIT ?4";
+[[nodiscard]] Result<std::vector<StoredEvent>> LoadEventsWith(sqlite3* db, sqlite3_stmt* statement,
+                                                              const std::string& scheduler, const std::string& app_id,
+                                                              uint64_t after_seq, size_t limit);
+
 class Store {
  public:
   [[nodiscard]] static Result<std::unique_ptr<Store>> Open(const std::string& path,

@@ -9,6 +9,7 @@
 #define TORCHXD_SEAM_STORED_JSON_H_
 
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 #include <map>
 #include <optional>
@@ -120,6 +121,19 @@ T StoredRequired(const nlohmann::json& j, const char* key) {
   auto it = j.find(key);
   if (it == j.end()) throw StoredFieldError(std::string(key) + ": missing");
   return stored_detail::Reader<T>::Read(*it, key);
+}
+
+// The latest time a stored record may hold, in unix ms (year 30000): a
+// stored time is what a clock said, never past what a sum with a duration
+// (at most a year) or a difference of two could overflow.
+inline constexpr int64_t kLatestStoredMs = 884541340800000;
+// Throws StoredFieldError naming `what` unless each time given is between 1970 and kLatestStoredMs.
+inline void CheckStoredTimes(const char* what, std::initializer_list<std::optional<int64_t>> times) {
+  for (const auto& t : times) {
+    if (t && (*t < 0 || *t > kLatestStoredMs)) {
+      throw StoredFieldError(std::string(what) + ": a time before 1970 or after year 30000");
+    }
+  }
 }
 
 }  // namespace torchxd::seam
