@@ -28,7 +28,7 @@ struct LocalApp : seam::AppRecord {
   nlohmann::json requests = nlohmann::json::array();  // what each replica runs, for re-adoption
   int64_t max_duration_ms = 0;                        // -cfg max_duration (0 = none)
   uint64_t submitted_bytes = 0;  // live: its record's size at submit (what it weighs while it waits)
-  uint64_t launched_bytes = 0;   // live: its replicas' environment and arguments (ExpandedBytes) at submit
+  uint64_t launched_bytes = 0;   // live: its replicas' environment and arguments (ExpandedBytes), counted once at submit
   // Changing as it runs.
   nlohmann::json ports = nlohmann::json::object();  // named ports while it runs: "declared" -> the one it got
   std::shared_ptr<const std::map<std::string, std::string>> inherited_env;  // live: InheritedEnv()

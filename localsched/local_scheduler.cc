@@ -117,7 +117,6 @@ Result<void> LocalScheduler::CheckPending(uid_t uid, uint64_t bytes) const {
     ++waiting;
     waiting_bytes += rec->submitted_bytes;
   }
-  auto mib = core::FormatByteSize;
   if (waiting >= options_.max_pending_per_user) {
     return Fail(Error::Unavailable("uid " + std::to_string(uid) + " already has " + std::to_string(waiting) +
                                    " apps waiting to start, the most one user may have on this torchxd "
@@ -126,9 +125,11 @@ Result<void> LocalScheduler::CheckPending(uid_t uid, uint64_t bytes) const {
   }
   if (waiting_bytes > options_.max_pending_bytes_per_user) {
     return Fail(Error::Unavailable("uid " + std::to_string(uid) + "'s apps waiting to start would take " +
-                                   mib(waiting_bytes) + " with this one (" + mib(bytes) +
+                                   core::FormatByteSize(waiting_bytes) + " with this one (" +
+                                   core::FormatByteSize(bytes) +
                                    "), more than one user may have waiting on this torchxd "
-                                   "(--max-pending-bytes-per-user " + mib(options_.max_pending_bytes_per_user) +
+                                   "(--max-pending-bytes-per-user " +
+                                   core::FormatByteSize(options_.max_pending_bytes_per_user) +
                                    "); wait for some to start or cancel some"));
   }
   return {};
@@ -315,7 +316,6 @@ Result<const seam::AppRecord*> LocalScheduler::SubmitNow(seam::SubmitRequest req
   core::LocalPlan plan = core::PlanLocalApp(rec->app, plan_input);
   std::vector<core::ReplicaRequest> requests = std::move(plan.requests);
   if (!requests.empty()) rec->inherited_env = requests.front().inherited;  // one copy for the app
-  for (const auto& req : requests) rec->launched_bytes += req.ExpandedBytes();
   rec->submit_warnings = std::move(plan.warnings);
   if (admission_ && admission_->box().topology.size() == 0) {
     int most = 0;
@@ -331,16 +331,16 @@ Result<const seam::AppRecord*> LocalScheduler::SubmitNow(seam::SubmitRequest req
       for (const auto& [k, v] : caller->identity_env) req.env[k] = v;
     }
   }
+  for (const auto& req : requests) rec->launched_bytes += req.ExpandedBytes();
   if (!docker) {
-    uint64_t expanded = 0;
-    for (const auto& req : requests) expanded += req.ExpandedBytes();
+    uint64_t expanded = rec->launched_bytes;
     if (expanded > options_.max_expanded_bytes_per_app) {
-      auto mib = core::FormatByteSize;
       return Fail(Error::InvalidArgument(
-          "the app's " + std::to_string(requests.size()) + " replicas would start with " + mib(expanded) +
-          " of environment and arguments together (" + mib(expanded / std::max<size_t>(1, requests.size())) +
+          "the app's " + std::to_string(requests.size()) + " replicas would start with " +
+          core::FormatByteSize(expanded) + " of environment and arguments together (" +
+          core::FormatByteSize(expanded / std::max<size_t>(1, requests.size())) +
           " each, the client's environment included), more than this torchxd starts for one app "
-          "(--max-expanded-bytes-per-app " + mib(options_.max_expanded_bytes_per_app) +
+          "(--max-expanded-bytes-per-app " + core::FormatByteSize(options_.max_expanded_bytes_per_app) +
           "); pass a smaller environment (torchx run sends the client's; -cfg env / the role's env) or fewer replicas"));
     }
     for (const auto& req : requests) rec->requests.push_back(seam::ReplicaRequestToStoredJson(req));
