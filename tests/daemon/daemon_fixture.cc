@@ -42,12 +42,7 @@ void DaemonFixture::TearDown() {
   fs::remove_all(dir_, ec);
 }
 
-void DaemonFixture::StartDaemon(const std::vector<std::string>& extra_args) {
-  // The run dir explicitly: where the default puts it depends on the socket's filesystem.
-  std::vector<std::string> args = {daemon_bin_, "--socket", socket_, "--state-dir", state_dir_,
-                                   "--run-dir", state_dir_ + "/shims", "--grace-period", "0.5",
-                                   "--log-level", "debug"};
-  args.insert(args.end(), extra_args.begin(), extra_args.end());
+pid_t DaemonFixture::ForkDaemon(std::vector<std::string> args) {
   pid_t pid = ::fork();
   if (pid == 0) {
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);  // a test process that dies takes its daemon along
@@ -64,7 +59,16 @@ void DaemonFixture::StartDaemon(const std::vector<std::string>& extra_args) {
     ::execv(argv[0], argv.data());
     ::_exit(127);
   }
-  daemon_pid_ = pid;
+  return pid;
+}
+
+void DaemonFixture::StartDaemon(const std::vector<std::string>& extra_args) {
+  // The run dir explicitly: where the default puts it depends on the socket's filesystem.
+  std::vector<std::string> args = {daemon_bin_, "--socket", socket_, "--state-dir", state_dir_,
+                                   "--run-dir", state_dir_ + "/shims", "--grace-period", "0.5",
+                                   "--log-level", "debug"};
+  args.insert(args.end(), extra_args.begin(), extra_args.end());
+  daemon_pid_ = ForkDaemon(args);
   bool up = WaitUntil([&] {
     int status;
     if (::waitpid(daemon_pid_, &status, WNOHANG) == daemon_pid_) {

@@ -37,6 +37,8 @@ class DaemonFixture : public ::testing::Test {
 
   // Starts torchxd (fixture defaults: --grace-period 0.5) and waits until it answers.
   void StartDaemon(const std::vector<std::string>& extra_args = {});
+  // Forks and execs `args` (argv[0] a torchxd) with its output to daemon_log_, and returns at once.
+  pid_t ForkDaemon(std::vector<std::string> args);
   // Sends `sig` and reaps the daemon; returns its exit code (or 128+signal).
   int StopDaemon(int sig = SIGTERM);
   // The live torchxd-shims of this daemon's run directory (from their state.json).

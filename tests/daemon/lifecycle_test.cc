@@ -1,6 +1,5 @@
 // The daemon's lifecycle: shutdown, crash, restart, lock, stale socket, app cache.
 #include <sqlite3.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -68,18 +67,8 @@ TEST_F(LifecycleTest, ASigtermWhileItStartsIsACleanStop) {
     sigemptyset(&term);
     sigaddset(&term, SIGTERM);
     ::sigprocmask(SIG_BLOCK, &term, &before);  // the child is born with it blocked
-    pid_t pid = ::fork();
-    if (pid != 0) ::sigprocmask(SIG_SETMASK, &before, nullptr);
-    if (pid == 0) {
-      int fd = ::open(daemon_log_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(argv[0], argv.data());
-      ::_exit(127);
-    }
+    pid_t pid = ForkDaemon(args);
+    ::sigprocmask(SIG_SETMASK, &before, nullptr);
     ASSERT_GT(pid, 0);
     std::this_thread::sleep_for(std::chrono::milliseconds(round % 15 * 3));  // during exec, start-up and after
     ::kill(pid, SIGTERM);
