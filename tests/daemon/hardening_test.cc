@@ -85,6 +85,25 @@ class HardeningTest : public DaemonFixture {
   }
 
   size_t AppCount() { return CallOk("list", json::object())["apps"].size(); }
+
+  // A role whose one replica has a port named c10d declared at `declared` and
+  // prints "localhost:PORT" with the port it was given (the macro remapped).
+  static json PortRole(int declared) {
+    json role = FakeRole("w", {"--stdout", "localhost:" + std::to_string(declared), "--sleep", "60"});
+    role["port_map"] = {{"c10d", declared}};
+    return role;
+  }
+  // The port app `h`'s PortRole replica printed; -1 when it printed none in time.
+  int GivenPort(const std::string& h) {
+    std::string given;
+    bool printed = WaitUntil([&] {
+      std::string out = ReadLog(h, "w", 0);
+      if (out.empty() || out.back() != '\n') return false;
+      given = out.substr(out.find(':') + 1, out.size() - out.find(':') - 2);
+      return true;
+    });
+    return printed ? std::stoi(given) : -1;
+  }
 };
 
 TEST_F(HardeningTest, ANulCharacterAnywhereInARunIsRefused) {
@@ -664,17 +683,10 @@ TEST_F(HardeningTest, APortAnotherDaemonClaimedIsPassedOverAndTheOneGivenStaysCl
   ASSERT_TRUE(neighbours.fd.valid());
   ASSERT_TRUE(core::PortIsBindable(declared));
   StartDaemon({"--live-restore"});
-  json role = FakeRole("w", {"--stdout", "localhost:" + std::to_string(declared), "--sleep", "60"});
-  role["port_map"] = {{"c10d", declared}};
+  json role = PortRole(declared);
   std::string h = Run(App("ddp", {role}));
-  std::string given;
-  ASSERT_TRUE(WaitUntil([&] {
-    std::string out = ReadLog(h, "w", 0);
-    if (out.empty() || out.back() != '\n') return false;
-    given = out.substr(out.find(':') + 1, out.size() - out.find(':') - 2);
-    return true;
-  }));
-  int port = std::stoi(given);
+  int port = GivenPort(h);
+  ASSERT_GT(port, 0) << Status(h).dump();
   EXPECT_NE(port, declared);
   EXPECT_GT(port, declared);
   EXPECT_LE(port, declared + 999);
@@ -826,17 +838,10 @@ TEST_F(HardeningTest, WhenEveryCandidatePortIsTakenTheAppGetsAFreePortElsewhereN
   ASSERT_FALSE(core::PortIsBindable(declared));
   ASSERT_FALSE(core::PortIsBindable(declared + 999));
   StartDaemon();
-  json role = FakeRole("w", {"--stdout", "localhost:" + std::to_string(declared), "--sleep", "60"});
-  role["port_map"] = {{"c10d", declared}};
+  json role = PortRole(declared);
   std::string h = Run(App("ddp", {role}));
-  std::string given;
-  ASSERT_TRUE(WaitUntil([&] {
-    std::string out = ReadLog(h, "w", 0);
-    if (out.empty() || out.back() != '\n') return false;
-    given = out.substr(out.find(':') + 1, out.size() - out.find(':') - 2);
-    return true;
-  })) << Status(h).dump();
-  int port = std::stoi(given);
+  int port = GivenPort(h);
+  ASSERT_GT(port, 0) << Status(h).dump();
   EXPECT_TRUE(port < declared || port > declared + 999) << "handed out " << port << ", which a listener holds";
   EXPECT_TRUE(core::ClaimPort(port).taken) << "the daemon holds no claim on " << port;
   EXPECT_TRUE(WaitUntil([&] { return Status(h)["state"] == "RUNNING"; }));
