@@ -24,87 +24,13 @@
 #include "core/local_ports.h"
 #include "core/protocol.h"
 #include "core/unique_fd.h"
-#include "tests/daemon/daemon_fixture.h"
+#include "tests/daemon/hardening_fixture.h"
 
 namespace torchxd::testing {
 namespace {
 
 using ::testing::HasSubstr;
 
-class HardeningTest : public DaemonFixture {
- protected:
-
-  // The daemon process still exists and answers within `seconds`.
-  // A failure says why on stderr (a flake then says what it was).
-  bool Answers(double seconds = 10) {
-    int status;
-    if (daemon_pid_ <= 0 || ::waitpid(daemon_pid_, &status, WNOHANG) == daemon_pid_) {
-      std::fprintf(stderr, "Answers: the daemon has exited\n");
-      return false;
-    }
-    auto start = std::chrono::steady_clock::now();
-    auto client = DaemonClient::Connect(socket_);
-    if (!client) {
-      std::fprintf(stderr, "Answers: %s\n", client.error().message.c_str());
-      return false;
-    }
-    timeval tv{static_cast<time_t>(seconds), 0};
-    ::setsockopt(client->fd(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    auto version = client->Call("version", json::object());
-    if (!version) {
-      std::fprintf(stderr, "Answers: version after %.3f s: %s\n",
-                   std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
-                   version.error().message.c_str());
-    }
-    return version.has_value();
-  }
-
-  // A call that gives up after `seconds` (a hung daemon must fail the test, not stall it).
-  Result<json> CallWithin(const std::string& method, const json& params, double seconds) {
-    auto client = DaemonClient::Connect(socket_);
-    if (!client) return Fail(client.error());
-    timeval tv{static_cast<time_t>(seconds), 0};
-    ::setsockopt(client->fd(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    return client->Call(method, params);
-  }
-
-  json RunParams(const json& app, const json& extra = json::object()) {
-    json p = {{"app", app}, {"cwd", dir_.string()}, {"env", {{"PATH", "/usr/bin:/bin"}}}};
-    for (auto it = extra.begin(); it != extra.end(); ++it) p[it.key()] = it.value();
-    return p;
-  }
-
-  static json ShRole(const std::string& name, const std::string& script, int replicas = 1) {
-    return {{"name", name}, {"entrypoint", "/bin/sh"}, {"args", {"-c", script}}, {"num_replicas", replicas}};
-  }
-
-  size_t RssKb() {
-    std::string status = ReadFile("/proc/" + std::to_string(daemon_pid_) + "/status");
-    size_t at = status.find("VmRSS:");
-    return at == std::string::npos ? 0 : static_cast<size_t>(std::atol(status.c_str() + at + 6));
-  }
-
-  size_t AppCount() { return CallOk("list", json::object())["apps"].size(); }
-
-  // A role whose one replica has a port named c10d declared at `declared` and
-  // prints "localhost:PORT" with the port it was given (the macro remapped).
-  static json PortRole(int declared) {
-    json role = FakeRole("w", {"--stdout", "localhost:" + std::to_string(declared), "--sleep", "60"});
-    role["port_map"] = {{"c10d", declared}};
-    return role;
-  }
-  // The port app `h`'s PortRole replica printed; -1 when it printed none in time.
-  int GivenPort(const std::string& h) {
-    std::string given;
-    bool printed = WaitUntil([&] {
-      std::string out = ReadLog(h, "w", 0);
-      if (out.empty() || out.back() != '\n') return false;
-      given = out.substr(out.find(':') + 1, out.size() - out.find(':') - 2);
-      return true;
-    });
-    return printed ? std::stoi(given) : -1;
-  }
-};
 
 TEST_F(HardeningTest, ANulCharacterAnywhereInARunIsRefused) {
   StartDaemon();
@@ -707,112 +633,6 @@ TEST_F(HardeningTest, APortAnotherDaemonClaimedIsPassedOverAndTheOneGivenStaysCl
       << ReadLog(again, "w", 0);
   CallOk("cancel", {{"app_handle", again}});
   Wait(again);
-}
-
-// A user's apps waiting to start are bounded by count and by size: a flood
-// of queued apps is refused past either limit, naming it, and leaves no
-// trace; another user's submits and this user's running apps are untouched.
-TEST_F(HardeningTest, AUsersWaitingAppsAreBoundedByCountAndBytes) {
-  fs::path topology = dir_ / "one.json";
-  std::ofstream(topology) << R"({"gpus": [{"index": 0, "uuid": "GPU-0", "numa_node": 0}]})";
-  StartDaemon({"--gpu-topology", topology.string(), "--max-pending-per-user", "3",
-               "--max-pending-bytes-per-user", "256K"});
-  json gpu_role = ShRole("r", "sleep 60");
-  gpu_role["resource"] = {{"gpu", 1}};
-  auto holder = Call("run", RunParams(App("holder", {gpu_role})));
-  ASSERT_TRUE(holder.has_value()) << holder.error().message;
-  std::vector<std::string> queued;
-  for (int i = 0; i < 3; ++i) {
-    auto r = Call("run", RunParams(App("q", {gpu_role})));
-    ASSERT_TRUE(r.has_value()) << r.error().message;
-    queued.push_back((*r)["app_handle"]);
-  }
-  size_t apps = AppCount();
-  auto fourth = Call("run", RunParams(App("q", {gpu_role})));
-  ASSERT_FALSE(fourth.has_value());
-  EXPECT_EQ(fourth.error().code, ErrorCode::kUnavailable);
-  EXPECT_THAT(fourth.error().message, HasSubstr("already has 3 apps waiting to start"));
-  EXPECT_THAT(fourth.error().message, HasSubstr("--max-pending-per-user 3"));
-  EXPECT_EQ(AppCount(), apps) << "a refused run leaves no app behind";
-  CallOk("cancel", {{"app_handle", queued[0]}});
-  // By size: one waiting app of about 200 KiB (its env in the AppDef and in its
-  // replica's request) fits under 256 KiB with the two small ones, a second does not.
-  json big = App("big", {gpu_role});
-  big["roles"][0]["env"] = {{"BIG", std::string(100 * 1024, 'x')}};
-  auto first_big = Call("run", RunParams(big));
-  ASSERT_TRUE(first_big.has_value()) << first_big.error().message;
-  CallOk("cancel", {{"app_handle", queued[1]}});
-  auto second_big = Call("run", RunParams(big));
-  ASSERT_FALSE(second_big.has_value());
-  EXPECT_THAT(second_big.error().message, HasSubstr("(--max-pending-bytes-per-user 256 KiB)"));
-  EXPECT_THAT(second_big.error().message, HasSubstr("apps waiting to start would take"));
-  CallOk("cancel", {{"app_handle", (*holder)["app_handle"]}, {"grace_period", 0}});
-}
-
-// An app's replicas together start with at most --max-expanded-bytes-per-app
-// of environment and arguments: a big environment times many replicas is
-// refused at submit with the figures, before anything is stored.
-TEST_F(HardeningTest, AnAppsEnvironmentTimesItsReplicasIsBounded) {
-  StartDaemon({"--max-expanded-bytes-per-app", "2M"});
-  json app = App("wide", {ShRole("r", "true", 64)});
-  app["roles"][0]["env"] = {{"BIG", std::string(64 * 1024, 'x')}};  // 64 KiB x 64 replicas = 4 MiB
-  size_t apps = AppCount();
-  auto refused = Call("run", RunParams(app));
-  ASSERT_FALSE(refused.has_value());
-  EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument);
-  EXPECT_THAT(refused.error().message, HasSubstr("64 replicas would start with 4.1 MiB of environment and arguments together (65 KiB each"));
-  EXPECT_THAT(refused.error().message, HasSubstr("--max-expanded-bytes-per-app 2 MiB"));
-  EXPECT_EQ(AppCount(), apps);
-  // The client's environment counts once per replica too.
-  json params = RunParams(App("client", {ShRole("r", "true", 64)}));
-  params["env"]["BIG"] = std::string(64 * 1024, 'y');
-  auto client = Call("run", params);
-  ASSERT_FALSE(client.has_value());
-  EXPECT_THAT(client.error().message, HasSubstr("--max-expanded-bytes-per-app"));
-  // Under the bound it runs, each replica with its whole environment.
-  params = RunParams(App("fits", {ShRole("r", "test ${#BIG} -eq 65536", 16)}));
-  params["env"]["BIG"] = std::string(64 * 1024, 'z');
-  auto fits = Call("run", params);
-  ASSERT_TRUE(fits.has_value()) << fits.error().message;
-  EXPECT_EQ(Wait((*fits)["app_handle"])["state"], "SUCCEEDED");
-}
-
-// `log -f` followers that never read cost at most about 1 MiB each while they
-// stay (the rest is read from disk when they catch up), and that memory goes
-// back once they close.
-TEST_F(HardeningTest, FollowersThatNeverReadCostAboutOneMebibyteEach) {
-  StartDaemon();
-  std::string h = Run(App("spew", {FakeRole("r", {"--spew-mb", "64", "--sleep", "60"})}));
-  auto stdout_bytes = [&] {
-    uintmax_t n = 0;
-    std::error_code ec;
-    for (const auto& e : fs::directory_iterator(LogDirOf(h) + "/r/0", ec)) {
-      if (e.path().filename().string().rfind("stdout", 0) == 0) n += e.file_size(ec);
-    }
-    return n;
-  };
-  ASSERT_TRUE(WaitUntil([&] { return stdout_bytes() >= (64u << 20); }, 60));
-  size_t before = RssKb();
-  constexpr int kFollowers = 40;
-  std::vector<UniqueFd> followers;
-  for (int i = 0; i < kFollowers; ++i) {
-    UniqueFd fd = Raw();
-    int small = 4096;  // the kernel holds little for it: the daemon's own buffer is what is measured
-    ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
-    std::string frame = protocol::EncodeRequest({1, "log", {{"app_handle", h}, {"follow", true}}});
-    ASSERT_TRUE(SendAll(fd.get(), frame));
-    followers.push_back(std::move(fd));
-  }
-  std::this_thread::sleep_for(std::chrono::seconds(2));  // each reads until it is paused
-  size_t held = RssKb();
-  EXPECT_TRUE(Answers());
-  followers.clear();
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  size_t after = RssKb();
-  CallOk("cancel", {{"app_handle", h}, {"grace_period", 0}});
-  if (kSanitized) GTEST_SKIP() << "resident sizes are not measured under AddressSanitizer";
-  EXPECT_LT(held, before + kFollowers * 2 * 1024 + 16 * 1024) << "RSS " << before << " KiB -> " << held << " KiB";
-  EXPECT_LT(after, before + 16 * 1024) << "RSS " << before << " KiB -> " << held << " KiB -> " << after << " KiB";
 }
 
 // A user bound the whole range a named port is searched in (29500-30499 for
