@@ -121,34 +121,92 @@ std::unique_ptr<ReplicaProcess> ReplicaProcess::Adopt(uv_loop_t* loop, const Mon
   return self;
 }
 
+namespace {
+
+// What an attempt needs before its shim starts: its group, its run directory.
+struct Prepared {
+  std::string error;
+  bool group_made = false;
+  UniqueFd dir;    // the run directory, at 10 or above
+  UniqueFd group;  // the group, for the launcher to fork into (invalid: the shim is moved there)
+};
+
+// Makes them: file system work, done off the loop where a launcher is (its spawning thread).
+Prepared Prepare(const Containment* containment, const std::string& group, const AttemptLimits& limits,
+                 const std::string& run_dir, const ShimCredentials& credentials, bool open_group) {
+  Prepared p;
+  if (!group.empty()) {
+    if (auto made = containment->Create(group, limits); !made) {
+      p.error = made.error().message;
+      return p;
+    }
+    p.group_made = true;
+    if (open_group) p.group.reset(::open(group.c_str(), O_DIRECTORY | O_RDONLY | O_CLOEXEC));
+  }
+  if (run_dir.empty()) return p;
+  // The attempt's run directory belongs to the replica's user: the shim writes there as that user.
+  if (::mkdir(run_dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    p.error = "cannot create the replica's run directory " + run_dir + ": " + strerror(errno);
+    return p;
+  }
+  if ((credentials.uid != ::geteuid() || credentials.gid != ::getegid()) &&
+      ::chown(run_dir.c_str(), credentials.uid, credentials.gid) != 0) {
+    p.error = "cannot hand the run directory " + run_dir + " to uid " + std::to_string(credentials.uid) + ": " +
+              strerror(errno);
+    return p;
+  }
+  p.dir = HighFd(UniqueFd(::open(run_dir.c_str(), O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)));
+  if (!p.dir.valid()) p.error = "cannot open the run directory " + run_dir + ": " + strerror(errno);
+  return p;
+}
+
+}  // namespace
+
 void ReplicaProcess::Spawn(const std::string& shim_path, const ShimSpec& spec, const MonitorRecord& monitor,
                            ShimLauncher* launcher) {
   run_dir_ = monitor.run_dir;
-  if (containment_ != nullptr && containment_->Owns(monitor.cgroup)) {
-    if (auto made = containment_->Create(monitor.cgroup, limits_); !made) {
-      shim_exited_ = true;
-      return FailLater(made.error().message);
-    }
-    group_ = monitor.cgroup;
-  }
-  if (!run_dir_.empty()) {
-    // The attempt's run directory belongs to the replica's user: the shim writes there as that user.
-    if (::mkdir(run_dir_.c_str(), 0700) != 0 && errno != EEXIST) {
-      return FailLater("cannot create the replica's run directory " + run_dir_ + ": " + strerror(errno));
-    }
-    if ((spec.credentials.uid != ::geteuid() || spec.credentials.gid != ::getegid()) &&
-        ::chown(run_dir_.c_str(), spec.credentials.uid, spec.credentials.gid) != 0) {
-      return FailLater("cannot hand the run directory " + run_dir_ + " to uid " +
-                       std::to_string(spec.credentials.uid) + ": " + strerror(errno));
-    }
-    dir_fd_ = HighFd(UniqueFd(::open(run_dir_.c_str(), O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)));
-    if (!dir_fd_.valid()) return FailLater("cannot open the run directory " + run_dir_ + ": " + strerror(errno));
-  }
+  launcher_ = launcher;
+  owner_ = spec.credentials.uid;
   spec_text_ = EncodeShimSpec(spec);
+  bool hostable = IsAlready(spec.credentials);
+  std::string group = containment_ != nullptr && containment_->Owns(monitor.cgroup) ? monitor.cgroup : "";
+  auto go_on = [this, shim_path, hostable, group](Prepared& p) {
+    if (p.group_made) group_ = group;
+    if (!p.error.empty()) {
+      shim_exited_ = true;
+      return FailLater(p.error);
+    }
+    dir_fd_ = std::move(p.dir);
+    Launch(shim_path, std::move(p.group), hostable);
+  };
+  if (launcher == nullptr || (group.empty() && run_dir_.empty())) {
+    Prepared p = Prepare(containment_, group, limits_, run_dir_, spec.credentials, launcher != nullptr);
+    return go_on(p);
+  }
+  // Off the loop, in the owner's turn: a thousand replicas' directories are
+  // made while the loop serves others.
+  launching_ = true;
+  std::weak_ptr<int> alive = alive_;
+  auto prepared = std::make_shared<Prepared>();
+  launcher->RunInTurn(owner_, [=, this, containment = containment_, limits = limits_, run_dir = run_dir_,
+                               credentials = spec.credentials]() -> std::function<void()> {
+    *prepared = Prepare(containment, group, limits, run_dir, credentials, true);
+    return [=, this] {
+      if (alive.expired()) {
+        // Nothing started in them: what was made goes.
+        if (prepared->group_made) containment->Remove(group);
+        if (prepared->dir.valid()) ::rmdir(run_dir.c_str());
+        return;
+      }
+      launching_ = false;
+      go_on(*prepared);
+    };
+  });
+}
+
+void ReplicaProcess::Launch(const std::string& shim_path, UniqueFd group, bool hostable) {
+  ShimLauncher* launcher = launcher_;
   // A group it cannot open (for the launcher to fork into): the shim is exec'd and moved there before its spec.
-  UniqueFd group = launcher == nullptr || group_.empty()
-                       ? UniqueFd()
-                       : UniqueFd(::open(group_.c_str(), O_DIRECTORY | O_RDONLY | O_CLOEXEC));
   if (launcher != nullptr && (group_.empty() || group.valid())) {
     // Forked by the launcher, answered on a later loop turn; else (or when it cannot) started here.
     UniqueFd ours, theirs;
@@ -161,7 +219,7 @@ void ReplicaProcess::Spawn(const std::string& shim_path, const ShimSpec& spec, c
       spec_sent_ = SendNow(ours.get(), spec_text_);
       std::weak_ptr<int> alive = alive_;
       // A replica of the daemon's own user may share a host with the others started in this turn.
-      bool hostable = IsAlready(spec.credentials) && dir_fd_.valid();
+      hostable = hostable && dir_fd_.valid();
       auto queued = launcher->Launch(std::move(theirs), std::move(dir), std::move(group), [this, alive, shim_path](auto launched) {
         // Destroyed meanwhile: the shim forked for it (it has its spec) is left alone, as a running one is.
         if (alive.expired()) return;
@@ -177,7 +235,7 @@ void ReplicaProcess::Spawn(const std::string& shim_path, const ShimSpec& spec, c
         hosted_ = launched->hosted;
         Started(launched->pid, std::move(launched->pidfd), std::move(launch_control_), Parent::kLauncher,
                 launched->in_group);
-      }, hostable);
+      }, hostable, owner_);
       if (queued) {
         launch_control_ = std::move(ours);
         launching_ = true;
@@ -216,6 +274,33 @@ void ReplicaProcess::SpawnHere(const std::string& shim_path) {
     // Without it the shim would start with no control socket, read no spec and record nothing.
     shim_exited_ = true;
     return FailLater(std::string("cannot create the replica's control socket: ") + strerror(errno));
+  }
+  if (launcher_ != nullptr) {
+    // Off the loop, in its owner's turn: the spawn's own copy of the run directory (at 10 or above).
+    UniqueFd dir = dir_fd_.valid() ? UniqueFd(::fcntl(dir_fd_.get(), F_DUPFD_CLOEXEC, 10)) : UniqueFd();
+    if (dir_fd_.valid() && !dir.valid()) {
+      shim_exited_ = true;
+      return FailLater(std::string("cannot hand the run directory to the replica's monitor: ") + strerror(errno));
+    }
+    launch_control_ = std::move(ours);
+    launching_ = true;
+    std::weak_ptr<int> alive = alive_;
+    ShimLauncher* launcher = launcher_;
+    launcher_->Spawn(owner_, std::move(theirs), std::move(dir), [this, alive, launcher](auto spawned) {
+      if (alive.expired()) {
+        // Its control socket's other end is closed: it reads no spec, and ends.
+        if (spawned) launcher->ReapWhenEnded(spawned->pid, std::move(spawned->pidfd));
+        return;
+      }
+      launching_ = false;
+      if (!spawned) {
+        launch_control_.reset();
+        shim_exited_ = true;
+        return FailLater(spawned.error().message);
+      }
+      Started(spawned->pid, std::move(spawned->pidfd), std::move(launch_control_), Parent::kUs);
+    });
+    return;
   }
   std::string error;
   pid_t pid = SpawnShim(shim_path, theirs.get(), error);

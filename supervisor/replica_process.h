@@ -4,7 +4,8 @@
 // user, then the shim is started (its own session, clean environment,
 // /dev/null as stdin/stdout/stderr, the control socketpair as fd 3, the run
 // directory as fd 4): forked by the launcher, whose answer comes on a later
-// loop turn, or posix_spawned here without one. Once it runs it is put in its
+// loop turn, or posix_spawned without one (off the loop, by the launcher's
+// spawning thread). Once it runs it is put in its
 // cgroup and handed the spec; a stop asked for meanwhile follows the spec.
 // A daemon that dies before the shim listened (it listens before it starts
 // the replica) leaves a run directory without a socket and, with cgroups, an
@@ -87,14 +88,18 @@ class ReplicaProcess : public ReplicaHandle {
 
  private:
   ReplicaProcess(uv_loop_t* loop, Callbacks callbacks, WhenStored when_stored, const Containment* containment);
+  // Makes the attempt's group and run directory (off the loop where a launcher is), then Launch.
   void Spawn(const std::string& shim_path, const ShimSpec& spec, const MonitorRecord& monitor, ShimLauncher* launcher);
+  // Has the launcher fork the shim (into `group`, when open), else SpawnHere.
+  void Launch(const std::string& shim_path, UniqueFd group, bool hostable);
   // posix_spawn of the shim with `control` as its fd 3: its pid, or -1 with why in `error`.
   pid_t SpawnShim(const std::string& shim_path, int control, std::string& error);
   // A control socketpair, their end at fd 10 or above; false with errno.
   static bool ControlPair(UniqueFd& ours, UniqueFd& theirs);
   // Writes what `fd` (a blocking socket) takes of `bytes` without waiting; how much.
   static size_t SendNow(int fd, const std::string& bytes);
-  void SpawnHere(const std::string& shim_path);  // the posix_spawn fallback
+  // The posix_spawn fallback: off the loop by the launcher's spawner, else (no launcher) here.
+  void SpawnHere(const std::string& shim_path);
   // The shim runs: watch it, contain it (unless it was born in its group),
   // hand it the spec. `pidfd` invalid: our own child gets one opened here; the
   // launcher's (whose pidfd this daemon had no room for) is followed by its
@@ -129,7 +134,9 @@ class ReplicaProcess : public ReplicaHandle {
 
   uv_loop_t* loop_;
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);  // what a launch's answer checks first
-  bool launching_ = false;     // the launcher has not answered yet
+  ShimLauncher* launcher_ = nullptr;
+  uint32_t owner_ = 0;         // the replica's user: whose turn its launch or spawn waits for
+  bool launching_ = false;     // the launcher (or the spawner) has not answered yet
   UniqueFd launch_control_;    // our end of the control socket meanwhile
   std::string spec_text_;      // the spec, until it is sent
   size_t spec_sent_ = 0;       // how much of it went with the launch

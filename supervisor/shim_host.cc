@@ -47,6 +47,7 @@ std::unique_ptr<ShimLoop> StartOne(UniqueFd control, UniqueFd dir, UniqueFd grou
   }
   auto shim = std::make_unique<ShimLoop>(spec, std::move(control), std::move(dir), UniqueFd(), std::move(rest),
                                          std::move(group));
+  shim->SetDaemon(daemon);
   ReplicaChild child;
   int64_t started_ms = 0;
   if (StartReplica(*shim, spec, child, started_ms)) return nullptr;

@@ -13,6 +13,7 @@
 
 #include "core/log.h"
 #include "supervisor/launch_protocol.h"
+#include "supervisor/shim_protocol.h"
 #include "supervisor/shim_spawn.h"
 
 namespace torchxd::supervisor {
@@ -25,7 +26,7 @@ std::string Errno(const std::string& what, int e) { return what + ": " + strerro
 }  // namespace
 
 ShimLauncher::ShimLauncher(uv_loop_t* loop, std::string shim_path, bool enabled)
-    : loop_(loop), shim_path_(std::move(shim_path)), enabled_(enabled) {
+    : loop_(loop), shim_path_(std::move(shim_path)), enabled_(enabled), spawner_(loop) {
   if (!enabled_) {
     why_not_ = "--no-launcher";
     return;
@@ -79,7 +80,8 @@ Result<void> ShimLauncher::StartLauncher() {
   return {};
 }
 
-Result<void> ShimLauncher::Launch(UniqueFd control, UniqueFd run_dir, UniqueFd group, Done done, bool hostable) {
+Result<void> ShimLauncher::Launch(UniqueFd control, UniqueFd run_dir, UniqueFd group, Done done, bool hostable,
+                                  uint32_t owner) {
   if (!enabled_) return tl::unexpected(Error::Unavailable(why_not_));
   if (!socket_.valid()) {
     if (uv_now(loop_) - last_start_ms_ < kRestartAfterMs) return tl::unexpected(Error::Unavailable(why_not_));
@@ -88,12 +90,11 @@ Result<void> ShimLauncher::Launch(UniqueFd control, UniqueFd run_dir, UniqueFd g
       return tl::unexpected(started.error());
     }
   }
-  if (queue_.size() >= kMaxQueued) {
+  if (sent_.size() + waiting_count_ >= kMaxQueued) {
     return tl::unexpected(Error::Unavailable("the launcher has " + std::to_string(kMaxQueued) + " launches queued"));
   }
   // A request into a group carries all three; the caller execs a shim it must move into its group itself.
   if (group.valid() && !run_dir.valid()) return tl::unexpected(Error::InvalidArgument("a launch into a group needs a run directory"));
-  bool first_unsent = queue_.empty() || queue_.back().sent;
   hostable = hostable && containment_ != nullptr && containment_->cgroups() && group.valid();
   Request request;
   request.control = std::move(control);
@@ -101,29 +102,64 @@ Result<void> ShimLauncher::Launch(UniqueFd control, UniqueFd run_dir, UniqueFd g
   request.group = std::move(group);
   request.done = std::move(done);
   request.hostable = hostable;
-  queue_.push_back(std::move(request));
-  if (hostable) {
-    // Sent at the end of this loop turn, with the others of the turn.
-    if (!flush_) {
-      flush_ = NewUvHandle<uv_check_t>(this);
-      uv_check_init(loop_, flush_.get());
-    }
-    uv_check_start(flush_.get(), [](uv_check_t* h) {
-      uv_check_stop(h);
-      if (auto* self = static_cast<ShimLauncher*>(h->data); self != nullptr && self->socket_.valid()) {
-        self->Send();  // may retire it
-        self->Rearm();
-      }
-    });
-    Rearm();
-    return {};
-  }
-  // Sent now when the socket has room, so that the launcher forks while the
-  // loop goes on (an app's replicas are launched in one turn); else, or on
-  // an error, by the next turn's Send. `done` never runs within this call.
-  if (first_unsent && SendOne(queue_.back()) == 0) queue_.back().sent = true;
+  waiting_[owner].push_back(std::move(request));
+  ++waiting_count_;
+  // A hostable one goes at the end of this loop turn, with the others of the
+  // turn. Another goes now when the socket has room and its owner's turn has
+  // come, so that the launcher forks while the loop goes on (an app's
+  // replicas are launched in one turn); else on a later turn. `done` never
+  // runs within this call.
+  if (!hostable && !socket_full_) Send(false);
+  FlushAtTurnEnd();
   Rearm();
   return {};
+}
+
+void ShimLauncher::FlushAtTurnEnd() {
+  if (waiting_count_ == 0) return;
+  if (!flush_) {
+    flush_ = NewUvHandle<uv_check_t>(this);
+    uv_check_init(loop_, flush_.get());
+  }
+  uv_check_start(flush_.get(), [](uv_check_t* h) {
+    uv_check_stop(h);
+    if (auto* self = static_cast<ShimLauncher*>(h->data); self != nullptr && self->socket_.valid()) {
+      self->Send(true);  // may retire it
+      self->Rearm();
+    }
+  });
+}
+
+void ShimLauncher::Spawn(uint32_t owner, UniqueFd control, UniqueFd run_dir, SpawnDone done) {
+  struct Job {
+    UniqueFd control, run_dir;
+    int error = 0;
+    Spawned spawned;
+  };
+  auto job = std::make_shared<Job>();
+  job->control = std::move(control);
+  job->run_dir = std::move(run_dir);
+  std::string daemon = std::to_string(::getpid());
+  spawner_.Post(owner, [this, job, daemon, done = std::move(done)]() -> std::function<void()> {
+    std::vector<std::pair<int, int>> moves = {{job->control.get(), kShimControlFd}};
+    if (job->run_dir.valid()) moves.emplace_back(job->run_dir.get(), kShimRunDirFd);
+    pid_t pid = -1;
+    job->error = SpawnShim(shim_path_, {daemon}, moves, &pid);
+    job->control.reset();  // the shim's now, or nobody's
+    job->run_dir.reset();
+    if (job->error == 0) {
+      job->spawned.pid = pid;
+      job->spawned.pidfd.reset(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));  // our unreaped child
+    }
+    return [this, job, done] {
+      if (job->error != 0) return done(tl::unexpected(Error::Unavailable(Errno("spawn " + shim_path_, job->error))));
+      done(std::move(job->spawned));
+    };
+  });
+}
+
+void ShimLauncher::ReapWhenEnded(pid_t pid, UniqueFd pidfd) {
+  if (pidfd.valid()) Watch(pid, std::move(pidfd));
 }
 
 int ShimLauncher::SendOne(const Request& r) {
@@ -132,7 +168,7 @@ int ShimLauncher::SendOne(const Request& r) {
   return SendWithFds(socket_.get(), &kind, 1, fds, r.group.valid() ? 3 : r.run_dir.valid() ? 2 : 1);
 }
 
-int ShimLauncher::SendBatch(size_t first, size_t count) {
+int ShimLauncher::SendBatch(std::deque<Request>& waiting, size_t count) {
   std::string group = containment_->MakeHostGroup();
   UniqueFd group_fd(group.empty() ? -1 : ::open(group.c_str(), O_DIRECTORY | O_RDONLY | O_CLOEXEC));
   if (!group_fd.valid()) {
@@ -140,54 +176,64 @@ int ShimLauncher::SendBatch(size_t first, size_t count) {
     return ENOENT;  // each gets a shim of its own
   }
   std::vector<int> fds = {group_fd.get()};
-  for (size_t i = first; i < first + count; ++i) {
-    fds.insert(fds.end(), {queue_[i].control.get(), queue_[i].run_dir.get(), queue_[i].group.get()});
+  for (size_t i = 0; i < count; ++i) {
+    fds.insert(fds.end(), {waiting[i].control.get(), waiting[i].run_dir.get(), waiting[i].group.get()});
   }
   int e = SendWithFds(socket_.get(), &kLaunchHostRequest, 1, fds.data(), fds.size());
   if (e != 0) {
     containment_->Remove(group);
     return e;
   }
-  for (size_t i = first; i < first + count; ++i) queue_[i].sent = true;
-  queue_[first].batch = count;
-  queue_[first].host_group = std::move(group);
+  waiting.front().host_group = std::move(group);
   return 0;
 }
 
-void ShimLauncher::Send() {
-  for (size_t i = 0; i < queue_.size(); ++i) {
-    Request& r = queue_[i];
-    if (r.sent) continue;
-    size_t count = 0;
-    while (r.hostable && count < kMaxHostedAttempts && i + count < queue_.size() && queue_[i + count].hostable) ++count;
-    if (count >= 2) {
-      int e = SendBatch(i, count);
-      if (e == EAGAIN || e == EWOULDBLOCK) return;  // sent when there is room
-      if (e == 0) {
-        i += count - 1;
-        continue;
-      }
-      if (e != ENOENT) {
-        if (launcher_ > 0) ::kill(launcher_, SIGKILL);  // our unreaped child: the pid is still its own
-        return Retire(Errno("the launcher stopped answering: send", e));
-      }
+void ShimLauncher::Send(bool turn_end) {
+  socket_full_ = false;
+  while (socket_.valid() && waiting_count_ > 0 && messages_in_flight_ < kMaxInFlight) {
+    // The next owner after the one served last whose first launch may go now, wrapping around.
+    auto sendable = [turn_end](const auto& at) { return turn_end || !at->second.front().hostable; };
+    auto it = waiting_.upper_bound(last_owner_);
+    while (it != waiting_.end() && !sendable(it)) ++it;
+    if (it == waiting_.end()) {
+      it = waiting_.begin();
+      while (it != waiting_.end() && !sendable(it)) ++it;
     }
-    int e = SendOne(r);
-    if (e == EAGAIN || e == EWOULDBLOCK) return;  // sent when there is room
+    if (it == waiting_.end()) return;
+    auto& waiting = it->second;
+    size_t count = 1;
+    while (waiting.front().hostable && count < kMaxHostedAttempts && count < waiting.size() && waiting[count].hostable) ++count;
+    int e = count >= 2 ? SendBatch(waiting, count) : SendOne(waiting.front());
+    if (e == ENOENT && count >= 2) {
+      count = 1;
+      e = SendOne(waiting.front());
+    }
+    if (e == EAGAIN || e == EWOULDBLOCK) {
+      socket_full_ = true;  // sent when there is room
+      return;
+    }
     if (e != 0) {
       // Launches it forked and has not answered for fail with it and are started here: it goes, so
       // that a shim it forked for one runs nothing (it finds its launcher gone) instead of a twin.
       if (launcher_ > 0) ::kill(launcher_, SIGKILL);  // our unreaped child: the pid is still its own
       return Retire(Errno("the launcher stopped answering: send", e));
     }
-    r.sent = true;
+    waiting.front().batch = count;
+    for (size_t i = 0; i < count; ++i) {
+      waiting.front().sent = true;
+      sent_.push_back(std::move(waiting.front()));
+      waiting.pop_front();
+    }
+    waiting_count_ -= count;
+    ++messages_in_flight_;
+    last_owner_ = it->first;
+    if (waiting.empty()) waiting_.erase(it);
   }
 }
 
 void ShimLauncher::Rearm() {
   if (!socket_.valid()) return;
-  bool unsent = !queue_.empty() && !queue_.back().sent;
-  uint32_t events = UV_READABLE | (unsent ? UV_WRITABLE : 0);
+  uint32_t events = UV_READABLE | (socket_full_ && waiting_count_ > 0 ? UV_WRITABLE : 0);
   if (events != io_events_) {
     io_events_ = events;
     uv_poll_start(io_.get(), static_cast<int>(events), [](uv_poll_t* h, int status, int ev) {
@@ -196,9 +242,9 @@ void ShimLauncher::Rearm() {
   }
   // Launches in flight keep a loop running; an idle launcher never does.
   auto* io = reinterpret_cast<uv_handle_t*>(io_.get());
-  queue_.empty() ? uv_unref(io) : uv_ref(io);
+  sent_.empty() && waiting_count_ == 0 ? uv_unref(io) : uv_ref(io);
   // The oldest sent launch must be answered within kReplyTimeoutMs of its send or of the answer before it.
-  bool waiting = !queue_.empty() && queue_.front().sent;
+  bool waiting = !sent_.empty();
   bool armed = uv_is_active(reinterpret_cast<uv_handle_t*>(deadline_.get())) != 0;
   if (waiting && !armed) {
     uv_update_time(loop_);  // a launch sent within a long loop turn: its 2 s count from now
@@ -219,7 +265,7 @@ void ShimLauncher::Rearm() {
 void ShimLauncher::OnIo(int status, int events) {
   if (status < 0) return Retire(UvError("the launcher's socket", status));
   if ((events & UV_READABLE) != 0) OnReply();  // may retire it
-  if ((events & UV_WRITABLE) != 0 && socket_.valid()) Send();
+  if ((events & UV_WRITABLE) != 0 && socket_.valid()) Send(true);
   Rearm();
 }
 
@@ -234,8 +280,7 @@ void ShimLauncher::OnReply() {
     // A whole answer whose pidfd the kernel dropped: this daemon is out of
     // descriptors, the launcher did its part, and the shim it forked runs.
     bool pidfd_dropped = only_fds_cut && got.empty() && reply.pid > 0;
-    bool garbled = n != static_cast<ssize_t>(sizeof(reply)) || (!complete && !pidfd_dropped) || queue_.empty() ||
-                   !queue_.front().sent;
+    bool garbled = n != static_cast<ssize_t>(sizeof(reply)) || (!complete && !pidfd_dropped) || sent_.empty();
     if (garbled) {
       // Closed, or not an answer to what was asked: this launcher is done.
       std::string who = "the launcher (pid " + std::to_string(launcher_) + ")";
@@ -243,14 +288,16 @@ void ShimLauncher::OnReply() {
       if (launcher_ > 0) ::kill(launcher_, SIGKILL);  // our unreaped child: the pid is still its own
       return Retire(who + " answered out of turn");
     }
-    Request r = std::move(queue_.front());
-    queue_.pop_front();
+    Request r = std::move(sent_.front());
+    sent_.pop_front();
     std::vector<Request> rest;  // the others of a host's batch
-    for (size_t i = 1; i < r.batch && !queue_.empty(); ++i) {
-      rest.push_back(std::move(queue_.front()));
-      queue_.pop_front();
+    for (size_t i = 1; i < r.batch && !sent_.empty(); ++i) {
+      rest.push_back(std::move(sent_.front()));
+      sent_.pop_front();
     }
+    --messages_in_flight_;
     uv_timer_stop(deadline_.get());  // Rearm starts it again for the next one
+    Send(true);  // room for another (may retire it)
     Rearm();
     if (r.batch > 1) {
       bool forked = reply.pid > 0 && (pidfd_dropped || got.size() == 1);
@@ -295,7 +342,14 @@ void ShimLauncher::Retire(const std::string& why) {
   launcher_ = -1;
   why_not_ = why;
   std::deque<Request> failed;
-  failed.swap(queue_);
+  failed.swap(sent_);
+  messages_in_flight_ = 0;
+  for (auto& [owner, waiting] : waiting_) {
+    for (Request& r : waiting) failed.push_back(std::move(r));
+  }
+  waiting_.clear();
+  waiting_count_ = 0;
+  socket_full_ = false;
   // A host it may have forked and not answered for is killed with its group
   // (its replicas are in their own: the callers empty those).
   for (Request& r : failed) {

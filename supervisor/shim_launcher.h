@@ -4,21 +4,32 @@
 // C library's start-up per replica; the launcher, started once, forks each
 // shim instead. When the launcher cannot be had (--no-launcher, it would not
 // start, it died, it did not answer), the launch fails, saying why, and the
-// caller starts the shim itself with posix_spawn: the fallback. A launcher
-// that died is started again on a later launch, at most once a second.
+// caller has the shim started with posix_spawn (Spawn): the fallback, on a
+// thread of its own, never on the loop. A launcher that died is started
+// again on a later launch, at most once a second.
 //
-// Launches are queued and answered on the loop, in order: the loop never
-// waits for the launcher's fork. Each is sent at once when the socket has
-// room (the launcher forks while the loop goes on), else on a later turn. A launcher that leaves a sent launch
-// unanswered for kReplyTimeoutMs is killed, and every queued launch fails (a
-// sent one's shim may have been forked and not answered for: the caller
-// empties its group before it starts the attempt again).
+// Launches wait in one queue per owner (the replica's user) and are sent
+// round robin, one owner's turn at a time, at most kMaxInFlight requests
+// unanswered: one user's thousand launches delay another's one by a few
+// forks, not by the thousand. They are answered on the loop, in the order
+// sent: the loop never waits for the launcher's fork. A launch is sent at once
+// when the socket has room (the launcher forks while the loop goes on), else
+// on a later turn. A launcher that leaves a sent launch unanswered for
+// kReplyTimeoutMs is killed, and every queued launch fails (a sent one's shim
+// may have been forked and not answered for: the caller empties its group
+// before it starts the attempt again).
+//
+// Spawns (the fallback) likewise wait in one queue per owner, taken in turn
+// by the spawning thread (core::FairWorker). A shim spawned there has that
+// thread as its parent: its parent-death signal fires when the thread ends
+// (the daemon re-executes itself) while the daemon lives, which the shim
+// tells from the daemon's death by its parent process (shim_loop.h).
 //
 // Batches: launches marked hostable (a replica of the daemon's own user, in
-// a cgroup) that are queued in the same loop turn go to the launcher as one
-// request at the turn's end, and one host (shim_host.h), born in a group of
-// its own, monitors them all: a process creation per replica instead of two.
-// A single one gets a shim of its own. A host's group is removed when it ends.
+// a cgroup) that wait together go to the launcher as one request at the
+// loop turn's end, and one host (shim_host.h), born in a group of its own,
+// monitors them all: a process creation per replica instead of two. A single
+// one gets a shim of its own. A host's group is removed when it ends.
 //
 // Launchers are the daemon's children, reaped here through pidfds, also those
 // the daemon's previous image left behind when it re-executed itself
@@ -34,10 +45,12 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "core/fair_worker.h"
 #include "core/result.h"
 #include "core/unique_fd.h"
 #include "core/uv_handle.h"
@@ -48,7 +61,8 @@ namespace torchxd::supervisor {
 class ShimLauncher {
  public:
   static constexpr int kReplyTimeoutMs = 2000;
-  static constexpr size_t kMaxQueued = 1024;  // beyond: posix_spawn (each queued launch holds up to three descriptors)
+  static constexpr size_t kMaxQueued = 1024;  // beyond: Spawn (each queued launch holds up to three descriptors)
+  static constexpr size_t kMaxInFlight = 16;  // requests sent and not answered (a host's batch is one)
   static constexpr const char* kLeftBehindEnv = "TORCHXD_LAUNCHERS_LEFT";
 
   // `enabled` false: every Launch fails and shims are exec'd (--no-launcher).
@@ -82,9 +96,26 @@ class ShimLauncher {
   // the launcher is destroyed first. An error here (no launcher now, too many
   // queued) means `done` never runs. `hostable`: it may share a host with
   // others of the same turn (the replica runs as the daemon's user; `group`
-  // and `run_dir` are given).
+  // and `run_dir` are given). `owner`: whose turn it waits for.
   [[nodiscard]] Result<void> Launch(UniqueFd control, UniqueFd run_dir, UniqueFd group, Done done,
-                                    bool hostable = false);
+                                    bool hostable = false, uint32_t owner = 0);
+
+  struct Spawned {
+    pid_t pid = -1;
+    UniqueFd pidfd;  // invalid when this daemon had no room for one: the caller kills and reaps the pid
+  };
+  using SpawnDone = std::function<void(Result<Spawned>)>;
+  // The fallback: posix_spawns a shim on the spawning thread, with `control`
+  // as its fd 3 and `run_dir` (or none) as its fd 4, in `owner`'s turn.
+  // `done` runs on a later loop turn (unless this is destroyed first).
+  void Spawn(uint32_t owner, UniqueFd control, UniqueFd run_dir, SpawnDone done);
+  // Runs `work` on the spawning thread in `owner`'s turn (an attempt's file
+  // system work before its launch); what it returns runs on the loop, unless
+  // this is destroyed first.
+  void RunInTurn(uint32_t owner, core::FairWorker::Work work) { spawner_.Post(owner, std::move(work)); }
+  // A shim spawned for a caller that is gone: reaped once it ends (it reads
+  // no spec once its control socket's other end is closed).
+  void ReapWhenEnded(pid_t pid, UniqueFd pidfd);
 
   // How shims are started now, for `torchx daemon status`.
   std::string Describe() const;
@@ -115,10 +146,13 @@ class ShimLauncher {
   [[nodiscard]] Result<void> StartLauncher();
   // The current launcher serves no more (reaped when it ends); every queued launch fails with `why`.
   void Retire(const std::string& why);
-  void Send();   // what the socket takes of the queued launches
+  // Sends waiting launches, owners in turn, while the socket has room and fewer
+  // than kMaxInFlight are unanswered; hostable ones only at a turn's end.
+  void Send(bool turn_end);
   int SendOne(const Request& r);  // 0 or an errno
-  // Sends queue_[first, first + count) as one host's batch; 0 or an errno (nothing sent).
-  int SendBatch(size_t first, size_t count);
+  // Sends the first `count` of `waiting` as one host's batch; 0 or an errno (nothing sent).
+  int SendBatch(std::deque<Request>& waiting, size_t count);
+  void FlushAtTurnEnd();
   void Rearm();  // watches for replies, room and the reply deadline as the queue needs
   void OnIo(int status, int events);
   void OnReply();
@@ -133,12 +167,18 @@ class ShimLauncher {
   UvHandle<uv_timer_t> deadline_;  // armed while a sent launch waits for its reply
   UvHandle<uv_check_t> flush_;     // active while hostable launches wait for their turn's end
   const Containment* containment_ = nullptr;
-  std::deque<Request> queue_;      // sent ones first, in order
+  std::deque<Request> sent_;       // sent, answered in this order
+  size_t messages_in_flight_ = 0;  // requests of sent_ (a batch is one)
+  std::map<uint32_t, std::deque<Request>> waiting_;  // not sent yet, by owner
+  size_t waiting_count_ = 0;
+  uint32_t last_owner_ = 0;        // whose launch was sent last
+  bool socket_full_ = false;       // a send found no room: sent again once there is
   uint32_t io_events_ = 0;
   pid_t launcher_ = -1;    // the current launcher
   uint64_t last_start_ms_ = 0;
   std::string why_not_;    // why shims are exec'd now
   std::vector<std::unique_ptr<Child>> children_;
+  core::FairWorker spawner_;       // the fallback's posix_spawns
 };
 
 }  // namespace torchxd::supervisor

@@ -9,6 +9,7 @@
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -24,7 +25,7 @@ namespace {
 
 // An event's tag: the attempt's index in its host (bits 40-63), what the
 // descriptor is (32-39) and the descriptor (0-31).
-enum Kind : uint64_t { kSignal = 1, kStdout, kStderr, kListen, kControl, kCandidate };
+enum Kind : uint64_t { kSignal = 1, kStdout, kStderr, kListen, kControl, kCandidate, kDaemon };
 constexpr Kind KindOf(uint64_t tag) { return static_cast<Kind>((tag >> 32) & 0xff); }
 constexpr int FdOf(uint64_t tag) { return static_cast<int>(tag & 0xffffffffu); }
 
@@ -228,6 +229,11 @@ void ShimLoop::OnEvent(uint64_t tag, uint32_t events) {
       candidates_.erase(std::remove_if(candidates_.begin(), candidates_.end(), [](const Peer& p) { return !p.fd.valid(); }),
                         candidates_.end());
       break;
+    case kDaemon:
+      epoll_ctl(epoll_, EPOLL_CTL_DEL, fd, nullptr);
+      daemon_pidfd_.reset();
+      DaemonLost();
+      break;
     case kSignal:
       break;
   }
@@ -294,15 +300,38 @@ void ShimLoop::OnSignal(int signo) {
       break;
     case SIGHUP:
     case SIGINT:
-      // The parent-death signal: the daemon died and the replica must not outlive it.
-      if (!spec_.keep) {
-        daemon_lost_ = true;
-        kill_at_ = MonotonicMs();
-      }
+      // The parent-death signal: the daemon died and the replica must not
+      // outlive it. Not while the parent process lives: the thread that
+      // spawned this shim ended (the daemon's spawning thread, when the daemon
+      // re-executes itself). Nor while the daemon lives when the parent was
+      // its launcher (retired, or crashed): the daemon's own end is followed
+      // from then on.
+      if (::getppid() == parent_) break;
+      if (parent_ != daemon_ && daemon_ > 0 && FollowDaemon()) break;
+      DaemonLost();
       break;
     default:
       break;
   }
+}
+
+void ShimLoop::DaemonLost() {
+  if (spec_.keep) return;
+  daemon_lost_ = true;
+  kill_at_ = MonotonicMs();
+}
+
+bool ShimLoop::FollowDaemon() {
+  if (daemon_pidfd_.valid()) return true;  // followed already: its end comes as an event
+  daemon_pidfd_.reset(static_cast<int>(::syscall(SYS_pidfd_open, daemon_, 0)));
+  if (!daemon_pidfd_.valid()) return false;  // gone
+  struct pollfd ended = {daemon_pidfd_.get(), POLLIN, 0};
+  if (::poll(&ended, 1, 0) != 0) {
+    daemon_pidfd_.reset();
+    return false;  // a zombie: it ended
+  }
+  Watch(daemon_pidfd_.get(), Tag(kDaemon, daemon_pidfd_.get()), EPOLLIN);
+  return true;
 }
 
 void ShimLoop::OnOutput(UniqueFd& fd, OutputStream stream) {

@@ -12,6 +12,7 @@
 #define TORCHXD_SUPERVISOR_SHIM_LOOP_H_
 
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <optional>
@@ -61,6 +62,10 @@ class ShimLoop {
   int64_t Timeout(int64_t now) const;
   void OnEvent(uint64_t tag, uint32_t events);
   void OnSignal(int signo);
+  // The daemon's pid, for a shim its launcher forked: when the launcher ends
+  // while the daemon lives, the replica goes on and the daemon's end is
+  // followed instead (the parent-death signal came from the launcher).
+  void SetDaemon(pid_t daemon) { daemon_ = daemon; }
   // The host reaped `pid`; true when it was this attempt's replica.
   bool OnReaped(pid_t pid, int status);
   int Finish();
@@ -110,7 +115,12 @@ class ShimLoop {
   int64_t started_ms_ = 0;
   uint64_t stdout_bytes_ = 0, stderr_bytes_ = 0;
   bool stop_requested_ = false;
+  void DaemonLost();     // without live-restore, the replica is stopped at once
+  bool FollowDaemon();   // false: the daemon is gone too
   bool daemon_lost_ = false;
+  pid_t parent_ = ::getppid();  // the daemon or the launcher that started this shim
+  pid_t daemon_ = -1;
+  UniqueFd daemon_pidfd_;       // followed once the launcher that forked this shim is gone
   int64_t kill_at_ = 0;          // monotonic ms; 0 = none
   bool tree_gone_ = false;
   int64_t drain_until_ = 0;

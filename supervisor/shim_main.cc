@@ -98,6 +98,7 @@ int ShimMain(pid_t parent, pid_t daemon) {
 
   ShimLoop shim(spec, UniqueFd(kControlFd), UniqueFd(have_run_dir ? kShimRunDirFd : -1), std::move(signal_fd),
                 std::move(control_rest));
+  shim.SetDaemon(daemon);
   ReplicaChild child;
   int64_t started_ms = 0;
   if (auto failed = StartReplica(shim, spec, child, started_ms)) return *failed;

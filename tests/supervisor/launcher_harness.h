@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <uv.h>
 
 #include <gmock/gmock.h>
 
@@ -50,6 +51,20 @@ struct Launcher {
   pid_t pid = -1;
   UniqueFd socket;
 };
+
+// Runs the loop until `done` or 5 s. The launcher's watches never keep a
+// loop alive (a daemon's has its server): a timer does here.
+template <class F>
+bool RunUntil(uv_loop_t* loop, F done) {
+  uv_timer_t alive;
+  uv_timer_init(loop, &alive);
+  uv_timer_start(&alive, [](uv_timer_t*) {}, 5, 5);
+  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!done() && std::chrono::steady_clock::now() < end) uv_run(loop, UV_RUN_ONCE);
+  uv_close(reinterpret_cast<uv_handle_t*>(&alive), nullptr);
+  uv_run(loop, UV_RUN_NOWAIT);
+  return done();
+}
 
 // `gated`: the launcher forks as it does where clone3 cannot (--gated-fork).
 inline Launcher StartLauncher(bool gated = false) {

@@ -249,20 +249,6 @@ TEST(ShimLauncherTest, TheLauncherWaitsForItsShimsAfterTheDaemonClosesAndDiesWit
   EXPECT_TRUE(ExitsWithin(l.pid, 5));
 }
 
-// Runs the loop until `done` or 5 s. The launcher's watches never keep a
-// loop alive (a daemon's has its server): a timer does here.
-template <class F>
-bool RunUntil(uv_loop_t* loop, F done) {
-  uv_timer_t alive;
-  uv_timer_init(loop, &alive);
-  uv_timer_start(&alive, [](uv_timer_t*) {}, 5, 5);
-  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (!done() && std::chrono::steady_clock::now() < end) uv_run(loop, UV_RUN_ONCE);
-  uv_close(reinterpret_cast<uv_handle_t*>(&alive), nullptr);
-  uv_run(loop, UV_RUN_NOWAIT);
-  return done();
-}
-
 // libuv keeps one descriptor per loop (for EMFILE), opened with its first
 // stream: opened here first, so that tests counting descriptors or filling
 // them up see only the replica's.
@@ -311,9 +297,11 @@ TEST(ShimLauncherTest, ALauncherThatDiedIsReplacedAndShimsAreExecdMeanwhile) {
     ASSERT_EQ(::write(ours.get(), text.data(), text.size()), static_cast<ssize_t>(text.size()));
     EXPECT_THAT(ReadUntilClosed(ours.get()), HasSubstr("exited 7"));
   }
-  ShimLauncher off(&loop, TORCHXD_SHIM, false);
-  EXPECT_EQ(off.Describe(), "posix_spawn of torchxd-shim (--no-launcher)");
-  EXPECT_FALSE(off.Launch(UniqueFd(), UniqueFd(), UniqueFd(), [](auto) { ADD_FAILURE(); }).has_value());
+  {
+    ShimLauncher off(&loop, TORCHXD_SHIM, false);
+    EXPECT_EQ(off.Describe(), "posix_spawn of torchxd-shim (--no-launcher)");
+    EXPECT_FALSE(off.Launch(UniqueFd(), UniqueFd(), UniqueFd(), [](auto) { ADD_FAILURE(); }).has_value());
+  }
   uv_run(&loop, UV_RUN_NOWAIT);
   EXPECT_EQ(uv_loop_close(&loop), 0);
 }
