@@ -78,9 +78,12 @@ void LocalScheduler::PersistAll() {
 
 void LocalScheduler::Persist(LocalApp& app) {
   if (core::IsTerminal(app.state)) app.DropLaunchInputs();
-  if (auto ok = store_->PutAppText(app.scheduler, app.app_id, static_cast<int>(app.state), app.created_ms,
-                                   app.ToJsonText(false));
+  // Unchanged (a replica's restart waits): its row, the size of its requests, stays as it is.
+  auto text = app.ChangedJsonText();
+  if (!text) return;
+  if (auto ok = store_->PutAppText(app.scheduler, app.app_id, static_cast<int>(app.state), app.created_ms, *text);
       !ok) {
+    app.WriteFailed();
     logging::error("store write failed app={} error={}", app.app_id, ok.error().message);
   }
 }

@@ -255,7 +255,19 @@ json AppRecord::ToJson() const {
 
 std::string AppRecord::ToJsonText(bool with_replicas) const {
   if (fixed_json_.empty()) fixed_json_ = Dump(FixedJson(*this));
+  return Merged(Dump(ChangingJson(*this, false)), with_replicas);
+}
+
+std::optional<std::string> AppRecord::ChangedJsonText() const {
+  bool fixed_new = fixed_json_.empty();
+  if (fixed_new) fixed_json_ = Dump(FixedJson(*this));
   std::string changing = Dump(ChangingJson(*this, false));
+  if (!fixed_new && changing == written_changing_) return std::nullopt;
+  written_changing_ = changing;
+  return Merged(std::move(changing), false);
+}
+
+std::string AppRecord::Merged(std::string changing, bool with_replicas) const {
   // "{fixed}" + "{changing}" -> "{fixed,changing}" (neither is empty).
   std::string out;
   out.reserve(fixed_json_.size() + changing.size() + (with_replicas ? 16 + replicas.size() * 400 : 0));

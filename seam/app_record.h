@@ -86,6 +86,7 @@ struct AppRecord {
 
   // Live parts (not persisted).
   mutable std::string fixed_json_;  // ToJsonText's cache
+  mutable std::string written_changing_;  // the changing part ChangedJsonText returned last
   std::vector<std::string> submit_warnings;  // told to the submitter once
 
   std::string Handle() const;
@@ -96,6 +97,13 @@ struct AppRecord {
   // once: a replica's restart rewrites the record without dumping them again.
   // Without `with_replicas` (local apps: their replicas have rows of their own).
   std::string ToJsonText(bool with_replicas) const;
+  // ToJsonText(false) when it differs from what this returned last; nullopt
+  // when nothing changed since (a replica's backoff: the app's row stays).
+  std::optional<std::string> ChangedJsonText() const;
+  // What ChangedJsonText returned last was not stored: the next call returns the text.
+  void WriteFailed() const { written_changing_.clear(); }
+  // The cached fixed part joined with `changing` (and each replica).
+  std::string Merged(std::string changing, bool with_replicas) const;
   // Call after changing a fixed part (a local app's requests, when they get GPUs or ports).
   void FixedPartsChanged() { fixed_json_.clear(); }
   // Takes the record's parts out of `json` (pass a temporary, or std::move: a start-up

@@ -453,7 +453,8 @@ void AppRunner::DecideFailure(size_t index) {
       s.restart_counts = true;  // once it starts again: a restart waiting for its user's budget is not one yet
       s.restart_number = s.retries_used;
       s.state = SlotState::kBackoff;
-      observer_->OnAppChanged(*this);
+      // Nothing of the app changed (its restarts count once they run): a
+      // thousand replicas failing at once never write the app's record.
       return ScheduleRestart(index);
     case core::RetryPolicy::kRole:
     case core::RetryPolicy::kApplication: {
@@ -545,7 +546,10 @@ void AppRunner::ScheduleRestart(size_t index) {
   }
   s.restart_timer = clock_->After(delay_ms, [this, index] {
     auto timer = std::move(slots_[index]->restart_timer);  // gone at return
-    if (std::exchange(slots_[index]->restart_counts, false)) num_restarts_ += 1;
+    if (std::exchange(slots_[index]->restart_counts, false)) {
+      num_restarts_ += 1;
+      observer_->OnAppChanged(*this);  // at its user's restart rate, however wide the app
+    }
     Dispatch(index, SlotEvent::kBackoffElapsed);
   });
 }

@@ -79,5 +79,32 @@ TEST(AppRecordTest, ACancelUnderWayKeepsWhetherItFailsTheAppAcrossARestart) {
   EXPECT_FALSE(back->cancel_fails);
 }
 
+// The text a write of the record needs: none while nothing changed since the
+// last (a replica's restart waiting: the row, the size of every replica's
+// request, is not written again), the whole record after a change of either
+// part, and again after a write that failed.
+TEST(AppRecordTest, TheRecordIsTextToWriteOnlyWhenItChanged) {
+  AppRecord r;
+  r.scheduler = "local_cwd";
+  r.app_id = "a";
+  r.app.name = "a";
+  auto first = r.ChangedJsonText();
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(*first, r.ToJsonText(false));
+  EXPECT_FALSE(r.ChangedJsonText().has_value()) << "unchanged, yet text to write";
+  r.num_restarts = 1;
+  auto second = r.ChangedJsonText();
+  ASSERT_TRUE(second.has_value());
+  EXPECT_EQ(nlohmann::json::parse(*second)["num_restarts"], 1);
+  EXPECT_FALSE(r.ChangedJsonText().has_value());
+  r.cwd = "/elsewhere";
+  r.FixedPartsChanged();
+  auto third = r.ChangedJsonText();
+  ASSERT_TRUE(third.has_value());
+  EXPECT_EQ(nlohmann::json::parse(*third)["cwd"], "/elsewhere");
+  r.WriteFailed();
+  EXPECT_EQ(r.ChangedJsonText(), third) << "a failed write is not written again";
+}
+
 }  // namespace
 }  // namespace torchxd::seam

@@ -175,6 +175,27 @@ TEST_F(AppRunnerTest, AFailedReplicaRestartsAfterItsBackoffAndNotBefore) {
   EXPECT_EQ(Latest("w/1").attempt, 1) << "REPLICA: its sibling is left alone";
 }
 
+// A wide app whose replicas all fail at once, each to be retried alone:
+// nothing of the app changes until a restart runs, so the app is reported
+// changed (its record rewritten, the size of every replica's request) once
+// per restart that runs, not once per failure.
+TEST_F(AppRunnerTest, ReplicasFailingAtOnceReportTheAppChangedOnlyAsTheirRestartsRun) {
+  constexpr int kReplicas = 64;
+  AppRunner& app = Make(kReplicas, 3);
+  app.Start();
+  for (int i = 0; i < kReplicas; ++i) Latest("w/" + std::to_string(i)).Started(100 + i);
+  size_t before = observer_.states.size();
+  for (int i = 0; i < kReplicas; ++i) Latest("w/" + std::to_string(i)).Exit(1);
+  ASSERT_EQ(observer_.restarts.size(), static_cast<size_t>(kReplicas));
+  EXPECT_EQ(observer_.states.size(), before) << "a failure waiting for its restart reported the app changed";
+  EXPECT_EQ(app.num_restarts(), 0);
+  clock_.Advance(1200);  // every backoff (1 s plus up to 10%) is over
+  for (int i = 0; i < kReplicas; ++i) Latest("w/" + std::to_string(i)).Started(300 + i);
+  EXPECT_EQ(app.num_restarts(), kReplicas);
+  EXPECT_LE(observer_.states.size(), before + kReplicas) << "more than one report per restart";
+  EXPECT_GT(observer_.states.size(), before) << "the restarts were never reported";
+}
+
 TEST_F(AppRunnerTest, TheLastFailureStopsTheSiblingKillingItOnlyAfterItsGrace) {
   AppRunner& app = Make(2, 0);
   app.Start();
