@@ -23,6 +23,8 @@ namespace torchxd::daemon {
 //  - Frames are taken from the input buffer one at a time by an iterative
 //    loop: a handler that answers synchronously never recurses into the next
 //    frame, and a turn handles at most kFramesPerTurn before yielding.
+//  - A frame of kDecodeOffLoopBytes or more is parsed on the server's worker
+//    thread, users in turn (core::FairWorker); the frames behind it wait.
 //  - Reading stops while frames wait behind a request in flight (more than
 //    kMaxPendingInputBytes of them) and while more than
 //    kPauseReplyBytes of replies wait for the client to take them; it resumes
@@ -177,7 +179,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       paused_for_replies_ = false;
       uv_timer_stop(stall_.get());
     }
-    bool busy = in_flight_ || resume_scheduled_;
+    bool busy = in_flight_ || decoding_ || resume_scheduled_;
     bool backlog = busy && buffer_.size() - pos_ >= kMaxPendingInputBytes;
     bool want = !draining_ && !paused_for_replies_ && !backlog;
     if (want == reading_) return;
@@ -210,7 +212,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
         idle_.get(),
         [](uv_timer_t* t) {
           auto* self = static_cast<Connection*>(t->data);
-          if (self == nullptr || self->in_flight_) return;
+          if (self == nullptr || self->in_flight_ || self->decoding_) return;
           auto keep = self->shared_from_this();
           self->CloseSoon();
         },
@@ -240,6 +242,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   // The next complete, non-empty frame; false when none is buffered.
   bool NextFrame(std::string& frame) {
+    if (partial_start_ <= pos_) return false;  // no newline behind pos_: not scanned again per read of a large frame
     for (;;) {
       size_t nl = buffer_.find('\n', pos_);
       if (nl == std::string::npos) return false;
@@ -256,7 +259,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
   }
 
-  bool HasFrame() const { return buffer_.find('\n', pos_) != std::string::npos; }
+  bool HasFrame() const { return partial_start_ > pos_ && buffer_.find('\n', pos_) != std::string::npos; }
 
   void TooLarge() {
     RejectAndClose(Error::InvalidArgument("frame larger than " +
@@ -271,7 +274,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     resume_scheduled_ = false;
     uv_idle_stop(resume_.get());
     std::string frame;
-    for (int handled = 0; !closed_ && !draining_ && !in_flight_;) {
+    for (int handled = 0; !closed_ && !draining_ && !in_flight_ && !decoding_;) {
       if (handled == kFramesPerTurn) {
         if (HasFrame()) ScheduleResume();  // let other clients in first
         break;
@@ -279,15 +282,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
       if (!NextFrame(frame)) break;
       ++handled;
       uv_timer_stop(idle_.get());
-      auto request = protocol::DecodeRequest(frame);
-      if (!request) {
-        Send(protocol::EncodeError(0, request.error()));
-        continue;
+      if (frame.size() >= kDecodeOffLoopBytes) {
+        DecodeOffLoop(std::move(frame));
+        frame = std::string();
+        break;
       }
-      in_flight_ = true;
-      current_id_ = request->id;
-      auto responder = std::make_shared<ConnectionResponder>(weak_from_this(), request->id);
-      server_->handler_->Handle(*request, peer_, responder);  // may answer (Finished) right away
+      Handle(protocol::DecodeRequest(frame));
     }
     processing_ = false;
     if (closed_) return;
@@ -297,8 +297,35 @@ class Connection : public std::enable_shared_from_this<Connection> {
       pos_ = 0;
     }
     if (buffer_.empty() && buffer_.capacity() > kMaxPendingInputBytes) buffer_.shrink_to_fit();
-    if (!in_flight_ && !resume_scheduled_ && !HasFrame()) ArmIdle();
+    if (!in_flight_ && !decoding_ && !resume_scheduled_ && !HasFrame()) ArmIdle();
     UpdateReading();
+  }
+
+  void Handle(Result<protocol::Request> request) {
+    if (!request) return Send(protocol::EncodeError(0, request.error()));
+    in_flight_ = true;
+    current_id_ = request->id;
+    auto responder = std::make_shared<ConnectionResponder>(weak_from_this(), request->id);
+    server_->handler_->Handle(*request, peer_, responder);  // may answer (Finished) right away
+  }
+
+  // A large frame is parsed on the server's worker, in its user's turn, while
+  // the loop serves others; the frames behind it wait.
+  void DecodeOffLoop(std::string frame) {
+    decoding_ = true;
+    auto text = std::make_shared<std::string>(std::move(frame));
+    std::weak_ptr<Connection> weak = weak_from_this();
+    server_->decoder_.Post(peer_.uid, [text, weak]() -> std::function<void()> {
+      auto decoded = std::make_shared<Result<protocol::Request>>(protocol::DecodeRequest(*text));
+      *text = std::string();
+      return [weak, decoded] {
+        auto self = weak.lock();
+        if (!self || self->closed_) return;
+        self->decoding_ = false;
+        if (!self->draining_) self->Handle(std::move(*decoded));
+        if (!self->in_flight_) self->ProcessFrames();
+      };
+    });
   }
 
   void ScheduleResume() {
@@ -310,6 +337,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   static constexpr int kFramesPerTurn = 64;
+  static constexpr size_t kDecodeOffLoopBytes = 256 << 10;
 
   Server* server_;
   PeerInfo peer_;
@@ -321,6 +349,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   size_t pos_ = 0;           // next frame starts here
   size_t partial_start_ = 0; // the incomplete frame at the end starts here
   bool in_flight_ = false;
+  bool decoding_ = false;    // a large frame is parsed off the loop
   bool processing_ = false;
   bool resume_scheduled_ = false;
   bool reading_ = false;
@@ -384,7 +413,12 @@ void ConnectionResponder::OnGone(std::function<void()> callback) {
 
 Server::Server(uv_loop_t* loop, RequestHandler* handler, ServerLimits limits, std::optional<uid_t> only_uid,
                std::function<bool(const PeerInfo&)> privileged)
-    : loop_(loop), handler_(handler), limits_(limits), only_uid_(only_uid), privileged_(std::move(privileged)) {}
+    : loop_(loop),
+      handler_(handler),
+      limits_(limits),
+      only_uid_(only_uid),
+      privileged_(std::move(privileged)),
+      decoder_(loop) {}
 
 Server::~Server() { DropAll(); }
 

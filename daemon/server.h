@@ -24,6 +24,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/fair_worker.h"
 #include "core/protocol.h"
 #include "core/request_handler.h"
 #include "core/result.h"
@@ -120,6 +121,7 @@ class Server {
   std::function<bool(const PeerInfo&)> privileged_;
   bool closing_ = false;
   UvHandle<uv_timer_t> hangup_timer_;
+  core::FairWorker decoder_;  // parses large frames, users in turn
 };
 
 }  // namespace torchxd::daemon

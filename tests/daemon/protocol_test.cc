@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <optional>
+#include <vector>
 
 #include "core/protocol.h"
 
@@ -85,6 +86,42 @@ TEST_F(ProtocolTest, OversizedFrameIsRefusedAndOthersAreUndisturbed) {
   std::string reply = Exchange(huge);
   EXPECT_THAT(reply, HasSubstr("frame larger than"));
   EXPECT_TRUE(bystander->Call("version", json::object()).has_value());
+}
+
+// Large frames are parsed off the loop: sent together with small ones on one
+// connection, each is answered, in order, as a small one would be.
+TEST_F(ProtocolTest, LargeFramesAreAnsweredInOrderWithTheSmallOnesBehindThem) {
+  StartDaemon();
+  std::string bad = "{" + std::string(1 << 20, 'x') + "\n";
+  std::string padded = R"({"v":1,"id":7,"method":"list","params":{"scheduler":"local_cwd"})" +
+                       std::string(600 << 10, ' ') + "}\n";
+  std::string small = R"({"v":1,"id":8,"method":"version"})" "\n";
+  UniqueFd fd = Raw();
+  std::string bytes = bad + padded + small + padded;
+  for (size_t off = 0; off < bytes.size();) {
+    ssize_t n = ::send(fd.get(), bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
+    ASSERT_GT(n, 0) << strerror(errno);
+    off += static_cast<size_t>(n);
+  }
+  std::vector<json> replies;
+  std::string line;
+  char c;
+  while (replies.size() < 4 && ::read(fd.get(), &c, 1) == 1) {
+    if (c != '\n') {
+      line += c;
+      continue;
+    }
+    replies.push_back(json::parse(line, nullptr, false));
+    line.clear();
+  }
+  ASSERT_EQ(replies.size(), 4u);
+  EXPECT_THAT(replies[0]["error"]["message"].get<std::string>(), HasSubstr("request is not valid JSON"));
+  EXPECT_EQ(replies[1]["id"], 7);
+  EXPECT_TRUE(replies[1].contains("result")) << replies[1].dump();
+  EXPECT_EQ(replies[2]["id"], 8);
+  EXPECT_EQ(replies[2]["result"]["protocol"], 1);
+  EXPECT_EQ(replies[3]["id"], 7);
+  EXPECT_TRUE(replies[3].contains("result")) << replies[3].dump();
 }
 
 TEST_F(ProtocolTest, GarbageAndAbruptDisconnectsDoNotHurt) {
