@@ -38,6 +38,12 @@ namespace torchxd::localsched {
 namespace {
 // Past this many bytes of replicas' environment and arguments started, an app's end trims the heap.
 constexpr uint64_t kTrimAfterLaunchedBytes = 16ull << 20;
+
+// "0.4 s", rounded up.
+std::string TenthsOfASecond(uint64_t ms) {
+  uint64_t tenths = (ms + 99) / 100;
+  return std::to_string(tenths / 10) + "." + std::to_string(tenths % 10) + " s";
+}
 }  // namespace
 namespace {
 
@@ -556,6 +562,21 @@ void LocalScheduler::Scale(seam::AppRecord& record, const std::vector<core::Scal
   LocalApp& app = Own(record);
   if (app.runner && app.runner->cancelling()) {
     return done(Fail(Error::Unavailable(app.Handle() + " is being cancelled; it no longer scales")));
+  }
+  // What it starts or stops, against its user's budget (a scale loop's cost is bounded per user).
+  uint64_t replicas = 0;
+  for (const auto& c : changes) {
+    int now = app.scale.contains(c.role) && app.scale[c.role].is_number_integer()
+                  ? app.scale[c.role].get<int>()
+                  : app.app.roles[static_cast<size_t>(c.role_index)].num_replicas;
+    replicas += static_cast<uint64_t>(std::abs(c.replicas - now));
+  }
+  if (uint64_t wait_ms = scales_.Take(app.owner_uid, replicas, static_cast<int64_t>(uv_now(loop_))); wait_ms > 0) {
+    return done(Fail(Error::Unavailable(
+        "uid " + std::to_string(app.owner_uid) + " may start or stop at most " +
+        std::to_string(static_cast<int>(kScaledReplicasPerSecond)) + " replicas a second by scale (" +
+        std::to_string(static_cast<int>(kScaledReplicasAtOnce)) + " at once); this scale changes " +
+        std::to_string(replicas) + ": try again in " + TenthsOfASecond(wait_ms))));
   }
   for (const auto& c : changes) app.scale[c.role] = c.replicas;
   // Stored before its first stop leaves, as a cancel is: a daemon killed right

@@ -37,6 +37,7 @@
 #include "seam/scheduler.h"
 #include "seam/store.h"
 #include "supervisor/app_runner.h"
+#include "localsched/scale_budget.h"
 #include "supervisor/restart_budget.h"
 
 namespace torchxd::localsched {
@@ -80,6 +81,9 @@ class LocalScheduler : public seam::Scheduler,
                        public seam::LogsWrittenAsOwner,
                        public supervisor::AppRunnerObserver {
  public:
+  // What one user's scales may start or stop, all of their apps together (ScaleBudget).
+  static constexpr double kScaledReplicasPerSecond = 256;
+  static constexpr double kScaledReplicasAtOnce = 1024;
   // `logs`: the daemon's log store, shared with the other schedulers.
   LocalScheduler(uv_loop_t* loop, seam::Store* store, seam::LogStore* logs, LocalSchedulerOptions options);
   ~LocalScheduler() override;
@@ -252,6 +256,7 @@ class LocalScheduler : public seam::Scheduler,
   seam::LogStore* logs_;
   std::unique_ptr<admission::Admission> admission_;
   supervisor::RestartBudget restarts_;
+  ScaleBudget scales_{kScaledReplicasPerSecond, kScaledReplicasAtOnce};
   UvHandle<uv_timer_t> pass_timer_;
   bool pass_scheduled_ = false;
   bool stopping_ = false;       // Shutdown: nothing more starts

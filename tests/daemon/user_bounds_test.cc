@@ -57,6 +57,37 @@ TEST_F(HardeningTest, AUsersWaitingAppsAreBoundedByCountAndBytes) {
   CallOk("cancel", {{"app_handle", (*holder)["app_handle"]}, {"grace_period", 0}});
 }
 
+// A user's scales start or stop at most 256 replicas a second (1024 at
+// once), all of their apps together: a scale loop is refused, saying so and
+// when to try again, and nothing of the refused scale is applied. The app
+// waits for a GPU here, so no replica starts while it is scaled.
+TEST_F(HardeningTest, AUsersScalesChangeABoundedNumberOfReplicasASecond) {
+  fs::path topology = dir_ / "one.json";
+  std::ofstream(topology) << R"({"gpus": [{"index": 0, "uuid": "GPU-0", "numa_node": 0}]})";
+  StartDaemon({"--gpu-topology", topology.string()});
+  json gpu_role = ShRole("r", "sleep 60");
+  gpu_role["resource"] = {{"gpu", 1}};
+  auto holder = Call("run", RunParams(App("holder", {gpu_role})));
+  ASSERT_TRUE(holder.has_value()) << holder.error().message;
+  json wide = ShRole("w", "sleep 60", 1000);
+  wide["min_replicas"] = 1;
+  wide["resource"] = {{"gpu", 1}};
+  auto app = Call("run", RunParams(App("wide", {wide})));
+  ASSERT_TRUE(app.has_value()) << app.error().message;
+  std::string handle = (*app)["app_handle"];
+  auto down = Call("scale", {{"app_handle", handle}, {"scale", {{"w", 1}}}});  // 999 of the 1024
+  ASSERT_TRUE(down.has_value()) << down.error().message;
+  auto up = Call("scale", {{"app_handle", handle}, {"scale", {{"w", 1000}}}});
+  ASSERT_FALSE(up.has_value()) << "a second scale of 999 replicas at once was taken";
+  EXPECT_EQ(up.error().code, ErrorCode::kUnavailable);
+  EXPECT_THAT(up.error().message, HasSubstr("may start or stop at most 256 replicas a second by scale"));
+  EXPECT_THAT(up.error().message, HasSubstr("this scale changes 999: try again in"));
+  auto small = Call("scale", {{"app_handle", handle}, {"scale", {{"w", 2}}}});
+  EXPECT_TRUE(small.has_value()) << "one replica more fits: " << small.error().message;
+  CallOk("cancel", {{"app_handle", handle}, {"grace_period", 0}});
+  CallOk("cancel", {{"app_handle", (*holder)["app_handle"]}, {"grace_period", 0}});
+}
+
 // An app's replicas together start with at most --max-expanded-bytes-per-app
 // of environment and arguments: a big environment times many replicas is
 // refused at submit with the figures, before anything is stored.
