@@ -103,6 +103,7 @@ std::vector<Row> BenchAdmission(const std::string& bin, const fs::path& dir);
 std::vector<Row> BenchGpus(const std::string& bin, const fs::path& dir);  // bench_gpus.cc
 // Scenario 11: status beside 256 crash-looping replicas.
 std::vector<Row> BenchCrashLoop(const std::string& bin, const fs::path& dir);
+std::vector<Row> BenchSpawnStorm(const std::string& bin, const fs::path& dir);
 
 }  // namespace torchxd::bench
 

@@ -699,6 +699,10 @@ int main(int argc, char** argv) {
     if (want("crashloop")) {
       for (auto& r : BenchCrashLoop(bin, work / "crashloop")) add(r);
     }
+    // 14. A spawn storm and a scale loop.
+    if (want("storm")) {
+      for (auto& r : BenchSpawnStorm(bin, work / "spawnstorm")) add(r);
+    }
   } catch (const std::exception& e) {
     std::cerr << "bench failed: " << e.what() << "\n";
     fs::remove_all(work);

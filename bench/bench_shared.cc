@@ -1,9 +1,14 @@
 // Scenario 11: a crash-looping neighbour. 256 replicas of /bin/false with the
 // smallest backoff and 1,000 retries each; meanwhile another app's `status`
 // is asked every 20 ms for 10 s. Baseline: the same on the quiet daemon.
+// Scenario 14: a spawn storm, two apps of 1,024 such replicas submitted at
+// once (every replica started, failed and started again, the launcher's
+// queue full), and a loop of scales between 1 and 128 replicas: the same
+// status beside each.
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <thread>
@@ -67,6 +72,67 @@ std::vector<Row> BenchCrashLoop(const std::string& bin, const fs::path& dir) {
              std::to_string(P99(baseline).median * 1000).substr(0, 5) + " ms); " + std::to_string(attempts - 256) +
              " restarts in 10 s; daemon CPU " + std::to_string(static_cast<int>(cpu * 100)) + "%";
   return {row};
+}
+
+namespace {
+
+std::string Ms(double seconds) { return std::to_string(seconds * 1000).substr(0, 5) + " ms"; }
+
+}  // namespace
+
+std::vector<Row> BenchSpawnStorm(const std::string& bin, const fs::path& dir) {
+  std::fprintf(stderr, "spawn storm: 2 x 1024 replicas of /bin/false, then a 1 <-> 128 scale loop, beside a status every 20 ms\n");
+  Daemon d(bin, dir);
+  auto c = d.Client();
+  json env = {{"PATH", "/usr/local/bin:/usr/bin:/bin"}};
+  auto quiet = c.Call("run", {{"app", App("quiet", "sleep", {"600"}, 1)}, {"cwd", dir.string()}, {"env", env}});
+  if (!quiet) throw std::runtime_error("run: " + quiet.error().message);
+  std::string handle = (*quiet)["app_handle"];
+  auto baseline = StatusLatencies(d, handle, 5);
+  std::vector<std::string> storms;
+  for (int i = 0; i < 2; ++i) {
+    json storm = App("storm", "/bin/false", {}, 1024);
+    storm["roles"][0]["max_retries"] = 1000;
+    storm["roles"][0]["retry_policy"] = "REPLICA";
+    auto r = c.Call("run", {{"app", storm}, {"cfg", {{"restart_backoff", 0.1}, {"restart_backoff_max", 0.1}}},
+                            {"cwd", dir.string()}, {"env", env}});
+    if (!r) throw std::runtime_error("run: " + r.error().message);
+    storms.push_back((*r)["app_handle"]);
+  }
+  auto during = StatusLatencies(d, handle, 10);
+  for (const auto& h : storms) (void)c.Call("cancel", {{"app_handle", h}, {"grace_period", 0}});
+  json elastic = App("elastic", "sleep", {"600"}, 128);
+  elastic["roles"][0]["min_replicas"] = 1;
+  auto e = c.Call("run", {{"app", elastic}, {"cwd", dir.string()}, {"env", env}});
+  if (!e) throw std::runtime_error("run: " + e.error().message);
+  std::string eh = (*e)["app_handle"];
+  std::atomic<bool> stop{false};
+  std::atomic<int> scales{0}, refused{0};
+  std::thread scaler([&] {
+    auto sc = d.Client();
+    while (!stop) {
+      for (int n : {128, 1}) {
+        auto r = sc.Call("scale", {{"app_handle", eh}, {"scale", {{elastic["roles"][0]["name"], n}}}});
+        ++(r ? scales : refused);
+      }
+    }
+  });
+  auto scaling = StatusLatencies(d, handle, 10);
+  stop = true;
+  scaler.join();
+  (void)c.Call("cancel", {{"app_handle", eh}, {"grace_period", 0}});
+  (void)c.Call("cancel", {{"app_handle", handle}, {"grace_period", 0}});
+  Row storm{"spawnstorm", "status beside 2 x 1024 replicas failing at once", Summarize(during), "s", Summarize(baseline),
+            "p99 <= 0.050 s", false, ""};
+  storm.met = P99(during).median <= 0.050;
+  storm.note = "p99 " + Ms(P99(during).median) + ", max " + Ms(P99(during).max) + " (quiet: p99 " +
+               Ms(P99(baseline).median) + ")";
+  Row scale{"scaleloop", "status beside a 1 <-> 128 scale loop", Summarize(scaling), "s", Summarize(baseline),
+            "p99 <= 0.050 s", false, ""};
+  scale.met = P99(scaling).median <= 0.050;
+  scale.note = "p99 " + Ms(P99(scaling).median) + ", max " + Ms(P99(scaling).max) + "; " + std::to_string(scales.load()) +
+               " scales taken, " + std::to_string(refused.load()) + " refused by the user's scale budget";
+  return {storm, scale};
 }
 
 }  // namespace torchxd::bench
