@@ -17,6 +17,7 @@
 #include "core/scheduler_opts.h"
 #include "core/text.h"
 #include "core/user_db.h"
+#include "seam/store_reader.h"
 
 namespace torchxd::daemon {
 namespace {
@@ -600,15 +601,9 @@ void Service::Log(const json& params, const PeerInfo& peer, const Reply& reply) 
     if (a == nullptr) return false;
     return remote ? remote->MoreOutputExpected(*a) : !core::IsTerminal(a->state);
   };
-  // A follower that asked for the app's events: the stored ones first ("all").
-  std::vector<seam::AppEvent> history;
-  if (follow && query->app_events == "all" && info_.load_events) {
-    if (auto rows = info_.load_events(scheduler, app_id, 0, 1000)) {
-      for (const seam::StoredEvent& row : *rows) history.push_back(seam::AppEvent::FromStored(row));
-    }
-  }
+  bool with_history = follow && query->app_events == "all" && info_.load_events;
   auto start = [this, owner, remote, scheduler, app_id, key, live, reply, read_as, targets = std::move(targets),
-                query = std::move(*query), history = std::move(history)]() mutable {
+                query = std::move(*query)](std::vector<seam::AppEvent> history) mutable {
     bool events = !query.app_events.empty();
     auto request = std::make_unique<LogRequest>(loop_, logs_, key, std::move(targets), std::move(query), live, reply,
                                                 [this](LogRequest* done) { log_requests_.erase(done); }, read_as,
@@ -627,14 +622,46 @@ void Service::Log(const json& params, const PeerInfo& peer, const Reply& reply) 
       reply->Error(started.error());
     }
   };
+  // A follower that asked for the app's events gets the stored ones first
+  // ("all"): up to 1,000 rows read on the FileWorker (users in turn), then,
+  // on the loop, those stored since (the reader sees only what was committed),
+  // and the feed's from that same turn on: none missed, none twice.
+  if (with_history && files_ != nullptr && info_.event_reader) {
+    auto reader = info_.event_reader;
+    auto go = std::make_shared<decltype(start)>(std::move(start));
+    files_->Post(peer.uid, ::geteuid(), ::getegid(), [this, reader, scheduler, app_id, go, remote, owner,
+                                                       follow]() -> std::function<void()> {
+      auto rows = std::make_shared<std::vector<seam::StoredEvent>>();
+      if (auto loaded = reader->LoadEvents(scheduler, app_id, 0, 1000)) *rows = std::move(*loaded);
+      return [this, rows, scheduler, app_id, go, remote, owner, follow] {
+        uint64_t last = rows->empty() ? 0 : rows->back().seq;
+        if (auto since = info_.load_events(scheduler, app_id, last, 1000)) {
+          rows->insert(rows->end(), since->begin(), since->end());
+        }
+        std::vector<seam::AppEvent> history;
+        for (const seam::StoredEvent& row : *rows) history.push_back(seam::AppEvent::FromStored(row));
+        if (remote != nullptr && follow) {
+          if (const seam::AppRecord* a = owner->Find(scheduler, app_id)) remote->OnFollow(*a);
+        }
+        (*go)(std::move(history));
+      };
+    });
+    return;
+  }
+  std::vector<seam::AppEvent> history;
+  if (with_history) {
+    if (auto rows = info_.load_events(scheduler, app_id, 0, 1000)) {
+      for (const seam::StoredEvent& row : *rows) history.push_back(seam::AppEvent::FromStored(row));
+    }
+  }
   // A follow gets new lines as they are stored; a one-off read first lets the
   // scheduler fetch what its store still lacks (a remote scheduler catching up).
-  if (remote == nullptr) return start();
+  if (remote == nullptr) return start(std::move(history));
   if (follow) {
     remote->OnFollow(app);
-    return start();
+    return start(std::move(history));
   }
-  remote->BeforeLogRead(app, std::move(start));
+  remote->BeforeLogRead(app, [start = std::move(start)]() mutable { start({}); });
 }
 
 void Service::Runopts(const json& params, const Reply& reply) {

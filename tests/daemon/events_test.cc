@@ -121,6 +121,30 @@ TEST_F(EventsTest, AFollowerHearsEachEventAsItHappensAndTheEndClosesIt) {
   EXPECT_THAT(bad.error().message, HasSubstr("params.after"));
 }
 
+// A log follower that asks for the app's events ("all") first hears the
+// stored ones (read off the loop), then each new one as it happens: each
+// once, in order, up to the end.
+TEST_F(EventsTest, ALogFollowerHearsTheStoredEventsThenTheNewOnesEachOnce) {
+  StartDaemon();
+  std::string h = Run(App("f", {FakeRole("w", {"--sleep", "1"})}));
+  for (int i = 0; i < 200 && Status(h)["state"] != "RUNNING"; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  auto client = DaemonClient::Connect(socket_);
+  ASSERT_TRUE(client.has_value());
+  std::vector<std::string> heard;
+  std::vector<uint64_t> seqs;
+  auto reply = client->Call("log", {{"app_handle", h}, {"follow", true}, {"app_events", "all"}}, [&](const json& e) {
+    if (!e.contains("app_event")) return;
+    heard.push_back(e["app_event"]["type"].get<std::string>());
+    seqs.push_back(e["app_event"]["seq"].get<uint64_t>());
+  });
+  ASSERT_TRUE(reply.has_value()) << reply.error().message;
+  EXPECT_EQ(heard, (std::vector<std::string>{"submitted", "admitted", "started", "exited", "ended"}));
+  EXPECT_TRUE(std::is_sorted(seqs.begin(), seqs.end()));
+  EXPECT_EQ(std::adjacent_find(seqs.begin(), seqs.end()), seqs.end()) << "an event twice";
+}
+
 TEST_F(EventsTest, RunPrintsWhatHappensToStderrAndQuietHidesIt) {
   StartWithGpus();
   std::string big = Run(App("big", {GpuRole(2, {"--sleep", "3"})}));  // holds the box while the next is submitted
