@@ -35,6 +35,7 @@ ShimLauncher::ShimLauncher(uv_loop_t* loop, std::string shim_path, bool enabled)
 }
 
 ShimLauncher::~ShimLauncher() {
+  works_flush_.reset();
   flush_.reset();
   io_.reset();  // the poll goes before the descriptor it watches
   socket_.reset();
@@ -155,6 +156,38 @@ void ShimLauncher::Spawn(uint32_t owner, UniqueFd control, UniqueFd run_dir, Spa
       if (job->error != 0) return done(tl::unexpected(Error::Unavailable(Errno("spawn " + shim_path_, job->error))));
       done(std::move(job->spawned));
     };
+  });
+}
+
+void ShimLauncher::RunInTurn(uint32_t owner, core::FairWorker::Work work) {
+  turn_works_[owner].push_back(std::move(work));
+  if (!works_flush_) {
+    works_flush_ = NewUvHandle<uv_check_t>(this);
+    uv_check_init(loop_, works_flush_.get());
+  }
+  uv_check_start(works_flush_.get(), [](uv_check_t* h) {
+    uv_check_stop(h);
+    auto* self = static_cast<ShimLauncher*>(h->data);
+    if (self == nullptr) return;
+    auto works = std::move(self->turn_works_);
+    self->turn_works_.clear();
+    for (auto& [owner, list] : works) {
+      for (size_t first = 0; first < list.size(); first += kMaxHostedAttempts) {
+        auto chunk = std::make_shared<std::vector<core::FairWorker::Work>>(
+            std::make_move_iterator(list.begin() + static_cast<std::ptrdiff_t>(first)),
+            std::make_move_iterator(list.begin() + static_cast<std::ptrdiff_t>(std::min(list.size(), first + kMaxHostedAttempts))));
+        self->spawner_.Post(owner, [chunk]() -> std::function<void()> {
+          auto thens = std::make_shared<std::vector<std::function<void()>>>();
+          for (auto& work : *chunk) thens->push_back(work());
+          chunk->clear();
+          return [thens] {
+            for (auto& then : *thens) {
+              if (then) then();
+            }
+          };
+        });
+      }
+    }
   });
 }
 

@@ -111,8 +111,11 @@ class ShimLauncher {
   void Spawn(uint32_t owner, UniqueFd control, UniqueFd run_dir, SpawnDone done);
   // Runs `work` on the spawning thread in `owner`'s turn (an attempt's file
   // system work before its launch); what it returns runs on the loop, unless
-  // this is destroyed first.
-  void RunInTurn(uint32_t owner, core::FairWorker::Work work) { spawner_.Post(owner, std::move(work)); }
+  // this is destroyed first. The works of one loop turn go together, up to
+  // kMaxHostedAttempts an owner in one job whose continuations run in one
+  // loop turn: the launches that follow them batch into hosts as launches
+  // made in one turn do.
+  void RunInTurn(uint32_t owner, core::FairWorker::Work work);
   // A shim spawned for a caller that is gone: reaped once it ends (it reads
   // no spec once its control socket's other end is closed).
   void ReapWhenEnded(pid_t pid, UniqueFd pidfd);
@@ -178,6 +181,8 @@ class ShimLauncher {
   uint64_t last_start_ms_ = 0;
   std::string why_not_;    // why shims are exec'd now
   std::vector<std::unique_ptr<Child>> children_;
+  std::map<uint32_t, std::vector<core::FairWorker::Work>> turn_works_;  // RunInTurn's of this loop turn
+  UvHandle<uv_check_t> works_flush_;  // active while there are some
   core::FairWorker spawner_;       // the fallback's posix_spawns
 };
 

@@ -156,7 +156,9 @@ TEST_F(LiveRestoreTest, ARunDirectoryGoesWithWhatItsUserPutInIt) {
 TEST_F(LiveRestoreTest, AnExitIsStoredWithNoRequestThatCommits) {
   StartLive();
   std::string shims = state_dir_ + "/shims";
-  std::string h = Run(App("quiet", {FakeRole("w", {"--exit", "0"})}));
+  std::string h = Run(App("quiet", {FakeRole("w", {"--sleep", "0.3", "--exit", "0"})}));
+  // Made off the loop once the attempt is stored: there from before the shim starts until its exit is stored.
+  ASSERT_TRUE(WaitUntil([&] { return !fs::is_empty(shims); }, 5)) << "no run directory was made";
   EXPECT_TRUE(WaitUntil([&] { return fs::is_empty(shims); }, 5)) << "the exit was never committed";
   StopDaemon(SIGKILL);
   StartLive();
