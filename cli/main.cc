@@ -143,6 +143,9 @@ int Main(int argc, char** argv) {
   scale->add_option("app_handle", handle, "scheduler://session/app_id")->required();
   scale->add_option("changes", scale_changes, "ROLE=N, N within the role's [min_replicas, num_replicas]")
       ->required();
+  scale->footer(
+      "A user's scales start or stop at most 256 replicas a second, 1024 at once (all of their apps together); "
+      "one past that is refused, saying when it fits, and changes nothing.");
 
   auto* del = app.add_subcommand("delete", "Purge an app's record and logs (stopping it first)");
   del->add_option("app_handle", handle, "scheduler://session/app_id")->required();

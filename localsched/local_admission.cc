@@ -94,6 +94,17 @@ void LocalScheduler::SchedulePass() {
 void LocalScheduler::RunAdmissionPass() {
   if (!admission_ || stopping_) return;
   int64_t now = clock_->UnixNowMs();
+  if (!scaled_down_.empty()) {
+    auto apps = std::move(scaled_down_);
+    scaled_down_.clear();
+    for (const Key& k : apps) {
+      if (LocalApp* app = Find(k.first, k.second)) {
+        Persist(*app);
+        WantScaledUp(*app);
+      }
+    }
+    AccountGpus(now, 0, {});  // the scaled-down replicas' GPU intervals end now
+  }
   std::vector<admission::Admitted> admitted = admission_->Pass(now);
   for (admission::Admitted& a : admitted) {
     auto [scheduler, app_id] = seam::SplitKey(a.key);
@@ -217,10 +228,11 @@ void LocalScheduler::OnScaledDown(supervisor::AppRunner& runner, const superviso
   app->admission.gpu_uuids.erase(key);
   runner.Hold(SlotIndex(*app, replica.role_index, replica.replica_id));
   if (!released && !had) return;
-  logging::info("replica scaled down released its resources app={} replica={}", app->app_id, key);
-  Persist(*app);
-  AccountGpus(clock_->UnixNowMs(), 0, {});  // its GPU intervals end now
-  WantScaledUp(*app);  // scaled up again while it stopped
+  logging::debug("replica scaled down released its resources app={} replica={}", app->app_id, key);
+  // The record, the GPU intervals and a scale up again while it stopped: once
+  // per app at the next pass, not once per replica (a scale from 1024 to 1
+  // rewrote the record 1023 times).
+  scaled_down_.insert({app->scheduler, app->app_id});
   SchedulePass();
 }
 

@@ -258,6 +258,7 @@ class LocalScheduler : public seam::Scheduler,
   supervisor::RestartBudget restarts_;
   ScaleBudget scales_{kScaledReplicasPerSecond, kScaledReplicasAtOnce};
   UvHandle<uv_timer_t> pass_timer_;
+  std::set<Key> scaled_down_;  // apps whose replicas were scaled down since the last pass
   bool pass_scheduled_ = false;
   bool stopping_ = false;       // Shutdown: nothing more starts
   std::string persisted_head_;  // the head as the store knows it
