@@ -177,6 +177,14 @@ void ReplicaProcess::Spawn(const std::string& shim_path, const ShimSpec& spec, c
       return FailLater(p.error);
     }
     dir_fd_ = std::move(p.dir);
+    if (kill_asked_ || stop_grace_) {
+      // Stopped while its directories were made (a cancel right after a wide
+      // submit): nothing ran, so nothing is started only to be stopped.
+      exit_.never_started = true;
+      exit_.message = "stopped before the replica started";
+      have_status_ = true;
+      return FailLater("");
+    }
     Launch(shim_path, std::move(p.group), hostable);
   };
   if (launcher == nullptr || (group.empty() && run_dir_.empty())) {

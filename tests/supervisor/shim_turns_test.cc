@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -171,6 +172,36 @@ TEST(ShimTurnsTest, AReplicaOutlivesTheThreadThatSpawnedItsShim) {
   }
   uv_run(&loop, UV_RUN_NOWAIT);
   EXPECT_EQ(uv_loop_close(&loop), 0);
+}
+
+// A replica stopped while its run directory is made (off the loop) is never
+// started: its exit says so, and no shim ran for it.
+TEST(ShimTurnsTest, AReplicaStoppedBeforeItsDirectoriesAreMadeNeverStarts) {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  auto root = std::filesystem::temp_directory_path() / ("turns-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(root);
+  {
+    ShimLauncher launcher(&loop, TORCHXD_SHIM, true);
+    std::optional<ReplicaExit> exit;
+    bool started = false;
+    ReplicaCallbacks callbacks;
+    callbacks.on_started = [&](int) { started = true; };
+    callbacks.on_exit = [&](const ReplicaExit& e) { exit = e; };
+    MonitorRecord monitor;
+    monitor.run_dir = (root / "a").string();
+    monitor.nonce = "n";
+    auto replica = ReplicaProcess::Start(&loop, TORCHXD_SHIM, SleepSpec(), monitor, callbacks, {}, nullptr, {},
+                                         &launcher);
+    replica->Kill();
+    ASSERT_TRUE(RunUntil(&loop, [&] { return exit.has_value(); }));
+    EXPECT_TRUE(exit->never_started) << exit->message;
+    EXPECT_EQ(exit->message, "stopped before the replica started");
+    EXPECT_FALSE(started) << "a shim was started only to be stopped";
+  }
+  uv_run(&loop, UV_RUN_NOWAIT);
+  EXPECT_EQ(uv_loop_close(&loop), 0);
+  std::filesystem::remove_all(root);
 }
 
 }  // namespace
