@@ -519,16 +519,25 @@ void AppRunner::ReleaseGroupWhenStopped() {
   auto group = std::move(restart_group_);
   restart_group_.clear();
   ++dispatch_depth_;
+  // One delay for the whole group: a member that restarted first and failed
+  // at once would otherwise take the group's next retry before its siblings
+  // had started again.
+  group_jitter_ = Jitter();
   for (size_t i : group) {
     slots_[i]->restart_number = restart_group_number_;
     Dispatch(i, SlotEvent::kGroupGo);
   }
+  group_jitter_.reset();
   --dispatch_depth_;
 }
 
-void AppRunner::ScheduleRestart(size_t index) {
+double AppRunner::Jitter() {
   static std::mt19937 rng(std::random_device{}());
-  double jitter = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+  return std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+}
+
+void AppRunner::ScheduleRestart(size_t index) {
+  double jitter = group_jitter_ ? *group_jitter_ : Jitter();
   Slot& s = *slots_[index];
   double delay = RestartDelaySeconds(s.restart_number, options_.backoff_initial_seconds,
                                      options_.backoff_max_seconds, jitter);

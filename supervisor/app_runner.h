@@ -239,6 +239,8 @@ class AppRunner {
   double stop_grace_ = 0;              // the grace of the stop being dispatched
   std::vector<size_t> restart_group_;  // slots to restart once all of them stopped
   int restart_group_number_ = 0;
+  std::optional<double> group_jitter_;  // while a group's restarts are scheduled: their one jitter
+  static double Jitter();               // a backoff's random part, [0, 1)
   int dispatch_depth_ = 0;
   // While the app starts (or is adopted) its attempts are recorded first and
   // made durable with a store commit before any of them is started: all with

@@ -81,7 +81,8 @@ class AppRunnerTest : public ::testing::Test {
   }
 
   // One role "w" of `replicas` replicas, each retried `max_retries` times alone.
-  AppRunner& Make(int replicas, int max_retries, bool stop_on_failure = true) {
+  AppRunner& Make(int replicas, int max_retries, bool stop_on_failure = true,
+                  core::RetryPolicy policy = core::RetryPolicy::kReplica) {
     core::AppDef app;
     app.name = "fake";
     core::Role role;
@@ -89,7 +90,7 @@ class AppRunnerTest : public ::testing::Test {
     role.entrypoint = "train";
     role.num_replicas = replicas;
     role.max_retries = max_retries;
-    role.retry_policy = core::RetryPolicy::kReplica;
+    role.retry_policy = policy;
     app.roles.push_back(role);
     std::vector<core::ReplicaRequest> requests;
     for (int i = 0; i < replicas; ++i) {
@@ -194,6 +195,24 @@ TEST_F(AppRunnerTest, ReplicasFailingAtOnceReportTheAppChangedOnlyAsTheirRestart
   EXPECT_EQ(app.num_restarts(), kReplicas);
   EXPECT_LE(observer_.states.size(), before + kReplicas) << "more than one report per restart";
   EXPECT_GT(observer_.states.size(), before) << "the restarts were never reported";
+}
+
+// An APPLICATION restart starts its whole group again after one delay: a
+// member that restarted first and failed at once would otherwise take the
+// group's next retry before its siblings had started again.
+TEST_F(AppRunnerTest, AGroupRestartsAfterOneDelayForAllItsMembers) {
+  AppRunner& app = Make(3, 2, true, core::RetryPolicy::kApplication);
+  app.Start();
+  for (int i = 0; i < 3; ++i) Latest("w/" + std::to_string(i)).Started(100 + i);
+  Latest("w/0").Exit(5);
+  for (int i = 1; i < 3; ++i) {
+    ASSERT_TRUE(Latest("w/" + std::to_string(i)).terminated_at_ms) << "w/" << i << " was not stopped";
+    Latest("w/" + std::to_string(i)).Exit(std::nullopt, 15);
+  }
+  ASSERT_EQ(observer_.restarts.size(), 3u);
+  for (const auto& r : observer_.restarts) EXPECT_EQ(r.delay_ms, observer_.restarts[0].delay_ms) << r.replica;
+  clock_.Advance(observer_.restarts[0].delay_ms);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(Latest("w/" + std::to_string(i)).attempt, 2) << "w/" << i;
 }
 
 TEST_F(AppRunnerTest, TheLastFailureStopsTheSiblingKillingItOnlyAfterItsGrace) {
