@@ -41,7 +41,11 @@ void FairWorker::Cancel(uint64_t ticket) {
       return;
     }
   }
-  cancelled_.insert(ticket);  // running or done: its continuation is skipped
+  // Running or done: its continuation is skipped. A ticket whose
+  // continuation has run (or that never was) is nothing to remember.
+  bool pending = ticket == running_;
+  for (const auto& [t, then] : done_) pending = pending || t == ticket;
+  if (pending) cancelled_.insert(ticket);
 }
 
 size_t FairWorker::queued() const {
@@ -65,10 +69,12 @@ void FairWorker::Run() {
       job = std::move(it->second.front());
       it->second.pop_front();
       if (it->second.empty()) queues_.erase(it);
+      running_ = job.ticket;
     }
     std::function<void()> then = job.work();
     {
       std::lock_guard<std::mutex> lock(mu_);
+      running_ = 0;
       if (stopping_) return;
       done_.emplace_back(job.ticket, std::move(then));
       uv_async_send(async_.get());
@@ -77,18 +83,23 @@ void FairWorker::Run() {
 }
 
 void FairWorker::OnAsync() {
-  std::vector<std::pair<uint64_t, std::function<void()>>> done;
+  // Those done when this began, one at a time: each stays in done_ until it
+  // runs, so that a continuation may cancel one after it.
+  size_t n;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    done.swap(done_);
+    n = done_.size();
   }
-  for (auto& [ticket, then] : done) {
-    bool cancelled;
+  for (; n > 0; --n) {
+    std::function<void()> then;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      cancelled = cancelled_.erase(ticket) > 0;
+      if (done_.empty()) return;
+      auto [ticket, next] = std::move(done_.front());
+      done_.pop_front();
+      if (cancelled_.erase(ticket) == 0) then = std::move(next);
     }
-    if (!cancelled && then) then();
+    if (then) then();
   }
 }
 

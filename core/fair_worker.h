@@ -54,8 +54,9 @@ class FairWorker {
   std::condition_variable wake_;
   std::map<uint32_t, std::deque<Job>> queues_;  // by user, taken round robin
   uint32_t last_user_ = 0;
-  std::vector<std::pair<uint64_t, std::function<void()>>> done_;
-  std::set<uint64_t> cancelled_;
+  std::deque<std::pair<uint64_t, std::function<void()>>> done_;
+  uint64_t running_ = 0;  // the ticket of the job the worker is on
+  std::set<uint64_t> cancelled_;  // running or done, their continuations not yet run
   uint64_t next_ticket_ = 1;
   bool stopping_ = false;
   std::thread thread_;

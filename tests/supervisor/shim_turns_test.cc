@@ -9,8 +9,10 @@
 #include <gmock/gmock.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <future>
 #include <memory>
 #include <optional>
 #include <string>
@@ -69,12 +71,33 @@ TEST(ShimTurnsTest, AnotherOwnersLaunchWaitsForAFewForksNotForTheQueue) {
 
 // Without a launcher, shims are posix_spawned on the spawning thread, owners
 // in turn: Spawn returns at once, and another owner's spawn, queued behind
-// 40 of one owner's, is the second or third done.
+// 40 of one owner's, is the second or third done. The thread is held busy
+// (a third owner's work) while they are queued, so that none is spawned
+// before the other owner's is queued, however slow the queueing.
 TEST(ShimTurnsTest, SpawnsWithoutALauncherRunOffTheLoopOwnersInTurn) {
   uv_loop_t loop;
   uv_loop_init(&loop);
   {
     ShimLauncher launcher(&loop, TORCHXD_SHIM, false);
+    constexpr uint32_t kHolder = 1003;
+    std::promise<void> release;
+    std::shared_future<void> gate = release.get_future().share();
+    std::atomic<bool> held{false};
+    launcher.RunInTurn(kHolder, [gate, &held]() -> std::function<void()> {
+      held = true;
+      gate.wait();
+      return {};
+    });
+    struct Releaser {
+      std::promise<void>* p;
+      ~Releaser() {
+        try {
+          p->set_value();
+        } catch (const std::future_error&) {
+        }
+      }
+    } releaser{&release};  // the thread is let go however the test ends
+    ASSERT_TRUE(RunUntil(&loop, [&] { return held.load(); }));
     std::vector<uint32_t> order;
     std::vector<pid_t> pids;
     std::vector<UniqueFd> ours;
@@ -93,6 +116,7 @@ TEST(ShimTurnsTest, SpawnsWithoutALauncherRunOffTheLoopOwnersInTurn) {
     for (size_t i = 0; i < kBusySpawns; ++i) spawn(kBusy);
     spawn(kOther);
     EXPECT_TRUE(order.empty()) << "done ran within Spawn";
+    release.set_value();
     ASSERT_TRUE(RunUntil(&loop, [&] { return order.size() == kBusySpawns + 1; })) << order.size();
     EXPECT_LE(PositionOf(order, kOther), 2u) << "it waited behind the other owner's spawns";
     ours.clear();  // each reads no spec, and ends
