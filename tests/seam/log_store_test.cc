@@ -4,8 +4,10 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -28,8 +30,13 @@ class LogStoreTest : public ::testing::Test {
     fs::create_directories(dir_);
   }
   void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
+    // An eviction's files are removed by a thread of their own, which may
+    // still be at it: try again until nothing is left.
+    for (int i = 0; i < 200 && fs::exists(dir_); ++i) {
+      std::error_code ec;
+      fs::remove_all(dir_, ec);
+      if (ec) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
   }
 
   AppRecord& AddApp(LogStore& store, uid_t owner, uint64_t bytes, std::optional<int64_t> ended_ms) {
