@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -14,6 +15,7 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 extern char** environ;
 
@@ -38,6 +40,17 @@ void DaemonFixture::TearDown() {
   if (HasFailure()) {
     std::cerr << "---- torchxd log ----\n" << ReadFile(daemon_log_) << "---------------------\n";
   }
+  // A test that mounted a small file system under the directory (in its
+  // own mount namespace) leaves it mounted: unmount it, or the tree stays.
+  std::ifstream mounts("/proc/self/mountinfo");
+  std::vector<std::string> under;
+  for (std::string line; std::getline(mounts, line);) {
+    std::istringstream fields(line);
+    std::string id, parent, devno, root, point;
+    fields >> id >> parent >> devno >> root >> point;
+    if (point.rfind(dir_.string() + "/", 0) == 0) under.push_back(point);
+  }
+  for (auto it = under.rbegin(); it != under.rend(); ++it) (void)::umount2(it->c_str(), MNT_DETACH);
   std::error_code ec;
   fs::remove_all(dir_, ec);
 }

@@ -9,7 +9,12 @@
 #include "k8sbridge/kubeconfig.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const std::string path = "/tmp/torchxd_kubeconfig_fuzz_" + std::to_string(::getpid());
+  // One file for the whole run, removed when it ends.
+  static const struct Scratch {
+    std::string path = "/tmp/torchxd_kubeconfig_fuzz_" + std::to_string(::getpid());
+    ~Scratch() { ::unlink(path.c_str()); }
+  } scratch;
+  const std::string& path = scratch.path;
   FILE* f = std::fopen(path.c_str(), "wb");
   if (f == nullptr) return 0;
   std::fwrite(data, 1, size, f);
