@@ -648,8 +648,12 @@ int main(int argc, char** argv) {
       const char* sql =
           "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i < 9999) "
           "INSERT INTO apps SELECT a.scheduler, a.app_id || '-' || n.i, a.state, a.created_ms + n.i, "
-          "json_set(replace(a.record, a.app_id, a.app_id || '-' || n.i), '$.created_ms', a.created_ms + n.i) "
-          "FROM apps a, n;"
+          "replace(a.record, a.app_id, a.app_id || '-' || n.i) FROM apps a, n;"
+          "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i < 9999) "
+          "INSERT INTO app_parts SELECT p.scheduler, p.app_id || '-' || n.i, p.part, "
+          "CASE p.part WHEN 0 THEN json_set(replace(p.text, p.app_id, p.app_id || '-' || n.i), '$.created_ms', "
+          "json_extract(p.text, '$.created_ms') + n.i) ELSE replace(p.text, p.app_id, p.app_id || '-' || n.i) END "
+          "FROM app_parts p, n;"
           "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i < 9999) "
           "INSERT INTO replicas SELECT r.scheduler, r.app_id || '-' || n.i, r.role, r.replica_id, r.attempt, "
           "r.state, r.record FROM replicas r, n;";

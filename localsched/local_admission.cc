@@ -170,7 +170,7 @@ void LocalScheduler::StartAdmitted(LocalApp& app, const std::vector<admission::P
     if (ApplyPlacement(app, requests)) {
       app.requests = json::array();
       for (const auto& req : requests) app.requests.push_back(seam::ReplicaRequestToStoredJson(req));
-      app.FixedPartsChanged();
+      app.LaunchInputsChanged();
     }
   }
   if (app.runner) {  // growth: held replicas of an elastic role start now

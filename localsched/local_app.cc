@@ -25,7 +25,7 @@ void LocalApp::DropLaunchInputs() {
   if (client_env.empty() && requests.empty()) return;
   client_env.clear();
   requests = json::array();
-  FixedPartsChanged();
+  LaunchInputsChanged();
 }
 
 std::string LocalApp::SuccessFileText(int64_t now_ms) const {
@@ -70,10 +70,9 @@ std::string LocalApp::SuccessFileText(int64_t now_ms) const {
   return out;
 }
 
-void LocalApp::AddFixedJson(json& out) const {
-  out["max_duration_ms"] = max_duration_ms;
-  out["requests"] = requests;
-}
+void LocalApp::AddFixedJson(json& out) const { out["max_duration_ms"] = max_duration_ms; }
+
+void LocalApp::AddLaunchJson(json& out) const { out["requests"] = requests; }
 
 void LocalApp::AddChangingJson(json& out) const {
   out["ports"] = ports;

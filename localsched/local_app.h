@@ -24,8 +24,9 @@
 namespace torchxd::localsched {
 
 struct LocalApp : seam::AppRecord {
-  // Fixed at submit (a change calls FixedPartsChanged).
+  // Launch inputs (a change calls LaunchInputsChanged).
   nlohmann::json requests = nlohmann::json::array();  // what each replica runs, for re-adoption
+  // Fixed at submit.
   int64_t max_duration_ms = 0;                        // -cfg max_duration (0 = none)
   uint64_t submitted_bytes = 0;  // live: its record's size at submit (what it weighs while it waits)
   uint64_t launched_bytes = 0;   // live: its replicas' environment and arguments (ExpandedBytes), counted once at submit
@@ -49,6 +50,7 @@ struct LocalApp : seam::AppRecord {
   std::string SuccessFileText(int64_t now_ms) const;
 
   void AddFixedJson(nlohmann::json& out) const override;
+  void AddLaunchJson(nlohmann::json& out) const override;
   void AddChangingJson(nlohmann::json& out) const override;
   [[nodiscard]] static Result<std::unique_ptr<LocalApp>> FromJson(nlohmann::json json);  // takes its parts out
   // One stored app as a start-up reads it (pure): its record and its

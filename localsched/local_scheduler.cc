@@ -74,6 +74,7 @@ LocalScheduler::~LocalScheduler() = default;
 
 void LocalScheduler::PersistAll() {
   for (const auto& [key, rec] : apps_) {
+    rec->WriteFailed();  // all of it: what was last written may be what was lost
     Persist(*rec);
     for (const auto& r : rec->replicas) {
       (void)store_->PutReplica(rec->scheduler, rec->app_id, r.role, r.replica_id, r.attempt,
@@ -85,9 +86,10 @@ void LocalScheduler::PersistAll() {
 void LocalScheduler::Persist(LocalApp& app) {
   if (core::IsTerminal(app.state)) app.DropLaunchInputs();
   // Unchanged (a replica's restart waits): its row, the size of its requests, stays as it is.
-  auto text = app.ChangedJsonText();
+  auto text = app.ChangedText();
   if (!text) return;
-  if (auto ok = store_->PutAppText(app.scheduler, app.app_id, static_cast<int>(app.state), app.created_ms, *text);
+  if (auto ok = store_->PutAppParts(app.scheduler, app.app_id, static_cast<int>(app.state), app.created_ms,
+                                    text->fixed, text->launch, text->changing);
       !ok) {
     app.WriteFailed();
     logging::error("store write failed app={} error={}", app.app_id, ok.error().message);
@@ -367,9 +369,9 @@ Result<const seam::AppRecord*> LocalScheduler::SubmitNow(seam::SubmitRequest req
   }
   rec->state = admission_ || hold ? core::AppState::kPending : core::AppState::kSubmitted;
   // As text: its fixed parts (the requests are most of it) are serialized once, here, for every later write.
-  std::string text = rec->ToJsonText(true);
-  rec->submitted_bytes = text.size();
-  if (auto room = rec->state == core::AppState::kPending ? CheckPending(request.uid, text.size())
+  auto text = rec->ChangedText(true);  // both parts: the replicas are in the row until they have their own
+  rec->submitted_bytes = text->fixed->size() + text->launch->size() + text->changing.size();
+  if (auto room = rec->state == core::AppState::kPending ? CheckPending(request.uid, rec->submitted_bytes)
                                                          : Result<void>{};
       !room) {
     std::error_code ec;
@@ -377,8 +379,8 @@ Result<const seam::AppRecord*> LocalScheduler::SubmitNow(seam::SubmitRequest req
     std::filesystem::remove_all(rec->app_log_dir, ec);  // made above; nothing else was
     return Fail(room.error());
   }
-  Result<void> committed = store_->PutAppText(rec->scheduler, rec->app_id, static_cast<int>(rec->state),
-                                              rec->created_ms, text);
+  Result<void> committed = store_->PutAppParts(rec->scheduler, rec->app_id, static_cast<int>(rec->state),
+                                               rec->created_ms, text->fixed, text->launch, text->changing);
   if (committed) {
     seam::AppEvent submitted;
     submitted.type = "submitted";
@@ -484,7 +486,7 @@ Result<void> LocalScheduler::GivePorts(LocalApp& app, std::vector<core::ReplicaR
   }
   app.requests = json::array();
   for (const auto& req : requests) app.requests.push_back(seam::ReplicaRequestToStoredJson(req));
-  app.FixedPartsChanged();
+  app.LaunchInputsChanged();
   logging::info("app ports app={}{}", app.app_id, said);
   return {};
 }

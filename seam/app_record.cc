@@ -206,11 +206,18 @@ json FixedJson(const AppRecord& r) {
   json out{{"scheduler", r.scheduler},         {"session", r.session},
            {"app_id", r.app_id},               {"app", core::AppDefToJson(r.app)},
            {"cfg", r.cfg},                     {"cwd", r.cwd},
-           {"client_env", r.client_env},       {"created_ms", r.created_ms},
+           {"created_ms", r.created_ms},
            {"app_log_dir", r.app_log_dir},     {"user_log_dir", r.user_log_dir},
            {"owner_uid", r.owner_uid},         {"owner_gid", r.owner_gid},
            {"log_max_bytes", r.log_max_bytes}};
   r.AddFixedJson(out);
+  return out;
+}
+
+// What only a launch reads.
+json LaunchJson(const AppRecord& r) {
+  json out{{"client_env", r.client_env}};
+  r.AddLaunchJson(out);
   return out;
 }
 
@@ -249,41 +256,80 @@ std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_hand
 
 json AppRecord::ToJson() const {
   json out = FixedJson(*this);
+  out.update(LaunchJson(*this));
   out.update(ChangingJson(*this, true));
   return out;
 }
 
-std::string AppRecord::ToJsonText(bool with_replicas) const {
-  if (fixed_json_.empty()) fixed_json_ = Dump(FixedJson(*this));
-  return Merged(Dump(ChangingJson(*this, false)), with_replicas);
-}
+namespace {
 
-std::optional<std::string> AppRecord::ChangedJsonText() const {
-  bool fixed_new = fixed_json_.empty();
-  if (fixed_new) fixed_json_ = Dump(FixedJson(*this));
-  std::string changing = Dump(ChangingJson(*this, false));
-  if (!fixed_new && changing == written_changing_) return std::nullopt;
-  written_changing_ = changing;
-  return Merged(std::move(changing), false);
-}
-
-std::string AppRecord::Merged(std::string changing, bool with_replicas) const {
-  // "{fixed}" + "{changing}" -> "{fixed,changing}" (neither is empty).
-  std::string out;
-  out.reserve(fixed_json_.size() + changing.size() + (with_replicas ? 16 + replicas.size() * 400 : 0));
-  out.append(fixed_json_, 0, fixed_json_.size() - 1);
-  out += ',';
-  out.append(changing, 1);
+std::string ChangingText(const AppRecord& r, bool with_replicas) {
+  std::string out = Dump(ChangingJson(r, false));
   if (with_replicas) {
     // Each replica as text (the same bytes its DOM dumps), not through a DOM of all of them.
+    out.reserve(out.size() + 16 + r.replicas.size() * 400);
     out.back() = ',';
     out += "\"replicas\":[";
-    for (size_t i = 0; i < replicas.size(); ++i) {
+    for (size_t i = 0; i < r.replicas.size(); ++i) {
       if (i) out += ',';
-      out += ReplicaInfoToJsonText(replicas[i]);
+      out += ReplicaInfoToJsonText(r.replicas[i]);
     }
     out += "]}";
   }
+  return out;
+}
+
+}  // namespace
+
+std::string JoinRecordText(std::string_view fixed, std::string_view launch, std::string_view changing) {
+  std::string_view parts[] = {fixed, launch, changing};
+  size_t given = 0;
+  bool objects = true;
+  for (std::string_view part : parts) {
+    if (part.empty()) continue;
+    ++given;
+    objects = objects && part.size() >= 2 && part.front() == '{' && part.back() == '}';
+  }
+  if (given <= 1 || !objects) return std::string(fixed) + std::string(launch) + std::string(changing);
+  // "{a}" + "{b}" + "{}" -> "{a,b}".
+  std::string out = "{";
+  out.reserve(fixed.size() + launch.size() + changing.size());
+  for (std::string_view part : parts) {
+    if (part.size() <= 2) continue;
+    if (out.size() > 1) out += ',';
+    out.append(part.substr(1, part.size() - 2));
+  }
+  out += '}';
+  return out;
+}
+
+void AppRecord::DumpSteadyParts() const {
+  if (fixed_json_.empty()) {
+    fixed_json_ = Dump(FixedJson(*this));
+    fixed_written_ = false;
+  }
+  if (launch_json_.empty()) {
+    launch_json_ = Dump(LaunchJson(*this));
+    launch_written_ = false;
+  }
+}
+
+std::string AppRecord::ToJsonText(bool with_replicas) const {
+  DumpSteadyParts();
+  return JoinRecordText(fixed_json_, launch_json_, ChangingText(*this, with_replicas));
+}
+
+std::optional<AppRecord::Text> AppRecord::ChangedText(bool with_replicas) const {
+  DumpSteadyParts();
+  if (!fixed_written_) launch_written_ = false;  // the whole row
+  std::string changing = ChangingText(*this, with_replicas);
+  if (fixed_written_ && launch_written_ && changing == written_changing_) return std::nullopt;
+  written_changing_ = changing;
+  Text out;
+  if (!fixed_written_) out.fixed = &fixed_json_;
+  if (!launch_written_) out.launch = &launch_json_;
+  fixed_written_ = launch_written_ = true;
+  out.changing = std::move(changing);
   return out;
 }
 

@@ -85,34 +85,61 @@ struct AppRecord {
   nlohmann::json scheduler_data;  // what a remote scheduler needs after a restart (e.g. the Job's name)
 
   // Live parts (not persisted).
-  mutable std::string fixed_json_;  // ToJsonText's cache
-  mutable std::string written_changing_;  // the changing part ChangedJsonText returned last
+  mutable std::string fixed_json_;   // the fixed part's text, dumped once
+  mutable std::string launch_json_;  // the launch inputs' text, dumped once per change
+  mutable bool fixed_written_ = false;   // the store holds fixed_json_
+  mutable bool launch_written_ = false;  // the store holds launch_json_
+  mutable std::string written_changing_;  // the changing part ChangedText returned last
   std::vector<std::string> submit_warnings;  // told to the submitter once
 
   std::string Handle() const;
   core::AppStatus Status() const;
   nlohmann::json ToJson() const;
-  // The same record as JSON text, its parts fixed at submit (the AppDef, the
-  // requests with every replica's environment: most of its bytes) serialized
-  // once: a replica's restart rewrites the record without dumping them again.
+  // The same record as JSON text. Its parts fixed at submit (the AppDef) and
+  // its launch inputs (the client's environment, every replica's request:
+  // most of its bytes) are serialized once: a replica's restart rewrites the
+  // record without dumping them again.
   // Without `with_replicas` (local apps: their replicas have rows of their own).
   std::string ToJsonText(bool with_replicas) const;
-  // ToJsonText(false) when it differs from what this returned last; nullopt
-  // when nothing changed since (a replica's backoff: the app's row stays).
-  std::optional<std::string> ChangedJsonText() const;
-  // What ChangedJsonText returned last was not stored: the next call returns the text.
-  void WriteFailed() const { written_changing_.clear(); }
-  // The cached fixed part joined with `changing` (and each replica).
-  std::string Merged(std::string changing, bool with_replicas) const;
-  // Call after changing a fixed part (a local app's requests, when they get GPUs or ports).
-  void FixedPartsChanged() { fixed_json_.clear(); }
+  // What a write of the record needs, as three JSON objects' texts that
+  // JoinRecordText makes one: the fixed part and the launch inputs, each
+  // only when the store does not hold it yet (null otherwise; they point into
+  // this record), and the changing part (with each replica when `with_replicas`).
+  // With the fixed part, always the launch inputs (the whole row is written).
+  struct Text {
+    const std::string* fixed = nullptr;
+    const std::string* launch = nullptr;
+    std::string changing;
+  };
+  // nullopt when nothing changed since the last (a replica's backoff: the
+  // app's row stays).
+  std::optional<Text> ChangedText(bool with_replicas = false) const;
+  // What ChangedText returned last may not be stored: the next call returns
+  // every part, whether it changed or not.
+  void WriteFailed() const {
+    written_changing_.clear();
+    fixed_written_ = launch_written_ = false;
+  }
+  // Call after changing a launch input (a local app's requests, when they
+  // get GPUs or ports, or drop at its end). The fixed part never changes.
+  void LaunchInputsChanged() {
+    launch_json_.clear();
+    launch_written_ = false;
+  }
+
+ private:
+  void DumpSteadyParts() const;  // fills fixed_json_ and launch_json_ where empty
+
+ public:
   // Takes the record's parts out of `json` (pass a temporary, or std::move: a start-up
   // with thousands of records copies none of them).
   [[nodiscard]] static Result<AppRecord> FromJson(nlohmann::json json);
 
   // What a scheduler's own record adds to the stored JSON: the parts fixed
-  // at submit, and those that change as it runs (keys of their own).
+  // at submit, its launch inputs, and those that change as it runs (keys of
+  // their own).
   virtual void AddFixedJson(nlohmann::json& /*out*/) const {}
+  virtual void AddLaunchJson(nlohmann::json& /*out*/) const {}
   virtual void AddChangingJson(nlohmann::json& /*out*/) const {}
 };
 
@@ -139,6 +166,10 @@ nlohmann::json ReplicaInfoToJson(const supervisor::ReplicaInfo& info);
 // The same as its dump() (keys sorted, invalid UTF-8 replaced), written
 // directly: a replica's record is stored at each of its changes.
 std::string ReplicaInfoToJsonText(const supervisor::ReplicaInfo& info);
+// The stored parts of a record ("{fixed...}", "{launch...}", "{changing...}")
+// as one object's text; an empty part is none (a row written whole has one).
+// Parts that are not each an object's text join into no JSON.
+std::string JoinRecordText(std::string_view fixed, std::string_view launch, std::string_view changing);
 // A replica's request as a record keeps it: its own variables, and whether it
 // inherits the record's client_env (given back as `client_env` when read).
 nlohmann::json ReplicaRequestToStoredJson(const core::ReplicaRequest& request);

@@ -1,6 +1,7 @@
 #include "seam/store.h"
 
 #include "core/unique_fd.h"
+#include "seam/app_record.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -34,7 +35,24 @@ const char* const kMigrations[] = {
       time_ms INTEGER NOT NULL, what TEXT NOT NULL, state INTEGER NOT NULL, msg TEXT NOT NULL);
     CREATE INDEX events_by_app ON events(scheduler, app_id);
     )sql",
+    // An app's parts fixed at submit (its AppDef) in a row of their own,
+    // written once, and its launch inputs (the client's environment, its
+    // replicas' requests) in another, written when they change: its row in
+    // apps holds the rest, so that a change of state rewrites only that
+    // (sqlite rewrites a row whole). An app written whole has no parts.
+    R"sql(
+    CREATE TABLE app_parts(
+      scheduler TEXT NOT NULL, app_id TEXT NOT NULL, part INTEGER NOT NULL, text TEXT NOT NULL,
+      PRIMARY KEY(scheduler, app_id, part));
+    )sql",
 };
+
+std::string_view ColumnView(sqlite3_stmt* s, int column) {
+  const unsigned char* text = sqlite3_column_text(s, column);
+  return text == nullptr ? std::string_view()
+                         : std::string_view(reinterpret_cast<const char*>(text),
+                                            static_cast<size_t>(sqlite3_column_bytes(s, column)));
+}
 
 std::string ColumnText(sqlite3_stmt* s, int column) {
   const unsigned char* text = sqlite3_column_text(s, column);
@@ -47,8 +65,10 @@ struct Stmt {
   ~Stmt() { sqlite3_reset(s); sqlite3_clear_bindings(s); }
 };
 
+// Not copied (a record can be megabytes): each binding is cleared by a Stmt
+// guard, or the statement finalized, while the text it points to lives.
 void BindText(sqlite3_stmt* s, int i, std::string_view v) {
-  sqlite3_bind_text(s, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+  sqlite3_bind_text(s, i, v.data(), static_cast<int>(v.size()), SQLITE_STATIC);
 }
 
 }  // namespace
@@ -271,6 +291,65 @@ Result<void> Store::PutAppText(const std::string& scheduler, const std::string& 
   sqlite3_bind_int64(stmt, 4, created_ms);
   BindText(stmt, 5, record);
   if (sqlite3_step(stmt) != SQLITE_DONE) return Fail(SqlError("write app " + app_id));
+  if (auto ok = StepWith(drop_app_parts_, "DELETE FROM app_parts WHERE scheduler=?1 AND app_id=?2", scheduler, app_id);
+      !ok) {
+    return ok;
+  }
+  if (on_change_) on_change_();
+  return {};
+}
+
+Result<void> Store::StepWith(sqlite3_stmt*& cached, const char* sql, const std::string& scheduler,
+                             const std::string& app_id, std::optional<int> part, std::string_view text) {
+  if (cached == nullptr) {
+    auto s = Prepare(sql);
+    if (!s) return Fail(s.error());
+    cached = *s;
+  }
+  sqlite3_stmt* stmt = cached;
+  Stmt guard{stmt};
+  BindText(stmt, 1, scheduler);
+  BindText(stmt, 2, app_id);
+  if (part) {
+    sqlite3_bind_int(stmt, 3, *part);
+    BindText(stmt, 4, text);
+  }
+  if (sqlite3_step(stmt) != SQLITE_DONE) return Fail(SqlError("write app " + app_id));
+  return {};
+}
+
+Result<void> Store::PutAppParts(const std::string& scheduler, const std::string& app_id, int state,
+                                int64_t created_ms, const std::string* fixed, const std::string* launch,
+                                std::string_view changing) {
+  if (fixed != nullptr && launch == nullptr) {
+    return Fail(Error::Internal("write app " + app_id + ": a whole row needs its launch inputs"));
+  }
+  if (auto ok = EnsureTransaction(); !ok) return ok;
+  sqlite3_stmt*& cached = fixed != nullptr ? put_app_ : update_app_;
+  if (cached == nullptr) {
+    auto s = Prepare(fixed != nullptr ? "INSERT OR REPLACE INTO apps VALUES(?1,?2,?3,?4,?5)"
+                                      : "UPDATE apps SET state=?3, record=?5 WHERE scheduler=?1 AND app_id=?2");
+    if (!s) return Fail(s.error());
+    cached = *s;
+  }
+  {
+    sqlite3_stmt* stmt = cached;
+    Stmt guard{stmt};
+    BindText(stmt, 1, scheduler);
+    BindText(stmt, 2, app_id);
+    sqlite3_bind_int(stmt, 3, state);
+    if (fixed != nullptr) sqlite3_bind_int64(stmt, 4, created_ms);
+    BindText(stmt, 5, changing);
+    if (sqlite3_step(stmt) != SQLITE_DONE) return Fail(SqlError("write app " + app_id));
+  }
+  if (fixed == nullptr && sqlite3_changes(db_) == 0) {
+    return Fail(Error::Io("write app " + app_id + ": its row is not in the store"));  // the caller writes it whole next
+  }
+  constexpr const char* kPut = "INSERT OR REPLACE INTO app_parts VALUES(?1,?2,?3,?4)";
+  for (auto [part, text] : {std::pair{kFixedPart, fixed}, std::pair{kLaunchPart, launch}}) {
+    if (text == nullptr) continue;
+    if (auto ok = StepWith(put_app_part_, kPut, scheduler, app_id, part, *text); !ok) return ok;
+  }
   if (on_change_) on_change_();
   return {};
 }
@@ -387,7 +466,7 @@ Result<std::vector<StoredEvent>> Store::LoadEvents(const std::string& scheduler,
 Result<void> Store::DeleteApp(const std::string& scheduler, const std::string& app_id) {
   if (auto ok = EnsureTransaction(); !ok) return ok;
   events_kept_.erase(scheduler + "/" + app_id);
-  for (const char* table : {"apps", "replicas", "events"}) {
+  for (const char* table : {"apps", "app_parts", "replicas", "events"}) {
     std::string sql = std::string("DELETE FROM ") + table + " WHERE scheduler=? AND app_id=?";
     sqlite3_stmt* s = nullptr;
     sqlite3_prepare_v2(db_, sql.c_str(), -1, &s, nullptr);
@@ -415,12 +494,17 @@ Result<std::vector<StoredApp>> Store::LoadApps() {
   std::vector<StoredApp> apps;
   std::map<std::pair<std::string, std::string>, size_t> index;
   sqlite3_stmt* s = nullptr;
-  sqlite3_prepare_v2(db_, "SELECT scheduler, app_id, record, state FROM apps ORDER BY created_ms", -1, &s, nullptr);
+  sqlite3_prepare_v2(db_,
+                     "SELECT a.scheduler, a.app_id, a.record, a.state, f.text, l.text FROM apps a "
+                     "LEFT JOIN app_parts f ON f.scheduler=a.scheduler AND f.app_id=a.app_id AND f.part=0 "
+                     "LEFT JOIN app_parts l ON l.scheduler=a.scheduler AND l.app_id=a.app_id AND l.part=1 "
+                     "ORDER BY a.created_ms",
+                     -1, &s, nullptr);
   while (sqlite3_step(s) == SQLITE_ROW) {
     StoredApp app;
-    app.scheduler = reinterpret_cast<const char*>(sqlite3_column_text(s, 0));
-    app.app_id = reinterpret_cast<const char*>(sqlite3_column_text(s, 1));
-    app.record = reinterpret_cast<const char*>(sqlite3_column_text(s, 2));
+    app.scheduler = ColumnText(s, 0);
+    app.app_id = ColumnText(s, 1);
+    app.record = JoinRecordText(ColumnView(s, 4), ColumnView(s, 5), ColumnView(s, 2));
     app.state = sqlite3_column_int(s, 3);
     index[{app.scheduler, app.app_id}] = apps.size();
     apps.push_back(std::move(app));

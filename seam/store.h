@@ -79,6 +79,13 @@ class Store {
   // The same with the record already JSON text.
   [[nodiscard]] Result<void> PutAppText(const std::string& scheduler, const std::string& app_id, int state,
                                         int64_t created_ms, const std::string& record);
+  // The record as AppRecord::ChangedText gives it: with `fixed` (and
+  // `launch`), the whole app; without, its state, its changing part and the
+  // launch inputs if given (the app must be stored). Each part is a row of
+  // its own: a change of state rewrites none of the big ones.
+  [[nodiscard]] Result<void> PutAppParts(const std::string& scheduler, const std::string& app_id, int state,
+                                         int64_t created_ms, const std::string* fixed, const std::string* launch,
+                                         std::string_view changing);
   // `record`: the replica's JSON text (ReplicaInfoToJsonText).
   [[nodiscard]] Result<void> PutReplica(const std::string& scheduler, const std::string& app_id,
                                         const std::string& role, int replica_id, int attempt,
@@ -120,7 +127,7 @@ class Store {
   // checkpoints run on the loop, as a warning from Open says).
   StoreCheckpointer* checkpointer() { return checkpointer_.get(); }
 
-  static constexpr int kSchemaVersion = 1;
+  static constexpr int kSchemaVersion = 2;
   // The log's size, in pages, past which a commit asks for a checkpoint.
   static constexpr int kCheckpointPages = 1000;
   // Attempts kept per replica (the latest ones): each restart adds a row.
@@ -131,6 +138,13 @@ class Store {
   [[nodiscard]] Result<void> Exec(const std::string& sql);
   // Runs a statement without rows (BEGIN, COMMIT), prepared once into `stmt`.
   [[nodiscard]] Result<void> StepOnce(sqlite3_stmt*& stmt, const char* sql);
+  // Runs `sql` (prepared once into `cached`) with ?1 scheduler, ?2 app_id and,
+  // with `part`, ?3 part and ?4 text.
+  [[nodiscard]] Result<void> StepWith(sqlite3_stmt*& cached, const char* sql, const std::string& scheduler,
+                                      const std::string& app_id, std::optional<int> part = std::nullopt,
+                                      std::string_view text = {});
+  static constexpr int kFixedPart = 0;   // app_parts.part of an app's fixed part
+  static constexpr int kLaunchPart = 1;  // and of its launch inputs
   [[nodiscard]] Result<void> EnsureTransaction();
   [[nodiscard]] Result<void> Migrate();
   [[nodiscard]] Result<sqlite3_stmt*> Prepare(const char* sql);
@@ -142,6 +156,9 @@ class Store {
   sqlite3_stmt* begin_ = nullptr;
   sqlite3_stmt* commit_ = nullptr;
   sqlite3_stmt* put_app_ = nullptr;
+  sqlite3_stmt* update_app_ = nullptr;
+  sqlite3_stmt* put_app_part_ = nullptr;
+  sqlite3_stmt* drop_app_parts_ = nullptr;
   sqlite3_stmt* put_replica_ = nullptr;
   sqlite3_stmt* add_event_ = nullptr;
   sqlite3_stmt* trim_events_ = nullptr;

@@ -182,10 +182,20 @@ TEST_F(LifecycleTest, AFinishedAppsRecordKeepsNoLaunchInputs) {
     sqlite3* db = nullptr;
     EXPECT_EQ(sqlite3_open_v2((state_dir_ + "/torchxd.db").c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
     sqlite3_stmt* q = nullptr;
-    sqlite3_prepare_v2(db, "SELECT record FROM apps WHERE app_id = ?1", -1, &q, nullptr);
+    sqlite3_prepare_v2(db,
+                       "SELECT COALESCE((SELECT text FROM app_parts WHERE app_id = ?1 AND part = 0), ''), "
+                       "COALESCE((SELECT text FROM app_parts WHERE app_id = ?1 AND part = 1), ''), record "
+                       "FROM apps WHERE app_id = ?1",
+                       -1, &q, nullptr);
     sqlite3_bind_text(q, 1, app_id.c_str(), -1, SQLITE_TRANSIENT);
     json record;
-    if (sqlite3_step(q) == SQLITE_ROW) record = json::parse(reinterpret_cast<const char*>(sqlite3_column_text(q, 0)));
+    if (sqlite3_step(q) == SQLITE_ROW) {  // its parts joined
+      record = json::object();
+      for (int column : {0, 1, 2}) {
+        std::string part = reinterpret_cast<const char*>(sqlite3_column_text(q, column));
+        if (!part.empty()) record.update(json::parse(part));
+      }
+    }
     sqlite3_finalize(q);
     sqlite3_close(db);
     return record;

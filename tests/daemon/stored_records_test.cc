@@ -48,10 +48,21 @@ class StoredRecordsTest : public DaemonFixture {
   std::vector<Row> Apps(sqlite3* db) {
     std::vector<Row> rows;
     sqlite3_stmt* q = nullptr;
-    sqlite3_prepare_v2(db, "SELECT scheduler, app_id, state, created_ms, record FROM apps", -1, &q, nullptr);
+    sqlite3_prepare_v2(db,
+                       "SELECT scheduler, app_id, state, created_ms, record, "
+                       "COALESCE((SELECT text FROM app_parts p WHERE p.scheduler=a.scheduler AND p.app_id=a.app_id "
+                       "AND p.part=0), ''), "
+                       "COALESCE((SELECT text FROM app_parts p WHERE p.scheduler=a.scheduler AND p.app_id=a.app_id "
+                       "AND p.part=1), '') FROM apps a",
+                       -1, &q, nullptr);
     while (sqlite3_step(q) == SQLITE_ROW) {
-      rows.push_back({Text(q, 0), Text(q, 1), sqlite3_column_int(q, 2), sqlite3_column_int64(q, 3),
-                      json::parse(Text(q, 4))});
+      // The whole record: the parts fixed at submit and the launch inputs
+      // (rows of their own) and the rest.
+      json record = json::object();
+      for (int column : {5, 6, 4}) {
+        if (!Text(q, column).empty()) record.update(json::parse(Text(q, column)));
+      }
+      rows.push_back({Text(q, 0), Text(q, 1), sqlite3_column_int(q, 2), sqlite3_column_int64(q, 3), record});
     }
     sqlite3_finalize(q);
     return rows;

@@ -41,13 +41,29 @@ TEST(LocalAppTest, ItsOwnPartsRoundTripUnderTheirKeys) {
   EXPECT_EQ((*back)->runner, nullptr);
 }
 
-TEST(LocalAppTest, TheFixedPartIsWrittenAgainOnlyAfterItChanged) {
+// The requests are launch inputs: written with the row, then again only
+// after they changed (ports, GPUs, dropped at the end), the AppDef not with them.
+TEST(LocalAppTest, TheLaunchInputsAreWrittenAgainOnlyAfterTheyChanged) {
   LocalApp app = Sample();
-  (void)app.ToJsonText(false);
+  auto first = app.ChangedText();
+  ASSERT_TRUE(first.has_value());
+  ASSERT_TRUE(first->fixed != nullptr && first->launch != nullptr);
+  EXPECT_TRUE(json::parse(*first->launch).contains("requests"));
+  EXPECT_FALSE(json::parse(*first->fixed).contains("requests"));
+  EXPECT_TRUE(json::parse(*first->fixed).contains("app"));
   app.requests[0]["entrypoint"] = "/bin/false";
   EXPECT_EQ(json::parse(app.ToJsonText(false))["requests"][0]["entrypoint"], "/bin/true");  // cached
-  app.FixedPartsChanged();
+  app.LaunchInputsChanged();
   EXPECT_EQ(json::parse(app.ToJsonText(false))["requests"][0]["entrypoint"], "/bin/false");
+  auto second = app.ChangedText();
+  ASSERT_TRUE(second.has_value()) << "changed launch inputs, yet nothing to write";
+  EXPECT_EQ(second->fixed, nullptr) << "the AppDef written again with the requests";
+  ASSERT_NE(second->launch, nullptr);
+  EXPECT_EQ(json::parse(*second->launch)["requests"][0]["entrypoint"], "/bin/false");
+  app.DropLaunchInputs();
+  auto ended = app.ChangedText();
+  ASSERT_TRUE(ended.has_value() && ended->launch != nullptr && ended->fixed == nullptr);
+  EXPECT_EQ(json::parse(*ended->launch)["requests"], json::array());
 }
 
 // The stored text, replicas written as text, reads back as the record's DOM, with and without them.

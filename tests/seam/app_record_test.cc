@@ -81,29 +81,67 @@ TEST(AppRecordTest, ACancelUnderWayKeepsWhetherItFailsTheAppAcrossARestart) {
 
 // The text a write of the record needs: none while nothing changed since the
 // last (a replica's restart waiting: the row, the size of every replica's
-// request, is not written again), the whole record after a change of either
-// part, and again after a write that failed.
+// request, is not written again); the changing part alone after it changed;
+// the fixed part (the AppDef) only the first time and after a write that
+// failed; the launch inputs then and after they changed. Joined, they are
+// the whole record.
 TEST(AppRecordTest, TheRecordIsTextToWriteOnlyWhenItChanged) {
   AppRecord r;
   r.scheduler = "local_cwd";
   r.app_id = "a";
   r.app.name = "a";
-  auto first = r.ChangedJsonText();
+  r.client_env = {{"HOME", "/h"}};
+  auto first = r.ChangedText();
   ASSERT_TRUE(first.has_value());
-  EXPECT_EQ(*first, r.ToJsonText(false));
-  EXPECT_FALSE(r.ChangedJsonText().has_value()) << "unchanged, yet text to write";
+  ASSERT_NE(first->fixed, nullptr) << "the first write has no fixed part";
+  ASSERT_NE(first->launch, nullptr) << "the first write has no launch inputs";
+  std::string joined = JoinRecordText(*first->fixed, *first->launch, first->changing);
+  EXPECT_EQ(joined, r.ToJsonText(false));
+  nlohmann::json whole = r.ToJson();
+  whole.erase("replicas");
+  EXPECT_EQ(nlohmann::json::parse(joined), whole);
+  EXPECT_EQ(nlohmann::json::parse(*first->launch)["client_env"]["HOME"], "/h");
+  EXPECT_FALSE(nlohmann::json::parse(*first->fixed).contains("client_env"));
+  EXPECT_FALSE(r.ChangedText().has_value()) << "unchanged, yet text to write";
   r.num_restarts = 1;
-  auto second = r.ChangedJsonText();
+  auto second = r.ChangedText();
   ASSERT_TRUE(second.has_value());
-  EXPECT_EQ(nlohmann::json::parse(*second)["num_restarts"], 1);
-  EXPECT_FALSE(r.ChangedJsonText().has_value());
-  r.cwd = "/elsewhere";
-  r.FixedPartsChanged();
-  auto third = r.ChangedJsonText();
+  EXPECT_EQ(second->fixed, nullptr) << "the fixed part, unchanged, written again";
+  EXPECT_EQ(second->launch, nullptr) << "the launch inputs, unchanged, written again";
+  EXPECT_EQ(nlohmann::json::parse(second->changing)["num_restarts"], 1);
+  EXPECT_FALSE(nlohmann::json::parse(second->changing).contains("app"));
+  EXPECT_FALSE(r.ChangedText().has_value());
+  r.client_env.clear();
+  r.LaunchInputsChanged();
+  auto third = r.ChangedText();
   ASSERT_TRUE(third.has_value());
-  EXPECT_EQ(nlohmann::json::parse(*third)["cwd"], "/elsewhere");
+  EXPECT_EQ(third->fixed, nullptr);
+  ASSERT_NE(third->launch, nullptr);
+  EXPECT_EQ(nlohmann::json::parse(*third->launch)["client_env"], nlohmann::json::object());
   r.WriteFailed();
-  EXPECT_EQ(r.ChangedJsonText(), third) << "a failed write is not written again";
+  auto again = r.ChangedText();
+  ASSERT_TRUE(again.has_value()) << "a failed write is not written again";
+  ASSERT_TRUE(again->fixed != nullptr && again->launch != nullptr) << "a failed write's row is not written whole";
+  EXPECT_EQ(again->changing, third->changing);
+  // With its replicas (as at submit, before they have rows of their own).
+  r.replicas.resize(2);
+  r.WriteFailed();
+  auto with = r.ChangedText(true);
+  ASSERT_TRUE(with.has_value());
+  EXPECT_EQ(nlohmann::json::parse(JoinRecordText(*with->fixed, *with->launch, with->changing))["replicas"].size(), 2u);
+}
+
+TEST(AppRecordTest, ThePartsJoinAsOneObjectAndAnythingElseAsNoJson) {
+  EXPECT_EQ(JoinRecordText(R"({"a":1})", R"({"c":3})", R"({"b":2})"), R"({"a":1,"c":3,"b":2})");
+  EXPECT_EQ(JoinRecordText("", "", R"({"b":2})"), R"({"b":2})");  // a row written whole
+  EXPECT_EQ(JoinRecordText(R"({"a":1})", "{}", "{}"), R"({"a":1})");
+  EXPECT_EQ(JoinRecordText("{}", "", R"({"b":2})"), R"({"b":2})");
+  for (auto [fixed, changing] : std::vector<std::pair<std::string, std::string>>{
+           {"{\"a\":1", "{\"b\":2}"}, {"[1]", "{\"b\":2}"}, {"{\"a\":1}", "2"}, {"x", ""}, {"{}", "[]"}}) {
+    std::string joined = JoinRecordText(fixed, "{}", changing);
+    EXPECT_FALSE(nlohmann::json::accept(joined) && nlohmann::json::parse(joined).is_object())
+        << fixed << " + " << changing << " -> " << joined;
+  }
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <future>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -49,6 +50,94 @@ TEST_F(StoreTest, AppsAndLatestReplicaAttemptsRoundTrip) {
   EXPECT_EQ(StoredApp::Parse((*apps)[0].replicas[0])["attempt"], 2);
   ASSERT_TRUE((*store)->DeleteApp("local_cwd", "a-1").has_value());
   EXPECT_TRUE((*store)->LoadApps()->empty());
+}
+
+// An app's fixed part is written once, with its row; its launch inputs
+// then and when they change; later writes change the state and the rest
+// alone, and a load joins the three into the whole record.
+TEST_F(StoreTest, AnAppsFixedPartIsWrittenOnceAndLoadedWithTheRest) {
+  const std::string fixed = R"({"app":{"name":"big"},"cwd":"/w"})";
+  const std::string launch = R"({"requests":[1,2]})";
+  const std::string ended = R"({"requests":[]})";
+  {
+    auto store = Store::Open(Path(), nullptr);
+    ASSERT_TRUE(store.has_value()) << store.error().message;
+    auto& s = **store;
+    auto orphan = s.PutAppParts("local_cwd", "never-written", 2, 100, nullptr, nullptr, R"({"state":2})");
+    ASSERT_FALSE(orphan.has_value()) << "a change of a row that is not there was taken";
+    EXPECT_NE(orphan.error().message.find("never-written"), std::string::npos) << orphan.error().message;
+    EXPECT_FALSE(s.PutAppParts("local_cwd", "x", 1, 100, &fixed, nullptr, "{}").has_value())
+        << "a whole row without its launch inputs was taken";
+    ASSERT_TRUE(s.PutAppParts("local_cwd", "a-1", 1, 100, &fixed, &launch, R"({"state":1,"msg":""})").has_value());
+    ASSERT_TRUE(s.PutAppParts("local_cwd", "a-1", 3, 100, nullptr, nullptr, R"({"state":3,"msg":"running"})"));
+    ASSERT_TRUE(s.Commit().has_value());
+  }
+  auto row = [&] {
+    sqlite3* db = nullptr;
+    EXPECT_EQ(sqlite3_open_v2(Path().c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+    sqlite3_stmt* q = nullptr;
+    sqlite3_prepare_v2(db,
+                       "SELECT (SELECT text FROM app_parts WHERE part=0), (SELECT text FROM app_parts WHERE part=1), "
+                       "record, state FROM apps",
+                       -1, &q, nullptr);
+    std::vector<std::string> out;
+    if (sqlite3_step(q) == SQLITE_ROW) {
+      for (int c = 0; c < 3; ++c) out.push_back(reinterpret_cast<const char*>(sqlite3_column_text(q, c)));
+      out.push_back(std::to_string(sqlite3_column_int(q, 3)));
+    }
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    return out;
+  };
+  EXPECT_EQ(row(), (std::vector<std::string>{fixed, launch, R"({"state":3,"msg":"running"})", "3"}));
+  auto store = Store::Open(Path(), nullptr);
+  auto apps = (*store)->LoadApps();
+  ASSERT_TRUE(apps.has_value());
+  ASSERT_EQ(apps->size(), 1u);
+  EXPECT_EQ(nlohmann::json::parse((*apps)[0].record),
+            nlohmann::json::parse(R"({"app":{"name":"big"},"cwd":"/w","requests":[1,2],"state":3,"msg":"running"})"));
+  ASSERT_TRUE((*store)->PutAppParts("local_cwd", "a-1", 5, 100, nullptr, &ended, R"({"state":5,"msg":""})"));
+  ASSERT_TRUE((*store)->Commit().has_value());
+  EXPECT_EQ(row(), (std::vector<std::string>{fixed, ended, R"({"state":5,"msg":""})", "5"}));
+}
+
+// A database of the first schema (each record whole, in one column) is
+// brought to this one, and its apps load as they were.
+TEST_F(StoreTest, AFirstSchemaDatabaseIsUpgradedAndItsAppsLoad) {
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(Path().c_str(), &db), SQLITE_OK);
+    const char* v1 = R"sql(
+      CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+      CREATE TABLE apps(scheduler TEXT NOT NULL, app_id TEXT NOT NULL, state INTEGER NOT NULL,
+        created_ms INTEGER NOT NULL, record TEXT NOT NULL, PRIMARY KEY(scheduler, app_id));
+      CREATE INDEX apps_by_created ON apps(created_ms);
+      CREATE TABLE replicas(scheduler TEXT NOT NULL, app_id TEXT NOT NULL, role TEXT NOT NULL,
+        replica_id INTEGER NOT NULL, attempt INTEGER NOT NULL, state INTEGER NOT NULL, record TEXT NOT NULL,
+        PRIMARY KEY(scheduler, app_id, role, replica_id, attempt));
+      CREATE TABLE events(seq INTEGER PRIMARY KEY AUTOINCREMENT, scheduler TEXT NOT NULL, app_id TEXT NOT NULL,
+        time_ms INTEGER NOT NULL, what TEXT NOT NULL, state INTEGER NOT NULL, msg TEXT NOT NULL);
+      CREATE INDEX events_by_app ON events(scheduler, app_id);
+      INSERT INTO meta VALUES('schema_version', '1');
+      INSERT INTO apps VALUES('local_cwd', 'old-1', 4, 100, '{"app":{"name":"old"},"state":4}');
+    )sql";
+    ASSERT_EQ(sqlite3_exec(db, v1, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+    sqlite3_close(db);
+  }
+  auto store = Store::Open(Path(), nullptr);
+  ASSERT_TRUE(store.has_value()) << store.error().message;
+  auto apps = (*store)->LoadApps();
+  ASSERT_TRUE(apps.has_value());
+  ASSERT_EQ(apps->size(), 1u);
+  EXPECT_EQ(nlohmann::json::parse((*apps)[0].record), nlohmann::json::parse(R"({"app":{"name":"old"},"state":4})"));
+  // Its later writes go as any app's: the whole row once, then the changes.
+  const std::string fixed = R"({"app":{"name":"old"}})";
+  const std::string launch = R"({"requests":[]})";
+  ASSERT_TRUE((*store)->PutAppParts("local_cwd", "old-1", 4, 100, &fixed, &launch, R"({"state":5})").has_value());
+  ASSERT_TRUE((*store)->PutAppParts("local_cwd", "old-1", 6, 100, nullptr, nullptr, R"({"state":6})").has_value());
+  apps = (*store)->LoadApps();
+  ASSERT_EQ(apps->size(), 1u);
+  EXPECT_EQ(nlohmann::json::parse((*apps)[0].record), nlohmann::json::parse(R"({"app":{"name":"old"},"requests":[],"state":6})"));
 }
 
 // A finished app's record is read without what only a launch reads: those top-level keys
