@@ -68,7 +68,7 @@ Daemon::~Daemon() {
   slurm_.reset();
   local_.reset();
   launcher_.reset();
-  if (containment_) containment_->RemoveSubtree();  // when no replica is left in it
+  if (containment_) containment_->RemoveSubtree(!replicas_kept_);  // when no replica is left in it
   file_worker_.reset();
   sigterm_.reset();
   sigint_.reset();
@@ -446,6 +446,7 @@ void Daemon::Stop(Service::ShutdownMode mode, const char* reason) {
   stopping_ = true;
   bool restart = mode == Service::ShutdownMode::kRestart;
   bool keep = restart || (mode == Service::ShutdownMode::kDefault && config_.live_restore);
+  replicas_kept_ = keep;
   notifier_.Send(restart ? "RELOADING=1" : "STOPPING=1");
   logging::info("{} reason={} running_apps={} replicas={}", restart ? "restarting" : "stopping", reason,
                seam::CountApps(schedulers_).running, keep ? "keep running" : "stopped");

@@ -106,6 +106,7 @@ class Daemon {
   uint64_t next_resync_ms_ = 0;
   bool activated_ = false;  // the socket came from systemd: never unlink it
   bool stopping_ = false;
+  bool replicas_kept_ = false;  // Stop left the replicas running (a live restore, a restart)
   std::string stop_message_;  // what clients still attached are told
   UvHandle<uv_timer_t> hangup_;  // then ends the requests still in flight
   int restart_fd_ = -1;  // the listener, kept for the next image

@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <charconv>
 #include <cstring>
 #include <string_view>
@@ -265,10 +267,28 @@ void Containment::Sweep(const std::set<std::string>& keep) const {
   }
 }
 
-void Containment::RemoveSubtree() const {
+void Containment::RemoveSubtree(bool replicas_stopped) const {
   for (const auto& group : kept_) Remove(group);
   kept_.clear();
-  RemoveEmptyHostGroups();
+  // Each empty group goes. Once the replicas were stopped, those still in
+  // use end a moment later (a host after its last attempt, a killed group's
+  // processes), longer on a busy machine: they are waited for, a little,
+  // not left behind. Replicas left running keep theirs.
+  auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  for (;;) {
+    size_t left = 0;
+    for (const char* prefix : {"a-", "h-"}) {
+      for (const auto& group : GroupsNamed(prefix)) {
+        if (Populated(group)) {
+          ++left;
+        } else {
+          Remove(group);
+        }
+      }
+    }
+    if (left == 0 || !replicas_stopped || std::chrono::steady_clock::now() >= give_up) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   if (cgroups() && subtree_.find("/torchxd-") != std::string::npos) ::rmdir(subtree_.c_str());
 }
 

@@ -110,8 +110,10 @@ class Containment {
   // daemon that died left) are killed and removed; the subtree itself too
   // would otherwise hold). Empty host groups are removed.
   void Sweep(const std::set<std::string>& keep) const;
-  // At exit: the kept groups go, and the subtree this daemon made when it is empty.
-  void RemoveSubtree() const;
+  // At exit: the kept groups and the empty ones go, and the subtree this
+  // daemon made when it is empty. With `replicas_stopped`, groups still in
+  // use are waited for (at most 2 s) first.
+  void RemoveSubtree(bool replicas_stopped) const;
 
   static constexpr size_t kMaxKept = 512;
 

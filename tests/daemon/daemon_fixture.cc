@@ -13,7 +13,9 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <set>
 #include <sstream>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -37,9 +39,11 @@ void DaemonFixture::SetUp() {
 void DaemonFixture::TearDown() {
   if (daemon_pid_ > 0) StopDaemon(SIGTERM);
   KillLeftoverShims();
+  std::string log = ReadFile(daemon_log_);
   if (HasFailure()) {
-    std::cerr << "---- torchxd log ----\n" << ReadFile(daemon_log_) << "---------------------\n";
+    std::cerr << "---- torchxd log ----\n" << log << "---------------------\n";
   }
+  RemoveCgroupsLeftIn(log);
   // A test that mounted a small file system under the directory (in its
   // own mount namespace) leaves it mounted: unmount it, or the tree stays.
   std::ifstream mounts("/proc/self/mountinfo");
@@ -113,6 +117,29 @@ std::vector<pid_t> DaemonFixture::ShimPids() {
     }
   }
   return pids;
+}
+
+void DaemonFixture::RemoveCgroupsLeftIn(const std::string& log) {
+  // A daemon killed by a test (and not started again) leaves the cgroup
+  // subtree it named in its log: its groups go once their processes have.
+  constexpr std::string_view kSaid = "contained by cgroup v2 (";
+  std::set<std::string> subtrees;
+  for (size_t at = log.find(kSaid); at != std::string::npos; at = log.find(kSaid, at + 1)) {
+    size_t start = at + kSaid.size();
+    std::string path = log.substr(start, log.find_first_of(";)\n", start) - start);
+    if (path.find("/torchxd-") != std::string::npos) subtrees.insert(path);
+  }
+  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  for (const auto& subtree : subtrees) {
+    while (fs::exists(subtree)) {
+      std::error_code ec;
+      for (const auto& group : fs::directory_iterator(subtree, ec)) {
+        if (group.is_directory()) ::rmdir(group.path().c_str());
+      }
+      if (::rmdir(subtree.c_str()) == 0 || std::chrono::steady_clock::now() > end) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
 }
 
 void DaemonFixture::KillLeftoverShims() {

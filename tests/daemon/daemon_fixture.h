@@ -44,6 +44,8 @@ class DaemonFixture : public ::testing::Test {
   // The live torchxd-shims of this daemon's run directory (from their state.json).
   std::vector<pid_t> ShimPids();
   void KillLeftoverShims();
+  // Removes what is left of the cgroup subtrees the daemon log names.
+  void RemoveCgroupsLeftIn(const std::string& log);
 
   Result<json> Call(const std::string& method, const json& params);
   // A plain connection to the daemon's socket, for bytes no client would send.

@@ -65,7 +65,7 @@ TEST(ContainmentKillTest, AGroupIsKilledWhenNoDescriptorIsFree) {
     EXPECT_TRUE(ended && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "the group's process outlived its Kill";
     containment->Remove(group);
   }
-  containment->RemoveSubtree();
+  containment->RemoveSubtree(true);
 }
 
 }  // namespace
