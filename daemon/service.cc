@@ -246,7 +246,18 @@ void Service::Status(const json& params, const PeerInfo& peer, const Reply& repl
   if (std::string note = remote ? remote->StatusNote(**app) : ""; !note.empty()) {
     status.msg = status.msg.empty() ? note : status.msg + "; " + note;
   }
-  reply->ResultText(StatusText(**app, status));
+  size_t replicas = 0;
+  for (const auto& role : status.roles) replicas += role.replicas.size();
+  if (files_ == nullptr || replicas < kStatusEncodedOffLoop) return reply->ResultText(StatusText(**app, status));
+  // A wide app's status is a few hundred KiB of JSON: encoded on the worker,
+  // users in turn, so that one user polling it never holds the loop.
+  auto job = std::make_shared<std::pair<core::AppStatus, json>>(std::move(status), StatusExtra(**app));
+  uint64_t ticket = files_->Post(peer.uid, ::geteuid(), ::getegid(), [job, reply]() -> std::function<void()> {
+    auto text = std::make_shared<std::string>(core::AppStatusToJsonText(job->first, job->second));
+    return [reply, text] { reply->ResultText(std::move(*text)); };
+  });
+  seam::FileWorker* files = files_;
+  reply->OnGone([files, ticket] { files->Cancel(ticket); });
 }
 
 void Service::Queue(const json& params, const Reply& reply) {
@@ -477,6 +488,11 @@ void Service::Scale(const json& params, const PeerInfo& peer, const Reply& reply
 }
 
 std::string Service::StatusText(const seam::AppRecord& app, const core::AppStatus& status) const {
+  // Built as text: a wait on an app of many replicas is answered in the serial tail of its run.
+  return core::AppStatusToJsonText(status, StatusExtra(app));
+}
+
+json Service::StatusExtra(const seam::AppRecord& app) const {
   json extra = json::object();
   std::map<uint32_t, std::string> names;
   extra["user"] = seam::UserNameOf(app.owner_uid, names);
@@ -494,8 +510,7 @@ std::string Service::StatusText(const seam::AppRecord& app, const core::AppStatu
                           {"gpu_seconds_used", app.gpu_usage.used_s},
                           {"intervals", std::move(intervals)}};
   }
-  // Built as text: a wait on an app of many replicas is answered in the serial tail of its run.
-  return core::AppStatusToJsonText(status, extra);
+  return extra;
 }
 
 void Service::Wait(const json& params, const PeerInfo& peer, const Reply& reply) {

@@ -108,6 +108,10 @@ class Service : public RequestHandler {
   void Cancel(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
   // `status` and `wait` answers: TorchX's AppStatus JSON and the owner's name.
   std::string StatusText(const seam::AppRecord& app, const core::AppStatus& status) const;
+  // What a status reply adds to the app's status (its user, page, GPU use).
+  nlohmann::json StatusExtra(const seam::AppRecord& app) const;
+  // A `status` of an app of this many replicas or more is encoded on the worker.
+  static constexpr size_t kStatusEncodedOffLoop = 64;
   void Wait(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
   void Scale(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
   void Runopts(const nlohmann::json& params, const Reply& reply);

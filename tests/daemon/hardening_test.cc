@@ -441,6 +441,36 @@ TEST_F(HardeningTest, EveryReplyFitsTheFrameLimit) {
   EXPECT_TRUE(Call("status", {{"app_handle", h}}).has_value());
 }
 
+// A wide app's status (encoded on the worker, not the loop) is whole, and
+// clients that ask for it and leave before the answer cost nothing.
+TEST_F(HardeningTest, AWideAppsStatusIsWholeAndClientsThatLeaveBeforeItCostNothing) {
+  StartDaemon();
+  constexpr int kReplicas = 96;
+  std::string h = Run(App("wide", {FakeRole("r", {"--sleep", "60"}, kReplicas)}));
+  json st;
+  ASSERT_TRUE(WaitUntil([&] {
+    st = Status(h);
+    if (st["state"] != "RUNNING") return false;
+    for (const auto& r : st["roles"][0]["replicas"]) {
+      if (r["state_name"] != "RUNNING") return false;
+    }
+    return true;
+  }, 60)) << st.dump().substr(0, 2000);
+  ASSERT_EQ(st["roles"].size(), 1u);
+  ASSERT_EQ(st["roles"][0]["replicas"].size(), static_cast<size_t>(kReplicas));
+  EXPECT_FALSE(st["user"].get<std::string>().empty()) << st.dump().substr(0, 300);
+  EXPECT_EQ(Replica(st, "r", kReplicas - 1)["state_name"], "RUNNING");
+  std::string frame = json({{"v", 1}, {"id", 7}, {"method", "status"}, {"params", {{"app_handle", h}}}}).dump() + "\n";
+  for (int i = 0; i < 50; ++i) {
+    UniqueFd fd = Raw();
+    ASSERT_TRUE(SendAll(fd.get(), frame));
+  }  // each closed at once
+  json again = Status(h);
+  EXPECT_EQ(again["roles"][0]["replicas"].size(), static_cast<size_t>(kReplicas));
+  CallOk("cancel", {{"app_handle", h}, {"grace_period", 0}});
+  EXPECT_EQ(Wait(h)["state"], "CANCELLED");
+}
+
 TEST_F(HardeningTest, ListComesInPagesThatNothingShifts) {
   StartDaemon();
   std::vector<std::string> handles;
