@@ -72,28 +72,39 @@ LocalScheduler::LocalScheduler(uv_loop_t* loop, seam::Store* store, seam::LogSto
 
 LocalScheduler::~LocalScheduler() = default;
 
-void LocalScheduler::PersistAll() {
+void LocalScheduler::PersistAll() { WriteEveryApp(true); }
+
+void LocalScheduler::WriteEveryApp(bool whole) {
+  size_t failed = 0;
+  std::string first_error;
   for (const auto& [key, rec] : apps_) {
-    rec->WriteFailed();  // all of it: what was last written may be what was lost
-    Persist(*rec);
+    // After lost writes, all of it: what was last written may be what was
+    // lost. Otherwise (a stop that leaves the replicas running) what changed.
+    if (whole) rec->WriteFailed();
+    if (auto ok = Write(*rec); !ok) {
+      if (failed++ == 0) first_error = ok.error().message;
+    }
     for (const auto& r : rec->replicas) {
       (void)store_->PutReplica(rec->scheduler, rec->app_id, r.role, r.replica_id, r.attempt,
                                static_cast<int>(r.state), seam::ReplicaInfoToJsonText(r));
     }
   }
+  if (failed > 0) logging::error("store writes failed apps={} first_error={}", failed, first_error);
 }
 
 void LocalScheduler::Persist(LocalApp& app) {
+  if (auto ok = Write(app); !ok) logging::error("store write failed app={} error={}", app.app_id, ok.error().message);
+}
+
+Result<void> LocalScheduler::Write(LocalApp& app) {
   if (core::IsTerminal(app.state)) app.DropLaunchInputs();
   // Unchanged (a replica's restart waits): its row, the size of its requests, stays as it is.
   auto text = app.ChangedText();
-  if (!text) return;
-  if (auto ok = store_->PutAppParts(app.scheduler, app.app_id, static_cast<int>(app.state), app.created_ms,
-                                    text->fixed, text->launch, text->changing);
-      !ok) {
-    app.WriteFailed();
-    logging::error("store write failed app={} error={}", app.app_id, ok.error().message);
-  }
+  if (!text) return {};
+  auto ok = store_->PutAppParts(app.scheduler, app.app_id, static_cast<int>(app.state), app.created_ms, text->fixed,
+                                text->launch, text->changing);
+  if (!ok) app.WriteFailed();
+  return ok;
 }
 
 // The user's oldest finished app, which may leave the cache, or null.
@@ -668,7 +679,7 @@ void LocalScheduler::Shutdown(bool keep, std::function<void()> done) {
   if (keep) {
     // The runners go with the daemon; their replicas (under shims or in
     // containers) go on, and the store says where to find them.
-    PersistAll();
+    WriteEveryApp(false);
     for (auto& [key, rec] : apps_) {
       if (!rec->runner) continue;
       by_runner_.erase(rec->runner.get());

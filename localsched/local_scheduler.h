@@ -157,6 +157,9 @@ class LocalScheduler : public seam::Scheduler,
   void MakeRoom(uid_t uid);  // evicts the user's oldest finished apps beyond the cache size
   void Evict(LocalApp& app);
   void Persist(LocalApp& app);  // a finished app drops its launch inputs first
+  [[nodiscard]] Result<void> Write(LocalApp& app);  // Persist, its failure returned
+  // Every app and replica; `whole`: every part, changed or not. One log line for all failures.
+  void WriteEveryApp(bool whole);
   // Adds an event to the app's timeline (seam/app_events.h): stored, then told to its followers.
   void Event(const LocalApp& app, const std::string& type, const std::string& text,
              nlohmann::json data = nlohmann::json::object(), const std::string& replica = "");

@@ -504,7 +504,8 @@ Result<std::vector<StoredApp>> Store::LoadApps() {
     StoredApp app;
     app.scheduler = ColumnText(s, 0);
     app.app_id = ColumnText(s, 1);
-    app.record = JoinRecordText(ColumnView(s, 4), ColumnView(s, 5), ColumnView(s, 2));
+    // An empty row is no record, whatever parts it has: it is set aside.
+    app.record = ColumnView(s, 2).empty() ? std::string() : JoinRecordText(ColumnView(s, 4), ColumnView(s, 5), ColumnView(s, 2));
     app.state = sqlite3_column_int(s, 3);
     index[{app.scheduler, app.app_id}] = apps.size();
     apps.push_back(std::move(app));

@@ -99,6 +99,15 @@ TEST_F(StoreTest, AnAppsFixedPartIsWrittenOnceAndLoadedWithTheRest) {
   ASSERT_TRUE((*store)->PutAppParts("local_cwd", "a-1", 5, 100, nullptr, &ended, R"({"state":5,"msg":""})"));
   ASSERT_TRUE((*store)->Commit().has_value());
   EXPECT_EQ(row(), (std::vector<std::string>{fixed, ended, R"({"state":5,"msg":""})", "5"}));
+  // A row emptied (a corrupt file) is no record, whatever its parts: it is set aside, not made of them.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(Path().c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "UPDATE apps SET record=''", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  apps = (*store)->LoadApps();
+  ASSERT_TRUE(apps.has_value());
+  ASSERT_EQ(apps->size(), 1u);
+  EXPECT_FALSE(nlohmann::json::accept((*apps)[0].record)) << (*apps)[0].record;
 }
 
 // A database of the first schema (each record whole, in one column) is
