@@ -423,6 +423,7 @@ void ShimLoop::OnControlLine(const std::string& line, Peer& peer, bool trusted) 
     DropPeer(control_);
     control_.fd = std::move(peer.fd);
     control_.in = peer.in;
+    control_write_closed_ = false;
     ::epoll_ctl(epoll_, EPOLL_CTL_DEL, control_.fd.get(), nullptr);
     Watch(control_.fd.get(), Tag(kControl, control_.fd.get()), EPOLLIN);
     control_out_watched_ = false;
@@ -446,7 +447,7 @@ void ShimLoop::Stop(int64_t grace_ms) {
 }
 
 void ShimLoop::Say(const std::string& line, bool droppable) {
-  if (!control_.fd.valid()) return;
+  if (!control_.fd.valid() || control_write_closed_) return;
   if (droppable && !out_.empty()) return;
   if (out_.size() > kMaxPendingOut) return;  // a daemon that does not read: files hold the truth
   out_ += OneLine(line);
@@ -469,7 +470,13 @@ void ShimLoop::Flush(bool block) {
       WatchControlOutput(true);
       return;
     }
-    if (n <= 0) return DropPeer(control_);
+    if (n <= 0) {
+      // Not dropped yet: what the daemon wrote before it went (a stop right
+      // behind the spec, sent as it died) is read first; the end comes after.
+      out_.clear();
+      control_write_closed_ = true;
+      break;
+    }
     out_.erase(0, static_cast<size_t>(n));
   }
   WatchControlOutput(false);

@@ -126,6 +126,9 @@ class ShimLoop {
   int64_t drain_until_ = 0;
   bool notify_pending_ = false;
   bool control_out_watched_ = false;
+  // The daemon's end took no more (it is gone): nothing more is written, but
+  // what it wrote before it went is still read (a stop), until the end.
+  bool control_write_closed_ = false;
   int64_t last_notify_ = 0;
   std::string out_;              // to the daemon, not yet written
 };

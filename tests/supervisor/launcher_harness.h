@@ -111,6 +111,14 @@ inline std::string ReadUntilClosed(int fd) {
   return out;
 }
 
+// A file's whole text ("" when it cannot be read).
+inline std::string ReadText(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
 // A control socketpair: ours, then the shim's.
 inline std::pair<UniqueFd, UniqueFd> ControlSockets() {
   int sockets[2] = {-1, -1};

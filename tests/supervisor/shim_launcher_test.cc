@@ -249,6 +249,35 @@ TEST(ShimLauncherTest, TheLauncherWaitsForItsShimsAfterTheDaemonClosesAndDiesWit
   EXPECT_TRUE(ExitsWithin(l.pid, 5));
 }
 
+// A daemon that dies right after it sends a stop (a cancel) behind the spec,
+// before the shim has said a word: the shim's first line finds no one, and
+// the stop it was sent still reaches the replica (with live-restore the shim
+// goes on without the daemon). It used to be dropped with the socket.
+TEST(ShimLauncherTest, AStopSentJustBeforeTheDaemonDiedStillReachesTheReplica) {
+  Launcher l = StartLauncher();
+  auto [ours, theirs] = ControlSockets();
+  RunDir run_dir;
+  UniqueFd pidfd;
+  LaunchReply r = Ask(l.socket.get(), "S", {theirs.get(), run_dir.fd.get()}, &pidfd);
+  ASSERT_GT(r.pid, 0) << strerror(r.error);
+  ASSERT_TRUE(pidfd.valid());
+  theirs.reset();
+  ShimSpec spec = TrueSpec();
+  spec.keep = true;
+  spec.argv = {"/bin/sleep", "30"};
+  std::string text = EncodeShimSpec(spec) + "stop 300\n";
+  ASSERT_EQ(::write(ours.get(), text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  ours.reset();  // gone before the shim has started the replica, let alone said so
+  // Stopped, the replica ends within its grace, and its shim with it; a lost
+  // stop leaves both running for the 30 s.
+  struct pollfd p = {pidfd.get(), POLLIN, 0};
+  EXPECT_EQ(::poll(&p, 1, 10000), 1) << "the shim never ended: the stop was lost";
+  std::string exit_text = ReadText(std::filesystem::path("/proc/self/fd") / std::to_string(run_dir.fd.get()) / "exit.json");
+  EXPECT_THAT(exit_text, HasSubstr("\"signal\":15")) << exit_text;
+  l.socket.reset();
+  EXPECT_TRUE(ExitsWithin(l.pid, 5));
+}
+
 // libuv keeps one descriptor per loop (for EMFILE), opened with its first
 // stream: opened here first, so that tests counting descriptors or filling
 // them up see only the replica's.
