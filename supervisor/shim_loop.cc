@@ -470,13 +470,15 @@ void ShimLoop::Flush(bool block) {
       WatchControlOutput(true);
       return;
     }
-    if (n <= 0) {
-      // Not dropped yet: what the daemon wrote before it went (a stop right
-      // behind the spec, sent as it died) is read first; the end comes after.
+    if (n < 0 && (errno == EPIPE || errno == ECONNRESET)) {
+      // The daemon is gone. Not dropped yet: what it wrote before it went (a
+      // stop right behind the spec, sent as it died) is read first; the end
+      // comes after.
       out_.clear();
       control_write_closed_ = true;
       break;
     }
+    if (n <= 0) return DropPeer(control_);
     out_.erase(0, static_cast<size_t>(n));
   }
   WatchControlOutput(false);
