@@ -55,8 +55,15 @@ class ContainerReplica : public supervisor::ReplicaHandle {
     });
   }
 
-  void StartCreated() {
-    Call("POST", "/containers/" + id_ + "/start", nullptr, [this](Result<json> started) {
+  void StartCreated(bool resumed = false) {
+    Call("POST", "/containers/" + id_ + "/start", nullptr, [this, resumed](Result<json> started) {
+      if (!started && resumed && resume_starts_ < kResumeStarts) {
+        // The start the last torchxd asked for may still be under way in the
+        // engine (podman says "created" until it answers, and refuses a second
+        // start): look again, a little later, before calling it failed.
+        ++resume_starts_;
+        return Later(kResumeStartDelayMs, [this] { Resume(stored_[0], stored_[1]); });
+      }
       if (!started) {
         exit_.spawn_failed = true;
         exit_.message = "start container " + name_ + ": " + started.error().message;
@@ -92,7 +99,7 @@ class ContainerReplica : public supervisor::ReplicaHandle {
       if (state.value("Status", "") == "created") {
         // torchxd stopped between create and start: start it now, as it was about to.
         if (stop_requested_) return Finish(StoppedBeforeStart());
-        return StartCreated();
+        return StartCreated(true);
       }
       phase_ = Phase::kRunning;
       int pid = StatePid(*found);
@@ -114,6 +121,8 @@ class ContainerReplica : public supervisor::ReplicaHandle {
   static constexpr uint64_t kRefollowDelayMs = 250;
   static constexpr uint64_t kKillCheckMs = 10000;
   static constexpr uint64_t kEngineOutageMs = 120000;
+  static constexpr int kResumeStarts = 10;  // looks again before a resumed start is a failure
+  static constexpr uint64_t kResumeStartDelayMs = 500;
 
   // Calls that no longer reach a destroyed replica.
   void Call(const std::string& method, const std::string& path, const json* body, Done done,
@@ -338,6 +347,7 @@ class ContainerReplica : public supervisor::ReplicaHandle {
   Phase phase_ = Phase::kStarting;
   bool stop_requested_ = false, following_ = false;
   bool in_outage_ = false;                        // the last engine call failed as unreachable
+  int resume_starts_ = 0;                         // starts of a resumed container refused so far
   uint64_t outage_since_ = 0, outage_delay_ = 0;  // loop ms of the first of those failures; next delay
   uint64_t stored_[2] = {0, 0};    // bytes of stdout / stderr delivered or stored
   uint64_t position_[2] = {0, 0};  // bytes of each stream seen by the current read

@@ -192,6 +192,23 @@ TEST_F(DockerFaultTest, AContainerCreatedButNotStartedIsStartedByTheNextDaemon) 
   EXPECT_EQ(Lines(h), Numbered(2));
 }
 
+TEST_F(DockerFaultTest, AStartStillUnderWayWhenTheDaemonDiedIsWaitedForNotRepeated) {
+  // torchxd is killed while the engine is still starting its container (it
+  // runs, but reads "created" and refuses another start for 2 s). The next
+  // torchxd looks again rather than failing the replica on that refusal.
+  std::string h = Run(App("racing", {Role("w", {{"FAKE_LINES", "6"}, {"FAKE_INTERVAL", "0.5"}, {"FAKE_EXIT", "4"},
+                                                {"FAKE_START_RACE", "2"}})}),
+                      json::object(), "local_docker");
+  ASSERT_TRUE(WaitUntil([&] { return ContainersOf(h) == 1; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the start is under way
+  StopDaemon(SIGKILL);
+  StartDaemon();
+  json st = Wait(h);
+  EXPECT_EQ(st["state"], "FAILED");
+  EXPECT_EQ(Replica(st, "w", 0)["exit_code"], 4) << st.dump();
+  EXPECT_EQ(Lines(h), Numbered(6));
+}
+
 TEST_F(DockerFaultTest, ContainersAreRemovedWhenTheAppEndsNotEachReplica) {
   // Replica a ends at once; b still runs and may resolve a's name meanwhile.
   std::string h = Run(App("pair", {Role("a", {{"FAKE_LINES", "1"}}), Role("b", {{"FAKE_SLEEP", "5"}})}),

@@ -21,6 +21,11 @@ engine shows now and then are chosen per container through its environment:
   FAKE_START_HANG=S     the first start is held S seconds, then dropped with
                         the container left created (as if torchxd died
                         between create and start)
+  FAKE_START_RACE=S     the first start runs the container but is never
+                        answered, and for S seconds the container reads
+                        "created" and another start is refused (500: runc
+                        "container with given ID already exists"), as podman
+                        does while a start it was asked for is under way
 
 POST /fake/outage?seconds=S starts such an outage on demand.
 
@@ -99,15 +104,19 @@ class Container:
             self.exit_code = code
             LOCK.notify_all()
 
+    def starting(self):
+        return time.time() < getattr(self, "starting_until", 0.0)
+
     def inspect(self):
+        state = "created" if self.starting() else self.state
         return {
             "Id": self.id,
             "Name": "/" + self.name,
             "State": {
-                "Running": self.state == "running",
-                "Pid": self.pid if self.state == "running" else 0,
+                "Running": state == "running",
+                "Pid": self.pid if state == "running" else 0,
                 "ExitCode": self.exit_code or 0,
-                "Status": self.state,
+                "Status": state,
             },
             "Config": {"Labels": self.labels},
         }
@@ -200,6 +209,20 @@ class Handler(BaseHTTPRequestHandler):
             if c is None:
                 return self.reply(404, {"message": "no such container"})
             if parts[2] == "start":
+                if c.starting():
+                    return self.reply(500, {"message": "runc: runc create failed: container with given ID already exists: OCI runtime error"})
+                race = c.env.get("FAKE_START_RACE")
+                if race and not getattr(c, "race_done", False):
+                    c.race_done = True
+                    c.starting_until = time.time() + float(race)
+                    with LOCK:
+                        c.state = "running"
+                        NEXT_PID[0] += 1
+                        c.pid = NEXT_PID[0]
+                    threading.Thread(target=c.run, daemon=True).start()
+                    time.sleep(float(race))
+                    self.close_connection = True
+                    return
                 if c.env.get("FAKE_START_HANG") and not getattr(c, "hang_done", False):
                     c.hang_done = True
                     time.sleep(float(c.env["FAKE_START_HANG"]))
