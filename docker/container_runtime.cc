@@ -122,6 +122,8 @@ class ContainerReplica : public supervisor::ReplicaHandle {
   static constexpr uint64_t kKillCheckMs = 10000;
   static constexpr uint64_t kEngineOutageMs = 120000;
   static constexpr int kResumeStarts = 10;  // looks again before a resumed start is a failure
+  static constexpr int kEarlyWaits = 100;   // waits answered while the container still ran, at most
+  static constexpr uint64_t kEarlyWaitDelayMs = 100;
   static constexpr uint64_t kResumeStartDelayMs = 500;
 
   // Calls that no longer reach a destroyed replica.
@@ -211,19 +213,38 @@ class ContainerReplica : public supervisor::ReplicaHandle {
       in_outage_ = false;
       if (!waited) {
         exit_.message = "wait for container " + name_ + ": " + waited.error().message;
-      } else {
-        const json& w = *waited;
-        int code = w.is_object() && w.contains("StatusCode") && w["StatusCode"].is_number_integer()
-                       ? w["StatusCode"].get<int>()
-                       : -1;
-        RecordExit(code);
-        if (w.is_object() && w.contains("Error") && w["Error"].is_object() && w["Error"].contains("Message") &&
-            w["Error"]["Message"].is_string() && !w["Error"]["Message"].get<std::string>().empty()) {
-          exit_.message = "container " + name_ + ": " + w["Error"]["Message"].get<std::string>();
-        }
+        return Waited();
       }
-      Waited();
+      const json& w = *waited;
+      int code = w.is_object() && w.contains("StatusCode") && w["StatusCode"].is_number_integer()
+                     ? w["StatusCode"].get<int>()
+                     : -1;
+      if (w.is_object() && w.contains("Error") && w["Error"].is_object() && w["Error"].contains("Message") &&
+          w["Error"]["Message"].is_string() && !w["Error"]["Message"].get<std::string>().empty()) {
+        exit_.message = "container " + name_ + ": " + w["Error"]["Message"].get<std::string>();
+      }
+      Confirm(code);
     }, 0);
+  }
+
+  // A wait's answer is taken from the container's own state: a busy podman
+  // answers a wait at once, StatusCode 0, for a container it has not yet
+  // seen start or end (its state not synced with its monitor). One still
+  // running is waited for again; an ended one's exit code is its state's.
+  void Confirm(int waited_code) {
+    Call("GET", "/containers/" + id_ + "/json", nullptr, [this, waited_code](Result<json> info) {
+      if (phase_ != Phase::kRunning) return;
+      const json& state =
+          info && info->is_object() && (*info)["State"].is_object() ? (*info)["State"] : json::object();
+      if (state.value("Running", false) && early_waits_ < kEarlyWaits) {
+        ++early_waits_;
+        return Later(kEarlyWaitDelayMs, [this] { Wait(); });
+      }
+      bool ended = state.contains("ExitCode") && state["ExitCode"].is_number_integer() &&
+                   (state.value("Status", "") == "exited" || state.value("Status", "") == "stopped");
+      RecordExit(ended ? state["ExitCode"].get<int>() : waited_code);
+      Waited();
+    });
   }
 
   // The wait was cut (engine restarted or overloaded): ask whether the
@@ -348,6 +369,7 @@ class ContainerReplica : public supervisor::ReplicaHandle {
   bool stop_requested_ = false, following_ = false;
   bool in_outage_ = false;                        // the last engine call failed as unreachable
   int resume_starts_ = 0;                         // starts of a resumed container refused so far
+  int early_waits_ = 0;                           // waits answered while it still ran, so far
   uint64_t outage_since_ = 0, outage_delay_ = 0;  // loop ms of the first of those failures; next delay
   uint64_t stored_[2] = {0, 0};    // bytes of stdout / stderr delivered or stored
   uint64_t position_[2] = {0, 0};  // bytes of each stream seen by the current read

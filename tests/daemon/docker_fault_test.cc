@@ -209,6 +209,18 @@ TEST_F(DockerFaultTest, AStartStillUnderWayWhenTheDaemonDiedIsWaitedForNotRepeat
   EXPECT_EQ(Lines(h), Numbered(6));
 }
 
+TEST_F(DockerFaultTest, AWaitAnsweredWhileTheContainerStillRunsIsNotItsExit) {
+  // A busy engine answers the first waits at once with StatusCode 0 while
+  // the container runs on: its exit is what its state says once it ended.
+  std::string h = Run(App("early", {Role("w", {{"FAKE_LINES", "3"}, {"FAKE_INTERVAL", "0.2"}, {"FAKE_EXIT", "3"},
+                                               {"FAKE_WAIT_EARLY", "3"}})}),
+                      json::object(), "local_docker");
+  json st = Wait(h);
+  EXPECT_EQ(st["state"], "FAILED") << st.dump();
+  EXPECT_EQ(Replica(st, "w", 0)["exit_code"], 3) << st.dump();
+  EXPECT_EQ(Lines(h), Numbered(3));
+}
+
 TEST_F(DockerFaultTest, ContainersAreRemovedWhenTheAppEndsNotEachReplica) {
   // Replica a ends at once; b still runs and may resolve a's name meanwhile.
   std::string h = Run(App("pair", {Role("a", {{"FAKE_LINES", "1"}}), Role("b", {{"FAKE_SLEEP", "5"}})}),

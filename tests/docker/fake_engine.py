@@ -21,6 +21,9 @@ engine shows now and then are chosen per container through its environment:
   FAKE_START_HANG=S     the first start is held S seconds, then dropped with
                         the container left created (as if torchxd died
                         between create and start)
+  FAKE_WAIT_EARLY=N     the first N waits answer at once, StatusCode 0,
+                        while the container still runs (a busy podman whose
+                        state is not yet synced with its monitor)
   FAKE_START_RACE=S     the first start runs the container but is never
                         answered, and for S seconds the container reads
                         "created" and another start is refused (500: runc
@@ -250,6 +253,10 @@ class Handler(BaseHTTPRequestHandler):
                     OUTAGE_UNTIL[0] = time.time() + float(c.env["FAKE_OUTAGE"])
                     self.close_connection = True
                     return
+                early = int(c.env.get("FAKE_WAIT_EARLY", "0"))
+                if getattr(c, "early_waits", 0) < early:
+                    c.early_waits = getattr(c, "early_waits", 0) + 1
+                    return self.reply(200, {"StatusCode": 0, "Error": None})
                 with LOCK:  # condition=not-running: a created container answers at once
                     while c.state == "running":
                         LOCK.wait(0.5)
