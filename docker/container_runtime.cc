@@ -19,14 +19,19 @@ int StatePid(const json& inspect) {
 
 // One attempt as a container. Its phases, in order:
 //   kStarting   remove a leftover of the same name, create, start
-//   kRunning    logs followed and the container waited for, both at once
+//   kRunning    logs followed and the container waited for, both at once;
+//               a wait's answer is checked against the container's state
+//               (one still running is waited for again; an ended one's exit
+//               code is its state's)
 //   kDraining   wait answered: the follow gets kFollowGraceMs to end by itself
 //   kCatchingUp one plain (non-follow) read of the whole log delivers what the
 //               follow missed (podman sometimes ends a follow early), skipping
 //               what was delivered already, byte-exact per stream
 //   kDone       the exit is reported; the container stays until the app ends
 //               (ContainerRuntime::Cleanup), so siblings still resolve its name
-// A stop before the start means it never starts. After a Kill, the engine is
+// A stop before the start means it never starts. A resumed container that
+// reads "created" is started; a refusal (the last torchxd's start still under
+// way in the engine) is looked at again before it fails. After a Kill, the engine is
 // asked every kKillCheckMs whether the container still runs, in case its wait
 // never answers.
 class ContainerReplica : public supervisor::ReplicaHandle {
