@@ -278,24 +278,35 @@ Result<void> Store::PutApp(const std::string& scheduler, const std::string& app_
 Result<void> Store::PutAppText(const std::string& scheduler, const std::string& app_id, int state,
                                int64_t created_ms, const std::string& record) {
   if (auto ok = EnsureTransaction(); !ok) return ok;
-  if (put_app_ == nullptr) {
-    auto s = Prepare("INSERT OR REPLACE INTO apps VALUES(?,?,?,?,?)");
-    if (!s) return Fail(s.error());
-    put_app_ = *s;
-  }
-  sqlite3_stmt* stmt = put_app_;
-  Stmt guard{stmt};
-  BindText(stmt, 1, scheduler);
-  BindText(stmt, 2, app_id);
-  sqlite3_bind_int(stmt, 3, state);
-  sqlite3_bind_int64(stmt, 4, created_ms);
-  BindText(stmt, 5, record);
-  if (sqlite3_step(stmt) != SQLITE_DONE) return Fail(SqlError("write app " + app_id));
+  if (auto ok = WriteAppsRow(scheduler, app_id, state, created_ms, true, record); !ok) return ok;
   if (auto ok = StepWith(drop_app_parts_, "DELETE FROM app_parts WHERE scheduler=?1 AND app_id=?2", scheduler, app_id);
       !ok) {
     return ok;
   }
   if (on_change_) on_change_();
+  return {};
+}
+
+Result<void> Store::WriteAppsRow(const std::string& scheduler, const std::string& app_id, int state,
+                                 int64_t created_ms, bool insert, std::string_view record) {
+  sqlite3_stmt*& cached = insert ? put_app_ : update_app_;
+  if (cached == nullptr) {
+    auto s = Prepare(insert ? "INSERT OR REPLACE INTO apps VALUES(?1,?2,?3,?4,?5)"
+                            : "UPDATE apps SET state=?3, record=?5 WHERE scheduler=?1 AND app_id=?2");
+    if (!s) return Fail(s.error());
+    cached = *s;
+  }
+  sqlite3_stmt* stmt = cached;
+  Stmt guard{stmt};
+  BindText(stmt, 1, scheduler);
+  BindText(stmt, 2, app_id);
+  sqlite3_bind_int(stmt, 3, state);
+  if (insert) sqlite3_bind_int64(stmt, 4, created_ms);
+  BindText(stmt, 5, record);
+  if (sqlite3_step(stmt) != SQLITE_DONE) return Fail(SqlError("write app " + app_id));
+  if (!insert && sqlite3_changes(db_) == 0) {
+    return Fail(Error::Io("write app " + app_id + ": its row is not in the store"));  // the caller writes it whole next
+  }
   return {};
 }
 
@@ -325,26 +336,7 @@ Result<void> Store::PutAppParts(const std::string& scheduler, const std::string&
     return Fail(Error::Internal("write app " + app_id + ": a whole row needs its launch inputs"));
   }
   if (auto ok = EnsureTransaction(); !ok) return ok;
-  sqlite3_stmt*& cached = fixed != nullptr ? put_app_ : update_app_;
-  if (cached == nullptr) {
-    auto s = Prepare(fixed != nullptr ? "INSERT OR REPLACE INTO apps VALUES(?1,?2,?3,?4,?5)"
-                                      : "UPDATE apps SET state=?3, record=?5 WHERE scheduler=?1 AND app_id=?2");
-    if (!s) return Fail(s.error());
-    cached = *s;
-  }
-  {
-    sqlite3_stmt* stmt = cached;
-    Stmt guard{stmt};
-    BindText(stmt, 1, scheduler);
-    BindText(stmt, 2, app_id);
-    sqlite3_bind_int(stmt, 3, state);
-    if (fixed != nullptr) sqlite3_bind_int64(stmt, 4, created_ms);
-    BindText(stmt, 5, changing);
-    if (sqlite3_step(stmt) != SQLITE_DONE) return Fail(SqlError("write app " + app_id));
-  }
-  if (fixed == nullptr && sqlite3_changes(db_) == 0) {
-    return Fail(Error::Io("write app " + app_id + ": its row is not in the store"));  // the caller writes it whole next
-  }
+  if (auto ok = WriteAppsRow(scheduler, app_id, state, created_ms, fixed != nullptr, changing); !ok) return ok;
   constexpr const char* kPut = "INSERT OR REPLACE INTO app_parts VALUES(?1,?2,?3,?4)";
   for (auto [part, text] : {std::pair{kFixedPart, fixed}, std::pair{kLaunchPart, launch}}) {
     if (text == nullptr) continue;

@@ -143,6 +143,10 @@ class Store {
   [[nodiscard]] Result<void> StepWith(sqlite3_stmt*& cached, const char* sql, const std::string& scheduler,
                                       const std::string& app_id, std::optional<int> part = std::nullopt,
                                       std::string_view text = {});
+  // The app's row in `apps`: inserted (or replaced) whole, or its state and
+  // record changed (an error when it is not there).
+  [[nodiscard]] Result<void> WriteAppsRow(const std::string& scheduler, const std::string& app_id, int state,
+                                          int64_t created_ms, bool insert, std::string_view record);
   static constexpr int kFixedPart = 0;   // app_parts.part of an app's fixed part
   static constexpr int kLaunchPart = 1;  // and of its launch inputs
   [[nodiscard]] Result<void> EnsureTransaction();
