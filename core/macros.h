@@ -10,6 +10,7 @@
 #ifndef TORCHXD_CORE_MACROS_H_
 #define TORCHXD_CORE_MACROS_H_
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <string_view>
@@ -36,6 +37,28 @@ struct MacroValues {
   // A copy of `role` with args, env values and metadata substituted.
   Role Apply(const Role& role) const;
 };
+
+// What substitutions come to without making them: the bytes that stay as
+// they are and how often each macro occurs. A template of a few bytes can
+// grow a thousandfold ("$img_root" for a long path), so sizes are known
+// before anything is substituted.
+struct MacroCounts {
+  size_t literal = 0;
+  size_t img_root = 0;
+  size_t app_id = 0;
+  size_t replica_id = 0;
+  size_t rank0_env = 0;
+
+  // The substituted size with macros of these lengths (saturating, never wrapping).
+  uint64_t SizeWith(size_t img_root_len, size_t app_id_len, size_t replica_id_len, size_t rank0_env_len) const;
+  MacroCounts& operator+=(const MacroCounts& o);
+};
+
+// SafeSubstitute's output size for `templ` is CountMacros(templ).SizeWith(...)
+// of the values' lengths.
+MacroCounts CountMacros(std::string_view templ);
+// Over what Apply substitutes: a role's args, env values and metadata strings.
+MacroCounts CountMacros(const Role& role);
 
 }  // namespace torchxd::core
 

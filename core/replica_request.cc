@@ -45,11 +45,36 @@ size_t ReplicaRequest::ExpandedBytes() const {
   return n;
 }
 
+uint64_t EstimateExpandedBytes(const AppDef& app, const std::map<std::string, std::string>& client_env,
+                               size_t img_root_len) {
+  auto add = [](uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; };
+  uint64_t client = 0;
+  for (const auto& [k, v] : client_env) client = add(client, k.size() + v.size() + 2);
+  // An app id is its name and a random suffix; a rank-0 variable's name is made from the first role's.
+  size_t app_id_len = app.name.size() + 32;
+  size_t rank0_len = 32 + (app.roles.empty() ? 0 : app.roles.front().name.size());
+  uint64_t total = 0;
+  for (const auto& role : app.roles) {
+    if (role.num_replicas <= 0) continue;
+    uint64_t fixed = role.entrypoint.size() + 1 + role.args.size();  // each with its terminator
+    for (const auto& [k, v] : role.env) fixed = add(fixed, k.size() + 2);
+    size_t id_len = std::to_string(role.num_replicas - 1).size();
+    MacroCounts counts;
+    for (const auto& arg : role.args) counts += CountMacros(arg);
+    for (const auto& [k, v] : role.env) counts += CountMacros(v);
+    uint64_t each = add(add(fixed, client), counts.SizeWith(img_root_len, app_id_len, id_len, rank0_len));
+    uint64_t n = static_cast<uint64_t>(role.num_replicas);
+    total = add(total, each > UINT64_MAX / n ? UINT64_MAX : each * n);
+  }
+  return total;
+}
+
 std::vector<ReplicaRequest> BuildReplicaRequests(const AppDef& app, const LocalAppContext& ctx) {
   std::vector<ReplicaRequest> out;
   auto inherited = std::make_shared<const std::map<std::string, std::string>>(ctx.client_env);
   for (size_t r = 0; r < app.roles.size(); ++r) {
     Role role = app.roles[r];
+    role.metadata = nlohmann::json::object();  // no replica reads it: not copied for each
     const RoleLocation& where = ctx.roles.at(r);
     // As TorchX's runner sets it, unless the AppDef has one (TorchX's own runner, through
     // the plugin, sets its `torchxd://` handle: the one its trackers and users know).

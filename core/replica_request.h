@@ -13,6 +13,7 @@
 #ifndef TORCHXD_CORE_REPLICA_REQUEST_H_
 #define TORCHXD_CORE_REPLICA_REQUEST_H_
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -86,6 +87,15 @@ struct ReplicaRequest {
 std::string JoinPath(const std::vector<std::string>& parts);
 
 std::vector<ReplicaRequest> BuildReplicaRequests(const AppDef& app, const LocalAppContext& ctx);
+
+// The ExpandedBytes of all of an app's replicas, estimated from the AppDef
+// and the client's environment before any of it is built, whichever
+// scheduler runs it: macros counted at their longest (${img_root} as
+// `img_root_len` bytes), the few variables torchxd adds left out. A few
+// bytes of AppDef can stand for gigabytes once substituted; this is known
+// in one pass over the request. Saturates, never wraps.
+uint64_t EstimateExpandedBytes(const AppDef& app, const std::map<std::string, std::string>& client_env,
+                               size_t img_root_len);
 
 // TorchX's auto_set_cuda_visible_devices: gives each replica of a role with
 // gpu > 0 a contiguous slice of the `device_count` GPUs, in role then replica

@@ -180,7 +180,8 @@ ParsedArgs ParseDaemonArgs(int argc, char** argv, const core::EnvLookup& env) {
   app.add_option("--max-expanded-bytes-per-app", c.max_expanded_bytes_per_app,
                  "the environment and arguments of all of an app's replicas together, as their processes get them "
                  "(the client's environment counts once per replica), e.g. 256M (default); a bigger app is "
-                 "refused at submit");
+                 "refused at submit, for any scheduler, from its AppDef's sizes before any of it is built "
+                 "(macros such as ${img_root} counted at their longest)");
   app.add_option("--grace-period", c.grace_period, "seconds between SIGTERM and SIGKILL (default 10)")
       ->check(CLI::Range(0.0, 86400.0));
   app.add_option("--log-max-bytes", c.log_max_bytes, "per-stream log budget, e.g. 128M (0 = unbounded)");

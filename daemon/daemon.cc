@@ -280,6 +280,7 @@ Result<void> Daemon::Prepare() {
   info.commit_store = [this] { CommitStore(); };
   info.system_mode = config_.system;
   info.max_replicas_per_app = config_.max_replicas_per_app;
+  info.max_expanded_bytes_per_app = *core::ParseByteSize(config_.max_expanded_bytes_per_app);
   info.containment = containment_->Describe();
   info.spawner = [this] { return launcher_->Describe(); };
   if (!config_.admin_group.empty()) {

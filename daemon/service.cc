@@ -11,9 +11,11 @@
 #include "core/app_handle.h"
 #include "core/app_json.h"
 #include "core/app_status.h"
+#include "core/byte_size.h"
 #include "core/json_parse.h"
 #include "core/json_reader.h"
 #include "core/names.h"
+#include "core/replica_request.h"
 #include "core/scheduler_opts.h"
 #include "core/text.h"
 #include "core/user_db.h"
@@ -168,6 +170,22 @@ Result<seam::SubmitRequest> Service::ValidateRun(const json& params, const PeerI
     return Fail(Error::InvalidArgument("params.app: " + std::to_string(replicas) + " replicas; this torchxd runs at most " +
                                        std::to_string(info_.max_replicas_per_app) +
                                        " per app (torchxd --max-replicas-per-app)"));
+  }
+  // Before any of it is built: a few bytes of macros can stand for gigabytes
+  // once substituted for every replica, whichever scheduler translates it.
+  size_t longest_image = 0;
+  for (const auto& role : req.app.roles) longest_image = std::max(longest_image, role.image.size());
+  uint64_t expanded = core::EstimateExpandedBytes(req.app, req.env, req.cwd.size() + 1 + longest_image);
+  if (expanded > info_.max_expanded_bytes_per_app) {
+    return Fail(Error::InvalidArgument(
+        "params.app: its " + std::to_string(replicas) + " replicas would start with up to " +
+        core::FormatByteSize(expanded) + " of environment and arguments together (about " +
+        core::FormatByteSize(expanded / std::max<size_t>(1, replicas)) +
+        " each, the client's environment included, macros such as ${img_root} counted at their longest), more "
+        "than this torchxd starts for one app (--max-expanded-bytes-per-app " +
+        core::FormatByteSize(info_.max_expanded_bytes_per_app) +
+        "); pass a smaller environment (torchx run sends the client's; -cfg env / the role's env), shorter "
+        "arguments or fewer replicas"));
   }
   auto opts = core::SchedulerRunOpts(req.scheduler);
   if (!opts) return Fail(Error::InvalidArgument(opts.error().message));

@@ -56,6 +56,7 @@ class Service : public RequestHandler {
     bool live_restore = false;
     std::optional<gid_t> admin_gid;  // --admin-group: may act on every app
     size_t max_replicas_per_app = 1024;
+    uint64_t max_expanded_bytes_per_app = 256ull << 20;  // checked on the AppDef, before it is expanded
     std::string containment;  // how replicas' process trees are held (`version`)
     std::function<std::string()> spawner;  // how replicas' shims are started (`version`)
     // `ui`: where the caller finds the web page (its URL carries the caller's token).

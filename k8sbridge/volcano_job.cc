@@ -190,6 +190,8 @@ Result<VolcanoJob> AppDefToVolcanoJob(const core::AppDef& app, const std::string
       job.warnings.push_back("role " + role.name + ": RestartJob deletes the failed pods on restart "
                              "(Volcano issue 1651); torchxd keeps their logs");
     }
+    core::Role bare = role;
+    bare.metadata = json::object();  // no task reads it: not copied for each
     for (int id = 0; id < role.num_replicas; ++id) {
       std::string task_name = core::NormalizeStr(role.name + "-" + std::to_string(id));
       std::string owner = core::ReplicaKey{role.name, id}.String();
@@ -211,7 +213,7 @@ Result<VolcanoJob> AppDefToVolcanoJob(const core::AppDef& app, const std::string
       bool explicit_rdzv = !options.rdzv_host.empty();
       core::MacroValues values{"", unique_app_id, std::to_string(id),
                                rank0 || explicit_rdzv ? "TORCHX_RANK0_HOST" : rank0_env};
-      core::Role with_id = role;
+      core::Role with_id = bare;
       // TorchX's Runner gives every role its job's handle (for trackers); here the
       // handle `torchx status` takes, namespace included.
       with_id.env["TORCHX_JOB_ID"] = "kubernetes://torchx/" +

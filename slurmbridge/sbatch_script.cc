@@ -158,6 +158,7 @@ Result<SbatchRequest> AppDefToSbatch(const core::AppDef& app, const SlurmOptions
   for (const auto& role : app.roles) {
     req.max_retries = std::min(req.max_retries, role.max_retries);
     core::Role with_id = role;
+    with_id.metadata = nlohmann::json::object();  // no replica reads it: not copied for each
     with_id.env.emplace("TORCHX_JOB_ID", core::MakeAppHandle("slurm", in.session, std::string(core::kMacroAppId)));
     with_id.env["TORCHX_INTERNAL_SESSION_ID"] = in.session_id;
     for (int i = 0; i < role.num_replicas; ++i) {

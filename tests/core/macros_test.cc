@@ -69,5 +69,35 @@ TEST(MacrosTest, ApplySubstitutesArgsEnvValuesAndMetadataOnly) {
   EXPECT_EQ(role.args[1], "${img_root}");
 }
 
+// CountMacros knows every substitution's size without making it: checked
+// against SafeSubstitute over the same cases, with values of other lengths.
+TEST(MacrosTest, CountsGiveTheSubstitutedSizeWithoutSubstituting) {
+  const char* templates[] = {"--id=${app_id}", "$app_id/$replica_id", "$replica_id.log", "$app_idx",
+                             "$$app_id", "$$${app_id}", "${unknown}", "$HOME/x", "cost: $5", "${app_id",
+                             "${ app_id}", "a$", "${APP_ID}", "$${${rank0_env}:=localhost}:29500",
+                             "$img_root$img_root/${img_root}", "", "$", "$$", "plain"};
+  const std::map<std::string, std::string, std::less<>> values = {
+      {"img_root", "/a/long/image/root"}, {"app_id", "echo-x"}, {"replica_id", "1023"}, {"rank0_env", "R0"}};
+  for (const char* t : templates) {
+    SCOPED_TRACE(t);
+    EXPECT_EQ(CountMacros(t).SizeWith(18, 6, 4, 2), SafeSubstitute(t, values).size());
+  }
+  // A role: args, env values and metadata strings, as Apply substitutes them.
+  Role role;
+  role.args = {"$img_root", "x${replica_id}"};
+  role.env = {{"K", "${app_id}-$rank0_env"}};
+  role.metadata = {{"a", "${app_id}"}, {"list", {"${img_root}", {{"c", "$$"}}, {"${app_id}"}}}, {"n", 3}};
+  MacroCounts c = CountMacros(role);
+  EXPECT_EQ(c.img_root, 2u);
+  EXPECT_EQ(c.app_id, 2u);  // the list inside the list is left alone, as Apply leaves it
+  EXPECT_EQ(c.replica_id, 1u);
+  EXPECT_EQ(c.rank0_env, 1u);
+  EXPECT_EQ(c.literal, 1u + 1u + 1u);  // "x", "-", "$"
+  // A few bytes can stand for a great many: the size saturates, never wraps.
+  MacroCounts many;
+  many.img_root = SIZE_MAX / 2;
+  EXPECT_EQ(many.SizeWith(4096, 0, 0, 0), UINT64_MAX);
+}
+
 }  // namespace
 }  // namespace torchxd::core

@@ -64,10 +64,12 @@ class HardeningTest : public DaemonFixture {
     return {{"name", name}, {"entrypoint", "/bin/sh"}, {"args", {"-c", script}}, {"num_replicas", replicas}};
   }
 
-  size_t RssKb() {
+  size_t RssKb() { return StatusKb("VmRSS:"); }
+  size_t PeakRssKb() { return StatusKb("VmHWM:"); }  // the most it was resident since it started
+  size_t StatusKb(const std::string& field) {
     std::string status = ReadFile("/proc/" + std::to_string(daemon_pid_) + "/status");
-    size_t at = status.find("VmRSS:");
-    return at == std::string::npos ? 0 : static_cast<size_t>(std::atol(status.c_str() + at + 6));
+    size_t at = status.find(field);
+    return at == std::string::npos ? 0 : static_cast<size_t>(std::atol(status.c_str() + at + field.size()));
   }
 
   size_t AppCount() { return CallOk("list", json::object())["apps"].size(); }

@@ -99,7 +99,7 @@ TEST_F(HardeningTest, AnAppsEnvironmentTimesItsReplicasIsBounded) {
   auto refused = Call("run", RunParams(app));
   ASSERT_FALSE(refused.has_value());
   EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument);
-  EXPECT_THAT(refused.error().message, HasSubstr("64 replicas would start with 4.1 MiB of environment and arguments together (65 KiB each"));
+  EXPECT_THAT(refused.error().message, HasSubstr("64 replicas would start with up to 4.1 MiB of environment and arguments together (about 65 KiB each"));
   EXPECT_THAT(refused.error().message, HasSubstr("--max-expanded-bytes-per-app 2 MiB"));
   EXPECT_EQ(AppCount(), apps);
   // The client's environment counts once per replica too.
@@ -114,6 +114,41 @@ TEST_F(HardeningTest, AnAppsEnvironmentTimesItsReplicasIsBounded) {
   auto fits = Call("run", params);
   ASSERT_TRUE(fits.has_value()) << fits.error().message;
   EXPECT_EQ(Wait((*fits)["app_handle"])["state"], "SUCCEEDED");
+}
+
+// Macros are counted before they are substituted: "$img_root" is 9 bytes
+// of AppDef and a path of hundreds once substituted, for every replica. A
+// request whose substitution would come to gigabytes is refused from its
+// counts, without the daemon building any of it; under the bound, the
+// replicas get every byte.
+TEST_F(HardeningTest, MacrosThatWouldGrowAThousandfoldAreRefusedBeforeAnyIsSubstituted) {
+  StartDaemon({"--max-expanded-bytes-per-app", "8M"});
+  fs::path image = dir_;
+  for (int i = 0; i < 4; ++i) image /= std::string(200, 'd');
+  fs::create_directories(image);
+  std::string macros;
+  for (int i = 0; i < 100000; ++i) macros += "$img_root";  // 900 KB here, 80 MB once substituted
+  json role = {{"name", "r"}, {"entrypoint", "true"}, {"image", image.string()}, {"args", {macros}},
+               {"num_replicas", 16}};
+  json params = RunParams(App("grows", {role}), {{"scheduler", "local_dir"}});
+  size_t before = PeakRssKb();
+  size_t apps = AppCount();
+  auto refused = Call("run", params);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_THAT(refused.error().message, HasSubstr("16 replicas would start with up to 1.3 GiB"));
+  EXPECT_THAT(refused.error().message, HasSubstr("macros such as ${img_root} counted at their longest"));
+  EXPECT_EQ(AppCount(), apps);
+  size_t after = PeakRssKb();
+  // Under the bound the same macros run, substituted whole.
+  role["args"] = {"-c", "test ${#0} -eq " + std::to_string(image.string().size() * 100), macros.substr(0, 900)};
+  role["entrypoint"] = "/bin/sh";
+  role["num_replicas"] = 2;
+  auto fits = Call("run", RunParams(App("fits", {role}), {{"scheduler", "local_dir"}}));
+  ASSERT_TRUE(fits.has_value()) << fits.error().message;
+  EXPECT_EQ(Wait((*fits)["app_handle"])["state"], "SUCCEEDED");
+  if (kSanitized) GTEST_SKIP() << "resident sizes are not measured under AddressSanitizer";
+  EXPECT_LT(after, before + 32 * 1024) << "peak RSS " << before << " KiB -> " << after << " KiB";
 }
 
 // `log -f` followers that never read cost at most about 1 MiB each while they
