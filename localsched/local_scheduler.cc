@@ -17,10 +17,7 @@
 #include "core/app_status.h"
 #include "core/byte_size.h"
 #include "core/check.h"
-#include "core/duration.h"
-#include "core/ids.h"
 #include "core/json_parse.h"
-#include "core/local_plan.h"
 #include "core/local_ports.h"
 #include "core/log.h"
 #include "core/names.h"
@@ -28,7 +25,7 @@
 #include "core/replica_key.h"
 #include "core/replica_request.h"
 #include "core/user_db.h"
-#include "imageproviders/image_provider.h"
+#include "localsched/local_caller.h"
 #include "logfiles/safe_file.h"
 #include "seam/app_log_sink.h"
 #include "seam/as_user.h"
@@ -216,34 +213,6 @@ std::optional<seam::LogStore::Candidate> LocalScheduler::OldestEvictableLogs(uid
                               }};
 }
 
-namespace {
-
-// The submitter, when it is not the daemon's own user: its credentials for
-// the shim and the identity its replicas see.
-struct Caller {
-  uid_t uid = 0;
-  gid_t gid = 0;
-  std::vector<unsigned> run_as;  // {uid, gid, groups...}; empty = the daemon's user
-  std::map<std::string, std::string> identity_env;
-};
-
-Result<Caller> LookUpCaller(uid_t uid) {
-  Caller c;
-  c.uid = uid;
-  c.gid = ::getegid();
-  if (uid == ::geteuid()) return c;
-  auto user = core::LookUpUser(uid);
-  if (!user) {
-    return Fail(Error::PermissionDenied("uid " + std::to_string(uid) + " has no passwd entry; torchxd runs replicas only as a known user"));
-  }
-  c.gid = user->gid;
-  c.run_as = {static_cast<unsigned>(uid), static_cast<unsigned>(user->gid)};
-  for (gid_t g : core::GroupsOf(*user)) c.run_as.push_back(static_cast<unsigned>(g));
-  c.identity_env = {{"HOME", user->home}, {"USER", user->name}, {"LOGNAME", user->name}};
-  return c;
-}
-
-}  // namespace
 
 bool LocalScheduler::AdoptProcesses(LocalApp& app) {
   auto caller = LookUpCaller(app.owner_uid);
@@ -266,185 +235,6 @@ bool LocalScheduler::AdoptProcesses(LocalApp& app) {
   if (cancelling) app.runner->Cancel(options_.grace_seconds, msg, app.cancel_fails);
   ArmDeadline(app);
   return true;
-}
-
-void LocalScheduler::Submit(seam::SubmitRequest request, std::function<void(Result<const seam::AppRecord*>)> done) {
-  if (request.scheduler != "local_docker") return done(SubmitNow(std::move(request)));
-  SubmitContainers(std::move(request), std::move(done));
-}
-
-Result<const seam::AppRecord*> LocalScheduler::SubmitNow(seam::SubmitRequest request, bool hold) {
-  // Everything that can refuse the app comes first: nothing changes before.
-  auto caller = LookUpCaller(request.uid);
-  if (!caller) return Fail(caller.error());
-  bool docker = request.scheduler == "local_docker";
-  Result<std::vector<core::RoleLocation>> locations = [&]() -> Result<std::vector<core::RoleLocation>> {
-    if (docker) return std::vector<core::RoleLocation>{};  // the image is the engine's
-    seam::AsUser as(caller->uid, caller->gid);  // image paths are checked with the caller's rights
-    return imageproviders::FetchRoles(request.scheduler, request.app, request.cwd);
-  }();
-  if (!locations) return Fail(locations.error());
-  uint64_t log_max_bytes = options_.log_max_bytes;
-  if (auto max = core::CfgGet<std::string>(request.cfg, "log_max_bytes")) {
-    auto bytes = core::ParseByteSize(*max);
-    if (!bytes) return Fail(Error::InvalidArgument("log_max_bytes: " + bytes.error().message));
-    log_max_bytes = *bytes;
-  }
-  int64_t max_duration_ms = 0;
-  if (auto limit = core::CfgGet<std::string>(request.cfg, "max_duration")) {
-    auto ms = core::ParseDurationMs(*limit);
-    if (!ms) return Fail(Error::InvalidArgument("max_duration: " + ms.error().message));
-    max_duration_ms = *ms;
-  }
-  if (auto room = CheckRoom(request.uid, request.privileged); !room) return Fail(room.error());
-
-  auto rec = std::make_unique<LocalApp>();
-  rec->scheduler = request.scheduler;
-  rec->session = request.session;
-  rec->app_id = core::MakeUnique(request.app.name);
-  rec->app = std::move(request.app);
-  rec->cfg = core::CfgToJson(request.cfg);
-  rec->cwd = request.cwd;
-  rec->client_env = request.env;
-  rec->owner_uid = request.uid;
-  rec->owner_gid = caller->gid;
-  rec->created_ms = clock_->UnixNowMs();
-  rec->log_max_bytes = log_max_bytes;
-  rec->max_duration_ms = max_duration_ms;
-  auto user_log_dir = core::CfgGet<std::string>(request.cfg, "log_dir");
-  rec->user_log_dir = user_log_dir.has_value();
-  std::string base = user_log_dir ? *user_log_dir : options_.log_dir;
-  if (!base.empty() && base[0] != '/') base = request.cwd + "/" + base;
-  rec->app_log_dir = core::AppLogDir(base, rec->session, rec->app_id);
-  for (const auto& role : rec->app.roles) {
-    // Names are validated, so this holds; checked anyway because the path is what matters.
-    if (!core::PathIsUnder(base, rec->app_log_dir + "/" + role.name)) {
-      return Fail(Error::InvalidArgument("the log directory of role " + role.name + " would leave " + base));
-    }
-  }
-  if (auto admissible = PrepareAdmission(*rec, request.privileged); !admissible) return Fail(admissible.error());
-  if (auto made = MakeAppLogDir(*rec, base); !made) return Fail(made.error());
-
-  core::LocalPlanInput plan_input;
-  plan_input.scheduler = rec->scheduler;
-  plan_input.session = rec->session;
-  plan_input.app_id = rec->app_id;
-  plan_input.session_id = core::SessionUuid();
-  plan_input.app_log_dir = rec->app_log_dir;
-  plan_input.cfg = request.cfg;
-  plan_input.client_env = request.env;
-  plan_input.roles = *locations;
-  plan_input.gpu_count = gpu_count_;
-  core::LocalPlan plan = core::PlanLocalApp(rec->app, plan_input);
-  std::vector<core::ReplicaRequest> requests = std::move(plan.requests);
-  if (!requests.empty()) rec->inherited_env = requests.front().inherited;  // one copy for the app
-  rec->submit_warnings = std::move(plan.warnings);
-  if (admission_ && admission_->box().topology.size() == 0) {
-    int most = 0;
-    for (const auto& role : rec->app.roles) most = std::max(most, role.resource.gpu);
-    if (most > 0) {
-      rec->submit_warnings.push_back(
-          "this box has no GPU that torchxd found (NVML) or was told of (--gpu-topology, --capacity): the GPU request "
-          "(" + std::to_string(most) + " per replica) is not enforced and no CUDA_VISIBLE_DEVICES is set");
-    }
-  }
-  if (!docker) {
-    for (auto& req : requests) {
-      for (const auto& [k, v] : caller->identity_env) req.env[k] = v;
-    }
-  }
-  for (const auto& req : requests) rec->launched_bytes += req.ExpandedBytes();
-  if (!docker) {
-    uint64_t expanded = rec->launched_bytes;
-    if (expanded > options_.max_expanded_bytes_per_app) {
-      return Fail(Error::InvalidArgument(
-          "the app's " + std::to_string(requests.size()) + " replicas would start with " +
-          core::FormatByteSize(expanded) + " of environment and arguments together (" +
-          core::FormatByteSize(expanded / std::max<size_t>(1, requests.size())) +
-          " each, the client's environment included), more than this torchxd starts for one app "
-          "(--max-expanded-bytes-per-app " + core::FormatByteSize(options_.max_expanded_bytes_per_app) +
-          "); pass a smaller environment (torchx run sends the client's; -cfg env / the role's env) or fewer replicas"));
-    }
-    for (const auto& req : requests) rec->requests.push_back(seam::ReplicaRequestToStoredJson(req));
-  }
-  for (const auto& req : requests) {
-    supervisor::ReplicaInfo info;
-    info.role = req.role;
-    info.replica_id = req.replica_id;
-    info.log_dir = req.log_dir;
-    info.hostname = req.container_name;
-    for (size_t r = 0; r < rec->app.roles.size(); ++r) {
-      if (rec->app.roles[r].name == req.role) info.role_index = static_cast<int>(r);
-    }
-    rec->replicas.push_back(info);
-  }
-  rec->state = admission_ || hold ? core::AppState::kPending : core::AppState::kSubmitted;
-  // As text: its fixed parts (the requests are most of it) are serialized once, here, for every later write.
-  auto text = rec->ChangedText(true);  // both parts: the replicas are in the row until they have their own
-  rec->submitted_bytes = text->fixed->size() + text->launch->size() + text->changing.size();
-  if (auto room = rec->state == core::AppState::kPending ? CheckPending(request.uid, rec->submitted_bytes)
-                                                         : Result<void>{};
-      !room) {
-    std::error_code ec;
-    seam::AsUser as(rec->owner_uid, rec->owner_gid);
-    std::filesystem::remove_all(rec->app_log_dir, ec);  // made above; nothing else was
-    return Fail(room.error());
-  }
-  Result<void> committed = store_->PutAppParts(rec->scheduler, rec->app_id, static_cast<int>(rec->state),
-                                               rec->created_ms, text->fixed, text->launch, text->changing);
-  if (committed) {
-    seam::AppEvent submitted;
-    submitted.type = "submitted";
-    submitted.text = "submitted: " + std::to_string(rec->replicas.size()) +
-                     (rec->replicas.size() == 1 ? " replica" : " replicas") + " of " + rec->app.name;
-    submitted.data = {{"replicas", rec->replicas.size()}, {"scheduler", rec->scheduler}};
-    auto seq = store_->AddEvent(rec->scheduler, rec->app_id, clock_->UnixNowMs(), submitted.type,
-                                static_cast<int>(rec->state), submitted.StoredMsg());
-    if (!seq) committed = Fail(seq.error());
-  }
-  if (committed) {
-    committed = store_->Commit();
-  } else {
-    store_->Rollback();
-  }
-  if (!committed) {
-    // Acknowledge only what is stored: undo, start nothing.
-    {
-      seam::AsUser as(rec->owner_uid, rec->owner_gid);
-      std::error_code ec;
-      std::filesystem::remove_all(rec->app_log_dir, ec);
-    }
-    logging::error("refusing app: the store cannot record it app={} error={}", rec->app_id, committed.error().message);
-    return Fail(Error::Io("the state store could not record the app, so nothing was started: " +
-                          committed.error().message));
-  }
-  LocalApp* raw = rec.get();
-  apps_[Key{raw->scheduler, raw->app_id}] = std::move(rec);
-  MakeRoom(raw->owner_uid);
-  logging::info("app submitted app={} scheduler={} replicas={}", raw->app_id, raw->scheduler,
-               raw->replicas.size());
-  if (hold) return raw;
-  // Stored and acknowledged from here: whatever goes wrong now ends the app
-  // FAILED with the reason, never a refusal of what is kept.
-  try {
-    if (admission_) {
-      admission_->Enqueue(DemandOf(*raw));
-      RunAdmissionPass();  // it starts within its submit when it fits
-      return raw;
-    }
-    Launch(*raw, std::move(requests), caller->run_as);
-  } catch (const std::exception& e) {
-    logging::error("an app stored at submit could not be started app={} error={}", raw->app_id, e.what());
-    if (raw->runner) by_runner_.erase(raw->runner.get());
-    raw->runner.reset();
-    LeaveAdmission(*raw);
-    raw->state = core::AppState::kFailed;
-    raw->msg = std::string("torchxd could not start it: ") + e.what();
-    raw->ended_ms = clock_->UnixNowMs();
-    Persist(*raw);
-    (void)store_->Commit();
-  }
-  return raw;
 }
 
 void LocalScheduler::Launch(LocalApp& app, std::vector<core::ReplicaRequest> requests, std::vector<unsigned> run_as,

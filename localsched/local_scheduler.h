@@ -93,8 +93,10 @@ class LocalScheduler : public seam::Scheduler,
   // dir, local_docker's containers), which are re-adopted; queued ones wait in their queues again.
   [[nodiscard]] Result<void> Load(const std::vector<seam::StoredApp>& stored);
   std::vector<std::string> Names() const override { return {"local_cwd", "local_dir", "local_docker"}; }
+  // A process app whose replicas' environment and arguments come to a
+  // megabyte or more is expanded on the FileWorker (localsched/local_submit.cc).
   void Submit(seam::SubmitRequest request, std::function<void(Result<const seam::AppRecord*>)> done) override;
-  // `hold`: stored and PENDING, but neither queued nor started (its images are pulled first).
+  // All on the loop. `hold`: stored and PENDING, but neither queued nor started (its images are pulled first).
   [[nodiscard]] Result<const seam::AppRecord*> SubmitNow(seam::SubmitRequest request, bool hold = false);
   LocalApp* Find(const std::string& scheduler, const std::string& app_id) override;
   std::vector<const seam::AppRecord*> List() const override;
@@ -148,6 +150,13 @@ class LocalScheduler : public seam::Scheduler,
   static const LocalApp& Own(const seam::AppRecord& record);
   LocalApp* RecordOf(supervisor::AppRunner& runner);
   LocalApp* OldestEvictable(uid_t uid);
+  // A submit's steps (localsched/local_submit.cc): the checks on the loop;
+  // the expansion, pure, wherever; the commit on the loop, which checks
+  // again what may have changed since.
+  struct Submitting;
+  [[nodiscard]] Result<std::unique_ptr<Submitting>> CheckSubmit(seam::SubmitRequest request, bool hold);
+  [[nodiscard]] static Result<void> Expand(Submitting& s);
+  [[nodiscard]] Result<const seam::AppRecord*> CommitSubmit(Submitting& s);
   // May the user start one more app (--max-running-per-user)? Changes nothing.
   [[nodiscard]] Result<void> CheckRoom(uid_t uid, bool privileged);
   // May the user have one more app of `bytes` waiting to start

@@ -151,6 +151,45 @@ TEST_F(HardeningTest, MacrosThatWouldGrowAThousandfoldAreRefusedBeforeAnyIsSubst
   EXPECT_LT(after, before + 32 * 1024) << "peak RSS " << before << " KiB -> " << after << " KiB";
 }
 
+// A big app is expanded off the loop, and the user's bounds are checked
+// again when it is stored: of two big apps sent at once by a user who may
+// have one waiting, one waits and then runs with every byte, the other is
+// refused naming the limit, whichever arrived first; nothing of it is kept.
+TEST_F(HardeningTest, TwoBigAppsSentAtOnceAreCheckedAgainstTheBoundsWhenStored) {
+  fs::path topology = dir_ / "one.json";
+  std::ofstream(topology) << R"({"gpus": [{"index": 0, "uuid": "GPU-0", "numa_node": 0}]})";
+  StartDaemon({"--gpu-topology", topology.string(), "--max-pending-per-user", "1"});
+  json gpu_role = ShRole("r", "sleep 60");
+  gpu_role["resource"] = {{"gpu", 1}};
+  auto holder = Call("run", RunParams(App("holder", {gpu_role})));
+  ASSERT_TRUE(holder.has_value()) << holder.error().message;
+  auto params = [&](const std::string& name) {
+    // 16 variables of 64 KiB (one string of a process is at most 128 KiB): expanded off the loop.
+    std::string all;
+    for (int i = 0; i < 16; ++i) all += "$B" + std::to_string(i);
+    json role = ShRole("r", "test \"$(printf %s \"" + all + "\" | wc -c)\" -eq 1048576");
+    role["resource"] = {{"gpu", 1}};
+    json p = RunParams(App(name, {role}));
+    for (int i = 0; i < 16; ++i) p["env"]["B" + std::to_string(i)] = std::string(64 * 1024, 'b');
+    return p;
+  };
+  size_t apps = AppCount();
+  Result<json> first, second;
+  std::thread other([&] { second = Call("run", params("second")); });
+  first = Call("run", params("first"));
+  other.join();
+  ASSERT_NE(first.has_value(), second.has_value()) << "exactly one of the two is taken";
+  const Result<json>& taken = first ? first : second;
+  const Result<json>& refused = first ? second : first;
+  EXPECT_EQ(refused.error().code, ErrorCode::kUnavailable);
+  EXPECT_THAT(refused.error().message, HasSubstr("--max-pending-per-user 1"));
+  EXPECT_EQ(AppCount(), apps + 1) << "a refused run leaves no app behind";
+  std::string h = (*taken)["app_handle"];
+  EXPECT_EQ(Status(h)["state"], "PENDING");
+  CallOk("cancel", {{"app_handle", (*holder)["app_handle"]}, {"grace_period", 0}});
+  EXPECT_EQ(Wait(h)["state"], "SUCCEEDED") << "its one replica got the whole environment";
+}
+
 // `log -f` followers that never read cost at most about 1 MiB each while they
 // stay (the rest is read from disk when they catch up), and that memory goes
 // back once they close.
