@@ -75,11 +75,27 @@ void LocalScheduler::Submit(seam::SubmitRequest request, std::function<void(Resu
   logging::debug("expanding app={} off the loop (replicas' environment and arguments about {})", s->rec->app_id,
                  core::FormatByteSize(s->estimate));
   // The FileWorker goes before this scheduler does: a continuation never outlives it.
-  options_.files->Post(s->rec->owner_uid, ::geteuid(), ::getegid(), [this, s, done]() -> std::function<void()> {
-    auto expanded = std::make_shared<Result<void>>(Expand(*s));
-    return [this, s, done, expanded] {
+  // Off the request's call, so what it throws is answered here, as the Service answers the rest.
+  auto answered = [](std::function<Result<void>()> step) -> Result<void> {
+    try {
+      return step();
+    } catch (const std::exception& e) {
+      return Fail(Error::Internal(std::string("torchxd could not take the app: ") + e.what()));
+    }
+  };
+  options_.files->Post(s->rec->owner_uid, ::geteuid(), ::getegid(), [this, s, done, answered]() -> std::function<void()> {
+    auto expanded = std::make_shared<Result<void>>(answered([&] { return Expand(*s); }));
+    return [this, s, done, expanded, answered] {
       if (!*expanded) return done(Fail(expanded->error()));
-      done(CommitSubmit(*s));
+      Result<const seam::AppRecord*> committed = nullptr;
+      if (auto ok = answered([&]() -> Result<void> {
+            committed = CommitSubmit(*s);
+            return {};
+          });
+          !ok) {
+        committed = Fail(ok.error());
+      }
+      done(committed);  // its reply is encoded so that it cannot throw
     };
   });
 }
