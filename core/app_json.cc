@@ -140,8 +140,10 @@ Result<void> ValidateResource(const Resource& res, const std::string& path) {
                                                          std::to_string(value));
   }
   for (const auto& [name, count] : res.devices) {
-    if (count < 0) {
-      return Invalid(path + ".devices." + name, "must be >= 0, got " + std::to_string(count));
+    // A count becomes that many device entries in each replica's container.
+    if (count < 0 || count > kMaxDevicesPerKind) {
+      return Invalid(path + ".devices." + name, "must be within [0, " + std::to_string(kMaxDevicesPerKind) +
+                                                    "], got " + std::to_string(count));
     }
   }
   return {};

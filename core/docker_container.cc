@@ -70,7 +70,7 @@ std::vector<ReplicaRequest> BuildContainerRequests(const AppDef& app, const Dock
   for (const Role& original : app.roles) {
     Role role = original;
     role.metadata = nlohmann::json::object();  // no replica reads it: not copied for each
-    role.env["TORCHX_JOB_ID"] = MakeAppHandle("local_docker", ctx.session, std::string(kMacroAppId));
+    role.env["TORCHX_JOB_ID"] = MakeAppHandle("local_docker", EscapeMacros(ctx.session), std::string(kMacroAppId));
     for (int i = 0; i < role.num_replicas; ++i) {
       MacroValues values{"", ctx.app_id, std::to_string(i), "TORCHX_RANK0_HOST"};
       Role r = values.Apply(role);

@@ -1,13 +1,19 @@
 #include "core/json_parse.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <vector>
 
 namespace torchxd::core {
 
 Result<void> CheckJsonDepth(std::string_view text, size_t max_depth) {
+  return CheckJsonShape(text, max_depth, SIZE_MAX);
+}
+
+Result<void> CheckJsonShape(std::string_view text, size_t max_depth, size_t max_values) {
   size_t depth = 0;
+  size_t values = 1;  // each ',' and each non-empty '[' or '{' starts one more
   bool in_string = false;
   for (size_t i = 0; i < text.size(); ++i) {
     char c = text[i];
@@ -21,10 +27,14 @@ Result<void> CheckJsonDepth(std::string_view text, size_t max_depth) {
     }
     if (c == '"') {
       in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > max_depth) {
+    } else if (c == '[' || c == '{' || c == ',') {
+      if (c != ',' && ++depth > max_depth) {
         return Fail(Error::InvalidArgument("JSON nested deeper than " + std::to_string(max_depth) +
                                            " levels (at byte " + std::to_string(i) + ")"));
+      }
+      if (++values > max_values) {
+        return Fail(Error::InvalidArgument("JSON of more than " + std::to_string(max_values) +
+                                           " values (at byte " + std::to_string(i) + ")"));
       }
     } else if ((c == ']' || c == '}') && depth > 0) {
       --depth;

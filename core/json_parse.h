@@ -27,6 +27,9 @@ inline constexpr size_t kMaxAppDefDepth = 32;
 
 // InvalidArgument naming the byte offset where the nesting passes `max_depth`.
 [[nodiscard]] Result<void> CheckJsonDepth(std::string_view text, size_t max_depth = kMaxJsonDepth);
+// The same, and at most `max_values` values (each costs far more once parsed
+// than its few bytes of text: `""` is 3 bytes of text and about 80 parsed).
+[[nodiscard]] Result<void> CheckJsonShape(std::string_view text, size_t max_depth, size_t max_values);
 // The depth of a parsed value: a scalar is 0, `[]` and `{}` are 1.
 size_t JsonDepth(const nlohmann::json& value);
 

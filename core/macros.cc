@@ -105,6 +105,16 @@ std::string SafeSubstitute(std::string_view templ,
   return out;
 }
 
+std::string EscapeMacros(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    out += c;
+    if (c == '$') out += '$';
+  }
+  return out;
+}
+
 MacroCounts CountMacros(std::string_view templ) {
   MacroCounts c;
   ScanTemplate(

@@ -38,6 +38,10 @@ struct MacroValues {
   Role Apply(const Role& role) const;
 };
 
+// `text` as a template that substitutes to itself ('$' doubled): what goes
+// into a template from elsewhere (a session name in a handle) stays as it is.
+std::string EscapeMacros(std::string_view text);
+
 // What substitutions come to without making them: the bytes that stay as
 // they are and how often each macro occurs. A template of a few bytes can
 // grow a thousandfold ("$img_root" for a long path), so sizes are known

@@ -16,7 +16,9 @@ std::string Frame(json j) {
 }  // namespace
 
 Result<Request> DecodeRequest(std::string_view frame) {
-  if (auto ok = core::CheckJsonDepth(frame); !ok) return Fail(ok.error().WithContext("request"));
+  if (auto ok = core::CheckJsonShape(frame, core::kMaxJsonDepth, kMaxRequestValues); !ok) {
+    return Fail(ok.error().WithContext("request"));
+  }
   json j = json::parse(frame, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return Fail(Error::InvalidArgument("request is not valid JSON"));
   if (!j.is_object()) return Fail(Error::InvalidArgument("request must be a JSON object"));

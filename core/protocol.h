@@ -20,6 +20,9 @@ namespace torchxd::protocol {
 
 inline constexpr int kVersion = 1;
 inline constexpr size_t kMaxFrameBytes = 16 * 1024 * 1024;
+// Values in one request: an AppDef of 20,000 variables is about 40,000; five
+// million empty strings fit in a frame and cost gigabytes once parsed.
+inline constexpr size_t kMaxRequestValues = 256 * 1024;
 
 struct Request {
   int64_t id = 0;

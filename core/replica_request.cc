@@ -1,10 +1,17 @@
 #include "core/replica_request.h"
 
+#include <algorithm>
+#include <variant>
+
 #include "core/app_handle.h"
 #include "core/macros.h"
 
 namespace torchxd::core {
 namespace {
+
+size_t MountBytes(const BindMount& m) { return m.src_path.size() + m.dst_path.size(); }
+size_t MountBytes(const VolumeMount& m) { return m.src.size() + m.dst_path.size(); }
+size_t MountBytes(const DeviceMount& m) { return m.src_path.size() + m.dst_path.size() + m.permissions.size(); }
 
 std::string StripColons(const std::string& s) {
   size_t b = s.find_first_not_of(':');
@@ -46,7 +53,7 @@ size_t ReplicaRequest::ExpandedBytes() const {
 }
 
 uint64_t EstimateExpandedBytes(const AppDef& app, const std::map<std::string, std::string>& client_env,
-                               size_t img_root_len) {
+                               size_t img_root_len, uint64_t per_replica) {
   auto add = [](uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; };
   uint64_t client = 0;
   for (const auto& [k, v] : client_env) client = add(client, k.size() + v.size() + 2);
@@ -56,8 +63,21 @@ uint64_t EstimateExpandedBytes(const AppDef& app, const std::map<std::string, st
   uint64_t total = 0;
   for (const auto& role : app.roles) {
     if (role.num_replicas <= 0) continue;
-    uint64_t fixed = role.entrypoint.size() + 1 + role.args.size();  // each with its terminator
+    uint64_t fixed = add(role.entrypoint.size() + 1 + role.args.size(), per_replica);  // each with its terminator
     for (const auto& [k, v] : role.env) fixed = add(fixed, k.size() + 2);
+    // What the translations copy for each replica besides its process's environment and arguments.
+    fixed = add(fixed, 2 * role.image.size());
+    fixed = add(fixed, role.resource.capabilities.dump().size() + role.resource.tags.dump().size());
+    uint64_t elements = role.args.size() + role.env.size() + role.port_map.size() + role.mounts.size();
+    for (const auto& [name, port] : role.port_map) fixed = add(fixed, name.size());
+    for (const auto& [name, count] : role.resource.devices) {
+      fixed = add(fixed, name.size());
+      elements = add(elements, static_cast<uint64_t>(std::max(count, 0)));
+    }
+    for (const auto& mount : role.mounts) {
+      std::visit([&](const auto& m) { fixed = add(fixed, MountBytes(m)); }, mount);
+    }
+    fixed = add(fixed, elements > UINT64_MAX / kElementBytes ? UINT64_MAX : elements * kElementBytes);
     size_t id_len = std::to_string(role.num_replicas - 1).size();
     MacroCounts counts;
     for (const auto& arg : role.args) counts += CountMacros(arg);
@@ -78,7 +98,7 @@ std::vector<ReplicaRequest> BuildReplicaRequests(const AppDef& app, const LocalA
     const RoleLocation& where = ctx.roles.at(r);
     // As TorchX's runner sets it, unless the AppDef has one (TorchX's own runner, through
     // the plugin, sets its `torchxd://` handle: the one its trackers and users know).
-    role.env.emplace("TORCHX_JOB_ID", MakeAppHandle(ctx.scheduler, ctx.session, std::string(kMacroAppId)));
+    role.env.emplace("TORCHX_JOB_ID", MakeAppHandle(ctx.scheduler, EscapeMacros(ctx.session), std::string(kMacroAppId)));
     std::string role_path = Lookup(role.env, "PATH");
     std::string path = ctx.prepend_cwd ? JoinPath({where.cwd, role_path})
                                        : JoinPath({role_path, where.cwd});

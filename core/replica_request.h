@@ -94,8 +94,13 @@ std::vector<ReplicaRequest> BuildReplicaRequests(const AppDef& app, const LocalA
 // `img_root_len` bytes), the few variables torchxd adds left out. A few
 // bytes of AppDef can stand for gigabytes once substituted; this is known
 // in one pass over the request. Saturates, never wraps.
+// What else of it is copied for each replica is counted too (image,
+// ports, mounts, capabilities, devices, and `per_replica` bytes from
+// outside the AppDef: cwd, cfg), and each argument, variable, port or
+// device costs kElementBytes besides its text.
 uint64_t EstimateExpandedBytes(const AppDef& app, const std::map<std::string, std::string>& client_env,
-                               size_t img_root_len);
+                               size_t img_root_len, uint64_t per_replica = 0);
+inline constexpr uint64_t kElementBytes = 256;
 
 // TorchX's auto_set_cuda_visible_devices: gives each replica of a role with
 // gpu > 0 a contiguous slice of the `device_count` GPUs, in role then replica

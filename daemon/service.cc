@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <filesystem>
 #include <limits>
 #include <map>
@@ -154,6 +155,10 @@ Result<seam::SubmitRequest> Service::ValidateRun(const json& params, const PeerI
   if (req.cwd.empty() || req.cwd[0] != '/') {
     return Fail(Error::InvalidArgument("params.cwd: must be an absolute path, got \"" + req.cwd + "\""));
   }
+  if (req.cwd.size() >= PATH_MAX) {  // no process could start in it; it is copied for every replica
+    return Fail(Error::InvalidArgument("params.cwd: must be shorter than " + std::to_string(PATH_MAX) +
+                                       " bytes (PATH_MAX), got " + std::to_string(req.cwd.size())));
+  }
   if (auto ok = core::ValidateName("params.session", req.session); !ok) return Fail(ok.error());
   for (const auto& [key, value] : req.env) {
     if (key.empty() || key.find('=') != std::string::npos) {
@@ -175,7 +180,15 @@ Result<seam::SubmitRequest> Service::ValidateRun(const json& params, const PeerI
   // once substituted for every replica, whichever scheduler translates it.
   size_t longest_image = 0;
   for (const auto& role : req.app.roles) longest_image = std::max(longest_image, role.image.size());
-  uint64_t expanded = core::EstimateExpandedBytes(req.app, req.env, req.cwd.size() + 1 + longest_image);
+  // The cwd (a replica's, its PATH's and log paths'), the cfg (Slurm's options, log_dir) and the session are
+  // copied for each replica: bounded, then counted.
+  size_t cfg_bytes = cfg_json.dump().size();
+  if (cfg_bytes > kMaxCfgBytes) {
+    return Fail(Error::InvalidArgument("params.cfg: " + std::to_string(cfg_bytes) + " bytes of JSON; a run's options " +
+                                       "take at most " + std::to_string(kMaxCfgBytes) + " (64 KiB)"));
+  }
+  uint64_t per_replica = 3 * req.cwd.size() + 3 * cfg_bytes + 2 * req.session.size();
+  uint64_t expanded = core::EstimateExpandedBytes(req.app, req.env, req.cwd.size() + 1 + longest_image, per_replica);
   if (expanded > info_.max_expanded_bytes_per_app) {
     return Fail(Error::InvalidArgument(
         "params.app: its " + std::to_string(replicas) + " replicas would start with up to " +

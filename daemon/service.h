@@ -113,6 +113,7 @@ class Service : public RequestHandler {
   nlohmann::json StatusExtra(const seam::AppRecord& app) const;
   // A `status` of an app of this many replicas or more is encoded on the worker.
   static constexpr size_t kStatusEncodedOffLoop = 64;
+  static constexpr size_t kMaxCfgBytes = 64 * 1024;  // a run's cfg as JSON: parts of it are copied for each replica
   void Wait(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
   void Scale(const nlohmann::json& params, const PeerInfo& peer, const Reply& reply);
   void Runopts(const nlohmann::json& params, const Reply& reply);

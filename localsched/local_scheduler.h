@@ -23,6 +23,7 @@
 
 #include "admission/admission.h"
 #include "core/clock.h"
+#include "core/fair_worker.h"
 #include "core/runopts.h"
 #include "core/uv_handle.h"
 #include "docker/container_runtime.h"
@@ -94,7 +95,7 @@ class LocalScheduler : public seam::Scheduler,
   [[nodiscard]] Result<void> Load(const std::vector<seam::StoredApp>& stored);
   std::vector<std::string> Names() const override { return {"local_cwd", "local_dir", "local_docker"}; }
   // A process app whose replicas' environment and arguments come to a
-  // megabyte or more is expanded on the FileWorker (localsched/local_submit.cc).
+  // megabyte or more is expanded on a thread of its own (localsched/local_submit.cc).
   void Submit(seam::SubmitRequest request, std::function<void(Result<const seam::AppRecord*>)> done) override;
   // All on the loop. `hold`: stored and PENDING, but neither queued nor started (its images are pulled first).
   [[nodiscard]] Result<const seam::AppRecord*> SubmitNow(seam::SubmitRequest request, bool hold = false);
@@ -291,6 +292,10 @@ class LocalScheduler : public seam::Scheduler,
   };
   std::map<Key, Pull> pulls_;  // local_docker apps whose image is being pulled
   std::unique_ptr<Timer> deadline_timer_;  // for the earliest of deadlines_
+  // Big apps' expansions, users in turn, apart from the FileWorker's reads so
+  // that neither waits for the other; made at the first. Last: it stops (its
+  // continuations dropped) before anything they use goes.
+  std::unique_ptr<core::FairWorker> expander_;
 };
 
 }  // namespace torchxd::localsched

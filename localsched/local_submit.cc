@@ -1,7 +1,7 @@
 // LocalScheduler's submit, in three steps: CheckSubmit on the loop (all
 // that can refuse the app from what the loop knows), Expand (every
 // replica's request and the record's text: pure, and for a big app run on
-// the FileWorker in its owner's turn, so that the loop answers everyone
+// a thread of its own in its owner's turn, so that the loop answers everyone
 // meanwhile), then CommitSubmit on the loop, which checks again what may
 // have changed in between, stores the app in one transaction and starts it.
 #include <unistd.h>
@@ -21,7 +21,6 @@
 #include "localsched/local_caller.h"
 #include "localsched/local_scheduler.h"
 #include "seam/as_user.h"
-#include "seam/file_worker.h"
 
 namespace torchxd::localsched {
 
@@ -68,13 +67,12 @@ void LocalScheduler::Submit(seam::SubmitRequest request, std::function<void(Resu
   auto checked = CheckSubmit(std::move(request), /*hold=*/false);
   if (!checked) return done(Fail(checked.error()));
   std::shared_ptr<Submitting> s = std::move(*checked);
-  if (options_.files == nullptr || s->estimate < kExpandedOffLoop) {
+  if (s->estimate < kExpandedOffLoop) {
     if (auto expanded = Expand(*s); !expanded) return done(Fail(expanded.error()));
     return done(CommitSubmit(*s));
   }
   logging::debug("expanding app={} off the loop (replicas' environment and arguments about {})", s->rec->app_id,
                  core::FormatByteSize(s->estimate));
-  // The FileWorker goes before this scheduler does: a continuation never outlives it.
   // Off the request's call, so what it throws is answered here, as the Service answers the rest.
   auto answered = [](std::function<Result<void>()> step) -> Result<void> {
     try {
@@ -83,7 +81,8 @@ void LocalScheduler::Submit(seam::SubmitRequest request, std::function<void(Resu
       return Fail(Error::Internal(std::string("torchxd could not take the app: ") + e.what()));
     }
   };
-  options_.files->Post(s->rec->owner_uid, ::geteuid(), ::getegid(), [this, s, done, answered]() -> std::function<void()> {
+  if (!expander_) expander_ = std::make_unique<core::FairWorker>(loop_);
+  expander_->Post(s->rec->owner_uid, [this, s, done, answered]() -> std::function<void()> {
     auto expanded = std::make_shared<Result<void>>(answered([&] { return Expand(*s); }));
     return [this, s, done, expanded, answered] {
       if (!*expanded) return done(Fail(expanded->error()));

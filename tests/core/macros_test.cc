@@ -99,5 +99,12 @@ TEST(MacrosTest, CountsGiveTheSubstitutedSizeWithoutSubstituting) {
   EXPECT_EQ(many.SizeWith(4096, 0, 0, 0), UINT64_MAX);
 }
 
+TEST(MacrosTest, AnEscapedTextSubstitutesToItself) {
+  MacroValues values{"/root", "app-1", "2", "R"};
+  for (const char* text : {"", "plain", "$", "$$", "s$img_root", "${app_id}$", "$${x}"}) {
+    EXPECT_EQ(values.Substitute(EscapeMacros(text)), text) << text;
+  }
+}
+
 }  // namespace
 }  // namespace torchxd::core

@@ -117,5 +117,34 @@ TEST(ReplicaRequestTest, CudaVisibleDevicesAreContiguousSlicesAllOrNothing) {
   for (const auto& r : fresh) EXPECT_EQ(r.env.count("CUDA_VISIBLE_DEVICES"), 0u);
 }
 
+// A session is a name, not a template: its '$' reaches TORCHX_JOB_ID as written.
+TEST(ReplicaRequestTest, TheSessionInTheJobIdIsNeverSubstituted) {
+  LocalAppContext ctx = Context(false);
+  ctx.session = "s$img_root${app_id}";
+  auto reqs = BuildReplicaRequests(TwoRoleApp(), ctx);
+  EXPECT_EQ(reqs[0].Environment().at("TORCHX_JOB_ID"), "local_cwd://s$img_root${app_id}/app-x1");
+}
+
+// The estimate counts what a replica gets with macros at their longest,
+// and what each element and each copied field costs besides its text.
+TEST(ReplicaRequestTest, TheEstimateCountsElementsMacrosAndWhatIsCopiedForEachReplica) {
+  Role r;
+  r.name = "r";
+  r.entrypoint = "e";
+  r.num_replicas = 10;
+  AppDef app{"a", {r}, {}};
+  uint64_t bare = EstimateExpandedBytes(app, {}, 0);
+  EXPECT_EQ(bare, 10u * 6u);  // "e" and its terminator, and empty capabilities and tags ("{}" each)
+  app.roles[0].args.assign(1000, "");
+  EXPECT_EQ(EstimateExpandedBytes(app, {}, 0), bare + 10u * 1000u * (1u + kElementBytes));
+  app.roles[0].args = {"$img_root"};
+  EXPECT_EQ(EstimateExpandedBytes(app, {}, 4000), bare + 10u * (4000u + 1u + kElementBytes));
+  app.roles[0].args.clear();
+  app.roles[0].image = std::string(100, 'i');
+  app.roles[0].resource.devices = {{"efa", 4}};
+  EXPECT_EQ(EstimateExpandedBytes(app, {}, 0, 7), bare + 10u * (200u + 3u + 4u * kElementBytes + 7u));
+  EXPECT_EQ(EstimateExpandedBytes(app, {{"K", "v"}}, 0, 7) - EstimateExpandedBytes(app, {}, 0, 7), 10u * 4u);
+}
+
 }  // namespace
 }  // namespace torchxd::core

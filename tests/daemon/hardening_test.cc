@@ -258,6 +258,50 @@ TEST_F(HardeningTest, DeeplyNestedJsonIsRefusedBeforeAnyRecursion) {
   EXPECT_TRUE(Answers());
 }
 
+// A frame may hold five million empty strings in its 16 MiB, which would
+// parse to gigabytes: a request of more values than any AppDef needs is
+// refused before it is parsed, naming the bound.
+TEST_F(HardeningTest, MillionsOfTinyValuesAreRefusedBeforeTheyAreParsed) {
+  StartDaemon();
+  std::string args;
+  for (int i = 0; i < 5'000'000; ++i) args += i ? ",\"\"" : "\"\"";
+  std::string frame = R"({"v":1,"id":1,"method":"run","params":{"cwd":"/","app":{"name":"a","roles":[{"name":"r","entrypoint":"true","args":[)" +
+                      args + "]}]}}}\n";
+  ASSERT_LT(frame.size(), 16u << 20);
+  size_t before = PeakRssKb();
+  UniqueFd fd = Raw();
+  ASSERT_TRUE(SendAll(fd.get(), frame));
+  std::string reply;
+  char c;
+  while (::read(fd.get(), &c, 1) == 1 && c != '\n') reply += c;
+  EXPECT_THAT(reply, HasSubstr("request: JSON of more than 262144 values"));
+  EXPECT_TRUE(Answers());
+  if (kSanitized) GTEST_SKIP() << "resident sizes are not measured under AddressSanitizer";
+  EXPECT_LT(PeakRssKb(), before + 64 * 1024) << "peak RSS " << before << " KiB -> " << PeakRssKb() << " KiB";
+}
+
+// What a replica's start copies from the request is bounded where it is
+// read: a cwd no process could start in, a device count that would be that
+// many entries in every container, a cfg (log_dir, Slurm's partition) of megabytes.
+TEST_F(HardeningTest, ACwdPastPathMaxTooManyDevicesAndAHugeCfgAreRefusedNamingTheBound) {
+  StartDaemon();
+  json params = RunParams(App("a", {ShRole("r", "true")}));
+  params["cwd"] = "/" + std::string(8 << 20, 'a');
+  auto cwd = Call("run", params);
+  ASSERT_FALSE(cwd.has_value());
+  EXPECT_THAT(cwd.error().message, HasSubstr("params.cwd: must be shorter than 4096 bytes (PATH_MAX), got 8388609"));
+  json role = ShRole("r", "true");
+  role["resource"] = {{"devices", {{"vpc.amazonaws.com/efa", 3'000'000}}}};
+  auto devices = Call("run", RunParams(App("a", {role})));
+  ASSERT_FALSE(devices.has_value());
+  EXPECT_THAT(devices.error().message, HasSubstr("devices.vpc.amazonaws.com/efa: must be within [0, 1024], got 3000000"));
+  params = RunParams(App("a", {ShRole("r", "true")}), {{"cfg", {{"log_dir", std::string(100000, 'l')}}}});
+  auto cfg = Call("run", params);
+  ASSERT_FALSE(cfg.has_value());
+  EXPECT_THAT(cfg.error().message, HasSubstr("params.cfg: 100014 bytes of JSON; a run's options take at most 65536"));
+  EXPECT_TRUE(Answers());
+}
+
 // Reads `count` reply frames from `fd` on a thread (the daemon may wait for us to read).
 std::thread ReadReplies(int fd, size_t count, std::vector<json>* out) {
   return std::thread([fd, count, out] {
