@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "core/unique_fd.h"
@@ -25,30 +26,6 @@ void SayRaw(int fd, const std::string& line) {
     if (n <= 0) return;  // the daemon is gone; nothing to tell
     p += n;
     left -= static_cast<size_t>(n);
-  }
-}
-
-bool ReadSpec(int fd, ShimSpec& spec, std::string& rest, std::string& error) {
-  std::string buf;
-  char chunk[65536];
-  for (;;) {
-    size_t used = 0;
-    switch (DecodeShimSpec(buf, spec, error, &used)) {
-      case ShimDecode::kComplete:
-        rest = buf.substr(used);
-        return true;
-      case ShimDecode::kInvalid:
-        return false;
-      case ShimDecode::kNeedMore:
-        break;
-    }
-    ssize_t n = ::read(fd, chunk, sizeof(chunk));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      error = "the spec ended early";
-      return false;
-    }
-    buf.append(chunk, static_cast<size_t>(n));
   }
 }
 

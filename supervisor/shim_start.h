@@ -16,6 +16,7 @@
 
 #include "supervisor/shim_loop.h"
 #include "supervisor/shim_protocol.h"
+#include "supervisor/shim_spec_read.h"
 #include "supervisor/shim_tree.h"
 
 namespace torchxd::supervisor {
@@ -23,10 +24,6 @@ namespace torchxd::supervisor {
 // One line to the daemon on `fd`, written whole (blocking) or not at all.
 void SayRaw(int fd, const std::string& line);
 
-// Reads the spec the daemon sends once on `fd`; false (with `error`) when it
-// is not a complete, valid one: then nothing runs. What came behind it (a
-// stop the daemon sent at once) is left in `rest` for the control loop.
-bool ReadSpec(int fd, ShimSpec& spec, std::string& rest, std::string& error);
 
 // Becomes exactly the user the spec names, or says why not (fail closed: on
 // any doubt nothing runs). Without supplementary groups in the spec, the
