@@ -82,6 +82,8 @@ using Mount = std::variant<BindMount, VolumeMount, DeviceMount>;
 // The most retries a role may ask for: a replica that fails faster than
 // that many restarts is broken, and each restart costs the box.
 inline constexpr int kMaxRetries = 1000;
+// A role's entrypoint and image are shorter than this (PATH_MAX).
+inline constexpr size_t kMaxPathBytes = 4096;
 // The most devices of one kind (resource.devices) a replica may ask for.
 inline constexpr int kMaxDevicesPerKind = 1024;
 

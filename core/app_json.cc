@@ -173,6 +173,15 @@ Result<void> ValidateRole(const Role& role, const std::string& path) {
   if (role.entrypoint.empty() || role.entrypoint == kMissing) {
     return Invalid(path + ".entrypoint", "must be set (the program to run)");
   }
+  // A program's path and an image (a reference or a directory) are paths or
+  // names: no system takes one past PATH_MAX, and each replica copies them.
+  for (const auto& [field, value] : {std::pair<const char*, const std::string*>{"entrypoint", &role.entrypoint},
+                                     {"image", &role.image}}) {
+    if (value->size() >= kMaxPathBytes) {
+      return Invalid(path + "." + field, "must be shorter than " + std::to_string(kMaxPathBytes) + " bytes, got " +
+                                             std::to_string(value->size()));
+    }
+  }
   if (role.num_replicas <= 0) {
     return Invalid(path + ".num_replicas", "must be > 0, got " + std::to_string(role.num_replicas));
   }

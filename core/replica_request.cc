@@ -52,6 +52,19 @@ size_t ReplicaRequest::ExpandedBytes() const {
   return n;
 }
 
+uint64_t EscapedBytes(std::string_view text) {
+  uint64_t n = 0;
+  for (char c : text) {
+    auto u = static_cast<unsigned char>(c);
+    n += u < 0x20 ? 6 : c == '\'' ? 5 : c == '"' || c == '\\' ? 2 : 1;
+  }
+  return n;
+}
+
+uint64_t CopiedPerReplica(std::string_view cwd, std::string_view cfg_json, std::string_view session) {
+  return 3 * EscapedBytes(cwd) + 3 * EscapedBytes(cfg_json) + 2 * EscapedBytes(session);
+}
+
 uint64_t EstimateExpandedBytes(const AppDef& app, const std::map<std::string, std::string>& client_env,
                                size_t img_root_len, uint64_t per_replica) {
   auto add = [](uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; };
@@ -80,8 +93,16 @@ uint64_t EstimateExpandedBytes(const AppDef& app, const std::map<std::string, st
     fixed = add(fixed, elements > UINT64_MAX / kElementBytes ? UINT64_MAX : elements * kElementBytes);
     size_t id_len = std::to_string(role.num_replicas - 1).size();
     MacroCounts counts;
-    for (const auto& arg : role.args) counts += CountMacros(arg);
-    for (const auto& [k, v] : role.env) counts += CountMacros(v);
+    uint64_t escaped = 0;  // what escaping adds to the text as written
+    for (const auto& arg : role.args) {
+      counts += CountMacros(arg);
+      escaped = add(escaped, EscapedBytes(arg) - arg.size());
+    }
+    for (const auto& [k, v] : role.env) {
+      counts += CountMacros(v);
+      escaped = add(escaped, EscapedBytes(k) + EscapedBytes(v) - k.size() - v.size());
+    }
+    fixed = add(fixed, escaped);
     uint64_t each = add(add(fixed, client), counts.SizeWith(img_root_len, app_id_len, id_len, rank0_len));
     uint64_t n = static_cast<uint64_t>(role.num_replicas);
     total = add(total, each > UINT64_MAX / n ? UINT64_MAX : each * n);

@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -101,6 +102,13 @@ std::vector<ReplicaRequest> BuildReplicaRequests(const AppDef& app, const LocalA
 uint64_t EstimateExpandedBytes(const AppDef& app, const std::map<std::string, std::string>& client_env,
                                size_t img_root_len, uint64_t per_replica = 0);
 inline constexpr uint64_t kElementBytes = 256;
+// What a request copies for each replica from outside its AppDef: the cwd
+// (a replica's, its PATH's, its log paths'), the cfg (Slurm's options,
+// log_dir) and the session, each at its escaped size.
+uint64_t CopiedPerReplica(std::string_view cwd, std::string_view cfg_json, std::string_view session);
+// `text`'s size at its most escaped: a control character is 6 bytes in JSON
+// (\u0001), a single quote 5 in a shell's quoting ('"'"'), '"' and '\' 2.
+uint64_t EscapedBytes(std::string_view text);
 
 // TorchX's auto_set_cuda_visible_devices: gives each replica of a role with
 // gpu > 0 a contiguous slice of the `device_count` GPUs, in role then replica

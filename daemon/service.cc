@@ -178,17 +178,18 @@ Result<seam::SubmitRequest> Service::ValidateRun(const json& params, const PeerI
   }
   // Before any of it is built: a few bytes of macros can stand for gigabytes
   // once substituted for every replica, whichever scheduler translates it.
-  size_t longest_image = 0;
-  for (const auto& role : req.app.roles) longest_image = std::max(longest_image, role.image.size());
+  uint64_t longest_image = 0;
+  for (const auto& role : req.app.roles) longest_image = std::max(longest_image, core::EscapedBytes(role.image));
   // The cwd (a replica's, its PATH's and log paths'), the cfg (Slurm's options, log_dir) and the session are
   // copied for each replica: bounded, then counted.
-  size_t cfg_bytes = cfg_json.dump().size();
+  std::string cfg_text = cfg_json.dump();
+  size_t cfg_bytes = cfg_text.size();
   if (cfg_bytes > kMaxCfgBytes) {
     return Fail(Error::InvalidArgument("params.cfg: " + std::to_string(cfg_bytes) + " bytes of JSON; a run's options " +
                                        "take at most " + std::to_string(kMaxCfgBytes) + " (64 KiB)"));
   }
-  uint64_t per_replica = 3 * req.cwd.size() + 3 * cfg_bytes + 2 * req.session.size();
-  uint64_t expanded = core::EstimateExpandedBytes(req.app, req.env, req.cwd.size() + 1 + longest_image, per_replica);
+  uint64_t expanded = core::EstimateExpandedBytes(req.app, req.env, core::EscapedBytes(req.cwd) + 1 + longest_image,
+                                                  core::CopiedPerReplica(req.cwd, cfg_text, req.session));
   if (expanded > info_.max_expanded_bytes_per_app) {
     return Fail(Error::InvalidArgument(
         "params.app: its " + std::to_string(replicas) + " replicas would start with up to " +

@@ -4,6 +4,7 @@
 // a thread of its own in its owner's turn, so that the loop answers everyone
 // meanwhile), then CommitSubmit on the loop, which checks again what may
 // have changed in between, stores the app in one transaction and starts it.
+#include <limits.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -27,6 +28,32 @@ namespace torchxd::localsched {
 namespace {
 // From this estimate of its replicas' environment and arguments up, an app is expanded off the loop.
 constexpr uint64_t kExpandedOffLoop = 1ull << 20;
+
+// The longest path a replica's logs get (a role, a replica id, a log file's
+// name below the app's directory) within PATH_MAX, each component within NAME_MAX.
+Result<void> CheckLogPath(const LocalApp& app) {
+  size_t longest_role = 0;
+  for (const auto& role : app.app.roles) longest_role = std::max(longest_role, role.name.size());
+  constexpr size_t kBelowRole = 64;  // "/1023/combined.log.1023" and the like
+  size_t longest = app.app_log_dir.size() + 1 + longest_role + kBelowRole;
+  if (longest >= PATH_MAX) {
+    return Fail(Error::InvalidArgument("log_dir: the replicas' log files would have paths of up to " +
+                                       std::to_string(longest) + " bytes under " + app.app_log_dir +
+                                       ", more than the system takes (PATH_MAX " + std::to_string(PATH_MAX) + ")"));
+  }
+  for (size_t at = 0; at < app.app_log_dir.size();) {
+    size_t slash = app.app_log_dir.find('/', at);
+    size_t end = slash == std::string::npos ? app.app_log_dir.size() : slash;
+    if (end - at > NAME_MAX) {
+      return Fail(Error::InvalidArgument("log_dir: a component of " + app.app_log_dir.substr(0, 256) + "… is " +
+                                         std::to_string(end - at) + " bytes, more than the system takes (NAME_MAX " +
+                                         std::to_string(NAME_MAX) + ")"));
+    }
+    at = end + 1;
+  }
+  return {};
+}
+
 }  // namespace
 
 Result<Caller> LookUpCaller(uid_t uid) {
@@ -164,6 +191,8 @@ Result<std::unique_ptr<LocalScheduler::Submitting>> LocalScheduler::CheckSubmit(
       return Fail(Error::InvalidArgument("the log directory of role " + role.name + " would leave " + s->base));
     }
   }
+  // Before anything is built for it: a replica's log files must have paths the system takes.
+  if (auto ok = CheckLogPath(rec); !ok) return Fail(ok.error());
   if (auto admissible = PrepareAdmission(rec, request.privileged); !admissible) return Fail(admissible.error());
   if (admission_ && admission_->box().topology.size() == 0) {
     int most = 0;
@@ -174,9 +203,10 @@ Result<std::unique_ptr<LocalScheduler::Submitting>> LocalScheduler::CheckSubmit(
           "(" + std::to_string(most) + " per replica) is not enforced and no CUDA_VISIBLE_DEVICES is set";
     }
   }
-  size_t img_root = 0;
-  for (const auto& where : *locations) img_root = std::max(img_root, where.img_root.size());
-  s->estimate = core::EstimateExpandedBytes(rec.app, rec.client_env, img_root);
+  uint64_t img_root = 0;
+  for (const auto& where : *locations) img_root = std::max(img_root, core::EscapedBytes(where.img_root));
+  s->estimate = core::EstimateExpandedBytes(rec.app, rec.client_env, img_root,
+                                            core::CopiedPerReplica(rec.cwd, rec.cfg.dump(), rec.session));
 
   core::LocalPlanInput& plan = s->plan;
   plan.scheduler = rec.scheduler;

@@ -155,7 +155,13 @@ void SlurmScheduler::Probe(std::shared_ptr<Submission> s) {
         auto mb = PartitionMemoryMb(parts->out, s->options.partition);
         s->input.small_memory_partition = mb && *mb <= 1000;
       }
-      auto req = AppDefToSbatch(s->request.app, s->options, s->input);
+      // In a command's callback, outside the request's call: what it throws is answered here.
+      Result<SbatchRequest> req = Fail(Error::Internal("slurm: the sbatch script could not be made"));
+      try {
+        req = AppDefToSbatch(s->request.app, s->options, s->input);
+      } catch (const std::exception& e) {
+        req = Fail(Error::Internal(std::string("slurm: the sbatch script could not be made: ") + e.what()));
+      }
       if (!req) return s->done(Fail(req.error()));
       s->sbatch = std::move(*req);
       if (s->options.job_dir) return WriteScript(s);

@@ -146,5 +146,23 @@ TEST(ReplicaRequestTest, TheEstimateCountsElementsMacrosAndWhatIsCopiedForEachRe
   EXPECT_EQ(EstimateExpandedBytes(app, {{"K", "v"}}, 0, 7) - EstimateExpandedBytes(app, {}, 0, 7), 10u * 4u);
 }
 
+// Text is counted at its most escaped: a shell's quoting of a single quote
+// ('"'"'), JSON's of a control character (\u0001).
+TEST(ReplicaRequestTest, TheEstimateCountsTextAtItsMostEscaped) {
+  EXPECT_EQ(EscapedBytes("plain"), 5u);
+  EXPECT_EQ(EscapedBytes("'"), 5u);
+  EXPECT_EQ(EscapedBytes(std::string(1, '\x01')), 6u);
+  EXPECT_EQ(EscapedBytes("\"\\"), 4u);
+  Role r;
+  r.name = "r";
+  r.entrypoint = "e";
+  r.num_replicas = 4;
+  AppDef app{"a", {r}, {}};
+  uint64_t bare = EstimateExpandedBytes(app, {}, 0);
+  app.roles[0].args = {std::string(1000, '\'')};
+  EXPECT_EQ(EstimateExpandedBytes(app, {}, 0), bare + 4u * (5000u + 1u + kElementBytes));
+  EXPECT_EQ(CopiedPerReplica("/w", "{}", "s'"), 3u * 2u + 3u * 2u + 2u * 6u);
+}
+
 }  // namespace
 }  // namespace torchxd::core

@@ -299,6 +299,17 @@ TEST_F(HardeningTest, ACwdPastPathMaxTooManyDevicesAndAHugeCfgAreRefusedNamingTh
   auto cfg = Call("run", params);
   ASSERT_FALSE(cfg.has_value());
   EXPECT_THAT(cfg.error().message, HasSubstr("params.cfg: 100014 bytes of JSON; a run's options take at most 65536"));
+  // A log directory the system could not make is refused before anything is built for it.
+  params = RunParams(App("a", {ShRole("r", "true", 1024)}), {{"cfg", {{"log_dir", "/tmp/" + std::string(300, 'l')}}}});
+  auto component = Call("run", params);
+  ASSERT_FALSE(component.has_value());
+  EXPECT_THAT(component.error().message, HasSubstr("is 300 bytes, more than the system takes (NAME_MAX 255)"));
+  std::string deep;
+  for (int i = 0; i < 20; ++i) deep += "/" + std::string(250, 'd');
+  params = RunParams(App("a", {ShRole("r", "true", 1024)}), {{"cfg", {{"log_dir", deep}}}});
+  auto long_path = Call("run", params);
+  ASSERT_FALSE(long_path.has_value());
+  EXPECT_THAT(long_path.error().message, HasSubstr("more than the system takes (PATH_MAX 4096)"));
   EXPECT_TRUE(Answers());
 }
 
