@@ -2,7 +2,6 @@
 
 #include <fnmatch.h>
 
-#include "core/app_handle.h"
 #include "core/components.h"
 #include "core/macros.h"
 
@@ -70,7 +69,7 @@ std::vector<ReplicaRequest> BuildContainerRequests(const AppDef& app, const Dock
   for (const Role& original : app.roles) {
     Role role = original;
     role.metadata = nlohmann::json::object();  // no replica reads it: not copied for each
-    role.env["TORCHX_JOB_ID"] = MakeAppHandle("local_docker", EscapeMacros(ctx.session), std::string(kMacroAppId));
+    role.env["TORCHX_JOB_ID"] = JobIdTemplate("local_docker", ctx.session);
     for (int i = 0; i < role.num_replicas; ++i) {
       MacroValues values{"", ctx.app_id, std::to_string(i), "TORCHX_RANK0_HOST"};
       Role r = values.Apply(role);

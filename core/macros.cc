@@ -2,6 +2,9 @@
 
 #include <cstdint>
 
+#include "core/app_handle.h"
+#include "core/saturating.h"
+
 namespace torchxd::core {
 namespace {
 
@@ -69,27 +72,6 @@ void ScanTemplate(std::string_view templ, Text&& text, Placeholder&& placeholder
   }
 }
 
-void CountNested(const nlohmann::json& node, MacroCounts& counts) {
-  for (const auto& [key, value] : node.items()) {
-    if (value.is_object()) {
-      CountNested(value, counts);
-    } else if (value.is_string()) {
-      counts += CountMacros(value.get_ref<const std::string&>());
-    } else if (value.is_array()) {
-      for (const auto& item : value) {
-        if (item.is_object()) {
-          CountNested(item, counts);
-        } else if (item.is_string()) {
-          counts += CountMacros(item.get_ref<const std::string&>());
-        }
-      }
-    }
-  }
-}
-
-uint64_t SaturatingAdd(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
-uint64_t SaturatingMul(uint64_t a, uint64_t b) { return b != 0 && a > UINT64_MAX / b ? UINT64_MAX : a * b; }
-
 }  // namespace
 
 std::string SafeSubstitute(std::string_view templ,
@@ -139,8 +121,11 @@ MacroCounts CountMacros(const Role& role) {
   MacroCounts c;
   for (const auto& arg : role.args) c += CountMacros(arg);
   for (const auto& [key, value] : role.env) c += CountMacros(value);
-  CountNested(role.metadata, c);  // as ApplyNested walks it
   return c;
+}
+
+std::string JobIdTemplate(std::string_view scheduler, std::string_view session) {
+  return MakeAppHandle(scheduler, EscapeMacros(session), kMacroAppId);
 }
 
 MacroCounts& MacroCounts::operator+=(const MacroCounts& o) {

@@ -61,8 +61,13 @@ struct MacroCounts {
 // SafeSubstitute's output size for `templ` is CountMacros(templ).SizeWith(...)
 // of the values' lengths.
 MacroCounts CountMacros(std::string_view templ);
-// Over what Apply substitutes: a role's args, env values and metadata strings.
+// Over what a replica's process gets substituted: a role's args and env
+// values (not its metadata, which no replica reads).
 MacroCounts CountMacros(const Role& role);
+
+// The TORCHX_JOB_ID a runner gives each role before macros: the app's handle
+// with ${app_id}, its session as written (never substituted).
+std::string JobIdTemplate(std::string_view scheduler, std::string_view session);
 
 }  // namespace torchxd::core
 

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <variant>
 
-#include "core/app_handle.h"
 #include "core/macros.h"
+#include "core/saturating.h"
 
 namespace torchxd::core {
 namespace {
@@ -67,45 +67,38 @@ uint64_t CopiedPerReplica(std::string_view cwd, std::string_view cfg_json, std::
 
 uint64_t EstimateExpandedBytes(const AppDef& app, const std::map<std::string, std::string>& client_env,
                                size_t img_root_len, uint64_t per_replica) {
-  auto add = [](uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; };
   uint64_t client = 0;
-  for (const auto& [k, v] : client_env) client = add(client, k.size() + v.size() + 2);
+  for (const auto& [k, v] : client_env) client = SaturatingAdd(client, k.size() + v.size() + 2);
   // An app id is its name and a random suffix; a rank-0 variable's name is made from the first role's.
   size_t app_id_len = app.name.size() + 32;
   size_t rank0_len = 32 + (app.roles.empty() ? 0 : app.roles.front().name.size());
   uint64_t total = 0;
   for (const auto& role : app.roles) {
     if (role.num_replicas <= 0) continue;
-    uint64_t fixed = add(role.entrypoint.size() + 1 + role.args.size(), per_replica);  // each with its terminator
-    for (const auto& [k, v] : role.env) fixed = add(fixed, k.size() + 2);
+    uint64_t each = SaturatingAdd(role.entrypoint.size() + 1 + role.args.size(), per_replica);  // each with its terminator
+    each = SaturatingAdd(each, client);
+    for (const auto& [k, v] : role.env) each = SaturatingAdd(each, k.size() + 2);
     // What the translations copy for each replica besides its process's environment and arguments.
-    fixed = add(fixed, 2 * role.image.size());
-    fixed = add(fixed, role.resource.capabilities.dump().size() + role.resource.tags.dump().size());
+    each = SaturatingAdd(each, 2 * role.image.size());
+    each = SaturatingAdd(each, role.resource.capabilities.dump().size() + role.resource.tags.dump().size());
     uint64_t elements = role.args.size() + role.env.size() + role.port_map.size() + role.mounts.size();
-    for (const auto& [name, port] : role.port_map) fixed = add(fixed, name.size());
+    for (const auto& [name, port] : role.port_map) each = SaturatingAdd(each, name.size());
     for (const auto& [name, count] : role.resource.devices) {
-      fixed = add(fixed, name.size());
-      elements = add(elements, static_cast<uint64_t>(std::max(count, 0)));
+      each = SaturatingAdd(each, name.size());
+      elements = SaturatingAdd(elements, static_cast<uint64_t>(std::max(count, 0)));
     }
     for (const auto& mount : role.mounts) {
-      std::visit([&](const auto& m) { fixed = add(fixed, MountBytes(m)); }, mount);
+      std::visit([&](const auto& m) { each = SaturatingAdd(each, MountBytes(m)); }, mount);
     }
-    fixed = add(fixed, elements > UINT64_MAX / kElementBytes ? UINT64_MAX : elements * kElementBytes);
+    each = SaturatingAdd(each, SaturatingMul(elements, kElementBytes));
+    // The text as substituted (macros at their longest), and what escaping it adds.
     size_t id_len = std::to_string(role.num_replicas - 1).size();
-    MacroCounts counts;
-    uint64_t escaped = 0;  // what escaping adds to the text as written
-    for (const auto& arg : role.args) {
-      counts += CountMacros(arg);
-      escaped = add(escaped, EscapedBytes(arg) - arg.size());
-    }
+    each = SaturatingAdd(each, CountMacros(role).SizeWith(img_root_len, app_id_len, id_len, rank0_len));
+    for (const auto& arg : role.args) each = SaturatingAdd(each, EscapedBytes(arg) - arg.size());
     for (const auto& [k, v] : role.env) {
-      counts += CountMacros(v);
-      escaped = add(escaped, EscapedBytes(k) + EscapedBytes(v) - k.size() - v.size());
+      each = SaturatingAdd(each, EscapedBytes(k) + EscapedBytes(v) - k.size() - v.size());
     }
-    fixed = add(fixed, escaped);
-    uint64_t each = add(add(fixed, client), counts.SizeWith(img_root_len, app_id_len, id_len, rank0_len));
-    uint64_t n = static_cast<uint64_t>(role.num_replicas);
-    total = add(total, each > UINT64_MAX / n ? UINT64_MAX : each * n);
+    total = SaturatingAdd(total, SaturatingMul(each, static_cast<uint64_t>(role.num_replicas)));
   }
   return total;
 }
@@ -119,7 +112,7 @@ std::vector<ReplicaRequest> BuildReplicaRequests(const AppDef& app, const LocalA
     const RoleLocation& where = ctx.roles.at(r);
     // As TorchX's runner sets it, unless the AppDef has one (TorchX's own runner, through
     // the plugin, sets its `torchxd://` handle: the one its trackers and users know).
-    role.env.emplace("TORCHX_JOB_ID", MakeAppHandle(ctx.scheduler, EscapeMacros(ctx.session), std::string(kMacroAppId)));
+    role.env.emplace("TORCHX_JOB_ID", JobIdTemplate(ctx.scheduler, ctx.session));
     std::string role_path = Lookup(role.env, "PATH");
     std::string path = ctx.prepend_cwd ? JoinPath({where.cwd, role_path})
                                        : JoinPath({role_path, where.cwd});

@@ -190,6 +190,7 @@ Result<seam::SubmitRequest> Service::ValidateRun(const json& params, const PeerI
   }
   uint64_t expanded = core::EstimateExpandedBytes(req.app, req.env, core::EscapedBytes(req.cwd) + 1 + longest_image,
                                                   core::CopiedPerReplica(req.cwd, cfg_text, req.session));
+  req.expanded_estimate = expanded;  // the local schedulers expand a big app off the loop
   if (expanded > info_.max_expanded_bytes_per_app) {
     return Fail(Error::InvalidArgument(
         "params.app: its " + std::to_string(replicas) + " replicas would start with up to " +

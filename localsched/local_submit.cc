@@ -82,7 +82,7 @@ struct LocalScheduler::Submitting {
   bool docker = false;
   bool privileged = false;
   uint64_t max_expanded_bytes = 0;
-  uint64_t estimate = 0;     // core::EstimateExpandedBytes
+  uint64_t estimate = 0;     // the request's expanded_estimate
   std::string gpu_warning;   // the box has no GPU to give the app
   // What Expand made.
   std::vector<core::ReplicaRequest> requests;
@@ -165,6 +165,7 @@ Result<std::unique_ptr<LocalScheduler::Submitting>> LocalScheduler::CheckSubmit(
   s->docker = docker;
   s->privileged = request.privileged;
   s->max_expanded_bytes = options_.max_expanded_bytes_per_app;
+  s->estimate = request.expanded_estimate;
   s->rec = std::make_unique<LocalApp>();
   LocalApp& rec = *s->rec;
   rec.scheduler = request.scheduler;
@@ -203,10 +204,6 @@ Result<std::unique_ptr<LocalScheduler::Submitting>> LocalScheduler::CheckSubmit(
           "(" + std::to_string(most) + " per replica) is not enforced and no CUDA_VISIBLE_DEVICES is set";
     }
   }
-  uint64_t img_root = 0;
-  for (const auto& where : *locations) img_root = std::max(img_root, core::EscapedBytes(where.img_root));
-  s->estimate = core::EstimateExpandedBytes(rec.app, rec.client_env, img_root,
-                                            core::CopiedPerReplica(rec.cwd, rec.cfg.dump(), rec.session));
 
   core::LocalPlanInput& plan = s->plan;
   plan.scheduler = rec.scheduler;

@@ -16,6 +16,7 @@
 #include <sys/types.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <optional>
@@ -37,6 +38,7 @@ struct SubmitRequest {
   std::map<std::string, std::string> env;
   uid_t uid = 0;
   bool privileged = false;  // root or the admin group (a priority above the users' range)
+  uint64_t expanded_estimate = 0;  // core::EstimateExpandedBytes of it, as the Service bounded it
 };
 
 struct CancelOutcome {

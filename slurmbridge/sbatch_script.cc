@@ -4,7 +4,6 @@
 #include <charconv>
 #include <sstream>
 
-#include "core/app_handle.h"
 #include "core/components.h"
 #include "core/macros.h"
 #include "core/text.h"
@@ -159,7 +158,7 @@ Result<SbatchRequest> AppDefToSbatch(const core::AppDef& app, const SlurmOptions
     req.max_retries = std::min(req.max_retries, role.max_retries);
     core::Role with_id = role;
     with_id.metadata = nlohmann::json::object();  // no replica reads it: not copied for each
-    with_id.env.emplace("TORCHX_JOB_ID", core::MakeAppHandle("slurm", core::EscapeMacros(in.session), std::string(core::kMacroAppId)));
+    with_id.env.emplace("TORCHX_JOB_ID", core::JobIdTemplate("slurm", in.session));
     with_id.env["TORCHX_INTERNAL_SESSION_ID"] = in.session_id;
     for (int i = 0; i < role.num_replicas; ++i) {
       core::MacroValues values{role.image, std::string(core::kMacroAppId), std::to_string(i),

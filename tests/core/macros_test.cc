@@ -82,17 +82,18 @@ TEST(MacrosTest, CountsGiveTheSubstitutedSizeWithoutSubstituting) {
     SCOPED_TRACE(t);
     EXPECT_EQ(CountMacros(t).SizeWith(18, 6, 4, 2), SafeSubstitute(t, values).size());
   }
-  // A role: args, env values and metadata strings, as Apply substitutes them.
+  // A role: what its replicas' processes get substituted, args and env
+  // values; its metadata, which no replica reads, is not counted.
   Role role;
   role.args = {"$img_root", "x${replica_id}"};
   role.env = {{"K", "${app_id}-$rank0_env"}};
   role.metadata = {{"a", "${app_id}"}, {"list", {"${img_root}", {{"c", "$$"}}, {"${app_id}"}}}, {"n", 3}};
   MacroCounts c = CountMacros(role);
-  EXPECT_EQ(c.img_root, 2u);
-  EXPECT_EQ(c.app_id, 2u);  // the list inside the list is left alone, as Apply leaves it
+  EXPECT_EQ(c.img_root, 1u);
+  EXPECT_EQ(c.app_id, 1u);
   EXPECT_EQ(c.replica_id, 1u);
   EXPECT_EQ(c.rank0_env, 1u);
-  EXPECT_EQ(c.literal, 1u + 1u + 1u);  // "x", "-", "$"
+  EXPECT_EQ(c.literal, 1u + 1u);  // "x", "-"
   // A few bytes can stand for a great many: the size saturates, never wraps.
   MacroCounts many;
   many.img_root = SIZE_MAX / 2;
@@ -104,6 +105,7 @@ TEST(MacrosTest, AnEscapedTextSubstitutesToItself) {
   for (const char* text : {"", "plain", "$", "$$", "s$img_root", "${app_id}$", "$${x}"}) {
     EXPECT_EQ(values.Substitute(EscapeMacros(text)), text) << text;
   }
+  EXPECT_EQ(values.Substitute(JobIdTemplate("local_cwd", "s$img_root")), "local_cwd://s$img_root/app-1");
 }
 
 }  // namespace

@@ -19,6 +19,15 @@ AppDef TwoRoleApp() {
   return AppDef{"app", {a, b}, {}};
 }
 
+// One role "r" running "e", of `replicas` replicas, and nothing else.
+AppDef OneRoleApp(int replicas) {
+  Role r;
+  r.name = "r";
+  r.entrypoint = "e";
+  r.num_replicas = replicas;
+  return AppDef{"a", {r}, {}};
+}
+
 LocalAppContext Context(bool prepend_cwd) {
   LocalAppContext ctx;
   ctx.scheduler = "local_cwd";
@@ -128,11 +137,7 @@ TEST(ReplicaRequestTest, TheSessionInTheJobIdIsNeverSubstituted) {
 // The estimate counts what a replica gets with macros at their longest,
 // and what each element and each copied field costs besides its text.
 TEST(ReplicaRequestTest, TheEstimateCountsElementsMacrosAndWhatIsCopiedForEachReplica) {
-  Role r;
-  r.name = "r";
-  r.entrypoint = "e";
-  r.num_replicas = 10;
-  AppDef app{"a", {r}, {}};
+  AppDef app = OneRoleApp(10);
   uint64_t bare = EstimateExpandedBytes(app, {}, 0);
   EXPECT_EQ(bare, 10u * 6u);  // "e" and its terminator, and empty capabilities and tags ("{}" each)
   app.roles[0].args.assign(1000, "");
@@ -153,11 +158,7 @@ TEST(ReplicaRequestTest, TheEstimateCountsTextAtItsMostEscaped) {
   EXPECT_EQ(EscapedBytes("'"), 5u);
   EXPECT_EQ(EscapedBytes(std::string(1, '\x01')), 6u);
   EXPECT_EQ(EscapedBytes("\"\\"), 4u);
-  Role r;
-  r.name = "r";
-  r.entrypoint = "e";
-  r.num_replicas = 4;
-  AppDef app{"a", {r}, {}};
+  AppDef app = OneRoleApp(4);
   uint64_t bare = EstimateExpandedBytes(app, {}, 0);
   app.roles[0].args = {std::string(1000, '\'')};
   EXPECT_EQ(EstimateExpandedBytes(app, {}, 0), bare + 4u * (5000u + 1u + kElementBytes));
