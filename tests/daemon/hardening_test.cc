@@ -685,8 +685,11 @@ TEST_F(HardeningTest, AFullLogDiskIsSaidOnceAndReadersAreToldWhere) {
 // second job joined the first's store. Here the test holds a claim as another
 // daemon would; the port itself stays bindable throughout.
 TEST_F(HardeningTest, APortAnotherDaemonClaimedIsPassedOverAndTheOneGivenStaysClaimedUntilTheAppEnds) {
+  // Below the kernel's ephemeral range (32768 and up here): the declared port must stay bindable for the
+  // whole test, and there any connection could take it. Clear of TorchX's 29500 and the 999 above it, and
+  // of the 10000-29000 the next test binds and the 31900-32700 LocalPortsTest claims in.
   int declared = 0;
-  for (int p = 40000 + static_cast<int>(::getpid() % 9000); p < 65000 && declared == 0; p += 7) {
+  for (int p = 30600 + static_cast<int>(::getpid() % 1300); p < 31900 && declared == 0; ++p) {
     if (core::PortIsFree(p)) declared = p;
   }
   ASSERT_NE(declared, 0);
@@ -724,20 +727,28 @@ TEST_F(HardeningTest, APortAnotherDaemonClaimedIsPassedOverAndTheOneGivenStaysCl
 // dist.ddp): the daemon handed out the declared port anyway, knowing it was
 // taken, and the job sent its rendezvous to that user's listener.
 TEST_F(HardeningTest, WhenEveryCandidatePortIsTakenTheAppGetsAFreePortElsewhereNeverATakenOne) {
-  // 1,000 ports in a row that a listener can take, as the other user's does.
+  // 1,000 ports in a row that a listener can take, as the other user's does. They are sought below the
+  // kernel's ephemeral range (32768 and up here), where the suite's own connections, TIME_WAIT included,
+  // would break a run; a taken port restarts the run just past it.
   int declared = 0;
   std::vector<UniqueFd> listeners;
-  for (int base = 20000 + static_cast<int>(::getpid() % 20) * 1000; base < 60000 && declared == 0; base += 1000) {
-    listeners.clear();
-    for (int p = base; p < base + 1000; ++p) {
-      UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-      sockaddr_in a{};
-      a.sin_family = AF_INET;
-      a.sin_port = htons(static_cast<uint16_t>(p));
-      if (!fd.valid() || ::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 || ::listen(fd.get(), 4) != 0) break;
-      listeners.push_back(std::move(fd));
+  constexpr int kLow = 10000, kHigh = 29000;  // and clear of TorchX's 29500
+  const int start = kLow + static_cast<int>(::getpid() % 20) * 1000;
+  for (int tried = 0, p = start; declared == 0 && tried < kHigh - kLow; ++tried, ++p) {
+    if (p >= kHigh) {
+      p = kLow;
+      listeners.clear();
     }
-    if (listeners.size() == 1000) declared = base;
+    UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(p));
+    if (!fd.valid() || ::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 || ::listen(fd.get(), 4) != 0) {
+      listeners.clear();
+      continue;
+    }
+    listeners.push_back(std::move(fd));
+    if (listeners.size() == 1000) declared = p - 999;
   }
   ASSERT_NE(declared, 0) << "no 1,000 free ports in a row";
   ASSERT_FALSE(core::PortIsBindable(declared));
