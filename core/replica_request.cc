@@ -52,6 +52,33 @@ size_t ReplicaRequest::ExpandedBytes() const {
   return n;
 }
 
+std::string ExecLimitProblem(const ReplicaRequest& r, size_t arg_max) {
+  size_t bytes = r.ExpandedBytes();
+  if (bytes >= kMaxExecString) {
+    std::string why;
+    auto check = [&](const std::string& what, size_t size) {
+      if (why.empty() && size + 1 > kMaxExecString) {
+        why = what + " is " + std::to_string(size) + " bytes; Linux starts no process with an argument or variable of " +
+              std::to_string(kMaxExecString) + " bytes or more (MAX_ARG_STRLEN)";
+      }
+    };
+    check("the entrypoint", r.entrypoint.size());
+    for (size_t i = 0; i < r.args.size(); ++i) check("argument " + std::to_string(i + 1), r.args[i].size());
+    r.ForEachVariable([&](const std::string& k, const std::string& v) {
+      check("the variable " + k.substr(0, 64), k.size() + 1 + v.size());
+    });
+    if (!why.empty()) return why;
+  }
+  size_t count = 1 + r.args.size();
+  r.ForEachVariable([&](const std::string&, const std::string&) { ++count; });
+  size_t total = bytes + (count + 2) * sizeof(void*);
+  if (total > arg_max) {
+    return "its arguments and environment take " + std::to_string(total) + " bytes; Linux starts no process with more than " +
+           std::to_string(arg_max) + " (ARG_MAX, a quarter of the stack limit)";
+  }
+  return "";
+}
+
 uint64_t EscapedBytes(std::string_view text) {
   uint64_t n = 0;
   for (char c : text) {

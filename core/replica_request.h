@@ -84,6 +84,14 @@ struct ReplicaRequest {
   size_t ExpandedBytes() const;
 };
 
+// Linux refuses to exec a process one of whose arguments or "k=v" variables
+// is longer than this, its NUL included (MAX_ARG_STRLEN: 32 pages).
+inline constexpr size_t kMaxExecString = 32 * 4096;
+// Why the kernel would refuse to exec `r`'s process (E2BIG): an argument or a
+// variable of kMaxExecString or more, named, or all of them with their
+// pointers past `arg_max` (sysconf(_SC_ARG_MAX)). "" when it would start.
+std::string ExecLimitProblem(const ReplicaRequest& r, size_t arg_max);
+
 // TorchX's _join_PATH: ":".join(p.strip(":") for p in parts if p).
 std::string JoinPath(const std::vector<std::string>& parts);
 

@@ -114,6 +114,16 @@ LocalApp* LocalScheduler::OldestEvictable(uid_t uid) {
   return oldest;
 }
 
+namespace {
+
+// "alice (uid 1000)" for messages; "uid 1000" where the user has no passwd entry.
+std::string UserLabel(uid_t uid) {
+  std::string name = core::UserName(uid);
+  return name == std::to_string(uid) ? "uid " + name : name + " (uid " + std::to_string(uid) + ")";
+}
+
+}  // namespace
+
 Result<void> LocalScheduler::CheckRoom(uid_t uid, bool privileged) {
   if (options_.max_running_per_user == 0 || privileged) return {};
   size_t running = 0;
@@ -122,7 +132,7 @@ Result<void> LocalScheduler::CheckRoom(uid_t uid, bool privileged) {
     if (rec->owner_uid == uid && !core::IsTerminal(rec->state) && !queued) ++running;
   }
   if (running < options_.max_running_per_user) return {};
-  return Fail(Error::Unavailable("uid " + std::to_string(uid) + " already runs " + std::to_string(running) +
+  return Fail(Error::Unavailable(UserLabel(uid) + " already runs " + std::to_string(running) +
                                  " apps, the most one user may run at once on this torchxd "
                                  "(--max-running-per-user " + std::to_string(options_.max_running_per_user) +
                                  "); wait for one to end or cancel one"));
@@ -137,13 +147,21 @@ Result<void> LocalScheduler::CheckPending(uid_t uid, uint64_t bytes) const {
     waiting_bytes += rec->submitted_bytes;
   }
   if (waiting >= options_.max_pending_per_user) {
-    return Fail(Error::Unavailable("uid " + std::to_string(uid) + " already has " + std::to_string(waiting) +
+    return Fail(Error::Unavailable(UserLabel(uid) + " already has " + std::to_string(waiting) +
                                    " apps waiting to start, the most one user may have on this torchxd "
                                    "(--max-pending-per-user " + std::to_string(options_.max_pending_per_user) +
                                    "); wait for some to start or cancel some"));
   }
+  if (bytes > options_.max_pending_bytes_per_user) {
+    // Alone past the bound: no wait or cancel would let it in.
+    return Fail(Error::Unavailable("this app alone would take " + core::FormatByteSize(bytes) +
+                                   " while it waits to start (its AppDef and every replica's request), more than one "
+                                   "user may have waiting on this torchxd (--max-pending-bytes-per-user " +
+                                   core::FormatByteSize(options_.max_pending_bytes_per_user) +
+                                   "); make it smaller: fewer replicas, or a smaller environment or args"));
+  }
   if (waiting_bytes > options_.max_pending_bytes_per_user) {
-    return Fail(Error::Unavailable("uid " + std::to_string(uid) + "'s apps waiting to start would take " +
+    return Fail(Error::Unavailable(UserLabel(uid) + "'s apps waiting to start would take " +
                                    core::FormatByteSize(waiting_bytes) + " with this one (" +
                                    core::FormatByteSize(bytes) +
                                    "), more than one user may have waiting on this torchxd "

@@ -82,6 +82,7 @@ struct LocalScheduler::Submitting {
   bool docker = false;
   bool privileged = false;
   uint64_t max_expanded_bytes = 0;
+  size_t arg_max = 0;  // what one exec takes (sysconf(_SC_ARG_MAX))
   uint64_t estimate = 0;     // the request's expanded_estimate
   std::string gpu_warning;   // the box has no GPU to give the app
   // What Expand made.
@@ -165,6 +166,8 @@ Result<std::unique_ptr<LocalScheduler::Submitting>> LocalScheduler::CheckSubmit(
   s->docker = docker;
   s->privileged = request.privileged;
   s->max_expanded_bytes = options_.max_expanded_bytes_per_app;
+  long arg_max = ::sysconf(_SC_ARG_MAX);
+  s->arg_max = arg_max > 0 ? static_cast<size_t>(arg_max) : size_t{2} << 20;
   s->estimate = request.expanded_estimate;
   s->rec = std::make_unique<LocalApp>();
   LocalApp& rec = *s->rec;
@@ -241,6 +244,12 @@ Result<void> LocalScheduler::Expand(Submitting& s) {
           " each, the client's environment included), more than this torchxd starts for one app "
           "(--max-expanded-bytes-per-app " + core::FormatByteSize(s.max_expanded_bytes) +
           "); pass a smaller environment (torchx run sends the client's; -cfg env / the role's env) or fewer replicas"));
+    }
+    // What no process could be started with fails here, named, not in every replica at its exec.
+    for (const auto& req : s.requests) {
+      if (std::string why = core::ExecLimitProblem(req, s.arg_max); !why.empty()) {
+        return Fail(Error::InvalidArgument("replica " + req.Key().String() + " could never start: " + why));
+      }
     }
     for (const auto& req : s.requests) rec.requests.push_back(seam::ReplicaRequestToStoredJson(req));
   }

@@ -165,5 +165,35 @@ TEST(ReplicaRequestTest, TheEstimateCountsTextAtItsMostEscaped) {
   EXPECT_EQ(CopiedPerReplica("/w", "{}", "s'"), 3u * 2u + 3u * 2u + 2u * 6u);
 }
 
+// What the kernel refuses at exec (E2BIG) is found before any replica is
+// started, naming the argument or variable.
+TEST(ReplicaRequestTest, WhatNoProcessCouldStartWithIsNamed) {
+  ReplicaRequest r;
+  r.entrypoint = "sleep";
+  r.args = {"1"};
+  auto inherited = std::make_shared<std::map<std::string, std::string>>();
+  (*inherited)["HOME"] = "/root";
+  r.inherited = inherited;
+  r.env["SMALL"] = "x";
+  EXPECT_EQ(ExecLimitProblem(r, 2 << 20), "");
+  // "BIG=" and the value and its NUL: one byte too many.
+  r.env["BIG"] = std::string(kMaxExecString - 4, 'b');
+  EXPECT_EQ(ExecLimitProblem(r, 8 << 20),
+            "the variable BIG is 131072 bytes; Linux starts no process with an argument or variable of 131072 bytes or "
+            "more (MAX_ARG_STRLEN)");
+  r.env["BIG"].pop_back();
+  EXPECT_EQ(ExecLimitProblem(r, 8 << 20), "");
+  r.args.push_back(std::string(kMaxExecString, 'a'));
+  EXPECT_NE(ExecLimitProblem(r, 8 << 20).find("argument 2 is 131072 bytes"), std::string::npos);
+  r.args.pop_back();
+  (*inherited)["CLIENT"] = std::string(kMaxExecString, 'c');
+  EXPECT_NE(ExecLimitProblem(r, 8 << 20).find("the variable CLIENT is"), std::string::npos);
+  inherited->erase("CLIENT");
+  // All of them together, pointers included, past ARG_MAX.
+  for (int i = 0; i < 20; ++i) r.env["V" + std::to_string(i)] = std::string(100 << 10, 'v');
+  EXPECT_NE(ExecLimitProblem(r, 2 << 20).find("Linux starts no process with more than 2097152 (ARG_MAX"), std::string::npos);
+  EXPECT_EQ(ExecLimitProblem(r, 4 << 20), "");
+}
+
 }  // namespace
 }  // namespace torchxd::core

@@ -765,5 +765,21 @@ TEST_F(HardeningTest, WhenEveryCandidatePortIsTakenTheAppGetsAFreePortElsewhereN
   Wait(h);
 }
 
+// A variable no process could be started with (Linux's MAX_ARG_STRLEN) was
+// accepted, and every replica then failed at its exec ("Argument list too
+// long"): it is refused at run, naming the variable.
+TEST_F(HardeningTest, AnAppNoProcessCouldStartWithIsRefusedNamingWhat) {
+  StartDaemon();
+  json role = FakeRole("w", {"--sleep", "1"});
+  role["num_replicas"] = 4;
+  role["env"] = {{"HUGE", std::string(200 * 1024, 'x')}};
+  size_t apps = AppCount();
+  auto r = Call("run", RunParams(App("e2big", {role})));
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_THAT(r.error().message, HasSubstr("replica w/0 could never start: the variable HUGE is 204805 bytes"));
+  EXPECT_EQ(AppCount(), apps) << "a refused run leaves no app behind";
+}
+
 }  // namespace
 }  // namespace torchxd::testing

@@ -16,6 +16,7 @@ namespace torchxd::testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // A user's apps waiting to start are bounded by count and by size: a flood
 // of queued apps is refused past either limit, naming it, and leaves no
@@ -54,6 +55,16 @@ TEST_F(HardeningTest, AUsersWaitingAppsAreBoundedByCountAndBytes) {
   ASSERT_FALSE(second_big.has_value());
   EXPECT_THAT(second_big.error().message, HasSubstr("(--max-pending-bytes-per-user 256 KiB)"));
   EXPECT_THAT(second_big.error().message, HasSubstr("apps waiting to start would take"));
+  EXPECT_THAT(second_big.error().message, HasSubstr("wait for some to start or cancel some"));
+  // One that could never wait here, however many end, is told so, not to wait.
+  json huge = App("huge", {gpu_role});
+  huge["roles"][0]["env"] = {{"BIG1", std::string(100 * 1024, 'x')}, {"BIG2", std::string(100 * 1024, 'x')},
+                             {"BIG3", std::string(100 * 1024, 'x')}};
+  auto alone = Call("run", RunParams(huge));
+  ASSERT_FALSE(alone.has_value());
+  EXPECT_THAT(alone.error().message, HasSubstr("this app alone would take"));
+  EXPECT_THAT(alone.error().message, HasSubstr("(--max-pending-bytes-per-user 256 KiB); make it smaller"));
+  EXPECT_THAT(alone.error().message, Not(HasSubstr("wait for some")));
   CallOk("cancel", {{"app_handle", (*holder)["app_handle"]}, {"grace_period", 0}});
 }
 
