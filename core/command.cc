@@ -1,11 +1,30 @@
 #include "core/command.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/spawn_strings.h"
 
 namespace torchxd {
+
+std::optional<std::string> FindProgram(const std::string& name, const std::string& path) {
+  if (name.empty() || name.find('/') != std::string::npos) return std::nullopt;
+  size_t at = 0;
+  while (at <= path.size()) {
+    size_t end = path.find(':', at);
+    if (end == std::string::npos) end = path.size();
+    std::string dir = path.substr(at, end - at);
+    at = end + 1;
+    if (dir.empty() || dir.front() != '/') continue;
+    std::string candidate = dir + (dir.back() == '/' ? "" : "/") + name;
+    struct stat st {};
+    if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(candidate.c_str(), X_OK) == 0) {
+      return candidate;
+    }
+  }
+  return std::nullopt;
+}
 
 // A write to a program's stdin: freed by its callback, which libuv runs even
 // when the pipe is closed first (then `run` was cleared by its Running).
@@ -82,6 +101,11 @@ void OnAlloc(uv_handle_t*, size_t suggested, uv_buf_t* buf) {
 }  // namespace
 
 void CommandRunner::Run(CommandSpec spec, Done done) {
+  if (!spec.search_path.empty() && !spec.argv.empty() && spec.argv[0].find('/') == std::string::npos) {
+    auto found = FindProgram(spec.argv[0], spec.search_path);
+    if (!found) return done(Fail(Error::Unavailable(spec.argv[0] + " is not on the PATH searched (" + spec.search_path + ")")));
+    spec.argv[0] = *found;
+  }
   auto r = std::make_unique<Running>();
   r->owner = this;
   r->id = next_id_++;

@@ -25,8 +25,11 @@
 namespace torchxd {
 
 struct CommandSpec {
-  std::vector<std::string> argv;  // argv[0] is looked up on the env's PATH
+  std::vector<std::string> argv;  // argv[0] is looked up on `search_path`, else on the env's PATH
   std::map<std::string, std::string> env;
+  // Where a bare argv[0] is looked up, when the env's PATH is not to be trusted
+  // (the caller's, for a program the daemon runs as them): "" = the env's.
+  std::string search_path;
   std::string cwd;  // "" = the daemon's
   std::optional<std::pair<uid_t, gid_t>> as;  // run as this user (no supplementary groups)
   std::string input;                          // written to its stdin, then closed
@@ -44,6 +47,11 @@ struct CommandResult {
   // "exited with code 1: <first line of stderr>" and the like, for messages.
   std::string Describe() const;
 };
+
+// The first executable regular file named `name` in the absolute directories
+// of `path` (colon-separated; relative and empty entries are skipped): nothing
+// when there is none. A name with a '/' is not searched for.
+std::optional<std::string> FindProgram(const std::string& name, const std::string& path);
 
 class CommandRunner {
  public:

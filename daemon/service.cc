@@ -497,7 +497,7 @@ void Service::Scale(const json& params, const PeerInfo& peer, const Reply& reply
     c.role_index = *index;
     changes.push_back(std::move(c));
   }
-  if (core::IsTerminal((*app)->state)) {
+  if ((*app)->Ended()) {
     return reply->Error(Error::Unavailable((*app)->Handle() + " is " + std::string(core::AppStateName((*app)->state)) +
                                            "; only an app that has not ended scales"));
   }
@@ -553,7 +553,7 @@ void Service::Wait(const json& params, const PeerInfo& peer, const Reply& reply)
     if (info_.commit_store) info_.commit_store();
     reply->ResultText(StatusText(a, a.Status()));
   };
-  if (core::IsTerminal((*app)->state)) return answer(**app);
+  if ((*app)->Ended()) return answer(**app);
   seam::EventFeed* feed = info_.event_feed;
   if (feed == nullptr) return reply->Error(Error::Unavailable("this torchxd cannot wait for apps"));
   // The scheduler tells the feed once the app is terminal, or is about to forget it (its record
@@ -647,7 +647,7 @@ void Service::Log(const json& params, const PeerInfo& peer, const Reply& reply) 
   auto live = [owner, remote, scheduler, app_id] {
     const seam::AppRecord* a = owner->Find(scheduler, app_id);
     if (a == nullptr) return false;
-    return remote ? remote->MoreOutputExpected(*a) : !core::IsTerminal(a->state);
+    return remote ? remote->MoreOutputExpected(*a) : !a->Ended();
   };
   bool with_history = follow && query->app_events == "all" && info_.load_events;
   auto start = [this, owner, remote, scheduler, app_id, key, live, reply, read_as, targets = std::move(targets),

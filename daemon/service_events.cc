@@ -119,7 +119,7 @@ void Service::Events(const json& params, const PeerInfo& peer, const Reply& repl
   f->reply = reply;
   f->feed = info_.event_feed;
   f->last = from;
-  bool ended = core::IsTerminal(app.state) || info_.event_feed == nullptr;
+  bool ended = app.Ended() || info_.event_feed == nullptr;
   if (ended) {
     f->ended = state;
   } else {

@@ -93,6 +93,10 @@ struct AppRecord {
   std::vector<std::string> submit_warnings;  // told to the submitter once
 
   std::string Handle() const;
+  // Over for good: a terminal state, or UNKNOWN that the scheduler settled on (a
+  // job its cluster forgot: `ended_ms` set), which nothing will change again.
+  // TorchX counts UNKNOWN as not terminal, so the state shown stays UNKNOWN.
+  bool Ended() const { return core::IsTerminal(state) || (state == core::AppState::kUnknown && ended_ms.has_value()); }
   core::AppStatus Status() const;
   nlohmann::json ToJson() const;
   // The same record as JSON text. Its parts fixed at submit (the AppDef) and

@@ -83,7 +83,7 @@ void SlurmScheduler::ReadLogs(SlurmApp& app) {
                      l.err_offset});
   }
   std::string app_id = app.rec->app_id;
-  bool ended = core::IsTerminal(app.rec->state);
+  bool ended = app.rec->Ended();
   uid_t owner = app.rec->owner_uid;
   app.read_ticket = files_->Post(owner, owner, app.rec->owner_gid, [this, wants, app_id, ended, owner] {
     auto results = std::make_shared<std::vector<std::pair<FileRead, FileRead>>>();

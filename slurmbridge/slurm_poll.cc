@@ -34,7 +34,7 @@ std::string ExitWords(const supervisor::ReplicaInfo& r) {
 }  // namespace
 
 bool SlurmScheduler::Unfinished(const SlurmApp& app) const {
-  return !core::IsTerminal(app.rec->state) || !app.logs_done;
+  return !app.rec->Ended() || !app.logs_done;
 }
 
 bool SlurmScheduler::MoreOutputExpected(const seam::AppRecord& rec) const {
@@ -70,8 +70,8 @@ void SlurmScheduler::SchedulePoll(double seconds) {
 void SlurmScheduler::Poll() {
   std::string ids;
   for (auto& [id, app] : apps_) {
-    if (!core::IsTerminal(app->rec->state)) ids += (ids.empty() ? "" : ",") + id;
-    if (core::IsTerminal(app->rec->state) && !app->logs_done) ReadLogs(*app);
+    if (!app->rec->Ended()) ids += (ids.empty() ? "" : ",") + id;
+    if (app->rec->Ended() && !app->logs_done) ReadLogs(*app);
   }
   if (ids.empty()) {
     MakeRoomWanted();
@@ -91,7 +91,7 @@ void SlurmScheduler::OnSqueue(Result<CommandResult> r) {
       failing_since_ms_ = core::UnixNowMs();
       logging::warn("slurm controller unreachable error={}", why);
       for (auto& [id, app] : apps_) {
-        if (!core::IsTerminal(app->rec->state)) Event(*app->rec, "slurm-unreachable", "Slurm does not answer: " + why);
+        if (!app->rec->Ended()) Event(*app->rec, "slurm-unreachable", "Slurm does not answer: " + why);
       }
     }
     last_error_ = why;
@@ -102,7 +102,7 @@ void SlurmScheduler::OnSqueue(Result<CommandResult> r) {
   if (failures_ > 0) {
     logging::info("slurm controller answers again after={} tries", failures_);
     for (auto& [id, app] : apps_) {
-      if (!core::IsTerminal(app->rec->state)) {
+      if (!app->rec->Ended()) {
         Event(*app->rec, "slurm-reachable", "Slurm answers again (" + std::to_string(failures_) + " failed tries)");
       }
     }
@@ -112,7 +112,7 @@ void SlurmScheduler::OnSqueue(Result<CommandResult> r) {
   auto jobs = ByJob(ReadSqueue(none_known ? std::string() : r->out));
   std::vector<std::string> ids;
   for (auto& [id, app] : apps_) {
-    if (!core::IsTerminal(app->rec->state)) ids.push_back(id);
+    if (!app->rec->Ended()) ids.push_back(id);
   }
   std::vector<std::string> lost;
   for (const auto& id : ids) {
@@ -130,7 +130,7 @@ void SlurmScheduler::OnSqueue(Result<CommandResult> r) {
   if (!lost.empty()) AskSacct(lost);
   MakeRoomWanted();
   bool more = false;
-  for (auto& [id, app] : apps_) more = more || !core::IsTerminal(app->rec->state) || !app->logs_done;
+  for (auto& [id, app] : apps_) more = more || Unfinished(*app);
   if (poll_wanted_) {
     poll_wanted_ = false;
     SchedulePoll(0);
@@ -285,11 +285,11 @@ void SlurmScheduler::AskSacct(const std::vector<std::string>& ids) {
     }
     for (const auto& id : ids) {
       auto it = apps_.find(id);
-      if (it == apps_.end() || core::IsTerminal(it->second->rec->state)) continue;
+      if (it == apps_.end() || it->second->rec->Ended()) continue;
       auto found = jobs.find(id);
       if (found != jobs.end()) {
         Apply(*it->second, found->second);
-        if (core::IsTerminal(it->second->rec->state)) continue;
+        if (it->second->rec->Ended()) continue;
       }
       Gone(*it->second, why);
     }

@@ -75,7 +75,7 @@ Result<void> SlurmScheduler::Load(const std::vector<seam::StoredApp>& stored) {
     app->job_dir = data.value("job_dir", rec->cwd);
     app->cancel_requested = data.value("cancel_requested", false);
     app->foreign = data.value("foreign", false);
-    app->logs_done = data.value("logs_done", core::IsTerminal(rec->state));
+    app->logs_done = data.value("logs_done", rec->Ended());
     app->reason = data.value("reason", "");
     app->said_reason = app->reason;
     app->started = data.value("started", false);
@@ -97,10 +97,18 @@ Result<void> SlurmScheduler::Load(const std::vector<seam::StoredApp>& stored) {
   return {};
 }
 
+std::string SlurmScheduler::ToolPath() const {
+  auto path = options_.env.find("PATH");
+  return path != options_.env.end() && !path->second.empty() ? path->second : std::string(kDefaultToolPath);
+}
+
 CommandSpec SlurmScheduler::Tool(std::vector<std::string> argv, std::optional<std::pair<uid_t, gid_t>> as) const {
   CommandSpec spec;
   spec.argv = std::move(argv);
   spec.env = options_.env;
+  // Slurm's tools are the daemon's, as any user runs them: a caller's own `sbatch` first on their
+  // PATH could print another user's job id, and the daemon would take that job for theirs.
+  spec.search_path = ToolPath();
   spec.as = as;
   spec.timeout_seconds = options_.command_timeout_seconds;
   return spec;
@@ -112,8 +120,8 @@ CommandSpec SlurmScheduler::Squeue(const std::string& selector) const {
 
 CommandSpec SlurmScheduler::AsCaller(const Submission& s, std::vector<std::string> argv) const {
   CommandSpec spec = Tool(std::move(argv), std::pair{s.request.uid, s.gid});
-  spec.env = s.request.env;  // theirs, as TorchX's sbatch gets the shell's
-  if (!spec.env.count("PATH")) spec.env["PATH"] = "/usr/local/bin:/usr/bin:/bin";
+  spec.env = s.request.env;  // theirs, as TorchX's sbatch gets the shell's (the job inherits it)
+  if (!spec.env.count("PATH")) spec.env["PATH"] = std::string(kDefaultToolPath);
   spec.cwd = s.request.cwd;
   return spec;
 }
@@ -147,7 +155,8 @@ void SlurmScheduler::Probe(std::shared_ptr<Submission> s) {
     std::optional<std::pair<int, int>> v;
     if (version && version->ok()) v = ParseSlurmVersion(version->out);
     if (!version) return s->done(Fail(Error::Unavailable("slurm: " + version.error().message +
-                                                         " (are Slurm's commands on your PATH?)")));
+                                                         " (torchxd runs Slurm's commands from its own PATH; is "
+                                                         "Slurm's client installed where torchxd runs?)")));
     s->input.gpus_per_node = v && UsesGpusPerNode(*v);
     commands_.Run(AsCaller(*s, {"sinfo", "--format", "%P,%m", "--noconvert"}), [this, s](Result<CommandResult> parts) {
       if (shut_down_) return s->done(Fail(Error::Unavailable("torchxd is stopping")));
@@ -197,19 +206,68 @@ void SlurmScheduler::Sbatch(std::shared_ptr<Submission> s) {
     spec.input = s->sbatch.script;
   }
   commands_.Run(std::move(spec), [this, s](Result<CommandResult> ran) {
-    if (!ran) return s->done(Fail(Error::Unavailable("slurm: " + ran.error().message + " (is sbatch on your PATH?)")));
+    if (!ran) return s->done(Fail(Error::Unavailable("slurm: " + ran.error().message)));
     if (!ran->ok()) return s->done(Fail(Error::Unavailable("sbatch " + ran->Describe())));
     std::string job_id = core::Trim(ran->out.substr(0, ran->out.find(';')));  // "123" or "123;cluster"
     if (!AllDigits(job_id)) {
       return s->done(Fail(Error::Internal("sbatch --parsable printed no job id: " + core::PyRepr(ran->out))));
     }
     if (shut_down_) return s->done(Fail(Error::Unavailable("torchxd is stopping (job " + job_id + " was submitted)")));
+    Verify(s, job_id);
+  });
+}
+
+// What sbatch printed is checked against what Slurm holds before it becomes the caller's app: the
+// job must be theirs and named as this app's het groups, on the cluster the daemon polls.
+void SlurmScheduler::Verify(std::shared_ptr<Submission> s, const std::string& job_id) {
+  commands_.Run(Squeue("--jobs=" + job_id), [this, s, job_id](Result<CommandResult> r) {
+    if (shut_down_) return s->done(Fail(Error::Unavailable("torchxd is stopping (job " + job_id + " was submitted)")));
+    auto conf_of = [](const std::map<std::string, std::string>& env) {
+      auto it = env.find("SLURM_CONF");
+      return it == env.end() || it->second.empty() ? std::string("unset: Slurm's default") : it->second;
+    };
+    std::string theirs = conf_of(s->request.env), own = conf_of(options_.env);
+    bool answered = r && (r->ok() || NoneKnown(r->err));
+    auto jobs = ByJob(ReadSqueue(r && r->ok() ? r->out : std::string()));
+    auto found = jobs.find(job_id);
+    if (!answered && theirs == own) {
+      // Slurm did not answer: the job is recorded, and the poll reads it (or says it cannot).
+      logging::warn("cannot check the submitted slurm job app={} error={}", job_id,
+                    r ? "squeue " + r->Describe() : r.error().message);
+      return Record(s, job_id);
+    }
+    if (found == jobs.end()) {
+      // Submitted to a cluster the daemon does not poll (the caller's SLURM_CONF names another):
+      // cancelled there, as the caller, with the environment that submitted it.
+      commands_.Run(AsCaller(*s, {"scancel", job_id}), [job_id](Result<CommandResult> c) {
+        if (!c || !c->ok()) logging::warn("cannot cancel an untracked slurm job job={}", job_id);
+      });
+      std::string why = answered ? "does not hold it" : "does not answer (" + (r ? "squeue " + r->Describe() : r.error().message) + ")";
+      return s->done(Fail(Error::InvalidArgument(
+          "slurm: sbatch gave job " + job_id + ", but the cluster torchxd polls (its SLURM_CONF: " + own + ") " + why +
+          "; your SLURM_CONF (" + theirs + ") names a cluster torchxd does not follow, so the job was cancelled. "
+          "Submit with torchxd's SLURM_CONF, or start a torchxd of your own with yours")));
+    }
+    if (std::string mismatch = JobMismatch(found->second, core::UserName(s->request.uid), s->sbatch.replicas);
+        !mismatch.empty()) {
+      logging::warn("sbatch printed another job's id app={} uid={} why={}", job_id, s->request.uid, mismatch);
+      return s->done(Fail(Error::PermissionDenied("slurm: sbatch printed job " + job_id + ", which is not this app's: " +
+                                                  mismatch + "; nothing was recorded")));
+    }
     Record(s, job_id);
   });
 }
 
 void SlurmScheduler::Record(std::shared_ptr<Submission> s, const std::string& job_id) {
   if (auto old = apps_.find(job_id); old != apps_.end()) {
+    const seam::AppRecord& held = *old->second->rec;
+    if (!held.Ended() && held.owner_uid != s->request.uid) {
+      // Another user's live app keeps its job, whatever a submit was told.
+      logging::warn("slurm job id held by another user's app app={} owner={} uid={}", job_id, held.owner_uid,
+                    s->request.uid);
+      return s->done(Fail(Error::PermissionDenied("slurm: job " + job_id +
+                                                    " is another user's running app; nothing was recorded")));
+    }
     // Slurm gave an id again (its state was reset): the new job is the one that exists.
     logging::warn("slurm job id reused; forgetting the old app app={}", job_id);
     Forget(*old->second);
@@ -298,13 +356,13 @@ std::vector<const seam::AppRecord*> SlurmScheduler::List() const {
 
 size_t SlurmScheduler::running_apps() const {
   return static_cast<size_t>(std::count_if(apps_.begin(), apps_.end(), [](const auto& a) {
-    return !core::IsTerminal(a.second->rec->state);
+    return !a.second->rec->Ended();
   }));
 }
 
 void SlurmScheduler::Cancel(seam::AppRecord& rec, std::optional<double>, std::function<void(Result<seam::CancelOutcome>)> done) {
   SlurmApp& app = *apps_.at(rec.app_id);
-  if (core::IsTerminal(rec.state)) return done(seam::CancelOutcome{true});
+  if (rec.Ended()) return done(seam::CancelOutcome{true});
   CommandSpec spec = Tool({"scancel", rec.app_id}, std::pair{rec.owner_uid, rec.owner_gid});
   std::string app_id = rec.app_id;
   app.cancel_requested = true;
@@ -329,7 +387,7 @@ void SlurmScheduler::Delete(seam::AppRecord& rec, std::function<void(Result<core
     Forget(*it->second);
     done(last);
   };
-  if (core::IsTerminal(rec.state)) return forget();
+  if (rec.Ended()) return forget();
   Cancel(rec, std::nullopt, [forget, done](Result<seam::CancelOutcome> cancelled) {
     if (!cancelled) return done(Fail(cancelled.error()));
     forget();
@@ -372,7 +430,7 @@ Result<void> SlurmScheduler::Persist(SlurmApp& app) {
 void SlurmScheduler::Changed(SlurmApp& app) {
   (void)Persist(app);
   logs_->Notify(seam::AppKey(*app.rec));
-  if (!core::IsTerminal(app.rec->state)) return;
+  if (!app.rec->Ended()) return;
   logs_->Enforce();
   if (feed_ != nullptr) feed_->End(seam::AppKey(*app.rec));
 }
@@ -385,7 +443,7 @@ void SlurmScheduler::MakeRoom(uid_t uid) {
     auto key = [](const SlurmApp& a) { return std::make_pair(!a.foreign, a.rec->ended_ms.value_or(0)); };
     for (auto& [id, app] : apps_) {
       const seam::AppRecord& rec = *app->rec;
-      if (rec.owner_uid != uid || !core::IsTerminal(rec.state) || !app->logs_done ||
+      if (rec.owner_uid != uid || !rec.Ended() || !app->logs_done ||
           app->read_ticket != 0) {
         continue;
       }
@@ -416,7 +474,7 @@ std::optional<seam::LogStore::Candidate> SlurmScheduler::OldestEvictableLogs(uid
   SlurmApp* oldest = nullptr;
   for (auto& [id, app] : apps_) {
     const seam::AppRecord& rec = *app->rec;
-    if (rec.owner_uid != owner || !core::IsTerminal(rec.state) || !app->logs_done || rec.logs_evicted ||
+    if (rec.owner_uid != owner || !rec.Ended() || !app->logs_done || rec.logs_evicted ||
         rec.log_bytes == 0) {
       continue;
     }
@@ -441,7 +499,7 @@ std::string SlurmScheduler::PendingSummary(const seam::AppRecord& rec) const {
 }
 
 std::string SlurmScheduler::StatusNote(const seam::AppRecord& rec) const {
-  if (failures_ == 0 || core::IsTerminal(rec.state)) return "";
+  if (failures_ == 0 || rec.Ended()) return "";
   return "Slurm's controller has not answered since " + ClockTime(failing_since_ms_) + " (" +
          std::to_string(failures_) + (failures_ == 1 ? " try" : " tries") +
          ", trying again with backoff); the state shown is the last seen: " + last_error_;

@@ -110,9 +110,13 @@ class SlurmScheduler : public seam::Scheduler, public seam::Queued, public seam:
   void Probe(std::shared_ptr<Submission> s);
   void WriteScript(std::shared_ptr<Submission> s);
   void Sbatch(std::shared_ptr<Submission> s);
+  void Verify(std::shared_ptr<Submission> s, const std::string& job_id);
   void Record(std::shared_ptr<Submission> s, const std::string& job_id);
   CommandSpec AsCaller(const Submission& s, std::vector<std::string> argv) const;
-  // One of Slurm's tools with the daemon's environment (as `as` when given).
+  // Where Slurm's tools are looked up: the daemon's PATH (never a caller's).
+  static constexpr const char* kDefaultToolPath = "/usr/local/bin:/usr/bin:/bin";
+  std::string ToolPath() const;
+  // One of Slurm's tools with the daemon's environment (as `as` when given), from ToolPath().
   CommandSpec Tool(std::vector<std::string> argv, std::optional<std::pair<uid_t, gid_t>> as = std::nullopt) const;
   // squeue's parsable view of the jobs `selector` (--jobs=..., --user=...) names, ended ones too.
   CommandSpec Squeue(const std::string& selector) const;

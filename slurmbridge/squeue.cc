@@ -157,6 +157,21 @@ std::map<std::string, std::vector<SlurmComponent>> ByJob(std::vector<SlurmCompon
   return out;
 }
 
+std::string JobMismatch(const std::vector<SlurmComponent>& job, const std::string& user,
+                        const std::vector<std::string>& replicas) {
+  if (job.empty()) return "Slurm holds no such job";
+  if (job.front().user != user) return "it is " + job.front().user + "'s job, not " + user + "'s";
+  std::vector<std::string> names;
+  for (const auto& c : job) names.push_back(c.name);
+  if (names != replicas) {
+    std::string has, wanted;
+    for (const auto& n : names) has += (has.empty() ? "" : ",") + n;
+    for (const auto& n : replicas) wanted += (wanted.empty() ? "" : ",") + n;
+    return "its het groups are named " + has + ", this app's " + wanted;
+  }
+  return "";
+}
+
 core::AppState AppStateFromSlurm(std::string_view state) {
   using core::AppState;
   while (!state.empty() && state.back() == '+') state.remove_suffix(1);

@@ -52,6 +52,12 @@ bool AccountingOff(std::string_view sacct_stderr);
 // A job's components by job id, in group order.
 std::map<std::string, std::vector<SlurmComponent>> ByJob(std::vector<SlurmComponent> components);
 
+// Why `job` (one job's components) is not the one a submit of `replicas`
+// ("<role>-<replica>", in group order) by `user` made: its owner or its
+// groups' names differ. "" when it is.
+std::string JobMismatch(const std::vector<SlurmComponent>& job, const std::string& user,
+                        const std::vector<std::string>& replicas);
+
 // TorchX's SLURM_STATES (unknown: UNKNOWN); a trailing '+' (CANCELLED+) is ignored.
 core::AppState AppStateFromSlurm(std::string_view state);  // a replica's state too
 

@@ -1,6 +1,9 @@
 #include "core/command.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <cstdio>
 
 #include <optional>
 
@@ -89,6 +92,44 @@ TEST(CommandTest, AProgramThatIsNotThereIsAnError) {
   auto r = RunOne(spec);
   ASSERT_FALSE(r);
   EXPECT_THAT(r.error().message, HasSubstr("cannot run torchxd-no-such-program"));
+}
+
+// A program run with a caller's environment is looked up where the daemon
+// says, never on the PATH that environment carries: a caller's own `sbatch`
+// first on their PATH is not the one run.
+TEST(CommandTest, ABareNameIsLookedUpOnTheSearchPathNotTheEnvironmentsPath) {
+  char tmpl[] = "/tmp/txd_cmd_XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  std::string dir = tmpl;
+  std::string fake = dir + "/id";
+  {
+    FILE* f = std::fopen(fake.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs("#!/bin/sh\necho the callers own\n", f);
+    std::fclose(f);
+  }
+  ASSERT_EQ(::chmod(fake.c_str(), 0755), 0);
+  CommandSpec spec;
+  spec.argv = {"id", "-u"};
+  spec.env = {{"PATH", dir + ":/usr/bin:/bin"}};
+  auto theirs = RunOne(spec);
+  ASSERT_TRUE(theirs);
+  EXPECT_EQ(theirs->out, "the callers own\n");  // without a search path: the env's PATH
+  spec.search_path = "relative/dir::/usr/bin:/bin";
+  auto ours = RunOne(spec);
+  ASSERT_TRUE(ours);
+  EXPECT_EQ(ours->out, std::to_string(::geteuid()) + "\n");
+  spec.argv = {"torchxd-no-such-program"};
+  auto missing = RunOne(spec);
+  ASSERT_FALSE(missing);
+  EXPECT_THAT(missing.error().message, HasSubstr("torchxd-no-such-program is not on the PATH searched (relative/dir::/usr/bin:/bin)"));
+  EXPECT_EQ(FindProgram("id", dir), fake);
+  EXPECT_EQ(FindProgram("id", "relative:" + dir + "/"), fake);
+  EXPECT_EQ(FindProgram("id", ""), std::nullopt);
+  EXPECT_EQ(FindProgram("./id", dir), std::nullopt);
+  EXPECT_EQ(FindProgram(dir.substr(5), "/tmp"), std::nullopt);  // a directory is not a program
+  ::unlink(fake.c_str());
+  ::rmdir(dir.c_str());
 }
 
 TEST(CommandTest, RunsAsAnotherUserWhenRoot) {

@@ -72,14 +72,23 @@ class SlurmE2eTest : public TorchxSandbox {
   // Slurm's jobs take longer to start and end than the sandbox's default wait.
   static constexpr double kWait = 30;
   // A squeue first on PATH that runs `first` (sh), then the real one; returns its directory.
-  std::string SqueueWrapper(const std::string& first) {
-    fs::create_directories(dir_ / "bin");
+  std::string SqueueWrapper(const std::string& first) { return Wrapper("bin", "squeue", first + "\nexec /usr/bin/squeue \"$@\""); }
+  // `name` in dir_/`dir`, a shell script of `body`; returns the directory.
+  std::string Wrapper(const std::string& dir, const std::string& name, const std::string& body) {
+    fs::create_directories(dir_ / dir);
     {
-      std::ofstream w(dir_ / "bin/squeue");
-      w << "#!/bin/sh\n" << first << "\nexec /usr/bin/squeue \"$@\"\n";
+      std::ofstream w(dir_ / dir / name);
+      w << "#!/bin/sh\n" << body << "\n";
     }
-    fs::permissions(dir_ / "bin/squeue", fs::perms::owner_all);
-    return (dir_ / "bin").string();
+    fs::permissions(dir_ / dir / name, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec |
+                                           fs::perms::group_read | fs::perms::others_read);
+    return (dir_ / dir).string();
+  }
+  std::string JobOf(const std::string& handle) { return handle.substr(handle.rfind('/') + 1); }
+  std::string SlurmState(const std::string& job) {
+    auto q = RunShell("SLURM_CONF=" + Quote(g_conf) + " squeue -h --states=all -j " + job + " -o %T",
+                      (dir_ / "sq.err").string());
+    return q.out;
   }
   // A torchxd of the test's own flags and PATH, where torchx looks for it.
   void StartOwnDaemon(const std::string& flags, const std::string& path_prefix = "") {
@@ -260,16 +269,101 @@ TEST_F(SlurmE2eTest, EachUserKeepsCacheSizeAppsTheOldestFinishedGoFirst) {
   EXPECT_THAT(Torchx({"log", handles[2]}).out, HasSubstr("n2"));
 }
 
-TEST_F(SlurmE2eTest, AJobSlurmForgotAsksSacctThenEndsUnknownSayingWhy) {
+TEST_F(SlurmE2eTest, AJobSlurmForgotAsksSacctThenEndsUnknownSayingWhyOnce) {
   // squeue on the daemon's PATH that lists nothing once told to: slurmctld forgot the job.
-  StartOwnDaemon("--slurm-poll 0.5", SqueueWrapper("[ -f " + Quote((dir_ / "forget").string()) + " ] && exit 0"));
+  fs::path calls = dir_ / "squeue.calls";
+  StartOwnDaemon("--slurm-poll 0.5", SqueueWrapper("echo run >> " + Quote(calls.string()) + "; [ -f " +
+                                                   Quote((dir_ / "forget").string()) + " ] && exit 0"));
   std::string h = Run({"utils.sh", "sleep", "30"});
   ASSERT_TRUE(WaitForState(h, "RUNNING", kWait)) << Torchx({"status", h}).out;
   { std::ofstream touch(dir_ / "forget"); }
   ASSERT_TRUE(WaitForState(h, "UNKNOWN", 15)) << Torchx({"status", h}).out;
   // This cluster keeps no accounting: sacct cannot tell, and the msg says so.
   EXPECT_THAT(Torchx({"status", h}).out, HasSubstr("accounting is off"));
-  RunShell("SLURM_CONF=" + Quote(g_conf) + " scancel " + h.substr(h.rfind('/') + 1), (dir_ / "sc.err").string());
+  // Ended for good: no more polls for it, and one "ended" event.
+  auto count = [&] {
+    std::ifstream in(calls);
+    int n = 0;
+    for (std::string line; std::getline(in, line);) ++n;
+    return n;
+  };
+  int polls = count();
+  std::this_thread::sleep_for(std::chrono::seconds(3));  // six poll periods
+  EXPECT_EQ(count(), polls);
+  std::string events = Torchx({"events", h}).out;
+  size_t ended = 0;
+  for (size_t at = 0; (at = events.find("  ended  ", at)) != std::string::npos; ++at) ++ended;  // the type column
+  EXPECT_EQ(ended, 1u) << events;
+  RunShell("SLURM_CONF=" + Quote(g_conf) + " scancel " + JobOf(h), (dir_ / "sc.err").string());
+}
+
+// A caller's own `sbatch` first on their PATH (one printing another user's job
+// id) is never run: the daemon runs Slurm's tools from its own PATH.
+TEST_F(SlurmE2eTest, ACallersOwnSbatchIsNeverRun) {
+  std::string first = Run({"utils.sh", "sleep", "30"});
+  ASSERT_TRUE(WaitForState(first, "RUNNING", kWait)) << Torchx({"status", first}).out;
+  fs::path ran = dir_ / "fake-sbatch-ran";
+  std::string bin = Wrapper("callers-bin", "sbatch", "touch " + Quote(ran.string()) + "; echo " + JobOf(first));
+  auto second = Torchx({"run", "-s", "slurm", "utils.echo", "--msg", "mine"}, "PATH=" + Quote(bin) + ":\"$PATH\"");
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  std::string h = second.out.substr(0, second.out.find('\n'));
+  EXPECT_NE(h, first);
+  EXPECT_FALSE(fs::exists(ran));
+  EXPECT_TRUE(WaitForState(h, "SUCCEEDED", kWait)) << Torchx({"status", h}).out;
+  EXPECT_EQ(StatusJson(first).value("state", ""), "RUNNING");
+  EXPECT_EQ(Torchx({"cancel", first}).exit_code, 0);
+}
+
+// An id sbatch printed is checked against Slurm before it becomes the app: a
+// job that is not this submit's (named otherwise, or another user's) is never
+// taken, and the app that holds it keeps it.
+TEST_F(SlurmE2eTest, AnIdThatIsNotTheSubmitsJobIsRefusedAndItsAppKeepsIt) {
+  fs::path made = dir_ / "made.job";
+  fs::path victim_file = dir_ / "victim.job";
+  // The daemon's own sbatch, made to lie: it submits, then prints the id in victim_file when there is one.
+  std::string bin = Wrapper("daemon-bin", "sbatch",
+                            "out=$(/usr/bin/sbatch \"$@\") || exit $?\necho \"$out\" >> " + Quote(made.string()) +
+                                "\nif [ -s " + Quote(victim_file.string()) + " ]; then cat " +
+                                Quote(victim_file.string()) + "; else echo \"$out\"; fi");
+  StartOwnDaemon("--slurm-poll 0.5", bin);
+  std::string victim = Run({"utils.sh", "sleep", "30"});
+  ASSERT_TRUE(WaitForState(victim, "RUNNING", kWait)) << Torchx({"status", victim}).out;
+  { std::ofstream(victim_file) << JobOf(victim) << "\n"; }
+  auto taker = Torchx({"run", "-s", "slurm", "utils.echo", "--msg", "not-sleep"});
+  EXPECT_NE(taker.exit_code, 0) << taker.out;
+  EXPECT_THAT(taker.err, HasSubstr("sbatch printed job " + JobOf(victim) + ", which is not this app's"));
+  EXPECT_THAT(taker.err, HasSubstr("named sh-0, this app's echo-0"));
+  json st = StatusJson(victim);
+  EXPECT_EQ(st.value("state", ""), "RUNNING") << st.dump();
+  EXPECT_THAT(Torchx({"describe", victim}).out, HasSubstr("sleep"));
+  EXPECT_THAT(Torchx({"events", victim}).out, ::testing::Not(HasSubstr("echo")));
+  EXPECT_EQ(Torchx({"cancel", victim}).exit_code, 0);
+  std::ifstream in(made);
+  for (std::string job; std::getline(in, job);) {
+    RunShell("SLURM_CONF=" + Quote(g_conf) + " scancel " + job, (dir_ / "sc.err").string());
+  }
+}
+
+// A client whose SLURM_CONF is not the daemon's submits where the daemon may
+// not look: a job the daemon's cluster does not hold is cancelled and the run
+// refused, saying so, instead of the daemon following another job of that id.
+TEST_F(SlurmE2eTest, ASubmitTheDaemonsClusterDoesNotHoldIsCancelledAndRefused) {
+  // The client's conf is a copy (another path); the daemon's squeue does not list new jobs, as
+  // another cluster's would not be.
+  fs::copy_file(g_conf, dir_ / "other.conf");
+  fs::path hide = dir_ / "hide";
+  StartOwnDaemon("--slurm-poll 0.5", SqueueWrapper("[ -f " + Quote(hide.string()) +
+                                                   " ] && { echo 'slurm_load_jobs error: Invalid job id specified' >&2; exit 1; }"));
+  { std::ofstream touch(hide); }
+  auto run = Torchx({"run", "-s", "slurm", "utils.sh", "sleep", "30"}, "SLURM_CONF=" + Quote((dir_ / "other.conf").string()));
+  EXPECT_NE(run.exit_code, 0) << run.out;
+  EXPECT_THAT(run.err, HasSubstr("names a cluster torchxd does not follow, so the job was cancelled"));
+  EXPECT_THAT(run.err, HasSubstr((dir_ / "other.conf").string()));
+  size_t at = run.err.find("sbatch gave job ");
+  ASSERT_NE(at, std::string::npos) << run.err;
+  std::string job = run.err.substr(at + 16, run.err.find(',', at) - at - 16);
+  EXPECT_TRUE(WaitUntil([&] { return SlurmState(job).find("CANCELLED") != std::string::npos; }, kWait)) << SlurmState(job);
+  EXPECT_NE(Torchx({"status", "slurm://torchx/" + job}).exit_code, 0) << "nothing was recorded";
 }
 
 TEST_F(SlurmE2eTest, LogTailFollowsTheRunningJobUntilItEnds) {

@@ -107,6 +107,17 @@ SHARED_BOX_TEST(SlurmJobsRunAsTheirUserAndStayTheirs) {
   EXPECT_TRUE(WaitFor([&] { return box.As("alice", "status " + hl).out.find("RUNNING") != std::string::npos; }, 30));
   EXPECT_NE(box.As("bob", "cancel " + hl).exit_code, 0);
   EXPECT_THAT(box.As("alice", "status " + hl).out, HasSubstr("RUNNING"));
+  // Bob's own sbatch first on his PATH prints her job's id: it is never run (the daemon runs
+  // Slurm's tools from its own PATH), and her job stays hers.
+  std::string her_job = hl.substr(hl.rfind('/') + 1);
+  ASSERT_EQ(box.Sh("bob", "mkdir -p \"$HOME/bin\" && printf '#!/bin/sh\\necho " + her_job +
+                              "\\n' > \"$HOME/bin/sbatch\" && chmod 755 \"$HOME/bin/sbatch\"").exit_code, 0);
+  auto taker = box.Sh("bob", "PATH=\"$HOME/bin:$PATH\" " + std::string(TORCHX_BIN) + " --socket " + Quote(box.socket()) +
+                                 " run -s slurm utils.echo --msg bob");
+  ASSERT_EQ(taker.exit_code, 0) << taker.err;
+  EXPECT_NE(SharedBox::HandleOf(taker), hl);
+  EXPECT_THAT(box.As("alice", "status " + hl).out, HasSubstr("RUNNING"));
+  EXPECT_THAT(box.As("bob", "status " + hl).err, HasSubstr("may not see it"));
   EXPECT_EQ(box.As("alice", "cancel " + hl).exit_code, 0);
   EXPECT_TRUE(WaitFor([&] { return box.As("alice", "status " + hl).out.find("CANCELLED") != std::string::npos; }, 90))
       << box.As("alice", "status " + hl).out << slurm.Says(hl.substr(hl.rfind('/') + 1));
