@@ -39,6 +39,17 @@ std::string JoinPath(const std::vector<std::string>& parts) {
   return out;
 }
 
+const std::string* ReplicaRequest::Find(const std::string& name) const {
+  if (auto it = env.find(name); it != env.end()) return &it->second;
+  if (role_env) {
+    if (auto it = role_env->find(name); it != role_env->end()) return &it->second;
+  }
+  if (inherited) {
+    if (auto it = inherited->find(name); it != inherited->end()) return &it->second;
+  }
+  return nullptr;
+}
+
 std::map<std::string, std::string> ReplicaRequest::Environment() const {
   std::map<std::string, std::string> out;
   ForEachVariable([&](const std::string& k, const std::string& v) { out.emplace_hint(out.end(), k, v); });
@@ -143,25 +154,44 @@ std::vector<ReplicaRequest> BuildReplicaRequests(const AppDef& app, const LocalA
     std::string role_path = Lookup(role.env, "PATH");
     std::string path = ctx.prepend_cwd ? JoinPath({where.cwd, role_path})
                                        : JoinPath({role_path, where.cwd});
+    // The role's variables whose value names no replica_id are the same for every replica of
+    // it: substituted once, one copy they share. (Substituted for two replica ids: a value that
+    // differs names it.)
+    auto shared = std::make_shared<std::map<std::string, std::string>>();
+    std::map<std::string, std::string> own;  // the rest, substituted for each replica
+    {
+      MacroValues zero{where.img_root, ctx.app_id, "0", "TORCHX_RANK0_HOST"};
+      MacroValues one{where.img_root, ctx.app_id, "1", "TORCHX_RANK0_HOST"};
+      for (const auto& [k, v] : role.env) {
+        std::string value = zero.Substitute(v);
+        if (value == one.Substitute(v)) {
+          shared->emplace(k, std::move(value));
+        } else {
+          own.emplace(k, v);
+        }
+      }
+    }
+    std::shared_ptr<const std::map<std::string, std::string>> role_env = std::move(shared);
     for (int i = 0; i < role.num_replicas; ++i) {
       MacroValues values{where.img_root, ctx.app_id, std::to_string(i), "TORCHX_RANK0_HOST"};
-      Role applied = values.Apply(role);
       ReplicaRequest req;
       req.role = role.name;
       req.replica_id = i;
       req.entrypoint = role.entrypoint;
-      req.args = applied.args;
+      req.args.reserve(role.args.size());
+      for (const auto& arg : role.args) req.args.push_back(values.Substitute(arg));
       req.cwd = where.cwd;
       req.log_dir = ReplicaLogDir(ctx.app_log_dir, {role.name, i});
       req.cpu = role.resource.cpu;
       req.mem_mb = role.resource.mem_mb;
       req.inherited = inherited;
-      req.env = std::move(applied.env);
+      req.role_env = role_env;
+      for (const auto& [k, v] : own) req.env.emplace(k, values.Substitute(v));
       req.env["TORCHX_RANK0_HOST"] = "localhost";
       req.env["TORCHX_INTERNAL_SESSION_ID"] = ctx.session_id;
       // Only where neither the client nor the role set them.
       auto set_unless_set = [&](const char* name, std::string value) {
-        if (ctx.client_env.count(name) == 0) req.env.emplace(name, std::move(value));
+        if (ctx.client_env.count(name) == 0 && role.env.count(name) == 0) req.env.emplace(name, std::move(value));
       };
       set_unless_set("TORCHELASTIC_ERROR_FILE", req.log_dir + "/error.json");
       set_unless_set("PET_LOG_DIR", ctx.app_log_dir + "/torchelastic/" + role.name);
@@ -201,10 +231,10 @@ std::string AssignCudaVisibleDevices(const AppDef& app, std::vector<ReplicaReque
 nlohmann::json ReplicaRequestToJson(const ReplicaRequest& request,
                                     const std::map<std::string, std::string>& client_env) {
   nlohmann::json env = nlohmann::json::object();
-  for (const auto& [k, v] : request.env) {
+  request.ForEachVariable([&](const std::string& k, const std::string& v) {
     auto it = client_env.find(k);
     if (k == "PATH" || it == client_env.end() || it->second != v) env[k] = v;
-  }
+  });
   return nlohmann::json{{"role", request.role},
                         {"replica_id", request.replica_id},
                         {"entrypoint", request.entrypoint},

@@ -48,11 +48,15 @@ struct ReplicaRequest {
   int replica_id = 0;
   std::string entrypoint;
   std::vector<std::string> args;
-  // The environment it inherits (the submitting client's), one copy shared by
-  // every replica of the app, and what this replica sets over it (the role's
-  // env after macros, TorchX's variables, PATH): an app's memory grows with
-  // its environment once, not once per replica. Environment() is the whole.
+  // The environment in three layers, each over the one before: what it
+  // inherits (the submitting client's), one copy shared by every replica of
+  // the app; the role's variables that macros make the same for every replica
+  // of it, one copy shared by them; and what this replica alone sets (the
+  // role's variables that name its replica_id, TorchX's, PATH, its GPUs).
+  // An app's memory grows with its environment once, not once per replica.
+  // Environment() is the whole.
   std::shared_ptr<const std::map<std::string, std::string>> inherited;
+  std::shared_ptr<const std::map<std::string, std::string>> role_env;
   std::map<std::string, std::string> env;
   std::string cwd;
   std::string log_dir;  // ReplicaLogDir(app_log_dir, Key())
@@ -66,19 +70,32 @@ struct ReplicaRequest {
   ReplicaKey Key() const { return {role, replica_id}; }
   // The complete environment, in name order: `inherited` with `env` over it.
   std::map<std::string, std::string> Environment() const;
-  // Each variable of the complete environment once, in name order, without building it.
+  // Each variable of the complete environment once, in name order, the
+  // upper layer's value where two set it, without building it.
   template <class F>
   void ForEachVariable(F f) const {
     static const std::map<std::string, std::string> kNone;
     const auto& base = inherited ? *inherited : kNone;
+    const auto& shared = role_env ? *role_env : kNone;
     auto b = base.begin();
-    for (auto e = env.begin(); e != env.end(); ++e) {
-      for (; b != base.end() && b->first < e->first; ++b) f(b->first, b->second);
-      if (b != base.end() && b->first == e->first) ++b;
-      f(e->first, e->second);
+    auto s = shared.begin();
+    auto e = env.begin();
+    while (b != base.end() || s != shared.end() || e != env.end()) {
+      const std::string* first = nullptr;
+      for (const auto* at : {b != base.end() ? &b->first : nullptr, s != shared.end() ? &s->first : nullptr,
+                             e != env.end() ? &e->first : nullptr}) {
+        if (at != nullptr && (first == nullptr || *at < *first)) first = at;
+      }
+      const std::string* value = nullptr;
+      const std::string& key = *first;  // a node of its map: valid after the iterators move on
+      if (b != base.end() && b->first == key) value = &(b++)->second;
+      if (s != shared.end() && s->first == key) value = &(s++)->second;
+      if (e != env.end() && e->first == key) value = &(e++)->second;
+      f(key, *value);
     }
-    for (; b != base.end(); ++b) f(b->first, b->second);
   }
+  // The value `name` has in the complete environment, or nothing.
+  const std::string* Find(const std::string& name) const;
   // Bytes of environment and arguments its process gets ("k=v" and each
   // argument with their terminators): what its start costs in memory.
   size_t ExpandedBytes() const;

@@ -164,7 +164,9 @@ void LocalScheduler::StartAdmitted(LocalApp& app, const std::vector<admission::P
     requests = ContainerRequests(app, nullptr);  // with the placement
   } else {
     for (const auto& j : app.requests) {
-      if (auto req = seam::ReplicaRequestFromStoredJson(j, app.InheritedEnv())) requests.push_back(std::move(*req));
+      if (auto req = seam::ReplicaRequestFromStoredJson(j, app.InheritedEnv(), app.RoleEnvs())) {
+        requests.push_back(std::move(*req));
+      }
     }
     // Stored as placed (a restarted daemon runs what this one did); without GPUs nothing changed.
     if (ApplyPlacement(app, requests)) {

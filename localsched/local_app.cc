@@ -20,11 +20,37 @@ std::shared_ptr<const std::map<std::string, std::string>> LocalApp::InheritedEnv
   return inherited_env;
 }
 
+const std::map<std::string, seam::SharedEnv>& LocalApp::RoleEnvs() {
+  if (role_envs_live.empty() && role_envs.is_object()) {
+    for (const auto& [role, env] : role_envs.items()) {
+      try {
+        role_envs_live[role] = std::make_shared<const std::map<std::string, std::string>>(
+            env.get<std::map<std::string, std::string>>());
+      } catch (const std::exception&) {
+        continue;  // not a map of strings: its requests do not read
+      }
+    }
+  }
+  return role_envs_live;
+}
+
+void LocalApp::SetRoleEnvs(const std::vector<core::ReplicaRequest>& reqs) {
+  role_envs = json::object();
+  role_envs_live.clear();
+  for (const auto& req : reqs) {
+    if (!req.role_env || role_envs_live.count(req.role)) continue;
+    role_envs_live[req.role] = req.role_env;
+    role_envs[req.role] = *req.role_env;
+  }
+}
+
 void LocalApp::DropLaunchInputs() {
   inherited_env.reset();
-  if (client_env.empty() && requests.empty()) return;
+  role_envs_live.clear();
+  if (client_env.empty() && requests.empty() && role_envs.empty()) return;
   client_env.clear();
   requests = json::array();
+  role_envs = json::object();
   LaunchInputsChanged();
 }
 
@@ -72,7 +98,10 @@ std::string LocalApp::SuccessFileText(int64_t now_ms) const {
 
 void LocalApp::AddFixedJson(json& out) const { out["max_duration_ms"] = max_duration_ms; }
 
-void LocalApp::AddLaunchJson(json& out) const { out["requests"] = requests; }
+void LocalApp::AddLaunchJson(json& out) const {
+  out["requests"] = requests;
+  if (!role_envs.empty()) out["role_envs"] = role_envs;
+}
 
 void LocalApp::AddChangingJson(json& out) const {
   out["ports"] = ports;
@@ -91,6 +120,10 @@ Result<std::unique_ptr<LocalApp>> LocalApp::FromJson(json j) {
     if (auto it = j.find("requests"); it != j.end()) {
       if (!it->is_array()) throw seam::StoredFieldError("requests: an array expected");
       app->requests = std::move(*it);
+    }
+    if (auto it = j.find("role_envs"); it != j.end()) {
+      if (!it->is_object()) throw seam::StoredFieldError("role_envs: an object expected");
+      app->role_envs = std::move(*it);
     }
     if (auto it = j.find("ports"); it != j.end() && it->is_object()) app->ports = std::move(*it);
     app->pulling = seam::Stored<std::vector<std::string>>(j, "pulling", {});
@@ -113,7 +146,7 @@ Result<std::unique_ptr<LocalApp>> ParseStored(const seam::StoredApp& s) {
   // A finished app never launches again: what only a launch reads is not parsed (a record
   // written before finished apps dropped it still holds it).
   bool finished = core::IsTerminal(static_cast<core::AppState>(s.state));
-  auto loaded = LocalApp::FromJson(finished ? seam::StoredApp::ParseWithout(s.record, {"client_env", "requests"})
+  auto loaded = LocalApp::FromJson(finished ? seam::StoredApp::ParseWithout(s.record, {"client_env", "requests", "role_envs"})
                                             : seam::StoredApp::Parse(s.record));
   if (!loaded) return Fail(loaded.error());
   std::unique_ptr<LocalApp> rec = std::move(*loaded);

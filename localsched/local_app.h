@@ -26,6 +26,8 @@ namespace torchxd::localsched {
 struct LocalApp : seam::AppRecord {
   // Launch inputs (a change calls LaunchInputsChanged).
   nlohmann::json requests = nlohmann::json::array();  // what each replica runs, for re-adoption
+  // Each role's variables that are the same for all its replicas: kept once, not in each request.
+  nlohmann::json role_envs = nlohmann::json::object();
   // Fixed at submit.
   int64_t max_duration_ms = 0;                        // -cfg max_duration (0 = none)
   uint64_t submitted_bytes = 0;  // live: its record's size at submit (what it weighs while it waits)
@@ -41,6 +43,12 @@ struct LocalApp : seam::AppRecord {
   std::vector<UniqueFd> port_claims;  // held from when it got `ports` until it ends (core::ClaimPort)
   // client_env as its replicas' requests inherit it: one copy for them all (made on first use).
   std::shared_ptr<const std::map<std::string, std::string>> InheritedEnv();
+  // role_envs as the requests share them: one copy per role (made on first use; a role whose
+  // stored variables do not read is left out, and its requests then do not read either).
+  const std::map<std::string, seam::SharedEnv>& RoleEnvs();
+  // Keeps the shared variables `requests` point to as the record's role_envs.
+  void SetRoleEnvs(const std::vector<core::ReplicaRequest>& requests);
+  std::map<std::string, seam::SharedEnv> role_envs_live;  // live: RoleEnvs()
 
   // A finished app never launches again: what only a launch reads (the caller's environment,
   // the replicas' requests: most of a record's bytes) leaves memory, and the store at its next write.

@@ -237,7 +237,7 @@ bool LocalScheduler::AdoptProcesses(LocalApp& app) {
   if (!caller) return false;
   std::vector<core::ReplicaRequest> requests;
   for (const auto& j : app.requests) {
-    auto req = seam::ReplicaRequestFromStoredJson(j, app.InheritedEnv());
+    auto req = seam::ReplicaRequestFromStoredJson(j, app.InheritedEnv(), app.RoleEnvs());
     if (!req) return false;
     requests.push_back(std::move(*req));
   }

@@ -226,6 +226,7 @@ Result<void> LocalScheduler::Expand(Submitting& s) {
   core::LocalPlan plan = core::PlanLocalApp(rec.app, s.plan);
   s.requests = std::move(plan.requests);
   if (!s.requests.empty()) rec.inherited_env = s.requests.front().inherited;  // one copy for the app
+  rec.SetRoleEnvs(s.requests);  // one copy per role
   rec.submit_warnings = std::move(plan.warnings);
   if (!s.gpu_warning.empty()) rec.submit_warnings.push_back(s.gpu_warning);
   if (!s.docker) {

@@ -128,11 +128,13 @@ json ReplicaRequestToStoredJson(const core::ReplicaRequest& r) {
            {"cpu", r.cpu},   {"mem_mb", r.mem_mb}};
   // The inherited environment is the record's client_env, stored once.
   if (r.inherited) out["inherits_client_env"] = true;
+  // The role's shared variables are the record's role_envs, stored once per role.
+  if (r.role_env) out["shares_role_env"] = true;
   return out;
 }
 
-std::optional<core::ReplicaRequest> ReplicaRequestFromStoredJson(
-    const json& j, const std::shared_ptr<const std::map<std::string, std::string>>& client_env) {
+std::optional<core::ReplicaRequest> ReplicaRequestFromStoredJson(const json& j, const SharedEnv& client_env,
+                                                                 const std::map<std::string, SharedEnv>& role_envs) {
   if (!j.is_object()) return std::nullopt;
   try {
     core::ReplicaRequest r;
@@ -142,6 +144,11 @@ std::optional<core::ReplicaRequest> ReplicaRequestFromStoredJson(
       r.inherited = client_env;
     }
     r.role = StoredRequired<std::string>(j, "role");
+    if (Stored<bool>(j, "shares_role_env", false)) {
+      auto it = role_envs.find(r.role);
+      if (it == role_envs.end() || !it->second) return std::nullopt;
+      r.role_env = it->second;
+    }
     r.replica_id = StoredRequired<int>(j, "replica_id");
     r.entrypoint = StoredRequired<std::string>(j, "entrypoint");
     r.args = StoredRequired<std::vector<std::string>>(j, "args");

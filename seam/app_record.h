@@ -174,11 +174,14 @@ std::string ReplicaInfoToJsonText(const supervisor::ReplicaInfo& info);
 // as one object's text; an empty part is none (a row written whole has one).
 // Parts that are not each an object's text join into no JSON.
 std::string JoinRecordText(std::string_view fixed, std::string_view launch, std::string_view changing);
-// A replica's request as a record keeps it: its own variables, and whether it
-// inherits the record's client_env (given back as `client_env` when read).
+// A replica's request as a record keeps it: its own variables, whether it
+// inherits the record's client_env (given back as `client_env` when read), and
+// whether it shares its role's variables (kept once per role by the record:
+// given back in `role_envs`, by role name). Nothing when it does not read.
+using SharedEnv = std::shared_ptr<const std::map<std::string, std::string>>;
 nlohmann::json ReplicaRequestToStoredJson(const core::ReplicaRequest& request);
-std::optional<core::ReplicaRequest> ReplicaRequestFromStoredJson(
-    const nlohmann::json& json, const std::shared_ptr<const std::map<std::string, std::string>>& client_env);
+std::optional<core::ReplicaRequest> ReplicaRequestFromStoredJson(const nlohmann::json& json, const SharedEnv& client_env,
+                                                                 const std::map<std::string, SharedEnv>& role_envs = {});
 supervisor::ReplicaInfo ReplicaInfoFromJson(const nlohmann::json& json);
 
 }  // namespace torchxd::seam

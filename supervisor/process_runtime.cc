@@ -48,7 +48,14 @@ std::unique_ptr<ReplicaHandle> ProcessRuntime::Start(const core::ReplicaRequest&
   spec.cwd = request.cwd;
   spec.argv.push_back(request.entrypoint);
   spec.argv.insert(spec.argv.end(), request.args.begin(), request.args.end());
-  request.ForEachVariable([&](const std::string& k, const std::string& v) { spec.env.push_back(k + "=" + v); });
+  // The environment is made when the spec is sent, from the layers the app's replicas share.
+  core::ReplicaRequest layers;
+  layers.inherited = request.inherited;
+  layers.role_env = request.role_env;
+  layers.env = request.env;
+  auto spec_env = [layers = std::move(layers)](std::vector<std::string>& env) {
+    layers.ForEachVariable([&](const std::string& k, const std::string& v) { env.push_back(k + "=" + v); });
+  };
   spec.nofile = ReplicaNofileLimit();
   // Always explicit: the shim runs nothing without knowing whom to run it as.
   const auto& run_as = options_.run_as;
@@ -66,7 +73,8 @@ std::unique_ptr<ReplicaHandle> ProcessRuntime::Start(const core::ReplicaRequest&
   spec.nonce = monitor.nonce;
   spec.keep = options_.keep;
   return ReplicaProcess::Start(loop_, options_.shim_path, spec, monitor, std::move(callbacks), options_.when_stored,
-                               options_.containment, AttemptLimits{request.cpu, request.mem_mb}, options_.launcher);
+                               options_.containment, AttemptLimits{request.cpu, request.mem_mb}, options_.launcher,
+                               std::move(spec_env));
 }
 
 std::unique_ptr<ReplicaHandle> ProcessRuntime::Adopt(const core::ReplicaRequest&, int, const MonitorRecord& monitor,

@@ -101,10 +101,11 @@ std::unique_ptr<ReplicaProcess> ReplicaProcess::Start(uv_loop_t* loop, const std
                                                       const ShimSpec& spec, const MonitorRecord& monitor,
                                                       Callbacks callbacks, WhenStored when_stored,
                                                       const Containment* containment, AttemptLimits limits,
-                                                      ShimLauncher* launcher) {
+                                                      ShimLauncher* launcher, SpecEnv spec_env) {
   std::unique_ptr<ReplicaProcess> self(
       new ReplicaProcess(loop, std::move(callbacks), std::move(when_stored), containment));
   self->limits_ = limits;
+  self->spec_env_ = std::move(spec_env);
   self->Spawn(shim_path, spec, monitor, launcher);
   return self;
 }
@@ -167,7 +168,7 @@ void ReplicaProcess::Spawn(const std::string& shim_path, const ShimSpec& spec, c
   run_dir_ = monitor.run_dir;
   launcher_ = launcher;
   owner_ = spec.credentials.uid;
-  spec_text_ = EncodeShimSpec(spec);
+  spec_ = spec;
   bool hostable = IsAlready(spec.credentials);
   std::string group = containment_ != nullptr && containment_->Owns(monitor.cgroup) ? monitor.cgroup : "";
   auto go_on = [this, shim_path, hostable, group](Prepared& p) {
@@ -224,7 +225,7 @@ void ReplicaProcess::Launch(const std::string& shim_path, UniqueFd group, bool h
       // No shim the launcher forks reads a byte before it is watched and in its
       // group (launch_protocol.h), so the spec goes now: the shim starts as soon
       // as it is forked, not once this loop has taken the launcher's answer.
-      spec_sent_ = SendNow(ours.get(), spec_text_);
+      spec_sent_ = SendNow(ours.get(), SpecText());
       std::weak_ptr<int> alive = alive_;
       // A replica of the daemon's own user may share a host with the others started in this turn.
       hostable = hostable && dir_fd_.valid();
@@ -355,8 +356,12 @@ void ReplicaProcess::Started(pid_t pid, UniqueFd pidfd, UniqueFd control, Parent
       return;  // the pidfd reports its end
     }
   }
-  if (spec_sent_ < spec_text_.size()) Send(spec_text_.substr(spec_sent_));
-  spec_text_ = std::string();  // its memory too: a spec holds the whole environment
+  if (std::string text = SpecText(); spec_sent_ < text.size()) {
+    text.erase(0, spec_sent_);
+    Send(std::move(text));
+  }
+  spec_ = ShimSpec();  // its memory too: a spec holds the whole environment
+  spec_env_ = nullptr;
   CrashPoint("after_spawn");
   // A stop asked for while the launcher forked the shim.
   if (kill_asked_) {
@@ -402,9 +407,17 @@ void ReplicaProcess::OpenControl(UniqueFd fd) {
   uv_read_start(reinterpret_cast<uv_stream_t*>(control_.get()), OnAlloc, OnRead);
 }
 
-void ReplicaProcess::Send(const std::string& bytes) {
+std::string ReplicaProcess::SpecText() {
+  if (!spec_env_) return EncodeShimSpec(spec_);
+  spec_env_(spec_.env);
+  std::string text = EncodeShimSpec(spec_);
+  spec_.env = std::vector<std::string>();
+  return text;
+}
+
+void ReplicaProcess::Send(std::string bytes) {
   if (!control_open_) return;
-  auto* w = new WriteReq{{}, bytes};
+  auto* w = new WriteReq{{}, std::move(bytes)};
   uv_buf_t buf = uv_buf_init(w->data.data(), static_cast<unsigned>(w->data.size()));
   if (uv_write(&w->req, reinterpret_cast<uv_stream_t*>(control_.get()), &buf, 1,
                [](uv_write_t* req, int) { delete reinterpret_cast<WriteReq*>(req); }) != 0) {

@@ -75,10 +75,16 @@ class ReplicaProcess : public ReplicaHandle {
   // Never returns null: a failure to start the shim is reported through
   // on_exit (spawn_failed) on a later loop iteration.
   // `containment` null: process groups. `limits`: what the attempt's cgroup enforces, where it can.
+  // `spec_env`, when given, fills the spec's environment each time its text is
+  // made (when it is sent), so that a replica waiting for its launch holds no
+  // copy of it: a thousand replicas of a big environment, started at once,
+  // never hold a thousand copies.
+  using SpecEnv = std::function<void(std::vector<std::string>& env)>;
   static std::unique_ptr<ReplicaProcess> Start(uv_loop_t* loop, const std::string& shim_path, const ShimSpec& spec,
                                                const MonitorRecord& monitor, Callbacks callbacks,
                                                WhenStored when_stored = {}, const Containment* containment = nullptr,
-                                               AttemptLimits limits = {}, ShimLauncher* launcher = nullptr);
+                                               AttemptLimits limits = {}, ShimLauncher* launcher = nullptr,
+                                               SpecEnv spec_env = {});
   static std::unique_ptr<ReplicaProcess> Adopt(uv_loop_t* loop, const MonitorRecord& monitor, Callbacks callbacks,
                                                WhenStored when_stored = {}, const Containment* containment = nullptr);
   ~ReplicaProcess() override;
@@ -112,7 +118,9 @@ class ReplicaProcess : public ReplicaHandle {
   bool WatchPid(int pid);
   void WatchPidfd(int pid, UniqueFd pidfd);
   void OpenControl(UniqueFd fd);
-  void Send(const std::string& line);
+  void Send(std::string bytes);
+  // The spec's text, made now (the same bytes each time): sent, then dropped.
+  std::string SpecText();
   void OnControl(std::string_view bytes);
   void OnControlLine(const std::string& line);
   void OnPidfdReadable();
@@ -138,7 +146,8 @@ class ReplicaProcess : public ReplicaHandle {
   uint32_t owner_ = 0;         // the replica's user: whose turn its launch or spawn waits for
   bool launching_ = false;     // the launcher (or the spawner) has not answered yet
   UniqueFd launch_control_;    // our end of the control socket meanwhile
-  std::string spec_text_;      // the spec, until it is sent
+  ShimSpec spec_;              // the spec until it is sent, its environment left to spec_env_
+  SpecEnv spec_env_;
   size_t spec_sent_ = 0;       // how much of it went with the launch
   std::optional<double> stop_grace_;  // a Terminate while launching
   bool kill_asked_ = false;           // a Kill while launching

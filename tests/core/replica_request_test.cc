@@ -87,6 +87,36 @@ TEST(ReplicaRequestTest, ReplicasShareTheInheritedEnvironment) {
   EXPECT_GT(reqs[1].ExpandedBytes(), reqs[1].inherited->size());
 }
 
+// A role's variables that name no replica_id are one copy its replicas share;
+// one that does is each replica's own, and it wins over both layers below.
+TEST(ReplicaRequestTest, ARolesReplicasShareItsVariablesThatNameNoReplicaId) {
+  auto reqs = BuildReplicaRequests(TwoRoleApp(), Context(false));
+  ASSERT_EQ(reqs.size(), 3u);
+  ASSERT_TRUE(reqs[0].role_env);
+  EXPECT_EQ(reqs[0].role_env.get(), reqs[1].role_env.get());
+  EXPECT_NE(reqs[0].role_env.get(), reqs[2].role_env.get()) << "one copy per role";
+  EXPECT_EQ(reqs[0].role_env->at("PYTHONUNBUFFERED"), "0");
+  EXPECT_EQ(reqs[0].role_env->at("TORCHX_JOB_ID"), "local_cwd://torchx/app-x1");
+  EXPECT_EQ(reqs[0].role_env->count("OUT"), 0u) << "names ${replica_id}: each replica's own";
+  EXPECT_EQ(reqs[0].env.at("OUT"), "app-x1/0");
+  EXPECT_EQ(reqs[1].env.at("OUT"), "app-x1/1");
+  EXPECT_EQ(reqs[0].env.count("PYTHONUNBUFFERED"), 0u) << "shared, not copied";
+  ASSERT_NE(reqs[1].Find("PYTHONUNBUFFERED"), nullptr);
+  EXPECT_EQ(*reqs[1].Find("PYTHONUNBUFFERED"), "0");
+  EXPECT_EQ(*reqs[1].Find("HOME"), "/home/u");
+  EXPECT_EQ(*reqs[1].Find("TORCHX_RANK0_HOST"), "localhost") << "the replica's layer over the role's";
+  EXPECT_EQ(reqs[1].Find("NOPE"), nullptr);
+  // The three layers walk as one environment: each variable once, in name order.
+  std::vector<std::string> walked;
+  reqs[1].ForEachVariable([&](const std::string& k, const std::string& v) { walked.push_back(k + "=" + v); });
+  std::vector<std::string> merged;
+  std::map<std::string, std::string> all = *reqs[1].inherited;
+  for (const auto& [k, v] : *reqs[1].role_env) all[k] = v;
+  for (const auto& [k, v] : reqs[1].env) all[k] = v;
+  for (const auto& [k, v] : all) merged.push_back(k + "=" + v);
+  EXPECT_EQ(walked, merged);
+}
+
 TEST(ReplicaRequestTest, JoinPathDropsEmptyPartsAndEdgeColons) {
   EXPECT_EQ(JoinPath({"", ":/a:", "/b", ""}), "/a:/b");
   EXPECT_EQ(JoinPath({}), "");

@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sqlite3.h>
 #include <sys/wait.h>
 
 #include <gmock/gmock.h>
@@ -779,6 +780,55 @@ TEST_F(HardeningTest, AnAppNoProcessCouldStartWithIsRefusedNamingWhat) {
   EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument);
   EXPECT_THAT(r.error().message, HasSubstr("replica w/0 could never start: the variable HUGE is 204805 bytes"));
   EXPECT_EQ(AppCount(), apps) << "a refused run leaves no app behind";
+}
+
+// A role's variables were stored (and held) once per replica: 1 MB of role
+// env x 200 replicas made a 203 MB database. Those the same for every replica
+// are kept once per role; a variable naming the replica's id stays its own.
+// Both survive a daemon restart, and a replica started again after it gets them.
+TEST_F(HardeningTest, ARolesVariablesAreStoredOncePerRoleNotPerReplica) {
+  StartDaemon({"--live-restore"});
+  constexpr int kReplicas = 32;
+  json role = ShRole("r", "echo rid=$RID big=${#BIG1}/${#BIG4}; sleep 60", kReplicas);
+  role["max_retries"] = 1;
+  role["retry_policy"] = "REPLICA";
+  for (int i = 1; i <= 4; ++i) role["env"]["BIG" + std::to_string(i)] = std::string(100 * 1024, 'a' + i);
+  role["env"]["RID"] = "${replica_id}";
+  std::string h = Run(App("shared", {role}));
+  std::string app_id = h.substr(h.rfind('/') + 1);
+  auto said = [&](int replica) { return "rid=" + std::to_string(replica) + " big=102400/102400\n"; };
+  ASSERT_TRUE(WaitUntil([&] { return ReadLog(h, "r", kReplicas - 1) == said(kReplicas - 1); }, 60))
+      << ReadLog(h, "r", kReplicas - 1) << Status(h).dump();
+  EXPECT_EQ(ReadLog(h, "r", 0), said(0));
+  auto stored_bytes = [&] {
+    sqlite3* db = nullptr;
+    EXPECT_EQ(sqlite3_open_v2((state_dir_ + "/torchxd.db").c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+    sqlite3_stmt* q = nullptr;
+    sqlite3_prepare_v2(db,
+                       "SELECT COALESCE((SELECT sum(length(text)) FROM app_parts WHERE app_id = ?1), 0) + "
+                       "(SELECT length(record) FROM apps WHERE app_id = ?1)",
+                       -1, &q, nullptr);
+    sqlite3_bind_text(q, 1, app_id.c_str(), -1, SQLITE_TRANSIENT);
+    int64_t n = sqlite3_step(q) == SQLITE_ROW ? sqlite3_column_int64(q, 0) : -1;
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    return n;
+  };
+  int64_t bytes = stored_bytes();
+  // 400 KiB of shared variables: twice (the AppDef, the role's copy) and a little; 12.8 MiB per replica before.
+  EXPECT_GT(bytes, 800 * 1024);
+  EXPECT_LT(bytes, 1200 * 1024) << "stored " << bytes << " bytes";
+  // Killed and started again, the daemon reads the requests back; a replica killed then starts again with them.
+  StopDaemon(SIGKILL);
+  StartDaemon({"--live-restore"});
+  ASSERT_TRUE(WaitUntil([&] { return Status(h)["state"] == "RUNNING"; })) << Status(h).dump();
+  json status = Status(h);
+  const json& third = Replica(status, "r", 3);
+  ASSERT_TRUE(third["pid"].is_number()) << Status(h).dump();
+  ASSERT_EQ(::kill(third["pid"].get<pid_t>(), SIGKILL), 0);
+  EXPECT_TRUE(WaitUntil([&] { return ReadLog(h, "r", 3) == said(3) + said(3); }, 30)) << ReadLog(h, "r", 3);
+  CallOk("cancel", {{"app_handle", h}});
+  Wait(h);
 }
 
 }  // namespace

@@ -131,6 +131,35 @@ TEST(AppRecordTest, TheRecordIsTextToWriteOnlyWhenItChanged) {
   EXPECT_EQ(nlohmann::json::parse(JoinRecordText(*with->fixed, *with->launch, with->changing))["replicas"].size(), 2u);
 }
 
+// A stored request keeps only its own variables and says which layers it
+// shares; read back with them, it is the same environment. One that shares a
+// role's variables the record does not hold does not read.
+TEST(AppRecordTest, AStoredRequestSharesItsRolesVariablesAndReadsBackWhole) {
+  core::ReplicaRequest r;
+  r.role = "w";
+  r.replica_id = 2;
+  r.entrypoint = "e";
+  auto client = std::make_shared<const std::map<std::string, std::string>>(std::map<std::string, std::string>{{"HOME", "/h"}});
+  auto role = std::make_shared<const std::map<std::string, std::string>>(std::map<std::string, std::string>{{"BIG", "b"}});
+  r.inherited = client;
+  r.role_env = role;
+  r.env = {{"RID", "2"}};
+  nlohmann::json stored = ReplicaRequestToStoredJson(r);
+  EXPECT_EQ(stored["env"], (nlohmann::json{{"RID", "2"}}));
+  EXPECT_EQ(stored["shares_role_env"], true);
+  auto back = ReplicaRequestFromStoredJson(stored, client, {{"w", role}});
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->Environment(), (std::map<std::string, std::string>{{"BIG", "b"}, {"HOME", "/h"}, {"RID", "2"}}));
+  EXPECT_FALSE(ReplicaRequestFromStoredJson(stored, client, {{"other", role}}).has_value());
+  EXPECT_FALSE(ReplicaRequestFromStoredJson(stored, client).has_value());
+  // As an older daemon stored it: every variable its own.
+  stored.erase("shares_role_env");
+  stored["env"]["BIG"] = "b";
+  back = ReplicaRequestFromStoredJson(stored, client);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->Environment().at("BIG"), "b");
+}
+
 TEST(AppRecordTest, ThePartsJoinAsOneObjectAndAnythingElseAsNoJson) {
   EXPECT_EQ(JoinRecordText(R"({"a":1})", R"({"c":3})", R"({"b":2})"), R"({"a":1,"c":3,"b":2})");
   EXPECT_EQ(JoinRecordText("", "", R"({"b":2})"), R"({"b":2})");  // a row written whole
