@@ -86,6 +86,8 @@ void Reflector::List() {
 void Reflector::Watch() {
   expired_ = false;
   watch_opened_ = false;
+  watch_events_ = false;
+  watch_started_ms_ = clock_->UnixNowMs();
   request_ = api_->Stream(
       path_ + Query(true), [this](std::string_view line) { OnWatchLine(line); },
       [this](long status, Result<void> result) { OnWatchEnd(status, std::move(result)); }, 0,
@@ -117,6 +119,7 @@ void Reflector::OnWatchLine(std::string_view line) {
     return;
   }
   if (!event->resource_version.empty()) resource_version_ = event->resource_version;
+  watch_events_ = true;
   backoff_ = 0;
   expired_in_row_ = 0;
   watch_failures_ = 0;
@@ -152,6 +155,11 @@ void Reflector::OnWatchEnd(long status, Result<void> result) {
     return Retry(++watch_failures_ > 1 ? &Reflector::List : &Reflector::Watch, result.error());
   }
   watch_failures_ = 0;
+  // A server (or a proxy) that ends every watch at once, answered and empty, would have us open
+  // hundreds a second: that is backed off as a failure. A watch that ran its timeoutSeconds resumes.
+  if (!watch_events_ && clock_->UnixNowMs() - watch_started_ms_ < kQuietWatchMinMs) {
+    return Retry(&Reflector::Watch, Error::Unavailable("the server ended the watch at once, with nothing in it"));
+  }
   Watch();  // the server's timeoutSeconds ran out: resume from where we are
 }
 

@@ -80,6 +80,10 @@ class Reflector {
   int expired_in_row_ = 0;  // 410s with no event between: back off
   int watch_failures_ = 0;  // in a row: the second one lists again
   bool watch_opened_ = false;  // the current watch got a 2xx answer
+  bool watch_events_ = false;  // the current watch brought an event (a bookmark too)
+  int64_t watch_started_ms_ = 0;
+  // A watch that ends answered, empty and sooner than this is backed off as a failure.
+  static constexpr int64_t kQuietWatchMinMs = 1000;
   // namespace/name -> {"metadata": …} of every object listed or watched, for Replace.
   std::map<std::string, nlohmann::json> known_;
 };

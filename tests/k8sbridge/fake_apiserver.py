@@ -50,6 +50,7 @@ Tests drive the "controller" and "kubelet" through /fake/...:
   POST /fake/reject-next          {"code": 422, "reason", "field", "message"} (next Job create)
   POST /fake/watches/expire       {"how": "event" | "http"}
   POST /fake/watches/drop         (close every watch stream)
+  POST /fake/watches/end-at-once  {"on": true | false} (every watch is answered 200 and ended, empty)
   POST /fake/logs/drop            (close every log stream)
   POST /fake/logs/hold-follows    {"seconds": N} (follows start sending only then)
   POST /fake/patch-answer-delay   {"seconds": N} (a Job PATCH is answered N s after its watch events)
@@ -82,6 +83,7 @@ STATE = {
     "drop_watch": 0,
     "drop_logs": 0,
     "watch_starts": 0,  # watches that got past their checks and stream
+    "watch_end_at_once": False,
     "reject_next": None,
     "outage_until": 0.0,
     "hold_follow_until": 0.0,
@@ -636,6 +638,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             STATE["watch_starts"] += 1
         deadline = time.time() + float(query.get("timeoutSeconds") or 300)
         self.start_stream()
+        if STATE["watch_end_at_once"]:
+            return self.end_stream()
         sent = since
         while True:
             with LOCK:
@@ -821,6 +825,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 else:
                     STATE["expire_event"] += 1
                 LOCK.notify_all()
+                return self.send_json(200, {})
+            if parts == ["watches", "end-at-once"]:
+                STATE["watch_end_at_once"] = bool(body.get("on"))
                 return self.send_json(200, {})
             if parts == ["logs", "hold-follows"]:
                 STATE["hold_follow_until"] = time.time() + float(body["seconds"])
