@@ -54,7 +54,7 @@ void SlurmScheduler::OnListScan(uid_t caller, Result<CommandResult> r) {
     bool torchx = !components.empty() && std::all_of(components.begin(), components.end(), [](const auto& c) {
       return ReplicaOfName(c.name).has_value();
     });
-    if (!torchx) continue;
+    if (!torchx || RejectedAtSubmit(components)) continue;
     Adopt(caller, id, components);
     ++adopted;
   }

@@ -1,5 +1,6 @@
 #include "slurmbridge/squeue.h"
 
+#include <algorithm>
 #include <charconv>
 #include <ctime>
 
@@ -170,6 +171,14 @@ std::string JobMismatch(const std::vector<SlurmComponent>& job, const std::strin
     return "its het groups are named " + has + ", this app's " + wanted;
   }
   return "";
+}
+
+bool RejectedAtSubmit(const std::vector<SlurmComponent>& job) {
+  if (job.empty()) return false;
+  return std::all_of(job.begin(), job.end(), [](const SlurmComponent& c) {
+    bool refused = c.reason == "BadConstraints" || c.reason == "PartitionConfig";
+    return c.state == "FAILED" && refused && c.submit_time == c.start_time && c.start_time == c.end_time;
+  });
 }
 
 core::AppState AppStateFromSlurm(std::string_view state) {

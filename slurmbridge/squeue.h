@@ -58,6 +58,12 @@ std::map<std::string, std::vector<SlurmComponent>> ByJob(std::vector<SlurmCompon
 std::string JobMismatch(const std::vector<SlurmComponent>& job, const std::string& user,
                         const std::vector<std::string>& replicas);
 
+// A job sbatch refused (it exited 1: "Requested node configuration is not
+// available") whose record Slurm keeps anyway: FAILED for a submission
+// reason (BadConstraints, PartitionConfig), ended the moment it was submitted.
+// It never was anyone's app.
+bool RejectedAtSubmit(const std::vector<SlurmComponent>& job);
+
 // TorchX's SLURM_STATES (unknown: UNKNOWN); a trailing '+' (CANCELLED+) is ignored.
 core::AppState AppStateFromSlurm(std::string_view state);  // a replica's state too
 

@@ -256,6 +256,27 @@ TEST_F(SlurmE2eTest, ListShowsTheUsersTorchxJobsSubmittedElsewhere) {
   EXPECT_THAT(Torchx({"list", "-s", "slurm"}).out, ::testing::Not(HasSubstr(h + " ")));
 }
 
+// A submission sbatch refused (exit 1 to the user) left a FAILED record in
+// Slurm, which `list` then showed as the user's failed app.
+TEST_F(SlurmE2eTest, ASubmissionSbatchRefusedIsNeverListed) {
+  fs::create_directories(dir_ / "work");
+  {
+    std::ofstream w(dir_ / "work/huge.json");
+    w << R"({"name": "huge", "roles": [{"name": "huge", "image": "/tmp", "entrypoint": "echo", "args": ["x"],)"
+      << R"( "num_replicas": 2, "resource": {"cpu": 1, "gpu": 0, "memMB": 100000}}]})";
+  }
+  auto run = Torchx({"run", "-s", "slurm", "./huge.json"});
+  ASSERT_NE(run.exit_code, 0) << run.out;
+  EXPECT_THAT(run.err, HasSubstr("sbatch exited with code 1"));
+  auto all = RunShell("SLURM_CONF=" + Quote(g_conf) + " squeue -h --states=all -o '%j %T %r'", (dir_ / "sq.err").string());
+  if (all.out.find("huge-0 FAILED BadConstraints") == std::string::npos) {
+    GTEST_SKIP() << "this Slurm keeps no record of a refused submission: " << all.out;
+  }
+  auto list = Torchx({"list", "-s", "slurm"});
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  EXPECT_THAT(list.out, ::testing::Not(HasSubstr("huge"))) << list.out;
+}
+
 TEST_F(SlurmE2eTest, EachUserKeepsCacheSizeAppsTheOldestFinishedGoFirst) {
   StartOwnDaemon("--slurm-poll 0.5 --cache-size 2");
   std::vector<std::string> handles;

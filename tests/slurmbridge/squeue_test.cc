@@ -31,5 +31,27 @@ TEST(JobMismatchTest, OnlyTheCallersJobNamedAsTheAppIsTheSubmitsJob) {
   EXPECT_EQ(JobMismatch({}, "bob", replicas), "Slurm holds no such job");
 }
 
+// What Slurm 22.05 keeps of a het job sbatch refused ("Requested node
+// configuration is not available"): its first group, FAILED BadConstraints,
+// started and ended the second it was submitted. Not a job that ran and failed.
+TEST(RejectedAtSubmitTest, OnlyAJobRefusedTheMomentItWasSubmitted) {
+  SlurmComponent c = Group("alice", "sh-0", 0);
+  c.state = "FAILED";
+  c.reason = "BadConstraints";
+  c.submit_time = c.start_time = c.end_time = "2026-12-07T17:44:23";
+  EXPECT_TRUE(RejectedAtSubmit({c}));
+  SlurmComponent ran = c;
+  ran.end_time = "2026-12-07T17:44:25";
+  EXPECT_FALSE(RejectedAtSubmit({ran}));
+  SlurmComponent failed = c;
+  failed.reason = "NonZeroExitCode";
+  EXPECT_FALSE(RejectedAtSubmit({failed}));
+  SlurmComponent waiting = c;
+  waiting.state = "PENDING";
+  EXPECT_FALSE(RejectedAtSubmit({waiting}));
+  EXPECT_FALSE(RejectedAtSubmit({c, ran}));
+  EXPECT_FALSE(RejectedAtSubmit({}));
+}
+
 }  // namespace
 }  // namespace torchxd::slurmbridge
