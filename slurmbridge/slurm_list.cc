@@ -98,7 +98,7 @@ void SlurmScheduler::Adopt(uid_t caller, const std::string& job_id, const std::v
   apps_[job_id] = std::move(app);
   logging::info("slurm job found by list app={} uid={} dir={}", job_id, caller, a.job_dir);
   Event(*a.rec, "found", "found in Slurm by `list` (submitted elsewhere): job " + job_id + ", " +
-                              std::to_string(a.rec->replicas.size()) + " het groups, in " + a.job_dir,
+                              GroupsText(a.rec->replicas.size()) + ", in " + a.job_dir,
         {{"job", job_id}, {"dir", a.job_dir}});
   a.rec->state = core::AppState::kSubmitted;
   Apply(a, components);

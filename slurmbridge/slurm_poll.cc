@@ -202,10 +202,12 @@ void SlurmScheduler::Apply(SlurmApp& app, const std::vector<SlurmComponent>& com
       r->end_ms = SlurmTimeMs(c.end_time).value_or(core::UnixNowMs());
       if (!r->start_ms) r->start_ms = SlurmTimeMs(c.start_time);
       if (r->attempt == 0 && state != core::AppState::kCancelled) r->attempt = 1;  // it ran between two polls
-      auto w = ReplicaWaitStatus(c);
+      // Cancelled before it ever ran: it has no exit code (Slurm's 0 is none).
+      bool never_ran = r->attempt == 0;
+      auto w = never_ran ? WaitStatus{} : ReplicaWaitStatus(c);
       r->exit_code = w.exit_code;
       r->signal = w.signal;
-      std::string words = ExitWords(*r);
+      std::string words = never_ran ? "cancelled before it started" : ExitWords(*r);
       if (state == core::AppState::kFailed && failed.empty()) failed = key + " " + words;
       json data = {{"state", core::AppStateName(state)}};
       if (r->exit_code) data["exit_code"] = *r->exit_code;

@@ -314,8 +314,7 @@ void SlurmScheduler::Record(std::shared_ptr<Submission> s, const std::string& jo
   }
   logging::info("slurm job submitted app={} uid={} dir={}", job_id, a.rec->owner_uid, a.job_dir);
   Event(*a.rec, "submitted",
-        "submitted: Slurm job " + job_id + ", " + std::to_string(a.rec->replicas.size()) +
-            (a.rec->replicas.size() == 1 ? " het group" : " het groups") + ", logs in " + a.job_dir,
+        "submitted: Slurm job " + job_id + ", " + GroupsText(a.rec->replicas.size()) + ", logs in " + a.job_dir,
         {{"replicas", a.rec->replicas.size()}, {"scheduler", "slurm"}, {"job", job_id}, {"dir", a.job_dir}});
   PollSoon();
   uid_t owner = a.rec->owner_uid;

@@ -173,6 +173,10 @@ std::string JobMismatch(const std::vector<SlurmComponent>& job, const std::strin
   return "";
 }
 
+std::string GroupsText(size_t replicas) {
+  return replicas == 1 ? "1 replica" : std::to_string(replicas) + " het groups (one per replica)";
+}
+
 bool RejectedAtSubmit(const std::vector<SlurmComponent>& job) {
   if (job.empty()) return false;
   return std::all_of(job.begin(), job.end(), [](const SlurmComponent& c) {

@@ -64,6 +64,9 @@ std::string JobMismatch(const std::vector<SlurmComponent>& job, const std::strin
 // It never was anyone's app.
 bool RejectedAtSubmit(const std::vector<SlurmComponent>& job);
 
+// "1 replica" (a plain job) or "3 het groups (one per replica)", for messages.
+std::string GroupsText(size_t replicas);
+
 // TorchX's SLURM_STATES (unknown: UNKNOWN); a trailing '+' (CANCELLED+) is ignored.
 core::AppState AppStateFromSlurm(std::string_view state);  // a replica's state too
 

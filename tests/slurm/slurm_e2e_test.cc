@@ -155,6 +155,11 @@ TEST_F(SlurmE2eTest, AJobOnADownPartitionShowsSlurmsReason) {
   EXPECT_THAT(Torchx({"events", h}).out, HasSubstr("Slurm: PartitionDown"));
   EXPECT_EQ(Torchx({"cancel", h}).exit_code, 0);
   EXPECT_TRUE(WaitForState(h, "CANCELLED", 15));
+  // It never ran: no exit code (Slurm's 0 is none), and the timeline says so.
+  EXPECT_TRUE(WaitUntil([&] { return Torchx({"events", h}).out.find("cancelled before it started") != std::string::npos; }, 10))
+      << Torchx({"events", h}).out;
+  EXPECT_THAT(Torchx({"status", h}).out, ::testing::Not(HasSubstr("exitcode=0")));
+  EXPECT_THAT(Torchx({"events", h}).out, HasSubstr("submitted: Slurm job " + JobOf(h) + ", 1 replica, logs in"));
 }
 
 TEST_F(SlurmE2eTest, TwoReplicaDdpAcrossTwoHetGroups) {
