@@ -164,9 +164,15 @@ void LocalScheduler::StartAdmitted(LocalApp& app, const std::vector<admission::P
     requests = ContainerRequests(app, nullptr);  // with the placement
   } else {
     for (const auto& j : app.requests) {
-      if (auto req = seam::ReplicaRequestFromStoredJson(j, app.InheritedEnv(), app.RoleEnvs())) {
-        requests.push_back(std::move(*req));
+      auto req = seam::ReplicaRequestFromStoredJson(j, app.InheritedEnv(), app.RoleEnvs());
+      if (!req) {
+        // A start-up sets aside a record whose requests do not read; this one changed since.
+        std::string why = "the stored request of replica " + std::to_string(requests.size()) + " cannot be read";
+        if (!app.runner) return FailBeforeStart(app, why);
+        logging::error("app cannot grow app={} error={}", app.app_id, why);
+        return;
       }
+      requests.push_back(std::move(*req));
     }
     // Stored as placed (a restarted daemon runs what this one did); without GPUs nothing changed.
     if (ApplyPlacement(app, requests)) {

@@ -177,6 +177,15 @@ Result<std::unique_ptr<LocalApp>> ParseStored(const seam::StoredApp& s) {
     return Fail(Error::InvalidArgument("it holds " + std::to_string(rec->requests.size()) +
                                        " replica requests for " + std::to_string(replicas) + " replicas"));
   }
+  // Each request reads, with the variables it shares: a replica is never started (or adopted,
+  // or queued) without part of its environment.
+  for (size_t i = 0; i < rec->requests.size(); ++i) {
+    if (!seam::ReplicaRequestFromStoredJson(rec->requests[i], rec->InheritedEnv(), rec->RoleEnvs())) {
+      return Fail(Error::InvalidArgument("its stored request " + std::to_string(i) +
+                                         " does not read (a field of the wrong type, or the role's shared "
+                                         "variables missing)"));
+    }
+  }
   // Its logs' size counts in the box's log budget: a figure its replicas' rings
   // could never reach (three streams and their indexes each) is not believed,
   // so that it never costs other apps their logs.

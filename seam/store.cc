@@ -45,6 +45,13 @@ const char* const kMigrations[] = {
       scheduler TEXT NOT NULL, app_id TEXT NOT NULL, part INTEGER NOT NULL, text TEXT NOT NULL,
       PRIMARY KEY(scheduler, app_id, part));
     )sql",
+    // No table changes: a local app's replicas may share their role's variables,
+    // kept once in its record (role_envs; each request's shares_role_env). A
+    // torchxd that does not know them would start replicas without them, so it
+    // must refuse this database rather than read it.
+    R"sql(
+    -- records may hold role_envs
+    )sql",
 };
 
 std::string_view ColumnView(sqlite3_stmt* s, int column) {

@@ -127,7 +127,7 @@ class Store {
   // checkpoints run on the loop, as a warning from Open says).
   StoreCheckpointer* checkpointer() { return checkpointer_.get(); }
 
-  static constexpr int kSchemaVersion = 2;
+  static constexpr int kSchemaVersion = 3;
   // The log's size, in pages, past which a commit asks for a checkpoint.
   static constexpr int kCheckpointPages = 1000;
   // Attempts kept per replica (the latest ones): each restart adds a row.

@@ -225,7 +225,9 @@ void ReplicaProcess::Launch(const std::string& shim_path, UniqueFd group, bool h
       // No shim the launcher forks reads a byte before it is watched and in its
       // group (launch_protocol.h), so the spec goes now: the shim starts as soon
       // as it is forked, not once this loop has taken the launcher's answer.
-      spec_sent_ = SendNow(ours.get(), SpecText());
+      std::string text = SpecText();
+      spec_size_ = text.size();
+      spec_sent_ = SendNow(ours.get(), text);
       std::weak_ptr<int> alive = alive_;
       // A replica of the daemon's own user may share a host with the others started in this turn.
       hostable = hostable && dir_fd_.valid();
@@ -278,6 +280,7 @@ bool ReplicaProcess::ControlPair(UniqueFd& ours, UniqueFd& theirs) {
 
 void ReplicaProcess::SpawnHere(const std::string& shim_path) {
   spec_sent_ = 0;  // a new control socket: the whole spec goes on it
+  spec_size_ = 0;
   UniqueFd ours, theirs;
   if (!ControlPair(ours, theirs)) {
     // Without it the shim would start with no control socket, read no spec and record nothing.
@@ -356,9 +359,13 @@ void ReplicaProcess::Started(pid_t pid, UniqueFd pidfd, UniqueFd control, Parent
       return;  // the pidfd reports its end
     }
   }
-  if (std::string text = SpecText(); spec_sent_ < text.size()) {
-    text.erase(0, spec_sent_);
-    Send(std::move(text));
+  // What the launch did not send (all of it when it sent none), made again: the same bytes.
+  if (spec_size_ == 0 || spec_sent_ < spec_size_) {
+    std::string text = SpecText();
+    if (spec_sent_ < text.size()) {
+      text.erase(0, spec_sent_);
+      Send(std::move(text));
+    }
   }
   spec_ = ShimSpec();  // its memory too: a spec holds the whole environment
   spec_env_ = nullptr;

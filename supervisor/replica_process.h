@@ -76,9 +76,10 @@ class ReplicaProcess : public ReplicaHandle {
   // on_exit (spawn_failed) on a later loop iteration.
   // `containment` null: process groups. `limits`: what the attempt's cgroup enforces, where it can.
   // `spec_env`, when given, fills the spec's environment each time its text is
-  // made (when it is sent), so that a replica waiting for its launch holds no
-  // copy of it: a thousand replicas of a big environment, started at once,
-  // never hold a thousand copies.
+  // made (when it is sent), so that a replica waiting for its launch (its
+  // directories made, its turn at the launcher) holds no copy of it. What the
+  // control socket does not take at once is queued until the shim reads it:
+  // replicas started in one turn each hold their spec's rest until then.
   using SpecEnv = std::function<void(std::vector<std::string>& env)>;
   static std::unique_ptr<ReplicaProcess> Start(uv_loop_t* loop, const std::string& shim_path, const ShimSpec& spec,
                                                const MonitorRecord& monitor, Callbacks callbacks,
@@ -149,6 +150,7 @@ class ReplicaProcess : public ReplicaHandle {
   ShimSpec spec_;              // the spec until it is sent, its environment left to spec_env_
   SpecEnv spec_env_;
   size_t spec_sent_ = 0;       // how much of it went with the launch
+  size_t spec_size_ = 0;       // its text's size, once made for the launch (0: not made yet)
   std::optional<double> stop_grace_;  // a Terminate while launching
   bool kill_asked_ = false;           // a Kill while launching
   Callbacks callbacks_;

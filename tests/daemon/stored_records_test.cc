@@ -221,6 +221,47 @@ TEST_F(StoredRecordsTest, ADaemonStartsAndServesWhateverTypesItsRecordsHold) {
   EXPECT_EQ(StopDaemon(SIGTERM), 0) << ReadFile(daemon_log_);
 }
 
+// A queued app whose stored requests share a role's variables that its record
+// no longer holds started without that role's replicas (and SUCCEEDED): a
+// record whose requests do not read is set aside, saying so, and the daemon
+// starts and serves the rest.
+TEST_F(StoredRecordsTest, AnAppWhoseSharedVariablesDoNotReadIsSetAsideNotStartedWithoutThem) {
+  fs::path topology = dir_ / "one.json";
+  std::ofstream(topology) << kOneGpu;
+  fs::path release = dir_ / "release";
+  json waits = {{"name", "w"}, {"entrypoint", "sh"}, {"num_replicas", 1},
+                {"args", {"-c", "until [ -e " + release.string() + " ]; do sleep 0.05; done"}},
+                {"resource", {{"cpu", 1}, {"gpu", 1}, {"memMB", 64}}}};
+  StartDaemon({"--gpu-topology", topology.string(), "--live-restore"});
+  std::string holder = Run(App("holder", {waits}));
+  ASSERT_TRUE(WaitUntil([&] { return Status(holder)["state"] == "RUNNING"; }));
+  json a = waits, b = waits;
+  a["name"] = "a";
+  a["env"] = {{"X", "x-a"}};
+  b["name"] = "b";
+  b["env"] = {{"X", "x-b"}};
+  b["resource"]["gpu"] = 0;
+  std::string queued = Run(App("two", {a, b}));
+  ASSERT_EQ(Status(queued)["state"], "PENDING");
+  StopDaemon(SIGKILL);
+  sqlite3* db = Open();
+  ASSERT_NE(db, nullptr);
+  std::string id = queued.substr(queued.rfind('/') + 1);
+  std::string sql = "UPDATE app_parts SET text = json_remove(text, '$.role_envs.a') WHERE app_id = '" + id + "' AND part = 1";
+  ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+  ASSERT_EQ(sqlite3_changes(db), 1) << "its launch inputs are a part of their own";
+  sqlite3_close(db);
+  StartDaemon({"--gpu-topology", topology.string(), "--live-restore"});
+  EXPECT_EQ(Status(holder)["state"], "RUNNING");
+  auto gone = Call("status", {{"app_handle", queued}});
+  ASSERT_FALSE(gone.has_value()) << gone->dump();
+  EXPECT_EQ(gone.error().code, ErrorCode::kNotFound);
+  EXPECT_THAT(ReadFile(daemon_log_), ::testing::HasSubstr("set aside"));
+  EXPECT_THAT(ReadFile(daemon_log_), ::testing::HasSubstr("does not read"));
+  std::ofstream(release) << "go";
+  EXPECT_EQ(Wait(holder)["state"], "SUCCEEDED");
+}
+
 // A run option given as JSON null is TorchX's None: its default. A request
 // with one was once stored and then refused, and every later start died
 // reading it back.
