@@ -234,7 +234,7 @@ void SlurmScheduler::Verify(std::shared_ptr<Submission> s, const std::string& jo
       // Slurm did not answer: the job is recorded, and the poll reads it (or says it cannot).
       logging::warn("cannot check the submitted slurm job app={} error={}", job_id,
                     r ? "squeue " + r->Describe() : r.error().message);
-      return Record(s, job_id);
+      return Record(s, job_id, false);
     }
     if (found == jobs.end()) {
       // Submitted to a cluster the daemon does not poll (the caller's SLURM_CONF names another):
@@ -254,19 +254,21 @@ void SlurmScheduler::Verify(std::shared_ptr<Submission> s, const std::string& jo
       return s->done(Fail(Error::PermissionDenied("slurm: sbatch printed job " + job_id + ", which is not this app's: " +
                                                   mismatch + "; nothing was recorded")));
     }
-    Record(s, job_id);
+    Record(s, job_id, true);
   });
 }
 
-void SlurmScheduler::Record(std::shared_ptr<Submission> s, const std::string& job_id) {
+void SlurmScheduler::Record(std::shared_ptr<Submission> s, const std::string& job_id, bool verified) {
   if (auto old = apps_.find(job_id); old != apps_.end()) {
     const seam::AppRecord& held = *old->second->rec;
-    if (!held.Ended() && held.owner_uid != s->request.uid) {
-      // Another user's live app keeps its job, whatever a submit was told.
-      logging::warn("slurm job id held by another user's app app={} owner={} uid={}", job_id, held.owner_uid,
-                    s->request.uid);
-      return s->done(Fail(Error::PermissionDenied("slurm: job " + job_id +
-                                                    " is another user's running app; nothing was recorded")));
+    // sbatch runs with the caller's environment, so what it prints is theirs to choose: an id
+    // Slurm did not confirm never replaces another user's app, ended or not.
+    if (held.owner_uid != s->request.uid && (!held.Ended() || !verified)) {
+      logging::warn("slurm job id held by another user's app app={} owner={} uid={} verified={}", job_id,
+                    held.owner_uid, s->request.uid, verified);
+      return s->done(Fail(Error::PermissionDenied(
+          "slurm: job " + job_id + " is another user's app" +
+          (verified ? "" : " and Slurm did not answer to confirm that it is yours") + "; nothing was recorded")));
     }
     // Slurm gave an id again (its state was reset): the new job is the one that exists.
     logging::warn("slurm job id reused; forgetting the old app app={}", job_id);

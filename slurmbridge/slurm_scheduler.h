@@ -111,7 +111,8 @@ class SlurmScheduler : public seam::Scheduler, public seam::Queued, public seam:
   void WriteScript(std::shared_ptr<Submission> s);
   void Sbatch(std::shared_ptr<Submission> s);
   void Verify(std::shared_ptr<Submission> s, const std::string& job_id);
-  void Record(std::shared_ptr<Submission> s, const std::string& job_id);
+  // `verified`: squeue said the job is the caller's and named as the app's.
+  void Record(std::shared_ptr<Submission> s, const std::string& job_id, bool verified);
   CommandSpec AsCaller(const Submission& s, std::vector<std::string> argv) const;
   // Where Slurm's tools are looked up: the daemon's PATH (never a caller's).
   static constexpr const char* kDefaultToolPath = "/usr/local/bin:/usr/bin:/bin";
