@@ -42,6 +42,10 @@ Result<size_t> CheckScale(const AppDef& app, const ScaleRequest& request) {
   return Fail(Error::InvalidArgument("no role '" + request.role + "' in the app (its roles: " + known + ")"));
 }
 
+std::string ScaledToMessage(const std::string& role, int replicas) {
+  return "role " + role + " scaled to " + std::to_string(replicas) + (replicas == 1 ? " replica" : " replicas");
+}
+
 std::string ScaledDownMessage(const Role& role, int replicas) {
   return std::string(kScaledDownPrefix) + ": role " + role.name + " runs " + std::to_string(replicas) + " of " +
          std::to_string(role.num_replicas) + " replicas";

@@ -33,6 +33,8 @@ std::vector<int> ScaleOf(const AppDef& app, const nlohmann::json& stored);
 inline constexpr std::string_view kScaledDownPrefix = "scaled down";
 // "scaled down: role w runs 1 of 3 replicas"
 std::string ScaledDownMessage(const Role& role, int replicas);
+// "role worker scaled to 1 replica", a scale's event on every scheduler.
+std::string ScaledToMessage(const std::string& role, int replicas);
 
 }  // namespace torchxd::core
 

@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "core/app_status.h"
+#include "core/elastic.h"
 #include "core/ids.h"
 #include "core/log.h"
 #include "core/names.h"
@@ -511,6 +512,10 @@ void KubernetesScheduler::Scale(seam::AppRecord& rec, const std::vector<core::Sc
           return done(Fail(patched.error().WithContext("scale (patching the Job's task replicas)")));
         }
         logging::info("kubernetes job scaled app={} scale={}", app_id, scale.dump());
+        for (const auto& c : changes) {
+          Event(*it->second->rec, "scaled", core::ScaledToMessage(c.role, c.replicas),
+                {{"role", c.role}, {"replicas", c.replicas}});
+        }
         if (EndScaledAway(*it->second)) logs_->Notify(seam::AppKey(*it->second->rec));
         if (auto ok = Persist(*it->second); !ok) return done(Fail(ok.error()));
         done({});

@@ -7,6 +7,7 @@
 #include "core/app_status.h"
 #include "core/log.h"
 #include "core/replica_key.h"
+#include "core/text.h"
 #include "k8sbridge/job_state.h"
 #include "k8sbridge/kubernetes_app.h"
 #include "k8sbridge/kubernetes_scheduler.h"
@@ -152,6 +153,7 @@ bool KubernetesScheduler::EndScaledAway(KubeApp& app) {
                                               scale[static_cast<size_t>(r.role_index)]);
     r.end_ms = clock_->UnixNowMs();
     app.pods[r.Key().String()].log_done = true;  // it never ran: nothing to read
+    Event(rec, "exited", "cancelled: " + r.error_message, {{"state", "CANCELLED"}, {"reason", "scaled"}}, r.Key().String());
     any = true;
   }
   return any;
@@ -174,11 +176,15 @@ void KubernetesScheduler::JobGone(KubeApp& app) {
     r.state = app.cancel_requested ? core::ReplicaState::kCancelled : core::ReplicaState::kFailed;
     r.error_message = "its Job was deleted";
     r.end_ms = rec.ended_ms;
+    std::string name(core::AppStateName(r.state));
+    Event(rec, "exited", core::ToLower(name) + ": its Job was deleted", {{"state", name}}, r.Key().String());
   }
   for (auto& [key, t] : app.pods) {
     if (!app.Pod(key).started) t.log_done = true;  // the tracker marked every pod of the Job finished
   }
   logging::warn("kubernetes job deleted outside torchx app={}", rec.app_id);
+  std::string name(core::AppStateName(rec.state));
+  Event(rec, "ended", name + ": " + rec.msg, {{"state", name}, {"msg", rec.msg}});
   Changed(app);
 }
 
@@ -216,6 +222,8 @@ void KubernetesScheduler::PodDeleted(KubeApp& app, const std::string& key, bool 
     if (!scaled) r->error_message = "pod " + pod + " was deleted before it finished" + (cancelled ? " (cancelled)" : "");
     r->end_ms = clock_->UnixNowMs();
     logging::info("kubernetes pod deleted app={} pod={} replica={}", app.rec->app_id, pod, key);
+    std::string name(core::AppStateName(r->state));
+    Event(*app.rec, "exited", core::ToLower(name) + ": " + r->error_message, {{"state", name}, {"pod", pod}}, key);
   }
   if (!changed) return;
   Changed(app);

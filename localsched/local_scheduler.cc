@@ -17,6 +17,7 @@
 #include "core/app_status.h"
 #include "core/byte_size.h"
 #include "core/check.h"
+#include "core/elastic.h"
 #include "core/json_parse.h"
 #include "core/local_ports.h"
 #include "core/log.h"
@@ -410,7 +411,7 @@ void LocalScheduler::Scale(seam::AppRecord& record, const std::vector<core::Scal
     WantScaledUp(app);  // those that gave their GPUs back get new ones through admission
   }
   for (const auto& c : changes) {
-    Event(app, "scaled", "role " + c.role + " scaled to " + std::to_string(c.replicas) + " replicas",
+    Event(app, "scaled", core::ScaledToMessage(c.role, c.replicas),
           {{"role", c.role}, {"replicas", c.replicas}});
   }
   logging::info("app scaled app={} scale={}", app.app_id, app.scale.dump());

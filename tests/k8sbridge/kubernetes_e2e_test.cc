@@ -543,6 +543,10 @@ TEST_F(KubernetesE2eTest, AReplicaScaledAwayBeforeItHadAPodEndsScaledDown) {
     EXPECT_EQ(st["roles"][0]["replicas"][r]["state_name"], "CANCELLED") << st.dump();
     EXPECT_EQ(st["roles"][0]["replicas"][r]["error_message"], "scaled down: role worker runs 1 of 3 replicas");
   }
+  // The scale and each replica it ended are on the timeline.
+  std::string events = Torchx({"events", h}).out;
+  EXPECT_THAT(events, HasSubstr("role worker scaled to 1 replica\n"));
+  EXPECT_THAT(events, HasSubstr("worker/2 cancelled: scaled down: role worker runs 1 of 3 replicas"));
   JobPhase(job, "Running");
   ASSERT_TRUE(WaitUntil([&] { return StatusJson(h)["roles"][0]["replicas"][0]["state_name"] == "RUNNING"; }));
   PodPhase(job + "-worker-0-0", "Succeeded");

@@ -93,6 +93,11 @@ TEST_F(KubernetesE2eTest, DeletedPodsEndTheirReplicasAlsoWhenOnlyARelistShowsIt)
   ASSERT_EQ(api_.Post("/fake/pods/team/" + job + "-echo-0-0/delete"), 200);
   ASSERT_TRUE(WaitUntil([&] { return StatusJson(h)["roles"][0]["replicas"][0]["state_name"] == "FAILED"; }));
   EXPECT_THAT(StatusJson(h)["roles"][0]["replicas"][0].dump(), HasSubstr("was deleted before it finished"));
+  // Every state change of a replica is on the timeline.
+  EXPECT_TRUE(WaitUntil([&] {
+    return Torchx({"events", h}).out.find("echo/0 failed: pod " + job + "-echo-0-0 was deleted before it finished") !=
+           std::string::npos;
+  })) << Torchx({"events", h}).out;
   // Deleted while no daemon watched: the next one's list lacks it.
   ASSERT_EQ(Torchx({"daemon", "stop"}).exit_code, 0);
   ASSERT_EQ(api_.Post("/fake/pods/team/" + job + "-echo-1-0/delete"), 200);
@@ -180,6 +185,10 @@ TEST_F(KubernetesE2eTest, ADeletedJobsReplicasStayEndedThroughItsPodsGracefulDel
     return true;
   };
   ASSERT_TRUE(WaitUntil(ended)) << StatusJson(h).dump();
+  // The timeline ends as the app did: each replica, then the app.
+  std::string events = Torchx({"events", h}).out;
+  EXPECT_THAT(events, HasSubstr("echo/1 failed: its Job was deleted"));
+  EXPECT_THAT(events, HasSubstr("ended       FAILED: the Volcano Job team/" + job + " was deleted from the cluster"));
   // Later updates of the pods (the kubelet still reports them running) add nothing that revives them.
   PodStatus(job + "-echo-0-0", {{"phase", "Running"}});
   PodLog(job + "-echo-1-0", {"late line"});
