@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "cli/daemon_connection.h"
+#include "cli/reconnect.h"
 
 namespace torchxd::cli {
 namespace {
@@ -55,11 +56,15 @@ std::string EventLine(const json& e) {
 }
 
 int CmdEvents(const GlobalArgs& global, const std::string& handle, bool follow, bool as_json, const CliContext& ctx) {
-  auto client = ConnectToDaemon({global.socket, true}, ctx);
+  ConnectOptions connect{global.socket, true};
+  auto client = ConnectToDaemon(connect, ctx);
   if (!client) return ReportError(ctx, client.error().message, kExitNoDaemon);
-  json params = {{"app_handle", handle}, {"follow", follow}};
   bool any = false;
+  uint64_t last = 0;  // the newest event printed: a reconnect asks for those after it
   auto print = [&](const json& e) {
+    uint64_t seq = e.is_object() ? e.value("seq", uint64_t{0}) : 0;
+    if (seq != 0 && seq <= last) return;  // sent again after a reconnect
+    if (seq != 0) last = seq;
     any = true;
     if (as_json) {
       *ctx.out << e.dump() << "\n";  // one JSON object per line, as `docker events --format json`
@@ -68,9 +73,21 @@ int CmdEvents(const GlobalArgs& global, const std::string& handle, bool follow, 
     }
     ctx.out->flush();
   };
-  auto reply = client->Call("events", params, [&](const json& ev) {
+  auto on_event = [&](const json& ev) {
     if (ev.contains("event")) print(ev["event"]);
-  });
+  };
+  Result<json> reply = Fail(Error::Internal("no reply"));
+  if (follow) {
+    // A follower outlives a daemon restart, as `log -f` does: it connects again and goes on
+    // after the last event it printed.
+    reply = CallAcrossRestarts(connect, ctx, std::move(*client), "events", [&] {
+      json params = {{"app_handle", handle}, {"follow", true}};
+      if (last != 0) params["after"] = last;
+      return params;
+    }, on_event);
+  } else {
+    reply = client->Call("events", {{"app_handle", handle}, {"follow", false}}, on_event);
+  }
   if (!reply) return ReportCallError(ctx, reply.error());
   for (const auto& e : reply->value("events", json::array())) print(e);
   if (!any && !as_json) *ctx.out << "No events for " << handle << "\n";

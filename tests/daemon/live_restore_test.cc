@@ -109,6 +109,35 @@ TEST_F(LiveRestoreTest, ReplicasOutlive20DaemonKillsAndEveryLineIsKeptExactlyOnc
   EXPECT_TRUE(WaitUntil([&] { return fs::is_empty(state_dir_ + "/shims"); }, 5));
 }
 
+// `events -f` ended "torchxd closed the connection", exit 3, at each daemon
+// restart, where `log -f` goes on: it connects again and resumes after the
+// last event it printed, each event once.
+TEST_F(LiveRestoreTest, AnEventsFollowerOutlivesADaemonRestartAndPrintsEachEventOnce) {
+  StartLive();
+  fs::path go = dir_ / "go";
+  json waits = {{"name", "w"}, {"entrypoint", "sh"}, {"num_replicas", 1},
+                {"args", {"-c", "until [ -e " + go.string() + " ]; do sleep 0.05; done"}}};
+  std::string h = Run(App("ev", {waits}));
+  pid_t follower = SpawnToFiles({TORCHX_BIN, "--socket", socket_, "events", "-f", h}, dir_ / "ev.out", dir_ / "ev.err");
+  ASSERT_TRUE(WaitUntil([&] { return ReadFile(dir_ / "ev.out").find("started") != std::string::npos; }, 30))
+      << ReadFile(dir_ / "ev.out") << ReadFile(dir_ / "ev.err");
+  StopDaemon(SIGKILL);
+  StartLive();
+  std::ofstream(go) << "go";
+  EXPECT_EQ(ReapWithin(follower, 30), 0) << ReadFile(dir_ / "ev.err");
+  std::string out = ReadFile(dir_ / "ev.out");
+  auto count = [&](const std::string& what) {
+    size_t n = 0;
+    for (size_t at = 0; (at = out.find(what, at)) != std::string::npos; ++at) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("  submitted  "), 1u) << out;
+  EXPECT_EQ(count("  started  "), 1u) << out;
+  EXPECT_EQ(count("  ended  "), 1u) << out;
+  EXPECT_THAT(out, HasSubstr("SUCCEEDED"));
+  EXPECT_THAT(ReadFile(dir_ / "ev.err"), HasSubstr("reconnected to torchxd"));
+}
+
 // A daemon SIGKILLed while it starts replicas: a helper caught between
 // posix_spawn's clone and its exec holds copies of the daemon's descriptors
 // for a moment. The restarted daemon must come up all the same (it refused:
