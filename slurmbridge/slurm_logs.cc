@@ -24,10 +24,13 @@ struct FileRead {
   uint64_t offset = 0;  // where `bytes` start
   bool exists = false;
   bool more = false;  // the round's bound was reached
+  bool rewritten = false;  // written again since `fresh_ms`: read from its start
   std::string problem;
 };
 
-FileRead ReadFrom(const std::string& path, uint64_t offset, uid_t owner) {
+// `fresh_ms`: when a new attempt started (0: none awaited); a file modified since, or shorter
+// than `offset`, was written again by it.
+FileRead ReadFrom(const std::string& path, uint64_t offset, uid_t owner, int64_t fresh_ms) {
   FileRead r;
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
   if (fd.get() < 0) {
@@ -45,7 +48,11 @@ FileRead ReadFrom(const std::string& path, uint64_t offset, uid_t owner) {
   }
   r.exists = true;
   uint64_t size = static_cast<uint64_t>(st.st_size);
-  if (size < offset) offset = 0;  // written again from its start
+  int64_t modified_ms = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1000000;
+  if (size < offset || (fresh_ms > 0 && modified_ms >= fresh_ms)) {
+    offset = 0;  // written again from its start
+    r.rewritten = fresh_ms > 0;
+  }
   r.offset = offset;
   uint64_t want = std::min<uint64_t>(size - offset, kReadRound);
   r.more = size - offset > kReadRound;
@@ -72,6 +79,7 @@ void SlurmScheduler::ReadLogs(SlurmApp& app) {
   struct Want {
     std::string key, out, err;
     uint64_t out_offset, err_offset;
+    int64_t out_fresh_ms, err_fresh_ms;
   };
   std::vector<Want> wants;
   for (const auto& r : app.rec->replicas) {
@@ -80,14 +88,17 @@ void SlurmScheduler::ReadLogs(SlurmApp& app) {
     const ReplicaLog& l = app.logs[key];
     wants.push_back({key, app.job_dir + "/" + ReplicaLogName(app.rec->app_id, name, false),
                      app.job_dir + "/" + ReplicaLogName(app.rec->app_id, name, true), l.out_offset,
-                     l.err_offset});
+                     l.err_offset, l.out_fresh_ms, l.err_fresh_ms});
   }
   std::string app_id = app.rec->app_id;
   bool ended = app.rec->Ended();
   uid_t owner = app.rec->owner_uid;
   app.read_ticket = files_->Post(owner, owner, app.rec->owner_gid, [this, wants, app_id, ended, owner] {
     auto results = std::make_shared<std::vector<std::pair<FileRead, FileRead>>>();
-    for (const auto& w : wants) results->emplace_back(ReadFrom(w.out, w.out_offset, owner), ReadFrom(w.err, w.err_offset, owner));
+    for (const auto& w : wants) {
+      results->emplace_back(ReadFrom(w.out, w.out_offset, owner, w.out_fresh_ms),
+                            ReadFrom(w.err, w.err_offset, owner, w.err_fresh_ms));
+    }
     return std::function<void()>([this, wants, results, app_id, ended] {
       auto it = apps_.find(app_id);
       if (it == apps_.end()) return;
@@ -111,6 +122,7 @@ void SlurmScheduler::ReadLogs(SlurmApp& app) {
           bool is_err = f == &err;
           uint64_t& offset = is_err ? l.err_offset : l.out_offset;
           if (!f->exists) continue;
+          if (f->rewritten) (is_err ? l.err_fresh_ms : l.out_fresh_ms) = 0;  // the new attempt's file, from 0
           l.seen = true;
           if (!f->bytes.empty()) {
             logs_->Write(rec, wants[i].key, is_err ? logfiles::OutputStream::kStderr : logfiles::OutputStream::kStdout,

@@ -153,6 +153,7 @@ void SlurmScheduler::Apply(SlurmApp& app, const std::vector<SlurmComponent>& com
   bool completing = false;  // ended in Slurm, its processes still being stopped: not over yet
   std::string reason;
   std::string failed;  // the first failed replica, in words
+  bool read_tail = false;
   for (const auto& c : components) {
     core::ReplicaState state = AppStateFromSlurm(c.state);
     supervisor::ReplicaInfo* r = nullptr;
@@ -174,23 +175,51 @@ void SlurmScheduler::Apply(SlurmApp& app, const std::vector<SlurmComponent>& com
       r->hostname = host;
       changed = true;
     }
-    if (r->state == state) {
+    // A requeue (TorchX's retries): Slurm counts them (squeue's RestartCnt), so one between two
+    // polls (the job ran again without this daemon seeing it wait) is a new attempt too.
+    if (c.restarts && *c.restarts >= 1 && r->attempt < *c.restarts && state != core::AppState::kRunning) {
+      // Attempts that ran and ended between two polls: the last of them is the one its files
+      // hold now (until the next attempt's srun writes them again).
+      r->attempt = *c.restarts;
+      r->state = core::AppState::kRunning;  // it ran
+      logs_->BeginAttempt(rec, key, r->log_dir, r->attempt, std::nullopt);
+      changed = true;
+    }
+    // Slurm counts the requeue while the ended attempt's batch script still runs (RUNNING, its start
+    // time that attempt's): the next attempt is one that waits again or started at another time.
+    auto started_at = SlurmTimeMs(c.start_time);
+    bool same_run = state != core::AppState::kPending && started_at && r->start_ms && *started_at == *r->start_ms;
+    bool requeued = c.restarts && r->attempt >= 1 && *c.restarts + 1 > r->attempt && core::IsStarted(r->state) &&
+                    !same_run;
+    if (r->state == state && !requeued) {
       if (core::IsTerminal(state) && failed.empty() && state == core::AppState::kFailed) {
         failed = key + " " + ExitWords(*r);
       }
       continue;
     }
-    // A requeue (TorchX's retries): a replica that ran waits again, a new attempt.
-    bool again = core::IsStarted(r->state) && !core::IsTerminal(state) && state != core::AppState::kRunning;
+    // Without Slurm's count (sacct): a replica that ran and waits again.
+    bool again = requeued || (!c.restarts && core::IsStarted(r->state) && !core::IsTerminal(state) &&
+                              state != core::AppState::kRunning);
     if (again) {
+      Event(rec, "exited", "attempt " + std::to_string(r->attempt) + " ended; Slurm requeued the job",
+            {{"attempt", r->attempt}, {"requeued", true}}, key);
       ++r->attempt;
       r->exit_code.reset();
       r->signal.reset();
       if (r->replica_id == 0 && r->role_index == 0) ++rec.num_restarts;
+      read_tail = true;  // what the ended attempt wrote last, before the next one's srun truncates it
     }
-    if (state == core::AppState::kRunning) {
+    // An attempt that ran, and ended, between two polls: started all the same.
+    bool ran_unseen = core::IsTerminal(state) && state != core::AppState::kCancelled &&
+                      (again || !core::IsStarted(r->state)) && SlurmTimeMs(c.start_time).has_value();
+    if (state == core::AppState::kRunning || ran_unseen) {
       if (r->attempt == 0) r->attempt = 1;
       r->start_ms = SlurmTimeMs(c.start_time).value_or(core::UnixNowMs());
+      if (r->attempt >= 2) {
+        // Its files are written again from their start: from its start (to the second Slurm gives) on.
+        ReplicaLog& l = app.logs[key];
+        l.out_fresh_ms = l.err_fresh_ms = *r->start_ms - *r->start_ms % 1000;
+      }
       logs_->BeginAttempt(rec, key, r->log_dir, r->attempt, std::nullopt);
       Event(rec, "started", "started on " + (host.empty() ? std::string("its node") : host) + " (attempt " +
                                 std::to_string(r->attempt) + ")",
@@ -260,7 +289,7 @@ void SlurmScheduler::Apply(SlurmApp& app, const std::vector<SlurmComponent>& com
     rec.msg = msg;
     changed = true;
   }
-  if (state == core::AppState::kRunning) ReadLogs(app);
+  if (state == core::AppState::kRunning || read_tail) ReadLogs(app);
   if (changed) Changed(app);
 }
 

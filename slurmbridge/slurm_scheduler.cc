@@ -84,6 +84,8 @@ Result<void> SlurmScheduler::Load(const std::vector<seam::StoredApp>& stored) {
       ReplicaLog& log = app->logs[key];
       log.out_offset = l.value("out", uint64_t{0});
       log.err_offset = l.value("err", uint64_t{0});
+      log.out_fresh_ms = l.value("out_fresh", int64_t{0});
+      log.err_fresh_ms = l.value("err_fresh", int64_t{0});
       log.seen = l.value("seen", false);
       log.problem = l.value("problem", "");
     }
@@ -416,7 +418,8 @@ Result<void> SlurmScheduler::Persist(SlurmApp& app) {
   seam::AppRecord& rec = *app.rec;
   json logs = json::object();
   for (const auto& [key, l] : app.logs) {
-    logs[key] = {{"out", l.out_offset}, {"err", l.err_offset}, {"seen", l.seen}, {"problem", l.problem}};
+    logs[key] = {{"out", l.out_offset},           {"err", l.err_offset},          {"seen", l.seen},
+                 {"problem", l.problem},          {"out_fresh", l.out_fresh_ms}, {"err_fresh", l.err_fresh_ms}};
   }
   rec.scheduler_data = {{"job_dir", app.job_dir},          {"cancel_requested", app.cancel_requested},
                         {"logs_done", app.logs_done},      {"reason", app.reason},

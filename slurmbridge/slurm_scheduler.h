@@ -85,6 +85,9 @@ class SlurmScheduler : public seam::Scheduler, public seam::Queued, public seam:
  private:
   struct ReplicaLog {
     uint64_t out_offset = 0, err_offset = 0;  // bytes of each file already stored
+    // A requeued job's next attempt writes its files again from their start (srun truncates
+    // them): from its start time on, a file written since is read from 0, as that attempt's.
+    int64_t out_fresh_ms = 0, err_fresh_ms = 0;  // 0: none awaited
     bool seen = false;                        // a file of it was found
     std::string problem;                      // why it cannot be read ("" = it can)
   };

@@ -11,7 +11,7 @@ namespace {
 
 constexpr const char* kFields[] = {"JobID",   "HetJobID", "HetJobOffset", "State",   "Reason",
                                    "DerivedEC", "exit_code", "NodeList",   "UserName", "SubmitTime",
-                                   "StartTime", "EndTime",   "Name",       "WorkDir"};
+                                   "StartTime", "EndTime",   "Name",       "RestartCnt", "WorkDir"};
 constexpr size_t kFieldCount = sizeof(kFields) / sizeof(kFields[0]);
 
 std::optional<int> Int(std::string_view s) {
@@ -79,7 +79,9 @@ std::optional<SlurmComponent> ReadSqueueLine(std::string_view line) {
   c.start_time = std::string(f[10]);
   c.end_time = std::string(f[11]);
   c.name = std::string(f[12]);
-  c.work_dir = std::string(f[13]);
+  c.restarts = Int(f[13]);
+  if (c.restarts && *c.restarts < 0) c.restarts.reset();
+  c.work_dir = std::string(f[14]);
   return c;
 }
 
@@ -225,6 +227,8 @@ WaitStatus DecodeWaitStatus(int status) {
 }
 
 WaitStatus ReplicaWaitStatus(const SlurmComponent& c) {
+  // Its steps' highest status spans a requeued job's earlier attempts: COMPLETED is this one's 0.
+  if (AppStateFromSlurm(c.state) == core::AppState::kSucceeded) return {0, std::nullopt};
   if (c.derived_status && (*c.derived_status != 0 || !c.status)) return DecodeWaitStatus(*c.derived_status);
   if (c.status) return DecodeWaitStatus(*c.status);
   return {};

@@ -35,6 +35,7 @@ struct SlurmComponent {
   std::string user;
   std::string submit_time, start_time, end_time;  // Slurm's local times, "N/A"/"Unknown" when none
   std::string name;        // "<role>-<replica>" for TorchX's jobs
+  std::optional<int> restarts;  // times Slurm requeued the job (squeue's RestartCnt; sacct has none)
   std::string work_dir;    // where it runs (and TorchX's log files are)
 };
 

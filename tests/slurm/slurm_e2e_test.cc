@@ -282,6 +282,45 @@ TEST_F(SlurmE2eTest, ASubmissionSbatchRefusedIsNeverListed) {
   EXPECT_THAT(list.out, ::testing::Not(HasSubstr("huge"))) << list.out;
 }
 
+// srun writes a requeued job's files again from their start for its next
+// attempt: the daemon read on from the old offset, losing the new attempt's
+// first bytes (or all of it). Each attempt is read whole, as its own.
+TEST_F(SlurmE2eTest, ARequeuedJobsNextAttemptIsReadWholeAsItsOwn) {
+  StartOwnDaemon("--slurm-poll 0.5");
+  fs::create_directories(dir_ / "work");
+  {
+    json app = {{"name", "again"},
+                {"roles", {{{"name", "sh"}, {"image", "/tmp"}, {"entrypoint", "sh"}, {"max_retries", 1},
+                            {"args", {"-c", "echo first-of-${SLURM_RESTART_COUNT:-0}; "
+                                            "if [ ${SLURM_RESTART_COUNT:-0} -lt 1 ]; then exit 3; fi; "
+                                            "echo then-the-second-attempt-is-done"}}}}}};
+    std::ofstream(dir_ / "work/again.json") << app.dump();
+  }
+  std::string h = Run({"./again.json"});
+  // Slurm holds a requeued job for two minutes (BeginTime): the test lets it go at once.
+  ASSERT_TRUE(WaitUntil([&] { return Torchx({"status", h}).out.find("BeginTime") != std::string::npos; }, kWait))
+      << Torchx({"status", h}).out;
+  // Held, its first attempt's file is read to its end (Slurm holds it two minutes: time enough),
+  // and its nodes are done with the attempt that ended (released sooner, the next attempt can
+  // fail inside Slurm).
+  ASSERT_TRUE(WaitUntil([&] { return Torchx({"log", "--attempt", "1", h}).out == "sh/0 first-of-0\n"; }, kWait))
+      << Torchx({"log", "--attempt", "1", h}).out << Torchx({"events", h}).out;
+  auto idle = [&] {
+    auto nodes = RunShell("SLURM_CONF=" + Quote(g_conf) + " sinfo -h -N -p debug -o %T", (dir_ / "si.err").string());
+    return nodes.exit_code == 0 && nodes.out == "idle\nidle\n";
+  };
+  ASSERT_TRUE(WaitUntil(idle, kWait));
+  auto now = RunShell("SLURM_CONF=" + Quote(g_conf) + " scontrol update JobId=" + JobOf(h) + " StartTime=now",
+                      (dir_ / "sc.err").string());
+  ASSERT_EQ(now.exit_code, 0) << now.err;
+  ASSERT_TRUE(WaitForState(h, "SUCCEEDED", kWait)) << Torchx({"status", h}).out << Torchx({"events", h}).out;
+  EXPECT_TRUE(WaitUntil([&] { return Torchx({"log", "--attempt", "2", h}).out.find("then-the") != std::string::npos; }, 10))
+      << Torchx({"log", "--attempt", "2", h}).out << Torchx({"log", "--attempt", "2", h}).err;
+  EXPECT_EQ(Torchx({"log", "--attempt", "1", h}).out, "sh/0 first-of-0\n");
+  EXPECT_EQ(Torchx({"log", "--attempt", "2", h}).out, "sh/0 first-of-1\nsh/0 then-the-second-attempt-is-done\n");
+  EXPECT_THAT(Torchx({"events", h}).out, HasSubstr("sh/0 attempt 1 ended; Slurm requeued the job"));
+}
+
 TEST_F(SlurmE2eTest, EachUserKeepsCacheSizeAppsTheOldestFinishedGoFirst) {
   StartOwnDaemon("--slurm-poll 0.5 --cache-size 2");
   std::vector<std::string> handles;

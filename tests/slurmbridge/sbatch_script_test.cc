@@ -120,11 +120,11 @@ std::string Line(const std::vector<std::string>& fields) {
 TEST(Squeue, ReadsHetComponentsAndPlainJobs) {
   EXPECT_THAT(SqueueFormat(), ::testing::StartsWith(std::string("JobID:") + kFieldEnd + ",HetJobID:"));
   std::string text =
-      Line({"3", "3", "0", "FAILED", "NonZeroExitCode", "15", "36608", "node1", "alice", "S", "B", "E", "a-0", "/w"}) +
-      Line({"4", "3", "1", "FAILED", "NonZeroExitCode", "768", "36608", "node2", "alice", "S", "B", "E", "b|c-0", "/w d"}) +
-      Line({"9", "0", "N/A", "PENDING", "Resources", "0", "0", "", "bob", "S", "N/A", "N/A", "solo", "/"}) +
+      Line({"3", "3", "0", "FAILED", "NonZeroExitCode", "15", "36608", "node1", "alice", "S", "B", "E", "a-0", "0", "/w"}) +
+      Line({"4", "3", "1", "FAILED", "NonZeroExitCode", "768", "36608", "node2", "alice", "S", "B", "E", "b|c-0", "2", "/w d"}) +
+      Line({"9", "0", "N/A", "PENDING", "Resources", "0", "0", "", "bob", "S", "N/A", "N/A", "solo", "x", "/"}) +
       "garbage\n" +
-      Line({"x", "0", "0", "PENDING", "None", "0", "0", "", "bob", "S", "N/A", "N/A", "bad id", "/"}) +
+      Line({"x", "0", "0", "PENDING", "None", "0", "0", "", "bob", "S", "N/A", "N/A", "bad id", "0", "/"}) +
       Line({"5", "0", "0", "PENDING", "None", "0", "0", "", "bob", "S", "N/A", "N/A", "short"});
   auto jobs = ByJob(ReadSqueue(text));
   ASSERT_EQ(jobs.size(), 2u);
@@ -132,6 +132,9 @@ TEST(Squeue, ReadsHetComponentsAndPlainJobs) {
   EXPECT_EQ(jobs["3"][1].offset, 1);
   EXPECT_EQ(jobs["3"][1].name, "b|c-0");
   EXPECT_EQ(jobs["3"][1].work_dir, "/w d");
+  EXPECT_EQ(jobs["3"][1].restarts, 2);
+  EXPECT_EQ(jobs["3"][0].restarts, 0);
+  EXPECT_EQ(jobs["9"][0].restarts, std::nullopt) << "not a number: unknown";
   EXPECT_EQ(DecodeWaitStatus(*jobs["3"][1].derived_status).exit_code, 3);
   EXPECT_EQ(DecodeWaitStatus(*jobs["3"][0].derived_status).signal, 15);
   EXPECT_EQ(ReplicaWaitStatus(jobs["3"][1]).exit_code, 3);
