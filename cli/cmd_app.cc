@@ -234,6 +234,17 @@ int CmdList(const GlobalArgs& global, const std::string& scheduler, const std::s
   return kExitOk;
 }
 
+std::string CancelProgress(const std::string& handle, int running, int64_t waited_seconds) {
+  size_t sep = handle.find("://");
+  std::string scheduler = sep == std::string::npos ? "" : handle.substr(0, sep);
+  std::string how = scheduler == "kubernetes" ? "its Volcano Job is aborted: Volcano deletes its pods, each with its grace period"
+                    : scheduler == "slurm"    ? "scancel sent: Slurm stops the job's steps"
+                    : scheduler.rfind("local", 0) == 0 ? "SIGTERM sent; SIGKILL once the grace period ends"
+                                                        : "the cancel is under way";
+  return "torchx: cancelling " + handle + ": " + std::to_string(running) + (running == 1 ? " replica" : " replicas") +
+         " still running after " + std::to_string(waited_seconds) + " s (" + how + ")";
+}
+
 int CmdCancel(const GlobalArgs& global, const std::string& handle, std::optional<double> grace,
               const CliContext& ctx) {
   auto client = ConnectToDaemon({global.socket, true}, ctx);
@@ -259,9 +270,7 @@ int CmdCancel(const GlobalArgs& global, const std::string& handle, std::optional
         for (const auto& r : role.value("replicas", json::array())) running += r.value("state_name", "") == "RUNNING";
       }
       auto waited = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started).count();
-      *ctx.err << "torchx: cancelling " << handle << ": " << running << (running == 1 ? " replica" : " replicas")
-               << " still running after " << waited << " s (SIGTERM sent; SIGKILL once the grace period ends)"
-               << std::endl;
+      *ctx.err << CancelProgress(handle, running, waited) << std::endl;
     }
   });
   auto reply = client->Call("cancel", params);

@@ -92,6 +92,9 @@ int CmdList(const GlobalArgs& global, const std::string& scheduler, const std::s
             const ListFilter& filter = {});
 int CmdCancel(const GlobalArgs& global, const std::string& handle, std::optional<double> grace,
               const CliContext& ctx);
+// What a cancel still under way says every few seconds, in its scheduler's words (from the
+// handle's scheduler://, when it has one).
+std::string CancelProgress(const std::string& handle, int running, int64_t waited_seconds);
 int CmdDelete(const GlobalArgs& global, const std::string& handle, const CliContext& ctx);
 // torchx scale HANDLE ROLE=N...: an elastic role's replicas, within [min_replicas, num_replicas].
 int CmdScale(const GlobalArgs& global, const std::string& handle, const std::vector<std::string>& changes,

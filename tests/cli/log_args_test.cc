@@ -69,5 +69,18 @@ TEST(LineRegexTest, TakesWhatTorchxUsersWriteWithPythonRe) {
   }
 }
 
+// A cancel still under way says what its scheduler does meanwhile: Kubernetes
+// aborts a Volcano Job, where it said "SIGTERM sent" as for local processes.
+TEST(CancelProgressTest, SaysWhatTheAppsSchedulerDoes) {
+  EXPECT_EQ(CancelProgress("kubernetes://team/el-x1", 2, 6),
+            "torchx: cancelling kubernetes://team/el-x1: 2 replicas still running after 6 s (its Volcano Job is "
+            "aborted: Volcano deletes its pods, each with its grace period)");
+  EXPECT_EQ(CancelProgress("local_cwd://torchx/a", 1, 3),
+            "torchx: cancelling local_cwd://torchx/a: 1 replica still running after 3 s (SIGTERM sent; SIGKILL once "
+            "the grace period ends)");
+  EXPECT_NE(CancelProgress("slurm://torchx/42", 1, 3).find("(scancel sent"), std::string::npos);
+  EXPECT_NE(CancelProgress("el-x1", 1, 3).find("(the cancel is under way)"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace torchxd::cli
