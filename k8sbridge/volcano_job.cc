@@ -235,7 +235,11 @@ Result<VolcanoJob> AppDefToVolcanoJob(const core::AppDef& app, const std::string
       json volumes = json::array(), mounts = json::array();
       Mounts(role, volumes, mounts);
       json security = json::object();
-      if (options.privileged) security["privileged"] = true;
+      // As TorchX: a host device is usable in the container only privileged.
+      bool device = std::any_of(role.mounts.begin(), role.mounts.end(), [](const auto& m) {
+        return std::holds_alternative<core::DeviceMount>(m);
+      });
+      if (options.privileged || device) security["privileged"] = true;
       if (auto caps = role.resource.capabilities.find("security.capabilities.add");
           caps != role.resource.capabilities.end() && caps->is_array()) {
         security["capabilities"] = {{"add", *caps}};

@@ -157,7 +157,8 @@ TEST(VolcanoJobTest, DevicesCapabilitiesAndOptions) {
   const json& c = pod["spec"]["containers"][0];
   EXPECT_EQ(c["resources"]["limits"]["rdma/rdma_shared_device_a"], "1");
   EXPECT_EQ(c["resources"]["requests"]["rdma/rdma_shared_device_a"], "1");  // TorchX sets limits only
-  EXPECT_EQ(c["securityContext"], json({{"capabilities", {{"add", {"IPC_LOCK"}}}}}));  // not privileged
+  // A host device makes the container privileged, as TorchX's does (the device is unusable otherwise).
+  EXPECT_EQ(c["securityContext"], json({{"capabilities", {{"add", {"IPC_LOCK"}}}}, {"privileged", true}}));
   EXPECT_EQ(pod["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"], "rdma-net");
   EXPECT_EQ(pod["spec"]["nodeSelector"], json({{"node.kubernetes.io/instance-type", "p4d.24xlarge"}, {"pool", "gpu"}}));
   EXPECT_EQ(pod["spec"]["tolerations"][0], json({{"key", "nvidia.com/gpu"}, {"operator", "Exists"}, {"effect", "NoSchedule"}}));
