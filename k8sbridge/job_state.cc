@@ -9,6 +9,7 @@
 #include "core/app_status.h"
 #include "core/ids.h"
 #include "core/replica_key.h"
+#include "k8sbridge/labels.h"
 
 namespace torchxd::k8sbridge {
 namespace {
@@ -56,6 +57,29 @@ core::ReplicaState PodPhaseToReplicaState(std::string_view phase) {
   if (phase == "Succeeded") return S::kSucceeded;
   if (phase == "Failed") return S::kFailed;
   return S::kUnknown;
+}
+
+bool IsTorchxJob(const nlohmann::json& job) {
+  auto managed = [](const nlohmann::json& meta) {
+    if (!meta.is_object()) return false;
+    auto labels = meta.find("labels");
+    if (labels == meta.end() || !labels->is_object()) return false;
+    auto by = labels->find(std::string(kLabelManagedBy));
+    return by != labels->end() && by->is_string() && by->get<std::string>() == kManagedByTorchx;
+  };
+  if (!job.is_object()) return false;
+  if (auto meta = job.find("metadata"); meta != job.end() && managed(*meta)) return true;
+  auto spec = job.find("spec");
+  if (spec == job.end() || !spec->is_object()) return false;
+  auto tasks = spec->find("tasks");
+  if (tasks == spec->end() || !tasks->is_array()) return false;
+  for (const auto& task : *tasks) {
+    if (!task.is_object()) continue;
+    auto tmpl = task.find("template");
+    if (tmpl == task.end() || !tmpl->is_object()) continue;
+    if (auto meta = tmpl->find("metadata"); meta != tmpl->end() && managed(*meta)) return true;
+  }
+  return false;
 }
 
 JobView ReadJob(const json& job) {

@@ -36,6 +36,9 @@ struct JobView {
   std::string message;  // status.state.reason/message, when Volcano gives one
 };
 JobView ReadJob(const nlohmann::json& job);
+// A Volcano Job TorchX made: the torchx managed-by label on the Job (torchxd's)
+// or on any task's pod template (TorchX's own puts it there alone).
+bool IsTorchxJob(const nlohmann::json& job);
 
 struct PodView {
   std::string name, uid, job_name, task;

@@ -66,7 +66,9 @@ void JobTracker::Watch(const std::string& ns) {
   jobs.on_list = [this, ns](const std::vector<json>& items) { OnJobList(ns, items); };
   jobs.on_event = [this, ns](const std::string& type, const json& obj) { OnJobEvent(ns, type, obj); };
   jobs.on_error = [this, ns](const Error& error) { observer_->OnWatchError(ns, error); };
-  n->jobs = std::make_unique<Reflector>(loop_, api_, JobsPath(ns), selector_, jobs, options_);
+  // Every Volcano Job of the namespace: TorchX's own labels only its pod templates, so the
+  // Jobs are told apart as they come (IsTorchxJob); the pods keep the label.
+  n->jobs = std::make_unique<Reflector>(loop_, api_, JobsPath(ns), "", jobs, options_);
   ReflectorCallbacks pods;
   pods.on_list = [this, ns](const std::vector<json>& items) { OnPodList(ns, items); };
   pods.on_event = [this, ns](const std::string& type, const json& obj) { OnPodEvent(ns, type, obj); };
@@ -79,7 +81,7 @@ void JobTracker::Watch(const std::string& ns) {
 TrackedJob* JobTracker::ByJob(const std::string& ns, const json& job, bool may_be_unknown) {
   JobView v = ReadJob(job);
   if (TrackedJob* known = Find(ns + ":" + v.name)) return known;
-  if (!may_be_unknown || v.name.empty() || creating_.count(ns + ":" + v.name)) return nullptr;
+  if (!may_be_unknown || v.name.empty() || creating_.count(ns + ":" + v.name) || !IsTorchxJob(job)) return nullptr;
   observer_->OnUnknownJob(ns, job);
   return Find(ns + ":" + v.name);
 }
@@ -88,6 +90,7 @@ void JobTracker::OnJobList(const std::string& ns, const std::vector<json>& items
   std::set<std::string> present;
   for (const auto& job : items) {
     JobView v = ReadJob(job);
+    if (!IsTorchxJob(job) && Find(ns + ":" + v.name) == nullptr) continue;  // not a torchx app
     present.insert(v.name);
     if (TrackedJob* tracked = ByJob(ns, job, true)) {
       if (!v.uid.empty()) tracked->uid = v.uid;

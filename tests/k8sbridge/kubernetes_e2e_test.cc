@@ -656,4 +656,34 @@ TEST(FakeApiServerTest, GivesTheGoldenVerdicts) {
   fs::remove_all(dir);
 }
 
+// TorchX's own `schedule` puts its labels on the pod templates alone (the Job's
+// metadata is just its name): such a Job was absent from `list` and `status`
+// said it did not exist. It is TorchX's, and found; a Volcano Job of no torchx
+// label anywhere is not.
+TEST_F(KubernetesE2eTest, AJobTorchxItselfSubmittedIsFoundAndAnotherVolcanoJobIsNot) {
+  json template_labels = {{"app.kubernetes.io/managed-by", "torchx.pytorch.org"},
+                          {"app.kubernetes.io/name", "trainer"}};
+  auto job = [&](const std::string& name, bool torchx) {
+    json tmpl = {{"spec", {{"restartPolicy", "Never"}, {"containers", {{{"name", "trainer-0"}, {"image", "busybox"}}}}}}};
+    if (torchx) tmpl["metadata"] = {{"labels", template_labels}};
+    json task = {{"name", "trainer-0"}, {"replicas", 1}, {"template", tmpl}};
+    json out = json::object();
+    out["apiVersion"] = "batch.volcano.sh/v1alpha1";
+    out["kind"] = "Job";
+    out["metadata"] = {{"name", name}};
+    out["spec"] = {{"queue", "default"}, {"tasks", json::array({task})}};
+    out["status"] = {{"state", {{"phase", "Running"}}}};
+    return out;
+  };
+  ASSERT_EQ(api_.Post("/fake/jobs/team", job("fromtorchx", true)), 201);
+  ASSERT_EQ(api_.Post("/fake/jobs/team", job("notorchx", false)), 201);
+  ASSERT_TRUE(WaitUntil([&] {
+    return Torchx({"list", "-s", "kubernetes"}).out.find("team:fromtorchx") != std::string::npos;
+  })) << Torchx({"list", "-s", "kubernetes"}).out;
+  EXPECT_THAT(Torchx({"list", "-s", "kubernetes"}).out, ::testing::Not(HasSubstr("notorchx")));
+  json st = StatusJson("kubernetes://torchx/team:fromtorchx");
+  ASSERT_TRUE(st.is_object()) << Torchx({"status", "kubernetes://torchx/team:fromtorchx"}).err;
+  EXPECT_EQ(st["state"], "RUNNING") << st.dump();
+}
+
 }  // namespace
