@@ -164,12 +164,19 @@ PodView ReadPod(const json& pod) {
         wait_reason == "InvalidImageName") {
       v.error_message = wait_reason + ": " + wait_message;
     }
-    if (!wait_reason.empty() && v.state == core::ReplicaState::kPending && v.wait_kind.empty()) {
-      bool backoff = wait_reason.find("BackOff") != std::string::npos || wait_reason.rfind("Err", 0) == 0 ||
-                     wait_reason.find("Error") != std::string::npos || wait_reason == "InvalidImageName";
+    bool backoff = wait_reason.find("BackOff") != std::string::npos || wait_reason.rfind("Err", 0) == 0 ||
+                   wait_reason.find("Error") != std::string::npos || wait_reason == "InvalidImageName";
+    // A running pod's container that waits to start again (CrashLoopBackOff) says so too.
+    bool waits = v.state == core::ReplicaState::kPending || (v.state == core::ReplicaState::kRunning && backoff);
+    if (!wait_reason.empty() && waits && v.wait_kind.empty()) {
       v.wait_kind = backoff ? "backoff" : "waiting";
       v.wait = wait_message.empty() ? wait_reason : wait_reason + ": " + wait_message;
     }
+  }
+  // Deleted gracefully: it still runs through its grace period, and says so.
+  if (std::string deleted = Str(meta, "deletionTimestamp"); !deleted.empty() && !core::IsTerminal(v.state)) {
+    v.wait_kind = "terminating";
+    v.wait = "being deleted (since " + deleted + "): its containers have their grace period to end";
   }
   // The pod's own reason (Evicted, Preempted, NodeLost, DeadlineExceeded…) says
   // why it ended, before what its container said.

@@ -55,8 +55,9 @@ struct PodView {
   // Why a pod that has not started waits, in one line, and which kind of wait:
   // "unschedulable" (the scheduler's PodScheduled=False message), "backoff"
   // (ErrImagePull, ImagePullBackOff, CrashLoopBackOff…: the container's
-  // waiting reason and message), "waiting" (any other: ContainerCreating…),
-  // or "" (running, ended, or nothing said).
+  // waiting reason and message, on a running pod too), "waiting" (any other:
+  // ContainerCreating…), "terminating" (deleted, in its grace period), or ""
+  // (running, ended, or nothing said).
   std::string wait_kind;
   std::string wait;
 };

@@ -122,6 +122,23 @@ TEST(JobStateTest, APendingPodSaysWhyItWaits) {
   pod["status"]["phase"] = "Running";
   pod["status"]["containerStatuses"][0]["state"] = {{"running", json::object()}};
   EXPECT_TRUE(ReadPod(pod).wait.empty());
+  // A running pod whose container waits to start again says so (it was read only while Pending).
+  pod["status"]["containerStatuses"][0]["state"] = {{"waiting", {{"reason", "CrashLoopBackOff"}, {"message", "back-off 5m0s"}}}};
+  v = ReadPod(pod);
+  EXPECT_EQ(v.state, core::ReplicaState::kRunning);
+  EXPECT_EQ(v.wait_kind, "backoff");
+  EXPECT_EQ(v.wait, "CrashLoopBackOff: back-off 5m0s");
+  pod["status"]["containerStatuses"][0]["state"] = {{"waiting", {{"reason", "ContainerCreating"}}}};
+  EXPECT_TRUE(ReadPod(pod).wait.empty()) << "a running pod's other waits are not news";
+  // Deleted gracefully (kubectl delete pod): still running, and said so.
+  pod["status"]["containerStatuses"][0]["state"] = {{"running", json::object()}};
+  pod["metadata"]["deletionTimestamp"] = "2026-12-07T18:00:00Z";
+  v = ReadPod(pod);
+  EXPECT_EQ(v.state, core::ReplicaState::kRunning);
+  EXPECT_EQ(v.wait_kind, "terminating");
+  EXPECT_EQ(v.wait, "being deleted (since 2026-12-07T18:00:00Z): its containers have their grace period to end");
+  pod["status"]["phase"] = "Failed";
+  EXPECT_TRUE(ReadPod(pod).wait.empty()) << "ended: nothing to wait for";
 }
 
 TEST(JobStateTest, TaskNamesFollowTheTranslation) {
