@@ -360,6 +360,10 @@ TEST_F(KubernetesE2eTest, ListShowsEveryTorchxJobOfTheNamespaceAndTheirsCanBeUse
   ASSERT_EQ(api_.Post("/fake/jobs/team", theirs), 201);
   std::string handle = "kubernetes://torchx/team:theirs-x1";
 
+  // The namespace is watched already (mine is in it): theirs is listed once its watch event came.
+  ASSERT_TRUE(WaitUntil([&] {
+    return Torchx({"list", "-s", "kubernetes", "-cfg", "namespace=team"}).out.find(handle) != std::string::npos;
+  })) << Torchx({"list", "-s", "kubernetes", "-cfg", "namespace=team"}).out;
   for (const auto& args : std::vector<std::vector<std::string>>{{"list", "-s", "kubernetes", "-cfg", "namespace=team"},
                                                                  {"list", "-s", "kubernetes"}}) {  // the context's
     auto list = Torchx(args);
