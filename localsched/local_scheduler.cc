@@ -395,7 +395,7 @@ void LocalScheduler::Scale(seam::AppRecord& record, const std::vector<core::Scal
   }
   if (uint64_t wait_ms = scales_.Take(app.owner_uid, replicas, static_cast<int64_t>(uv_now(loop_))); wait_ms > 0) {
     return done(Fail(Error::Unavailable(
-        core::UserName(app.owner_uid) + " (uid " + std::to_string(app.owner_uid) + ") may start or stop at most " +
+        UserLabel(app.owner_uid) + " may start or stop at most " +
         std::to_string(static_cast<int>(kScaledReplicasPerSecond)) + " replicas a second by scale (" +
         std::to_string(static_cast<int>(kScaledReplicasAtOnce)) + " at once); this scale changes " +
         std::to_string(replicas) + ": try again in " + TenthsOfASecond(wait_ms))));

@@ -106,6 +106,18 @@ class StoredRecordsTest : public DaemonFixture {
     EXPECT_EQ(sqlite3_step(q), SQLITE_DONE) << sqlite3_errmsg(db);
     sqlite3_finalize(q);
   }
+  // A box of one GPU (--gpu-topology).
+  fs::path OneGpuTopology() {
+    fs::path topology = dir_ / "one.json";
+    std::ofstream(topology) << kOneGpu;
+    return topology;
+  }
+  // A role of one replica that holds the GPU until `release` exists.
+  static json WaitsFor(const fs::path& release) {
+    return {{"name", "w"}, {"entrypoint", "sh"}, {"num_replicas", 1},
+            {"args", {"-c", "until [ -e " + release.string() + " ]; do sleep 0.05; done"}},
+            {"resource", {{"cpu", 1}, {"gpu", 1}, {"memMB", 64}}}};
+  }
   // Every value of a type the field does not have, and the extremes of its own.
   static std::vector<json> BadValues() {
     return {nullptr, "x", -1, 1.5, 9223372036854775807LL, true, json::object(), json::array(),
@@ -118,12 +130,9 @@ class StoredRecordsTest : public DaemonFixture {
 // replicas' records too; a restart serves them all, the originals as they
 // were.
 TEST_F(StoredRecordsTest, ADaemonStartsAndServesWhateverTypesItsRecordsHold) {
-  fs::path topology = dir_ / "one.json";
-  std::ofstream(topology) << kOneGpu;
+  fs::path topology = OneGpuTopology();
   fs::path release = dir_ / "release";
-  json waits = {{"name", "w"}, {"entrypoint", "sh"}, {"num_replicas", 1},
-                {"args", {"-c", "until [ -e " + release.string() + " ]; do sleep 0.05; done"}},
-                {"resource", {{"cpu", 1}, {"gpu", 1}, {"memMB", 64}}}};
+  json waits = WaitsFor(release);
   StartDaemon({"--gpu-topology", topology.string(), "--live-restore"});
   std::string ended = Run(App("ended", {FakeRole("r", {"--stdout", "hi"})}),
                           {{"restart_backoff", 0.5}, {"max_duration", "1h"}});
@@ -226,12 +235,9 @@ TEST_F(StoredRecordsTest, ADaemonStartsAndServesWhateverTypesItsRecordsHold) {
 // record whose requests do not read is set aside, saying so, and the daemon
 // starts and serves the rest.
 TEST_F(StoredRecordsTest, AnAppWhoseSharedVariablesDoNotReadIsSetAsideNotStartedWithoutThem) {
-  fs::path topology = dir_ / "one.json";
-  std::ofstream(topology) << kOneGpu;
+  fs::path topology = OneGpuTopology();
   fs::path release = dir_ / "release";
-  json waits = {{"name", "w"}, {"entrypoint", "sh"}, {"num_replicas", 1},
-                {"args", {"-c", "until [ -e " + release.string() + " ]; do sleep 0.05; done"}},
-                {"resource", {{"cpu", 1}, {"gpu", 1}, {"memMB", 64}}}};
+  json waits = WaitsFor(release);
   StartDaemon({"--gpu-topology", topology.string(), "--live-restore"});
   std::string holder = Run(App("holder", {waits}));
   ASSERT_TRUE(WaitUntil([&] { return Status(holder)["state"] == "RUNNING"; }));
